@@ -1,0 +1,78 @@
+"""The event base, the context layers and event ids."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import os
+from typing import ClassVar
+
+import msgspec
+
+__all__ = ["BUS_STREAM", "RUNTIME_STREAM", "ContextLayer", "Event", "agent_stream", "new_event_id", "session_stream"]
+
+BUS_STREAM = "bus"
+"""The stream of IPC messages, deliveries and dead letters."""
+RUNTIME_STREAM = "runtime"
+"""The stream of runtime-wide facts (task context published to many agents)."""
+
+
+def agent_stream(agent_id: str) -> str:
+    """The stream name of one agent: ``agent/<id>``."""
+    return "agent/" + agent_id
+
+
+def session_stream(session_id: str) -> str:
+    """The stream name of one session: ``session/<id>``."""
+    return "session/" + session_id
+
+
+class ContextLayer(enum.IntEnum):
+    """The three context layers of an agent (spec §2.1).
+
+    Each event type records the layer it touches (``Event.layer``), so an audit can
+    filter a journal by layer; events that touch none (lifecycle, sessions) say None.
+    """
+
+    TASK_SHARED = 0
+    AGENT_PRIVATE = 1
+    IPC = 2
+
+
+# Ids are a per-process random prefix plus a counter: unique across processes and
+# restarts, cheap to make (no uuid4 syscall per event), and close to sorted within a
+# process, which keeps the journal's id index appends local in its B-tree.
+_ID_PREFIX = os.urandom(8).hex()
+_id_counter = itertools.count(1)
+
+
+def new_event_id() -> str:
+    """Return a new, process-unique event id."""
+    return f"{_ID_PREFIX}-{next(_id_counter):x}"
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=True):
+    """Base class of every journaled fact.
+
+    Events are frozen msgspec Structs in one tagged union; the tag is the class
+    name, so renaming an event class is a schema change. ``v`` is the schema
+    version of the type: a type at version 2 redeclares ``v: int = 2`` and registers
+    an upcaster from 1 (see ``EventCodec``).
+    """
+
+    at: float
+    """When it happened, in wall seconds from the runtime's clock."""
+    id: str = msgspec.field(default_factory=new_event_id)
+    """Unique id; appending an event whose id is stored already writes nothing."""
+    cause: str | None = None
+    """The id of the event that caused this one, for causal provenance."""
+    v: int = 1
+    """The schema version this event was written at."""
+
+    layer: ClassVar[ContextLayer | None] = None
+    """The context layer this event type touches, or None."""
+
+    @property
+    def stream(self) -> str:
+        """The stream this event belongs to."""
+        raise NotImplementedError

@@ -1,0 +1,236 @@
+"""The one place that knows how events and values are encoded: msgpack via msgspec.
+
+Never pickle: a journal handed to an auditor is untrusted input, and msgspec decodes
+only the types it is told to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Union
+
+import msgspec
+
+from ._base import Event
+from ._errors import EventDecodeError, EventVersionError, UnencodableValueError, UnknownEventTypeError
+from ._events import EVENT_TYPES
+
+__all__ = [
+    "DEFAULT_CODEC",
+    "EventCodec",
+    "Upcaster",
+    "copy_mapping",
+    "copy_value",
+    "decode",
+    "encode",
+    "encode_value",
+    "register_upcaster",
+]
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+"""Turns the raw mapping of a record at version N into the mapping at version N+1."""
+
+_encoder: Final = msgspec.msgpack.Encoder()
+_any_decoder: Final = msgspec.msgpack.Decoder()
+_mapping_decoder: Final = msgspec.msgpack.Decoder(dict[str, Any])
+
+# Exceptions msgspec raises for a value it cannot encode: an unsupported type
+# (TypeError), an int outside 64 bits (OverflowError), nesting past its limit.
+_ENCODE_ERRORS: Final = (TypeError, OverflowError, RecursionError, ValueError)
+_DECODE_ERRORS: Final = (msgspec.DecodeError, RecursionError)
+
+
+def _version_of(cls: type[Event]) -> int:
+    for field in msgspec.structs.fields(cls):
+        if field.name == "v":
+            return int(field.default)
+    msg = f"{cls.__name__} has no version field"  # pragma: no cover - every Event has one
+    raise TypeError(msg)
+
+
+def _tag_of(cls: type[Event]) -> str:
+    tag = msgspec.inspect.type_info(cls).tag  # type: ignore[attr-defined]
+    return str(tag)
+
+
+class EventCodec:
+    """Encodes events to msgpack and decodes them back through one typed decoder.
+
+    Decoding checks each record's schema version: the current version takes the fast
+    path (one typed decode); an older one is decoded raw, passed through the
+    registered upcasters one version at a time, and then decoded as the current type;
+    a newer one, or an unknown type tag, raises an error that names them.
+    """
+
+    def __init__(
+        self,
+        types: Iterable[type[Event]] = EVENT_TYPES,
+        upcasters: Mapping[tuple[str, int], Upcaster] | None = None,
+    ) -> None:
+        """Build a codec for ``types``, with optional ``{(type_name, from_version): fn}``."""
+        type_list = tuple(types)
+        self._types: dict[str, type[Event]] = {_tag_of(cls): cls for cls in type_list}
+        self._versions: dict[type[Event], int] = {cls: _version_of(cls) for cls in type_list}
+        self._decoder = msgspec.msgpack.Decoder(Union[type_list])  # type: ignore[valid-type]  # noqa: UP007
+        self._upcasters: dict[tuple[str, int], Upcaster] = dict(upcasters or {})
+
+    @property
+    def types(self) -> Mapping[str, type[Event]]:
+        """The event types this codec knows, by type name."""
+        return self._types
+
+    def current_version(self, type_name: str) -> int:
+        """The version this code writes for ``type_name``."""
+        cls = self._types.get(type_name)
+        if cls is None:
+            raise UnknownEventTypeError(type_name)
+        return self._versions[cls]
+
+    def register_upcaster(self, type_name: str, from_version: int, upcaster: Upcaster) -> None:
+        """Register ``upcaster`` to turn ``type_name`` records at ``from_version`` into the next.
+
+        Raises:
+            UnknownEventTypeError: ``type_name`` is no type of this codec.
+            ValueError: ``from_version`` is not older than the current version.
+        """
+        current = self.current_version(type_name)
+        if not 0 <= from_version < current:
+            msg = f"{type_name} is at version {current}; an upcaster must start from 0 to {current - 1}"
+            raise ValueError(msg)
+        self._upcasters[(type_name, from_version)] = upcaster
+
+    def unregister_upcaster(self, type_name: str, from_version: int) -> None:
+        """Remove an upcaster; a no-op when none is registered."""
+        self._upcasters.pop((type_name, from_version), None)
+
+    def encode(self, event: Event) -> bytes:
+        """Encode one event.
+
+        Raises:
+            UnencodableValueError: a field holds a value msgspec cannot encode.
+        """
+        try:
+            return _encoder.encode(event)
+        except _ENCODE_ERRORS as exc:
+            msg = f"cannot encode {type(event).__name__}: {exc}"
+            raise UnencodableValueError(msg) from exc
+
+    def decode(self, data: bytes | memoryview) -> Event:
+        """Decode one event, upcasting an older version.
+
+        Raises:
+            UnknownEventTypeError: the type tag names no known event type.
+            EventVersionError: the version is newer than known, or older with no
+                upcaster path to the current one.
+            EventDecodeError: anything else that is not a valid event.
+        """
+        try:
+            event: Event = self._decoder.decode(data)
+        except msgspec.ValidationError as exc:
+            return self._decode_slow(data, exc)
+        except _DECODE_ERRORS as exc:
+            msg = f"not a valid event record: {exc}"
+            raise EventDecodeError(msg) from exc
+        if event.v != self._versions[type(event)]:
+            return self._decode_slow(data, None)
+        return event
+
+    def _decode_slow(self, data: bytes | memoryview, cause: Exception | None) -> Event:
+        try:
+            raw = _any_decoder.decode(data)
+        except _DECODE_ERRORS as exc:
+            msg = f"not a valid event record: {exc}"
+            raise EventDecodeError(msg) from exc
+        tag = raw.get("type") if isinstance(raw, dict) else None
+        if not isinstance(tag, str):
+            msg = "not a valid event record: no type tag"
+            raise EventDecodeError(msg) from cause
+        cls = self._types.get(tag)
+        if cls is None:
+            raise UnknownEventTypeError(tag) from cause
+        current = self._versions[cls]
+        stored = raw.get("v", 1)
+        if isinstance(stored, bool) or not isinstance(stored, int):
+            msg = f"{tag} record has a version that is not an integer: {stored!r}"
+            raise EventDecodeError(msg) from cause
+        if stored > current:
+            raise EventVersionError(tag, stored, current) from cause
+        if stored == current:
+            msg = f"not a valid {tag} record: {cause}"
+            raise EventDecodeError(msg) from cause
+        for version in range(stored, current):
+            upcaster = self._upcasters.get((tag, version))
+            if upcaster is None:
+                raise EventVersionError(tag, stored, current, f"no upcaster from version {version}") from cause
+            raw = upcaster(raw)
+        raw["type"] = tag
+        raw["v"] = current
+        try:
+            return self._decoder.decode(_encoder.encode(raw))  # type: ignore[no-any-return]
+        except (*_DECODE_ERRORS, *_ENCODE_ERRORS) as exc:
+            msg = f"{tag} record upcast from version {stored} is not valid: {exc}"
+            raise EventDecodeError(msg) from exc
+
+
+DEFAULT_CODEC: Final = EventCodec()
+"""The codec for the events of this package; the journal uses it unless given another."""
+
+
+def encode(event: Event) -> bytes:
+    """Encode one event with the default codec."""
+    return DEFAULT_CODEC.encode(event)
+
+
+def decode(data: bytes | memoryview) -> Event:
+    """Decode one event with the default codec (see ``EventCodec.decode``)."""
+    return DEFAULT_CODEC.decode(data)
+
+
+def register_upcaster(type_name: str, from_version: int, upcaster: Upcaster) -> None:
+    """Register an upcaster on the default codec (see ``EventCodec.register_upcaster``)."""
+    DEFAULT_CODEC.register_upcaster(type_name, from_version, upcaster)
+
+
+def encode_value(value: object) -> bytes:
+    """Encode any msgspec-encodable value.
+
+    Raises:
+        UnencodableValueError: a value msgspec cannot encode (also a ``TypeError``).
+    """
+    try:
+        return _encoder.encode(value)
+    except _ENCODE_ERRORS as exc:
+        msg = f"value of type {type(value).__name__} cannot cross a context layer: {exc}"
+        raise UnencodableValueError(msg) from exc
+
+
+def copy_value(value: object) -> Any:  # noqa: ANN401 - values of the layers are any encodable value
+    """Return a deep copy of ``value`` made by encoding and decoding it.
+
+    Tuples come back as lists and Structs as dicts, as any journal replay returns them.
+
+    Raises:
+        UnencodableValueError: a value msgspec cannot encode (also a ``TypeError``).
+    """
+    try:
+        return _any_decoder.decode(encode_value(value))
+    except _DECODE_ERRORS as exc:  # pragma: no cover - what encodes, decodes
+        raise UnencodableValueError(str(exc)) from exc
+
+
+def copy_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Return a deep copy of a mapping with string keys; None becomes ``{}``.
+
+    Raises:
+        UnencodableValueError: a key that is not a string or a value msgspec cannot encode.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        msg = f"expected a mapping with string keys, got {type(value).__name__}"
+        raise UnencodableValueError(msg)
+    try:
+        return _mapping_decoder.decode(encode_value(value))
+    except _DECODE_ERRORS as exc:
+        msg = f"expected a mapping with string keys: {exc}"
+        raise UnencodableValueError(msg) from exc

@@ -1,0 +1,138 @@
+"""The versioned, checkpointable cognitive state of an agent (spec §2.1, §2.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from ._errors import CognitiveStateSchemaVersionError
+
+__all__ = [
+    "COGNITIVE_STATE_FIELDS",
+    "COGNITIVE_STATE_SCHEMA_VERSION",
+    "CognitiveState",
+    "decode_cognitive_state",
+    "upgrade_cognitive_state",
+]
+
+COGNITIVE_STATE_SCHEMA_VERSION: Final = 1
+"""The newest ``CognitiveState.schema_version`` this code reads and writes."""
+
+COGNITIVE_STATE_FIELDS: Final = (
+    "context",
+    "observation",
+    "working_memory",
+    "decision",
+    "tool_state",
+    "checkpoint",
+)
+"""The six content fields, by their snake_case keys (the only key style accepted)."""
+
+
+class CognitiveState(msgspec.Struct, frozen=True, kw_only=True):
+    """What an agent thinks, as durable state: nothing depends on hidden reasoning.
+
+    ``schema_version`` 0 is the legacy (pre-versioning) form, as the zero value of the
+    original; storing such a state upgrades it to ``COGNITIVE_STATE_SCHEMA_VERSION``.
+    The six fields hold any msgspec-encodable value. The struct is frozen, and the
+    runtime hands out deep copies, so changing a nested value in a state you were
+    given never changes an agent.
+    """
+
+    schema_version: int = 0
+    context: Any = None
+    """Active reasoning context (task goal and constraints)."""
+    observation: Any = None
+    """The latest observation from the environment or tools."""
+    working_memory: Any = None
+    """Intermediate reasoning scratchpad."""
+    decision: Any = None
+    """The current decision or hypothesis."""
+    tool_state: Any = None
+    """State of active tools."""
+    checkpoint: Any = None
+    """A durable progress pointer (a task checkpoint, when executing a task)."""
+
+
+def _check_version(version: int) -> None:
+    if version > COGNITIVE_STATE_SCHEMA_VERSION or version < 0:
+        msg = (
+            "cognitive state schema version mismatch: "
+            f"got {version}, this code reads 0 to {COGNITIVE_STATE_SCHEMA_VERSION}"
+        )
+        raise CognitiveStateSchemaVersionError(msg)
+
+
+def upgrade_cognitive_state(state: CognitiveState) -> CognitiveState:
+    """Return ``state`` ready to store: version 0 becomes the current version.
+
+    Raises:
+        CognitiveStateSchemaVersionError: the version is newer than this code knows,
+            or negative. cogfabric refuses these on write as well as on decode, so a
+            journal never holds a state it cannot replay (a deliberate difference
+            from the original, which stores them).
+    """
+    if not isinstance(state, CognitiveState):
+        msg = f"expected a CognitiveState, got {type(state).__name__}"
+        raise TypeError(msg)
+    _check_version(state.schema_version)
+    if state.schema_version == 0:
+        return msgspec.structs.replace(state, schema_version=COGNITIVE_STATE_SCHEMA_VERSION)
+    return state
+
+
+def _mapping_version(raw: object) -> int:
+    # bool is an int subclass, but True is not a version: refuse it like any non-number.
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        msg = (
+            "cognitive state schema version mismatch: schema_version must be a "
+            f"number, got {type(raw).__name__} {raw!r}"
+        )
+        raise CognitiveStateSchemaVersionError(msg)
+    if isinstance(raw, float) and not raw.is_integer():
+        msg = f"cognitive state schema version mismatch: schema_version {raw!r} is not whole"
+        raise CognitiveStateSchemaVersionError(msg)
+    return int(raw)
+
+
+def decode_cognitive_state(value: object) -> CognitiveState:
+    """Turn a stored or legacy value into a ``CognitiveState`` (spec §2.3).
+
+    Accepted inputs, as in the original:
+
+    * ``None``: the zero state (version 0).
+    * a ``CognitiveState``: returned as it is (version 0 is *not* upgraded here).
+    * a mapping with a ``schema_version`` key (e.g. after a JSON round trip): the six
+      fields are read from their snake_case keys.
+    * a mapping without ``schema_version``: a legacy state, put whole into ``context``.
+    * anything else: a legacy opaque state, put whole into ``context``.
+
+    Stricter than the original (see DESIGN.md): a ``schema_version`` that is not a
+    whole number, and unknown keys in a versioned mapping, are errors instead of
+    being read as 0 or dropped.
+
+    Raises:
+        CognitiveStateSchemaVersionError: a version newer than
+            ``COGNITIVE_STATE_SCHEMA_VERSION`` or negative, or a non-numeric
+            ``schema_version``.
+        ValueError: a versioned mapping with keys other than the six fields.
+    """
+    if value is None:
+        return CognitiveState()
+    if isinstance(value, CognitiveState):
+        _check_version(value.schema_version)
+        return value
+    if isinstance(value, Mapping):
+        if "schema_version" not in value:
+            return CognitiveState(context=value)
+        version = _mapping_version(value["schema_version"])
+        _check_version(version)
+        unknown = sorted(str(k) for k in value if k != "schema_version" and k not in COGNITIVE_STATE_FIELDS)
+        if unknown:
+            msg = f"unknown cognitive state keys {unknown}; expected {list(COGNITIVE_STATE_FIELDS)}"
+            raise ValueError(msg)
+        fields = {name: value[name] for name in COGNITIVE_STATE_FIELDS if name in value}
+        return CognitiveState(schema_version=version, **fields)
+    return CognitiveState(context=value)

@@ -1,0 +1,66 @@
+"""Errors of the event layer: encoding, decoding and schema versions."""
+
+from __future__ import annotations
+
+from cogfabric._errors import CogfabricError
+
+__all__ = [
+    "CognitiveStateSchemaVersionError",
+    "EventDecodeError",
+    "EventError",
+    "EventVersionError",
+    "UnencodableValueError",
+    "UnknownEventTypeError",
+]
+
+
+class EventError(CogfabricError):
+    """Base class of the errors raised by ``cogfabric.events``."""
+
+
+class EventDecodeError(EventError, ValueError):
+    """Raised when bytes do not decode to a known event (truncated, garbage, wrong types).
+
+    Wraps ``msgspec.DecodeError`` and ``RecursionError``; the original is ``__cause__``.
+    """
+
+
+class UnknownEventTypeError(EventDecodeError):
+    """Raised when a record's type tag names no event type this code knows."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(f"unknown event type {type_name!r}")
+        self.type_name = type_name
+
+
+class EventVersionError(EventDecodeError):
+    """Raised when a record's schema version is newer than this code knows.
+
+    Not raised for older versions: those are upcast on read, or, when no upcaster is
+    registered for them, reported by the same class with ``stored < known``.
+    """
+
+    def __init__(self, type_name: str, stored: int, known: int, detail: str = "") -> None:
+        what = "newer than" if stored > known else "not upgradable to"
+        msg = f"event type {type_name!r} is at version {stored}, {what} the known version {known}"
+        super().__init__(msg + (f": {detail}" if detail else ""))
+        self.type_name = type_name
+        self.stored = stored
+        self.known = known
+
+
+class UnencodableValueError(EventError, TypeError):
+    """Raised when a value crossing a context layer cannot be encoded by msgspec.
+
+    Values are copied between layers by encoding and decoding them, so only what
+    msgspec can encode (None, bool, int within 64 bits, float, str, bytes, lists,
+    tuples, dicts with str keys, msgspec Structs) may cross.
+    """
+
+
+class CognitiveStateSchemaVersionError(EventError, ValueError):
+    """Raised when a CognitiveState claims a schema version this code cannot accept.
+
+    That is a version newer than ``COGNITIVE_STATE_SCHEMA_VERSION``, a negative one,
+    or a ``schema_version`` that is not a whole number.
+    """

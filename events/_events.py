@@ -1,0 +1,286 @@
+"""The concrete events: every state change the runtime makes is one of these.
+
+Replay alone rebuilds every agent and session from them: agents from the ``agent/``
+streams plus ``TaskContextPublished`` on ``runtime``, sessions from ``session/``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, get_args
+
+from ._base import BUS_STREAM, RUNTIME_STREAM, ContextLayer, Event
+from ._cognitive import CognitiveState
+from ._messages import Message
+
+__all__ = [
+    "EVENT_TYPES",
+    "AgentEvent",
+    "AgentFailed",
+    "AgentKilled",
+    "AgentRecovered",
+    "AgentSpawned",
+    "AnyEvent",
+    "CheckpointTaken",
+    "CognitiveStateSet",
+    "IpcDeadLettered",
+    "IpcDelivered",
+    "IpcMessage",
+    "LifecycleChanged",
+    "LlmOutputRecorded",
+    "PrivateSet",
+    "PromptRejected",
+    "SessionCreated",
+    "SessionDeleted",
+    "SessionEvent",
+    "SessionEvicted",
+    "SessionExpired",
+    "SessionMessageAdded",
+    "SessionTouched",
+    "TaskContextPublished",
+    "TaskContextSet",
+]
+
+
+class AgentEvent(Event, frozen=True):
+    """An event on one agent's stream, ``agent/<agent>``."""
+
+    agent: str
+
+    @property
+    def stream(self) -> str:
+        """``agent/<agent>``."""
+        return "agent/" + self.agent
+
+
+class AgentSpawned(AgentEvent, frozen=True):
+    """An agent was spawned with its task layer and initial cognitive state."""
+
+    task_id: str | None = None
+    parent: str | None = None
+    capabilities: tuple[str, ...] = ()
+    priority: float = 0.0
+    task_context: dict[str, Any] = {}
+    cognitive: CognitiveState = CognitiveState()
+    behavior: str | None = None
+
+    layer: ClassVar[ContextLayer | None] = ContextLayer.TASK_SHARED
+
+
+class LifecycleChanged(AgentEvent, frozen=True):
+    """An agent moved between IDLE, SUSPENDED and RETIRED."""
+
+    state: str
+    previous: str
+
+
+class AgentKilled(AgentEvent, frozen=True):
+    """An agent was killed; the death snapshot outlives it (spec §2.3 Kill)."""
+
+    cognitive: CognitiveState = CognitiveState()
+    capabilities: tuple[str, ...] = ()
+    parent: str | None = None
+
+
+class AgentRecovered(AgentEvent, frozen=True):
+    """An agent's cognitive state was replaced by ``recover`` and it became IDLE."""
+
+    cognitive: CognitiveState
+    has_checkpoint: bool = False
+
+    layer: ClassVar[ContextLayer | None] = ContextLayer.AGENT_PRIVATE
+
+
+class AgentFailed(AgentEvent, frozen=True):
+    """An agent's behavior raised, or its journal append failed; it was restarted."""
+
+    error: str
+    detail: str = ""
+
+
+class TaskContextSet(AgentEvent, frozen=True):
+    """One agent's task layer was replaced."""
+
+    context: dict[str, Any]
+
+    layer: ClassVar[ContextLayer | None] = ContextLayer.TASK_SHARED
+
+
+class TaskContextPublished(Event, frozen=True):
+    """The task layer of every listed agent of a task was replaced, as one fact."""
+
+    task_id: str
+    context: dict[str, Any]
+    agents: tuple[str, ...] = ()
+
+    layer: ClassVar[ContextLayer | None] = ContextLayer.TASK_SHARED
+
+    @property
+    def stream(self) -> str:
+        """``runtime``."""
+        return RUNTIME_STREAM
+
+
+class PrivateSet(AgentEvent, frozen=True):
+    """One key of an agent's private layer was set."""
+
+    key: str
+    value: Any = None
+
+    layer: ClassVar[ContextLayer | None] = ContextLayer.AGENT_PRIVATE
+
+
+class CognitiveStateSet(AgentEvent, frozen=True):
+    """An agent's cognitive state was replaced."""
+
+    state: CognitiveState
+
+    layer: ClassVar[ContextLayer | None] = ContextLayer.AGENT_PRIVATE
+
+
+class CheckpointTaken(AgentEvent, frozen=True):
+    """A copy of an agent's cognitive state was taken as a checkpoint."""
+
+    state: CognitiveState
+
+    layer: ClassVar[ContextLayer | None] = ContextLayer.AGENT_PRIVATE
+
+
+class _BusEvent(Event, frozen=True):
+    layer: ClassVar[ContextLayer | None] = ContextLayer.IPC
+
+    @property
+    def stream(self) -> str:
+        """``bus``."""
+        return BUS_STREAM
+
+
+class IpcMessage(_BusEvent, frozen=True):
+    """An IPC message as sent; its event ``id`` is the message id.
+
+    ``recipient`` is empty for a broadcast. ``correlation_id`` links a request and
+    its reply; ``cause`` names the message this one answers.
+    """
+
+    sender: str
+    recipient: str
+    topic: str
+    payload: Any = None
+    correlation_id: str = ""
+    trace_id: str = ""
+
+
+class IpcDelivered(_BusEvent, frozen=True):
+    """An IPC message was delivered into a recipient's mailbox and handled."""
+
+    message_id: str
+    recipient: str
+
+
+class IpcDeadLettered(_BusEvent, frozen=True):
+    """An IPC message could not be delivered or handled."""
+
+    message_id: str
+    sender: str
+    recipient: str
+    topic: str
+    reason: str
+    error: str = ""
+
+
+class SessionEvent(Event, frozen=True):
+    """An event on one session's stream, ``session/<session>``."""
+
+    session: str
+
+    @property
+    def stream(self) -> str:
+        """``session/<session>``."""
+        return "session/" + self.session
+
+
+class SessionCreated(SessionEvent, frozen=True):
+    """A session was created, with its seed message."""
+
+    user_id: str
+    agent_id: str | None = None
+    seed: Message | None = None
+
+
+class SessionMessageAdded(SessionEvent, frozen=True):
+    """A message was added to a session."""
+
+    message: Message
+
+
+class SessionTouched(SessionEvent, frozen=True):
+    """A session was read; journaled coarsely to restore last-access times."""
+
+
+class SessionDeleted(SessionEvent, frozen=True):
+    """A session was deleted."""
+
+
+class SessionExpired(SessionEvent, frozen=True):
+    """A session was removed because its TTL passed."""
+
+
+class SessionEvicted(SessionEvent, frozen=True):
+    """A session was evicted as least recently used to make room for a new one."""
+
+
+class PromptRejected(Event, frozen=True):
+    """The prompt gate refused a prompt before any provider was called."""
+
+    agent: str | None
+    length: int
+    limit: int
+    reason: str = "too_long"
+
+    @property
+    def stream(self) -> str:
+        """The agent's stream, or ``runtime`` for a client without an agent."""
+        return RUNTIME_STREAM if self.agent is None else "agent/" + self.agent
+
+
+class LlmOutputRecorded(Event, frozen=True):
+    """A provider's output, journaled so an audit replays without calling a model."""
+
+    agent: str | None
+    provider: str
+    model: str
+    prompt_hash: str
+    output: str
+    session: str | None = None
+
+    @property
+    def stream(self) -> str:
+        """The agent's stream, or ``runtime`` for a client without an agent."""
+        return RUNTIME_STREAM if self.agent is None else "agent/" + self.agent
+
+
+AnyEvent = (
+    AgentSpawned
+    | LifecycleChanged
+    | AgentKilled
+    | AgentRecovered
+    | AgentFailed
+    | TaskContextSet
+    | TaskContextPublished
+    | PrivateSet
+    | CognitiveStateSet
+    | CheckpointTaken
+    | IpcMessage
+    | IpcDelivered
+    | IpcDeadLettered
+    | SessionCreated
+    | SessionMessageAdded
+    | SessionTouched
+    | SessionDeleted
+    | SessionExpired
+    | SessionEvicted
+    | PromptRejected
+    | LlmOutputRecorded
+)
+
+EVENT_TYPES: tuple[type[Event], ...] = get_args(AnyEvent)
+"""Every concrete event type, in the order of the ``AnyEvent`` union."""

@@ -1,0 +1,139 @@
+"""The journal interface: what every backend provides, and the values it returns."""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Self
+
+import msgspec
+
+from cogfabric.events import Event
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+    from os import PathLike
+    from types import TracebackType
+
+__all__ = ["Journal", "Record", "Snapshot", "VerifyReport"]
+
+
+class Record(msgspec.Struct, frozen=True, gc=False):
+    """One stored event with its global sequence number and chain hash."""
+
+    seq: int
+    event: Event
+    chain: bytes = b""
+    """The hash-chain link of this record (BLAKE2b-128), empty where a backend has none."""
+
+    @property
+    def stream(self) -> str:
+        """The stream of the event."""
+        return self.event.stream
+
+
+class Snapshot(msgspec.Struct, frozen=True):
+    """The latest saved state of one stream, covering its events up to ``seq``."""
+
+    stream: str
+    seq: int
+    data: bytes
+
+
+class VerifyReport(msgspec.Struct, frozen=True):
+    """The outcome of ``Journal.verify``."""
+
+    ok: bool
+    checked: int
+    """How many records were checked."""
+    first_bad_seq: int | None = None
+    """The first record found bad, or None when ``ok`` (or when no seq applies)."""
+    reason: str = ""
+    """Why the journal is not ok; empty when it is."""
+    head_seq: int = 0
+    """The last seq the journal holds."""
+
+
+class Journal(abc.ABC):
+    """An append-only, tamper-evident event journal.
+
+    Sequence numbers are global, gapless and start at 1. ``Journal.open`` opens the
+    default (LMDB) backend; other backends subclass this and pass
+    ``cogfabric.store.testing.JournalContract``.
+    """
+
+    @classmethod
+    def open(
+        cls,
+        path: str | PathLike[str],
+        *,
+        readonly: bool = False,
+        sync: bool = True,
+        map_size: int | None = None,
+        max_map_size: int | None = None,
+        key: bytes | str | None = None,
+    ) -> Journal:
+        """Open (or create) the LMDB journal at ``path``; see ``LmdbJournal.open``."""
+        from ._lmdb import LmdbJournal  # noqa: PLC0415 - the ABC must not import its backend eagerly
+
+        return LmdbJournal.open(
+            path, readonly=readonly, sync=sync, map_size=map_size, max_map_size=max_map_size, key=key
+        )
+
+    @property
+    @abc.abstractmethod
+    def last_seq(self) -> int:
+        """The seq of the newest record, 0 when empty."""
+
+    @property
+    @abc.abstractmethod
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+
+    @property
+    @abc.abstractmethod
+    def readonly(self) -> bool:
+        """Whether the journal was opened read-only."""
+
+    @abc.abstractmethod
+    def append(self, events: Iterable[Event], *, snapshots: Sequence[Snapshot] = ()) -> list[int]:
+        """Append ``events`` atomically and return their seqs, in order.
+
+        An event whose id is stored already is not written again: its existing seq is
+        returned, so retrying after an unknown outcome is safe. ``snapshots`` are
+        saved in the same transaction (each ``seq`` at most the new last seq).
+        """
+
+    @abc.abstractmethod
+    def read(self, after: int = 0, until: int | None = None, stream: str | None = None) -> Iterator[Record]:
+        """Iterate the records with ``after < seq <= until``, optionally of one stream.
+
+        Streams in bounded memory whatever the journal's size, and sees the journal as
+        it was when called: records appended later are not returned.
+        """
+
+    @abc.abstractmethod
+    def load_snapshot(self, stream: str) -> Snapshot | None:
+        """Return the latest snapshot of ``stream``, or None."""
+
+    @abc.abstractmethod
+    def verify(self, *, after: int = 0, decode: bool = False) -> VerifyReport:
+        """Check every stored byte against the hash chain and the indexes."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the journal; idempotent."""
+
+    def save_snapshot(self, snapshot: Snapshot) -> None:
+        """Save ``snapshot`` as the latest of its stream."""
+        self.append((), snapshots=(snapshot,))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
