@@ -9,7 +9,15 @@ from typing import ClassVar
 
 import msgspec
 
-__all__ = ["BUS_STREAM", "RUNTIME_STREAM", "ContextLayer", "Event", "agent_stream", "new_event_id", "session_stream"]
+__all__ = [
+    "BUS_STREAM",
+    "RUNTIME_STREAM",
+    "ContextLayer",
+    "Event",
+    "agent_stream",
+    "new_event_id",
+    "session_stream",
+]
 
 BUS_STREAM = "bus"
 """The stream of IPC messages, deliveries and dead letters."""

@@ -71,7 +71,7 @@ class EventCodec:
         type_list = tuple(types)
         self._types: dict[str, type[Event]] = {_tag_of(cls): cls for cls in type_list}
         self._versions: dict[type[Event], int] = {cls: _version_of(cls) for cls in type_list}
-        self._decoder = msgspec.msgpack.Decoder(Union[type_list])  # type: ignore[valid-type]  # noqa: UP007
+        self._decoder = msgspec.msgpack.Decoder(Union[type_list])  # noqa: UP007
         self._upcasters: dict[tuple[str, int], Upcaster] = dict(upcasters or {})
 
     @property
@@ -92,6 +92,7 @@ class EventCodec:
         Raises:
             UnknownEventTypeError: ``type_name`` is no type of this codec.
             ValueError: ``from_version`` is not older than the current version.
+
         """
         current = self.current_version(type_name)
         if not 0 <= from_version < current:
@@ -108,6 +109,7 @@ class EventCodec:
 
         Raises:
             UnencodableValueError: a field holds a value msgspec cannot encode.
+
         """
         try:
             return _encoder.encode(event)
@@ -123,6 +125,7 @@ class EventCodec:
             EventVersionError: the version is newer than known, or older with no
                 upcaster path to the current one.
             EventDecodeError: anything else that is not a valid event.
+
         """
         try:
             event: Event = self._decoder.decode(data)
@@ -161,7 +164,9 @@ class EventCodec:
         for version in range(stored, current):
             upcaster = self._upcasters.get((tag, version))
             if upcaster is None:
-                raise EventVersionError(tag, stored, current, f"no upcaster from version {version}") from cause
+                raise EventVersionError(
+                    tag, stored, current, f"no upcaster from version {version}"
+                ) from cause
             raw = upcaster(raw)
         raw["type"] = tag
         raw["v"] = current
@@ -196,6 +201,7 @@ def encode_value(value: object) -> bytes:
 
     Raises:
         UnencodableValueError: a value msgspec cannot encode (also a ``TypeError``).
+
     """
     try:
         return _encoder.encode(value)
@@ -211,6 +217,7 @@ def copy_value(value: object) -> Any:  # noqa: ANN401 - values of the layers are
 
     Raises:
         UnencodableValueError: a value msgspec cannot encode (also a ``TypeError``).
+
     """
     try:
         return _any_decoder.decode(encode_value(value))
@@ -223,6 +230,7 @@ def copy_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
 
     Raises:
         UnencodableValueError: a key that is not a string or a value msgspec cannot encode.
+
     """
     if value is None:
         return {}

@@ -73,6 +73,7 @@ def upgrade_cognitive_state(state: CognitiveState) -> CognitiveState:
             or negative. cogfabric refuses these on write as well as on decode, so a
             journal never holds a state it cannot replay (a deliberate difference
             from the original, which stores them).
+
     """
     if not isinstance(state, CognitiveState):
         msg = f"expected a CognitiveState, got {type(state).__name__}"
@@ -118,6 +119,7 @@ def decode_cognitive_state(value: object) -> CognitiveState:
             ``COGNITIVE_STATE_SCHEMA_VERSION`` or negative, or a non-numeric
             ``schema_version``.
         ValueError: a versioned mapping with keys other than the six fields.
+
     """
     if value is None:
         return CognitiveState()

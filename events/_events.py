@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-class AgentEvent(Event, frozen=True):
+class AgentEvent(Event, frozen=True, kw_only=True):
     """An event on one agent's stream, ``agent/<agent>``."""
 
     agent: str
@@ -52,7 +52,7 @@ class AgentEvent(Event, frozen=True):
         return "agent/" + self.agent
 
 
-class AgentSpawned(AgentEvent, frozen=True):
+class AgentSpawned(AgentEvent, frozen=True, kw_only=True):
     """An agent was spawned with its task layer and initial cognitive state."""
 
     task_id: str | None = None
@@ -66,14 +66,14 @@ class AgentSpawned(AgentEvent, frozen=True):
     layer: ClassVar[ContextLayer | None] = ContextLayer.TASK_SHARED
 
 
-class LifecycleChanged(AgentEvent, frozen=True):
+class LifecycleChanged(AgentEvent, frozen=True, kw_only=True):
     """An agent moved between IDLE, SUSPENDED and RETIRED."""
 
     state: str
     previous: str
 
 
-class AgentKilled(AgentEvent, frozen=True):
+class AgentKilled(AgentEvent, frozen=True, kw_only=True):
     """An agent was killed; the death snapshot outlives it (spec §2.3 Kill)."""
 
     cognitive: CognitiveState = CognitiveState()
@@ -81,7 +81,7 @@ class AgentKilled(AgentEvent, frozen=True):
     parent: str | None = None
 
 
-class AgentRecovered(AgentEvent, frozen=True):
+class AgentRecovered(AgentEvent, frozen=True, kw_only=True):
     """An agent's cognitive state was replaced by ``recover`` and it became IDLE."""
 
     cognitive: CognitiveState
@@ -90,14 +90,14 @@ class AgentRecovered(AgentEvent, frozen=True):
     layer: ClassVar[ContextLayer | None] = ContextLayer.AGENT_PRIVATE
 
 
-class AgentFailed(AgentEvent, frozen=True):
+class AgentFailed(AgentEvent, frozen=True, kw_only=True):
     """An agent's behavior raised, or its journal append failed; it was restarted."""
 
     error: str
     detail: str = ""
 
 
-class TaskContextSet(AgentEvent, frozen=True):
+class TaskContextSet(AgentEvent, frozen=True, kw_only=True):
     """One agent's task layer was replaced."""
 
     context: dict[str, Any]
@@ -105,7 +105,7 @@ class TaskContextSet(AgentEvent, frozen=True):
     layer: ClassVar[ContextLayer | None] = ContextLayer.TASK_SHARED
 
 
-class TaskContextPublished(Event, frozen=True):
+class TaskContextPublished(Event, frozen=True, kw_only=True):
     """The task layer of every listed agent of a task was replaced, as one fact."""
 
     task_id: str
@@ -120,7 +120,7 @@ class TaskContextPublished(Event, frozen=True):
         return RUNTIME_STREAM
 
 
-class PrivateSet(AgentEvent, frozen=True):
+class PrivateSet(AgentEvent, frozen=True, kw_only=True):
     """One key of an agent's private layer was set."""
 
     key: str
@@ -129,7 +129,7 @@ class PrivateSet(AgentEvent, frozen=True):
     layer: ClassVar[ContextLayer | None] = ContextLayer.AGENT_PRIVATE
 
 
-class CognitiveStateSet(AgentEvent, frozen=True):
+class CognitiveStateSet(AgentEvent, frozen=True, kw_only=True):
     """An agent's cognitive state was replaced."""
 
     state: CognitiveState
@@ -137,7 +137,7 @@ class CognitiveStateSet(AgentEvent, frozen=True):
     layer: ClassVar[ContextLayer | None] = ContextLayer.AGENT_PRIVATE
 
 
-class CheckpointTaken(AgentEvent, frozen=True):
+class CheckpointTaken(AgentEvent, frozen=True, kw_only=True):
     """A copy of an agent's cognitive state was taken as a checkpoint."""
 
     state: CognitiveState
@@ -145,7 +145,7 @@ class CheckpointTaken(AgentEvent, frozen=True):
     layer: ClassVar[ContextLayer | None] = ContextLayer.AGENT_PRIVATE
 
 
-class _BusEvent(Event, frozen=True):
+class _BusEvent(Event, frozen=True, kw_only=True):
     layer: ClassVar[ContextLayer | None] = ContextLayer.IPC
 
     @property
@@ -154,7 +154,7 @@ class _BusEvent(Event, frozen=True):
         return BUS_STREAM
 
 
-class IpcMessage(_BusEvent, frozen=True):
+class IpcMessage(_BusEvent, frozen=True, kw_only=True):
     """An IPC message as sent; its event ``id`` is the message id.
 
     ``recipient`` is empty for a broadcast. ``correlation_id`` links a request and
@@ -169,14 +169,14 @@ class IpcMessage(_BusEvent, frozen=True):
     trace_id: str = ""
 
 
-class IpcDelivered(_BusEvent, frozen=True):
+class IpcDelivered(_BusEvent, frozen=True, kw_only=True):
     """An IPC message was delivered into a recipient's mailbox and handled."""
 
     message_id: str
     recipient: str
 
 
-class IpcDeadLettered(_BusEvent, frozen=True):
+class IpcDeadLettered(_BusEvent, frozen=True, kw_only=True):
     """An IPC message could not be delivered or handled."""
 
     message_id: str
@@ -187,7 +187,7 @@ class IpcDeadLettered(_BusEvent, frozen=True):
     error: str = ""
 
 
-class SessionEvent(Event, frozen=True):
+class SessionEvent(Event, frozen=True, kw_only=True):
     """An event on one session's stream, ``session/<session>``."""
 
     session: str
@@ -198,7 +198,7 @@ class SessionEvent(Event, frozen=True):
         return "session/" + self.session
 
 
-class SessionCreated(SessionEvent, frozen=True):
+class SessionCreated(SessionEvent, frozen=True, kw_only=True):
     """A session was created, with its seed message."""
 
     user_id: str
@@ -206,29 +206,29 @@ class SessionCreated(SessionEvent, frozen=True):
     seed: Message | None = None
 
 
-class SessionMessageAdded(SessionEvent, frozen=True):
+class SessionMessageAdded(SessionEvent, frozen=True, kw_only=True):
     """A message was added to a session."""
 
     message: Message
 
 
-class SessionTouched(SessionEvent, frozen=True):
+class SessionTouched(SessionEvent, frozen=True, kw_only=True):
     """A session was read; journaled coarsely to restore last-access times."""
 
 
-class SessionDeleted(SessionEvent, frozen=True):
+class SessionDeleted(SessionEvent, frozen=True, kw_only=True):
     """A session was deleted."""
 
 
-class SessionExpired(SessionEvent, frozen=True):
+class SessionExpired(SessionEvent, frozen=True, kw_only=True):
     """A session was removed because its TTL passed."""
 
 
-class SessionEvicted(SessionEvent, frozen=True):
+class SessionEvicted(SessionEvent, frozen=True, kw_only=True):
     """A session was evicted as least recently used to make room for a new one."""
 
 
-class PromptRejected(Event, frozen=True):
+class PromptRejected(Event, frozen=True, kw_only=True):
     """The prompt gate refused a prompt before any provider was called."""
 
     agent: str | None
@@ -242,7 +242,7 @@ class PromptRejected(Event, frozen=True):
         return RUNTIME_STREAM if self.agent is None else "agent/" + self.agent
 
 
-class LlmOutputRecorded(Event, frozen=True):
+class LlmOutputRecorded(Event, frozen=True, kw_only=True):
     """A provider's output, journaled so an audit replays without calling a model."""
 
     agent: str | None

@@ -35,7 +35,6 @@ from cogfabric.events import DEFAULT_CODEC, EventCodec, EventError
 from ._errors import (
     InvalidStreamError,
     JournalClosedError,
-    JournalError,
     JournalFailedError,
     JournalFormatError,
     JournalFullError,
@@ -65,6 +64,9 @@ HASH_NAME: Final = "blake2b-128"
 _DEFAULT_MAP_SIZE: Final = 1 << 30  # sparse on 64-bit: costs no disk until used
 _READ_CHUNK: Final = 1024  # records per read transaction: bounds memory and txn length
 _ZERO_CHAIN: Final = bytes(16)
+_SEQ_LEN: Final = 8
+_SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
+_HEAD_LEN: Final = 24  # seq(8) | chain(16)
 _MAX_NAME: Final = 255
 _MASK64: Final = (1 << 64) - 1
 
@@ -210,6 +212,7 @@ class LmdbJournal(Journal):
             JournalFormatError: not a cogfabric journal, or of a newer format.
             JournalKeyError: the key differs from the one the journal was written with.
             JournalLockedError: another writer holds the journal.
+
         """
         where = Path(path)
         raw_key = _normalise_key(key)
@@ -388,6 +391,7 @@ class LmdbJournal(Journal):
             JournalFullError: the map cannot grow past ``max_map_size`` (fail-stop).
             JournalUnavailableError: the storage failed (fail-stop).
             JournalFailedError: an earlier append failed; reopen the journal.
+
         """
         self._check_open()
         if self._readonly:
@@ -440,7 +444,9 @@ class LmdbJournal(Journal):
         limit = self._max_map_size
         if limit is not None and current >= limit:
             self._failed = cause
-            msg = f"{self._path} reached max_map_size ({limit} bytes); the journal is fail-stop until reopened"
+            msg = (
+                f"{self._path} reached max_map_size ({limit} bytes); the journal is fail-stop until reopened"
+            )
             raise JournalFullError(msg) from cause
         new_size = current * 2 if limit is None else min(current * 2, limit)
         try:
@@ -514,7 +520,9 @@ class LmdbJournal(Journal):
         stream_raw = _name_bytes(snapshot.stream, "stream")
         seq_raw = _seq_key(snapshot.seq)
         data = bytes(snapshot.data)
-        txn.put(stream_raw, self._snapshot_hash(stream_raw, seq_raw, data) + seq_raw + data, db=self._db_snapshots)
+        txn.put(
+            stream_raw, self._snapshot_hash(stream_raw, seq_raw, data) + seq_raw + data, db=self._db_snapshots
+        )
 
     # ------------------------------------------------------------------ reading
 
@@ -536,6 +544,7 @@ class LmdbJournal(Journal):
         Raises:
             JournalRecordError: a record cannot be decoded (names the seq; raised when
                 the iterator reaches it).
+
         """
         self._check_open()
         end = self.last_seq if until is None else min(until, self.last_seq)
@@ -588,10 +597,10 @@ class LmdbJournal(Journal):
                 seq = int.from_bytes(key[-8:], "big")
                 if seq > end:
                     break
-                value = get(key[-8:], db=events_db)
-                if value is None:
+                record = get(key[-8:], db=events_db)
+                if record is None:
                     raise JournalRecordError(seq, "the stream index names a record that is missing")
-                out.append((seq, value))
+                out.append((seq, record))
                 if len(out) >= _READ_CHUNK:
                     break
         return out
@@ -602,6 +611,7 @@ class LmdbJournal(Journal):
         Raises:
             JournalRecordError: the stored snapshot does not match its hash (its seq
                 is named; the caller may fall back to a full replay of the stream).
+
         """
         self._check_open()
         stream_raw = _name_bytes(stream, "stream")
@@ -609,7 +619,7 @@ class LmdbJournal(Journal):
             value = self._txn_call(lambda: self._get(self._db_snapshots, stream_raw))
         if value is None:
             return None
-        if len(value) < 24:
+        if len(value) < _SNAPSHOT_HEADER:
             raise JournalRecordError(0, f"the snapshot of {stream!r} is truncated")
         digest, seq_raw, data = value[:16], value[16:24], value[24:]
         seq = int.from_bytes(seq_raw, "big")
@@ -617,7 +627,7 @@ class LmdbJournal(Journal):
             raise JournalRecordError(seq, f"the snapshot of {stream!r} does not match its hash")
         return Snapshot(stream, seq, data)
 
-    def _get(self, db: object, key: bytes) -> bytes | None:
+    def _get(self, db: lmdb._Database, key: bytes) -> bytes | None:
         with self._env.begin(db=db) as txn:
             value = txn.get(key)
             return None if value is None else bytes(value)
@@ -639,6 +649,7 @@ class LmdbJournal(Journal):
             after: start after this seq, trusting its chain link (a tail check); the
                 indexes and snapshots are only checked when ``after`` is 0.
             decode: also decode every record (type known, schema version known).
+
         """
         self._check_open()
         with _translated(self._path):
@@ -661,12 +672,14 @@ class LmdbJournal(Journal):
         last = state.expected - 1
         with self._lock:
             head = self._txn_call(lambda: self._get(self._db_meta, _META_HEAD))
-        if head is None or len(head) != 24:
+        if head is None or len(head) != _HEAD_LEN:
             return VerifyReport(False, state.checked, None, "the chain head is missing", last)
         head_seq, head_chain = int.from_bytes(head[:8], "big"), head[8:]
         if head_seq != last or head_chain != state.prev:
             if head_seq > last:
-                reason = f"the chain head is at seq {head_seq} but records end at {last}: records were removed"
+                reason = (
+                    f"the chain head is at seq {head_seq} but records end at {last}: records were removed"
+                )
                 bad_seq: int | None = last + 1
             elif head_seq < last:
                 reason = f"the chain head was rolled back to seq {head_seq} while records go on to {last}"
@@ -700,7 +713,9 @@ class LmdbJournal(Journal):
                 return VerifyReport(False, state.checked, expected, f"record {expected} is missing", seq)
             chain, body = value[:16], value[16:]
             if blake2b(prev + body, digest_size=16, key=chain_key).digest() != chain:
-                return VerifyReport(False, state.checked, seq, "the record does not match its hash chain link", seq)
+                return VerifyReport(
+                    False, state.checked, seq, "the record does not match its hash chain link", seq
+                )
             try:
                 stream_end = 1 + body[0]
                 id_end = stream_end + 1 + body[stream_end]
@@ -736,8 +751,8 @@ class LmdbJournal(Journal):
             snapshots = self._txn_call(self._all_snapshots)
         for stream_raw, value in snapshots:
             seq_raw, data = value[16:24], value[24:]
-            if len(value) < 24 or value[:16] != self._snapshot_hash(stream_raw, seq_raw, data):
-                seq = int.from_bytes(seq_raw, "big") if len(seq_raw) == 8 else None
+            if len(value) < _SNAPSHOT_HEADER or value[:16] != self._snapshot_hash(stream_raw, seq_raw, data):
+                seq = int.from_bytes(seq_raw, "big") if len(seq_raw) == _SEQ_LEN else None
                 return seq, f"the snapshot of {stream_raw.decode(errors='replace')!r} does not match its hash"
         return None
 
@@ -769,9 +784,9 @@ class LmdbJournal(Journal):
                     break
             for key in txn.cursor(db=streams_db).iternext(keys=True, values=False):
                 seq_raw = key[-8:]
-                value = txn.get(seq_raw, db=self._db_events)
+                record = txn.get(seq_raw, db=self._db_events)
                 stream_raw = key[:-9]
-                if value is None or value[17 : 17 + value[16]] != stream_raw:
+                if record is None or record[17 : 17 + record[16]] != stream_raw:
                     seq = int.from_bytes(seq_raw, "big")
                     bad = seq if bad is None else min(bad, seq)
                     break

@@ -1,0 +1,5 @@
+"""``python -m cogfabric`` runs the command line."""
+
+from cogfabric.cli import main
+
+main()

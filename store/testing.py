@@ -1,0 +1,270 @@
+"""``JournalContract``: the behaviour every journal backend must show, as pytest tests.
+
+A backend's test module subclasses it and overrides the ``journal`` fixture (and,
+for a persistent backend, ``reopen``)::
+
+    class TestLmdbJournal(JournalContract):
+        @pytest.fixture
+        def journal(self, tmp_path: Path) -> Iterator[Journal]:
+            with LmdbJournal.open(tmp_path / "j", map_size=1 << 24) as journal:
+                yield journal
+
+        def reopen(self, journal: Journal) -> Journal:
+            journal.close()
+            return LmdbJournal.open(journal.path)
+
+The class has no ``Test`` prefix, so pytest never collects it on its own. This
+module imports pytest; the package ``cogfabric.store`` does not import it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from cogfabric.events import PrivateSet, TaskContextSet, UnencodableValueError
+
+from ._errors import InvalidStreamError, JournalClosedError
+from ._journal import Journal, Snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["JournalContract", "make_events"]
+
+
+def make_events(count: int, *, agents: int = 3, start: int = 0, value: Any = "v") -> list[PrivateSet]:  # noqa: ANN401
+    """``count`` PrivateSet events spread over ``agents`` agents named ``a0``, ``a1``, ..."""
+    return [
+        PrivateSet(at=float(start + i), agent=f"a{(start + i) % agents}", key=f"k{start + i}", value=value)
+        for i in range(count)
+    ]
+
+
+class JournalContract:
+    """The journal contract. Subclass it and override ``journal`` (and ``reopen``)."""
+
+    is_persistent = True
+    """Whether data survives ``close()`` and ``reopen``."""
+
+    @pytest.fixture
+    def journal(self) -> Iterator[Journal]:
+        """An empty, open journal; backends must override this fixture."""
+        msg = "backend test classes must override the `journal` fixture"
+        raise NotImplementedError(msg)
+
+    def reopen(self, journal: Journal) -> Journal:
+        """Close ``journal`` and open the same journal again (persistent backends)."""
+        raise NotImplementedError
+
+    # --------------------------------------------------------------- appending
+
+    def test_an_empty_journal_has_no_records(self, journal: Journal) -> None:
+        assert journal.last_seq == 0
+        assert list(journal.read()) == []
+        assert journal.verify().ok
+
+    def test_append_returns_gapless_seqs_from_one(self, journal: Journal) -> None:
+        first = journal.append(make_events(3))
+        second = journal.append(make_events(2, start=3))
+
+        assert first == [1, 2, 3]
+        assert second == [4, 5]
+        assert journal.last_seq == 5
+
+    def test_appending_nothing_writes_nothing(self, journal: Journal) -> None:
+        assert journal.append([]) == []
+        assert journal.last_seq == 0
+
+    def test_records_come_back_in_order_with_their_events(self, journal: Journal) -> None:
+        events = make_events(5, value={"nested": [1, 2, {"x": None}]})
+        journal.append(events)
+
+        records = list(journal.read())
+
+        assert [r.seq for r in records] == [1, 2, 3, 4, 5]
+        assert [r.event for r in records] == events
+        assert [r.stream for r in records] == [e.stream for e in events]
+
+    def test_retrying_an_append_with_the_same_ids_writes_nothing_twice(self, journal: Journal) -> None:
+        events = make_events(4)
+        journal.append(events[:2])
+
+        seqs = journal.append(events)
+
+        assert seqs == [1, 2, 3, 4]
+        assert journal.last_seq == 4
+        assert [r.event.id for r in journal.read()] == [e.id for e in events]
+
+    def test_an_id_repeated_within_one_batch_is_stored_once(self, journal: Journal) -> None:
+        event = make_events(1)[0]
+
+        seqs = journal.append([event, event])
+
+        assert seqs == [1, 1]
+        assert journal.last_seq == 1
+
+    def test_a_batch_with_an_unencodable_event_writes_nothing(self, journal: Journal) -> None:
+        good = make_events(2)
+        bad = PrivateSet(at=0.0, agent="a0", key="k", value=object())
+
+        with pytest.raises(UnencodableValueError):
+            journal.append([*good, bad])
+
+        assert journal.last_seq == 0
+        assert journal.append(good) == [1, 2]
+
+    def test_an_event_whose_stream_cannot_be_stored_is_refused(self, journal: Journal) -> None:
+        with pytest.raises(InvalidStreamError):
+            journal.append([PrivateSet(at=0.0, agent="x" * 300, key="k")])
+        with pytest.raises(InvalidStreamError):
+            journal.append([PrivateSet(at=0.0, agent="nul\0", key="k")])
+
+        assert journal.last_seq == 0
+
+    def test_concurrent_appends_get_distinct_gapless_seqs(self, journal: Journal) -> None:
+        threads = 4
+        barrier = threading.Barrier(threads, timeout=10)
+        results: list[list[int]] = []
+        lock = threading.Lock()
+
+        def worker(n: int) -> None:
+            barrier.wait()
+            for i in range(10):
+                seqs = journal.append(make_events(5, start=n * 1000 + i * 5))
+                with lock:
+                    results.append(seqs)
+
+        pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join(timeout=30)
+
+        assert not any(t.is_alive() for t in pool)
+        assert sorted(s for seqs in results for s in seqs) == list(range(1, 201))
+        assert all(seqs == list(range(seqs[0], seqs[0] + 5)) for seqs in results)
+
+    # --------------------------------------------------------------- reading
+
+    def test_read_after_and_until_select_a_slice(self, journal: Journal) -> None:
+        journal.append(make_events(10))
+
+        assert [r.seq for r in journal.read(after=7)] == [8, 9, 10]
+        assert [r.seq for r in journal.read(until=2)] == [1, 2]
+        assert [r.seq for r in journal.read(after=3, until=5)] == [4, 5]
+        assert [r.seq for r in journal.read(after=4, until=5)] == [5]
+        assert list(journal.read(after=5, until=5)) == []
+        assert list(journal.read(after=6, until=2)) == []
+        assert list(journal.read(after=10)) == []
+
+    def test_read_of_a_stream_returns_only_its_records(self, journal: Journal) -> None:
+        journal.append(make_events(9, agents=3))
+
+        assert [r.seq for r in journal.read(stream="agent/a1")] == [2, 5, 8]
+        assert [r.seq for r in journal.read(stream="agent/a1", after=2, until=7)] == [5]
+        assert list(journal.read(stream="agent/nobody")) == []
+
+    def test_read_sees_the_journal_as_it_was_when_called(self, journal: Journal) -> None:
+        journal.append(make_events(3))
+        records = journal.read()
+
+        journal.append(make_events(3, start=3))
+
+        assert [r.seq for r in records] == [1, 2, 3]
+
+    def test_read_streams_more_records_than_one_chunk(self, journal: Journal) -> None:
+        journal.append(make_events(2500))
+
+        assert sum(1 for _ in journal.read()) == 2500
+        assert [r.seq for r in journal.read(after=2498)] == [2499, 2500]
+
+    def test_task_context_events_round_trip_with_nested_values(self, journal: Journal) -> None:
+        event = TaskContextSet(at=1.5, agent="a", context={"goal": "g", "deps": [1, 2.5, None, True]})
+
+        journal.append([event])
+
+        assert next(iter(journal.read())).event == event
+
+    # --------------------------------------------------------------- snapshots
+
+    def test_a_stream_without_snapshot_loads_none(self, journal: Journal) -> None:
+        assert journal.load_snapshot("agent/a0") is None
+
+    def test_the_latest_snapshot_of_a_stream_is_loaded(self, journal: Journal) -> None:
+        journal.append(make_events(6))
+        journal.save_snapshot(Snapshot("agent/a0", 1, b"one"))
+        journal.save_snapshot(Snapshot("agent/a0", 4, b"four"))
+        journal.save_snapshot(Snapshot("agent/a1", 5, b"five"))
+
+        assert journal.load_snapshot("agent/a0") == Snapshot("agent/a0", 4, b"four")
+        assert journal.load_snapshot("agent/a1") == Snapshot("agent/a1", 5, b"five")
+
+    def test_snapshots_saved_with_an_append_are_atomic_with_it(self, journal: Journal) -> None:
+        seqs = journal.append(make_events(2), snapshots=[Snapshot("agent/a0", 2, b"s")])
+
+        assert seqs == [1, 2]
+        assert journal.load_snapshot("agent/a0") == Snapshot("agent/a0", 2, b"s")
+
+    def test_a_snapshot_past_the_last_seq_is_refused(self, journal: Journal) -> None:
+        journal.append(make_events(2))
+
+        with pytest.raises(ValueError, match="outside"):
+            journal.save_snapshot(Snapshot("agent/a0", 3, b"s"))
+
+        assert journal.load_snapshot("agent/a0") is None
+
+    # --------------------------------------------------------------- integrity
+
+    def test_verify_passes_on_an_untouched_journal(self, journal: Journal) -> None:
+        journal.append(make_events(50))
+        journal.save_snapshot(Snapshot("agent/a0", 10, b"x"))
+
+        report = journal.verify(decode=True)
+
+        assert report.ok
+        assert report.checked == 50
+        assert report.head_seq == 50
+        assert report.first_bad_seq is None
+
+    def test_verify_of_a_tail_checks_only_records_after_it(self, journal: Journal) -> None:
+        journal.append(make_events(20))
+
+        report = journal.verify(after=15)
+
+        assert report.ok
+        assert report.checked == 5
+
+    # --------------------------------------------------------------- lifecycle
+
+    def test_close_is_idempotent_and_use_after_close_raises(self, journal: Journal) -> None:
+        journal.append(make_events(1))
+
+        journal.close()
+        journal.close()
+
+        assert journal.closed
+        with pytest.raises(JournalClosedError):
+            journal.append(make_events(1, start=1))
+        with pytest.raises(JournalClosedError):
+            list(journal.read())
+        with pytest.raises(JournalClosedError):
+            journal.verify()
+
+    def test_reopening_keeps_every_record_and_snapshot(self, journal: Journal) -> None:
+        if not self.is_persistent:
+            pytest.skip("the backend is not persistent")
+        events = make_events(30)
+        journal.append(events)
+        journal.save_snapshot(Snapshot("agent/a2", 30, b"snap"))
+
+        reopened = self.reopen(journal)
+        try:
+            assert [r.event for r in reopened.read()] == events
+            assert reopened.load_snapshot("agent/a2") == Snapshot("agent/a2", 30, b"snap")
+            assert reopened.append(make_events(1, start=30)) == [31]
+            assert reopened.verify().ok
+        finally:
+            reopened.close()

@@ -1,0 +1,509 @@
+from __future__ import annotations
+
+import hashlib
+import stat
+import subprocess
+import sys
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+import lmdb
+import msgspec
+import pytest
+
+from cogfabric.events import AgentEvent, EventCodec, PrivateSet
+from cogfabric.store import (
+    FORMAT_VERSION,
+    Journal,
+    JournalFailedError,
+    JournalFormatError,
+    JournalFullError,
+    JournalKeyError,
+    JournalLockedError,
+    JournalNotFoundError,
+    JournalReadOnlyError,
+    JournalRecordError,
+    JournalUnavailableError,
+    LmdbJournal,
+    Snapshot,
+)
+from cogfabric.store._lmdb import _translated
+from cogfabric.store.testing import JournalContract, make_events
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+
+class TestLmdbJournal(JournalContract):
+    @pytest.fixture
+    def journal(self, tmp_path: Path) -> Iterator[Journal]:
+        with LmdbJournal.open(tmp_path / "journal", map_size=1 << 24) as journal:
+            yield journal
+
+    def reopen(self, journal: Journal) -> Journal:
+        assert isinstance(journal, LmdbJournal)
+        journal.close()
+        return LmdbJournal.open(journal.path)
+
+    def test_records_carry_a_sixteen_byte_chain_link(self, journal: Journal) -> None:
+        journal.append(make_events(2))
+
+        chains = [r.chain for r in journal.read()]
+
+        assert [len(c) for c in chains] == [16, 16]
+        assert chains[0] != chains[1]
+
+
+def _raw_edit(path: Path, edit: Callable[[Any, Any, dict[bytes, Any]], object]) -> None:
+    """Change a closed journal's bytes with the plain lmdb package, as an attacker would."""
+    env = lmdb.open(str(path), max_dbs=8, subdir=True)
+    try:
+        dbs = {name: env.open_db(name) for name in (b"events", b"streams", b"ids", b"snapshots", b"meta")}
+        with env.begin(write=True) as txn:
+            edit(txn, dbs[b"events"], dbs)
+    finally:
+        env.close()
+
+
+def _seq(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+@pytest.fixture
+def closed_journal(tmp_path: Path) -> Path:
+    path = tmp_path / "journal"
+    with Journal.open(path) as journal:
+        journal.append(make_events(20))
+        journal.save_snapshot(Snapshot("agent/a0", 9, b"state"))
+    return path
+
+
+def _verify(path: Path, **kwargs: Any) -> Any:
+    with Journal.open(path, readonly=True, **kwargs) as journal:
+        return journal.verify(decode=True)
+
+
+class TestTamperEvidence:
+    def test_a_byte_changed_in_a_stored_value_is_reported_at_its_seq(self, closed_journal: Path) -> None:
+        def flip(txn: Any, events: Any, _: Any) -> None:
+            value = bytearray(txn.get(_seq(7), db=events))
+            value[-3] ^= 0x01
+            txn.put(_seq(7), bytes(value), db=events)
+
+        _raw_edit(closed_journal, flip)
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert report.first_bad_seq == 7
+        assert "hash chain" in report.reason
+
+    def test_a_changed_chain_link_is_reported_at_its_seq(self, closed_journal: Path) -> None:
+        def flip(txn: Any, events: Any, _: Any) -> None:
+            value = bytearray(txn.get(_seq(3), db=events))
+            value[0] ^= 0xFF
+            txn.put(_seq(3), bytes(value), db=events)
+
+        _raw_edit(closed_journal, flip)
+
+        assert _verify(closed_journal).first_bad_seq == 3
+
+    def test_a_deleted_record_is_reported(self, closed_journal: Path) -> None:
+        _raw_edit(closed_journal, lambda txn, events, _: txn.delete(_seq(12), db=events))
+
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert report.first_bad_seq == 12
+        assert "missing" in report.reason
+
+    def test_a_reordered_pair_is_reported(self, closed_journal: Path) -> None:
+        def swap(txn: Any, events: Any, _: Any) -> None:
+            five, six = txn.get(_seq(5), db=events), txn.get(_seq(6), db=events)
+            txn.put(_seq(5), six, db=events)
+            txn.put(_seq(6), five, db=events)
+
+        _raw_edit(closed_journal, swap)
+
+        assert _verify(closed_journal).first_bad_seq == 5
+
+    def test_a_truncated_tail_is_reported_against_the_chain_head(self, closed_journal: Path) -> None:
+        def truncate(txn: Any, events: Any, _: Any) -> None:
+            for n in (19, 20):
+                txn.delete(_seq(n), db=events)
+
+        _raw_edit(closed_journal, truncate)
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert report.first_bad_seq == 19
+        assert "removed" in report.reason
+
+    def test_a_rolled_back_chain_head_is_reported(self, closed_journal: Path) -> None:
+        def roll_back(txn: Any, events: Any, dbs: dict[bytes, Any]) -> None:
+            chain = txn.get(_seq(10), db=events)[:16]
+            txn.put(b"head", _seq(10) + chain, db=dbs[b"meta"])
+
+        _raw_edit(closed_journal, roll_back)
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert report.first_bad_seq == 11
+        assert "rolled back" in report.reason
+
+    def test_a_removed_stream_index_entry_is_reported(self, closed_journal: Path) -> None:
+        _raw_edit(closed_journal, lambda txn, _, dbs: txn.delete(b"agent/a1\0" + _seq(8), db=dbs[b"streams"]))
+
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert report.first_bad_seq == 8
+        assert "stream index" in report.reason
+
+    def test_a_stream_index_entry_moved_to_another_stream_is_reported(self, closed_journal: Path) -> None:
+        def move(txn: Any, _: Any, dbs: dict[bytes, Any]) -> None:
+            txn.delete(b"agent/a1\0" + _seq(8), db=dbs[b"streams"])
+            txn.put(b"agent/a2\0" + _seq(8), b"", db=dbs[b"streams"])
+
+        _raw_edit(closed_journal, move)
+
+        assert _verify(closed_journal).first_bad_seq == 8
+
+    def test_a_changed_id_index_is_reported(self, closed_journal: Path) -> None:
+        def repoint(txn: Any, _: Any, dbs: dict[bytes, Any]) -> None:
+            key, _value = next(iter(txn.cursor(db=dbs[b"ids"])))
+            txn.put(key, _seq(99), db=dbs[b"ids"])
+
+        _raw_edit(closed_journal, repoint)
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert "id index" in report.reason
+
+    def test_a_changed_snapshot_is_reported_and_refused_on_load(self, closed_journal: Path) -> None:
+        def forge(txn: Any, _: Any, dbs: dict[bytes, Any]) -> None:
+            value = txn.get(b"agent/a0", db=dbs[b"snapshots"])
+            txn.put(b"agent/a0", value[:-1] + b"X", db=dbs[b"snapshots"])
+
+        _raw_edit(closed_journal, forge)
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert report.first_bad_seq == 9
+        assert "snapshot" in report.reason
+        with (
+            Journal.open(closed_journal, readonly=True) as journal,
+            pytest.raises(JournalRecordError) as info,
+        ):
+            journal.load_snapshot("agent/a0")
+        assert info.value.seq == 9
+
+    def test_a_keyed_chain_rejects_a_journal_rechained_without_the_key(self, tmp_path: Path) -> None:
+        path = tmp_path / "keyed"
+        with Journal.open(path, key=b"secret") as journal:
+            journal.append(make_events(5))
+
+        def rechain(txn: Any, events: Any, dbs: dict[bytes, Any]) -> None:
+            prev = bytes(16)
+            for n in range(1, 6):
+                body = bytearray(txn.get(_seq(n), db=events)[16:])
+                if n == 3:
+                    body[-2] ^= 0x01
+                prev = hashlib.blake2b(prev + bytes(body), digest_size=16).digest()
+                txn.put(_seq(n), prev + bytes(body), db=events)
+            txn.put(b"head", _seq(5) + prev, db=dbs[b"meta"])
+
+        _raw_edit(path, rechain)
+        report = _verify(path, key=b"secret")
+
+        assert not report.ok
+        assert report.first_bad_seq == 1
+
+    def test_the_wrong_key_or_a_missing_key_is_refused_at_open(self, tmp_path: Path) -> None:
+        path = tmp_path / "keyed"
+        with Journal.open(path, key="secret") as journal:
+            journal.append(make_events(1))
+
+        with pytest.raises(JournalKeyError, match="with a chain key"):
+            Journal.open(path)
+        with pytest.raises(JournalKeyError, match="different"):
+            Journal.open(path, readonly=True, key="other")
+        with Journal.open(path, key="secret") as journal:
+            assert journal.verify().ok
+
+    def test_a_key_is_refused_for_a_journal_written_without_one(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path / "j") as journal:
+            journal.append(make_events(1))
+
+        with pytest.raises(JournalKeyError, match="without a chain key"):
+            Journal.open(tmp_path / "j", key="k")
+
+
+class _FutureSet(AgentEvent, frozen=True, kw_only=True, tag="PrivateSet"):
+    """A PrivateSet as a newer version of cogfabric would write it."""
+
+    v: int = 2
+    key: str
+    value: Any = None
+    origin: str = "future"
+
+
+class _Alien(AgentEvent, frozen=True, kw_only=True):
+    """An event type this code has never heard of."""
+
+    what: str
+
+
+class TestSchemaVersionsOnRead:
+    def test_a_record_of_a_newer_schema_version_is_refused_by_name(self, tmp_path: Path) -> None:
+        path = tmp_path / "j"
+        with LmdbJournal.open(path, codec=EventCodec([_FutureSet])) as journal:
+            journal.append([_FutureSet(at=0.0, agent="a", key="k")])
+
+        with Journal.open(path, readonly=True) as journal:
+            with pytest.raises(
+                JournalRecordError, match=r"'PrivateSet' is at version 2.*known version 1"
+            ) as info:
+                list(journal.read())
+            report = journal.verify(decode=True)
+
+        assert info.value.seq == 1
+        assert report.first_bad_seq == 1
+        assert "version 2" in report.reason
+
+    def test_a_record_of_an_unknown_type_is_refused_by_name(self, tmp_path: Path) -> None:
+        path = tmp_path / "j"
+        with LmdbJournal.open(path, codec=EventCodec([_Alien, PrivateSet])) as journal:
+            journal.append([*make_events(2), _Alien(at=0.0, agent="a", what="?")])
+
+        with Journal.open(path, readonly=True) as journal:
+            records = journal.read()
+            assert [next(records).seq, next(records).seq] == [1, 2]
+            with pytest.raises(JournalRecordError, match="unknown event type '_Alien'") as info:
+                next(records)
+
+        assert info.value.seq == 3
+
+    def test_an_upcaster_is_applied_on_read(self, tmp_path: Path) -> None:
+        class Renamed(AgentEvent, frozen=True, kw_only=True):
+            v: int = 2
+            value: str
+
+        class RenamedV1(AgentEvent, frozen=True, kw_only=True, tag="Renamed"):
+            val: str
+
+        path = tmp_path / "j"
+        with LmdbJournal.open(path, codec=EventCodec([RenamedV1])) as journal:
+            journal.append([RenamedV1(at=0.0, agent="a", val="old")])
+
+        def rename(raw: dict[str, Any]) -> dict[str, Any]:
+            raw["value"] = raw.pop("val")
+            return raw
+
+        codec = EventCodec([Renamed], upcasters={("Renamed", 1): rename})
+        with LmdbJournal.open(path, readonly=True, codec=codec) as journal:
+            (record,) = list(journal.read())
+
+        assert isinstance(record.event, Renamed)
+        assert record.event.value == "old"
+        assert record.event.v == 2
+
+
+class TestFilesAndFormat:
+    def test_journal_files_are_owner_only(self, tmp_path: Path) -> None:
+        path = tmp_path / "j"
+        with Journal.open(path) as journal:
+            journal.append(make_events(1))
+
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700
+        for name in ("data.mdb", "lock.mdb", "writer.lock"):
+            assert stat.S_IMODE((path / name).stat().st_mode) == 0o600
+
+    def test_a_journal_of_a_newer_format_is_refused(self, closed_journal: Path) -> None:
+        _raw_edit(
+            closed_journal,
+            lambda txn, _, dbs: txn.put(b"format", (FORMAT_VERSION + 1).to_bytes(4, "big"), db=dbs[b"meta"]),
+        )
+
+        with pytest.raises(JournalFormatError, match=f"format version {FORMAT_VERSION + 1}"):
+            Journal.open(closed_journal, readonly=True)
+        with pytest.raises(JournalFormatError, match="newer"):
+            Journal.open(closed_journal)
+
+    def test_an_lmdb_database_that_is_not_a_journal_is_refused(self, tmp_path: Path) -> None:
+        env = lmdb.open(str(tmp_path / "other"))
+        with env.begin(write=True) as txn:
+            txn.put(b"hello", b"world")
+        env.close()
+
+        with pytest.raises(JournalFormatError, match="not a cogfabric journal"):
+            Journal.open(tmp_path / "other")
+        with pytest.raises(JournalFormatError, match="not a cogfabric journal"):
+            Journal.open(tmp_path / "other", readonly=True)
+
+    def test_opening_a_missing_journal_read_only_raises_not_found(self, tmp_path: Path) -> None:
+        with pytest.raises(JournalNotFoundError):
+            Journal.open(tmp_path / "nothing", readonly=True)
+
+        assert not (tmp_path / "nothing").exists()
+
+    def test_a_read_only_journal_refuses_appends_and_never_changes_its_data_file(
+        self, closed_journal: Path
+    ) -> None:
+        before = hashlib.sha256((closed_journal / "data.mdb").read_bytes()).hexdigest()
+
+        with Journal.open(closed_journal, readonly=True) as journal:
+            assert journal.readonly
+            assert sum(1 for _ in journal.read()) == 20
+            assert journal.verify(decode=True).ok
+            with pytest.raises(JournalReadOnlyError):
+                journal.append(make_events(1, start=20))
+
+        assert hashlib.sha256((closed_journal / "data.mdb").read_bytes()).hexdigest() == before
+
+    def test_a_second_writer_in_the_same_process_is_refused(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path / "j"), pytest.raises(JournalLockedError):
+            Journal.open(tmp_path / "j")
+
+    def test_a_second_writer_process_is_refused(self, tmp_path: Path) -> None:
+        code = textwrap.dedent(
+            """
+            import sys
+            from cogfabric.store import Journal, JournalLockedError
+            try:
+                Journal.open(sys.argv[1])
+            except JournalLockedError:
+                print("locked")
+            """
+        )
+        with Journal.open(tmp_path / "j"):
+            out = subprocess.run(
+                [sys.executable, "-c", code, str(tmp_path / "j")],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
+
+        assert out.stdout.strip() == "locked"
+
+    def test_reopen_after_close_keeps_everything(self, tmp_path: Path) -> None:
+        events = make_events(100)
+        with Journal.open(tmp_path / "j") as journal:
+            journal.append(events[:60])
+        with Journal.open(tmp_path / "j") as journal:
+            journal.append(events[60:])
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            assert [r.event for r in journal.read()] == events
+            assert journal.verify(decode=True).ok
+
+    @pytest.mark.parametrize(
+        ("raised", "expected"),
+        [
+            (lmdb.ReadonlyError("ro"), JournalReadOnlyError),
+            (lmdb.Error("x is already open in this process"), JournalLockedError),
+            (lmdb.InvalidError("bad file"), JournalFormatError),
+            (lmdb.VersionMismatchError("old"), JournalFormatError),
+            (lmdb.DiskError("io"), JournalUnavailableError),
+            (lmdb.Error("anything else"), JournalUnavailableError),
+        ],
+    )
+    def test_lmdb_errors_are_translated_in_one_place(
+        self, tmp_path: Path, raised: lmdb.Error, expected: type[Exception]
+    ) -> None:
+        with pytest.raises(expected) as info, _translated(tmp_path):
+            raise raised
+
+        assert info.value.__cause__ is raised
+
+
+class TestMapGrowth:
+    def test_a_one_mib_map_grows_past_fifty_mib_of_events(self, tmp_path: Path) -> None:
+        value = "x" * 200
+        with LmdbJournal.open(tmp_path / "j", map_size=1 << 20, sync=False) as journal:
+            for start in range(0, 220_000, 2000):
+                journal.append(make_events(2000, start=start, agents=50, value=value))
+            grown = journal.map_size
+            report = journal.verify()
+
+        assert grown > 50 << 20
+        assert (tmp_path / "j" / "data.mdb").stat().st_size > 50 << 20
+        assert report.ok
+        assert report.checked == 220_000
+
+    def test_past_max_map_size_appends_fail_and_the_journal_is_fail_stop(self, tmp_path: Path) -> None:
+        path = tmp_path / "j"
+        journal = LmdbJournal.open(path, map_size=1 << 20, max_map_size=2 << 20, sync=False)
+        stored = 0
+
+        def fill() -> None:
+            nonlocal stored
+            for start in range(0, 100_000, 500):
+                journal.append(make_events(500, start=start, value="y" * 200))
+                stored = start + 500
+
+        with pytest.raises(JournalFullError):
+            fill()
+        with pytest.raises(JournalFailedError):
+            journal.append(make_events(1, start=stored))
+        journal.close()
+
+        with Journal.open(path, map_size=16 << 20) as reopened:
+            assert reopened.last_seq == stored
+            assert reopened.verify().ok
+            assert reopened.append(make_events(1, start=stored)) == [stored + 1]
+
+
+def test_a_reader_in_a_second_process_sees_consistent_prefixes_while_a_writer_appends(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    total = 6000
+    reader = textwrap.dedent(
+        """
+        import sys, time
+        from cogfabric.store import Journal
+        path, total = sys.argv[1], int(sys.argv[2])
+        deadline = time.monotonic() + 60
+        reads = 0
+        with Journal.open(path, readonly=True) as journal:
+            print("ready", flush=True)
+            while time.monotonic() < deadline:
+                seqs = [r.seq for r in journal.read()]
+                assert seqs == list(range(1, len(seqs) + 1)), "not a prefix"
+                reads += 1
+                if len(seqs) == total:
+                    break
+            assert journal.verify().ok
+        print(reads, len(seqs), flush=True)
+        """
+    )
+    with Journal.open(path) as journal:
+        journal.append(make_events(1))
+        child = subprocess.Popen(
+            [sys.executable, "-c", reader, str(path), str(total)], stdout=subprocess.PIPE, text=True
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        for start in range(1, total, 50):
+            journal.append(make_events(min(50, total - start), start=start))
+        out, _ = child.communicate(timeout=90)
+
+    assert child.returncode == 0
+    reads, seen = map(int, out.split())
+    assert seen == total
+    assert reads >= 1
+
+
+def test_record_values_hold_the_stream_and_id_before_the_payload(tmp_path: Path) -> None:
+    event = make_events(1)[0]
+    with Journal.open(tmp_path / "j") as journal:
+        journal.append([event])
+    env = lmdb.open(str(tmp_path / "j"), max_dbs=8, readonly=True)
+    with env.begin(db=env.open_db(b"events", create=False)) as txn:
+        value: Any = txn.get(_seq(1))
+    env.close()
+
+    stream_len = value[16]
+    id_at = 17 + stream_len
+    assert value[17:id_at] == b"agent/a0"
+    assert value[id_at + 1 : id_at + 1 + value[id_at]] == event.id.encode()
+    assert msgspec.msgpack.decode(value[id_at + 1 + value[id_at] :])["type"] == "PrivateSet"
