@@ -64,8 +64,9 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=Tru
 
     Events are frozen msgspec Structs in one tagged union; the tag is the class
     name, so renaming an event class is a schema change. ``v`` is the schema
-    version of the type: a type at version 2 redeclares ``v: int = 2`` and registers
-    an upcaster from 1 (see ``EventCodec``).
+    version of the type: a type at version 2 redeclares ``v: int = 2`` (subclasses
+    are declared ``frozen=True, kw_only=True``, which that needs) and registers an
+    upcaster from 1 (see ``EventCodec``).
     """
 
     at: float

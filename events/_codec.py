@@ -167,7 +167,14 @@ class EventCodec:
                 raise EventVersionError(
                     tag, stored, current, f"no upcaster from version {version}"
                 ) from cause
-            raw = upcaster(raw)
+            try:
+                raw = upcaster(raw)
+            except Exception as exc:  # an upcaster is user code fed untrusted records
+                msg = f"{tag} record at version {version} could not be upcast: {exc!r}"
+                raise EventDecodeError(msg) from exc
+            if not isinstance(raw, dict):
+                msg = f"the {tag} upcaster from version {version} returned {type(raw).__name__}, not a dict"
+                raise EventDecodeError(msg)
         raw["type"] = tag
         raw["v"] = current
         try:
@@ -238,7 +245,7 @@ def copy_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
         msg = f"expected a mapping with string keys, got {type(value).__name__}"
         raise UnencodableValueError(msg)
     try:
-        return _mapping_decoder.decode(encode_value(value))
+        return _mapping_decoder.decode(encode_value(value if isinstance(value, dict) else dict(value)))
     except _DECODE_ERRORS as exc:
         msg = f"expected a mapping with string keys: {exc}"
         raise UnencodableValueError(msg) from exc

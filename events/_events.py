@@ -25,6 +25,8 @@ __all__ = [
     "IpcDeadLettered",
     "IpcDelivered",
     "IpcMessage",
+    "IpcSubscribed",
+    "IpcUnsubscribed",
     "LifecycleChanged",
     "LlmOutputRecorded",
     "PrivateSet",
@@ -145,6 +147,22 @@ class CheckpointTaken(AgentEvent, frozen=True, kw_only=True):
     layer: ClassVar[ContextLayer | None] = ContextLayer.AGENT_PRIVATE
 
 
+class IpcSubscribed(AgentEvent, frozen=True, kw_only=True):
+    """An agent subscribed to a broadcast topic."""
+
+    topic: str
+
+    layer: ClassVar[ContextLayer | None] = ContextLayer.IPC
+
+
+class IpcUnsubscribed(AgentEvent, frozen=True, kw_only=True):
+    """An agent unsubscribed from a broadcast topic."""
+
+    topic: str
+
+    layer: ClassVar[ContextLayer | None] = ContextLayer.IPC
+
+
 class _BusEvent(Event, frozen=True, kw_only=True):
     layer: ClassVar[ContextLayer | None] = ContextLayer.IPC
 
@@ -167,6 +185,8 @@ class IpcMessage(_BusEvent, frozen=True, kw_only=True):
     payload: Any = None
     correlation_id: str = ""
     trace_id: str = ""
+    kind: str = "send"
+    """``send``, ``request``, ``reply`` or ``broadcast``."""
 
 
 class IpcDelivered(_BusEvent, frozen=True, kw_only=True):
@@ -269,6 +289,8 @@ AnyEvent = (
     | PrivateSet
     | CognitiveStateSet
     | CheckpointTaken
+    | IpcSubscribed
+    | IpcUnsubscribed
     | IpcMessage
     | IpcDelivered
     | IpcDeadLettered

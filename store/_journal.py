@@ -112,6 +112,10 @@ class Journal(abc.ABC):
         """
 
     @abc.abstractmethod
+    def streams(self, prefix: str = "") -> list[str]:
+        """Return the names of the streams that hold records, sorted, optionally by prefix."""
+
+    @abc.abstractmethod
     def load_snapshot(self, stream: str) -> Snapshot | None:
         """Return the latest snapshot of ``stream``, or None."""
 

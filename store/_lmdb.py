@@ -605,6 +605,29 @@ class LmdbJournal(Journal):
                     break
         return out
 
+    def streams(self, prefix: str = "") -> list[str]:
+        """Return the names of the streams that hold records, sorted, optionally by prefix.
+
+        One index seek per stream, whatever the number of records.
+        """
+        self._check_open()
+        with self._lock, _translated(self._path):
+            return self._txn_call(lambda: self._streams_txn(prefix.encode()))
+
+    def _streams_txn(self, prefix: bytes) -> list[str]:
+        names: list[str] = []
+        with self._env.begin(db=self._db_streams) as txn:
+            cursor = txn.cursor()
+            found = cursor.set_range(prefix)
+            while found:
+                key = cursor.key()
+                if not key.startswith(prefix):
+                    break
+                name = key[:-9]  # stream | NUL | seq(8); stream names hold no NUL
+                names.append(name.decode())
+                found = cursor.set_range(name + b"\x01")
+        return names
+
     def load_snapshot(self, stream: str) -> Snapshot | None:
         """Return the latest snapshot of ``stream``, or None.
 

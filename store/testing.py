@@ -188,6 +188,14 @@ class JournalContract:
 
         assert next(iter(journal.read())).event == event
 
+    def test_streams_lists_each_stream_once_by_prefix(self, journal: Journal) -> None:
+        journal.append(make_events(9, agents=3))
+        journal.append([TaskContextSet(at=0.0, agent="b", context={})])
+
+        assert journal.streams() == ["agent/a0", "agent/a1", "agent/a2", "agent/b"]
+        assert journal.streams("agent/a") == ["agent/a0", "agent/a1", "agent/a2"]
+        assert journal.streams("session/") == []
+
     # --------------------------------------------------------------- snapshots
 
     def test_a_stream_without_snapshot_loads_none(self, journal: Journal) -> None:
