@@ -1,0 +1,422 @@
+"""The agent actor: one Pykka actor per agent, the only owner of its state."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+import pykka
+
+from cogfabric.events import (
+    AgentFailed,
+    AgentKilled,
+    AgentRecovered,
+    CheckpointTaken,
+    CognitiveState,
+    CognitiveStateSet,
+    IpcDelivered,
+    IpcMessage,
+    IpcSubscribed,
+    IpcUnsubscribed,
+    LifecycleChanged,
+    PrivateSet,
+    TaskContextPublished,
+    TaskContextSet,
+    copy_mapping,
+    copy_value,
+    upgrade_cognitive_state,
+)
+
+from ._errors import AgentNotSuspendedError, AgentRetiredError, AgentRunningError
+from ._state import AgentSnapshot, AgentState, apply_event, encode_snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cogfabric.events import Event
+
+    from ._core import Core
+
+__all__ = ["AgentActor", "AgentContext", "Behavior", "Shared"]
+
+log = logging.getLogger(__name__)
+
+CALL: Final = 0
+IPC: Final = 1
+PUBLISH: Final = 2
+
+
+@runtime_checkable
+class Behavior(Protocol):
+    """What an agent does with the IPC messages it receives.
+
+    ``on_message`` runs inside the agent's actor, one message at a time. Its return
+    value answers a request (None means "I will reply later with ``bus.reply``").
+    If it raises, the failure is journaled, a dead letter records the message, the
+    requester (if any) gets ``IpcHandlerError``, and the agent is restarted from the
+    journal with a fresh behavior.
+    """
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ANN401 - any reply
+        """Handle one message."""
+        ...
+
+
+class Shared:
+    """What other threads may read of an agent without asking its actor."""
+
+    __slots__ = ("lifecycle", "slots")
+
+    def __init__(self, lifecycle: str, mailbox_size: int) -> None:
+        self.lifecycle = lifecycle
+        self.slots = threading.BoundedSemaphore(mailbox_size)
+
+
+class AgentActor(pykka.ThreadingActor):
+    """Holds one agent's state; every change is journaled, then (or, in batch mode, and) applied."""
+
+    def __init__(self, core: Core, state: AgentSnapshot, behavior: Behavior | None, shared: Shared) -> None:
+        super().__init__()
+        self._core = core
+        self._state = state
+        self._behavior = behavior
+        self._shared = shared
+        self._stream = "agent/" + state.id
+        self._outbox: list[Event] = []
+        self._task_ticket = 0
+        self._snapshot_at = state.events
+        self.ctx = AgentContext(self)
+
+    # ------------------------------------------------------------- dispatch
+
+    def on_receive(self, message: Any) -> Any:  # noqa: ANN401 - replies are any value
+        """Dispatch one mailbox message."""
+        self._shared.slots.release()
+        kind = message[0]
+        if kind == CALL:
+            try:
+                return getattr(self, "op_" + message[1])(*message[2])
+            finally:
+                self._flush_outbox()
+        if kind == IPC:
+            self._on_ipc(message[1])
+        elif kind == PUBLISH:
+            self._on_publish(message[1], message[2])
+        self._flush_outbox()
+        return None
+
+    def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
+        """Log; tells are wrapped so that an actor only fails on a bug."""
+        log.error("agent %s failed: %s", self._state.id, exception_value)
+
+    # ------------------------------------------------------------- journaling
+
+    def journal(self, event: Event) -> int:
+        """Persist ``event`` and apply it (persist-then-apply in sync durability).
+
+        Returns the writer ticket of the submission that carries it (0 while it waits
+        in the outbox, in batch durability).
+        """
+        writer = self._core.writer
+        if writer is None:
+            self._apply(event)
+            return 0
+        if self._core.sync:
+            events = [*self._outbox, event]
+            self._outbox = []
+            ack = writer.submit(events)
+            assert ack is not None
+            ack.wait(self._core.call_timeout)
+            for item in events:
+                self._apply(item)
+            self._maybe_snapshot()
+            return ack.ticket
+        self._apply(event)
+        self._outbox.append(event)
+        return 0
+
+    def note(self, event: Event) -> None:
+        """Journal a fact that changes no state, with the next commit, without waiting."""
+        self._outbox.append(event)
+
+    def _apply(self, event: Event) -> None:
+        state = apply_event(self._state, event)
+        if state is not None:
+            self._state = state
+            if self._shared.lifecycle != AgentState.RUNNING:
+                self._shared.lifecycle = state.lifecycle
+
+    def _flush_outbox(self) -> int:
+        writer = self._core.writer
+        if not self._outbox or writer is None:
+            self._outbox = []
+            return 0
+        events, self._outbox = self._outbox, []
+        ticket = writer.submit_nowait(events)
+        self._maybe_snapshot()
+        return ticket
+
+    def _maybe_snapshot(self) -> None:
+        if (
+            self._core.writer is not None
+            and self._state.events - self._snapshot_at >= self._core.snapshot_interval
+        ):
+            self._snapshot_at = self._state.events
+            self._core.writer.submit_snapshot(self._stream, encode_snapshot(self._state))
+
+    def flush_outbox(self) -> None:
+        """Hand what is waiting to the writer now (before a message leaves this agent)."""
+        self._flush_outbox()
+
+    # ------------------------------------------------------------- state operations
+
+    @property
+    def agent_id(self) -> str:
+        """The agent's id."""
+        return self._state.id
+
+    def _now(self) -> float:
+        return self._core.clock.now()
+
+    def op_set_task_context(self, context: Mapping[str, Any] | None) -> None:
+        """Replace the task layer with a deep copy of ``context``."""
+        event = TaskContextSet(at=self._now(), agent=self._state.id, context=copy_mapping(context))
+        ticket = self.journal(event) or self._flush_outbox()
+        self._task_ticket = max(self._task_ticket, ticket)
+
+    def op_task_context(self) -> dict[str, Any]:
+        """A deep copy of the task layer."""
+        return copy_mapping(self._state.task_context)
+
+    def op_set_private(self, key: str, value: object) -> None:
+        """Set one private key to a deep copy of ``value``."""
+        if not isinstance(key, str):
+            msg = f"private keys are strings, got {type(key).__name__}"
+            raise TypeError(msg)
+        self.journal(PrivateSet(at=self._now(), agent=self._state.id, key=key, value=copy_value(value)))
+
+    def op_private(self, key: str) -> Any:  # noqa: ANN401 - stored values are any encodable value
+        """A deep copy of one private value; None when missing."""
+        value = self._state.private.get(key)
+        return None if value is None else copy_value(value)
+
+    def op_context_view(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Deep copies of the task and private layers."""
+        return copy_mapping(self._state.task_context), copy_mapping(self._state.private)
+
+    def op_set_cognitive_state(self, state: CognitiveState) -> None:
+        """Replace the cognitive state (version 0 upgraded; future versions refused)."""
+        stored = _copy_cognitive(upgrade_cognitive_state(state))
+        self.journal(CognitiveStateSet(at=self._now(), agent=self._state.id, state=stored))
+
+    def op_cognitive_state(self) -> CognitiveState:
+        """A deep copy of the cognitive state."""
+        return _copy_cognitive(self._state.cognitive)
+
+    def op_checkpoint_cognitive(self) -> CognitiveState:
+        """Journal and return a deep copy of the cognitive state."""
+        copy = _copy_cognitive(self._state.cognitive)
+        self.journal(CheckpointTaken(at=self._now(), agent=self._state.id, state=copy))
+        return _copy_cognitive(copy)
+
+    def op_snapshot(self) -> AgentSnapshot:
+        """A deep copy of the whole state (for tests and audits)."""
+        from ._state import decode_snapshot  # noqa: PLC0415 - rarely used
+
+        return decode_snapshot(encode_snapshot(self._state))
+
+    def op_noop(self) -> None:
+        """Nothing: answering it proves every earlier message was handled."""
+
+    # ------------------------------------------------------------- lifecycle
+
+    def _set_lifecycle(self, new: str) -> None:
+        old = self._state.lifecycle
+        if old != new:
+            self.journal(LifecycleChanged(at=self._now(), agent=self._state.id, state=new, previous=old))
+
+    def op_suspend(self) -> None:
+        """Suspend; idempotent. A retired agent raises ``AgentRetiredError``."""
+        if self._state.lifecycle == AgentState.RETIRED:
+            raise AgentRetiredError(self._state.id)
+        self._set_lifecycle(AgentState.SUSPENDED)
+
+    def op_resume(self) -> None:
+        """Resume a suspended agent."""
+        if self._state.lifecycle == AgentState.RETIRED:
+            raise AgentRetiredError(self._state.id)
+        if self._state.lifecycle != AgentState.SUSPENDED:
+            raise AgentNotSuspendedError(self._state.id)
+        self._set_lifecycle(AgentState.IDLE)
+
+    def op_retire(self) -> None:
+        """Retire; idempotent."""
+        if self._shared.lifecycle == AgentState.RUNNING:
+            raise AgentRunningError(self._state.id)
+        self._set_lifecycle(AgentState.RETIRED)
+
+    def op_recover(self, state: CognitiveState) -> None:
+        """Install ``state`` (version 0 upgraded) and become IDLE; IDLE or SUSPENDED only."""
+        if self._state.lifecycle == AgentState.RETIRED:
+            raise AgentRetiredError(self._state.id)
+        if self._shared.lifecycle == AgentState.RUNNING:
+            raise AgentRunningError(self._state.id)
+        stored = _copy_cognitive(upgrade_cognitive_state(state))
+        event = AgentRecovered(
+            at=self._now(),
+            agent=self._state.id,
+            cognitive=stored,
+            has_checkpoint=stored.checkpoint is not None,
+        )
+        self.journal(event)
+
+    def op_kill(self) -> None:
+        """Journal the death snapshot; the runtime then stops this actor."""
+        cognitive = upgrade_cognitive_state(self._state.cognitive)
+        self.journal(
+            AgentKilled(
+                at=self._now(),
+                agent=self._state.id,
+                cognitive=cognitive,
+                capabilities=self._state.capabilities,
+                parent=self._state.parent,
+            )
+        )
+
+    def op_subscribe(self, topic: str) -> bool:
+        """Subscribe to ``topic``; False when already subscribed."""
+        if topic in self._state.topics:
+            return False
+        self.journal(IpcSubscribed(at=self._now(), agent=self._state.id, topic=topic))
+        return True
+
+    def op_unsubscribe(self, topic: str) -> bool:
+        """Unsubscribe from ``topic``; False when not subscribed."""
+        if topic not in self._state.topics:
+            return False
+        self.journal(IpcUnsubscribed(at=self._now(), agent=self._state.id, topic=topic))
+        return True
+
+    # ------------------------------------------------------------- messages
+
+    def _on_publish(self, event: TaskContextPublished, ticket: int) -> None:
+        # Apply in journal (ticket) order: a set_task_context that reached the writer
+        # after this publish wins, here as in replay.
+        if ticket > self._task_ticket:
+            self._task_ticket = ticket
+            self._state.task_context = event.context
+
+    def _on_ipc(self, message: IpcMessage) -> None:
+        bus = self._core.bus
+        self.note(IpcDelivered(at=self._now(), message_id=message.id, recipient=self._state.id))
+        if self._behavior is None:
+            bus.dead_letter(message, "no behavior", "")
+            return
+        lifecycle = self._state.lifecycle
+        if lifecycle in (AgentState.SUSPENDED, AgentState.RETIRED):
+            bus.dead_letter(message, f"agent {lifecycle.lower()}", "")
+            return
+        self._shared.lifecycle = AgentState.RUNNING
+        try:
+            result = self._behavior.on_message(self.ctx, message)
+        except Exception as exc:  # noqa: BLE001 - a behavior's failure is journaled, not fatal
+            self._shared.lifecycle = self._state.lifecycle
+            self._on_behavior_failure(message, exc)
+            return
+        self._shared.lifecycle = self._state.lifecycle
+        if message.kind == "request" and result is not None:
+            self._flush_outbox()
+            bus.answer(message, self._state.id, result)
+
+    def _on_behavior_failure(self, message: IpcMessage, exc: Exception) -> None:
+        log.warning("behavior of agent %s raised on %s: %r", self._state.id, message.topic, exc)
+        self._flush_outbox()
+        self._core.bus.handler_failed(message, exc)
+        self._outbox.append(
+            AgentFailed(
+                at=self._now(), agent=self._state.id, error=type(exc).__name__, detail=str(exc)[:1000]
+            )
+        )
+        self._restart()
+
+    def _restart(self) -> None:
+        """Rebuild this agent from the journal and give it a fresh behavior."""
+        self._flush_outbox()
+        core = self._core
+        if core.writer is not None:
+            core.writer.flush()
+            state = core.load_agent(self._state.id)
+            if state is not None:
+                self._state = state
+                self._snapshot_at = state.events
+        self._behavior = core.make_behavior(self._state.behavior)
+        self._shared.lifecycle = self._state.lifecycle
+
+
+def _copy_cognitive(state: CognitiveState) -> CognitiveState:
+    """A deep copy of a cognitive state (its six fields copied by encoding)."""
+    return CognitiveState(
+        schema_version=state.schema_version,
+        context=copy_value(state.context),
+        observation=copy_value(state.observation),
+        working_memory=copy_value(state.working_memory),
+        decision=copy_value(state.decision),
+        tool_state=copy_value(state.tool_state),
+        checkpoint=copy_value(state.checkpoint),
+    )
+
+
+class AgentContext:
+    """What a behavior may do, for its own agent, from inside its actor."""
+
+    def __init__(self, actor: AgentActor) -> None:
+        self._actor = actor
+
+    @property
+    def agent_id(self) -> str:
+        """The agent's id."""
+        return self._actor.agent_id
+
+    def set_private(self, key: str, value: object) -> None:
+        """Set a private value (deep copy)."""
+        self._actor.op_set_private(key, value)
+
+    def private(self, key: str) -> Any:  # noqa: ANN401 - stored values are any encodable value
+        """A deep copy of a private value; None when missing."""
+        return self._actor.op_private(key)
+
+    def set_task_context(self, context: Mapping[str, Any] | None) -> None:
+        """Replace this agent's task layer."""
+        self._actor.op_set_task_context(context)
+
+    def task_context(self) -> dict[str, Any]:
+        """A deep copy of the task layer."""
+        return self._actor.op_task_context()
+
+    def set_cognitive_state(self, state: CognitiveState) -> None:
+        """Replace the cognitive state."""
+        self._actor.op_set_cognitive_state(state)
+
+    def cognitive_state(self) -> CognitiveState:
+        """A deep copy of the cognitive state."""
+        return self._actor.op_cognitive_state()
+
+    def checkpoint_cognitive(self) -> CognitiveState:
+        """Journal and return a copy of the cognitive state."""
+        return self._actor.op_checkpoint_cognitive()
+
+    def send(self, to: str, topic: str, payload: object = None) -> None:
+        """Send ``to`` a message from this agent."""
+        self._actor.flush_outbox()
+        self._actor._core.bus.send(self.agent_id, to, topic, payload)  # noqa: SLF001
+
+    def request(self, to: str, topic: str, payload: object = None, timeout: float = 30.0) -> IpcMessage:
+        """Send a request and wait for the reply (blocks this agent meanwhile)."""
+        self._actor.flush_outbox()
+        return self._actor._core.bus.request(self.agent_id, to, topic, payload, timeout)  # noqa: SLF001
+
+    def broadcast(self, topic: str, payload: object = None) -> int:
+        """Broadcast to ``topic``'s subscribers; returns how many mailboxes took it."""
+        self._actor.flush_outbox()
+        return self._actor._core.bus.broadcast(self.agent_id, topic, payload)  # noqa: SLF001

@@ -1,0 +1,283 @@
+"""The IPC bus: messages are journaled events delivered into agents' mailboxes (spec §3)."""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import TYPE_CHECKING, Any, Final
+
+from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_id
+
+from ._errors import AgentNotFoundError, IpcHandlerError, IpcInvalidMessageError, IpcTimeoutError
+
+if TYPE_CHECKING:
+    from cogfabric.events import Event
+
+    from ._runtime import Runtime
+
+__all__ = ["DEAD_LETTER_CAPACITY", "DEFAULT_REQUEST_TIMEOUT", "IpcBus"]
+
+DEAD_LETTER_CAPACITY: Final = 1024
+DEFAULT_REQUEST_TIMEOUT: Final = 30.0
+HANDOFF_TOPIC: Final = "handoff-task"
+
+
+class _Pending:
+    __slots__ = ("done", "error", "reply", "request")
+
+    def __init__(self, request: IpcMessage) -> None:
+        self.request = request
+        self.done = threading.Event()
+        self.reply: IpcMessage | None = None
+        self.error: BaseException | None = None
+
+
+class IpcBus:
+    """Send, request/reply, delegate, handoff, subscribe and broadcast between agents.
+
+    Unlike the original's synchronous in-process calls, delivery is asynchronous: a
+    message is journaled when sent (and, in sync durability, durable before it is
+    delivered), then put into the recipient's mailbox; its delivery is journaled
+    too. IPC never touches the context layers.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        """Bind the bus to its runtime."""
+        self._runtime = runtime
+        self._core = runtime._core  # noqa: SLF001 - the bus is part of the runtime
+        self._lock = threading.Lock()
+        self._pending: dict[str, _Pending] = {}
+        self._dead: collections.deque[IpcDeadLettered] = collections.deque(maxlen=DEAD_LETTER_CAPACITY)
+
+    # ------------------------------------------------------------- journaling
+
+    def _journal(self, event: Event, *, durable: bool) -> None:
+        writer = self._core.writer
+        if writer is None:
+            return
+        if durable and self._core.sync:
+            ack = writer.submit([event])
+            assert ack is not None
+            ack.wait(self._core.call_timeout)
+        else:
+            writer.submit_nowait([event])
+
+    def _message(self, frm: str, to: str, topic: str, payload: object, **fields: Any) -> IpcMessage:  # noqa: ANN401
+        return IpcMessage(
+            at=self._core.clock.now(),
+            sender=frm,
+            recipient=to,
+            topic=topic,
+            payload=copy_value(payload),
+            **fields,
+        )
+
+    def _deliver(self, message: IpcMessage, recipient: str) -> None:
+        payload = message.payload
+        if not self._core.sync and isinstance(payload, dict | list):
+            # The writer may still be encoding the sent message: the recipient gets its own copy.
+            import msgspec  # noqa: PLC0415
+
+            message = msgspec.structs.replace(message, payload=copy_value(payload))
+        self._runtime._tell(recipient, (1, message))  # noqa: SLF001
+
+    def dead_letter(self, message: IpcMessage, reason: str, error: str) -> None:
+        """Record ``message`` as undeliverable: journaled, and kept among the latest 1,024."""
+        letter = IpcDeadLettered(
+            at=self._core.clock.now(),
+            message_id=message.id,
+            sender=message.sender,
+            recipient=message.recipient,
+            topic=message.topic,
+            reason=reason,
+            error=error,
+            cause=message.id,
+        )
+        with self._lock:
+            self._dead.append(letter)
+        self._journal(letter, durable=False)
+
+    def dead_letters(self) -> list[IpcDeadLettered]:
+        """The most recent dead letters (at most 1,024), oldest first."""
+        with self._lock:
+            return list(self._dead)
+
+    # ------------------------------------------------------------- primitives
+
+    def _check_recipient(self, message: IpcMessage) -> None:
+        if not self._runtime._has_agent(message.recipient):  # noqa: SLF001
+            self.dead_letter(message, "agent not registered", "")
+            raise AgentNotFoundError(message.recipient)
+
+    def send(self, frm: str, to: str, topic: str, payload: object = None) -> IpcMessage:
+        """Send a message; returns it as journaled.
+
+        Raises:
+            AgentNotFoundError: ``to`` is no live agent (a dead letter is journaled).
+            MailboxFullError: ``to``'s mailbox stayed full for ``call_timeout``.
+            UnencodableValueError: ``payload`` cannot be encoded.
+
+        """
+        message = self._message(frm, to, topic, payload, trace_id=new_event_id())
+        self._check_recipient(message)
+        self._journal(message, durable=True)
+        self._deliver(message, to)
+        return message
+
+    def request(
+        self, frm: str, to: str, topic: str, payload: object = None, timeout: float = DEFAULT_REQUEST_TIMEOUT
+    ) -> IpcMessage:
+        """Send a request and wait for the reply message (a timeout <= 0 means 30 s).
+
+        Raises:
+            AgentNotFoundError: ``to`` is no live agent.
+            IpcTimeoutError: no reply within ``timeout`` (one dead letter is journaled).
+            IpcHandlerError: the recipient's behavior raised (``__cause__``).
+
+        """
+        if timeout <= 0:
+            timeout = DEFAULT_REQUEST_TIMEOUT
+        message = self._message(
+            frm,
+            to,
+            topic,
+            payload,
+            correlation_id=new_event_id() + "-corr",
+            trace_id=new_event_id(),
+            kind="request",
+        )
+        self._check_recipient(message)
+        pending = _Pending(message)
+        with self._lock:
+            self._pending[message.correlation_id] = pending
+        try:
+            self._journal(message, durable=True)
+            self._deliver(message, to)
+            if not pending.done.wait(timeout):
+                with self._lock:
+                    self._pending.pop(message.correlation_id, None)
+                if not pending.done.is_set():
+                    self.dead_letter(message, "timeout", f"no reply within {timeout} s")
+                    msg = f"agentipc: request timed out: {topic!r} to {to!r} after {timeout} s"
+                    raise IpcTimeoutError(msg)
+        finally:
+            with self._lock:
+                self._pending.pop(message.correlation_id, None)
+        if pending.error is not None:
+            msg = f"agentipc: handler of {to!r} failed on {topic!r}: {pending.error!r}"
+            raise IpcHandlerError(msg) from pending.error
+        assert pending.reply is not None
+        return pending.reply
+
+    def reply(self, correlation_id: str, payload: object = None, *, frm: str | None = None) -> None:
+        """Answer a pending request asynchronously; an unknown or expired id is ignored.
+
+        Raises:
+            IpcInvalidMessageError: an empty ``correlation_id``.
+
+        """
+        if not correlation_id:
+            msg = "agentipc: invalid message: empty correlation id"
+            raise IpcInvalidMessageError(msg)
+        with self._lock:
+            pending = self._pending.pop(correlation_id, None)
+        if pending is None or pending.done.is_set():
+            return
+        request = pending.request
+        reply = self._message(
+            frm or request.recipient,
+            request.sender,
+            "reply",
+            payload,
+            correlation_id=correlation_id,
+            trace_id=request.trace_id,
+            kind="reply",
+            cause=request.id,
+        )
+        self._journal(reply, durable=True)
+        pending.reply = reply
+        pending.done.set()
+
+    def answer(self, request: IpcMessage, frm: str, result: object) -> None:
+        """Reply to ``request`` with a behavior's return value."""
+        self.reply(request.correlation_id, result, frm=frm)
+
+    def handler_failed(self, message: IpcMessage, error: BaseException) -> None:
+        """A behavior raised on ``message``: one dead letter; a requester gets the error."""
+        self.dead_letter(message, "handler error", repr(error))
+        if message.kind != "request":
+            return
+        with self._lock:
+            pending = self._pending.pop(message.correlation_id, None)
+        if pending is not None:
+            pending.error = error
+            pending.done.set()
+
+    def delegate(
+        self, frm: str, to: str, topic: str, payload: object = None, timeout: float = DEFAULT_REQUEST_TIMEOUT
+    ) -> IpcMessage:
+        """A request made on behalf of ``frm`` (the delegator); exactly ``request``."""
+        return self.request(frm, to, topic, payload, timeout)
+
+    def handoff(
+        self,
+        frm: str,
+        to: str,
+        task_id: str,
+        snapshot: object = None,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> IpcMessage:
+        """Hand a task over: a request on topic ``handoff-task``."""
+        payload = {"task_id": task_id, "context": snapshot, "artifacts": []}
+        return self.request(frm, to, HANDOFF_TOPIC, payload, timeout)
+
+    def subscribe(self, agent_id: str, topic: str) -> None:
+        """Subscribe a live agent to ``topic`` (journaled; duplicates ignored)."""
+        self._check_ids(agent_id, topic)
+        self._runtime._ask(agent_id, "subscribe", topic)  # noqa: SLF001
+
+    def unsubscribe(self, agent_id: str, topic: str) -> None:
+        """Unsubscribe an agent from ``topic`` (journaled; a no-op when not subscribed)."""
+        self._check_ids(agent_id, topic)
+        self._runtime._ask(agent_id, "unsubscribe", topic)  # noqa: SLF001
+
+    @staticmethod
+    def _check_ids(agent_id: str, topic: str) -> None:
+        if not agent_id:
+            msg = "agentipc: agent id required"
+            raise IpcInvalidMessageError(msg)
+        if not topic:
+            msg = "agentipc: invalid message: empty topic"
+            raise IpcInvalidMessageError(msg)
+
+    def subscribers(self, topic: str) -> list[str]:
+        """The live agents subscribed to ``topic``, in subscription order."""
+        return self._runtime._subscribers(topic)  # noqa: SLF001
+
+    def broadcast(self, frm: str, topic: str, payload: object = None) -> int:
+        """Deliver one message to every subscriber with a behavior; returns how many took it.
+
+        Subscribers without a behavior are skipped and not counted, as in the
+        original; a behavior's error is dead-lettered later, when it is handled.
+        """
+        message = self._message(frm, "", topic, payload, trace_id=new_event_id(), kind="broadcast")
+        targets = [a for a in self.subscribers(topic) if self._runtime._has_behavior(a)]  # noqa: SLF001
+        self._journal(message, durable=True)
+        delivered = 0
+        for agent_id in targets:
+            copy = IpcMessage(
+                at=message.at,
+                id=message.id,
+                sender=frm,
+                recipient=agent_id,
+                topic=topic,
+                payload=copy_value(message.payload),
+                trace_id=message.trace_id,
+                kind="broadcast",
+            )
+            try:
+                self._runtime._tell(agent_id, (1, copy))  # noqa: SLF001
+            except AgentNotFoundError:
+                continue
+            delivered += 1
+        return delivered

@@ -1,0 +1,111 @@
+"""What every actor of one runtime shares: the writer, the clock, the bus, the settings."""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from typing import TYPE_CHECKING
+
+from cogfabric.events import TaskContextPublished
+
+from ._errors import InvalidSpawnSpecError
+from ._state import AgentSnapshot, apply_event, decode_snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from cogfabric.store import Journal, Record
+
+    from ._agent import Behavior
+    from ._bus import IpcBus
+    from ._clock import Clock
+    from ._config import Config
+    from ._writer import JournalWriter
+
+__all__ = ["Core", "replay_agent"]
+
+log = logging.getLogger(__name__)
+
+
+class Core:
+    """Shared collaborators of the actors of one runtime."""
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        clock: Clock,
+        writer: JournalWriter | None,
+        behaviors: Mapping[str, Callable[[], Behavior]],
+    ) -> None:
+        """Bind the settings; the runtime sets ``bus`` right after."""
+        self.config = config
+        self.clock = clock
+        self.writer = writer
+        self.behaviors = dict(behaviors)
+        self.sync = config.journal.durability == "sync"
+        self.call_timeout = config.runtime.call_timeout
+        self.snapshot_interval = config.journal.snapshot_interval
+        self.mailbox_size = config.runtime.mailbox_size
+        self.bus: IpcBus = None  # type: ignore[assignment]  # set by the runtime
+
+    def behavior_name(self, behavior: str | Behavior | None) -> str | None:
+        """The registered name of ``behavior`` (a name or an instance of a registered class)."""
+        if behavior is None:
+            return None
+        if isinstance(behavior, str):
+            if behavior not in self.behaviors:
+                raise InvalidSpawnSpecError(f"unknown behavior {behavior!r}")
+            return behavior
+        for name, factory in self.behaviors.items():
+            if factory is type(behavior):
+                return name
+        msg = f"behavior class {type(behavior).__name__} is not registered; pass behaviors={{name: class}}"
+        raise InvalidSpawnSpecError(msg)
+
+    def make_behavior(self, name: str | None) -> Behavior | None:
+        """A fresh behavior for a journaled name, or None (logged) when it is unknown."""
+        if name is None:
+            return None
+        factory = self.behaviors.get(name)
+        if factory is None:
+            log.warning("behavior %r is not registered: the agent runs without one", name)
+            return None
+        return factory()
+
+    def load_agent(self, agent_id: str) -> AgentSnapshot | None:
+        """Rebuild one agent from the journal (latest snapshot plus tail)."""
+        assert self.writer is not None
+        return replay_agent(self.writer.journal, agent_id)
+
+
+def replay_agent(journal: Journal, agent_id: str, until: int | None = None) -> AgentSnapshot | None:
+    """Rebuild ``agent_id`` from ``journal`` as it was at seq ``until`` (default: the end).
+
+    Starts from the latest snapshot at or before ``until`` when there is one, then
+    applies the agent's own events and the task contexts published to it, in seq order.
+    """
+    stream = "agent/" + agent_id
+    state: AgentSnapshot | None = None
+    after = 0
+    snapshot = journal.load_snapshot(stream)
+    if snapshot is not None and (until is None or snapshot.seq <= until):
+        state = decode_snapshot(snapshot.data)
+        after = snapshot.seq
+    own = journal.read(after=after, until=until, stream=stream)
+    published = (
+        r
+        for r in journal.read(after=after, until=until, stream="runtime")
+        if _publishes_to(r.event, agent_id)
+    )
+    for record in heapq.merge(own, published, key=_seq_of):
+        state = apply_event(state, record.event)
+    return state
+
+
+def _publishes_to(event: object, agent_id: str) -> bool:
+    return isinstance(event, TaskContextPublished) and agent_id in event.agents
+
+
+def _seq_of(record: Record) -> int:
+    return record.seq

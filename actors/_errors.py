@@ -1,0 +1,107 @@
+"""Errors of the actor runtime; messages start with the original's strings (spec §2.1, §3.1)."""
+
+from __future__ import annotations
+
+from cogfabric._errors import CogfabricError
+
+__all__ = [
+    "ActorError",
+    "ActorTimeoutError",
+    "AgentExistsError",
+    "AgentNotFoundError",
+    "AgentNotSuspendedError",
+    "AgentRetiredError",
+    "AgentRunningError",
+    "InvalidSpawnSpecError",
+    "IpcError",
+    "IpcHandlerError",
+    "IpcInvalidMessageError",
+    "IpcTimeoutError",
+    "MailboxFullError",
+    "RuntimeClosedError",
+]
+
+
+class ActorError(CogfabricError):
+    """Base class of the errors raised by ``cogfabric.actors``."""
+
+
+class ActorTimeoutError(ActorError, TimeoutError):
+    """Raised when a call to an actor got no answer within its timeout (wraps ``pykka.Timeout``).
+
+    The call may still take effect later: Pykka does not cancel it.
+    """
+
+
+class RuntimeClosedError(ActorError):
+    """Raised when a closed runtime, or a handle of one, is used."""
+
+
+class AgentNotFoundError(ActorError, LookupError):
+    """Raised when no live agent has the given id (never spawned, or killed)."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"agentfabric: agent not found: {agent_id!r}")
+        self.agent_id = agent_id
+
+
+class AgentExistsError(ActorError):
+    """Raised when spawning an agent whose id is taken."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"agentfabric: agent already exists: {agent_id!r}")
+        self.agent_id = agent_id
+
+
+class AgentRetiredError(ActorError):
+    """Raised when suspending, resuming or recovering a retired agent."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"agentfabric: agent retired: {agent_id!r}")
+        self.agent_id = agent_id
+
+
+class AgentNotSuspendedError(ActorError):
+    """Raised when resuming an agent that is not suspended."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"agentfabric: agent not suspended: {agent_id!r}")
+        self.agent_id = agent_id
+
+
+class AgentRunningError(ActorError):
+    """Raised when retiring or recovering an agent while its behavior handles a message."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"agentfabric: agent running: {agent_id!r}")
+        self.agent_id = agent_id
+
+
+class InvalidSpawnSpecError(ActorError, ValueError):
+    """Raised when a spawn's id contains white space, or its behavior is unknown."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"agentfabric: invalid spawn spec: {detail}")
+
+
+class MailboxFullError(ActorError):
+    """Raised when an agent's mailbox stayed full for ``call_timeout`` seconds.
+
+    Not raised for a slow agent whose mailbox has room: that is ``ActorTimeoutError``.
+    """
+
+
+class IpcError(ActorError):
+    """Base class of the IPC bus's errors."""
+
+
+class IpcTimeoutError(IpcError, TimeoutError):
+    """Raised when a request got no reply within its timeout (``agentipc: request timed out``)."""
+
+
+class IpcHandlerError(IpcError):
+    """Raised to a requester when the recipient's behavior raised; ``__cause__`` is the error."""
+
+
+class IpcInvalidMessageError(IpcError, ValueError):
+    """Raised for an empty correlation id or topic (``agentipc: invalid message``)."""

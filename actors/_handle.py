@@ -1,0 +1,139 @@
+"""``Agent``: a caller's handle on one agent; every call goes through the agent's actor."""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+from ._state import AgentState
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cogfabric.events import CognitiveState
+
+    from ._agent import Shared
+    from ._runtime import Runtime
+    from ._state import AgentSnapshot
+
+__all__ = ["Agent", "ContextView"]
+
+
+class ContextView:
+    """A read-only snapshot of an agent's task and private layers, side by side.
+
+    IPC is not part of it (as in the original): the view exists to check that private
+    values never leak into the task layer.
+    """
+
+    __slots__ = ("_private", "_task_shared")
+
+    def __init__(self, task_shared: dict[str, Any], private: dict[str, Any]) -> None:
+        self._task_shared = types.MappingProxyType(task_shared)
+        self._private = types.MappingProxyType(private)
+
+    @property
+    def task_shared(self) -> Mapping[str, Any]:
+        """The task layer, as it was when the view was taken."""
+        return self._task_shared
+
+    @property
+    def private(self) -> Mapping[str, Any]:
+        """The private layer, as it was when the view was taken."""
+        return self._private
+
+    def __repr__(self) -> str:
+        return f"ContextView(task_shared={dict(self._task_shared)!r}, private={dict(self._private)!r})"
+
+
+class Agent:
+    """A handle on one agent. Values in and out are deep copies."""
+
+    __slots__ = ("_capabilities", "_id", "_parent", "_priority", "_runtime", "_shared", "_task_id")
+
+    def __init__(self, runtime: Runtime, state: AgentSnapshot, shared: Shared) -> None:
+        self._runtime = runtime
+        self._id = state.id
+        self._parent = state.parent
+        self._task_id = state.task_id
+        self._capabilities = state.capabilities
+        self._priority = state.priority
+        self._shared = shared
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        """What the agent was spawned able to do."""
+        return self._capabilities
+
+    @property
+    def priority(self) -> float:
+        """The agent's scheduling priority (default 0)."""
+        return self._priority
+
+    @property
+    def id(self) -> str:
+        """The agent's id."""
+        return self._id
+
+    @property
+    def parent(self) -> str | None:
+        """The id of the agent that spawned it (provenance, not hierarchy)."""
+        return self._parent
+
+    @property
+    def task_id(self) -> str | None:
+        """The task the agent works on."""
+        return self._task_id
+
+    @property
+    def lifecycle(self) -> AgentState:
+        """IDLE, RUNNING (while its behavior handles a message), SUSPENDED or RETIRED."""
+        return AgentState(self._shared.lifecycle)
+
+    def _call(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's own result
+        return self._runtime._ask(self._id, name, *args)  # noqa: SLF001
+
+    def set_task_context(self, context: Mapping[str, Any] | None) -> None:
+        """Replace the task layer with a deep copy of ``context`` (None means empty)."""
+        self._call("set_task_context", context)
+
+    def task_context(self) -> dict[str, Any]:
+        """A deep copy of the task layer."""
+        result: dict[str, Any] = self._call("task_context")
+        return result
+
+    def set_private(self, key: str, value: object) -> None:
+        """Set a private value (a deep copy; refused with a TypeError if not encodable)."""
+        self._call("set_private", key, value)
+
+    def private(self, key: str) -> Any:  # noqa: ANN401 - stored values are any encodable value
+        """A deep copy of a private value, or None when the key is missing."""
+        return self._call("private", key)
+
+    def context_view(self) -> ContextView:
+        """The task and private layers side by side, read-only."""
+        task, private = self._call("context_view")
+        return ContextView(task, private)
+
+    def set_cognitive_state(self, state: CognitiveState) -> None:
+        """Replace the cognitive state (version 0 becomes 1; future versions are refused)."""
+        self._call("set_cognitive_state", state)
+
+    def cognitive_state(self) -> CognitiveState:
+        """A deep copy of the cognitive state."""
+        result: CognitiveState = self._call("cognitive_state")
+        return result
+
+    def checkpoint_cognitive(self) -> CognitiveState:
+        """Journal a checkpoint and return a copy of the cognitive state."""
+        result: CognitiveState = self._call("checkpoint_cognitive")
+        return result
+
+    def __repr__(self) -> str:
+        return f"<Agent {self._id!r} {self._shared.lifecycle}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Agent) and other._id == self._id and other._runtime is self._runtime
+
+    def __hash__(self) -> int:
+        return hash(self._id)

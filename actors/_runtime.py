@@ -1,0 +1,411 @@
+"""``Runtime``: starts, recovers, supervises and stops the actors of one journal."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING, Any, Literal, Self
+
+import pykka
+
+from cogfabric.events import (
+    AgentSpawned,
+    CognitiveState,
+    TaskContextPublished,
+    copy_mapping,
+    copy_value,
+    upgrade_cognitive_state,
+)
+from cogfabric.store import Journal, JournalIntegrityError
+
+from ._agent import CALL, PUBLISH, AgentActor, Shared
+from ._bus import IpcBus
+from ._clock import Clock, SystemClock
+from ._config import Config
+from ._core import Core, replay_agent
+from ._errors import (
+    ActorTimeoutError,
+    AgentExistsError,
+    AgentNotFoundError,
+    AgentRunningError,
+    InvalidSpawnSpecError,
+    MailboxFullError,
+    RuntimeClosedError,
+)
+from ._handle import Agent
+from ._state import AgentSnapshot, AgentState, apply_event
+from ._writer import JournalWriter
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+    from os import PathLike
+    from types import TracebackType
+
+    from ._agent import Behavior
+
+__all__ = ["Runtime"]
+
+log = logging.getLogger(__name__)
+
+
+class _Entry:
+    __slots__ = ("handle", "ref", "shared", "state_topics")
+
+    def __init__(
+        self, ref: pykka.ActorRef[AgentActor], shared: Shared, handle: Agent, topics: list[str]
+    ) -> None:
+        self.ref = ref
+        self.shared = shared
+        self.handle = handle
+        self.state_topics = topics
+
+
+class Runtime:
+    """The agent fabric: every agent a Pykka actor, every change journaled."""
+
+    def __init__(self, core: Core, journal: Journal | None) -> None:
+        """Use ``Runtime.open``."""
+        self._core = core
+        self._journal = journal
+        self._lock = threading.RLock()
+        self._agents: dict[str, _Entry] = {}
+        self._topics: dict[str, list[str]] = {}
+        self._closed = False
+        self._tickets = itertools.count(1)
+        self.bus = IpcBus(self)
+        core.bus = self.bus
+
+    # ------------------------------------------------------------- opening
+
+    @classmethod
+    def open(
+        cls,
+        path: str | PathLike[str] | None = None,
+        *,
+        config: Config | None = None,
+        clock: Clock | None = None,
+        behaviors: Mapping[str, Callable[[], Behavior]] | None = None,
+        allow_unverified: bool = False,
+        verify: Literal["full", "tail"] = "full",
+    ) -> Runtime:
+        """Open a runtime on the journal at ``path`` (None: memory only), recovering its agents.
+
+        Raises:
+            JournalIntegrityError: the journal fails verification (unless ``allow_unverified``).
+
+        """
+        config = (config or Config()).validated()
+        clock = clock or SystemClock()
+        journal: Journal | None = None
+        writer: JournalWriter | None = None
+        if path is not None:
+            jc = config.journal
+            journal = Journal.open(path, sync=jc.fsync, map_size=jc.map_size, max_map_size=jc.max_map_size)
+            try:
+                cls._verify(journal, verify, allow_unverified=allow_unverified)
+            except BaseException:
+                journal.close()
+                raise
+            writer = JournalWriter(
+                journal,
+                group_commit_max=config.journal.group_commit_max,
+                call_timeout=config.runtime.call_timeout,
+            )
+        core = Core(config=config, clock=clock, writer=writer, behaviors=behaviors or {})
+        runtime = cls(core, journal)
+        if journal is not None:
+            try:
+                runtime._recover(journal)
+            except BaseException:
+                runtime.close()
+                raise
+        return runtime
+
+    @staticmethod
+    def _verify(journal: Journal, mode: str, *, allow_unverified: bool) -> None:
+        after = 0
+        if mode == "tail":
+            seqs = [s.seq for st in journal.streams("agent/") if (s := journal.load_snapshot(st)) is not None]
+            after = min(seqs) if seqs else 0
+        elif mode != "full":
+            msg = f"verify must be 'full' or 'tail', not {mode!r}"
+            raise ValueError(msg)
+        report = journal.verify(after=after)
+        if not report.ok:
+            if not allow_unverified:
+                msg = f"the journal failed verification at seq {report.first_bad_seq}: {report.reason}"
+                raise JournalIntegrityError(msg, report)
+            log.warning("opening an unverified journal: %s", report.reason)
+
+    def _recover(self, journal: Journal) -> None:
+        for stream in journal.streams("agent/"):
+            state = replay_agent(journal, stream.removeprefix("agent/"))
+            if state is not None:
+                self._start(state)
+
+    # ------------------------------------------------------------- agents
+
+    def _start(self, state: AgentSnapshot) -> Agent:
+        core = self._core
+        shared = Shared(state.lifecycle, core.mailbox_size)
+        behavior = core.make_behavior(state.behavior)
+        ref = AgentActor.start(core, state, behavior, shared)
+        handle = Agent(self, state, shared)
+        with self._lock:
+            self._agents[state.id] = _Entry(ref, shared, handle, list(state.topics))
+            for topic in state.topics:
+                self._topics.setdefault(topic, []).append(state.id)
+        return handle
+
+    def spawn(
+        self,
+        agent_id: str | None = None,
+        *,
+        task_id: str | None = None,
+        task_context: Mapping[str, Any] | None = None,
+        parent: str | None = None,
+        capabilities: Iterable[str] = (),
+        priority: float = 0.0,
+        experience_prior: object = None,
+        behavior: str | Behavior | None = None,
+    ) -> Agent:
+        """Spawn an agent and return its handle (journaled before it exists, in sync durability).
+
+        Raises:
+            InvalidSpawnSpecError: the id contains white space, or the behavior is unknown.
+            AgentExistsError: a live agent has that id.
+
+        """
+        self._check_open()
+        core = self._core
+        if agent_id is None or agent_id == "":
+            agent_id = f"agent-{os.urandom(6).hex()}"
+        if any(c.isspace() for c in agent_id):
+            raise InvalidSpawnSpecError(f"agent id {agent_id!r} contains white space")
+        name = core.behavior_name(behavior)
+        cognitive = CognitiveState()
+        if experience_prior is not None:
+            cognitive = CognitiveState(schema_version=1, context=copy_value(experience_prior))
+        event = AgentSpawned(
+            at=core.clock.now(),
+            agent=agent_id,
+            task_id=task_id,
+            parent=parent,
+            capabilities=tuple(str(c) for c in capabilities),
+            priority=float(priority),
+            task_context=copy_mapping(task_context),
+            cognitive=cognitive,
+            behavior=name,
+        )
+        with self._lock:
+            if agent_id in self._agents:
+                raise AgentExistsError(agent_id)
+            self._agents[agent_id] = None  # type: ignore[assignment]  # reserved while journaling
+        try:
+            if core.writer is not None:
+                if core.sync:
+                    ack = core.writer.submit([event])
+                    assert ack is not None
+                    ack.wait(core.call_timeout)
+                else:
+                    core.writer.submit_nowait([event])
+            state = apply_event(None, event)
+            assert state is not None
+            return self._start(state)
+        except BaseException:
+            with self._lock:
+                if self._agents.get(agent_id) is None:
+                    self._agents.pop(agent_id, None)
+            raise
+
+    def agent(self, agent_id: str) -> Agent:
+        """The handle of a live agent.
+
+        Raises:
+            AgentNotFoundError: no live agent has that id.
+
+        """
+        return self._entry(agent_id).handle
+
+    def agents(self) -> list[str]:
+        """The ids of the live agents, in spawn (or recovery) order."""
+        with self._lock:
+            return [a for a, e in self._agents.items() if e is not None]
+
+    def children(self, agent_id: str) -> list[str]:
+        """The live agents spawned with ``agent_id`` as parent (they outlive it)."""
+        with self._lock:
+            return [a for a, e in self._agents.items() if e is not None and e.handle.parent == agent_id]
+
+    def suspend(self, agent_id: str) -> None:
+        """Suspend an agent; idempotent. Raises ``AgentRetiredError`` for a retired one."""
+        self._ask(agent_id, "suspend")
+
+    def resume(self, agent_id: str) -> None:
+        """Resume a suspended agent (``AgentNotSuspendedError`` otherwise)."""
+        self._ask(agent_id, "resume")
+
+    def retire(self, agent_id: str) -> None:
+        """Retire an agent; idempotent. Raises ``AgentRunningError`` while it runs."""
+        if self._entry(agent_id).shared.lifecycle == AgentState.RUNNING:
+            raise AgentRunningError(agent_id)
+        self._ask(agent_id, "retire")
+
+    def recover(self, agent_id: str, state: CognitiveState) -> None:
+        """Install a cognitive state (e.g. a checkpoint) in an IDLE or SUSPENDED agent.
+
+        Stricter than the original, which also accepts a RUNNING agent (DESIGN.md).
+        """
+        if self._entry(agent_id).shared.lifecycle == AgentState.RUNNING:
+            raise AgentRunningError(agent_id)
+        upgrade_cognitive_state(state)
+        self._ask(agent_id, "recover", state)
+
+    def kill(self, agent_id: str) -> None:
+        """Journal a death snapshot and remove the agent; its children live on."""
+        entry = self._entry(agent_id)
+        self._ask(agent_id, "kill")
+        with self._lock:
+            self._agents.pop(agent_id, None)
+            for topic in entry.state_topics:
+                members = self._topics.get(topic, [])
+                if agent_id in members:
+                    members.remove(agent_id)
+        self._stop_ref(entry.ref)
+
+    def publish_task_context(self, task_id: str, context: Mapping[str, Any]) -> list[str]:
+        """Replace the task layer of every live agent of ``task_id``, as one journaled event.
+
+        Returns the ids it went to, once the event is durable; each agent applies it in
+        its mailbox order, after any ``set_task_context`` journaled before it.
+        """
+        self._check_open()
+        with self._lock:
+            targets = [a for a, e in self._agents.items() if e is not None and e.handle.task_id == task_id]
+        event = TaskContextPublished(
+            at=self._core.clock.now(), task_id=task_id, context=copy_mapping(context), agents=tuple(targets)
+        )
+        writer = self._core.writer
+        if writer is not None:
+            ack = writer.submit([event])
+            assert ack is not None
+            ack.wait(self._core.call_timeout)
+            ticket = ack.ticket
+        else:
+            ticket = next(self._tickets)
+        for agent_id in targets:
+            try:
+                self._tell(agent_id, (PUBLISH, event, ticket))
+            except AgentNotFoundError:
+                continue
+        return targets
+
+    # ------------------------------------------------------------- messaging
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = "the runtime is closed"
+            raise RuntimeClosedError(msg)
+
+    def _entry(self, agent_id: str) -> _Entry:
+        self._check_open()
+        with self._lock:
+            entry = self._agents.get(agent_id)
+        if entry is None:
+            raise AgentNotFoundError(agent_id)
+        return entry
+
+    def _has_agent(self, agent_id: str) -> bool:
+        with self._lock:
+            return self._agents.get(agent_id) is not None
+
+    def _has_behavior(self, agent_id: str) -> bool:
+        return self._has_agent(agent_id)
+
+    def _subscribers(self, topic: str) -> list[str]:
+        with self._lock:
+            return list(self._topics.get(topic, ()))
+
+    def _admit(self, agent_id: str, entry: _Entry) -> None:
+        if not entry.shared.slots.acquire(timeout=self._core.call_timeout):
+            msg = f"the mailbox of {agent_id!r} stayed full for {self._core.call_timeout} s"
+            raise MailboxFullError(msg)
+
+    def _tell(self, agent_id: str, message: tuple[Any, ...]) -> None:
+        entry = self._entry(agent_id)
+        self._admit(agent_id, entry)
+        try:
+            entry.ref.tell(message)
+        except pykka.ActorDeadError as exc:
+            entry.shared.slots.release()
+            raise AgentNotFoundError(agent_id) from exc
+
+    def _ask(self, agent_id: str, name: str, *args: object) -> Any:  # noqa: ANN401 - the operation's result
+        entry = self._entry(agent_id)
+        self._admit(agent_id, entry)
+        try:
+            result = entry.ref.ask((CALL, name, args), timeout=self._core.call_timeout)
+        except pykka.Timeout as exc:
+            msg = f"agent {agent_id!r} did not answer {name} within {self._core.call_timeout} s"
+            raise ActorTimeoutError(msg) from exc
+        except pykka.ActorDeadError as exc:
+            raise AgentNotFoundError(agent_id) from exc
+        if name in ("subscribe", "unsubscribe") and result:
+            with self._lock:
+                members = self._topics.setdefault(args[0], [])  # type: ignore[arg-type]
+                if name == "subscribe":
+                    members.append(agent_id)
+                    entry.state_topics.append(args[0])  # type: ignore[arg-type]
+                else:
+                    members.remove(agent_id)
+                    entry.state_topics.remove(args[0])  # type: ignore[arg-type]
+        return result
+
+    # ------------------------------------------------------------- closing
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every change handed over so far is durable (batch durability)."""
+        self._check_open()
+        for agent_id in self.agents():
+            try:
+                self._ask(agent_id, "noop")
+            except AgentNotFoundError:
+                continue
+        if self._core.writer is not None:
+            self._core.writer.flush(timeout)
+
+    def _stop_ref(self, ref: pykka.ActorRef[AgentActor]) -> None:
+        try:
+            ref.stop(block=True, timeout=self._core.call_timeout)
+        except (pykka.ActorDeadError, pykka.Timeout):
+            log.warning("an agent actor did not stop in time")
+
+    def close(self) -> None:
+        """Flush, stop every actor and close the journal; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            entries = [e for e in self._agents.values() if e is not None]
+            self._agents.clear()
+        for entry in entries:
+            self._stop_ref(entry.ref)
+        if self._core.writer is not None:
+            self._core.writer.stop()
+        if self._journal is not None:
+            self._journal.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

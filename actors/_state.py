@@ -1,0 +1,125 @@
+"""An agent's state and the one fold that both the live actor and replay apply.
+
+Because the live agent changes its state only by applying the events it journals,
+with this same function, replay rebuilds exactly what the live runtime had.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+from cogfabric.events import (
+    AgentEvent,
+    AgentKilled,
+    AgentRecovered,
+    AgentSpawned,
+    CognitiveState,
+    CognitiveStateSet,
+    Event,
+    IpcSubscribed,
+    IpcUnsubscribed,
+    LifecycleChanged,
+    PrivateSet,
+    TaskContextPublished,
+    TaskContextSet,
+)
+
+__all__ = ["AgentSnapshot", "AgentState", "apply_event", "decode_snapshot", "encode_snapshot"]
+
+
+class AgentState(enum.StrEnum):
+    """An agent's lifecycle state (spec §2.1)."""
+
+    IDLE = "IDLE"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    RETIRED = "RETIRED"
+
+
+class AgentSnapshot(msgspec.Struct, kw_only=True):
+    """Everything the journal knows of one live agent.
+
+    Mutable, and owned by the agent's actor; never handed out (reads return copies).
+    ``task_context`` is replaced, never changed in place, so it may be shared with
+    the event that set it.
+    """
+
+    id: str
+    task_id: str | None = None
+    parent: str | None = None
+    capabilities: tuple[str, ...] = ()
+    priority: float = 0.0
+    lifecycle: str = AgentState.IDLE
+    task_context: dict[str, Any] = {}
+    private: dict[str, Any] = {}
+    cognitive: CognitiveState = CognitiveState()
+    behavior: str | None = None
+    topics: list[str] = []
+    spawned_at: float = 0.0
+    events: int = 0
+    """How many events of its stream this state has applied (for snapshot intervals)."""
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(AgentSnapshot)
+
+
+def encode_snapshot(state: AgentSnapshot) -> bytes:
+    """Encode an agent's state for the journal's snapshot store."""
+    return _encoder.encode(state)
+
+
+def decode_snapshot(data: bytes) -> AgentSnapshot:
+    """Decode what ``encode_snapshot`` wrote."""
+    return _decoder.decode(data)
+
+
+def apply_event(state: AgentSnapshot | None, event: Event) -> AgentSnapshot | None:
+    """Return the agent's state after ``event``; None once the agent is killed.
+
+    Events of other agents or of no agent leave ``state`` as it is.
+    """
+    match event:
+        case AgentSpawned():
+            return AgentSnapshot(
+                id=event.agent,
+                task_id=event.task_id,
+                parent=event.parent,
+                capabilities=event.capabilities,
+                priority=event.priority,
+                task_context=event.task_context,
+                cognitive=event.cognitive,
+                behavior=event.behavior,
+                spawned_at=event.at,
+                events=1,
+            )
+        case TaskContextPublished() if state is not None:
+            state.task_context = event.context
+            return state
+        case _ if state is None or not isinstance(event, AgentEvent):
+            return state
+    state.events += 1
+    match event:
+        case PrivateSet():
+            state.private[event.key] = event.value
+        case TaskContextSet():
+            state.task_context = event.context
+        case CognitiveStateSet():
+            state.cognitive = event.state
+        case LifecycleChanged():
+            state.lifecycle = event.state
+        case AgentRecovered():
+            state.cognitive = event.cognitive
+            state.lifecycle = AgentState.IDLE
+        case IpcSubscribed() if event.topic not in state.topics:
+            state.topics.append(event.topic)
+        case IpcUnsubscribed() if event.topic in state.topics:
+            state.topics.remove(event.topic)
+        case AgentKilled():
+            return None
+        case _:
+            pass  # checkpoints, failures: journaled facts that change no state
+    return state

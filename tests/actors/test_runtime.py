@@ -1,0 +1,404 @@
+"""The agent fabric (spec §2.4) and the IPC bus (spec §3.4), on a journaled runtime."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import lmdb
+import pytest
+
+from cogfabric.actors import (
+    AgentContext,
+    AgentExistsError,
+    AgentNotFoundError,
+    AgentNotSuspendedError,
+    AgentRetiredError,
+    AgentState,
+    Config,
+    FakeClock,
+    InvalidSpawnSpecError,
+    IpcHandlerError,
+    IpcTimeoutError,
+    JournalConfig,
+    Runtime,
+)
+from cogfabric.events import CognitiveState, CognitiveStateSchemaVersionError, IpcMessage
+from cogfabric.store import JournalIntegrityError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+
+class Recorder:
+    """Records what it receives; answers requests; raises on topic 'boom'; never replies to 'later'."""
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+        Recorder.log.append(message)
+        Recorder.arrived.set()
+        if message.topic == "boom":
+            msg = "boom"
+            raise RuntimeError(msg)
+        if message.topic == "later":
+            return None
+        if message.topic == "handoff-task":
+            return "accept"
+        return {"echo": message.payload, "by": ctx.agent_id}
+
+    log: ClassVar[list[IpcMessage]] = []
+    arrived: ClassVar[threading.Event] = threading.Event()
+
+
+@pytest.fixture(params=["sync", "batch"])
+def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
+    Recorder.log = []
+    Recorder.arrived = threading.Event()
+    config = Config(journal=JournalConfig(durability=request.param, snapshot_interval=3))
+    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"rec": Recorder}) as rt:
+        yield rt
+
+
+def _reopen(runtime: Runtime, tmp_path: Path) -> Runtime:
+    config = runtime._core.config
+    runtime.close()
+    return Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"rec": Recorder})
+
+
+class TestFabric:
+    def test_spawn_establishes_provenance_not_hierarchy(self, runtime: Runtime) -> None:
+        runtime.spawn("parent")
+        child = runtime.spawn("child", parent="parent")
+
+        assert runtime.children("parent") == ["child"]
+        assert child.parent == "parent"
+        assert runtime.agent("parent").lifecycle == AgentState.IDLE
+        assert child.lifecycle == AgentState.IDLE
+
+    def test_parent_death_child_survives(self, runtime: Runtime) -> None:
+        runtime.spawn("parent")
+        runtime.spawn("child", parent="parent")
+
+        runtime.kill("parent")
+
+        assert runtime.agent("child").lifecycle == AgentState.IDLE
+        assert runtime.agent("child").parent == "parent"
+        assert runtime.children("parent") == ["child"]
+        with pytest.raises(AgentNotFoundError, match="agentfabric: agent not found"):
+            runtime.agent("parent")
+
+    def test_cognitive_state_checkpoint_resume(self, runtime: Runtime) -> None:
+        a1 = runtime.spawn("a1")
+        a1.set_cognitive_state(CognitiveState(context="goal", decision="d", working_memory=[{"step": 1}]))
+        checkpoint = a1.checkpoint_cognitive()
+        runtime.kill("a1")
+        runtime.spawn("a2")
+
+        runtime.recover("a2", checkpoint)
+
+        state = runtime.agent("a2").cognitive_state()
+        assert (state.context, state.decision, state.working_memory[0]) == ("goal", "d", {"step": 1})
+
+    def test_checkpoints_are_deep_copies(self, runtime: Runtime) -> None:
+        agent = runtime.spawn("a")
+        agent.set_cognitive_state(CognitiveState(working_memory={"notes": [1]}))
+
+        checkpoint = agent.checkpoint_cognitive()
+        checkpoint.working_memory["notes"].append(2)
+
+        assert agent.cognitive_state().working_memory == {"notes": [1]}
+
+    def test_context_three_layers_isolation(self, runtime: Runtime) -> None:
+        a = runtime.spawn("a", task_context={"goal": "g"})
+        b = runtime.spawn("b", task_context={"goal": "g"})
+
+        a.set_private("hypothesis", {"p": 0.7})
+
+        view_a, view_b = a.context_view(), b.context_view()
+        assert view_a.private == {"hypothesis": {"p": 0.7}}
+        assert "hypothesis" not in view_a.task_shared
+        assert view_b.private == {}
+        assert "hypothesis" not in view_b.task_shared
+        assert view_a.task_shared["goal"] == view_b.task_shared["goal"] == "g"
+
+    def test_the_context_view_is_read_only(self, runtime: Runtime) -> None:
+        view = runtime.spawn("a", task_context={"goal": "g"}).context_view()
+
+        with pytest.raises(TypeError):
+            view.task_shared["goal"] = "x"  # type: ignore[index]
+
+    def test_lifecycle_suspend_resume_retire_kill(self, runtime: Runtime) -> None:
+        agent = runtime.spawn("a")
+
+        runtime.suspend("a")
+        runtime.suspend("a")
+        suspended = agent.lifecycle
+        runtime.resume("a")
+        resumed = agent.lifecycle
+        assert (suspended, resumed) == (AgentState.SUSPENDED, AgentState.IDLE)
+        with pytest.raises(AgentNotSuspendedError):
+            runtime.resume("a")
+        runtime.suspend("a")
+        runtime.retire("a")
+        runtime.retire("a")
+        assert agent.lifecycle == AgentState.RETIRED
+        runtime.kill("a")
+        with pytest.raises(AgentNotFoundError):
+            runtime.agent("a")
+
+    def test_spawn_auto_id(self, runtime: Runtime) -> None:
+        ids = {runtime.spawn().id for _ in range(5)}
+
+        assert len(ids) == 5
+        assert all(ids)
+
+    def test_spawn_duplicate_rejected(self, runtime: Runtime) -> None:
+        runtime.spawn("a")
+
+        with pytest.raises(AgentExistsError, match="agentfabric: agent already exists"):
+            runtime.spawn("a")
+
+    def test_an_id_with_white_space_is_an_invalid_spec(self, runtime: Runtime) -> None:
+        with pytest.raises(InvalidSpawnSpecError, match="agentfabric: invalid spawn spec"):
+            runtime.spawn("a b")
+
+    def test_recover_revives_suspended_agent(self, runtime: Runtime) -> None:
+        agent = runtime.spawn("a")
+        runtime.suspend("a")
+
+        runtime.recover("a", CognitiveState(context="c"))
+
+        assert agent.lifecycle == AgentState.IDLE
+        assert agent.cognitive_state() == CognitiveState(schema_version=1, context="c")
+
+    def test_retired_agent_rejects_operations(self, runtime: Runtime) -> None:
+        runtime.spawn("a")
+        runtime.retire("a")
+
+        for operation in (runtime.suspend, runtime.resume):
+            with pytest.raises(AgentRetiredError, match="agentfabric: agent retired"):
+                operation("a")
+        with pytest.raises(AgentRetiredError):
+            runtime.recover("a", CognitiveState())
+
+    def test_set_task_context_does_not_mutate_caller(self, runtime: Runtime) -> None:
+        agent = runtime.spawn("a")
+        context: dict[str, Any] = {"goal": "g", "steps": [1]}
+
+        agent.set_task_context(context)
+        context["goal"] = "changed"
+        context["steps"].append(2)
+
+        assert agent.task_context() == {"goal": "g", "steps": [1]}
+
+    def test_concurrent_spawn_is_safe(self, runtime: Runtime) -> None:
+        barrier = threading.Barrier(20, timeout=10)
+
+        def spawn(n: int) -> None:
+            barrier.wait()
+            runtime.spawn(f"a{n}")
+
+        threads = [threading.Thread(target=spawn, args=(n,)) for n in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+
+        assert sorted(runtime.agents()) == sorted(f"a{n}" for n in range(20))
+
+    def test_spawn_carries_priority(self, runtime: Runtime) -> None:
+        runtime.spawn("a", priority=2.0, capabilities=["search"])
+        runtime.spawn("b")
+
+        assert runtime.agent("a").priority == 2.0
+        assert runtime.agent("a").capabilities == ("search",)
+        assert runtime.agent("b").priority == 0.0
+
+    def test_private_of_a_missing_key_is_none(self, runtime: Runtime) -> None:
+        assert runtime.spawn("a").private("nothing") is None
+
+    def test_set_cognitive_state_stamps_version(self, runtime: Runtime) -> None:
+        agent = runtime.spawn("a")
+
+        agent.set_cognitive_state(CognitiveState(schema_version=0, context="c"))
+
+        assert agent.cognitive_state().schema_version == 1
+
+    def test_a_future_cognitive_state_version_is_refused_on_write(self, runtime: Runtime) -> None:
+        agent = runtime.spawn("a")
+
+        with pytest.raises(CognitiveStateSchemaVersionError):
+            agent.set_cognitive_state(CognitiveState(schema_version=2))
+
+        assert agent.cognitive_state().schema_version == 0
+
+    def test_a_value_that_cannot_be_encoded_is_refused_with_a_type_error(self, runtime: Runtime) -> None:
+        agent = runtime.spawn("a")
+
+        with pytest.raises(TypeError):
+            agent.set_private("k", object())
+
+        assert agent.private("k") is None
+
+    def test_publish_task_context_reaches_every_agent_of_the_task(self, runtime: Runtime) -> None:
+        runtime.spawn("a", task_id="t")
+        runtime.spawn("b", task_id="t")
+        runtime.spawn("c", task_id="other")
+
+        sent = runtime.publish_task_context("t", {"goal": "new"})
+
+        assert sent == ["a", "b"]
+        assert runtime.agent("a").task_context() == {"goal": "new"}
+        assert runtime.agent("c").task_context() == {}
+        runtime.agent("b").set_task_context({"goal": "mine"})
+        assert runtime.agent("b").task_context() == {"goal": "mine"}
+
+
+class TestRecovery:
+    def test_reopening_restores_every_agent_exactly(self, runtime: Runtime, tmp_path: Path) -> None:
+        a = runtime.spawn(
+            "a", task_id="t", task_context={"goal": "g"}, capabilities=["search"], behavior="rec"
+        )
+        runtime.spawn("b", parent="a", task_id="t")
+        for i in range(10):
+            a.set_private(f"k{i}", {"i": i})
+        a.set_cognitive_state(CognitiveState(context="c", decision=[1, 2]))
+        runtime.publish_task_context("t", {"goal": "published"})
+        runtime.suspend("b")
+        runtime.flush()
+        before = {
+            i: (runtime.agent(i).context_view(), runtime.agent(i).cognitive_state()) for i in runtime.agents()
+        }
+
+        reopened = _reopen(runtime, tmp_path)
+        try:
+            after = {
+                i: (reopened.agent(i).context_view(), reopened.agent(i).cognitive_state())
+                for i in reopened.agents()
+            }
+            assert {k: (repr(v), c) for k, (v, c) in before.items()} == {
+                k: (repr(v), c) for k, (v, c) in after.items()
+            }
+            assert reopened.agent("b").lifecycle == AgentState.SUSPENDED
+            assert reopened.children("a") == ["b"]
+            assert reopened.bus.request("x", "a", "q", 1, timeout=10).payload == {"echo": 1, "by": "a"}
+        finally:
+            reopened.close()
+
+    def test_a_changed_private_value_in_the_lmdb_file_makes_open_refuse(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j") as runtime:
+            runtime.spawn("a").set_private("secret", "abcdef")
+        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
+        events = env.open_db(b"events")
+        with env.begin(write=True, db=events) as txn:
+            for key, value in txn.cursor():
+                if b"abcdef" in value:
+                    txn.put(key, value.replace(b"abcdef", b"abcdeX"))
+        env.close()
+
+        with pytest.raises(JournalIntegrityError, match="seq 2"):
+            Runtime.open(tmp_path / "j")
+        with Runtime.open(tmp_path / "j", allow_unverified=True) as runtime:
+            assert runtime.agent("a").private("secret") == "abcdeX"
+
+
+class TestBus:
+    def test_send_delivers_to_target(self, runtime: Runtime) -> None:
+        runtime.spawn("b", behavior="rec")
+
+        runtime.bus.send("a", "b", "hello", {"x": 1})
+
+        assert Recorder.arrived.wait(10)
+        (message,) = Recorder.log
+        assert (message.topic, message.sender, message.recipient, message.payload) == (
+            "hello",
+            "a",
+            "b",
+            {"x": 1},
+        )
+
+    def test_send_unknown_agent_is_dead_lettered(self, runtime: Runtime) -> None:
+        with pytest.raises(AgentNotFoundError):
+            runtime.bus.send("a", "nobody", "hello")
+
+        assert [d.reason for d in runtime.bus.dead_letters()] == ["agent not registered"]
+
+    def test_request_reply_round_trip(self, runtime: Runtime) -> None:
+        runtime.spawn("b", behavior="rec")
+
+        reply = runtime.bus.request("a", "b", "q", 5, timeout=10)
+
+        assert (reply.topic, reply.sender, reply.recipient) == ("reply", "b", "a")
+        assert reply.correlation_id
+        assert reply.payload == {"echo": 5, "by": "b"}
+
+    def test_request_async_reply(self, runtime: Runtime) -> None:
+        runtime.spawn("b", behavior="rec")
+        result: list[IpcMessage] = []
+        waiter = threading.Thread(
+            target=lambda: result.append(runtime.bus.request("a", "b", "later", timeout=10))
+        )
+        waiter.start()
+        assert Recorder.arrived.wait(10)
+
+        runtime.bus.reply(Recorder.log[0].correlation_id, "done")
+        waiter.join(timeout=10)
+
+        assert result[0].payload == "done"
+
+    def test_request_timeout(self, runtime: Runtime) -> None:
+        runtime.spawn("b", behavior="rec")
+
+        with pytest.raises(IpcTimeoutError, match="agentipc: request timed out"):
+            runtime.bus.request("a", "b", "later", timeout=0.05)
+
+        assert [d.reason for d in runtime.bus.dead_letters()] == ["timeout"]
+
+    def test_a_behavior_error_reaches_the_requester_and_is_dead_lettered_once(self, runtime: Runtime) -> None:
+        runtime.spawn("b", behavior="rec")
+
+        with pytest.raises(IpcHandlerError) as info:
+            runtime.bus.request("a", "b", "boom", timeout=10)
+
+        assert isinstance(info.value.__cause__, RuntimeError)
+        assert [d.reason for d in runtime.bus.dead_letters()] == ["handler error"]
+        assert runtime.bus.request("a", "b", "q", 1, timeout=10).payload == {"echo": 1, "by": "b"}
+
+    def test_handoff_task_transfer(self, runtime: Runtime) -> None:
+        runtime.spawn("b", behavior="rec")
+
+        reply = runtime.bus.handoff("a", "b", "t1", {"state": 1}, timeout=10)
+
+        assert reply.payload == "accept"
+        assert [m.topic for m in Recorder.log] == ["handoff-task"]
+        assert Recorder.log[0].payload == {"task_id": "t1", "context": {"state": 1}, "artifacts": []}
+
+    def test_subscribe_broadcast(self, runtime: Runtime) -> None:
+        runtime.spawn("b", behavior="rec")
+        runtime.spawn("c", behavior="rec")
+        runtime.bus.subscribe("b", "news")
+        runtime.bus.subscribe("c", "news")
+        runtime.bus.subscribe("c", "news")
+
+        assert runtime.bus.broadcast("a", "news", "x") == 2
+        runtime.bus.unsubscribe("b", "news")
+        assert runtime.bus.broadcast("a", "news", "y") == 1
+
+    def test_delegate_forwards(self, runtime: Runtime) -> None:
+        runtime.spawn("b", behavior="rec")
+
+        runtime.bus.delegate("delegator", "b", "task", 1, timeout=10)
+
+        assert Recorder.log[0].sender == "delegator"
+
+    def test_ipc_never_touches_the_context_layers(self, runtime: Runtime) -> None:
+        a = runtime.spawn("a", task_context={"ta": 1})
+        b = runtime.spawn("b", task_context={"tb": 2}, behavior="rec")
+        a.set_private("pa", 3)
+
+        runtime.bus.send("a", "b", "hello", {"x": 1})
+        assert Recorder.arrived.wait(10)
+
+        assert b.context_view().task_shared == {"tb": 2}
+        assert b.context_view().private == {}
+        assert Recorder.log[0].payload == {"x": 1}
