@@ -56,7 +56,7 @@ _id_counter = itertools.count(1)
 
 def new_event_id() -> str:
     """Return a new, process-unique event id."""
-    return f"{_ID_PREFIX}-{next(_id_counter):x}"
+    return f"{_ID_PREFIX}-{next(_id_counter):012x}"  # fixed width: byte order is counter order
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=True):

@@ -12,7 +12,13 @@ from typing import Any, Final, Union
 import msgspec
 
 from ._base import Event
-from ._errors import EventDecodeError, EventVersionError, UnencodableValueError, UnknownEventTypeError
+from ._errors import (
+    EventDecodeError,
+    EventError,
+    EventVersionError,
+    UnencodableValueError,
+    UnknownEventTypeError,
+)
 from ._events import EVENT_TYPES
 
 __all__ = [
@@ -137,6 +143,36 @@ class EventCodec:
         if event.v != self._versions[type(event)]:
             return self._decode_slow(data, None)
         return event
+
+    def decode_many(self, payloads: list[bytes]) -> list[Event]:
+        """Decode a batch of payloads, in one tight loop (the replay hot path).
+
+        Raises:
+            EventError: as ``decode``, for the first bad payload; its ``index``
+                attribute is that payload's position in ``payloads``.
+
+        """
+        typed = self._decoder.decode
+        versions = self._versions
+        out: list[Event] = []
+        append = out.append
+        try:
+            for payload in payloads:
+                event = typed(payload)
+                if event.v != versions[type(event)]:
+                    event = self.decode(payload)
+                append(event)
+        except (msgspec.ValidationError, *_DECODE_ERRORS):
+            index = len(out)
+            try:
+                out.extend(self.decode(p) for p in payloads[index:])
+            except EventError as exc:
+                exc.index = len(out)  # type: ignore[attr-defined]
+                raise
+        except EventError as exc:
+            exc.index = len(out)  # type: ignore[attr-defined]
+            raise
+        return out
 
     def _decode_slow(self, data: bytes | memoryview, cause: Exception | None) -> Event:
         try:

@@ -117,6 +117,14 @@ class TestTamperEvidence:
         assert report.first_bad_seq == 12
         assert "missing" in report.reason
 
+    def test_reading_past_a_deleted_record_raises_naming_the_gap(self, closed_journal: Path) -> None:
+        _raw_edit(closed_journal, lambda txn, events, _: txn.delete(_seq(12), db=events))
+
+        with Journal.open(closed_journal, readonly=True) as journal, pytest.raises(JournalRecordError) as info:
+            list(journal.read())
+
+        assert info.value.seq == 12
+
     def test_a_reordered_pair_is_reported(self, closed_journal: Path) -> None:
         def swap(txn: Any, events: Any, _: Any) -> None:
             five, six = txn.get(_seq(5), db=events), txn.get(_seq(6), db=events)
