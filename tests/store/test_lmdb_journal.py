@@ -120,7 +120,10 @@ class TestTamperEvidence:
     def test_reading_past_a_deleted_record_raises_naming_the_gap(self, closed_journal: Path) -> None:
         _raw_edit(closed_journal, lambda txn, events, _: txn.delete(_seq(12), db=events))
 
-        with Journal.open(closed_journal, readonly=True) as journal, pytest.raises(JournalRecordError) as info:
+        with (
+            Journal.open(closed_journal, readonly=True) as journal,
+            pytest.raises(JournalRecordError) as info,
+        ):
             list(journal.read())
 
         assert info.value.seq == 12
