@@ -29,7 +29,7 @@ from cogfabric.events import (
 )
 
 from ._errors import AgentNotSuspendedError, AgentRetiredError, AgentRunningError
-from ._state import AgentSnapshot, AgentState, apply_event, encode_snapshot
+from ._state import AgentSnapshot, AgentState, apply_event, decode_snapshot, encode_snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -66,10 +66,11 @@ class Behavior(Protocol):
 class Shared:
     """What other threads may read of an agent without asking its actor."""
 
-    __slots__ = ("lifecycle", "slots")
+    __slots__ = ("has_behavior", "lifecycle", "slots")
 
-    def __init__(self, lifecycle: str, mailbox_size: int) -> None:
+    def __init__(self, lifecycle: str, mailbox_size: int, *, has_behavior: bool) -> None:
         self.lifecycle = lifecycle
+        self.has_behavior = has_behavior
         self.slots = threading.BoundedSemaphore(mailbox_size)
 
 
@@ -222,8 +223,6 @@ class AgentActor(pykka.ThreadingActor):
 
     def op_snapshot(self) -> AgentSnapshot:
         """A deep copy of the whole state (for tests and audits)."""
-        from ._state import decode_snapshot  # noqa: PLC0415 - rarely used
-
         return decode_snapshot(encode_snapshot(self._state))
 
     def op_noop(self) -> None:
@@ -351,6 +350,7 @@ class AgentActor(pykka.ThreadingActor):
                 self._state = state
                 self._snapshot_at = state.events
         self._behavior = core.make_behavior(self._state.behavior)
+        self._shared.has_behavior = self._behavior is not None
         self._shared.lifecycle = self._state.lifecycle
 
 

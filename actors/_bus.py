@@ -6,6 +6,8 @@ import collections
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_id
 
 from ._errors import AgentNotFoundError, IpcHandlerError, IpcInvalidMessageError, IpcTimeoutError
@@ -48,6 +50,8 @@ class IpcBus:
         self._lock = threading.Lock()
         self._pending: dict[str, _Pending] = {}
         self._dead: collections.deque[IpcDeadLettered] = collections.deque(maxlen=DEAD_LETTER_CAPACITY)
+        self._topics: dict[str, list[str]] = {}
+        """topic -> subscribed live agents, in subscription order (the agents' states journal it)."""
 
     # ------------------------------------------------------------- journaling
 
@@ -76,8 +80,6 @@ class IpcBus:
         payload = message.payload
         if not self._core.sync and isinstance(payload, dict | list):
             # The writer may still be encoding the sent message: the recipient gets its own copy.
-            import msgspec  # noqa: PLC0415
-
             message = msgspec.structs.replace(message, payload=copy_value(payload))
         self._runtime._tell(recipient, (1, message))  # noqa: SLF001
 
@@ -234,12 +236,29 @@ class IpcBus:
     def subscribe(self, agent_id: str, topic: str) -> None:
         """Subscribe a live agent to ``topic`` (journaled; duplicates ignored)."""
         self._check_ids(agent_id, topic)
-        self._runtime._ask(agent_id, "subscribe", topic)  # noqa: SLF001
+        if self._runtime._ask(agent_id, "subscribe", topic):  # noqa: SLF001
+            with self._lock:
+                self._topics.setdefault(topic, []).append(agent_id)
 
     def unsubscribe(self, agent_id: str, topic: str) -> None:
         """Unsubscribe an agent from ``topic`` (journaled; a no-op when not subscribed)."""
         self._check_ids(agent_id, topic)
-        self._runtime._ask(agent_id, "unsubscribe", topic)  # noqa: SLF001
+        if self._runtime._ask(agent_id, "unsubscribe", topic):  # noqa: SLF001
+            with self._lock:
+                self._topics[topic].remove(agent_id)
+
+    def _index(self, agent_id: str, topics: list[str]) -> None:
+        """Add a started (or recovered) agent's subscriptions to the topic index."""
+        with self._lock:
+            for topic in topics:
+                self._topics.setdefault(topic, []).append(agent_id)
+
+    def _forget(self, agent_id: str) -> None:
+        """Drop a killed agent from every topic."""
+        with self._lock:
+            for members in self._topics.values():
+                if agent_id in members:
+                    members.remove(agent_id)
 
     @staticmethod
     def _check_ids(agent_id: str, topic: str) -> None:
@@ -252,7 +271,8 @@ class IpcBus:
 
     def subscribers(self, topic: str) -> list[str]:
         """The live agents subscribed to ``topic``, in subscription order."""
-        return self._runtime._subscribers(topic)  # noqa: SLF001
+        with self._lock:
+            return list(self._topics.get(topic, ()))
 
     def broadcast(self, frm: str, topic: str, payload: object = None) -> int:
         """Deliver one message to every subscriber with a behavior; returns how many took it.

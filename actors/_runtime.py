@@ -51,15 +51,12 @@ log = logging.getLogger(__name__)
 
 
 class _Entry:
-    __slots__ = ("handle", "ref", "shared", "state_topics")
+    __slots__ = ("handle", "ref", "shared")
 
-    def __init__(
-        self, ref: pykka.ActorRef[AgentActor], shared: Shared, handle: Agent, topics: list[str]
-    ) -> None:
+    def __init__(self, ref: pykka.ActorRef[AgentActor], shared: Shared, handle: Agent) -> None:
         self.ref = ref
         self.shared = shared
         self.handle = handle
-        self.state_topics = topics
 
 
 class Runtime:
@@ -71,7 +68,6 @@ class Runtime:
         self._journal = journal
         self._lock = threading.RLock()
         self._agents: dict[str, _Entry] = {}
-        self._topics: dict[str, list[str]] = {}
         self._closed = False
         self._tickets = itertools.count(1)
         self.bus = IpcBus(self)
@@ -149,14 +145,13 @@ class Runtime:
 
     def _start(self, state: AgentSnapshot) -> Agent:
         core = self._core
-        shared = Shared(state.lifecycle, core.mailbox_size)
         behavior = core.make_behavior(state.behavior)
+        shared = Shared(state.lifecycle, core.mailbox_size, has_behavior=behavior is not None)
         ref = AgentActor.start(core, state, behavior, shared)
         handle = Agent(self, state, shared)
         with self._lock:
-            self._agents[state.id] = _Entry(ref, shared, handle, list(state.topics))
-            for topic in state.topics:
-                self._topics.setdefault(topic, []).append(state.id)
+            self._agents[state.id] = _Entry(ref, shared, handle)
+        self.bus._index(state.id, state.topics)  # noqa: SLF001
         return handle
 
     def spawn(
@@ -269,10 +264,7 @@ class Runtime:
         self._ask(agent_id, "kill")
         with self._lock:
             self._agents.pop(agent_id, None)
-            for topic in entry.state_topics:
-                members = self._topics.get(topic, [])
-                if agent_id in members:
-                    members.remove(agent_id)
+        self.bus._forget(agent_id)  # noqa: SLF001
         self._stop_ref(entry.ref)
 
     def publish_task_context(self, task_id: str, context: Mapping[str, Any]) -> list[str]:
@@ -322,11 +314,9 @@ class Runtime:
             return self._agents.get(agent_id) is not None
 
     def _has_behavior(self, agent_id: str) -> bool:
-        return self._has_agent(agent_id)
-
-    def _subscribers(self, topic: str) -> list[str]:
         with self._lock:
-            return list(self._topics.get(topic, ()))
+            entry = self._agents.get(agent_id)
+        return entry is not None and entry.shared.has_behavior
 
     def _admit(self, agent_id: str, entry: _Entry) -> None:
         if not entry.shared.slots.acquire(timeout=self._core.call_timeout):
@@ -352,15 +342,6 @@ class Runtime:
             raise ActorTimeoutError(msg) from exc
         except pykka.ActorDeadError as exc:
             raise AgentNotFoundError(agent_id) from exc
-        if name in ("subscribe", "unsubscribe") and result:
-            with self._lock:
-                members = self._topics.setdefault(args[0], [])  # type: ignore[arg-type]
-                if name == "subscribe":
-                    members.append(agent_id)
-                    entry.state_topics.append(args[0])  # type: ignore[arg-type]
-                else:
-                    members.remove(agent_id)
-                    entry.state_topics.remove(args[0])  # type: ignore[arg-type]
         return result
 
     # ------------------------------------------------------------- closing

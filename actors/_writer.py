@@ -182,11 +182,6 @@ class JournalWriter:
             self._ref.tell(_FLUSH)
         return ack
 
-    def ticket(self) -> int:
-        """A ticket greater than every submission so far and smaller than every later one."""
-        with self._lock:
-            return next(self._tickets)
-
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything submitted so far is committed.
 

@@ -606,11 +606,12 @@ class LmdbJournal(Journal):
         last = int.from_bytes(cursor.key(), "big") if len(values) == want else 0
         if last != after + len(values):
             expected = after + 1
-            for key in txn.cursor(db=self._db_events).iternext(keys=True, values=False):
-                if int.from_bytes(key, "big") >= expected:
-                    if int.from_bytes(key, "big") != expected:
-                        break
-                    expected += 1
+            scan = txn.cursor(db=self._db_events)
+            scan.set_range(_seq_key(expected))
+            for key in scan.iternext(keys=True, values=False):
+                if int.from_bytes(key, "big") != expected:
+                    break
+                expected += 1
             raise JournalRecordError(expected, "the record is missing")
         return range(after + 1, last + 1), values
 

@@ -384,6 +384,19 @@ class TestBus:
         runtime.bus.unsubscribe("b", "news")
         assert runtime.bus.broadcast("a", "news", "y") == 1
 
+    def test_broadcast_skips_subscribers_without_a_behavior_and_killed_ones(self, runtime: Runtime) -> None:
+        runtime.spawn("b", behavior="rec")
+        runtime.spawn("mute")
+        runtime.spawn("gone", behavior="rec")
+        for agent_id in ("b", "mute", "gone"):
+            runtime.bus.subscribe(agent_id, "news")
+        runtime.kill("gone")
+
+        delivered = runtime.bus.broadcast("a", "news", "x")
+
+        assert delivered == 1
+        assert runtime.bus.subscribers("news") == ["b", "mute"]
+
     def test_delegate_forwards(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
 
