@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import itertools
 import os
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import msgspec
 
@@ -64,9 +64,10 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=Tru
 
     Events are frozen msgspec Structs in one tagged union; the tag is the class
     name, so renaming an event class is a schema change. ``v`` is the schema
-    version of the type: a type at version 2 redeclares ``v: int = 2`` (subclasses
-    are declared ``frozen=True, kw_only=True``, which that needs) and registers an
-    upcaster from 1 (see ``EventCodec``).
+    version of the type: a type at version 2 redeclares
+    ``v: Annotated[int, msgspec.Meta(ge=2, le=2)] = 2`` (subclasses are declared
+    ``frozen=True, kw_only=True``, which that needs) and registers an upcaster from 1
+    (see ``EventCodec``). A plain ``v: int = 2`` works too, on a slower checked path.
     """
 
     at: float
@@ -75,8 +76,11 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=Tru
     """Unique id; appending an event whose id is stored already writes nothing."""
     cause: str | None = None
     """The id of the event that caused this one, for causal provenance."""
-    v: int = 1
-    """The schema version this event was written at."""
+    v: Annotated[int, msgspec.Meta(ge=1, le=1)] = 1
+    """The schema version this event was written at.
+
+    Pinned with a constraint (``ge=le=`` the version), so the typed decoder itself
+    refuses any other version and replay needs no check per record in Python."""
 
     layer: ClassVar[ContextLayer | None] = None
     """The context layer this event type touches, or None."""

@@ -54,6 +54,16 @@ def _version_of(cls: type[Event]) -> int:
     raise TypeError(msg)
 
 
+def _is_pinned(cls: type[Event]) -> bool:
+    """Whether the typed decoder refuses every version of ``cls`` but the current one."""
+    info = msgspec.inspect.type_info(cls)
+    for field in info.fields:  # type: ignore[attr-defined]
+        if field.name == "v":
+            kind = field.type
+            return bool(getattr(kind, "ge", None) == getattr(kind, "le", None) == field.default)
+    return False  # pragma: no cover - every Event has a version field
+
+
 def _tag_of(cls: type[Event]) -> str:
     tag = msgspec.inspect.type_info(cls).tag  # type: ignore[attr-defined]
     return str(tag)
@@ -79,6 +89,7 @@ class EventCodec:
         self._versions: dict[type[Event], int] = {cls: _version_of(cls) for cls in type_list}
         self._decoder = msgspec.msgpack.Decoder(Union[type_list])  # noqa: UP007
         self._upcasters: dict[tuple[str, int], Upcaster] = dict(upcasters or {})
+        self._pinned = all(_is_pinned(cls) for cls in type_list)
 
     @property
     def types(self) -> Mapping[str, type[Event]]:
@@ -152,23 +163,16 @@ class EventCodec:
                 attribute is that payload's position in ``payloads``.
 
         """
-        typed = self._decoder.decode
-        versions = self._versions
+        if self._pinned:
+            typed = self._decoder.decode
+            try:
+                return [typed(payload) for payload in payloads]
+            except (msgspec.ValidationError, *_DECODE_ERRORS):
+                pass  # one by one below: upcasts old versions, names the bad record
         out: list[Event] = []
-        append = out.append
         try:
             for payload in payloads:
-                event = typed(payload)
-                if event.v != versions[type(event)]:
-                    event = self.decode(payload)
-                append(event)
-        except (msgspec.ValidationError, *_DECODE_ERRORS):
-            index = len(out)
-            try:
-                out.extend(self.decode(p) for p in payloads[index:])
-            except EventError as exc:
-                exc.index = len(out)  # type: ignore[attr-defined]
-                raise
+                out.append(self.decode(payload))  # noqa: PERF401 - len(out) names the bad record
         except EventError as exc:
             exc.index = len(out)  # type: ignore[attr-defined]
             raise

@@ -18,12 +18,18 @@ __all__ = ["Journal", "Record", "Snapshot", "VerifyReport"]
 
 
 class Record(msgspec.Struct, frozen=True, gc=False):
-    """One stored event with its global sequence number and chain hash."""
+    """One stored event with its global sequence number and its stored bytes."""
 
     seq: int
     event: Event
-    chain: bytes = b""
-    """The hash-chain link of this record (BLAKE2b-128), empty where a backend has none."""
+    raw: bytes = b""
+    """The record exactly as stored (backend-specific; the LMDB journal's starts with
+    the 16-byte chain link), empty where a backend keeps none."""
+
+    @property
+    def chain(self) -> bytes:
+        """The hash-chain link of this record (BLAKE2b-128), empty where a backend has none."""
+        return self.raw[:16]
 
     @property
     def stream(self) -> str:

@@ -24,6 +24,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import itertools
 import os
 import threading
 from pathlib import Path
@@ -558,20 +559,17 @@ class LmdbJournal(Journal):
             seqs, values = self._read_chunk(after, end, stream_raw)
             if not values:
                 return
-            payloads = []
-            for value in values:
-                id_at = 17 + value[16]
-                payloads.append(value[id_at + 1 + value[id_at] :])
+            payloads = [v[18 + v[16] + v[17 + v[16]] :] for v in values]  # see _payload_offset
             try:
                 events = decode_many(payloads)
             except EventError as exc:
                 index = getattr(exc, "index", 0)
                 # Hand out the good records before the bad one, then name it.
                 good = decode_many(payloads[:index])
-                yield from [Record(seq, event, value[:16]) for seq, event, value in zip(seqs, good, values)]  # noqa: B905
+                yield from [Record(seq, event, value) for seq, event, value in zip(seqs, good, values)]  # noqa: B905
                 raise JournalRecordError(seqs[index], str(exc)) from exc
             yield from [
-                Record(seq, event, value[:16]) for seq, event, value in zip(seqs, events, values, strict=True)
+                Record(seq, event, value) for seq, event, value in zip(seqs, events, values, strict=True)
             ]
             after = seqs[-1]
 
@@ -596,12 +594,7 @@ class LmdbJournal(Journal):
         cursor = txn.cursor(db=self._db_events)
         if want <= 0 or not cursor.set_range(_seq_key(after + 1)):
             return range(0), []
-        values: list[bytes] = []
-        append = values.append
-        for value in cursor.iternext(keys=False, values=True):
-            append(value)
-            if len(values) >= want:
-                break
+        values: list[bytes] = list(itertools.islice(cursor.iternext(keys=False, values=True), want))
         # Seqs are gapless by contract; check it once per chunk instead of per record.
         last = int.from_bytes(cursor.key(), "big") if len(values) == want else 0
         if last != after + len(values):
