@@ -134,6 +134,19 @@ class EventCodec:
             msg = f"cannot encode {type(event).__name__}: {exc}"
             raise UnencodableValueError(msg) from exc
 
+    def encode_many(self, events: list[Event]) -> list[bytes]:
+        """Encode a batch of events in one tight loop (the append hot path).
+
+        Raises:
+            UnencodableValueError: as ``encode``, for the first event that cannot be encoded.
+
+        """
+        enc = _encoder.encode
+        try:
+            return [enc(event) for event in events]
+        except _ENCODE_ERRORS:
+            return [self.encode(event) for event in events]  # names the bad one
+
     def decode(self, data: bytes | memoryview) -> Event:
         """Decode one event, upcasting an older version.
 
