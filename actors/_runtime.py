@@ -173,17 +173,88 @@ class Runtime:
             AgentExistsError: a live agent has that id.
 
         """
+        spec = {
+            "agent_id": agent_id,
+            "task_id": task_id,
+            "task_context": task_context,
+            "parent": parent,
+            "capabilities": capabilities,
+            "priority": priority,
+            "experience_prior": experience_prior,
+            "behavior": behavior,
+        }
+        return self.spawn_many([spec])[0]
+
+    def spawn_many(self, specs: Iterable[Mapping[str, Any]]) -> list[Agent]:
+        """Spawn many agents, journaled as one group commit; each spec holds ``spawn``'s arguments.
+
+        All or nothing for the checks: if any spec is invalid or any id is taken,
+        no agent is spawned.
+
+        Raises:
+            InvalidSpawnSpecError: an id contains white space, a behavior is unknown,
+                a spec has an unknown key, or two specs share an id.
+            AgentExistsError: a live agent has one of the ids.
+
+        """
         self._check_open()
+        events = [self._spawn_event(**spec) for spec in specs]
+        ids = [event.agent for event in events]
+        if len(set(ids)) != len(ids):
+            detail = "two specs share an agent id"
+            raise InvalidSpawnSpecError(detail)
+        with self._lock:
+            for agent_id in ids:
+                if agent_id in self._agents:
+                    raise AgentExistsError(agent_id)
+            for agent_id in ids:
+                self._agents[agent_id] = None  # type: ignore[assignment]  # reserved while journaling
         core = self._core
-        if agent_id is None or agent_id == "":
+        try:
+            if core.writer is not None and events:
+                if core.sync:
+                    ack = core.writer.submit(events)
+                    assert ack is not None
+                    ack.wait(core.call_timeout)
+                else:
+                    core.writer.submit_nowait(events)
+            handles = []
+            for event in events:
+                state = apply_event(None, event)
+                assert state is not None
+                handles.append(self._start(state))
+        except BaseException:
+            with self._lock:
+                for agent_id in ids:
+                    if self._agents.get(agent_id) is None:
+                        self._agents.pop(agent_id, None)
+            raise
+        return handles
+
+    def _spawn_event(
+        self,
+        agent_id: str | None = None,
+        *,
+        task_id: str | None = None,
+        task_context: Mapping[str, Any] | None = None,
+        parent: str | None = None,
+        capabilities: Iterable[str] = (),
+        priority: float = 0.0,
+        experience_prior: object = None,
+        behavior: str | Behavior | None = None,
+        **unknown: object,
+    ) -> AgentSpawned:
+        if unknown:
+            raise InvalidSpawnSpecError(f"unknown spawn arguments {sorted(unknown)}")
+        core = self._core
+        if not agent_id:
             agent_id = f"agent-{os.urandom(6).hex()}"
         if any(c.isspace() for c in agent_id):
             raise InvalidSpawnSpecError(f"agent id {agent_id!r} contains white space")
-        name = core.behavior_name(behavior)
         cognitive = CognitiveState()
         if experience_prior is not None:
             cognitive = CognitiveState(schema_version=1, context=copy_value(experience_prior))
-        event = AgentSpawned(
+        return AgentSpawned(
             at=core.clock.now(),
             agent=agent_id,
             task_id=task_id,
@@ -192,28 +263,8 @@ class Runtime:
             priority=float(priority),
             task_context=copy_mapping(task_context),
             cognitive=cognitive,
-            behavior=name,
+            behavior=core.behavior_name(behavior),
         )
-        with self._lock:
-            if agent_id in self._agents:
-                raise AgentExistsError(agent_id)
-            self._agents[agent_id] = None  # type: ignore[assignment]  # reserved while journaling
-        try:
-            if core.writer is not None:
-                if core.sync:
-                    ack = core.writer.submit([event])
-                    assert ack is not None
-                    ack.wait(core.call_timeout)
-                else:
-                    core.writer.submit_nowait([event])
-            state = apply_event(None, event)
-            assert state is not None
-            return self._start(state)
-        except BaseException:
-            with self._lock:
-                if self._agents.get(agent_id) is None:
-                    self._agents.pop(agent_id, None)
-            raise
 
     def agent(self, agent_id: str) -> Agent:
         """The handle of a live agent.

@@ -1,0 +1,237 @@
+"""Behaviors, supervision, backpressure, timeouts, and DESIGN.md's deliberate differences."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pytest
+from freezegun import freeze_time
+
+from cogfabric.actors import (
+    ActorTimeoutError,
+    AgentContext,
+    AgentRunningError,
+    AgentState,
+    Config,
+    FakeClock,
+    InvalidSpawnSpecError,
+    JournalConfig,
+    MailboxFullError,
+    Runtime,
+    RuntimeConfig,
+)
+from cogfabric.events import AgentFailed, AgentSpawned, CognitiveState, IpcMessage
+from cogfabric.store import Journal
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+class Gate:
+    """Blocks on ``release`` while handling topic 'block'; raises on 'boom'; records the rest."""
+
+    started: ClassVar[threading.Event] = threading.Event()
+    release: ClassVar[threading.Event] = threading.Event()
+    seen: ClassVar[list[IpcMessage]] = []
+    instances: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        Gate.instances += 1
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+        if message.topic == "block":
+            Gate.started.set()
+            assert Gate.release.wait(10)
+        if message.topic == "boom":
+            ctx.set_private("before-boom", 1)
+            msg = "boom"
+            raise ValueError(msg)
+        Gate.seen.append(message)
+        ctx.set_private("last", message.payload)
+        return "ok"
+
+
+@pytest.fixture(autouse=True)
+def _reset_gate() -> None:
+    Gate.started = threading.Event()
+    Gate.release = threading.Event()
+    Gate.seen = []
+    Gate.instances = 0
+
+
+def _open(path: Path | None, *, mailbox: int = 100, timeout: float = 10.0, mode: str = "sync") -> Runtime:
+    config = Config(
+        journal=JournalConfig(durability=mode),  # type: ignore[arg-type]
+        runtime=RuntimeConfig(mailbox_size=mailbox, call_timeout=timeout),
+    )
+    return Runtime.open(path, config=config, clock=FakeClock(), behaviors={"gate": Gate})
+
+
+class TestSpawnMany:
+    def test_many_spawns_share_one_commit(self, tmp_path: Path) -> None:
+        with _open(tmp_path / "j") as runtime:
+            agents = runtime.spawn_many([{"agent_id": f"a{i}", "task_id": "t"} for i in range(50)])
+
+            assert [a.id for a in agents] == [f"a{i}" for i in range(50)]
+            assert runtime._journal is not None
+            assert runtime._journal.last_seq == 50
+
+    def test_one_bad_spec_spawns_nothing(self, tmp_path: Path) -> None:
+        with _open(tmp_path / "j") as runtime:
+            runtime.spawn("taken")
+
+            with pytest.raises(InvalidSpawnSpecError, match="unknown spawn arguments"):
+                runtime.spawn_many([{"agent_id": "x"}, {"agent_id": "y", "colour": "red"}])
+            with pytest.raises(InvalidSpawnSpecError, match="share"):
+                runtime.spawn_many([{"agent_id": "x"}, {"agent_id": "x"}])
+
+            assert runtime.agents() == ["taken"]
+
+
+class TestBehaviors:
+    def test_a_registered_class_instance_is_accepted_and_an_unregistered_one_refused(self) -> None:
+        class Stranger:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                return None
+
+        with _open(None) as runtime:
+            runtime.spawn("a", behavior=Gate())
+
+            with pytest.raises(InvalidSpawnSpecError, match="not registered"):
+                runtime.spawn("b", behavior=Stranger())
+            with pytest.raises(InvalidSpawnSpecError, match="unknown behavior"):
+                runtime.spawn("c", behavior="nope")
+
+    def test_an_agent_is_running_while_its_behavior_handles_a_message(self) -> None:
+        with _open(None) as runtime:
+            agent = runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+
+            running = agent.lifecycle
+            with pytest.raises(AgentRunningError):
+                runtime.retire("a")
+            with pytest.raises(AgentRunningError):
+                runtime.recover("a", CognitiveState())
+            Gate.release.set()
+            runtime.flush()
+
+            assert running == AgentState.RUNNING
+            assert agent.lifecycle == AgentState.IDLE
+
+    def test_send_returns_before_the_recipient_handles_the_message(self) -> None:
+        with _open(None) as runtime:
+            runtime.spawn("a", behavior="gate")
+
+            runtime.bus.send("x", "a", "block")
+            runtime.bus.send("x", "a", "after")
+            handled_before_release = len(Gate.seen)
+            Gate.release.set()
+            runtime.flush()
+
+            assert handled_before_release == 0
+            assert [m.topic for m in Gate.seen] == ["block", "after"]
+
+    def test_a_failing_behavior_is_journaled_and_the_agent_restarted_while_others_go_on(
+        self, tmp_path: Path
+    ) -> None:
+        with _open(tmp_path / "j") as runtime:
+            a = runtime.spawn("a", behavior="gate")
+            runtime.spawn("b", behavior="gate")
+            a.set_private("kept", "yes")
+
+            runtime.bus.send("x", "a", "boom")
+            runtime.bus.send("x", "b", "hello", 1)
+            runtime.flush()
+
+            assert [d.reason for d in runtime.bus.dead_letters()] == ["handler error"]
+            assert Gate.instances == 3
+            assert a.private("kept") == "yes"
+            assert a.private("before-boom") == 1
+            assert runtime.bus.request("x", "a", "q", 2, timeout=10).payload == "ok"
+            assert runtime.agent("b").private("last") == 1
+            assert runtime._journal is not None
+            failures = [
+                r.event for r in runtime._journal.read(stream="agent/a") if isinstance(r.event, AgentFailed)
+            ]
+        assert [(f.error, f.detail) for f in failures] == [("ValueError", "boom")]
+
+    def test_an_unknown_behavior_on_recovery_leaves_the_agent_without_one(self, tmp_path: Path) -> None:
+        with _open(tmp_path / "j") as runtime:
+            runtime.spawn("a", behavior="gate")
+
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+            runtime.bus.send("x", "a", "hello")
+            runtime.flush()
+
+            assert runtime.agent("a").lifecycle == AgentState.IDLE
+            assert [d.reason for d in runtime.bus.dead_letters()] == ["no behavior"]
+
+
+class TestBackpressure:
+    def test_a_full_mailbox_makes_senders_wait_then_fail(self) -> None:
+        with _open(None, mailbox=2, timeout=0.2) as runtime:
+            runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            runtime.bus.send("x", "a", "one")
+            runtime.bus.send("x", "a", "two")
+
+            with pytest.raises(MailboxFullError, match="stayed full"):
+                runtime.bus.send("x", "a", "three")
+            Gate.release.set()
+
+    def test_a_busy_agent_makes_a_handle_call_time_out(self) -> None:
+        with _open(None, timeout=0.2) as runtime:
+            agent = runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+
+            with pytest.raises(ActorTimeoutError):
+                agent.set_private("k", 1)
+            Gate.release.set()
+
+
+class TestDeliberateDifferences:
+    def test_values_are_deep_copied_in_and_out(self) -> None:
+        with _open(None) as runtime:
+            agent = runtime.spawn("a")
+            value: dict[str, Any] = {"list": [1]}
+            agent.set_private("k", value)
+            value["list"].append(2)
+
+            out = agent.private("k")
+            out["list"].append(3)
+
+            assert agent.private("k") == {"list": [1]}
+
+    def test_a_memory_only_runtime_needs_no_journal(self) -> None:
+        with Runtime.open() as runtime:
+            agent = runtime.spawn("a", task_context={"goal": "g"})
+            agent.set_private("k", 1)
+
+            assert agent.context_view().private == {"k": 1}
+
+    def test_batch_durability_applies_at_once_and_flush_makes_it_durable(self, tmp_path: Path) -> None:
+        with _open(tmp_path / "j", mode="batch") as runtime:
+            agent = runtime.spawn("a")
+            for i in range(100):
+                agent.set_private(f"k{i}", i)
+            runtime.flush()
+            assert runtime._journal is not None
+            stored = runtime._journal.last_seq
+
+        assert stored == 101
+
+
+def test_the_default_clock_is_wall_time(tmp_path: Path) -> None:
+    moment = dt.datetime(2031, 5, 4, tzinfo=dt.UTC)
+    with freeze_time(moment, tick=True), Runtime.open(tmp_path / "j") as runtime:
+        runtime.spawn("a")
+
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        (record,) = list(journal.read())
+    assert isinstance(record.event, AgentSpawned)
+    assert moment.timestamp() <= record.event.at < moment.timestamp() + 60
