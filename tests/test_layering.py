@@ -111,3 +111,14 @@ def test_the_events_layer_exports_what_all_lists() -> None:
     missing = [name for name in cogfabric.events.__all__ if not hasattr(cogfabric.events, name)]
 
     assert missing == []
+
+
+def test_every_name_the_package_root_exports_resolves() -> None:
+    import cogfabric  # noqa: PLC0415
+
+    missing = [name for name in cogfabric.__all__ if getattr(cogfabric, name, None) is None]
+
+    assert missing == []
+    assert {"Runtime", "Config", "FakeClock", "Agent", "ContextView", "JournalIntegrityError"} <= set(
+        cogfabric.__all__
+    )

@@ -23,7 +23,7 @@ from cogfabric.actors import (
     RuntimeConfig,
 )
 from cogfabric.events import AgentFailed, AgentSpawned, CognitiveState, IpcMessage
-from cogfabric.store import Journal
+from cogfabric.store import Journal, JournalError, JournalFullError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -235,3 +235,31 @@ def test_the_default_clock_is_wall_time(tmp_path: Path) -> None:
         (record,) = list(journal.read())
     assert isinstance(record.event, AgentSpawned)
     assert moment.timestamp() <= record.event.at < moment.timestamp() + 60
+
+
+class TestJournalFailure:
+    def test_a_failed_append_reaches_the_caller_and_the_agent_does_not_run_ahead(
+        self, tmp_path: Path
+    ) -> None:
+        config = Config(journal=JournalConfig(map_size=1 << 20, max_map_size=1 << 20))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            agent = runtime.spawn("a")
+            big = "x" * 100_000
+
+            def fill() -> None:
+                for i in range(100):
+                    agent.set_private(f"k{i}", big)
+
+            with pytest.raises(JournalFullError):
+                fill()
+            stored = [k for k in (f"k{i}" for i in range(100)) if agent.private(k) is not None]
+            with pytest.raises(JournalError):
+                agent.set_private("after", 1)
+
+            assert agent.private("after") is None
+        with Runtime.open(
+            tmp_path / "j", clock=FakeClock(), config=Config(journal=JournalConfig(map_size=1 << 24))
+        ) as runtime:
+            assert [
+                k for k in (f"k{i}" for i in range(100)) if runtime.agent("a").private(k) is not None
+            ] == stored
