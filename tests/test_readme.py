@@ -12,15 +12,30 @@ def _python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", _README.read_text(), flags=re.DOTALL)
 
 
-def test_the_readme_example_runs() -> None:
-    (example,) = _python_blocks()
-
-    out = subprocess.run(
-        [sys.executable, "-c", example], capture_output=True, text=True, timeout=120, check=False
-    )
-
+def _run(example: str) -> list[str]:
+    command = [sys.executable, "-c", example]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["1 TaskContextSet TASK_SHARED", "2 PrivateSet AGENT_PRIVATE"]
+    assert out.stderr == ""
+    return out.stdout.splitlines()
+
+
+def test_the_readme_runtime_example_runs() -> None:
+    runtime_example, _ = _python_blocks()
+
+    assert _run(runtime_example) == [
+        "{'verdict': 'plausible', 'by': 'rev'} ['rev']",
+        (
+            "ContextView(task_shared={'goal': 'find X', 'deadline': 'friday'},"
+            " private={'hypothesis': {'p': 0.7}})"
+        ),
+    ]
+
+
+def test_the_readme_journal_example_runs() -> None:
+    _, journal_example = _python_blocks()
+
+    assert _run(journal_example) == ["1 TaskContextSet TASK_SHARED", "2 PrivateSet AGENT_PRIVATE"]
 
 
 def test_the_readme_names_the_commands_ci_runs() -> None:

@@ -7,6 +7,7 @@ free of pykka and lmdb even though the package root exports the runtime.
 from __future__ import annotations
 
 import importlib
+import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
         decode_cognitive_state,
     )
     from cogfabric.store import JournalError, JournalIntegrityError
+
+# A library never configures logging; applications attach their own handlers.
+logging.getLogger("cogfabric").addHandler(logging.NullHandler())
 
 try:
     __version__ = version("cogfabric")
