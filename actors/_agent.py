@@ -27,7 +27,9 @@ from cogfabric.events import (
     copy_value,
     upgrade_cognitive_state,
 )
+from cogfabric.store import JournalError
 
+from ._core import replay_agent
 from ._errors import AgentNotSuspendedError, AgentRetiredError, AgentRunningError
 from ._state import AgentSnapshot, AgentState, apply_event, decode_snapshot, encode_snapshot
 
@@ -95,17 +97,35 @@ class AgentActor(pykka.ThreadingActor):
         """Dispatch one mailbox message."""
         self._shared.slots.release()
         kind = message[0]
-        if kind == CALL:
-            try:
-                return getattr(self, "op_" + message[1])(*message[2])
-            finally:
-                self._flush_outbox()
-        if kind == IPC:
-            self._on_ipc(message[1])
-        elif kind == PUBLISH:
-            self._on_publish(message[1], message[2])
-        self._flush_outbox()
+        try:
+            if kind == CALL:
+                try:
+                    return getattr(self, "op_" + message[1])(*message[2])
+                finally:
+                    self._flush_outbox()
+            if kind == IPC:
+                self._on_ipc(message[1])
+            elif kind == PUBLISH:
+                self._on_publish(message[1], message[2])
+            self._flush_outbox()
+        except JournalError:
+            # The journal is fail-stop: forget what it did not take, so this agent
+            # never runs ahead of it; the caller of a state change gets the error.
+            self._reload_after_journal_failure()
+            if kind == CALL:
+                raise
+            log.exception("agent %s: the journal failed; state reloaded from it", self._state.id)
         return None
+
+    def _reload_after_journal_failure(self) -> None:
+        self._outbox = []
+        if self._core.writer is None:
+            return
+        state = replay_agent(self._core.writer.journal, self._state.id)
+        if state is not None:
+            self._state = state
+            self._snapshot_at = state.events
+        self._shared.lifecycle = self._state.lifecycle
 
     def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
         """Log; tells are wrapped so that an actor only fails on a bug."""

@@ -22,7 +22,7 @@ from cogfabric.actors import (
     Runtime,
     RuntimeConfig,
 )
-from cogfabric.events import AgentFailed, AgentSpawned, CognitiveState, IpcMessage
+from cogfabric.events import AgentFailed, AgentSpawned, CognitiveState, IpcMessage, PrivateSet
 from cogfabric.store import Journal, JournalError, JournalFullError
 
 if TYPE_CHECKING:
@@ -263,3 +263,31 @@ class TestJournalFailure:
             assert [
                 k for k in (f"k{i}" for i in range(100)) if runtime.agent("a").private(k) is not None
             ] == stored
+
+    def test_in_batch_durability_an_agent_that_ran_ahead_is_reloaded_from_the_journal(
+        self, tmp_path: Path
+    ) -> None:
+        config = Config(journal=JournalConfig(durability="batch", map_size=1 << 20, max_map_size=1 << 20))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            agent = runtime.spawn("a")
+            big = "x" * 100_000
+
+            def fill() -> None:
+                for i in range(100):
+                    agent.set_private(f"k{i}", big)
+                runtime.flush()
+
+            with pytest.raises(JournalError):
+                fill()
+            with pytest.raises(JournalError):
+                agent.set_private("after", 1)
+            live = [k for k in (f"k{i}" for i in range(100)) if agent.private(k) is not None]
+            assert runtime._journal is not None
+            stored = {
+                r.event.key
+                for r in runtime._journal.read(stream="agent/a")
+                if isinstance(r.event, PrivateSet)
+            }
+
+        assert 0 < len(live) < 100
+        assert set(live) == stored
