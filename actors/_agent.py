@@ -30,7 +30,7 @@ from cogfabric.events import (
 from cogfabric.store import JournalError
 
 from ._core import replay_agent
-from ._errors import AgentNotSuspendedError, AgentRetiredError, AgentRunningError
+from ._errors import AgentNotSuspendedError, AgentRetiredError, AgentRunningError, RuntimeClosedError
 from ._state import AgentSnapshot, AgentState, apply_event, decode_snapshot, encode_snapshot
 
 if TYPE_CHECKING:
@@ -339,6 +339,10 @@ class AgentActor(pykka.ThreadingActor):
         self._shared.lifecycle = AgentState.RUNNING
         try:
             result = self._behavior.on_message(self.ctx, message)
+        except RuntimeClosedError:
+            self._shared.lifecycle = self._state.lifecycle
+            log.debug("agent %s: the runtime closed while it handled %s", self._state.id, message.topic)
+            return
         except Exception as exc:  # noqa: BLE001 - a behavior's failure is journaled, not fatal
             self._shared.lifecycle = self._state.lifecycle
             self._on_behavior_failure(message, exc)
