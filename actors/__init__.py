@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from ._agent import AgentContext, Behavior
 from ._bus import IpcBus
+from ._cleaner import CleanOptions
 from ._clock import Clock, FakeClock, SystemClock
 from ._config import Config, JournalConfig, RuntimeConfig
 from ._core import replay_agent
 from ._errors import (
     ActorError,
     ActorTimeoutError,
+    AgentCheckpointNotSupportedError,
     AgentExistsError,
     AgentNotFoundError,
     AgentNotSuspendedError,
     AgentRetiredError,
     AgentRunningError,
+    InvalidConfigError,
     InvalidSpawnSpecError,
     IpcError,
     IpcHandlerError,
@@ -22,8 +25,11 @@ from ._errors import (
     IpcTimeoutError,
     MailboxFullError,
     RuntimeClosedError,
+    SessionNotFoundError,
 )
 from ._handle import Agent, ContextView
+from ._memory import MemoryManager, Retriever, SessionState, Snippet
+from ._memory_config import MemoryConfig, default_memory_config
 from ._runtime import Runtime
 from ._state import AgentSnapshot, AgentState
 from ._writer import JournalWriter
@@ -32,6 +38,7 @@ __all__ = [
     "ActorError",
     "ActorTimeoutError",
     "Agent",
+    "AgentCheckpointNotSupportedError",
     "AgentContext",
     "AgentExistsError",
     "AgentNotFoundError",
@@ -41,10 +48,12 @@ __all__ = [
     "AgentSnapshot",
     "AgentState",
     "Behavior",
+    "CleanOptions",
     "Clock",
     "Config",
     "ContextView",
     "FakeClock",
+    "InvalidConfigError",
     "InvalidSpawnSpecError",
     "IpcBus",
     "IpcError",
@@ -54,9 +63,16 @@ __all__ = [
     "JournalConfig",
     "JournalWriter",
     "MailboxFullError",
+    "MemoryConfig",
+    "MemoryManager",
+    "Retriever",
     "Runtime",
     "RuntimeClosedError",
     "RuntimeConfig",
+    "SessionNotFoundError",
+    "SessionState",
+    "Snippet",
     "SystemClock",
+    "default_memory_config",
     "replay_agent",
 ]

@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from ._memory_config import MemoryConfig
+
 __all__ = ["Config", "JournalConfig", "RuntimeConfig"]
 
 _Positive = Annotated[int, msgspec.Meta(gt=0)]
@@ -45,6 +47,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     journal: JournalConfig = JournalConfig()
     runtime: RuntimeConfig = RuntimeConfig()
+    memory: MemoryConfig = MemoryConfig()
 
     def validated(self) -> Config:
         """Return this config after checking its constraints (constructors do not).
@@ -53,4 +56,6 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             msgspec.ValidationError: a field is out of range; the message names it.
 
         """
-        return msgspec.convert(msgspec.to_builtins(self), Config)
+        checked = msgspec.convert(msgspec.to_builtins(self), Config)
+        checked.memory.validate()
+        return checked

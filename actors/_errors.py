@@ -7,11 +7,13 @@ from cogfabric._errors import CogfabricError
 __all__ = [
     "ActorError",
     "ActorTimeoutError",
+    "AgentCheckpointNotSupportedError",
     "AgentExistsError",
     "AgentNotFoundError",
     "AgentNotSuspendedError",
     "AgentRetiredError",
     "AgentRunningError",
+    "InvalidConfigError",
     "InvalidSpawnSpecError",
     "IpcError",
     "IpcHandlerError",
@@ -19,6 +21,7 @@ __all__ = [
     "IpcTimeoutError",
     "MailboxFullError",
     "RuntimeClosedError",
+    "SessionNotFoundError",
 ]
 
 
@@ -105,3 +108,22 @@ class IpcHandlerError(IpcError):
 
 class IpcInvalidMessageError(IpcError, ValueError):
     """Raised for an empty correlation id or topic (``agentipc: invalid message``)."""
+
+
+class InvalidConfigError(ActorError, ValueError):
+    """Raised when a configuration value is out of range; the message names the field and value."""
+
+
+class SessionNotFoundError(ActorError, LookupError):
+    """Raised for a session that does not exist, was deleted, or expired (``session not found``)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session not found: {session_id!r}")
+        self.session_id = session_id
+
+
+class AgentCheckpointNotSupportedError(ActorError):
+    """Raised by ``get_latest_session_for_agent`` on a runtime opened without a journal."""
+
+    def __init__(self) -> None:
+        super().__init__("agent checkpoint lookup not supported by this memory backend")

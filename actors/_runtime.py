@@ -22,7 +22,7 @@ from cogfabric.store import Journal, JournalIntegrityError
 
 from ._agent import CALL, PUBLISH, AgentActor, Shared
 from ._bus import IpcBus
-from ._clock import Clock, SystemClock
+from ._clock import Clock, FakeClock, SystemClock
 from ._config import Config
 from ._core import Core, replay_agent
 from ._errors import (
@@ -35,6 +35,7 @@ from ._errors import (
     RuntimeClosedError,
 )
 from ._handle import Agent
+from ._memory import MemoryManager
 from ._state import AgentSnapshot, AgentState, apply_event
 from ._writer import JournalWriter
 
@@ -72,6 +73,10 @@ class Runtime:
         self._tickets = itertools.count(1)
         self.bus = IpcBus(self)
         core.bus = self.bus
+        self.memory = MemoryManager(core, journal)
+        """Session memory (spec §5): sessions, prompt windows, TTL sweeps."""
+        if not isinstance(core.clock, FakeClock):
+            self.memory.start_ticker()
 
     # ------------------------------------------------------------- opening
 
@@ -424,6 +429,7 @@ class Runtime:
             self._agents.clear()
         for entry in entries:
             self._stop_ref(entry.ref)
+        self.memory.close()
         if self._core.writer is not None:
             self._core.writer.stop()
         if self._journal is not None:

@@ -1,0 +1,226 @@
+"""The turn-aware context cleaner applied when building prompt messages (spec §5.4).
+
+Lengths are counted in code points (Go's runes). Cleaning shortens contents and, for
+finished turns, summarises tool traffic; it never drops a message (only
+``max_summarized_turns`` drops whole turns).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from cogfabric.events import (
+    ROLE_ASSISTANT,
+    ROLE_SYSTEM,
+    ROLE_TOOL_CALL,
+    ROLE_TOOL_RESULT,
+    ROLE_USER,
+    Message,
+    ToolCall,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["CleanOptions", "clean", "clean_with_turns", "extract_gist", "with_ellipsis"]
+
+_CODE_BLOCK = re.compile(r"```([^`]*)```")
+_SENTENCE_END = re.compile(r"[.!?\n]+\s*")
+_GIST_ANY_TOOL = 200
+_GIST_TOOL_CALL = 100
+_SHOWN_ARG = 20
+
+
+class CleanOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How much of each message the cleaner keeps (spec §5.2 defaults)."""
+
+    max_user_len: int = 200
+    max_assistant_len: int = 150
+    max_tool_len: int = 50
+    max_system_len: int = 500
+    max_summarized_turns: int = 0
+    """Keep only the last N turns; 0 keeps every turn."""
+
+
+def with_ellipsis(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` code points, the last three replaced by ``...`` when cut."""
+    if limit <= 0:
+        return ""
+    if len(text) <= limit:
+        return text
+    if limit <= 3:  # noqa: PLR2004 - no room for an ellipsis
+        return text[:limit]
+    return text[: limit - 3] + "..."
+
+
+def _code_block_label(match: re.Match[str]) -> str:
+    first_line = match.group(1).split("\n", 1)[0].strip()
+    return f"<code block {first_line}>" if first_line else "<code block>"
+
+
+def extract_gist(content: str, limit: int) -> str:
+    """The first sentence of ``content`` (code removed) if it fits ``limit``, else a cut."""
+    trimmed = _CODE_BLOCK.sub("", content).strip()
+    match = _SENTENCE_END.search(trimmed)
+    first = trimmed[: match.end()].strip() if match else trimmed
+    if len(first) <= limit:
+        return first
+    return with_ellipsis(trimmed, limit)
+
+
+def _rebuilt(message: Message, content: str) -> Message:
+    # Clean keeps only role, content, time, turn id, tool call id and tool calls.
+    return Message(
+        role=message.role,
+        content=content,
+        time=message.time,
+        turn_id=message.turn_id,
+        tool_call_id=message.tool_call_id,
+        tool_calls=message.tool_calls,
+    )
+
+
+def _clean_one(message: Message, options: CleanOptions) -> Message:
+    role, content = message.role, message.content
+    if role == ROLE_USER:
+        text = with_ellipsis(content, options.max_user_len)
+    elif role == ROLE_ASSISTANT and message.tool_calls:
+        text = extract_gist(content, options.max_tool_len)
+    elif role == ROLE_ASSISTANT:
+        text = with_ellipsis(_CODE_BLOCK.sub(_code_block_label, content), options.max_assistant_len)
+    elif role == ROLE_SYSTEM:
+        text = with_ellipsis(content, options.max_system_len)
+    elif role in (ROLE_TOOL_CALL, ROLE_TOOL_RESULT):
+        text = extract_gist(content, options.max_tool_len)
+    else:
+        text = with_ellipsis(content, options.max_assistant_len)
+    return _rebuilt(message, text)
+
+
+def clean(messages: Sequence[Message], options: CleanOptions) -> list[Message]:
+    """Shorten every message by its role (spec §5.4 ``Clean``)."""
+    return [_clean_one(m, options) for m in messages]
+
+
+def _turns(messages: Sequence[Message]) -> list[list[Message]]:
+    if not messages:
+        return []
+    turns: list[list[Message]] = [[]]
+    if any(m.turn_id for m in messages):
+        current = None
+        for m in messages:
+            if m.turn_id and m.turn_id != current:
+                if turns[-1]:
+                    turns.append([])
+                current = m.turn_id
+            turns[-1].append(m)
+        return turns
+    if any(m.role == ROLE_USER for m in messages):
+        for m in messages:
+            if m.role == ROLE_USER and any(x.role == ROLE_USER for x in turns[-1]):
+                turns.append([])
+            turns[-1].append(m)
+        return turns
+    # Structural fallback: no turn ids and no user message: one turn.
+    return [list(messages)]
+
+
+def _arguments(call: ToolCall) -> dict[str, Any]:
+    try:
+        parsed = json.loads(call.function.arguments or "{}")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _count_results(content: str) -> int:
+    try:
+        parsed = json.loads(content)
+    except ValueError:
+        return sum(1 for line in content.splitlines() if line.strip())
+    if isinstance(parsed, dict):
+        parsed = parsed.get("results", [parsed])
+    return len(parsed) if isinstance(parsed, list) else 1
+
+
+def _tool_summary(call: ToolCall, content: str) -> str:
+    name = call.function.name
+    args = _arguments(call)
+    if name == "file_tools" or name.startswith("file_"):
+        action = str(args.get("operation") or args.get("action") or name.removeprefix("file_")).lower()
+        target = args.get("path") or args.get("file") or ""
+        verb = {"read": "Read", "write": "Wrote", "list": "Listed"}.get(action, action.capitalize() or "Used")
+        return f"{verb} {target}".strip()
+    if name == "code_runner":
+        command = args.get("command") or args.get("code") or ""
+        exit_code = re.search(r"exit(?:_code)?\W+(-?\d+)", content)
+        return f"Exec `{with_ellipsis(str(command), 60)}` exit={exit_code.group(1) if exit_code else '?'}"
+    if name == "http_request":
+        status = re.search(r"\b([1-5]\d\d)\b", content)
+        method = str(args.get("method") or "GET").upper()
+        return f"{method} {args.get('url', '')} → {status.group(1) if status else '?'}"
+    if name == "web_scraper":
+        return f"Scraped {args.get('url', '')}: {extract_gist(content, 100)}"
+    if name in ("knowledge_search", "memory_search"):
+        return f'Search "{args.get("query", "")}" ({_count_results(content)} results)'
+    return extract_gist(content, _GIST_ANY_TOOL)
+
+
+def _summarise_call(message: Message) -> str:
+    if not message.tool_calls:
+        return extract_gist(message.content, _GIST_TOOL_CALL)
+    parts = []
+    for call in message.tool_calls:
+        shown = []
+        for key, value in _arguments(call).items():
+            if isinstance(value, str) and len(value) <= _SHOWN_ARG:
+                shown.append(f'{key}="{value}"')
+            else:
+                shown.append(key)
+        parts.append(f"{call.id}: call {call.function.name}({', '.join(shown)})")
+    return "; ".join(parts)
+
+
+def _finished_turn(turn: list[Message], options: CleanOptions) -> list[Message]:
+    calls = {call.id: call for m in turn for call in m.tool_calls}
+    out = []
+    for m in turn:
+        if m.role == ROLE_TOOL_RESULT:
+            call = calls.get(m.tool_call_id) if m.tool_call_id else None
+            summary = (
+                _tool_summary(call, m.content) if call else extract_gist(m.content, options.max_tool_len)
+            )
+            out.append(msgspec.structs.replace(m, content=summary))
+        elif m.role == ROLE_TOOL_CALL:
+            out.append(msgspec.structs.replace(m, content=_summarise_call(m)))
+        else:
+            out.append(_clean_one(m, options))
+    return out
+
+
+def _active_turn(turn: list[Message], options: CleanOptions) -> list[Message]:
+    out = []
+    for m in turn:
+        keep = m.role in (ROLE_TOOL_CALL, ROLE_TOOL_RESULT) or (m.role == ROLE_ASSISTANT and m.tool_calls)
+        out.append(m if keep else _clean_one(m, options))
+    return out
+
+
+def clean_with_turns(messages: Sequence[Message], options: CleanOptions) -> list[Message]:
+    """Clean a window turn by turn (spec §5.4 ``CleanWithTurns``).
+
+    The last turn is active: its tool traffic is kept exactly. Earlier turns have
+    tool results and tool calls summarised, everything else cleaned.
+    """
+    turns = _turns(messages)
+    if options.max_summarized_turns > 0:
+        turns = turns[-options.max_summarized_turns :]
+    out: list[Message] = []
+    for index, turn in enumerate(turns):
+        last = index == len(turns) - 1
+        out.extend(_active_turn(turn, options) if last else _finished_turn(turn, options))
+    return out

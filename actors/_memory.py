@@ -1,0 +1,496 @@
+"""Session memory (spec §4, §5): one session actor owns every session; ``MemoryManager`` is its face.
+
+Semantics follow DESIGN.md, not the original where they differ: every access, read or
+write, refreshes a session's last access; an expired session is never returned or
+revived; the least recently used session is evicted only when a new one would exceed
+``max_sessions``; a sweep removes every expired session. Each of these is journaled.
+
+Like the journal writer, the session actor drains every operation waiting for it,
+runs them in order, journals their events in one submission, and answers them all
+once it is durable (in sync durability), so callers share commits.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+import msgspec
+import pykka
+
+from cogfabric.events import (
+    ROLE_ASSISTANT,
+    ROLE_SYSTEM,
+    ROLE_TOOL_CALL,
+    ROLE_TOOL_RESULT,
+    ROLE_USER,
+    Event,
+    Message,
+    SessionCreated,
+    SessionDeleted,
+    SessionEvent,
+    SessionEvicted,
+    SessionExpired,
+    SessionMessageAdded,
+    SessionTouched,
+)
+from cogfabric.store import JournalError
+
+from ._cleaner import clean, clean_with_turns, with_ellipsis
+from ._errors import (
+    ActorTimeoutError,
+    AgentCheckpointNotSupportedError,
+    RuntimeClosedError,
+    SessionNotFoundError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from cogfabric.store import Journal
+
+    from ._core import Core
+
+__all__ = [
+    "MemoryManager",
+    "Retriever",
+    "SessionState",
+    "Snippet",
+    "apply_session_event",
+]
+
+log = logging.getLogger(__name__)
+
+SEED_MESSAGE: Final = "New session started"
+_DRAIN: Final = "drain"
+_CONTEXT_LINE: Final = 100
+
+
+class Snippet(msgspec.Struct, frozen=True):
+    """One piece of retrieved context."""
+
+    source: str
+    content: str
+    score: float
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """An optional source of context for prompts (RAG); none is set by default."""
+
+    def retrieve(self, query: str) -> Sequence[Snippet]:
+        """Snippets relevant to ``query``."""
+        ...
+
+
+class SessionState(msgspec.Struct, kw_only=True):
+    """One session, as the session actor holds it and replay rebuilds it."""
+
+    id: str
+    user_id: str
+    agent_id: str | None = None
+    messages: list[Message] = []
+    created_at: float = 0.0
+    accessed_at: float = 0.0
+    touched_at: float = 0.0
+    """When the last access was journaled (touches are journaled coarsely)."""
+
+
+def apply_session_event(state: SessionState | None, event: Event) -> SessionState | None:
+    """Return a session's state after ``event``; None once it is deleted, expired or evicted."""
+    match event:
+        case SessionCreated():
+            seed = [event.seed] if event.seed is not None else []
+            return SessionState(
+                id=event.session,
+                user_id=event.user_id,
+                agent_id=event.agent_id,
+                messages=seed,
+                created_at=event.at,
+                accessed_at=event.at,
+                touched_at=event.at,
+            )
+        case _ if state is None:
+            return None
+        case SessionMessageAdded():
+            state.messages.append(event.message)
+            state.accessed_at = state.touched_at = event.at
+        case SessionTouched():
+            state.accessed_at = state.touched_at = event.at
+        case SessionDeleted() | SessionExpired() | SessionEvicted():
+            return None
+    return state
+
+
+class _Op:
+    __slots__ = ("args", "done", "error", "name", "result")
+
+    def __init__(self, name: str, args: tuple[Any, ...]) -> None:
+        self.name = name
+        self.args = args
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class SessionActor(pykka.ThreadingActor):
+    """Owns every session; runs the operations waiting for it in batches."""
+
+    def __init__(self, manager: MemoryManager) -> None:
+        super().__init__()
+        self._manager = manager
+
+    def on_start(self) -> None:
+        """Recover the sessions from the journal."""
+        self._manager._recover()  # noqa: SLF001 - the actor is the manager's own thread
+
+    def on_receive(self, message: object) -> None:
+        """Handle the doorbell: run every waiting operation."""
+        if message == _DRAIN:
+            self._manager._drain()  # noqa: SLF001
+
+
+class MemoryManager:
+    """The MemoryManager API of spec §5.1, as ``runtime.memory``."""
+
+    def __init__(self, core: Core, journal: Journal | None) -> None:
+        """Start the session actor; it recovers the journal's sessions first."""
+        self._core = core
+        self._config = core.config.memory
+        self._journal = journal
+        self._sessions: dict[str, SessionState] = {}
+        self._retrievers: list[Retriever] = []
+        self._queue: collections.deque[_Op] = collections.deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self._closed = False
+        self._events: list[Event] = []
+        self._ref = SessionActor.start(self)
+        self._ticker: threading.Thread | None = None
+        self._stop_ticker = threading.Event()
+
+    # ------------------------------------------------------------- calling the actor
+
+    def _call(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's result
+        op = _Op(name, args)
+        with self._lock:
+            if self._closed:
+                msg = "the runtime is closed"
+                raise RuntimeClosedError(msg)
+            self._queue.append(op)
+            ring = not self._scheduled
+            self._scheduled = True
+        if ring:
+            self._ref.tell(_DRAIN)
+        timeout = self._core.call_timeout
+        if not op.done.wait(timeout):
+            msg = f"the session actor did not answer {name} within {timeout} s"
+            raise ActorTimeoutError(msg)
+        if op.error is not None:
+            raise op.error
+        return op.result
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                ops = list(self._queue)
+                self._queue.clear()
+                if not ops:
+                    self._scheduled = False
+                    return
+            self._run(ops)
+
+    def _run(self, ops: list[_Op]) -> None:
+        self._events = []
+        touches: list[Event] = []
+        for op in ops:
+            try:
+                op.result = getattr(self, "_op_" + op.name)(*op.args)
+            except Exception as exc:  # noqa: BLE001 - delivered to the caller
+                op.error = exc
+        events, self._events = self._events, []
+        writes = [e for e in events if not isinstance(e, SessionTouched)]
+        touches = [e for e in events if isinstance(e, SessionTouched)]
+        writer = self._core.writer
+        try:
+            if writer is not None and writes:
+                if self._core.sync:
+                    ack = writer.submit([*touches, *writes])
+                    assert ack is not None
+                    ack.wait(self._core.call_timeout)
+                else:
+                    writer.submit_nowait([*touches, *writes])
+            elif writer is not None and touches:
+                writer.submit_nowait(touches)
+        except (JournalError, ActorTimeoutError) as exc:
+            # Nothing of this batch may stay visible unless it is in the journal.
+            self._recover()
+            for op in ops:
+                if op.error is None:
+                    op.error = exc
+        for op in ops:
+            op.done.set()
+
+    # ------------------------------------------------------------- state, on the actor's thread
+
+    def _recover(self) -> None:
+        self._sessions = {}
+        journal = self._journal
+        if journal is None:
+            return
+        for stream in journal.streams("session/"):
+            state: SessionState | None = None
+            for record in journal.read(stream=stream):
+                state = apply_session_event(state, record.event)
+            if state is not None:
+                self._sessions[state.id] = state
+        # Sessions whose TTL passed while the runtime was closed expire now.
+        if self._core.writer is not None and self._expire_all():
+            try:
+                self._core.writer.submit_nowait(self._events)
+            except (JournalError, RuntimeClosedError):
+                log.exception("could not journal the sessions that expired while closed")
+        self._events = []
+
+    def _emit(self, event: SessionEvent) -> None:
+        self._events.append(event)
+
+    def _now(self) -> float:
+        return self._core.clock.now()
+
+    def _expired(self, state: SessionState, now: float) -> bool:
+        return now - state.accessed_at > self._config.session_ttl
+
+    def _expire_all(self) -> int:
+        now = self._now()
+        gone = [s for s in self._sessions.values() if self._expired(s, now)]
+        for state in gone:
+            del self._sessions[state.id]
+            self._emit(SessionExpired(at=now, session=state.id))
+        return len(gone)
+
+    def _live(self, session_id: str, *, touch: bool) -> SessionState:
+        """The live session, refreshed; an expired one is removed and reported missing."""
+        state = self._sessions.get(session_id)
+        now = self._now()
+        if state is None:
+            raise SessionNotFoundError(session_id)
+        if self._expired(state, now):
+            del self._sessions[session_id]
+            self._emit(SessionExpired(at=now, session=session_id))
+            raise SessionNotFoundError(session_id)
+        state.accessed_at = now
+        if touch and now - state.touched_at >= self._config.session_ttl / 10:
+            state.touched_at = now
+            self._emit(SessionTouched(at=now, session=session_id))
+        return state
+
+    def _op_create_session(self, user_id: str, agent_id: str | None) -> str:
+        if not isinstance(user_id, str):
+            msg = f"user_id must be a string, got {type(user_id).__name__}"
+            raise TypeError(msg)
+        now = self._now()
+        if len(self._sessions) >= self._config.max_sessions:
+            self._expire_all()
+        if len(self._sessions) >= self._config.max_sessions:
+            oldest = min(self._sessions.values(), key=lambda s: s.accessed_at)
+            del self._sessions[oldest.id]
+            self._emit(SessionEvicted(at=now, session=oldest.id))
+        session_id = f"session_{user_id[:100]}_{os.urandom(8).hex()}"
+        event = SessionCreated(
+            at=now,
+            session=session_id,
+            user_id=user_id,
+            agent_id=agent_id,
+            seed=Message(role=ROLE_SYSTEM, content=SEED_MESSAGE, time=now),
+        )
+        self._emit(event)
+        state = apply_session_event(None, event)
+        assert state is not None
+        self._sessions[session_id] = state
+        return session_id
+
+    def _op_add(self, session_id: str, message: Message) -> None:
+        state = self._live(session_id, touch=False)
+        if message.time == 0.0:
+            message = msgspec.structs.replace(message, time=self._now())
+        event = SessionMessageAdded(at=self._now(), session=session_id, message=message)
+        self._emit(event)
+        apply_session_event(state, event)
+
+    def _op_get_messages(self, session_id: str) -> list[Message]:
+        return list(self._live(session_id, touch=True).messages)
+
+    def _op_build_prompt_messages(self, session_id: str) -> list[Message]:
+        messages = self._live(session_id, touch=True).messages[-self._config.max_history :]
+        cleaned = clean_with_turns(messages, self._config.clean)
+        context = self._retrieve(messages)
+        return [context, *cleaned] if context is not None else cleaned
+
+    def _op_build_context(self, text: str, session_id: str) -> str:
+        try:
+            state = self._live(session_id, touch=True)
+        except SessionNotFoundError:
+            return text
+        history = clean(state.messages[-self._config.max_history :], self._config.clean)
+        if not history:
+            return text
+        prefixes = {
+            ROLE_USER: "User: ",
+            ROLE_ASSISTANT: "Assistant: ",
+            ROLE_TOOL_CALL: "Tool call: ",
+            ROLE_TOOL_RESULT: "Tool result: ",
+            ROLE_SYSTEM: "System: ",
+        }
+        lines = "".join(
+            f"{prefixes.get(m.role, 'Unknown: ')}{with_ellipsis(m.content, _CONTEXT_LINE)}\n" for m in history
+        )
+        return f"Previous conversation history:\n\n{lines}\nCurrent request:\n{text}"
+
+    def _op_delete_session(self, session_id: str) -> None:
+        if self._sessions.pop(session_id, None) is not None:
+            self._emit(SessionDeleted(at=self._now(), session=session_id))
+
+    def _op_latest_for_agent(self, agent_id: str) -> str | None:
+        now = self._now()
+        live = [s for s in self._sessions.values() if s.agent_id == agent_id and not self._expired(s, now)]
+        return max(live, key=lambda s: s.accessed_at).id if live else None
+
+    def _op_sweep(self) -> int:
+        return self._expire_all()
+
+    def _op_size(self) -> int:
+        now = self._now()
+        return sum(1 for s in self._sessions.values() if not self._expired(s, now))
+
+    def _retrieve(self, window: list[Message]) -> Message | None:
+        if not self._retrievers:
+            return None
+        query = next((m.content for m in reversed(window) if m.role == ROLE_USER), "")
+        if not query:
+            return None
+        best: dict[tuple[str, str], Snippet] = {}
+        for retriever in self._retrievers:
+            try:
+                found = retriever.retrieve(query)
+            except Exception:
+                log.exception("a retriever failed; the prompt goes on without it")
+                continue
+            for snippet in found:
+                key = (snippet.source, snippet.content)
+                if key not in best or best[key].score < snippet.score:
+                    best[key] = snippet
+        kept = sorted(
+            (s for s in best.values() if s.score >= self._config.rag_min_score), key=lambda s: -s.score
+        )[: self._config.rag_top_k]
+        if not kept:
+            return None
+        text = "Relevant context:\n" + "".join(f"[{s.source}] {s.content}\n" for s in kept)
+        return Message(role=ROLE_SYSTEM, content=text, time=self._now())
+
+    # ------------------------------------------------------------- the API
+
+    def create_session(self, user_id: str, *, agent_id: str | None = None) -> str:
+        """Create a session seeded with "New session started"; return its id.
+
+        May evict the least recently used session when ``max_sessions`` would be exceeded.
+        """
+        result: str = self._call("create_session", user_id, agent_id)
+        return result
+
+    def add_message(self, session_id: str, role: str, content: str) -> None:
+        """Add a message with the clock's time.
+
+        Raises:
+            SessionNotFoundError: the session is unknown, deleted or expired.
+
+        """
+        self._call("add", session_id, Message(role=role, content=content))
+
+    def add_structured_message(self, session_id: str, message: Message) -> None:
+        """Add a structured message; its ``time`` is filled from the clock when unset (0.0)."""
+        if not isinstance(message, Message):
+            msg = f"expected a Message, got {type(message).__name__}"
+            raise TypeError(msg)
+        self._call("add", session_id, message)
+
+    def get_messages(self, session_id: str) -> list[Message]:
+        """Every message of the session, oldest first (messages are immutable)."""
+        result: list[Message] = self._call("get_messages", session_id)
+        return result
+
+    def build_prompt_messages(self, session_id: str) -> list[Message]:
+        """The last ``max_history`` messages, cleaned turn by turn (spec §5.3)."""
+        result: list[Message] = self._call("build_prompt_messages", session_id)
+        return result
+
+    def build_context(self, input: str, session_id: str) -> str:  # noqa: A002 - the original's name
+        """The legacy flat-text context; an unknown session gives ``input`` unchanged."""
+        result: str = self._call("build_context", input, session_id)
+        return result
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session; idempotent."""
+        self._call("delete_session", session_id)
+
+    def get_latest_session_for_agent(self, agent_id: str) -> str | None:
+        """The id of the agent's most recently used live session, or None.
+
+        Raises:
+            AgentCheckpointNotSupportedError: the runtime has no journal.
+
+        """
+        if self._journal is None:
+            raise AgentCheckpointNotSupportedError
+        result: str | None = self._call("latest_for_agent", agent_id)
+        return result
+
+    def sweep(self) -> int:
+        """Remove every expired session; return how many."""
+        result: int = self._call("sweep")
+        return result
+
+    def size(self) -> int:
+        """How many live sessions there are."""
+        result: int = self._call("size")
+        return result
+
+    def set_retrievers(self, retrievers: Sequence[Retriever]) -> None:
+        """Use ``retrievers`` for RAG in ``build_prompt_messages`` (none by default)."""
+        self._retrievers = list(retrievers)
+
+    # ------------------------------------------------------------- lifecycle
+
+    def start_ticker(self, sleep: Callable[[float], bool] | None = None) -> None:
+        """Sweep every ``session_ttl / 2`` seconds of real time, on a daemon thread."""
+        interval = self._config.session_ttl / 2
+        wait = sleep or self._stop_ticker.wait
+
+        def tick() -> None:
+            while not wait(interval):
+                try:
+                    self.sweep()
+                except RuntimeClosedError:
+                    return
+                except Exception:
+                    log.exception("a session sweep failed")
+
+        self._ticker = threading.Thread(target=tick, name="cogfabric-session-ticker", daemon=True)
+        self._ticker.start()
+
+    def close(self) -> None:
+        """Stop the ticker and the session actor; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop_ticker.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=self._core.call_timeout)
+        try:
+            self._ref.stop(block=True, timeout=self._core.call_timeout)
+        except (pykka.ActorDeadError, pykka.Timeout):
+            log.warning("the session actor did not stop in time")

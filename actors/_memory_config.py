@@ -1,0 +1,54 @@
+"""``MemoryConfig``: the ``memory`` section of ``Config`` (spec §5.2)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ._cleaner import CleanOptions
+from ._errors import InvalidConfigError
+
+__all__ = ["CleanOptions", "MemoryConfig", "default_memory_config"]
+
+
+class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``memory`` section of ``Config`` (spec §5.2 defaults)."""
+
+    max_history: int = 10
+    """Messages (not turns) kept in a prompt window."""
+    max_sessions: int = 100
+    """Live sessions kept; a new one beyond it evicts the least recently used."""
+    session_ttl: float = 86400.0
+    """Seconds a session lives after its last access."""
+    clean: CleanOptions = CleanOptions()
+    rag_top_k: int = 5
+    rag_min_score: float = 0.4
+
+    def validate(self) -> MemoryConfig:
+        """Return this config, or raise ``InvalidConfigError`` naming the field and value."""
+        positive: list[tuple[str, float]] = [
+            ("max_history", self.max_history),
+            ("max_sessions", self.max_sessions),
+            ("session_ttl", self.session_ttl),
+            ("clean.max_user_len", self.clean.max_user_len),
+            ("clean.max_assistant_len", self.clean.max_assistant_len),
+            ("clean.max_tool_len", self.clean.max_tool_len),
+            ("clean.max_system_len", self.clean.max_system_len),
+            ("rag_top_k", self.rag_top_k),
+        ]
+        for name, value in positive:
+            if not value > 0:
+                msg = f"{name} must be positive, got {value!r}"
+                raise InvalidConfigError(msg)
+        for name, value in (
+            ("clean.max_summarized_turns", self.clean.max_summarized_turns),
+            ("rag_min_score", self.rag_min_score),
+        ):
+            if value < 0:
+                msg = f"{name} must not be negative, got {value!r}"
+                raise InvalidConfigError(msg)
+        return self
+
+
+def default_memory_config() -> MemoryConfig:
+    """The defaults of spec §5.2: history 10, 100 sessions, a 24 h TTL, the cleaner's limits."""
+    return MemoryConfig()

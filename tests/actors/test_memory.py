@@ -1,0 +1,399 @@
+"""Session memory: spec §4.3, §5.5 and §10, with DESIGN.md's overrides."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import msgspec
+import pytest
+
+from cogfabric.actors import (
+    AgentCheckpointNotSupportedError,
+    CleanOptions,
+    Config,
+    FakeClock,
+    InvalidConfigError,
+    JournalConfig,
+    MemoryConfig,
+    Runtime,
+    SessionNotFoundError,
+    Snippet,
+    default_memory_config,
+)
+from cogfabric.actors._cleaner import clean_with_turns, extract_gist, with_ellipsis
+from cogfabric.events import (
+    Message,
+    SessionCreated,
+    SessionEvicted,
+    SessionExpired,
+    SessionMessageAdded,
+    SessionTouched,
+    ToolCall,
+    ToolCallFunction,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from pathlib import Path
+
+TTL = 100.0
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def _config(**memory: object) -> Config:
+    settings: dict[str, object] = {"session_ttl": TTL, **memory}
+    return Config(memory=msgspec.convert(settings, MemoryConfig))
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
+    with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+        yield rt
+
+
+class TestConfig:
+    def test_default_memory_config(self) -> None:
+        config = default_memory_config()
+
+        assert (config.max_history, config.max_sessions, config.session_ttl) == (10, 100, 86400.0)
+        assert config.clean == CleanOptions(
+            max_user_len=200,
+            max_assistant_len=150,
+            max_tool_len=50,
+            max_system_len=500,
+            max_summarized_turns=0,
+        )
+
+    @pytest.mark.parametrize("field", ["max_history", "max_sessions", "session_ttl"])
+    def test_each_limit_must_be_positive_and_the_error_names_it(self, field: str) -> None:
+        with pytest.raises(InvalidConfigError, match=f"{field} must be positive, got 0"):
+            Runtime.open(config=_config(**{field: 0}))
+
+    def test_a_cleaner_limit_must_be_positive(self) -> None:
+        config = Config(memory=MemoryConfig(clean=CleanOptions(max_user_len=-1)))
+
+        with pytest.raises(InvalidConfigError, match=r"clean\.max_user_len must be positive, got -1"):
+            Runtime.open(config=config)
+
+
+class TestSessions:
+    def test_create_session_returns_an_id_and_seeds_the_system_message(self, runtime: Runtime) -> None:
+        session = runtime.memory.create_session("u1")
+
+        assert session
+        assert [(m.role, m.content) for m in runtime.memory.get_messages(session)] == [
+            ("system", "New session started")
+        ]
+
+    def test_add_and_get_messages(self, runtime: Runtime, clock: FakeClock) -> None:
+        session = runtime.memory.create_session("u1")
+        clock.advance(1)
+
+        runtime.memory.add_message(session, "user", "hello")
+
+        messages = runtime.memory.get_messages(session)
+        assert len(messages) >= 2
+        assert (messages[-1].role, messages[-1].content, messages[-1].time) == ("user", "hello", clock.now())
+
+    def test_multiple_sessions_do_not_mix(self, runtime: Runtime) -> None:
+        a, b = runtime.memory.create_session("u"), runtime.memory.create_session("u")
+        runtime.memory.add_message(a, "user", "only in a")
+
+        assert a != b
+        assert all(m.content != "only in a" for m in runtime.memory.get_messages(b))
+
+    def test_structured_messages_round_trip_and_get_their_time_filled(
+        self, runtime: Runtime, clock: FakeClock
+    ) -> None:
+        session = runtime.memory.create_session("u")
+        user = Message(role="user", content="q", turn_id="t1")
+        assistant = Message(role="assistant", content="a", turn_id="t1", time=5.0)
+
+        runtime.memory.add_structured_message(session, user)
+        runtime.memory.add_structured_message(session, assistant)
+
+        *_, got_user, got_assistant = runtime.memory.build_prompt_messages(session)
+        assert got_user == msgspec.structs.replace(user, time=clock.now())
+        assert got_assistant == assistant
+
+    def test_build_prompt_messages_keeps_the_last_max_history_messages(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", config=_config(max_history=2), clock=FakeClock()) as rt:
+            session = rt.memory.create_session("u")
+            for i in range(5):
+                rt.memory.add_message(session, "user", f"msg-{i}")
+
+            assert [m.content for m in rt.memory.build_prompt_messages(session)] == ["msg-3", "msg-4"]
+
+    def test_the_seed_falls_out_of_the_window(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", config=_config(max_history=3), clock=FakeClock()) as rt:
+            session = rt.memory.create_session("u")
+            for i in range(3):
+                rt.memory.add_message(session, "user", f"m{i}")
+
+            assert [m.content for m in rt.memory.build_prompt_messages(session)] == ["m0", "m1", "m2"]
+
+    def test_a_long_user_message_is_cut_to_197_code_points_and_an_ellipsis(self, runtime: Runtime) -> None:
+        session = runtime.memory.create_session("u")
+        runtime.memory.add_message(session, "user", "é" * 300)
+
+        last = runtime.memory.build_prompt_messages(session)[-1]
+
+        assert last.content == "é" * 197 + "..."
+
+    def test_build_context_names_the_history_and_the_input(self, runtime: Runtime) -> None:
+        session = runtime.memory.create_session("u")
+        runtime.memory.add_message(session, "user", "hi")
+
+        text = runtime.memory.build_context("what now?", session)
+
+        assert "Previous conversation history" in text
+        assert "User: hi" in text
+        assert text.endswith("Current request:\nwhat now?")
+
+    def test_build_context_keeps_at_most_max_history_messages(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", config=_config(max_history=5), clock=FakeClock()) as rt:
+            session = rt.memory.create_session("u")
+            for i in range(20):
+                rt.memory.add_message(session, "user", f"Message {i}")
+
+            assert rt.memory.build_context("x", session).count("Message") <= 5
+
+    def test_unknown_sessions(self, runtime: Runtime) -> None:
+        assert runtime.memory.build_context("input", "nope") == "input"
+        with pytest.raises(SessionNotFoundError, match="session not found"):
+            runtime.memory.build_prompt_messages("nope")
+        with pytest.raises(SessionNotFoundError):
+            runtime.memory.add_message("nope", "user", "x")
+
+    def test_delete_session_is_idempotent_and_removes_the_history(self, runtime: Runtime) -> None:
+        session = runtime.memory.create_session("u")
+
+        runtime.memory.delete_session(session)
+        runtime.memory.delete_session(session)
+        runtime.memory.delete_session("never")
+
+        with pytest.raises(SessionNotFoundError):
+            runtime.memory.get_messages(session)
+
+    def test_concurrent_reads_are_safe(self, runtime: Runtime) -> None:
+        session = runtime.memory.create_session("u")
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(10, timeout=10)
+
+        def read() -> None:
+            barrier.wait()
+            try:
+                for _ in range(50):
+                    assert runtime.memory.get_messages(session)[0].content == "New session started"
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=read) for _ in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+
+        assert errors == []
+
+
+class TestTtlAndEviction:
+    def test_reads_refresh_the_last_access(self, runtime: Runtime, clock: FakeClock) -> None:
+        session = runtime.memory.create_session("u")
+        for _ in range(3):
+            clock.advance(TTL * 0.9)
+            runtime.memory.get_messages(session)
+
+        clock.advance(TTL * 0.9)
+        assert runtime.memory.sweep() == 0
+        assert runtime.memory.get_messages(session)
+
+    def test_an_expired_session_is_never_returned_nor_revived(
+        self, runtime: Runtime, clock: FakeClock
+    ) -> None:
+        session = runtime.memory.create_session("u")
+        clock.advance(TTL + 1)
+
+        with pytest.raises(SessionNotFoundError):
+            runtime.memory.add_message(session, "user", "late")
+        with pytest.raises(SessionNotFoundError):
+            runtime.memory.get_messages(session)
+
+    def test_the_ttl_boundary_is_exclusive(self, runtime: Runtime, clock: FakeClock) -> None:
+        session = runtime.memory.create_session("u")
+        clock.advance(TTL)
+
+        assert runtime.memory.sweep() == 0
+        assert runtime.memory.get_messages(session)
+
+    def test_a_sweep_removes_every_expired_session(self, runtime: Runtime, clock: FakeClock) -> None:
+        old = [runtime.memory.create_session("u") for _ in range(150 // 3)]
+        clock.advance(TTL / 2)
+        fresh = runtime.memory.create_session("u")
+        clock.advance(TTL / 2 + 1)
+
+        assert runtime.memory.sweep() == len(old)
+        assert runtime.memory.size() == 1
+        assert runtime.memory.get_messages(fresh)
+
+    def test_the_least_recently_used_session_is_evicted_only_for_a_new_one(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        with Runtime.open(tmp_path / "j", config=_config(max_sessions=2), clock=clock) as rt:
+            a = rt.memory.create_session("u")
+            clock.advance(1)
+            b = rt.memory.create_session("u")
+            clock.advance(1)
+            rt.memory.get_messages(a)
+            rt.memory.add_message(b, "user", "writing never evicts")
+            clock.advance(1)
+            rt.memory.get_messages(a)
+            clock.advance(1)
+
+            c = rt.memory.create_session("u")
+
+            assert rt.memory.get_messages(a)
+            assert rt.memory.get_messages(c)
+            with pytest.raises(SessionNotFoundError):
+                rt.memory.get_messages(b)
+
+    def test_every_session_change_is_journaled(self, tmp_path: Path, clock: FakeClock) -> None:
+        with Runtime.open(tmp_path / "j", config=_config(max_sessions=1), clock=clock) as rt:
+            a = rt.memory.create_session("u")
+            rt.memory.add_message(a, "user", "x")
+            clock.advance(TTL / 5)
+            rt.memory.get_messages(a)
+            b = rt.memory.create_session("u")
+            clock.advance(TTL + 1)
+            rt.memory.sweep()
+            assert rt._journal is not None
+            kinds = [
+                (type(r.event).__name__, r.event.session)
+                for r in rt._journal.read()
+                if hasattr(r.event, "session")
+            ]
+
+        assert kinds == [
+            (SessionCreated.__name__, a),
+            (SessionMessageAdded.__name__, a),
+            (SessionTouched.__name__, a),
+            (SessionEvicted.__name__, a),
+            (SessionCreated.__name__, b),
+            (SessionExpired.__name__, b),
+        ]
+
+    def test_reopening_restores_sessions_and_expires_those_that_aged_while_closed(
+        self, tmp_path: Path
+    ) -> None:
+        clock = FakeClock()
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            keep = rt.memory.create_session("u", agent_id="a1")
+            rt.memory.add_message(keep, "user", "remember me")
+            clock.advance(TTL * 0.6)
+            lapse = rt.memory.create_session("u")
+            clock.advance(TTL * 0.3)
+            rt.memory.get_messages(keep)
+            before = rt.memory.get_messages(keep)
+
+        clock.advance(TTL * 0.5)
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            assert rt.memory.get_messages(keep) == before
+            assert rt.memory.get_latest_session_for_agent("a1") == keep
+        clock.advance(TTL * 0.7)
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            with pytest.raises(SessionNotFoundError):
+                rt.memory.get_messages(lapse)
+            assert rt.memory.get_messages(keep) == before
+
+    def test_the_latest_session_of_an_agent_is_answered(self, runtime: Runtime, clock: FakeClock) -> None:
+        first = runtime.memory.create_session("u", agent_id="a1")
+        clock.advance(1)
+        second = runtime.memory.create_session("u", agent_id="a1")
+        clock.advance(1)
+        runtime.memory.get_messages(first)
+
+        assert runtime.memory.get_latest_session_for_agent("a1") == first
+        assert runtime.memory.get_latest_session_for_agent("nobody") is None
+        assert second
+
+    def test_a_runtime_without_a_journal_cannot_answer_the_latest_session(self) -> None:
+        with Runtime.open(clock=FakeClock()) as rt, pytest.raises(AgentCheckpointNotSupportedError):
+            rt.memory.get_latest_session_for_agent("a1")
+
+    def test_batch_durability_sessions_survive_a_flush_and_reopen(self, tmp_path: Path) -> None:
+        config = Config(journal=JournalConfig(durability="batch"))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
+            session = rt.memory.create_session("u")
+            rt.memory.add_message(session, "user", "hi")
+            rt.flush()
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
+            assert [m.content for m in rt.memory.get_messages(session)] == ["New session started", "hi"]
+
+
+class TestRetrievers:
+    def test_retrieved_context_is_prepended_ranked_and_deduplicated(self, runtime: Runtime) -> None:
+        class Fixed:
+            def retrieve(self, query: str) -> Sequence[Snippet]:
+                return [
+                    Snippet("kb", f"about {query}", 0.9),
+                    Snippet("kb", f"about {query}", 0.5),
+                    Snippet("web", "weak", 0.1),
+                    Snippet("web", "medium", 0.6),
+                ]
+
+        runtime.memory.set_retrievers([Fixed()])
+        session = runtime.memory.create_session("u")
+        runtime.memory.add_message(session, "user", "cats")
+
+        first = runtime.memory.build_prompt_messages(session)[0]
+
+        assert (first.role, first.content) == ("system", "Relevant context:\n[kb] about cats\n[web] medium\n")
+
+
+class TestCleaner:
+    def test_with_ellipsis(self) -> None:
+        assert with_ellipsis("abc", 0) == ""
+        assert with_ellipsis("abc", 3) == "abc"
+        assert with_ellipsis("abcdef", 3) == "abc"
+        assert with_ellipsis("abcdefgh", 6) == "abc..."
+
+    def test_extract_gist_takes_the_first_sentence(self) -> None:
+        assert extract_gist("Done. Then more text follows here.", 50) == "Done."
+        assert extract_gist("```py\ncode\n``` Result is 4! yes", 50) == "Result is 4!"
+        assert extract_gist("x" * 80, 10) == "xxxxxxx..."
+
+    def test_the_active_turn_keeps_tool_traffic_and_earlier_turns_are_summarised(self) -> None:
+        call = ToolCall(
+            id="c1", function=ToolCallFunction(name="http_request", arguments='{"url": "http://x"}')
+        )
+        messages = [
+            Message(role="user", content="fetch it", turn_id="t1"),
+            Message(role="assistant", content="calling", turn_id="t1", tool_calls=(call,)),
+            Message(
+                role="tool_result",
+                content="HTTP 200 OK and a long body " * 10,
+                turn_id="t1",
+                tool_call_id="c1",
+            ),
+            Message(role="user", content="again", turn_id="t2", parent_id="p", event_kind="k"),
+            Message(role="tool_result", content="raw " * 40, turn_id="t2", tool_call_id="c2"),
+        ]
+
+        out = clean_with_turns(messages, CleanOptions())
+
+        assert len(out) == len(messages)
+        assert out[2].content == "GET http://x → 200"
+        assert out[3] == Message(role="user", content="again", turn_id="t2")
+        assert out[4] == messages[4]
+
+    def test_max_summarized_turns_keeps_the_last_turns(self) -> None:
+        messages = [Message(role="user", content=f"q{i}") for i in range(4)]
+
+        out = clean_with_turns(messages, CleanOptions(max_summarized_turns=2))
+
+        assert [m.content for m in out] == ["q2", "q3"]
