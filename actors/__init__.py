@@ -28,6 +28,18 @@ from ._errors import (
     SessionNotFoundError,
 )
 from ._handle import Agent, ContextView
+from ._llm import (
+    DEFAULT_MAX_PROMPT_LENGTH,
+    InvalidArgumentError,
+    JournaledLLM,
+    LLMClient,
+    LLMConfig,
+    LLMProvider,
+    OpenAICompatibleProvider,
+    PromptTooLongError,
+    ProviderError,
+    ScriptedProvider,
+)
 from ._memory import MemoryManager, Retriever, SessionState, Snippet
 from ._memory_config import MemoryConfig, default_memory_config
 from ._runtime import Runtime
@@ -35,6 +47,7 @@ from ._state import AgentSnapshot, AgentState
 from ._writer import JournalWriter
 
 __all__ = [
+    "DEFAULT_MAX_PROMPT_LENGTH",
     "ActorError",
     "ActorTimeoutError",
     "Agent",
@@ -53,6 +66,7 @@ __all__ = [
     "Config",
     "ContextView",
     "FakeClock",
+    "InvalidArgumentError",
     "InvalidConfigError",
     "InvalidSpawnSpecError",
     "IpcBus",
@@ -62,13 +76,21 @@ __all__ = [
     "IpcTimeoutError",
     "JournalConfig",
     "JournalWriter",
+    "JournaledLLM",
+    "LLMClient",
+    "LLMConfig",
+    "LLMProvider",
     "MailboxFullError",
     "MemoryConfig",
     "MemoryManager",
+    "OpenAICompatibleProvider",
+    "PromptTooLongError",
+    "ProviderError",
     "Retriever",
     "Runtime",
     "RuntimeClosedError",
     "RuntimeConfig",
+    "ScriptedProvider",
     "SessionNotFoundError",
     "SessionState",
     "Snippet",

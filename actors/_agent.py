@@ -31,6 +31,7 @@ from cogfabric.store import JournalError
 
 from ._core import replay_agent
 from ._errors import AgentNotSuspendedError, AgentRetiredError, AgentRunningError, RuntimeClosedError
+from ._llm import JournaledLLM
 from ._state import AgentSnapshot, AgentState, apply_event, decode_snapshot, encode_snapshot
 
 if TYPE_CHECKING:
@@ -429,6 +430,27 @@ class AgentContext:
     def checkpoint_cognitive(self) -> CognitiveState:
         """Journal and return a copy of the cognitive state."""
         return self._actor.op_checkpoint_cognitive()
+
+    @property
+    def llm(self) -> JournaledLLM:
+        """The agent's LLM client: gated, journaled on its stream, with ``turn``.
+
+        Raises:
+            ValueError: the runtime has no LLM provider.
+
+        """
+        core = self._actor._core  # noqa: SLF001
+        if core.llm_provider is None:
+            msg = "no LLM provider: open the runtime with llm_provider= or config.llm.base_url"
+            raise ValueError(msg)
+        return JournaledLLM(
+            core.llm_provider,
+            core.config.llm,
+            clock=core.clock,
+            journal=self._actor.note,
+            memory=core.memory,
+            agent_id=self.agent_id,
+        )
 
     def send(self, to: str, topic: str, payload: object = None) -> None:
         """Send ``to`` a message from this agent."""

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from ._llm import LLMConfig
 from ._memory_config import MemoryConfig
 
 __all__ = ["Config", "JournalConfig", "RuntimeConfig"]
@@ -48,6 +49,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     journal: JournalConfig = JournalConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     memory: MemoryConfig = MemoryConfig()
+    llm: LLMConfig = LLMConfig()
 
     def validated(self) -> Config:
         """Return this config after checking its constraints (constructors do not).

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from ._bus import IpcBus
     from ._clock import Clock
     from ._config import Config
+    from ._llm import LLMProvider
+    from ._memory import MemoryManager
     from ._writer import JournalWriter
 
 __all__ = ["Core", "replay_agent"]
@@ -48,6 +50,8 @@ class Core:
         self.snapshot_interval = config.journal.snapshot_interval
         self.mailbox_size = config.runtime.mailbox_size
         self.bus: IpcBus = None  # type: ignore[assignment]  # set by the runtime
+        self.memory: MemoryManager = None  # type: ignore[assignment]  # set by the runtime
+        self.llm_provider: LLMProvider | None = None
 
     def behavior_name(self, behavior: str | Behavior | None) -> str | None:
         """The registered name of ``behavior`` (a name or an instance of a registered class)."""

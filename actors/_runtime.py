@@ -35,6 +35,7 @@ from ._errors import (
     RuntimeClosedError,
 )
 from ._handle import Agent
+from ._llm import JournaledLLM, LLMProvider, OpenAICompatibleProvider
 from ._memory import MemoryManager
 from ._state import AgentSnapshot, AgentState, apply_event
 from ._writer import JournalWriter
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
     from os import PathLike
     from types import TracebackType
+
+    from cogfabric.events import Event
 
     from ._agent import Behavior
 
@@ -74,6 +77,7 @@ class Runtime:
         self.bus = IpcBus(self)
         core.bus = self.bus
         self.memory = MemoryManager(core, journal)
+        core.memory = self.memory
         """Session memory (spec §5): sessions, prompt windows, TTL sweeps."""
         if not isinstance(core.clock, FakeClock):
             self.memory.start_ticker()
@@ -90,6 +94,7 @@ class Runtime:
         behaviors: Mapping[str, Callable[[], Behavior]] | None = None,
         allow_unverified: bool = False,
         verify: Literal["full", "tail"] = "full",
+        llm_provider: LLMProvider | None = None,
     ) -> Runtime:
         """Open a runtime on the journal at ``path`` (None: memory only), recovering its agents.
 
@@ -115,6 +120,9 @@ class Runtime:
                 call_timeout=config.runtime.call_timeout,
             )
         core = Core(config=config, clock=clock, writer=writer, behaviors=behaviors or {})
+        if llm_provider is None and config.llm.base_url:
+            llm_provider = OpenAICompatibleProvider(config.llm)
+        core.llm_provider = llm_provider
         runtime = cls(core, journal)
         if journal is not None:
             try:
@@ -349,6 +357,42 @@ class Runtime:
             except AgentNotFoundError:
                 continue
         return targets
+
+    def llm(self, provider: LLMProvider | None = None, *, agent_id: str | None = None) -> JournaledLLM:
+        """An LLM client that journals every refusal and output.
+
+        Refusals are ``PromptRejected``, outputs ``LlmOutputRecorded``; the gate uses
+        ``config.llm``'s limit. ``provider`` defaults to the runtime's
+        (``Runtime.open(llm_provider=...)``, or one made from ``config.llm``).
+
+        Raises:
+            ValueError: no provider was given and the runtime has none.
+
+        """
+        self._check_open()
+        chosen = provider or self._core.llm_provider
+        if chosen is None:
+            msg = "no LLM provider: pass one, or open the runtime with llm_provider= or config.llm.base_url"
+            raise ValueError(msg)
+        return JournaledLLM(
+            chosen,
+            self._core.config.llm,
+            clock=self._core.clock,
+            journal=self._journal_now,
+            memory=self.memory,
+            agent_id=agent_id,
+        )
+
+    def _journal_now(self, event: Event) -> None:
+        writer = self._core.writer
+        if writer is None:
+            return
+        if self._core.sync:
+            ack = writer.submit([event])
+            assert ack is not None
+            ack.wait(self._core.call_timeout)
+        else:
+            writer.submit_nowait([event])
 
     # ------------------------------------------------------------- messaging
 

@@ -1,0 +1,336 @@
+"""The prompt gate and the LLM client (spec §6), with a scripted and an HTTP provider.
+
+The gate refuses, in this order and before any provider is called: an empty prompt, a
+whitespace-only prompt (``InvalidArgumentError``), and a prompt of more than
+``max_prompt_length`` code points (``PromptTooLongError``). Exactly the limit passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import threading
+import urllib.error
+import urllib.request
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+import msgspec
+
+from cogfabric.events import ROLE_ASSISTANT, ROLE_USER, LlmOutputRecorded, Message, PromptRejected
+
+from ._errors import ActorError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from cogfabric.events import Event
+
+    from ._clock import Clock
+    from ._memory import MemoryManager
+
+__all__ = [
+    "DEFAULT_MAX_PROMPT_LENGTH",
+    "InvalidArgumentError",
+    "JournaledLLM",
+    "LLMClient",
+    "LLMConfig",
+    "LLMProvider",
+    "OpenAICompatibleProvider",
+    "PromptTooLongError",
+    "ProviderError",
+    "ScriptedProvider",
+    "prompt_hash",
+    "render_messages",
+]
+
+DEFAULT_MAX_PROMPT_LENGTH: Final = 8192
+"""The original's ``maxPromptLength``, in code points."""
+
+
+class InvalidArgumentError(ActorError, ValueError):
+    """Raised for an empty or whitespace-only prompt (``invalid argument``)."""
+
+
+class PromptTooLongError(ActorError, ValueError):
+    """Raised for a prompt longer than the limit; the message is the original's exactly."""
+
+    def __init__(self, length: int, limit: int) -> None:
+        super().__init__(f"prompt exceeds maximum length of {limit} characters")
+        self.length = length
+        self.limit = limit
+
+
+class ProviderError(ActorError):
+    """Raised when a provider fails (HTTP error, malformed answer); ``__cause__`` says why."""
+
+
+class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``llm`` section of ``Config``, with the original's keys (spec §6.1)."""
+
+    provider: str = ""
+    api_key: str = ""
+    base_url: str = ""
+    model: str = ""
+    timeout: float = 60.0
+    """Seconds an HTTP provider waits for an answer."""
+    max_tokens: int = 4096
+    max_prompt_length: int = 0
+    """Code points a prompt may have; 0 (or less) means 8192."""
+    extra: dict[str, Any] = {}
+
+    @property
+    def prompt_limit(self) -> int:
+        """The effective limit: ``max_prompt_length`` when positive, else 8192."""
+        return self.max_prompt_length if self.max_prompt_length > 0 else DEFAULT_MAX_PROMPT_LENGTH
+
+    def __repr__(self) -> str:
+        key = "***" if self.api_key else ""
+        return f"LLMConfig(provider={self.provider!r}, model={self.model!r}, api_key={key!r})"
+
+
+@runtime_checkable
+class LLMProvider(Protocol):
+    """What generates text: ``generate(prompt, **params) -> str``."""
+
+    name: str
+    model: str
+
+    def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - provider-specific parameters
+        """Generate a completion for ``prompt``."""
+        ...
+
+
+class ScriptedProvider:
+    """A deterministic provider for simulations and tests.
+
+    ``script`` is either a sequence of outputs, returned in turn (cycling), or a
+    function of the prompt. Every prompt it is called with is kept in ``calls``.
+    """
+
+    def __init__(
+        self, script: Sequence[str] | Callable[[str], str], *, name: str = "scripted", model: str = "script"
+    ) -> None:
+        """Use ``script`` to answer."""
+        self.name = name
+        self.model = model
+        self.calls: list[str] = []
+        self._lock = threading.Lock()
+        if callable(script):
+            self._answer = script
+        else:
+            outputs = list(script)
+            if not outputs:
+                msg = "a scripted provider needs at least one output"
+                raise ValueError(msg)
+            cycle = itertools.cycle(outputs)
+            self._answer = lambda _prompt: next(cycle)
+
+    def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401, ARG002 - a script ignores them
+        """The next scripted output."""
+        with self._lock:
+            self.calls.append(prompt)
+            return self._answer(prompt)
+
+
+class OpenAICompatibleProvider:
+    """A chat-completions provider over HTTP (OpenAI's API shape), with the standard library."""
+
+    def __init__(self, config: LLMConfig) -> None:
+        """Talk to ``config.base_url`` (e.g. ``http://127.0.0.1:8000/v1``) as ``config.model``."""
+        if not config.base_url:
+            msg = "an OpenAI-compatible provider needs base_url"
+            raise ValueError(msg)
+        self.name = config.provider or "openai-compatible"
+        self.model = config.model
+        self._config = config
+
+    def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - request fields
+        """POST ``/chat/completions`` with the prompt as one user message.
+
+        Raises:
+            ProviderError: an HTTP or network error, or an answer without a completion.
+
+        """
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": self._config.max_tokens,
+            **self._config.extra,
+            **params,
+        }
+        headers = {"Content-Type": "application/json"}
+        if self._config.api_key:
+            headers["Authorization"] = f"Bearer {self._config.api_key}"
+        url = self._config.base_url.rstrip("/") + "/chat/completions"
+        if not url.startswith(("http://", "https://")):
+            msg = f"base_url must be http(s), got {self._config.base_url!r}"
+            raise ProviderError(msg)
+        request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")  # noqa: S310 - scheme checked above
+        try:
+            with urllib.request.urlopen(request, timeout=self._config.timeout) as response:  # noqa: S310
+                answer = json.loads(response.read())
+        except (urllib.error.URLError, TimeoutError, ValueError) as exc:
+            msg = f"{self.name} at {url} failed: {exc}"
+            raise ProviderError(msg) from exc
+        try:
+            content = answer["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            msg = f"{self.name} answered without a completion: {str(answer)[:200]}"
+            raise ProviderError(msg) from exc
+        if not isinstance(content, str):
+            msg = f"{self.name} answered a completion that is not text"
+            raise ProviderError(msg)
+        return content
+
+
+def prompt_hash(prompt: str) -> str:
+    """The hex BLAKE2b-128 of a prompt, journaled instead of the prompt itself."""
+    return hashlib.blake2b(prompt.encode(), digest_size=16).hexdigest()
+
+
+def render_messages(messages: Sequence[Message]) -> str:
+    """Render prompt messages as ``role: content`` lines."""
+    return "\n".join(f"{m.role}: {m.content}" for m in messages)
+
+
+class LLMClient:
+    """Gates prompts, then calls the provider.
+
+    Made directly, it journals nothing; ``runtime.llm(provider)`` (and a behavior's
+    ``ctx.llm``) journal every refusal and every output.
+    """
+
+    def __init__(
+        self,
+        provider: LLMProvider,
+        config: LLMConfig | None = None,
+        *,
+        on_reject: Callable[[int, int, str], None] | None = None,
+        on_output: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """Use ``provider`` under ``config``'s limit; the hooks are for journaling."""
+        self.provider = provider
+        self.config = config or LLMConfig()
+        self._on_reject = on_reject
+        self._on_output = on_output
+
+    @property
+    def max_prompt_length(self) -> int:
+        """The limit in code points."""
+        return self.config.prompt_limit
+
+    def validate(self, prompt: str) -> None:
+        """Apply the gate without calling the provider.
+
+        Raises:
+            InvalidArgumentError: an empty or whitespace-only prompt (or not a str).
+            PromptTooLongError: more than ``max_prompt_length`` code points.
+
+        """
+        limit = self.max_prompt_length
+        if not isinstance(prompt, str):
+            self._reject(0, limit, "not_text")
+            msg = f"invalid argument: a prompt is a str, got {type(prompt).__name__}"
+            raise InvalidArgumentError(msg)
+        if prompt == "":
+            self._reject(0, limit, "empty")
+            msg = "invalid argument: empty prompt"
+            raise InvalidArgumentError(msg)
+        if not prompt.strip():
+            self._reject(len(prompt), limit, "blank")
+            msg = "invalid argument: prompt is only white space"
+            raise InvalidArgumentError(msg)
+        if len(prompt) > limit:
+            self._reject(len(prompt), limit, "too_long")
+            raise PromptTooLongError(len(prompt), limit)
+
+    def _reject(self, length: int, limit: int, reason: str) -> None:
+        if self._on_reject is not None:
+            self._on_reject(length, limit, reason)
+
+    def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - provider parameters
+        """Gate ``prompt``, then return the provider's output.
+
+        Raises:
+            InvalidArgumentError: an empty or whitespace-only prompt.
+            PromptTooLongError: a prompt over the limit.
+            ProviderError: the provider failed.
+
+        """
+        self.validate(prompt)
+        output = self.provider.generate(prompt, **params)
+        if not isinstance(output, str):
+            msg = f"provider {getattr(self.provider, 'name', '?')} returned {type(output).__name__}, not str"
+            raise ProviderError(msg)
+        if self._on_output is not None:
+            self._on_output(prompt, output)
+        return output
+
+
+class JournaledLLM(LLMClient):
+    """An ``LLMClient`` that journals every refusal and output, and runs session turns.
+
+    Made by ``runtime.llm(provider)`` and offered to behaviors as ``ctx.llm``.
+    """
+
+    def __init__(
+        self,
+        provider: LLMProvider,
+        config: LLMConfig,
+        *,
+        clock: Clock,
+        journal: Callable[[Event], None],
+        memory: MemoryManager,
+        agent_id: str | None = None,
+    ) -> None:
+        """Journal through ``journal`` (one event at a time) on behalf of ``agent_id``."""
+        super().__init__(provider, config, on_reject=self._rejected, on_output=self._answered)
+        self._clock = clock
+        self._journal = journal
+        self._memory = memory
+        self._agent_id = agent_id
+        self._session: str | None = None
+
+    def _rejected(self, length: int, limit: int, reason: str) -> None:
+        self._journal(
+            PromptRejected(
+                at=self._clock.now(), agent=self._agent_id, length=length, limit=limit, reason=reason
+            )
+        )
+
+    def _answered(self, prompt: str, output: str) -> None:
+        self._journal(
+            LlmOutputRecorded(
+                at=self._clock.now(),
+                agent=self._agent_id,
+                provider=str(getattr(self.provider, "name", type(self.provider).__name__)),
+                model=str(getattr(self.provider, "model", "")),
+                prompt_hash=prompt_hash(prompt),
+                output=output,
+                session=self._session,
+            )
+        )
+
+    def turn(self, session_id: str, user_message: str, **params: Any) -> str:  # noqa: ANN401
+        """Run one LLM turn of a session and return the output.
+
+        Adds the user message, builds the prompt window, renders it, gates it, calls
+        the provider, journals the output and adds it to the session as the
+        assistant's message.
+
+        Raises:
+            SessionNotFoundError: the session is unknown or expired.
+            InvalidArgumentError, PromptTooLongError: the gate refused the prompt
+                (the user message stays in the session).
+
+        """
+        self._memory.add_message(session_id, ROLE_USER, user_message)
+        prompt = render_messages(self._memory.build_prompt_messages(session_id))
+        self._session = session_id
+        try:
+            output = self.generate(prompt, **params)
+        finally:
+            self._session = None
+        self._memory.add_structured_message(session_id, Message(role=ROLE_ASSISTANT, content=output))
+        return output

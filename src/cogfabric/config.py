@@ -1,0 +1,53 @@
+"""Loading ``Config`` from YAML.
+
+msgspec decodes the YAML into the Struct, so an unknown key or a wrong type is an
+error that names it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from cogfabric.actors import Config, InvalidConfigError, LLMConfig
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+__all__ = ["load_config", "load_llm_config", "parse_config"]
+
+
+def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
+    """Decode YAML ``text`` into a validated ``Config``.
+
+    Raises:
+        InvalidConfigError: malformed YAML, an unknown key, a wrong type, or a value
+            out of range; the message names the key (e.g. ``$.memory.max_history``).
+
+    """
+    try:
+        config = msgspec.yaml.decode(text, type=Config) if text.strip() else Config()
+    except msgspec.DecodeError as exc:
+        msg = f"{source}: {exc}"
+        raise InvalidConfigError(msg) from exc
+    try:
+        return config.validated()
+    except msgspec.ValidationError as exc:
+        msg = f"{source}: {exc}"
+        raise InvalidConfigError(msg) from exc
+
+
+def load_config(path: str | PathLike[str]) -> Config:
+    """Read and decode a YAML configuration file (see ``parse_config``)."""
+    where = Path(path)
+    return parse_config(where.read_bytes(), source=str(where))
+
+
+def load_llm_config(text: str | bytes) -> LLMConfig:
+    """Decode the original's LLM YAML keys into ``LLMConfig`` (an unknown key is an error)."""
+    try:
+        return msgspec.yaml.decode(text, type=LLMConfig)
+    except msgspec.DecodeError as exc:
+        raise InvalidConfigError(str(exc)) from exc

@@ -1,0 +1,237 @@
+"""The prompt gate (spec §6 and §10) and the LLM client, scripted and over HTTP."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pytest
+
+from cogfabric.actors import (
+    AgentContext,
+    Config,
+    FakeClock,
+    InvalidArgumentError,
+    InvalidConfigError,
+    LLMClient,
+    LLMConfig,
+    OpenAICompatibleProvider,
+    PromptTooLongError,
+    ProviderError,
+    Runtime,
+    ScriptedProvider,
+)
+from cogfabric.config import load_llm_config, parse_config
+from cogfabric.events import IpcMessage, LlmOutputRecorded, PromptRejected
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+
+@pytest.fixture
+def provider() -> ScriptedProvider:
+    return ScriptedProvider(["first", "second"])
+
+
+class TestGate:
+    def test_an_empty_prompt_is_an_invalid_argument(self, provider: ScriptedProvider) -> None:
+        with pytest.raises(InvalidArgumentError):
+            LLMClient(provider).generate("")
+
+        assert provider.calls == []
+
+    def test_a_white_space_prompt_is_an_invalid_argument(self, provider: ScriptedProvider) -> None:
+        with pytest.raises(InvalidArgumentError):
+            LLMClient(provider).generate(" \n\t\u3000")
+
+        assert provider.calls == []
+
+    def test_8192_cjk_characters_pass_and_8193_are_refused(self, provider: ScriptedProvider) -> None:
+        client = LLMClient(provider)
+
+        assert client.generate("字" * 8192) == "first"
+        with pytest.raises(PromptTooLongError) as info:
+            client.generate("字" * 8193)
+
+        assert str(info.value) == "prompt exceeds maximum length of 8192 characters"
+        assert len(provider.calls) == 1
+
+    def test_astral_code_points_count_one_each(self, provider: ScriptedProvider) -> None:
+        client = LLMClient(provider, LLMConfig(max_prompt_length=4))
+
+        assert client.generate("😀😀😀😀") == "first"
+        with pytest.raises(PromptTooLongError, match="maximum length of 4 characters"):
+            client.generate("😀😀😀😀😀")
+
+    def test_zero_means_the_default_limit(self, provider: ScriptedProvider) -> None:
+        assert LLMClient(provider, LLMConfig(max_prompt_length=0)).max_prompt_length == 8192
+        assert LLMClient(provider, LLMConfig(max_prompt_length=10)).max_prompt_length == 10
+
+    def test_the_empty_check_comes_before_the_length_check(self, provider: ScriptedProvider) -> None:
+        with pytest.raises(InvalidArgumentError):
+            LLMClient(provider, LLMConfig(max_prompt_length=1)).generate("   ")
+
+
+class TestConfig:
+    def test_llm_config_loads_the_original_keys_from_yaml(self) -> None:
+        config = load_llm_config(
+            "provider: openai\napi_key: sk-secret\nbase_url: http://127.0.0.1:1/v1\nmodel: m\n"
+            "timeout: 5\nmax_tokens: 10\nmax_prompt_length: 0\nextra: {temperature: 0.2}\n"
+        )
+
+        assert (config.provider, config.model, config.prompt_limit) == ("openai", "m", 8192)
+        assert config.extra == {"temperature": 0.2}
+        assert "sk-secret" not in repr(config)
+
+    def test_an_unknown_key_is_an_error_naming_it(self) -> None:
+        with pytest.raises(InvalidConfigError, match="max_prompt_lenght"):
+            load_llm_config("max_prompt_lenght: 5\n")
+        with pytest.raises(InvalidConfigError, match=r"\$\.memory"):
+            parse_config("memory:\n  max_histroy: 3\n")
+
+    def test_a_wrong_type_or_range_is_an_error_naming_it(self) -> None:
+        with pytest.raises(InvalidConfigError, match=r"\$\.llm\.timeout"):
+            parse_config("llm:\n  timeout: soon\n")
+        with pytest.raises(InvalidConfigError, match="max_history must be positive"):
+            parse_config("memory:\n  max_history: 0\n")
+
+    def test_a_full_config_file_decodes(self) -> None:
+        config = parse_config("journal:\n  durability: batch\nmemory:\n  max_history: 3\nllm:\n  model: x\n")
+
+        assert (config.journal.durability, config.memory.max_history, config.llm.model) == ("batch", 3, "x")
+
+
+class TestJournaled:
+    def test_refusals_and_outputs_are_journaled_and_the_provider_is_not_called_on_refusal(
+        self, tmp_path: Path, provider: ScriptedProvider
+    ) -> None:
+        config = Config(llm=LLMConfig(max_prompt_length=5))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            llm = runtime.llm(provider)
+            assert llm.generate("hello") == "first"
+            with pytest.raises(PromptTooLongError):
+                llm.generate("hello!")
+            with pytest.raises(InvalidArgumentError):
+                llm.generate("")
+            assert runtime._journal is not None
+            events = [r.event for r in runtime._journal.read()]
+
+        assert provider.calls == ["hello"]
+        rejected = [e for e in events if isinstance(e, PromptRejected)]
+        assert [(e.agent, e.length, e.limit, e.reason) for e in rejected] == [
+            (None, 6, 5, "too_long"),
+            (None, 0, 5, "empty"),
+        ]
+        (output,) = [e for e in events if isinstance(e, LlmOutputRecorded)]
+        assert (output.provider, output.output, len(output.prompt_hash)) == ("scripted", "first", 32)
+
+    def test_a_turn_builds_the_prompt_from_the_session_and_adds_the_answer(
+        self, tmp_path: Path, provider: ScriptedProvider
+    ) -> None:
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=provider) as runtime:
+            session = runtime.memory.create_session("u")
+
+            answer = runtime.llm().turn(session, "what is X?")
+
+            assert answer == "first"
+            assert provider.calls == ["system: New session started\nuser: what is X?"]
+            assert [m.role for m in runtime.memory.get_messages(session)] == ["system", "user", "assistant"]
+
+
+class Thinker:
+    """Answers each message with an LLM turn in its own session."""
+
+    sessions: ClassVar[dict[str, str]] = {}
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+        session = Thinker.sessions[ctx.agent_id]
+        return ctx.llm.turn(session, str(message.payload))
+
+
+def test_a_behavior_turn_is_journaled_on_its_agent_stream(tmp_path: Path) -> None:
+    provider = ScriptedProvider(lambda prompt: f"echo {prompt.splitlines()[-1]}")
+    with Runtime.open(
+        tmp_path / "j", clock=FakeClock(), behaviors={"thinker": Thinker}, llm_provider=provider
+    ) as runtime:
+        runtime.spawn("a", behavior="thinker")
+        Thinker.sessions = {"a": runtime.memory.create_session("u", agent_id="a")}
+
+        reply = runtime.bus.request("x", "a", "ask", "why?", timeout=10)
+        runtime.flush()
+        assert runtime._journal is not None
+        outputs = [
+            r.event for r in runtime._journal.read(stream="agent/a") if isinstance(r.event, LlmOutputRecorded)
+        ]
+
+    assert reply.payload == "echo user: why?"
+    assert [(o.agent, o.output, o.session) for o in outputs] == [
+        ("a", "echo user: why?", Thinker.sessions["a"])
+    ]
+
+
+class _Completions(http.server.BaseHTTPRequestHandler):
+    received: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Completions.received.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+        if body["messages"][0]["content"] == "fail":
+            self.send_response(500)
+            self.end_headers()
+            return
+        answer = {
+            "choices": [
+                {"message": {"role": "assistant", "content": "ok: " + body["messages"][0]["content"]}}
+            ]
+        }
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        """Quiet."""
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    _Completions.received = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Completions)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=10)
+
+
+def test_the_openai_compatible_provider_talks_to_a_real_http_server(server: str) -> None:
+    provider = OpenAICompatibleProvider(
+        LLMConfig(base_url=server, api_key="sk", model="m", max_tokens=7, timeout=5)
+    )
+
+    assert LLMClient(provider).generate("hi") == "ok: hi"
+    with pytest.raises(ProviderError):
+        provider.generate("fail")
+
+    first = _Completions.received[0]
+    assert (first["path"], first["auth"], first["model"], first["max_tokens"]) == (
+        "/v1/chat/completions",
+        "Bearer sk",
+        "m",
+        7,
+    )
+
+
+def test_a_refused_prompt_never_reaches_the_http_server(server: str) -> None:
+    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, max_prompt_length=3, timeout=5))
+
+    with pytest.raises(PromptTooLongError):
+        LLMClient(provider, LLMConfig(max_prompt_length=3)).generate("four")
+
+    assert _Completions.received == []
