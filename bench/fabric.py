@@ -1,0 +1,884 @@
+"""Benchmark the agent fabric end to end: ring simulations, the handle path, spawning, recovery.
+
+What it measures (each measurement on a fresh temporary directory, timed with
+``time.perf_counter``, repeated ``--repeat`` times in interleaved rounds; the table shows
+the median):
+
+* Ring, batch durability: 100 agents in a ring (``behavior="ring"``, the next agent's id in
+  the task context). Each agent gets one token; each delivery sets the private key
+  ``last`` and, while the token has hops left, sends it on. A delivery journals three
+  events (``IpcMessage``, ``IpcDelivered``, ``PrivateSet``). Counted: the journal records
+  appended (``last_seq`` after minus before), from the first injected token until
+  ``runtime.flush()`` returns. Reference, in the same round: raw LMDB append of the same
+  event mix with msgspec encoding in the loop, ``putmulti`` of 1000 per synced write
+  transaction (as in bench/journal_append.py). Target: >= 0.25x.
+* Ring, sync durability, 1,000 agents: acknowledged state changes per second (one
+  ``PrivateSet`` per delivery, durable before the behavior goes on), and all journaled
+  events per second. Target: >= 5,000 changes/s.
+* Handle path: ``runtime.agent(id).set_private(k, v)`` from 1, 4 and 16 caller threads,
+  each thread on its own agent, in both durabilities; timed until ``runtime.flush()``
+  returns, so batch figures count durable changes too. Ratios are against one thread.
+* Spawning 10,000 agents with ``runtime.spawn_many`` (or ``runtime.spawn`` from 8 threads
+  where it is missing; the row says which), sync durability: the time until it returns,
+  and the growth of the peak RSS it causes (``VmHWM`` of /proc/self/status, not
+  ``ru_maxrss``, which survives ``exec``), measured in a fresh child process per run so
+  that earlier workloads do not mask it.
+* Recovery: a journal of 1,000 agents and 1,000,000 ``PrivateSet`` events (built once per
+  run, directly with ``Journal.open(path, sync=False)``; in a second copy with a snapshot
+  every 200 events of each agent), reopened with ``Runtime.open(path, verify=...)``,
+  ``"tail"`` and ``"full"``; timed until it returns (closing is not timed). The page
+  cache is warm: the journals were just written. Target: with snapshots and ``"tail"``,
+  under 2 s.
+
+Run it from the repository root::
+
+    .venv/bin/python bench/fabric.py               # full size, several minutes
+    .venv/bin/python bench/fabric.py --quick       # small counts, under a minute
+    .venv/bin/python bench/fabric.py --only ring-batch,recovery --repeat 5 --json out.json
+
+``--dir`` chooses where the temporary directories go: it must be a real disk (not tmpfs)
+for synced commits to mean anything. Figures are noisy on shared machines; ratios
+measured in one run hold better than absolute rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import importlib.metadata
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import lmdb
+import msgspec
+
+from cogfabric.actors import Config as RuntimeSettings
+from cogfabric.actors import JournalConfig, Runtime
+from cogfabric.actors._state import AgentSnapshot, apply_event, encode_snapshot
+from cogfabric.events import AgentSpawned, Event, IpcDelivered, IpcMessage, PrivateSet, new_event_id
+from cogfabric.store import Journal, Snapshot
+
+if TYPE_CHECKING:
+    from cogfabric.actors import AgentContext
+
+Durability = Literal["sync", "batch"]
+
+MAP_SIZE: Final = 1 << 30
+RAW_BATCH: Final = 1000
+SNAPSHOT_EVERY: Final = 200
+RECOVERY_BATCH: Final = 10_000
+SPAWN_THREADS: Final = 8
+HANDLE_THREADS: Final = (1, 4, 16)
+GROUPS: Final = ("ring-batch", "ring-sync", "handle", "spawn", "recovery")
+
+TARGET_RING_BATCH_RATIO: Final = 0.25
+TARGET_RING_SYNC_RATE: Final = 5_000.0
+TARGET_RECOVERY_SECONDS: Final = 2.0
+SPREAD_NOTE: Final = 1.5
+"""A row whose slowest run took this many times its fastest says so (e.g. a bimodal ring)."""
+
+T0: Final = 1.7e9
+
+
+# ---------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to run: sizes, repeats, where the temporary directories go."""
+
+    ring_batch_agents: int
+    ring_batch_hops: int
+    ring_sync_agents: int
+    ring_sync_hops: int
+    handle_ops: int
+    handle_sync_ops: int
+    spawn_agents: int
+    recovery_agents: int
+    recovery_events: int
+    repeat: int
+    timeout: float
+    only: tuple[str, ...]
+    tmp_parent: str | None
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        msg = f"must be positive, got {value}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _groups(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in GROUPS]
+    if unknown or not names:
+        msg = f"choose from {', '.join(GROUPS)}; got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return names
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n", 1)[0])
+    add = p.add_argument
+    add("--ring-batch-agents", type=_positive, default=None, help="agents of the batch ring (100)")
+    add("--ring-batch-hops", type=_positive, default=None, help="deliveries per token, batch ring (1,000)")
+    add("--ring-sync-agents", type=_positive, default=None, help="agents of the sync ring (1,000)")
+    add("--ring-sync-hops", type=_positive, default=None, help="deliveries per token, sync ring (20)")
+    add("--handle-ops", type=_positive, default=None, help="set_private calls per batch run (40,000)")
+    add("--handle-sync-ops", type=_positive, default=None, help="set_private calls per sync run (3,000)")
+    add("--spawn-agents", type=_positive, default=None, help="agents spawned at once (10,000)")
+    add("--recovery-agents", type=_positive, default=None, help="agents of the recovery journal (1,000)")
+    add("--recovery-events", type=_positive, default=None, help="PrivateSet events in it (1,000,000)")
+    add("--repeat", type=_positive, default=None, help="runs per measurement; median shown (3)")
+    add("--timeout", type=float, default=600.0, help="seconds a ring may take before it counts as hung")
+    add("--only", type=_groups, default=GROUPS, help=f"comma-separated subset of {','.join(GROUPS)}")
+    add("--quick", action="store_true", help="small counts and one run: a smoke test (< 1 minute)")
+    add("--dir", default=None, help="parent of the temporary directories (a real disk)")
+    add("--json", type=Path, default=None, metavar="FILE", help="also write the results here")
+    # the spawn measurement runs in a child process of this script
+    add("--spawn-child", type=Path, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, Path | None, Path | None]:
+    args = _build_parser().parse_args(argv)
+    quick = bool(args.quick)
+
+    def pick(value: int | None, full: int, small: int) -> int:
+        return value if value is not None else (small if quick else full)
+
+    settings = Settings(
+        ring_batch_agents=pick(args.ring_batch_agents, 100, 100),
+        ring_batch_hops=pick(args.ring_batch_hops, 1_000, 40),
+        ring_sync_agents=pick(args.ring_sync_agents, 1_000, 200),
+        ring_sync_hops=pick(args.ring_sync_hops, 20, 5),
+        handle_ops=pick(args.handle_ops, 40_000, 2_000),
+        handle_sync_ops=pick(args.handle_sync_ops, 3_000, 200),
+        spawn_agents=pick(args.spawn_agents, 10_000, 1_000),
+        recovery_agents=pick(args.recovery_agents, 1_000, 100),
+        recovery_events=pick(args.recovery_events, 1_000_000, 50_000),
+        repeat=pick(args.repeat, 3, 1),
+        timeout=args.timeout,
+        only=args.only,
+        tmp_parent=args.dir,
+    )
+    return settings, args.json, args.spawn_child
+
+
+def runtime_settings(durability: Durability) -> RuntimeSettings:
+    return RuntimeSettings(journal=JournalConfig(durability=durability))
+
+
+# ---------------------------------------------------------------------- measurements
+
+
+@dataclass
+class Sample:
+    """One run of one workload: how long it took, what it did, anything else it saw."""
+
+    seconds: float
+    counts: dict[str, int]
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+Timed = Callable[[Path], Sample]
+"""A measurement: given a fresh temporary directory, return one Sample."""
+
+
+class FabricBroken(RuntimeError):  # noqa: N818 - it names what it reports
+    """The runtime hung or failed during a measurement (a finding, not a benchmark result)."""
+
+
+def _clock(fn: Callable[[], dict[str, int]]) -> Sample:
+    gc.collect()
+    start = time.perf_counter()
+    counts = fn()
+    return Sample(time.perf_counter() - start, counts)
+
+
+def spawn_agents(runtime: Runtime, specs: list[dict[str, Any]]) -> str:
+    """Spawn ``specs``; return how (``spawn_many`` or ``spawn x8 threads``)."""
+    spawn_many = getattr(runtime, "spawn_many", None)
+    if spawn_many is not None:
+        spawn_many(specs)
+        return "spawn_many"
+    errors: list[BaseException] = []
+
+    def work(part: list[dict[str, Any]]) -> None:
+        try:
+            for spec in part:
+                runtime.spawn(**spec)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(specs[i::SPAWN_THREADS],)) for i in range(SPAWN_THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return f"spawn x{SPAWN_THREADS} threads"
+
+
+# ------------------------------------------------------------------ the ring
+
+
+class RingTracker:
+    """Counts tokens that finished their hops; records the first failure."""
+
+    def __init__(self, tokens: int) -> None:
+        self._lock = threading.Lock()
+        self._left = tokens
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+    @property
+    def left(self) -> int:
+        with self._lock:
+            return self._left
+
+    def finished(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                self.done.set()
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = exc
+        self.done.set()
+
+
+class RingBehavior:
+    """Record the token in the private layer; pass it on while it has hops left.
+
+    The next agent's id is read from the task context once and kept (a fresh behavior,
+    after a restart, reads it again).
+    """
+
+    def __init__(self, tracker: RingTracker) -> None:
+        self._tracker = tracker
+        self._next: str | None = None
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
+        try:
+            payload = message.payload
+            ctx.set_private("last", payload)
+            n = payload["n"]
+            if n <= 0:
+                self._tracker.finished()
+                return
+            if self._next is None:
+                self._next = ctx.task_context()["next"]
+            ctx.send(self._next, "tok", {"n": n - 1})
+        except Exception as exc:
+            self._tracker.failed(exc)
+            raise
+
+
+def ring_ids(agents: int) -> list[str]:
+    return [f"ring-{i:05d}" for i in range(agents)]
+
+
+def run_ring(path: Path, agents: int, hops: int, durability: Durability, timeout: float) -> Sample:
+    """One ring run: one token per agent, ``hops`` deliveries each."""
+    tracker = RingTracker(agents)
+    behaviors = {"ring": functools.partial(RingBehavior, tracker)}
+    ids = ring_ids(agents)
+    specs = [
+        {"agent_id": a, "behavior": "ring", "task_context": {"next": ids[(i + 1) % agents]}}
+        for i, a in enumerate(ids)
+    ]
+    with Runtime.open(path / "journal", config=runtime_settings(durability), behaviors=behaviors) as runtime:
+        spawn_agents(runtime, specs)
+        runtime.flush()
+        journal = runtime._journal  # noqa: SLF001 - the count is the journal's own
+        assert journal is not None
+        before = journal.last_seq
+        bus = runtime.bus
+
+        def body() -> dict[str, int]:
+            for agent_id in ids:
+                bus.send("driver", agent_id, "tok", {"n": hops - 1})
+            if not tracker.done.wait(timeout):
+                msg = (
+                    f"ring ({durability}, {agents} agents, {hops} hops) hung: {tracker.left} of {agents} "
+                    f"tokens unfinished after {timeout} s; journal at seq {journal.last_seq}"
+                )
+                raise FabricBroken(msg)
+            if tracker.error is not None:
+                msg = f"ring ({durability}) failed in a behavior: {tracker.error!r}"
+                raise FabricBroken(msg) from tracker.error
+            runtime.flush()
+            return {"events": journal.last_seq - before, "changes": agents * hops}
+
+        sample = _clock(body)
+        dead = runtime.bus.dead_letters()
+    if dead:
+        msg = f"ring ({durability}) left {len(dead)} dead letters, the first: {dead[0]!r}"
+        raise FabricBroken(msg)
+    expected = 3 * agents * hops
+    if sample.counts["events"] != expected:
+        print(
+            f"  note: ring ({durability}) journaled {sample.counts['events']:,} events, "
+            f"expected {expected:,}",
+            file=sys.stderr,
+        )
+    return sample
+
+
+def ring(agents: int, hops: int, durability: Durability, timeout: float) -> Timed:
+    return functools.partial(_ring_in, agents=agents, hops=hops, durability=durability, timeout=timeout)
+
+
+def _ring_in(path: Path, *, agents: int, hops: int, durability: Durability, timeout: float) -> Sample:
+    return run_ring(path, agents, hops, durability, timeout)
+
+
+def ring_event_mix(agents: int, hops: int) -> list[Event]:
+    """The events the ring journals, in the order it journals them (roughly)."""
+    ids = ring_ids(agents)
+    events: list[Event] = []
+    at = T0
+    for h in range(hops):
+        payload = {"n": hops - 1 - h}
+        for t in range(agents):
+            frm, to = ids[(t + h - 1) % agents], ids[(t + h) % agents]
+            at += 1e-5
+            message = IpcMessage(
+                at=at, sender=frm, recipient=to, topic="tok", payload=payload, trace_id=new_event_id()
+            )
+            events.append(message)
+            events.append(IpcDelivered(at=at, message_id=message.id, recipient=to))
+            events.append(PrivateSet(at=at, agent=to, key="last", value=payload))
+    return events
+
+
+def raw_append_encoding(events: Sequence[Event]) -> Timed:
+    """Raw LMDB: encode in the loop, ``putmulti`` 1000 per synced write transaction."""
+    batches = [events[i : i + RAW_BATCH] for i in range(0, len(events), RAW_BATCH)]
+
+    def run(path: Path) -> Sample:
+        env = lmdb.open(
+            str(path / "raw"), map_size=MAP_SIZE, subdir=True, sync=True, max_dbs=2, readahead=False
+        )
+        db = env.open_db(b"events", create=True)
+        encode = msgspec.msgpack.Encoder().encode
+        try:
+
+            def body() -> dict[str, int]:
+                seq = 0
+                for chunk in batches:
+                    items = []
+                    for event in chunk:
+                        seq += 1
+                        items.append((seq.to_bytes(8, "big"), encode(event)))
+                    with env.begin(write=True, db=db) as txn:
+                        txn.cursor().putmulti(items, append=True)
+                return {"events": seq}
+
+            return _clock(body)
+        finally:
+            env.close()
+
+    return run
+
+
+# ------------------------------------------------------------------ the handle path
+
+
+def handle_path(durability: Durability, threads: int, ops: int) -> Timed:
+    def run(path: Path) -> Sample:
+        ids = [f"caller-{i:02d}" for i in range(threads)]
+        per_thread = max(1, ops // threads)
+        with Runtime.open(path / "journal", config=runtime_settings(durability)) as runtime:
+            spawn_agents(runtime, [{"agent_id": a} for a in ids])
+            runtime.flush()
+            handles = [runtime.agent(a) for a in ids]
+            ready = threading.Barrier(threads + 1)
+            errors: list[BaseException] = []
+
+            def work(index: int) -> None:
+                handle = handles[index]
+                ready.wait()
+                try:
+                    for i in range(per_thread):
+                        handle.set_private(f"k{i % 16:02d}", {"n": i})
+                except BaseException as exc:  # noqa: BLE001 - re-raised by the main thread
+                    errors.append(exc)
+
+            workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+            for worker in workers:
+                worker.start()
+            gc.collect()
+            ready.wait()
+            start = time.perf_counter()
+            for worker in workers:
+                worker.join()
+            runtime.flush()
+            seconds = time.perf_counter() - start
+        if errors:
+            msg = f"handle path ({durability}, {threads} threads) failed: {errors[0]!r}"
+            raise FabricBroken(msg) from errors[0]
+        return Sample(seconds, {"changes": per_thread * threads})
+
+    return run
+
+
+# ------------------------------------------------------------------ spawning
+
+
+def peak_rss_kib() -> int:
+    """This process image's peak RSS in KiB: ``VmHWM`` (Linux), else ``ru_maxrss``.
+
+    ``ru_maxrss`` survives ``exec``: a child started from a big parent would report the
+    parent's peak. ``VmHWM`` belongs to the child's own address space.
+    """
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def spawn_child(directory: Path, count: int) -> dict[str, Any]:
+    """In the child process: spawn ``count`` agents at once; time it and the peak-RSS growth."""
+    specs: list[dict[str, Any]] = [{"agent_id": f"spawned-{i:05d}", "task_id": "bench"} for i in range(count)]
+    with Runtime.open(directory / "journal", config=runtime_settings("sync")) as runtime:
+        gc.collect()
+        rss_before = peak_rss_kib()
+        start = time.perf_counter()
+        method = spawn_agents(runtime, specs)
+        seconds = time.perf_counter() - start
+        rss_after = peak_rss_kib()
+        live = len(runtime.agents())
+        closing = time.perf_counter()
+    close_seconds = time.perf_counter() - closing
+    return {
+        "seconds": seconds,
+        "method": method,
+        "live": live,
+        "peak_rss_delta_kib": rss_after - rss_before,
+        "close_seconds": close_seconds,
+        "threads_left": threading.active_count() - 1,
+    }
+
+
+def spawning(count: int, methods: list[str]) -> Timed:
+    def run(path: Path) -> Sample:
+        command = [sys.executable, str(Path(__file__).resolve()), "--spawn-child", str(path)]
+        command += ["--spawn-agents", str(count)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            msg = f"the spawn child failed ({done.returncode}):\n{done.stderr[-4000:]}"
+            raise FabricBroken(msg)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        if result["live"] != count:
+            msg = f"spawned {count} agents but {result['live']} are live"
+            raise FabricBroken(msg)
+        if result["threads_left"]:
+            print(f"  note: {result['threads_left']} threads left after close", file=sys.stderr)
+        methods.append(result["method"])
+        extra = {
+            "peak_rss_mib": result["peak_rss_delta_kib"] / 1024,
+            "close_seconds": result["close_seconds"],
+        }
+        return Sample(result["seconds"], {"agents": count}, extra)
+
+    return run
+
+
+# ------------------------------------------------------------------ recovery
+
+
+def build_recovery_journal(path: Path, agents: int, events: int, *, snapshots: bool) -> int:
+    """Write ``agents`` spawns and ``events`` PrivateSets round-robin; return the record count.
+
+    With ``snapshots``, each agent's state is folded alongside (with the runtime's own
+    ``apply_event``) and saved every ``SNAPSHOT_EVERY`` of its events, in the same append
+    as the event it covers, as the runtime's agents do.
+    """
+    ids = [f"agent-{i:05d}" for i in range(agents)]
+    filler = "abcdefghijklmnopqrstuvwxyz0123456789" * 3
+    with Journal.open(path, sync=False) as journal:
+        spawned = [
+            AgentSpawned(at=T0, agent=a, task_id="recovery", task_context={"role": "bench", "index": i})
+            for i, a in enumerate(ids)
+        ]
+        journal.append(spawned)
+        states: dict[str, AgentSnapshot] = {}
+        snapshot_at: dict[str, int] = {}
+        if snapshots:
+            for spawn in spawned:
+                state = apply_event(None, spawn)
+                assert state is not None
+                states[spawn.agent] = state
+                snapshot_at[spawn.agent] = state.events
+        for start in range(0, events, RECOVERY_BATCH):
+            chunk = [
+                PrivateSet(
+                    at=T0 + n * 1e-4,
+                    agent=ids[n % agents],
+                    key=f"k{(n // agents) % 16:02d}",
+                    value={"step": n, "note": filler},
+                )
+                for n in range(start, min(start + RECOVERY_BATCH, events))
+            ]
+            saved: dict[str, Snapshot] = {}
+            base = journal.last_seq
+            if snapshots:
+                for offset, event in enumerate(chunk):
+                    state = apply_event(states[event.agent], event)
+                    assert state is not None
+                    if state.events - snapshot_at[event.agent] >= SNAPSHOT_EVERY:
+                        snapshot_at[event.agent] = state.events
+                        data = encode_snapshot(state)
+                        saved[event.stream] = Snapshot(event.stream, base + offset + 1, data)
+            seqs = journal.append(chunk, snapshots=list(saved.values()))
+            if seqs[-1] != base + len(chunk):  # the snapshots' seqs were computed ahead
+                msg = f"appended seqs end at {seqs[-1]}, expected {base + len(chunk)}"
+                raise FabricBroken(msg)
+        return journal.last_seq
+
+
+def recovery(path: Path, agents: int, records: int, verify: Literal["tail", "full"]) -> Timed:
+    def run(_: Path) -> Sample:
+        gc.collect()
+        start = time.perf_counter()
+        with Runtime.open(path, verify=verify) as runtime:
+            seconds = time.perf_counter() - start
+            live = len(runtime.agents())
+        if live != agents:
+            msg = f"recovered {live} agents from {path}, expected {agents}"
+            raise FabricBroken(msg)
+        return Sample(seconds, {"records": records})
+
+    return run
+
+
+# ---------------------------------------------------------------------- rows and workloads
+
+
+@dataclass(frozen=True)
+class Target:
+    """A bar: a ratio to reach, a rate to reach, or a time to stay under."""
+
+    kind: Literal["ratio", "rate", "seconds"]
+    value: float
+
+    def describe(self) -> str:
+        if self.kind == "ratio":
+            return f">= {self.value:.2f}x"
+        if self.kind == "rate":
+            return f">= {self.value:,.0f}/s"
+        return f"< {self.value:g} s"
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """One line of the table, drawn from one workload's samples."""
+
+    label: str
+    count: str
+    """Which of the samples' counts it reports; also the unit of its rate."""
+    reference: str = ""
+    target: Target | None = None
+    note: Callable[[list[Sample]], str] | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named measurement and the rows it fills."""
+
+    name: str
+    group: str
+    timed: Timed
+    rows: tuple[RowSpec, ...]
+
+
+@dataclass
+class Row:
+    """One line of the table: medians of one workload's runs."""
+
+    workload: str
+    count: int
+    unit: str
+    seconds: float
+    rate: float
+    runs: list[float] = field(default_factory=list)
+    reference: str = ""
+    ratio: float | None = None
+    target: str = ""
+    met: bool | None = None
+    note: str = ""
+
+
+def _median_extra(samples: list[Sample], key: str) -> float:
+    return statistics.median(s.extra[key] for s in samples)
+
+
+def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path | None) -> list[Workload]:
+    s = settings
+    out: list[Workload] = []
+    if "ring-batch" in s.only:
+        n = s.ring_batch_agents
+        raw = f"raw LMDB append + encoding, {RAW_BATCH}/txn (ring mix)"
+        mix = ring_event_mix(n, s.ring_batch_hops)
+        out.append(Workload(raw, "ring-batch", raw_append_encoding(mix), (RowSpec(raw, "events"),)))
+        label = f"ring {n:,} agents x {s.ring_batch_hops:,} hops, batch: journaled events"
+        target = Target("ratio", TARGET_RING_BATCH_RATIO)
+        timed = ring(n, s.ring_batch_hops, "batch", s.timeout)
+        out.append(Workload(label, "ring-batch", timed, (RowSpec(label, "events", raw, target),)))
+    if "ring-sync" in s.only:
+        n = s.ring_sync_agents
+        base = f"ring {n:,} agents x {s.ring_sync_hops:,} hops, sync"
+        rows = (
+            RowSpec(f"{base}: acked state changes", "changes", "", Target("rate", TARGET_RING_SYNC_RATE)),
+            RowSpec(f"{base}: journaled events", "events"),
+        )
+        out.append(Workload(base, "ring-sync", ring(n, s.ring_sync_hops, "sync", s.timeout), rows))
+    if "handle" in s.only:
+        durabilities: tuple[Durability, ...] = ("batch", "sync")
+        for durability in durabilities:
+            ops = s.handle_ops if durability == "batch" else s.handle_sync_ops
+            one = f"handle set_private, {durability}, 1 thread"
+            for threads in HANDLE_THREADS:
+                label = f"handle set_private, {durability}, {threads} thread{'s' if threads > 1 else ''}"
+                ref = "" if threads == 1 else one
+                timed = handle_path(durability, threads, ops)
+                out.append(Workload(label, "handle", timed, (RowSpec(label, "changes", ref),)))
+    if "spawn" in s.only:
+        label = f"spawn {s.spawn_agents:,} agents, sync"
+
+        def spawn_note(samples: list[Sample]) -> str:
+            how = methods[0] if methods else "?"
+            return (
+                f"{how}; peak RSS +{_median_extra(samples, 'peak_rss_mib'):,.0f} MiB (VmHWM, child); "
+                f"close {_median_extra(samples, 'close_seconds'):.1f} s"
+            )
+
+        row = RowSpec(label, "agents", note=spawn_note)
+        out.append(Workload(label, "spawn", spawning(s.spawn_agents, methods), (row,)))
+    if "recovery" in s.only:
+        assert recovery_dir is not None
+        out.extend(recovery_workloads(settings, recovery_dir))
+    return out
+
+
+def recovery_workloads(settings: Settings, recovery_dir: Path) -> list[Workload]:
+    agents, events = settings.recovery_agents, settings.recovery_events
+    out = []
+    for snapshots in (False, True):
+        path = recovery_dir / ("snapshots" if snapshots else "plain")
+        started = time.perf_counter()
+        records = build_recovery_journal(path, agents, events, snapshots=snapshots)
+        print(
+            f"  built {path.name} journal: {records:,} records in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        kind = "snapshots" if snapshots else "no snapshots"
+        modes: tuple[Literal["tail", "full"], ...] = ("tail", "full")
+        for verify in modes:
+            label = f"recovery {agents:,} agents / {events:,} events, {kind}, verify={verify}"
+            target = Target("seconds", TARGET_RECOVERY_SECONDS) if snapshots and verify == "tail" else None
+            timed = recovery(path, agents, records, verify)
+            out.append(Workload(label, "recovery", timed, (RowSpec(label, "records", target=target),)))
+    return out
+
+
+def run_workloads(settings: Settings, workloads: list[Workload]) -> list[Row]:
+    samples: dict[str, list[Sample]] = {w.name: [] for w in workloads}
+    for round_no in range(settings.repeat):
+        # interleaved rounds: a slow spell of the machine hits every workload alike
+        for workload in workloads:
+            threads_before = threading.active_count()
+            with tempfile.TemporaryDirectory(prefix="cogfabric-fabric-", dir=settings.tmp_parent) as tmp:
+                sample = workload.timed(Path(tmp))
+            samples[workload.name].append(sample)
+            left = threading.active_count() - threads_before
+            if left > 0:
+                print(f"  note: {left} threads outlived {workload.name}", file=sys.stderr)
+            rates = ", ".join(f"{c / sample.seconds:,.0f} {k}/s" for k, c in sample.counts.items())
+            print(
+                f"  run {round_no + 1}/{settings.repeat} {workload.name}: {sample.seconds:.3f} s, {rates}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return make_rows(workloads, samples)
+
+
+def make_rows(workloads: list[Workload], samples: dict[str, list[Sample]]) -> list[Row]:
+    rows: dict[str, Row] = {}
+    specs: dict[str, RowSpec] = {}
+    for workload in workloads:
+        runs = samples[workload.name]
+        seconds = statistics.median(s.seconds for s in runs)
+        for spec in workload.rows:
+            counts = {s.counts[spec.count] for s in runs}
+            count = runs[0].counts[spec.count]
+            note = spec.note(runs) if spec.note is not None else ""
+            if len(counts) > 1:
+                note = (note + "; " if note else "") + f"counts varied: {sorted(counts)}"
+            fastest, slowest = min(s.seconds for s in runs), max(s.seconds for s in runs)
+            if slowest > SPREAD_NOTE * fastest:
+                note = (note + "; " if note else "") + f"runs spread {fastest:.2f}-{slowest:.2f} s"
+            rows[spec.label] = Row(
+                workload=spec.label,
+                count=count,
+                unit=spec.count,
+                seconds=seconds,
+                rate=count / seconds,
+                runs=[s.seconds for s in runs],
+                reference=spec.reference,
+                note=note,
+            )
+            specs[spec.label] = spec
+    for label, row in rows.items():
+        spec = specs[label]
+        if row.reference and row.reference in rows:
+            row.ratio = row.rate / rows[row.reference].rate
+        if spec.target is not None:
+            row.target = spec.target.describe()
+            row.met = _met(spec.target, row)
+    return list(rows.values())
+
+
+def _met(target: Target, row: Row) -> bool | None:
+    if target.kind == "ratio":
+        return None if row.ratio is None else row.ratio >= target.value
+    if target.kind == "rate":
+        return row.rate >= target.value
+    return row.seconds < target.value
+
+
+# ---------------------------------------------------------------------- reporting
+
+
+def format_table(rows: list[Row]) -> str:
+    headers = ("workload", "count", "seconds", "rate", "reference", "ratio", "target", "note")
+    lines = []
+    for row in rows:
+        ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
+        target = ""
+        if row.target:
+            target = f"{row.target} " + ("met" if row.met else "MISSED")
+        lines.append(
+            (
+                row.workload,
+                f"{row.count:,}",
+                f"{row.seconds:.3f}",
+                f"{row.rate:,.0f} {row.unit}/s",
+                row.reference,
+                ratio,
+                target,
+                row.note,
+            )
+        )
+    return _columns(headers, lines, right={1, 2, 3, 5})
+
+
+def _columns(headers: Sequence[str], lines: Sequence[Sequence[str]], right: set[int]) -> str:
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(cells)
+        ).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(headers), rule, *(fmt(line) for line in lines)])
+
+
+def source_revision() -> str:
+    """The repository's commit, with ``+dirty`` when the runtime's sources differ from it."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "actors", "events", "store", "src"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def environment(settings: Settings) -> dict[str, Any]:
+    return {
+        "commit": source_revision(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "lmdb": lmdb.__version__,
+        "lmdb_engine": ".".join(map(str, lmdb.version())),
+        "msgspec": msgspec.__version__,
+        "pykka": importlib.metadata.version("pykka"),
+        "tmp_parent": settings.tmp_parent or tempfile.gettempdir(),
+        "repeat": settings.repeat,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings, json_path, child_dir = parse_args(argv)
+    if child_dir is not None:
+        print(json.dumps(spawn_child(child_dir, settings.spawn_agents)))
+        return 0
+    env_info = environment(settings)
+    methods: list[str] = []
+    print(
+        f"fabric bench: {', '.join(settings.only)}; median of {settings.repeat}; "
+        f"temp dirs under {env_info['tmp_parent']}",
+        file=sys.stderr,
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="cogfabric-recovery-", dir=settings.tmp_parent) as rec:
+        workloads = build_workloads(settings, methods, Path(rec) if "recovery" in settings.only else None)
+        rows = run_workloads(settings, workloads)
+    print()
+    print(
+        f"cogfabric fabric at {env_info['commit']}: median of {settings.repeat} "
+        f"(Python {env_info['python']}, pykka "
+        f"{env_info['pykka']}, lmdb {env_info['lmdb']}, msgspec {env_info['msgspec']}, "
+        f"{env_info['cpus']} CPUs); fsync on; handle threads each own an agent"
+    )
+    print()
+    print(format_table(rows))
+    if json_path is not None:
+        document = {
+            "environment": env_info,
+            "settings": asdict(settings),
+            "results": [asdict(row) for row in rows],
+        }
+        json_path.write_text(json.dumps(document, indent=2) + "\n")
+        print(f"\nwrote {json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
