@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
@@ -35,7 +36,7 @@ from ._llm import JournaledLLM
 from ._state import AgentSnapshot, AgentState, apply_event, decode_snapshot, encode_snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from cogfabric.events import Event
 
@@ -79,6 +80,13 @@ class Shared:
 
 class AgentActor(pykka.ThreadingActor):
     """Holds one agent's state; every change is journaled, then (or, in batch mode, and) applied."""
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:  # noqa: ANN401 - Pykka's ActorInbox protocol
+        # Pykka's hook for actor implementors: the C SimpleQueue (get/put/empty, all
+        # Pykka uses) costs a fraction of queue.Queue per message (PITFALLS.md §9).
+        # The mailbox bound is kept by the runtime's admission, not by the queue.
+        return queue.SimpleQueue()
 
     def __init__(self, core: Core, state: AgentSnapshot, behavior: Behavior | None, shared: Shared) -> None:
         super().__init__()
@@ -186,6 +194,25 @@ class AgentActor(pykka.ThreadingActor):
         ):
             self._snapshot_at = self._state.events
             self._core.writer.submit_snapshot(self._stream, encode_snapshot(self._state))
+
+    def emit_and_deliver(self, message: IpcMessage, deliver: Callable[[bool], None]) -> None:
+        """Journal ``message`` after this agent's waiting events, and deliver it.
+
+        In sync durability it is delivered once durable, by the writer, and this agent
+        does not wait; in batch durability it is delivered at once.
+        """
+        writer = self._core.writer
+        events = [*self._outbox, message]
+        self._outbox = []
+        if writer is None:
+            deliver(True)
+            return
+        if self._core.sync:
+            writer.submit_nowait(events, after=deliver)
+        else:
+            writer.submit_nowait(events)
+            deliver(True)
+        self._maybe_snapshot()
 
     def flush_outbox(self) -> None:
         """Hand what is waiting to the writer now (before a message leaves this agent)."""
@@ -454,8 +481,7 @@ class AgentContext:
 
     def send(self, to: str, topic: str, payload: object = None) -> None:
         """Send ``to`` a message from this agent."""
-        self._actor.flush_outbox()
-        self._actor._core.bus.send(self.agent_id, to, topic, payload)  # noqa: SLF001
+        self._actor._core.bus.send_from(self._actor, to, topic, payload)  # noqa: SLF001
 
     def request(self, to: str, topic: str, payload: object = None, timeout: float = 30.0) -> IpcMessage:
         """Send a request and wait for the reply (blocks this agent meanwhile)."""

@@ -7,15 +7,19 @@ import threading
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
+import pykka
 
 from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_id
 
 from ._errors import AgentNotFoundError, IpcHandlerError, IpcInvalidMessageError, IpcTimeoutError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cogfabric.events import Event
 
-    from ._runtime import Runtime
+    from ._agent import AgentActor
+    from ._runtime import Runtime, _Entry
 
 __all__ = ["DEAD_LETTER_CAPACITY", "DEFAULT_REQUEST_TIMEOUT", "IpcBus"]
 
@@ -77,11 +81,27 @@ class IpcBus:
         )
 
     def _deliver(self, message: IpcMessage, recipient: str) -> None:
-        payload = message.payload
-        if not self._core.sync and isinstance(payload, dict | list):
-            # The writer may still be encoding the sent message: the recipient gets its own copy.
-            message = msgspec.structs.replace(message, payload=copy_value(payload))
-        self._runtime._tell(recipient, (1, message))  # noqa: SLF001
+        self._delivery(message, self._runtime._admitted(recipient))(True)  # noqa: SLF001
+
+    def _delivery(self, message: IpcMessage, entry: _Entry) -> Callable[[bool], None]:
+        """Put ``message`` into an admitted mailbox, once its journaling is over."""
+        sync = self._core.sync
+
+        def deliver(committed: bool) -> None:
+            if not committed:
+                entry.shared.slots.release()
+                return
+            delivered = message
+            if not sync and isinstance(message.payload, dict | list):
+                # The writer may still be encoding the sent message: the recipient gets its own copy.
+                delivered = msgspec.structs.replace(message, payload=copy_value(message.payload))
+            try:
+                entry.ref.tell((1, delivered))
+            except pykka.ActorDeadError:
+                entry.shared.slots.release()
+                self.dead_letter(message, "agent not registered", "")
+
+        return deliver
 
     def dead_letter(self, message: IpcMessage, reason: str, error: str) -> None:
         """Record ``message`` as undeliverable: journaled, and kept among the latest 1,024."""
@@ -122,8 +142,29 @@ class IpcBus:
         """
         message = self._message(frm, to, topic, payload, trace_id=new_event_id())
         self._check_recipient(message)
-        self._journal(message, durable=True)
-        self._deliver(message, to)
+        entry = self._runtime._admitted(to)  # noqa: SLF001
+        try:
+            self._journal(message, durable=True)
+        except BaseException:
+            entry.shared.slots.release()
+            raise
+        self._delivery(message, entry)(True)
+        return message
+
+    def send_from(self, sender: AgentActor, to: str, topic: str, payload: object = None) -> IpcMessage:
+        """``send`` from inside an agent: journaled with the agent's waiting events.
+
+        The sending agent does not wait for durability: in sync durability the message
+        is delivered by the writer once it is durable (one commit per hop, not two).
+        """
+        message = self._message(sender.agent_id, to, topic, payload, trace_id=new_event_id())
+        self._check_recipient(message)
+        entry = self._runtime._admitted(to)  # noqa: SLF001
+        try:
+            sender.emit_and_deliver(message, self._delivery(message, entry))
+        except BaseException:
+            entry.shared.slots.release()
+            raise
         return message
 
     def request(

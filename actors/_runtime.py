@@ -403,15 +403,13 @@ class Runtime:
 
     def _entry(self, agent_id: str) -> _Entry:
         self._check_open()
-        with self._lock:
-            entry = self._agents.get(agent_id)
+        entry = self._agents.get(agent_id)  # a dict read is atomic; writers hold the lock
         if entry is None:
             raise AgentNotFoundError(agent_id)
         return entry
 
     def _has_agent(self, agent_id: str) -> bool:
-        with self._lock:
-            return self._agents.get(agent_id) is not None
+        return self._agents.get(agent_id) is not None
 
     def _has_behavior(self, agent_id: str) -> bool:
         with self._lock:
@@ -422,6 +420,12 @@ class Runtime:
         if not entry.shared.slots.acquire(timeout=self._core.call_timeout):
             msg = f"the mailbox of {agent_id!r} stayed full for {self._core.call_timeout} s"
             raise MailboxFullError(msg)
+
+    def _admitted(self, agent_id: str) -> _Entry:
+        """The live agent's entry, with a mailbox slot taken for one message."""
+        entry = self._entry(agent_id)
+        self._admit(agent_id, entry)
+        return entry
 
     def _tell(self, agent_id: str, message: tuple[Any, ...]) -> None:
         entry = self._entry(agent_id)
