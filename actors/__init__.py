@@ -40,7 +40,7 @@ from ._llm import (
     ProviderError,
     ScriptedProvider,
 )
-from ._memory import MemoryManager, Retriever, SessionState, Snippet
+from ._memory import MemoryManager, Retriever, SessionState, Snippet, apply_session_event
 from ._memory_config import MemoryConfig, default_memory_config
 from ._runtime import Runtime
 from ._state import AgentSnapshot, AgentState
@@ -95,6 +95,7 @@ __all__ = [
     "SessionState",
     "Snippet",
     "SystemClock",
+    "apply_session_event",
     "default_memory_config",
     "replay_agent",
 ]

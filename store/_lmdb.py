@@ -718,6 +718,25 @@ class LmdbJournal(Journal):
             raise JournalRecordError(seq, f"the snapshot of {stream!r} does not match its hash")
         return Snapshot(stream, seq, data)
 
+    def info(self) -> dict[str, object]:
+        """The journal's header: format version, engine, hash, whether keyed, chain head."""
+        self._check_open()
+        with self._lock, _translated(self._path):
+            meta = self._txn_call(self._all_meta)
+        head = meta.get(_META_HEAD, bytes(_HEAD_LEN))
+        return {
+            "format": int.from_bytes(meta.get(_META_FORMAT, b"\0"), "big"),
+            "engine": meta.get(_META_ENGINE, b"").decode(errors="replace"),
+            "hash": meta.get(_META_HASH, b"").decode(errors="replace"),
+            "keyed": bool(meta.get(_META_KEYCHECK)),
+            "head_seq": int.from_bytes(head[:8], "big"),
+            "map_size": int(self._env.info()["map_size"]),
+        }
+
+    def _all_meta(self) -> dict[bytes, bytes]:
+        with self._env.begin(db=self._db_meta) as txn:
+            return {bytes(k): bytes(v) for k, v in txn.cursor().iternext()}
+
     def _get(self, db: lmdb._Database, key: bytes) -> bytes | None:
         with self._env.begin(db=db) as txn:
             value = txn.get(key)

@@ -1,17 +1,23 @@
-"""The ``cogfabric`` command line.
+"""The ``cogfabric`` command line: run the simulation, and audit any journal.
 
-Today it audits journals (``verify``); the simulation and the other audit commands
-come with later work and are not here yet.
+Audit commands (``verify``, ``replay``, ``export``, ``inspect``) open the journal
+read-only and never change a byte of its data file. Exit codes: 0 clean, 1 a problem
+found in the journal, 2 a usage error or a path that is not a journal.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 import cogfabric
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["main"]
 
@@ -19,37 +25,319 @@ EXIT_OK = 0
 EXIT_PROBLEM = 1
 EXIT_USAGE = 2
 
+_JOURNAL = click.argument("journal", type=click.Path(path_type=Path))
+_COPY = click.option("--copy", is_flag=True, help="Audit a private copy (for a directory you cannot write).")
+_KEY = click.option("--key", default=None, help="The chain key the journal was written with.")
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(cogfabric.__version__, prog_name="cogfabric")
 def main() -> None:
-    """cogfabric: an event-sourced actor runtime for the context of LLM agents."""
+    r"""cogfabric: an event-sourced actor runtime for the context of LLM agents.
+
+    \b
+    Run the simulation, then audit what it wrote:
+        cogfabric simulate --agents 50 --turns 200
+        cogfabric inspect ./cogfabric-journal
+        cogfabric verify ./cogfabric-journal
+    """
 
 
 @main.command()
-@click.argument("journal", type=click.Path(path_type=Path))
-@click.option("--key", default=None, help="The chain key the journal was written with.")
-def verify(journal: Path, key: str | None) -> None:
+@click.option(
+    "--agents", default=50, show_default=True, type=click.IntRange(2, 100_000), help="Agents, when new."
+)
+@click.option(
+    "--turns", default=200, show_default=True, type=click.IntRange(1), help="LLM turns in this run."
+)
+@click.option(
+    "--journal",
+    "path",
+    default="./cogfabric-journal",
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="The journal directory (created, or continued).",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the scripted model.")
+@click.option(
+    "--durability", type=click.Choice(["sync", "batch"]), default=None, help="Overrides the config."
+)
+@click.option(
+    "--config", "config_path", type=click.Path(exists=True, path_type=Path), help="A cogfabric.yaml."
+)
+def simulate(
+    agents: int, turns: int, path: Path, seed: int, durability: str | None, config_path: Path | None
+) -> None:
+    r"""Run a multi-agent research simulation on the embedded LMDB journal.
+
+    Researchers share a task context, keep private hypotheses and cognitive states,
+    take LLM turns through the prompt gate (a scripted model: the same seed gives the
+    same answers; a few raw evidence dumps are refused), request reviews, broadcast
+    findings and checkpoint. Running it again on the same journal continues.
+
+    \b
+    Example:
+        cogfabric simulate --agents 50 --turns 200 --journal ./cogfabric-journal
+    """
+    from cogfabric._simulation import run_simulation  # noqa: PLC0415 - keep --help fast
+    from cogfabric.actors import InvalidConfigError  # noqa: PLC0415
+    from cogfabric.config import load_config  # noqa: PLC0415
+    from cogfabric.store import JournalError  # noqa: PLC0415
+
+    try:
+        config = load_config(config_path) if config_path is not None else None
+    except InvalidConfigError as exc:
+        _fail(str(exc))
+    with _progress("simulating", turns) as advance:
+        try:
+            report = run_simulation(
+                path,
+                agents=agents,
+                turns=turns,
+                seed=seed,
+                durability=durability,
+                config=config,
+                progress=advance,
+            )
+        except JournalError as exc:
+            _fail(str(exc))
+    verb = "continued" if report.resumed else "ran"
+    click.echo(
+        f"{verb} {report.turns} turns of {report.agents} agents: {report.events:,} events in "
+        f"{report.seconds:.2f} s ({report.events_per_second:,.0f} events/s)"
+    )
+    click.echo(
+        f"  sessions {report.sessions}, prompts refused {report.refusals}, reviews {report.reviews}, "
+        f"findings broadcast {report.broadcasts}, checkpoints {report.checkpoints}"
+    )
+    click.echo(
+        f"  journal {report.path}: {report.total_events:,} events, {report.journal_bytes / 1e6:.1f} MB"
+    )
+    click.echo(f"audit it: cogfabric inspect {report.path} && cogfabric verify {report.path}")
+
+
+class _Progress:
+    def __init__(self, label: str, total: int) -> None:
+        self._label = label
+        self._total = total
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Callable[[int, int], None]:
+        if sys.stderr.isatty():
+            from rich.progress import Progress  # noqa: PLC0415 - only on a terminal
+
+            self._bar = Progress(transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self._label, total=self._total)
+        return self._advance
+
+    def _advance(self, done: int, total: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done + 1, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _progress(label: str, total: int) -> _Progress:
+    return _Progress(label, total)
+
+
+def _audit(path: Path, *, copy: bool, key: str | None) -> Any:  # noqa: ANN401 - a context manager
+    from cogfabric._audit import open_for_audit  # noqa: PLC0415
+
+    return open_for_audit(path, copy=copy, key=key)
+
+
+def _journal_errors() -> tuple[type[Exception], ...]:
+    from cogfabric.store import JournalError  # noqa: PLC0415
+
+    return (JournalError,)
+
+
+@main.command()
+@_JOURNAL
+@_KEY
+@_COPY
+def verify(journal: Path, key: str | None, copy: bool) -> None:
     r"""Check JOURNAL's hash chain, indexes and snapshots, and that every record decodes.
 
-    Opens the journal read-only and never changes its data file. Exits 0 when it is
-    clean, 1 naming the first bad seq and why, 2 when JOURNAL is not a journal.
+    Exits 0 when it is clean, 1 naming the first bad seq and why, 2 when JOURNAL is
+    not a journal.
 
     \b
     Example:
         cogfabric verify ./cogfabric-journal
     """
-    from cogfabric.store import Journal, JournalError  # noqa: PLC0415 - keep `--help` free of lmdb
-
     try:
-        with Journal.open(journal, readonly=True, key=key) as opened:
+        with _audit(journal, copy=copy, key=key) as opened:
             report = opened.verify(decode=True)
-    except JournalError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    except _journal_errors() as exc:
+        _fail(str(exc))
     if report.ok:
         click.echo(f"ok: {report.checked} records verified, head at seq {report.head_seq}")
         sys.exit(EXIT_OK)
     where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the journal"
     click.echo(f"FAILED at {where}: {report.reason} ({report.checked} records checked before it)")
     sys.exit(EXIT_PROBLEM)
+
+
+@main.command()
+@_JOURNAL
+@click.option("--agent", default=None, help="Rebuild this agent.")
+@click.option("--session", default=None, help="Rebuild this session.")
+@click.option("--at", "at", default=None, type=click.IntRange(0), help="As of this seq (default: the end).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@_KEY
+@_COPY
+def replay(
+    journal: Path,
+    agent: str | None,
+    session: str | None,
+    at: int | None,
+    as_json: bool,
+    key: str | None,
+    copy: bool,
+) -> None:
+    r"""Rebuild an agent or a session at any seq, from the journal alone (no model is called).
+
+    An agent shows its task and private layers, its IPC traffic, cognitive state and
+    lifecycle; a session its messages.
+
+    \b
+    Examples:
+        cogfabric replay ./cogfabric-journal --agent researcher-001
+        cogfabric replay ./cogfabric-journal --agent researcher-001 --at 500 --json
+        cogfabric replay ./cogfabric-journal --session SESSION_ID
+    """
+    from cogfabric._audit import agent_view, session_view  # noqa: PLC0415
+
+    if (agent is None) == (session is None):
+        _fail("give exactly one of --agent or --session")
+    try:
+        with _audit(journal, copy=copy, key=key) as opened:
+            view = (
+                agent_view(opened, agent, at)
+                if agent is not None
+                else session_view(opened, session or "", at)
+            )
+    except _journal_errors() as exc:
+        _fail(str(exc), EXIT_PROBLEM if "record" in str(exc) else EXIT_USAGE)
+    if view is None:
+        what = f"agent {agent!r}" if agent is not None else f"session {session!r}"
+        _fail(f"{what} does not exist at seq {at if at is not None else 'end'}")
+    if as_json:
+        click.echo(json.dumps(view, indent=2, default=str))
+        return
+    _print_view(view)
+
+
+def _print_view(view: dict[str, Any]) -> None:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    title = f"agent {view['agent']}" if "agent" in view else f"session {view['session']}"
+    table = Table(title=f"{title} at seq {view['at']}", show_lines=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    for name, value in view.items():
+        if name in ("agent", "session", "at"):
+            continue
+        table.add_row(name, json.dumps(value, default=str) if not isinstance(value, str) else value)
+    Console(width=120).print(table)
+
+
+@main.command()
+@_JOURNAL
+@click.option(
+    "--output", "-o", type=click.Path(path_type=Path), default=None, help="A file (default stdout)."
+)
+@click.option("--stream", default=None, help="Only this stream, e.g. agent/researcher-001.")
+@click.option(
+    "--layer",
+    type=click.Choice(["task_shared", "agent_private", "ipc"], case_sensitive=False),
+    default=None,
+    help="Only events that touch this context layer.",
+)
+@click.option("--after", default=0, type=click.IntRange(0), help="Only records after this seq.")
+@_KEY
+@_COPY
+def export(
+    journal: Path,
+    output: Path | None,
+    stream: str | None,
+    layer: str | None,
+    after: int,
+    key: str | None,
+    copy: bool,
+) -> None:
+    r"""Export JOURNAL as JSON Lines, one record a line, streamed.
+
+    Each line has ``seq``, ``time``, ``stream``, ``layer``, ``type``, ``version``,
+    ``data`` and ``chain`` (the record's hash-chain link, hex).
+
+    \b
+    Example:
+        cogfabric export ./cogfabric-journal --layer agent_private -o private.jsonl
+    """
+    from cogfabric._audit import export_lines  # noqa: PLC0415
+
+    try:
+        with _audit(journal, copy=copy, key=key) as opened:
+            sink = output.open("wb") if output is not None else sys.stdout.buffer
+            try:
+                for line in export_lines(opened, stream=stream, layer=layer, after=after):
+                    sink.write(line)
+            finally:
+                if output is not None:
+                    sink.close()
+                else:
+                    sink.flush()
+    except _journal_errors() as exc:
+        _fail(str(exc), EXIT_PROBLEM if "record" in str(exc) else EXIT_USAGE)
+
+
+@main.command()
+@_JOURNAL
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@_KEY
+@_COPY
+def inspect(journal: Path, as_json: bool, key: str | None, copy: bool) -> None:
+    r"""Summarise JOURNAL: format, records, first and last time, counts per type and stream, size.
+
+    \b
+    Example:
+        cogfabric inspect ./cogfabric-journal
+    """
+    from cogfabric._audit import inspect_journal  # noqa: PLC0415
+
+    try:
+        with _audit(journal, copy=copy, key=key) as opened:
+            summary = inspect_journal(opened, journal)
+    except _journal_errors() as exc:
+        _fail(str(exc), EXIT_PROBLEM if "record" in str(exc) else EXIT_USAGE)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(f"journal   {summary['path']}")
+    click.echo(f"format    {summary['format']} ({summary['hash']}{', keyed' if summary['keyed'] else ''})")
+    click.echo(f"records   {summary['records']:,} in {summary['streams']:,} streams")
+    click.echo(f"time      {_when(summary['first_time'])} .. {_when(summary['last_time'])}")
+    click.echo(f"on disk   {summary['bytes_on_disk'] / 1e6:.1f} MB")
+    click.echo("types     " + ", ".join(f"{k} {v:,}" for k, v in summary["types"].items()))
+    click.echo("streams   " + ", ".join(f"{k} {v:,}" for k, v in summary["stream_kinds"].items()))
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    import datetime as dt  # noqa: PLC0415
+
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).isoformat(timespec="seconds")

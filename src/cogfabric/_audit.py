@@ -1,0 +1,190 @@
+"""What the audit commands do, without the command line: open read-only, rebuild, export."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from cogfabric.actors import apply_session_event, replay_agent
+from cogfabric.events import ContextLayer, IpcMessage
+from cogfabric.store import JournalError, LmdbJournal
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = [
+    "AuditAccessError",
+    "agent_view",
+    "export_lines",
+    "inspect_journal",
+    "open_for_audit",
+    "session_view",
+]
+
+_IPC_SHOWN = 20
+
+
+class AuditAccessError(JournalError):
+    """Raised when a journal cannot be opened read-only in place (LMDB writes its lock file)."""
+
+
+def _writable(path: Path) -> bool:
+    lock = path / "lock.mdb"
+    if lock.exists():
+        return os.access(lock, os.W_OK)
+    return os.access(path, os.W_OK)
+
+
+@contextlib.contextmanager
+def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) -> Iterator[LmdbJournal]:
+    """Open ``path`` read-only, or a private copy of its data file with ``copy``.
+
+    The data file is never changed. Reading in place works while a writer appends
+    (LMDB gives a consistent snapshot); ``copy`` copies the data file as it is, so take
+    it from a journal nobody is writing, or accept that the copy may end mid-commit.
+
+    Raises:
+        AuditAccessError: the directory (or its lock file) is not writable and
+            ``copy`` is not set.
+
+    """
+    if not copy:
+        if (path / "data.mdb").is_file() and not _writable(path):
+            msg = (
+                f"cannot audit {path} in place: LMDB writes its lock file even when reading, "
+                "and this directory is not writable; rerun with --copy to audit a private copy"
+            )
+            raise AuditAccessError(msg)
+        with LmdbJournal.open(path, readonly=True, key=key) as journal:
+            yield journal
+        return
+    with tempfile.TemporaryDirectory(prefix="cogfabric-audit-") as tmp:
+        target = Path(tmp) / "journal"
+        target.mkdir(mode=0o700)
+        source = path / "data.mdb"
+        if not source.is_file():
+            with LmdbJournal.open(path, readonly=True, key=key) as journal:  # raises "no journal"
+                yield journal
+            return
+        shutil.copyfile(source, target / "data.mdb")
+        (target / "data.mdb").chmod(0o600)
+        with LmdbJournal.open(target, readonly=True, key=key) as journal:
+            yield journal
+
+
+def inspect_journal(journal: LmdbJournal, path: Path) -> dict[str, Any]:
+    """Format, counts per type and per stream, first and last time, size on disk."""
+    types: Counter[str] = Counter()
+    streams: Counter[str] = Counter()
+    first = last = None
+    count = 0
+    for record in journal.read():
+        event = record.event
+        types[type(event).__name__] += 1
+        streams[record.stream] += 1
+        first = event.at if first is None else first
+        last = event.at
+        count += 1
+    info = journal.info()
+    return {
+        "path": str(path),
+        "format": info["format"],
+        "engine": info["engine"],
+        "hash": info["hash"],
+        "keyed": info["keyed"],
+        "records": count,
+        "first_time": first,
+        "last_time": last,
+        "types": dict(types.most_common()),
+        "streams": len(streams),
+        "stream_kinds": dict(Counter(s.split("/", 1)[0] for s in streams.elements()).most_common()),
+        "busiest_streams": dict(streams.most_common(10)),
+        "bytes_on_disk": sum(f.stat().st_size for f in path.glob("*.mdb")),
+    }
+
+
+def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str, Any] | None:
+    """An agent's three layers, cognitive state and lifecycle at seq ``at`` (None if it does not exist)."""
+    state = replay_agent(journal, agent_id, until=at)
+    if state is None:
+        return None
+    ipc = [
+        r.event
+        for r in journal.read(until=at, stream="bus")
+        if isinstance(r.event, IpcMessage) and agent_id in (r.event.sender, r.event.recipient)
+    ]
+    return {
+        "agent": agent_id,
+        "at": at if at is not None else journal.last_seq,
+        "lifecycle": state.lifecycle,
+        "task_id": state.task_id,
+        "parent": state.parent,
+        "capabilities": list(state.capabilities),
+        "behavior": state.behavior,
+        "task_shared": state.task_context,
+        "private": state.private,
+        "cognitive": msgspec.to_builtins(state.cognitive),
+        "ipc": {
+            "messages": len(ipc),
+            "latest": [
+                {"id": m.id, "from": m.sender, "to": m.recipient, "topic": m.topic, "kind": m.kind}
+                for m in ipc[-_IPC_SHOWN:]
+            ],
+        },
+    }
+
+
+def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[str, Any] | None:
+    """A session's messages at seq ``at`` (None if it does not exist then)."""
+    state = None
+    for record in journal.read(until=at, stream="session/" + session_id):
+        state = apply_session_event(state, record.event)
+    if state is None:
+        return None
+    return {
+        "session": session_id,
+        "at": at if at is not None else journal.last_seq,
+        "user_id": state.user_id,
+        "agent_id": state.agent_id,
+        "created_at": state.created_at,
+        "accessed_at": state.accessed_at,
+        "messages": msgspec.to_builtins(state.messages),
+    }
+
+
+_json = msgspec.json.Encoder()
+
+
+def export_lines(
+    journal: LmdbJournal, *, stream: str | None = None, layer: str | None = None, after: int = 0
+) -> Iterator[bytes]:
+    """One JSON line per record: ``seq, time, stream, layer, type, version, data, chain``."""
+    wanted: int | None = None
+    if layer is not None:
+        wanted = ContextLayer[layer.upper()].value
+    for record in journal.read(after=after, stream=stream):
+        event = record.event
+        event_layer = type(event).layer
+        if layer is not None and (event_layer is None or event_layer.value != wanted):
+            continue
+        data = msgspec.to_builtins(event)
+        kind = data.pop("type")
+        version = data.pop("v")
+        line = {
+            "seq": record.seq,
+            "time": event.at,
+            "stream": record.stream,
+            "layer": event_layer.name if event_layer is not None else None,
+            "type": kind,
+            "version": version,
+            "data": data,
+            "chain": record.chain.hex(),
+        }
+        yield _json.encode(line) + b"\n"

@@ -1,0 +1,283 @@
+"""The main job: a deterministic multi-agent research simulation on the embedded journal.
+
+Researchers share a task context, keep private hypotheses and a cognitive state, take
+LLM turns in their own sessions through the prompt gate (a scripted provider, so a
+seed gives the same run; a few prompts are too long and are refused), ask reviewers
+for reviews (IPC request/reply), broadcast findings, and checkpoint. Reviewers only
+answer, so no two agents ever wait on each other. Running it again on the same
+journal continues from the recovered state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from cogfabric.actors import (
+    AgentContext,
+    Config,
+    InvalidArgumentError,
+    PromptTooLongError,
+    Runtime,
+    ScriptedProvider,
+)
+from cogfabric.events import CognitiveState, IpcMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from cogfabric.actors import Behavior
+
+__all__ = ["SimulationReport", "run_simulation"]
+
+TASK = "research"
+GOAL = {"goal": "explain the anomaly in dataset D", "constraints": ["cite evidence", "stay under budget"]}
+FINDINGS = "findings"
+REVIEWER_SHARE = 5  # one agent in five reviews
+
+
+@dataclass
+class SimulationReport:
+    """What a run did."""
+
+    agents: int
+    turns: int
+    events: int
+    total_events: int
+    seconds: float
+    sessions: int
+    refusals: int
+    reviews: int
+    broadcasts: int
+    checkpoints: int
+    journal_bytes: int
+    path: Path
+    resumed: bool
+
+    @property
+    def events_per_second(self) -> float:
+        """Journaled events per second of this run."""
+        return self.events / self.seconds if self.seconds > 0 else 0.0
+
+
+class _Tally:
+    """What the behaviors report back to the driver (in this process only)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done = threading.Semaphore(0)
+        self.refusals = 0
+        self.reviews = 0
+        self.broadcasts = 0
+        self.checkpoints = 0
+
+
+def _answer(seed: int) -> Callable[[str], str]:
+    """A deterministic 'model': its answer depends only on the seed and the prompt."""
+
+    def answer(prompt: str) -> str:
+        digest = hashlib.blake2b(f"{seed}|{prompt}".encode(), digest_size=8).hexdigest()
+        confidence = int(digest[:2], 16) / 255
+        return f"hypothesis h-{digest[2:8]} with confidence {confidence:.2f}"
+
+    return answer
+
+
+class Researcher:
+    """Takes a turn on 'tick': an LLM turn, a new hypothesis, sometimes a review or a finding."""
+
+    def __init__(self, tally: _Tally, seed: int, reviewers: list[str]) -> None:
+        self._tally = tally
+        self._seed = seed
+        self._reviewers = reviewers
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ANN401 - a reply or None
+        if message.topic == FINDINGS:
+            seen = ctx.private("findings_seen") or 0
+            ctx.set_private("findings_seen", seen + 1)
+            return None
+        if message.topic != "tick":
+            return None
+        try:
+            self._turn(ctx, int(message.payload["round"]))
+        finally:
+            self._tally.done.release()
+        return None
+
+    def _turn(self, ctx: AgentContext, round_no: int) -> None:
+        rng = random.Random(f"{self._seed}:{ctx.agent_id}:{round_no}")  # noqa: S311 - a simulation
+        ctx.set_private("rounds", round_no)
+        session = ctx.private("session")
+        task = ctx.task_context()
+        prompt = f"Round {round_no}. Goal: {task.get('goal')}. Previous: {ctx.private('hypothesis')}"
+        if rng.random() < 0.05:  # noqa: PLR2004 - now and then a raw evidence dump, far too long
+            try:
+                ctx.llm.generate(prompt + " evidence" * 1200)
+            except (PromptTooLongError, InvalidArgumentError):
+                with self._tally.lock:
+                    self._tally.refusals += 1
+        output = ctx.llm.turn(session, prompt)
+        claim = output.split(" with ")[0]
+        confidence = float(output.rsplit(" ", 1)[1])
+        ctx.set_private("hypothesis", {"claim": claim, "confidence": confidence, "round": round_no})
+        previous = ctx.cognitive_state()
+        memory = [*list(previous.working_memory or [])[-4:], claim]
+        ctx.set_cognitive_state(
+            CognitiveState(
+                context=task.get("goal"),
+                observation=output,
+                working_memory=memory,
+                decision=claim if confidence > 0.5 else None,  # noqa: PLR2004
+            )
+        )
+        if self._reviewers and rng.random() < 0.3:  # noqa: PLR2004
+            verdict = ctx.request(
+                rng.choice(self._reviewers), "review", {"claim": claim, "confidence": confidence}
+            )
+            ctx.set_private("last_review", verdict.payload)
+            with self._tally.lock:
+                self._tally.reviews += 1
+        if confidence > 0.8:  # noqa: PLR2004
+            ctx.broadcast(FINDINGS, {"claim": claim, "by": ctx.agent_id})
+            with self._tally.lock:
+                self._tally.broadcasts += 1
+        if round_no % 5 == 0:
+            ctx.checkpoint_cognitive()
+            with self._tally.lock:
+                self._tally.checkpoints += 1
+
+
+class Reviewer:
+    """Answers review requests; never asks anyone, so requests cannot wait in a cycle."""
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ANN401 - a reply
+        if message.topic != "review":
+            return None
+        claim = message.payload
+        reviewed = (ctx.private("reviewed") or 0) + 1
+        ctx.set_private("reviewed", reviewed)
+        verdict = "plausible" if claim["confidence"] >= 0.4 else "weak"  # noqa: PLR2004
+        return {"verdict": verdict, "reviewer": ctx.agent_id, "n": reviewed}
+
+
+def _journal_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.glob("*.mdb"))
+
+
+def run_simulation(
+    path: Path,
+    *,
+    agents: int = 50,
+    turns: int = 200,
+    seed: int = 0,
+    durability: str | None = None,
+    config: Config | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimulationReport:
+    """Run (or continue) the simulation on the journal at ``path``.
+
+    ``turns`` is the number of LLM turns taken in this run, spread round-robin over the
+    researchers. ``agents`` is used when the journal is new; a journal that holds a
+    simulation already continues with its own agents.
+    """
+    config = config or Config()
+    if durability is not None:
+        config = msgspec.structs.replace(
+            config, journal=msgspec.structs.replace(config.journal, durability=durability)
+        )
+    if config.llm.max_prompt_length == 0:
+        config = msgspec.structs.replace(
+            config, llm=msgspec.structs.replace(config.llm, max_prompt_length=4000)
+        )
+    tally = _Tally()
+    reviewers = [f"reviewer-{i:03d}" for i in range(max(1, agents // REVIEWER_SHARE))]
+    researchers = [f"researcher-{i:03d}" for i in range(max(1, agents - len(reviewers)))]
+    behaviors: dict[str, Callable[[], Behavior]] = {
+        "researcher": lambda: Researcher(tally, seed, reviewers),
+        "reviewer": Reviewer,
+    }
+    provider = ScriptedProvider(_answer(seed), name="scripted", model=f"seed-{seed}")
+    with Runtime.open(path, config=config, behaviors=behaviors, llm_provider=provider) as rt:
+        journal = rt._journal  # noqa: SLF001 - the simulation reports journal figures
+        assert journal is not None
+        before = journal.last_seq
+        resumed = bool(rt.agents())
+        if resumed:
+            researchers = sorted(a for a in rt.agents() if a.startswith("researcher-"))
+            reviewers[:] = sorted(a for a in rt.agents() if a.startswith("reviewer-"))
+        else:
+            _set_up(rt, researchers, reviewers)
+        _ensure_sessions(rt, researchers)
+        started = time.perf_counter()
+        first_round = max((rt.agent(a).private("rounds") or 0) for a in researchers)
+        for n in range(turns):
+            agent_id = researchers[n % len(researchers)]
+            round_no = first_round + n // len(researchers) + 1
+            rt.bus.send("driver", agent_id, "tick", {"round": round_no})
+            if progress is not None:
+                progress(n, turns)
+        for _ in range(turns):
+            if not tally.done.acquire(timeout=120):
+                msg = "the simulation stalled: a turn did not finish within 120 s"
+                raise TimeoutError(msg)
+        rt.flush()
+        seconds = time.perf_counter() - started
+        after = journal.last_seq
+        sessions = rt.memory.size()
+    return SimulationReport(
+        agents=len(researchers) + len(reviewers),
+        turns=turns,
+        events=after - before,
+        total_events=after,
+        seconds=seconds,
+        sessions=sessions,
+        refusals=tally.refusals,
+        reviews=tally.reviews,
+        broadcasts=tally.broadcasts,
+        checkpoints=tally.checkpoints,
+        journal_bytes=_journal_bytes(path),
+        path=path,
+        resumed=resumed,
+    )
+
+
+def _set_up(rt: Runtime, researchers: list[str], reviewers: list[str]) -> None:
+    specs: list[dict[str, Any]] = [
+        {"agent_id": a, "task_id": TASK, "behavior": "reviewer", "capabilities": ["review"]}
+        for a in reviewers
+    ]
+    specs += [
+        {
+            "agent_id": a,
+            "task_id": TASK,
+            "behavior": "researcher",
+            "capabilities": ["search", "reason"],
+            "parent": reviewers[0],
+            "experience_prior": {"field": "anomaly detection"},
+        }
+        for a in researchers
+    ]
+    rt.spawn_many(specs)
+    rt.publish_task_context(TASK, GOAL)
+    for a in researchers:
+        rt.bus.subscribe(a, FINDINGS)
+
+
+def _ensure_sessions(rt: Runtime, researchers: list[str]) -> None:
+    for a in researchers:
+        agent = rt.agent(a)
+        session = agent.private("session")
+        try:
+            if session is not None:
+                rt.memory.get_messages(session)
+                continue
+        except LookupError:
+            pass  # expired while the simulation was closed: start a new one
+        agent.set_private("session", rt.memory.create_session(a, agent_id=a))

@@ -1,0 +1,259 @@
+"""The main job and the audit commands, through click's runner (and once as a console script)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import lmdb
+import pytest
+from click.testing import CliRunner
+
+import cogfabric._audit
+from cogfabric.cli import main
+from cogfabric.store import FORMAT_VERSION, Journal
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sim") / "journal"
+    result = CliRunner().invoke(main, ["simulate", "--agents", "10", "--turns", "40", "--journal", str(path)])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256((path / "data.mdb").read_bytes()).hexdigest()
+
+
+def _copy(journal: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy"
+    target.mkdir()
+    shutil.copyfile(journal / "data.mdb", target / "data.mdb")
+    return target
+
+
+def test_simulate_reports_and_a_second_run_continues(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    runner = CliRunner()
+
+    first = runner.invoke(
+        main, ["simulate", "--agents", "6", "--turns", "12", "--journal", str(path), "--seed", "3"]
+    )
+    second = runner.invoke(
+        main, ["simulate", "--turns", "12", "--journal", str(path), "--durability", "batch", "--seed", "3"]
+    )
+
+    assert first.exit_code == 0, first.output
+    assert first.output.startswith("ran 12 turns of 6 agents")
+    assert "audit it: cogfabric inspect" in first.output
+    assert second.exit_code == 0, second.output
+    assert second.output.startswith("continued 12 turns of 6 agents")
+    with Journal.open(path, readonly=True) as journal:
+        assert journal.verify(decode=True).ok
+
+
+def test_simulate_takes_a_yaml_config_and_names_a_bad_key(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("journal:\n  durability: batch\nmemory:\n  max_history: 4\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("memory:\n  max_histroy: 4\n")
+    runner = CliRunner()
+
+    ok = runner.invoke(
+        main,
+        [
+            "simulate",
+            "--agents",
+            "4",
+            "--turns",
+            "4",
+            "--journal",
+            str(tmp_path / "j"),
+            "--config",
+            str(good),
+        ],
+    )
+    refused = runner.invoke(main, ["simulate", "--journal", str(tmp_path / "k"), "--config", str(bad)])
+
+    assert ok.exit_code == 0, ok.output
+    assert refused.exit_code == 2
+    assert "max_histroy" in refused.output
+
+
+def test_audit_commands_never_change_the_data_file(simulated: Path) -> None:
+    before = _digest(simulated)
+    runner = CliRunner()
+
+    results = [
+        runner.invoke(main, ["verify", str(simulated)]),
+        runner.invoke(main, ["inspect", str(simulated)]),
+        runner.invoke(main, ["replay", str(simulated), "--agent", "researcher-000"]),
+        runner.invoke(main, ["export", str(simulated)]),
+    ]
+
+    assert [r.exit_code for r in results] == [0, 0, 0, 0]
+    assert _digest(simulated) == before
+
+
+def test_inspect_counts_records_types_and_streams(simulated: Path) -> None:
+    result = CliRunner().invoke(main, ["inspect", str(simulated), "--json"])
+
+    summary = json.loads(result.output)
+    with Journal.open(simulated, readonly=True) as journal:
+        assert summary["records"] == journal.last_seq
+    assert summary["format"] == FORMAT_VERSION
+    assert sum(summary["types"].values()) == summary["records"]
+    assert {"agent", "bus", "session", "runtime"} <= set(summary["stream_kinds"])
+
+
+def test_export_has_one_line_per_record_with_stable_fields(simulated: Path, tmp_path: Path) -> None:
+    out = tmp_path / "all.jsonl"
+
+    result = CliRunner().invoke(main, ["export", str(simulated), "--output", str(out)])
+
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    with Journal.open(simulated, readonly=True) as journal:
+        assert len(lines) == journal.last_seq
+    assert result.exit_code == 0
+    assert set(lines[0]) == {"seq", "time", "stream", "layer", "type", "version", "data", "chain"}
+    assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
+
+
+def test_export_filters_by_layer_stream_and_after(simulated: Path) -> None:
+    runner = CliRunner()
+
+    private = runner.invoke(main, ["export", str(simulated), "--layer", "agent_private"])
+    stream = runner.invoke(
+        main, ["export", str(simulated), "--stream", "agent/researcher-000", "--after", "5"]
+    )
+
+    assert {json.loads(x)["layer"] for x in private.output.splitlines()} == {"AGENT_PRIVATE"}
+    rows = [json.loads(x) for x in stream.output.splitlines()]
+    assert rows
+    assert {r["stream"] for r in rows} == {"agent/researcher-000"}
+    assert min(r["seq"] for r in rows) > 5
+
+
+def test_replay_at_two_points_shows_the_change(simulated: Path) -> None:
+    with Journal.open(simulated, readonly=True) as journal:
+        change = next(
+            r.seq
+            for r in journal.read(stream="agent/researcher-000")
+            if type(r.event).__name__ == "PrivateSet" and r.event.key == "hypothesis"  # type: ignore[attr-defined]
+        )
+    runner = CliRunner()
+
+    before = json.loads(
+        runner.invoke(
+            main, ["replay", str(simulated), "--agent", "researcher-000", "--at", str(change - 1), "--json"]
+        ).output
+    )
+    after = json.loads(
+        runner.invoke(
+            main, ["replay", str(simulated), "--agent", "researcher-000", "--at", str(change), "--json"]
+        ).output
+    )
+
+    assert "hypothesis" not in before["private"]
+    assert "hypothesis" in after["private"]
+    assert after["task_shared"]["goal"]
+
+
+def test_replay_a_session(simulated: Path) -> None:
+    runner = CliRunner()
+    agent = json.loads(
+        runner.invoke(main, ["replay", str(simulated), "--agent", "researcher-000", "--json"]).output
+    )
+
+    session = json.loads(
+        runner.invoke(
+            main, ["replay", str(simulated), "--session", agent["private"]["session"], "--json"]
+        ).output
+    )
+
+    assert session["messages"][0]["content"] == "New session started"
+    assert {m["role"] for m in session["messages"]} >= {"user", "assistant"}
+
+
+def test_replay_needs_exactly_one_target_and_an_existing_one(simulated: Path) -> None:
+    runner = CliRunner()
+
+    assert runner.invoke(main, ["replay", str(simulated)]).exit_code == 2
+    missing = runner.invoke(main, ["replay", str(simulated), "--agent", "nobody"])
+    assert missing.exit_code == 2
+    assert "does not exist" in missing.output
+
+
+def test_one_changed_byte_in_a_copy_makes_verify_exit_one_naming_the_seq(
+    simulated: Path, tmp_path: Path
+) -> None:
+    copy = _copy(simulated, tmp_path)
+    env = lmdb.open(str(copy), max_dbs=8)
+    events = env.open_db(b"events")
+    with env.begin(write=True, db=events) as txn:
+        value = bytearray(txn.get((17).to_bytes(8, "big")) or b"")
+        value[-1] ^= 0x01
+        txn.put((17).to_bytes(8, "big"), bytes(value))
+    env.close()
+
+    result = CliRunner().invoke(main, ["verify", str(copy)])
+
+    assert result.exit_code == 1
+    assert "seq 17" in result.output
+
+
+def test_a_journal_of_a_newer_format_gets_a_clear_error(simulated: Path, tmp_path: Path) -> None:
+    copy = _copy(simulated, tmp_path)
+    env = lmdb.open(str(copy), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"meta")) as txn:
+        txn.put(b"format", (FORMAT_VERSION + 1).to_bytes(4, "big"))
+    env.close()
+
+    for command in ("verify", "inspect", "export"):
+        result = CliRunner().invoke(main, [command, str(copy)])
+        assert result.exit_code == 2
+        assert f"format version {FORMAT_VERSION + 1}" in result.output
+
+
+def test_a_directory_the_auditor_cannot_write_is_refused_unless_copied(
+    simulated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cogfabric._audit, "_writable", lambda _path: False)
+    runner = CliRunner()
+
+    refused = runner.invoke(main, ["inspect", str(simulated)])
+    copied = runner.invoke(main, ["verify", str(simulated), "--copy"])
+
+    assert refused.exit_code == 2
+    assert "--copy" in refused.output
+    assert copied.exit_code == 0, copied.output
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    runner = CliRunner()
+
+    for command in ("simulate", "verify", "replay", "export", "inspect"):
+        result = runner.invoke(main, [command, "--help"])
+        assert result.exit_code == 0
+        assert "Example" in result.output
+
+
+def test_the_console_script_runs_the_simulation(tmp_path: Path) -> None:
+    script = shutil.which("cogfabric", path=str(Path(sys.executable).parent))
+    assert script is not None
+
+    out = subprocess.run(
+        [script, "simulate", "--agents", "4", "--turns", "4", "--journal", str(tmp_path / "j")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert out.returncode == 0, out.stderr
+    assert "audit it" in out.stdout
