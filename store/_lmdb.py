@@ -766,43 +766,43 @@ class LmdbJournal(Journal):
             return self._verify(after, decode=decode)
 
     def _verify(self, after: int, *, decode: bool) -> VerifyReport:
+        # The head and the last record are read in one snapshot, and only records up to
+        # it are checked: a writer appending meanwhile cannot make a clean journal fail.
+        with self._lock:
+            head, stored_last = self._txn_call(self._head_and_last)
         state = _VerifyState(prev=_ZERO_CHAIN, expected=after + 1)
         if after:
             start = self._read_chunk_raw_one(after)
             if start is None:
                 return VerifyReport(False, 0, after, f"record {after} to verify from is missing")
             state.prev = start[:16]
-        while True:
-            chunk = self._read_pairs(state.expected - 1)
+        while state.expected <= stored_last:
+            chunk = [
+                (seq, value) for seq, value in self._read_pairs(state.expected - 1) if seq <= stored_last
+            ]
             if not chunk:
                 break
             bad = self._verify_chunk(chunk, state, decode=decode)
             if bad is not None:
                 return bad
         last = state.expected - 1
-        with self._lock:
-            head = self._txn_call(lambda: self._get(self._db_meta, _META_HEAD))
-        if head is None or len(head) != _HEAD_LEN:
-            return VerifyReport(False, state.checked, None, "the chain head is missing", last)
-        head_seq, head_chain = int.from_bytes(head[:8], "big"), head[8:]
-        if head_seq != last or head_chain != state.prev:
-            if head_seq > last:
-                reason = (
-                    f"the chain head is at seq {head_seq} but records end at {last}: records were removed"
-                )
-                bad_seq: int | None = last + 1
-            elif head_seq < last:
-                reason = f"the chain head was rolled back to seq {head_seq} while records go on to {last}"
-                bad_seq = head_seq + 1
-            else:
-                reason = f"the chain head does not match record {last}"
-                bad_seq = last
-            return VerifyReport(False, state.checked, bad_seq, reason, last)
+        if last < stored_last:
+            return VerifyReport(False, state.checked, last + 1, f"record {last + 1} is missing", stored_last)
+        problem = _head_problem(head, last, state.prev)
+        if problem is not None:
+            return VerifyReport(False, state.checked, problem[0], problem[1], last)
         if after == 0:
-            problem = self._verify_indexes(state)
+            problem = self._verify_indexes(state, last)
             if problem is not None:
                 return VerifyReport(False, state.checked, problem[0], problem[1], last)
         return VerifyReport(True, state.checked, None, "", last)
+
+    def _head_and_last(self) -> tuple[bytes | None, int]:
+        with self._env.begin() as txn:
+            head = txn.get(_META_HEAD, db=self._db_meta)
+            cursor = txn.cursor(db=self._db_events)
+            last = int.from_bytes(cursor.key(), "big") if cursor.last() else 0
+            return (None if head is None else bytes(head)), last
 
     def _read_chunk_raw_one(self, seq: int) -> bytes | None:
         with self._lock:
@@ -852,9 +852,9 @@ class LmdbJournal(Journal):
         state.ids_sum = ids_sum
         return None
 
-    def _verify_indexes(self, state: _VerifyState) -> tuple[int | None, str] | None:
+    def _verify_indexes(self, state: _VerifyState, last: int) -> tuple[int | None, str] | None:
         with self._lock:
-            index_count, index_sum, ids_count, ids_sum = self._txn_call(self._index_digests)
+            index_count, index_sum, ids_count, ids_sum = self._txn_call(lambda: self._index_digests(last))
         if index_count != state.checked or (index_sum & _MASK64) != (state.index_sum & _MASK64):
             return self._locate_index_problem(), "the stream index does not match the records"
         if ids_count != state.checked or (ids_sum & _MASK64) != (state.ids_sum & _MASK64):
@@ -868,15 +868,19 @@ class LmdbJournal(Journal):
                 return seq, f"the snapshot of {stream_raw.decode(errors='replace')!r} does not match its hash"
         return None
 
-    def _index_digests(self) -> tuple[int, int, int, int]:
+    def _index_digests(self, last: int) -> tuple[int, int, int, int]:
+        """Counts and order-free digests of both indexes, over records up to ``last``."""
         index_count = index_sum = ids_count = ids_sum = 0
+        limit = _seq_key(last)
         with self._env.begin() as txn:
             for key in txn.cursor(db=self._db_streams).iternext(keys=True, values=False):
-                index_count += 1
-                index_sum += hash(key)
+                if key[-8:] <= limit:
+                    index_count += 1
+                    index_sum += hash(key)
             for key, value in txn.cursor(db=self._db_ids).iternext():
-                ids_count += 1
-                ids_sum += hash(key + value)
+                if value <= limit:
+                    ids_count += 1
+                    ids_sum += hash(key + value)
         return index_count, index_sum, ids_count, ids_sum
 
     def _all_snapshots(self) -> list[tuple[bytes, bytes]]:
@@ -928,6 +932,23 @@ class LmdbJournal(Journal):
 
     def __enter__(self) -> Self:
         return self
+
+
+def _head_problem(head: bytes | None, last: int, chain: bytes) -> tuple[int | None, str] | None:
+    """What is wrong with the stored chain head, given the last record and its chain link."""
+    if head is None or len(head) != _HEAD_LEN:
+        return None, "the chain head is missing"
+    head_seq, head_chain = int.from_bytes(head[:8], "big"), head[8:]
+    if head_seq > last:
+        return (
+            last + 1,
+            f"the chain head is at seq {head_seq} but records end at {last}: records were removed",
+        )
+    if head_seq < last:
+        return head_seq + 1, f"the chain head was rolled back to seq {head_seq} while records go on to {last}"
+    if head_chain != chain:
+        return last, f"the chain head does not match record {last}"
+    return None
 
 
 class _VerifyState:

@@ -518,3 +518,32 @@ def test_record_values_hold_the_stream_and_id_before_the_payload(tmp_path: Path)
     assert value[17:id_at] == b"agent/a0"
     assert value[id_at + 1 : id_at + 1 + value[id_at]] == event.id.encode()
     assert msgspec.msgpack.decode(value[id_at + 1 + value[id_at] :])["type"] == "PrivateSet"
+
+
+def test_verify_passes_while_another_process_appends(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(make_events(10))
+    writer = textwrap.dedent(
+        """
+        import sys
+        from cogfabric.store import Journal
+        from cogfabric.store.testing import make_events
+        with Journal.open(sys.argv[1], sync=False) as journal:
+            print("ready", flush=True)
+            for start in range(10, 40010, 5):
+                journal.append(make_events(5, start=start))
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", writer, str(path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    reports = []
+    with Journal.open(path, readonly=True) as journal:
+        while child.poll() is None and len(reports) < 50:
+            reports.append(journal.verify())
+    child.communicate(timeout=60)
+
+    assert child.returncode == 0
+    assert reports
+    assert all(r.ok for r in reports), [r for r in reports if not r.ok][:1]
