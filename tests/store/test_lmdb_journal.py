@@ -26,6 +26,7 @@ from cogfabric.store import (
     JournalUnavailableError,
     LmdbJournal,
     Snapshot,
+    VerifyReport,
 )
 from cogfabric.store._lmdb import _translated
 from cogfabric.store.testing import JournalContract, make_events
@@ -538,7 +539,7 @@ def test_verify_passes_while_another_process_appends(tmp_path: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", writer, str(path)], stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "ready"
-    reports = []
+    reports: list[VerifyReport] = []
     with Journal.open(path, readonly=True) as journal:
         while child.poll() is None and len(reports) < 50:
             reports.append(journal.verify())
