@@ -415,3 +415,24 @@ class TestBus:
         assert b.context_view().task_shared == {"tb": 2}
         assert b.context_view().private == {}
         assert Recorder.log[0].payload == {"x": 1}
+
+
+def test_a_request_with_timeout_zero_waits_the_default_thirty_seconds(runtime: Runtime) -> None:
+    runtime.spawn("b", behavior="rec")
+
+    reply = runtime.bus.request("a", "b", "q", 1, timeout=0)
+
+    assert reply.payload == {"echo": 1, "by": "b"}
+
+
+def test_a_reply_to_an_unknown_correlation_id_is_dropped_without_error(runtime: Runtime) -> None:
+    runtime.bus.reply("no-such-corr", "late")
+
+    assert runtime.bus.dead_letters() == []
+
+
+def test_a_runtime_on_a_fake_clock_starts_no_sweep_ticker_and_a_real_one_does() -> None:
+    with Runtime.open(clock=FakeClock()) as fake, Runtime.open() as real:
+        assert fake.memory._ticker is None
+        assert real.memory._ticker is not None
+        assert real.memory._ticker.daemon
