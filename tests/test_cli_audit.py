@@ -257,3 +257,26 @@ def test_the_console_script_runs_the_simulation(tmp_path: Path) -> None:
 
     assert out.returncode == 0, out.stderr
     assert "audit it" in out.stdout
+
+
+def test_reading_commands_refuse_a_tampered_journal_unless_told(simulated: Path, tmp_path: Path) -> None:
+    copy = _copy(simulated, tmp_path)
+    env = lmdb.open(str(copy), max_dbs=8)
+    events = env.open_db(b"events")
+    with env.begin(write=True, db=events) as txn:
+        value = bytearray(txn.get((30).to_bytes(8, "big")) or b"")
+        value[-1] ^= 0x01
+        txn.put((30).to_bytes(8, "big"), bytes(value))
+    env.close()
+    runner = CliRunner()
+
+    refused = [
+        runner.invoke(main, ["inspect", str(copy)]),
+        runner.invoke(main, ["export", str(copy)]),
+        runner.invoke(main, ["replay", str(copy), "--agent", "researcher-000"]),
+    ]
+    forced = runner.invoke(main, ["inspect", str(copy), "--no-verify"])
+
+    assert [r.exit_code for r in refused] == [1, 1, 1]
+    assert all("seq 30" in r.output for r in refused)
+    assert forced.exit_code == 0

@@ -28,6 +28,9 @@ EXIT_USAGE = 2
 _JOURNAL = click.argument("journal", type=click.Path(path_type=Path))
 _COPY = click.option("--copy", is_flag=True, help="Audit a private copy (for a directory you cannot write).")
 _KEY = click.option("--key", default=None, help="The chain key the journal was written with.")
+_NO_VERIFY = click.option(
+    "--no-verify", is_flag=True, help="Read a journal even if its hash chain does not verify (dangerous)."
+)
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
@@ -156,6 +159,21 @@ def _audit(path: Path, *, copy: bool, key: str | None) -> Any:  # noqa: ANN401 -
     return open_for_audit(path, copy=copy, key=key)
 
 
+def _check(opened: Any, *, skip: bool) -> None:  # noqa: ANN401 - a journal
+    """Refuse to read a journal that fails verification: a tampered record could decode."""
+    if skip:
+        return
+    report = opened.verify()
+    if not report.ok:
+        where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the journal"
+        click.echo(
+            f"error: the journal fails verification at {where}: {report.reason}; "
+            "refusing to read it (--no-verify reads it anyway)",
+            err=True,
+        )
+        sys.exit(EXIT_PROBLEM)
+
+
 def _journal_errors() -> tuple[type[Exception], ...]:
     from cogfabric.store import JournalError  # noqa: PLC0415
 
@@ -197,6 +215,7 @@ def verify(journal: Path, key: str | None, copy: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @_KEY
 @_COPY
+@_NO_VERIFY
 def replay(
     journal: Path,
     agent: str | None,
@@ -205,6 +224,7 @@ def replay(
     as_json: bool,
     key: str | None,
     copy: bool,
+    no_verify: bool,
 ) -> None:
     r"""Rebuild an agent or a session at any seq, from the journal alone (no model is called).
 
@@ -223,6 +243,7 @@ def replay(
         _fail("give exactly one of --agent or --session")
     try:
         with _audit(journal, copy=copy, key=key) as opened:
+            _check(opened, skip=no_verify)
             view = (
                 agent_view(opened, agent, at)
                 if agent is not None
@@ -269,6 +290,7 @@ def _print_view(view: dict[str, Any]) -> None:
 @click.option("--after", default=0, type=click.IntRange(0), help="Only records after this seq.")
 @_KEY
 @_COPY
+@_NO_VERIFY
 def export(
     journal: Path,
     output: Path | None,
@@ -277,6 +299,7 @@ def export(
     after: int,
     key: str | None,
     copy: bool,
+    no_verify: bool,
 ) -> None:
     r"""Export JOURNAL as JSON Lines, one record a line, streamed.
 
@@ -291,6 +314,7 @@ def export(
 
     try:
         with _audit(journal, copy=copy, key=key) as opened:
+            _check(opened, skip=no_verify)
             sink = output.open("wb") if output is not None else sys.stdout.buffer
             try:
                 for line in export_lines(opened, stream=stream, layer=layer, after=after):
@@ -309,7 +333,8 @@ def export(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @_KEY
 @_COPY
-def inspect(journal: Path, as_json: bool, key: str | None, copy: bool) -> None:
+@_NO_VERIFY
+def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify: bool) -> None:
     r"""Summarise JOURNAL: format, records, first and last time, counts per type and stream, size.
 
     \b
@@ -320,6 +345,7 @@ def inspect(journal: Path, as_json: bool, key: str | None, copy: bool) -> None:
 
     try:
         with _audit(journal, copy=copy, key=key) as opened:
+            _check(opened, skip=no_verify)
             summary = inspect_journal(opened, journal)
     except _journal_errors() as exc:
         _fail(str(exc), EXIT_PROBLEM if "record" in str(exc) else EXIT_USAGE)
