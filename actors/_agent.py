@@ -115,7 +115,7 @@ class AgentActor(pykka.ThreadingActor):
             if kind == IPC:
                 self._on_ipc(message[1])
             elif kind == PUBLISH:
-                self._on_publish(message[1], message[2])
+                self._on_publish(message[1], message[2], message[3])
             self._flush_outbox()
         except JournalError:
             # The journal is fail-stop: forget what it did not take, so this agent
@@ -193,7 +193,12 @@ class AgentActor(pykka.ThreadingActor):
             and self._state.events - self._snapshot_at >= self._core.snapshot_interval
         ):
             self._snapshot_at = self._state.events
-            self._core.writer.submit_snapshot(self._stream, encode_snapshot(self._state))
+            self._core.writer.submit_snapshot(
+                self._stream,
+                encode_snapshot(self._state),
+                agent_id=self._state.id,
+                publish_seq=self._state.publish_seq,
+            )
 
     def emit_and_deliver(self, message: IpcMessage, deliver: Callable[[bool], None]) -> None:
         """Journal ``message`` after this agent's waiting events, and deliver it.
@@ -347,9 +352,10 @@ class AgentActor(pykka.ThreadingActor):
 
     # ------------------------------------------------------------- messages
 
-    def _on_publish(self, event: TaskContextPublished, ticket: int) -> None:
+    def _on_publish(self, event: TaskContextPublished, ticket: int, seq: int) -> None:
         # Apply in journal (ticket) order: a set_task_context that reached the writer
         # after this publish wins, here as in replay.
+        self._state.publish_seq = max(self._state.publish_seq, seq)
         if ticket > self._task_ticket:
             self._task_ticket = ticket
             self._state.task_context = event.context

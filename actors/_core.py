@@ -104,6 +104,8 @@ def replay_agent(journal: Journal, agent_id: str, until: int | None = None) -> A
     )
     for record in heapq.merge(own, published, key=_seq_of):
         state = apply_event(state, record.event)
+        if state is not None and isinstance(record.event, TaskContextPublished):
+            state.publish_seq = record.seq
     return state
 
 

@@ -347,13 +347,13 @@ class Runtime:
         if writer is not None:
             ack = writer.submit([event])
             assert ack is not None
-            ack.wait(self._core.call_timeout)
+            seq = ack.wait(self._core.call_timeout)[0]
             ticket = ack.ticket
         else:
-            ticket = next(self._tickets)
+            ticket, seq = next(self._tickets), 0
         for agent_id in targets:
             try:
-                self._tell(agent_id, (PUBLISH, event, ticket))
+                self._tell(agent_id, (PUBLISH, event, ticket, seq))
             except AgentNotFoundError:
                 continue
         return targets

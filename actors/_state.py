@@ -59,6 +59,8 @@ class AgentSnapshot(msgspec.Struct, kw_only=True):
     behavior: str | None = None
     topics: list[str] = []
     spawned_at: float = 0.0
+    publish_seq: int = 0
+    """The seq of the last task context published to this agent that it handled."""
     events: int = 0
     """How many events of its stream this state has applied (for snapshot intervals)."""
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 
 import pykka
 
+from cogfabric.events import TaskContextPublished
 from cogfabric.store import JournalError, Snapshot
 
 from ._errors import ActorTimeoutError, RuntimeClosedError
@@ -90,7 +91,7 @@ class _Submission:
         self,
         events: Sequence[Event],
         ack: Ack | None,
-        snapshot: tuple[str, bytes] | None,
+        snapshot: tuple[str, bytes, str, int] | None,
         after: Callable[[bool], None] | None = None,
     ) -> None:
         self.events = events
@@ -134,6 +135,8 @@ class JournalWriter:
         self._tickets = itertools.count(1)
         self._stream_seq: dict[str, int] = {}
         self._carried: list[tuple[str, int, bytes]] = []
+        self._publishes: list[tuple[int, frozenset[str]]] = []
+        """(seq, agents) of every task context published since start, in seq order."""
         self._closed = False
         self._failure: BaseException | None = None
         self._ref = JournalWriterActor.start(self)
@@ -182,14 +185,28 @@ class JournalWriter:
         if self._failure is not None:
             raise self._failure
 
-    def submit_snapshot(self, stream: str, data: bytes) -> None:
-        """Save ``data`` as ``stream``'s snapshot, covering its events submitted so far."""
-        self._put((), (stream, data), want_ack=False)
+    def submit_snapshot(self, stream: str, data: bytes, *, agent_id: str = "", publish_seq: int = 0) -> None:
+        """Save ``data`` as ``stream``'s snapshot, covering its events submitted so far.
+
+        An agent's snapshot also names the last published task context it handled
+        (``publish_seq``): if a later publication to it was committed before the
+        snapshot's own events, the snapshot is saved as covering only the seqs before
+        that publication, so replay applies it (and re-applies the agent's own later
+        events, which are idempotent) in journal order.
+        """
+        self._put((), (stream, data, agent_id, publish_seq), want_ack=False)
+
+    def _clamp(self, covered: int, agent_id: str, publish_seq: int) -> int:
+        if agent_id:
+            for seq, agents in self._publishes:
+                if publish_seq < seq <= covered and agent_id in agents:
+                    return seq - 1
+        return covered
 
     def _put(
         self,
         events: Sequence[Event],
-        snapshot: tuple[str, bytes] | None,
+        snapshot: tuple[str, bytes, str, int] | None,
         *,
         want_ack: bool,
         after: Callable[[bool], None] | None = None,
@@ -258,27 +275,38 @@ class JournalWriter:
             if group:
                 self._commit(group)
 
-    def _commit(self, taken: list[_Submission]) -> None:
+    def _gather(
+        self, taken: list[_Submission]
+    ) -> tuple[list[Event], dict[str, int], list[Snapshot], list[tuple[str, bytes, int, str, int]]]:
+        """The events of a commit, each stream's last index, and its snapshots.
+
+        A snapshot that covers an event of this very commit cannot know its seq yet:
+        it is returned apart, to be resolved after the append and saved with the next.
+        """
         events: list[Event] = []
         last_index: dict[str, int] = {}
-        in_group: list[tuple[str, bytes, int]] = []
-        stream_seq = self._stream_seq
+        in_group: list[tuple[str, bytes, int, str, int]] = []
         snapshots = [Snapshot(stream, seq, data) for stream, seq, data in self._carried]
         self._carried = []
         for submission in taken:
-            if submission.snapshot is not None:
-                stream, data = submission.snapshot
-                index = last_index.get(stream)
-                if index is not None:
-                    # It covers an event of this very commit, whose seq is not known
-                    # yet: resolve it after the append and save it with the next commit.
-                    in_group.append((stream, data, index))
-                elif stream in stream_seq:
-                    snapshots.append(Snapshot(stream, stream_seq[stream], data))
+            if submission.snapshot is None:
+                for event in submission.events:
+                    last_index[event.stream] = len(events)
+                    events.append(event)
                 continue
-            for event in submission.events:
-                last_index[event.stream] = len(events)
-                events.append(event)
+            stream, data, agent_id, publish_seq = submission.snapshot
+            index = last_index.get(stream)
+            if index is not None:
+                in_group.append((stream, data, index, agent_id, publish_seq))
+            elif stream in self._stream_seq:
+                covered = self._clamp(self._stream_seq[stream], agent_id, publish_seq)
+                if covered > 0:
+                    snapshots.append(Snapshot(stream, covered, data))
+        return events, last_index, snapshots, in_group
+
+    def _commit(self, taken: list[_Submission]) -> None:
+        events, last_index, snapshots, in_group = self._gather(taken)
+        stream_seq = self._stream_seq
         if self._failure is not None:
             self._fail(taken, self._failure)
             return
@@ -291,7 +319,11 @@ class JournalWriter:
             return
         for stream, index in last_index.items():
             stream_seq[stream] = seqs[index]
-        self._carried = [(stream, seqs[index], data) for stream, data, index in in_group]
+        for event, seq in zip(events, seqs, strict=True):
+            if isinstance(event, TaskContextPublished):
+                self._publishes.append((seq, frozenset(event.agents)))
+        carried = [(s, self._clamp(seqs[i], a, p), d) for s, d, i, a, p in in_group]
+        self._carried = [(s, seq, d) for s, seq, d in carried if seq > 0]
         at = 0
         for submission in taken:
             n = len(submission.events)

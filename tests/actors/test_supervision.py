@@ -291,3 +291,26 @@ class TestJournalFailure:
 
         assert 0 < len(live) < 100
         assert set(live) == stored
+
+
+class TestSnapshotsAndPublications:
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_a_publication_queued_behind_a_snapshot_is_not_lost_on_reopen(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        config = Config(journal=JournalConfig(durability=mode, snapshot_interval=1))  # type: ignore[arg-type]
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"gate": Gate}) as rt:
+            agent = rt.spawn("a", task_id="t", task_context={"v": 0}, behavior="gate")
+            rt.bus.send("x", "a", "block", "payload")
+            assert Gate.started.wait(10)
+            rt.publish_task_context("t", {"v": "published"})  # committed while the agent is busy
+            Gate.release.set()  # its next change, and snapshot, come after the publication's seq
+            rt.flush()
+            live = agent.context_view()
+
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"gate": Gate}) as rt:
+            reopened = rt.agent("a").context_view()
+
+        assert dict(live.task_shared) == {"v": "published"}
+        assert dict(reopened.task_shared) == dict(live.task_shared)
+        assert dict(reopened.private) == dict(live.private) == {"last": "payload"}
