@@ -71,7 +71,7 @@ class JournalRecordError(JournalIntegrityError, ValueError):
     """
 
     def __init__(self, seq: int, reason: str) -> None:
-        super().__init__(f"record {seq}: {reason}")
+        super().__init__(f"record at seq {seq}: {reason}")
         self.seq = seq
         self.reason = reason
 

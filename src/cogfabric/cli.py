@@ -174,6 +174,13 @@ def _check(opened: Any, *, skip: bool) -> None:  # noqa: ANN401 - a journal
         sys.exit(EXIT_PROBLEM)
 
 
+def _exit_code(exc: Exception) -> int:
+    """1 for a problem inside the journal (a bad record), 2 for anything else."""
+    from cogfabric.store import JournalIntegrityError  # noqa: PLC0415
+
+    return EXIT_PROBLEM if isinstance(exc, JournalIntegrityError) else EXIT_USAGE
+
+
 def _journal_errors() -> tuple[type[Exception], ...]:
     from cogfabric.store import JournalError  # noqa: PLC0415
 
@@ -250,7 +257,7 @@ def replay(
                 else session_view(opened, session or "", at)
             )
     except _journal_errors() as exc:
-        _fail(str(exc), EXIT_PROBLEM if "record" in str(exc) else EXIT_USAGE)
+        _fail(str(exc), _exit_code(exc))
     if view is None:
         what = f"agent {agent!r}" if agent is not None else f"session {session!r}"
         _fail(f"{what} does not exist at seq {at if at is not None else 'end'}")
@@ -325,7 +332,7 @@ def export(
                 else:
                     sink.flush()
     except _journal_errors() as exc:
-        _fail(str(exc), EXIT_PROBLEM if "record" in str(exc) else EXIT_USAGE)
+        _fail(str(exc), _exit_code(exc))
 
 
 @main.command()
@@ -348,7 +355,7 @@ def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify
             _check(opened, skip=no_verify)
             summary = inspect_journal(opened, journal)
     except _journal_errors() as exc:
-        _fail(str(exc), EXIT_PROBLEM if "record" in str(exc) else EXIT_USAGE)
+        _fail(str(exc), _exit_code(exc))
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

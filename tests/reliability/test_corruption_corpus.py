@@ -1,0 +1,134 @@
+"""A corpus of damaged journals: each is named by seq, never a crash nor a silent acceptance."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+import lmdb
+import msgspec
+import pytest
+
+from cogfabric.actors import FakeClock, Runtime
+from cogfabric.store import FORMAT_VERSION, Journal, JournalFormatError, JournalIntegrityError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+SEQ = 9
+
+
+def _key(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def _rechain(txn: Any, events: Any, meta: Any, n: int, body: bytes) -> None:
+    """Store ``body`` at ``n`` and re-chain everything after it, head included, as a
+    forger of an unkeyed journal could: only decoding can tell then."""
+    prev = bytes(txn.get(_key(n - 1), db=events))[:16]
+    seq = n
+    while True:
+        prev = hashlib.blake2b(prev + body, digest_size=16).digest()
+        txn.put(_key(seq), prev + body, db=events)
+        following = txn.get(_key(seq + 1), db=events)
+        if following is None:
+            break
+        seq += 1
+        body = bytes(following)[16:]
+    txn.put(b"head", _key(seq) + prev, db=meta)
+
+
+def _header(value: bytes) -> bytes:
+    id_at = 17 + value[16]
+    return value[16 : id_at + 1 + value[id_at]]
+
+
+def truncated(txn: Any, events: Any, _meta: Any) -> None:
+    txn.put(_key(SEQ), bytes(txn.get(_key(SEQ), db=events))[:20], db=events)
+
+
+def flipped_bit(txn: Any, events: Any, _meta: Any) -> None:
+    value = bytearray(txn.get(_key(SEQ), db=events))
+    value[len(value) // 2] ^= 0x10
+    txn.put(_key(SEQ), bytes(value), db=events)
+
+
+def garbage(txn: Any, events: Any, _meta: Any) -> None:
+    txn.put(_key(SEQ), b"\xff" * 64, db=events)
+
+
+def unknown_tag(txn: Any, events: Any, meta: Any) -> None:
+    value = bytes(txn.get(_key(SEQ), db=events))
+    raw = msgspec.msgpack.decode(value[16 + len(_header(value)) :])
+    raw["type"] = "Teleported"
+    _rechain(txn, events, meta, SEQ, _header(value) + msgspec.msgpack.encode(raw))
+
+
+def newer_schema(txn: Any, events: Any, meta: Any) -> None:
+    value = bytes(txn.get(_key(SEQ), db=events))
+    raw = msgspec.msgpack.decode(value[16 + len(_header(value)) :])
+    raw["v"] = 99
+    _rechain(txn, events, meta, SEQ, _header(value) + msgspec.msgpack.encode(raw))
+
+
+def rolled_back_head(txn: Any, events: Any, meta: Any) -> None:
+    txn.put(b"head", _key(SEQ - 1) + bytes(txn.get(_key(SEQ - 1), db=events))[:16], db=meta)
+
+
+CORPUS: dict[str, Callable[[Any, Any, Any], None]] = {
+    "truncated value": truncated,
+    "flipped bit": flipped_bit,
+    "garbage bytes": garbage,
+    "unknown tag (re-chained)": unknown_tag,
+    "newer schema version (re-chained)": newer_schema,
+    "rolled-back chain head": rolled_back_head,
+}
+
+
+@pytest.fixture
+def journal_path(tmp_path: Path) -> Path:
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        agent = rt.spawn("a")
+        for i in range(15):
+            agent.set_private(f"k{i}", {"i": i, "text": "x" * 40})
+    return tmp_path / "j"
+
+
+@pytest.mark.parametrize("damage", CORPUS.values(), ids=CORPUS.keys())
+def test_each_damage_is_named_by_seq_and_refused_by_the_runtime(
+    journal_path: Path, damage: Callable[[Any, Any, Any], None]
+) -> None:
+    env = lmdb.open(str(journal_path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        damage(txn, env.open_db(b"events", txn=txn), env.open_db(b"meta", txn=txn))
+    env.close()
+
+    with Journal.open(journal_path, readonly=True) as journal:
+        report = journal.verify(decode=True)
+    with pytest.raises(JournalIntegrityError, match=f"seq {SEQ}"):
+        Runtime.open(journal_path, clock=FakeClock())
+
+    assert not report.ok
+    assert report.first_bad_seq == SEQ, report
+    assert report.reason
+
+
+def test_a_journal_of_a_newer_format_is_refused_by_the_runtime(journal_path: Path) -> None:
+    env = lmdb.open(str(journal_path), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"meta")) as txn:
+        txn.put(b"format", (FORMAT_VERSION + 1).to_bytes(4, "big"))
+    env.close()
+
+    with pytest.raises(JournalFormatError, match="newer"):
+        Runtime.open(journal_path, clock=FakeClock())
+
+
+def test_allow_unverified_opens_a_journal_with_a_flipped_bit(journal_path: Path) -> None:
+    env = lmdb.open(str(journal_path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        flipped_bit(txn, env.open_db(b"events", txn=txn), None)
+    env.close()
+
+    with Runtime.open(journal_path, clock=FakeClock(), allow_unverified=True) as rt:
+        assert "a" in rt.agents()
