@@ -12,6 +12,7 @@ once it is durable (in sync durability), so callers share commits.
 
 from __future__ import annotations
 
+import _thread
 import collections
 import logging
 import os
@@ -126,12 +127,15 @@ def apply_session_event(state: SessionState | None, event: Event) -> SessionStat
 
 
 class _Op:
+    """One queued operation; its caller waits on a bare lock the actor releases."""
+
     __slots__ = ("args", "done", "error", "name", "result")
 
     def __init__(self, name: str, args: tuple[Any, ...]) -> None:
         self.name = name
         self.args = args
-        self.done = threading.Event()
+        self.done = _thread.allocate_lock()
+        self.done.acquire()
         self.result: Any = None
         self.error: BaseException | None = None
 
@@ -142,10 +146,6 @@ class SessionActor(pykka.ThreadingActor):
     def __init__(self, manager: MemoryManager) -> None:
         super().__init__()
         self._manager = manager
-
-    def on_start(self) -> None:
-        """Recover the sessions from the journal."""
-        self._manager._recover()  # noqa: SLF001 - the actor is the manager's own thread
 
     def on_receive(self, message: object) -> None:
         """Handle the doorbell: run every waiting operation."""
@@ -168,6 +168,9 @@ class MemoryManager:
         self._scheduled = False
         self._closed = False
         self._events: list[Event] = []
+        # Recover before the actor exists, on the opening thread: Runtime.open returns
+        # with every session in place, and nothing can use the journal meanwhile.
+        self._recover()
         self._ref = SessionActor.start(self)
         self._ticker: threading.Thread | None = None
         self._stop_ticker = threading.Event()
@@ -186,7 +189,7 @@ class MemoryManager:
         if ring:
             self._ref.tell(_DRAIN)
         timeout = self._core.call_timeout
-        if not op.done.wait(timeout):
+        if not op.done.acquire(timeout=timeout):
             msg = f"the session actor did not answer {name} within {timeout} s"
             raise ActorTimeoutError(msg)
         if op.error is not None:
@@ -232,7 +235,7 @@ class MemoryManager:
                 if op.error is None:
                     op.error = exc
         for op in ops:
-            op.done.set()
+            op.done.release()
 
     # ------------------------------------------------------------- state, on the actor's thread
 

@@ -592,6 +592,8 @@ class LmdbJournal(Journal):
             yield from [
                 Record(seq, event, value) for seq, event, value in zip(seqs, events, values, strict=True)
             ]
+            if len(values) < _READ_CHUNK:
+                return  # a short chunk is the end: no second, empty read transaction
             after = seqs[-1]
 
     def _read_chunk(
