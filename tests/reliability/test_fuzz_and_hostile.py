@@ -139,3 +139,13 @@ def test_a_crafted_record_with_a_valid_chain_is_refused_by_name_on_read(tmp_path
 
     assert info.value.seq == 4
     assert not report.ok
+
+
+@pytest.mark.slow
+@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.text(), value=values, prompt=st.text(alphabet=st.characters(), max_size=3000))
+def test_a_long_fuzz_of_values_and_prompts(runtime: Runtime, key: str, value: Any, prompt: str) -> None:
+    values_test: Any = test_arbitrary_keys_and_values_give_a_copy_or_a_documented_error
+    prompts_test: Any = test_arbitrary_prompts_pass_the_gate_or_are_refused_with_documented_errors
+    values_test.hypothesis.inner_test(runtime, key, value)
+    prompts_test.hypothesis.inner_test(prompt)

@@ -1,7 +1,11 @@
+"""Security: no pickle/eval/exec in the package, owner-only files, keyed chains."""
+
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 import cogfabric
 
@@ -36,3 +40,29 @@ def test_the_package_never_imports_pickle_nor_calls_eval_or_exec() -> None:
 
     assert len(files) > 10
     assert offenders == []
+
+
+def test_journal_files_and_directory_are_owner_only(tmp_path: Path) -> None:
+    import stat  # noqa: PLC0415
+
+    from cogfabric.actors import FakeClock, Runtime  # noqa: PLC0415
+
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        rt.spawn("a").set_private("k", "v")
+
+    assert stat.S_IMODE((tmp_path / "j").stat().st_mode) == 0o700
+    for name in ("data.mdb", "lock.mdb", "writer.lock"):
+        assert stat.S_IMODE((tmp_path / "j" / name).stat().st_mode) == 0o600
+
+
+def test_a_keyed_runtime_journal_cannot_be_opened_or_rechained_without_the_key(tmp_path: Path) -> None:
+    from cogfabric.store import Journal, JournalKeyError  # noqa: PLC0415
+    from cogfabric.store.testing import make_events  # noqa: PLC0415
+
+    with Journal.open(tmp_path / "j", key=b"k" * 32) as journal:
+        journal.append(make_events(3))
+
+    with pytest.raises(JournalKeyError):
+        Journal.open(tmp_path / "j", readonly=True)
+    with pytest.raises(JournalKeyError):
+        Journal.open(tmp_path / "j", readonly=True, key=b"x" * 32)
