@@ -60,15 +60,7 @@ class IpcBus:
     # ------------------------------------------------------------- journaling
 
     def _journal(self, event: Event, *, durable: bool) -> None:
-        writer = self._core.writer
-        if writer is None:
-            return
-        if durable and self._core.sync:
-            ack = writer.submit([event])
-            assert ack is not None
-            ack.wait(self._core.call_timeout)
-        else:
-            writer.submit_nowait([event])
+        self._core.persist([event], durable=durable)
 
     def _message(self, frm: str, to: str, topic: str, payload: object, **fields: Any) -> IpcMessage:  # noqa: ANN401
         return IpcMessage(

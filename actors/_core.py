@@ -12,8 +12,9 @@ from ._errors import InvalidSpawnSpecError
 from ._state import AgentSnapshot, apply_event, decode_snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
+    from cogfabric.events import Event
     from cogfabric.store import Journal, Record
 
     from ._agent import Behavior
@@ -52,6 +53,22 @@ class Core:
         self.bus: IpcBus = None  # type: ignore[assignment]  # set by the runtime
         self.memory: MemoryManager = None  # type: ignore[assignment]  # set by the runtime
         self.llm_provider: LLMProvider | None = None
+
+    def persist(self, events: Sequence[Event], *, durable: bool = True) -> None:
+        """Journal ``events`` through the writer.
+
+        In sync durability (and when ``durable``) this returns once they are durable;
+        otherwise once they are handed over. Without a journal it does nothing.
+        """
+        writer = self.writer
+        if writer is None or not events:
+            return
+        if durable and self.sync:
+            ack = writer.submit(events)
+            assert ack is not None
+            ack.wait(self.call_timeout)
+        else:
+            writer.submit_nowait(events)
 
     def behavior_name(self, behavior: str | Behavior | None) -> str | None:
         """The registered name of ``behavior`` (a name or an instance of a registered class)."""

@@ -224,13 +224,7 @@ class Runtime:
                 self._agents[agent_id] = None  # type: ignore[assignment]  # reserved while journaling
         core = self._core
         try:
-            if core.writer is not None and events:
-                if core.sync:
-                    ack = core.writer.submit(events)
-                    assert ack is not None
-                    ack.wait(core.call_timeout)
-                else:
-                    core.writer.submit_nowait(events)
+            core.persist(events)
             handles = []
             for event in events:
                 state = apply_event(None, event)
@@ -384,15 +378,7 @@ class Runtime:
         )
 
     def _journal_now(self, event: Event) -> None:
-        writer = self._core.writer
-        if writer is None:
-            return
-        if self._core.sync:
-            ack = writer.submit([event])
-            assert ack is not None
-            ack.wait(self._core.call_timeout)
-        else:
-            writer.submit_nowait([event])
+        self._core.persist([event])
 
     # ------------------------------------------------------------- messaging
 
