@@ -25,20 +25,21 @@ if TYPE_CHECKING:
 
 
 class Slow:
-    """Counts what it handles, slowly enough for the mailbox to fill."""
+    """Counts what it handles, once the gate opens: until then the mailbox can only fill."""
 
     handled: ClassVar[list[int]] = []
     gate: ClassVar[threading.Event] = threading.Event()
 
     def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
-        Slow.gate.wait(0.001)  # real time passing on purpose: a slow consumer
+        assert Slow.gate.wait(60)
         Slow.handled.append(message.payload)
 
 
 def _flood(tmp_path: Path, producers: int, per_producer: int) -> None:
     Slow.handled = []
+    Slow.gate = threading.Event()
     config = Config(
-        journal=JournalConfig(durability="batch"), runtime=RuntimeConfig(mailbox_size=50, call_timeout=0.2)
+        journal=JournalConfig(durability="batch"), runtime=RuntimeConfig(mailbox_size=50, call_timeout=0.05)
     )
     accepted: list[int] = []
     refused: list[BaseException] = []
@@ -68,6 +69,7 @@ def _flood(tmp_path: Path, producers: int, per_producer: int) -> None:
             t.join(timeout=120)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
+        Slow.gate.set()
         rt.flush()
         assert rt._journal is not None
         delivered = {r.event.message_id for r in rt._journal.read() if isinstance(r.event, IpcDelivered)}
