@@ -161,7 +161,8 @@ class MemoryManager:
         self._core = core
         self._config = core.config.memory
         self._journal = journal
-        self._sessions: dict[str, SessionState] = {}
+        self._sessions: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
+        """In access order, least recently used first: eviction is O(1)."""
         self._retrievers: list[Retriever] = []
         self._queue: collections.deque[_Op] = collections.deque()
         self._lock = threading.Lock()
@@ -240,16 +241,19 @@ class MemoryManager:
     # ------------------------------------------------------------- state, on the actor's thread
 
     def _recover(self) -> None:
-        self._sessions = {}
+        self._sessions = collections.OrderedDict()
         journal = self._journal
         if journal is None:
             return
+        recovered: list[SessionState] = []
         for stream in journal.streams("session/"):
             state: SessionState | None = None
             for record in journal.read(stream=stream):
                 state = apply_session_event(state, record.event)
             if state is not None:
-                self._sessions[state.id] = state
+                recovered.append(state)
+        for state in sorted(recovered, key=lambda s: s.accessed_at):
+            self._sessions[state.id] = state
         # Sessions whose TTL passed while the runtime was closed expire now.
         if self._core.writer is not None and self._expire_all():
             try:
@@ -286,6 +290,7 @@ class MemoryManager:
             self._emit(SessionExpired(at=now, session=session_id))
             raise SessionNotFoundError(session_id)
         state.accessed_at = now
+        self._sessions.move_to_end(session_id)
         if touch and now - state.touched_at >= self._config.session_ttl / 10:
             state.touched_at = now
             self._emit(SessionTouched(at=now, session=session_id))
@@ -296,12 +301,13 @@ class MemoryManager:
             msg = f"user_id must be a string, got {type(user_id).__name__}"
             raise TypeError(msg)
         now = self._now()
-        if len(self._sessions) >= self._config.max_sessions:
-            self._expire_all()
-        if len(self._sessions) >= self._config.max_sessions:
-            oldest = min(self._sessions.values(), key=lambda s: s.accessed_at)
-            del self._sessions[oldest.id]
-            self._emit(SessionEvicted(at=now, session=oldest.id))
+        sessions = self._sessions
+        # Expired sessions go before a live one is evicted; both come off the front.
+        while len(sessions) >= self._config.max_sessions:
+            oldest_id, oldest = next(iter(sessions.items()))
+            del sessions[oldest_id]
+            gone = SessionExpired if self._expired(oldest, now) else SessionEvicted
+            self._emit(gone(at=now, session=oldest_id))
         session_id = f"session_{user_id[:100]}_{os.urandom(8).hex()}"
         event = SessionCreated(
             at=now,
