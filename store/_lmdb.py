@@ -48,6 +48,7 @@ from ._errors import (
     JournalUnavailableError,
 )
 from ._journal import Journal, Record, Snapshot, VerifyReport
+from ._verify import verify_journal
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -70,7 +71,6 @@ _SEQ_LEN: Final = 8
 _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
 _HEAD_LEN: Final = 24  # seq(8) | chain(16)
 _MAX_NAME: Final = 255
-_MASK64: Final = (1 << 64) - 1
 
 _DB_EVENTS: Final = b"events"
 _DB_STREAMS: Final = b"streams"
@@ -765,150 +765,7 @@ class LmdbJournal(Journal):
         """
         self._check_open()
         with _translated(self._path):
-            return self._verify(after, decode=decode)
-
-    def _verify(self, after: int, *, decode: bool) -> VerifyReport:
-        # The head and the last record are read in one snapshot, and only records up to
-        # it are checked: a writer appending meanwhile cannot make a clean journal fail.
-        with self._lock:
-            head, stored_last = self._txn_call(self._head_and_last)
-        state = _VerifyState(prev=_ZERO_CHAIN, expected=after + 1)
-        if after:
-            start = self._read_chunk_raw_one(after)
-            if start is None:
-                return VerifyReport(False, 0, after, f"record {after} to verify from is missing")
-            state.prev = start[:16]
-        while state.expected <= stored_last:
-            chunk = [
-                (seq, value) for seq, value in self._read_pairs(state.expected - 1) if seq <= stored_last
-            ]
-            if not chunk:
-                break
-            bad = self._verify_chunk(chunk, state, decode=decode)
-            if bad is not None:
-                return bad
-        last = state.expected - 1
-        if last < stored_last:
-            return VerifyReport(False, state.checked, last + 1, f"record {last + 1} is missing", stored_last)
-        problem = _head_problem(head, last, state.prev)
-        if problem is not None:
-            return VerifyReport(False, state.checked, problem[0], problem[1], last)
-        if after == 0:
-            problem = self._verify_indexes(state, last)
-            if problem is not None:
-                return VerifyReport(False, state.checked, problem[0], problem[1], last)
-        return VerifyReport(True, state.checked, None, "", last)
-
-    def _head_and_last(self) -> tuple[bytes | None, int]:
-        with self._env.begin() as txn:
-            head = txn.get(_META_HEAD, db=self._db_meta)
-            cursor = txn.cursor(db=self._db_events)
-            last = int.from_bytes(cursor.key(), "big") if cursor.last() else 0
-            return (None if head is None else bytes(head)), last
-
-    def _read_chunk_raw_one(self, seq: int) -> bytes | None:
-        with self._lock:
-            return self._txn_call(lambda: self._get(self._db_events, _seq_key(seq)))
-
-    def _verify_chunk(
-        self, chunk: list[tuple[int, bytes]], state: _VerifyState, *, decode: bool
-    ) -> VerifyReport | None:
-        hasher = self._hasher
-        prev = state.prev
-        expected = state.expected
-        index_sum = state.index_sum
-        ids_sum = state.ids_sum
-        codec_decode = self._codec.decode
-        for seq, value in chunk:
-            if seq != expected:
-                return VerifyReport(False, state.checked, expected, f"record {expected} is missing", seq)
-            chain, body = value[:16], value[16:]
-            h = hasher.copy()
-            h.update(prev)
-            h.update(body)
-            if h.digest() != chain:
-                return VerifyReport(
-                    False, state.checked, seq, "the record does not match its hash chain link", seq
-                )
-            try:
-                stream_end = 1 + body[0]
-                id_end = stream_end + 1 + body[stream_end]
-                stream_raw = body[1:stream_end]
-                id_raw = body[stream_end + 1 : id_end]
-            except IndexError:
-                return VerifyReport(False, state.checked, seq, "the record header is malformed", seq)
-            key = seq.to_bytes(8, "big")
-            index_sum += hash(stream_raw + b"\0" + key)
-            ids_sum += hash(id_raw + key)
-            if decode:
-                try:
-                    codec_decode(memoryview(body)[id_end:])
-                except EventError as exc:
-                    return VerifyReport(False, state.checked, seq, f"the record does not decode: {exc}", seq)
-            prev = chain
-            expected += 1
-            state.checked += 1
-        state.prev = prev
-        state.expected = expected
-        state.index_sum = index_sum
-        state.ids_sum = ids_sum
-        return None
-
-    def _verify_indexes(self, state: _VerifyState, last: int) -> tuple[int | None, str] | None:
-        with self._lock:
-            index_count, index_sum, ids_count, ids_sum = self._txn_call(lambda: self._index_digests(last))
-        if index_count != state.checked or (index_sum & _MASK64) != (state.index_sum & _MASK64):
-            return self._locate_index_problem(), "the stream index does not match the records"
-        if ids_count != state.checked or (ids_sum & _MASK64) != (state.ids_sum & _MASK64):
-            return None, "the event id index does not match the records"
-        with self._lock:
-            snapshots = self._txn_call(self._all_snapshots)
-        for stream_raw, value in snapshots:
-            seq_raw, data = value[16:24], value[24:]
-            if len(value) < _SNAPSHOT_HEADER or value[:16] != self._snapshot_hash(stream_raw, seq_raw, data):
-                seq = int.from_bytes(seq_raw, "big") if len(seq_raw) == _SEQ_LEN else None
-                return seq, f"the snapshot of {stream_raw.decode(errors='replace')!r} does not match its hash"
-        return None
-
-    def _index_digests(self, last: int) -> tuple[int, int, int, int]:
-        """Counts and order-free digests of both indexes, over records up to ``last``."""
-        index_count = index_sum = ids_count = ids_sum = 0
-        limit = _seq_key(last)
-        with self._env.begin() as txn:
-            for key in txn.cursor(db=self._db_streams).iternext(keys=True, values=False):
-                if key[-8:] <= limit:
-                    index_count += 1
-                    index_sum += hash(key)
-            for key, value in txn.cursor(db=self._db_ids).iternext():
-                if value <= limit:
-                    ids_count += 1
-                    ids_sum += hash(key + value)
-        return index_count, index_sum, ids_count, ids_sum
-
-    def _all_snapshots(self) -> list[tuple[bytes, bytes]]:
-        with self._env.begin(db=self._db_snapshots) as txn:
-            return [(bytes(k), bytes(v)) for k, v in txn.cursor().iternext()]
-
-    def _locate_index_problem(self) -> int | None:
-        """The lowest seq whose stream index entry is missing or wrong (slow; only on failure)."""
-        bad: int | None = None
-        with self._lock, self._env.begin() as txn:
-            events = txn.cursor(db=self._db_events)
-            streams_db = self._db_streams
-            for key, value in events.iternext():
-                stream_end = 1 + value[16]
-                if txn.get(value[17 : 16 + stream_end] + b"\0" + key, db=streams_db) is None:
-                    bad = int.from_bytes(key, "big")
-                    break
-            for key in txn.cursor(db=streams_db).iternext(keys=True, values=False):
-                seq_raw = key[-8:]
-                record = txn.get(seq_raw, db=self._db_events)
-                stream_raw = key[:-9]
-                if record is None or record[17 : 17 + record[16]] != stream_raw:
-                    seq = int.from_bytes(seq_raw, "big")
-                    bad = seq if bad is None else min(bad, seq)
-                    break
-        return bad
+            return verify_journal(self, after, decode=decode)
 
     # ------------------------------------------------------------------ closing
 
@@ -934,31 +791,3 @@ class LmdbJournal(Journal):
 
     def __enter__(self) -> Self:
         return self
-
-
-def _head_problem(head: bytes | None, last: int, chain: bytes) -> tuple[int | None, str] | None:
-    """What is wrong with the stored chain head, given the last record and its chain link."""
-    if head is None or len(head) != _HEAD_LEN:
-        return None, "the chain head is missing"
-    head_seq, head_chain = int.from_bytes(head[:8], "big"), head[8:]
-    if head_seq > last:
-        return (
-            last + 1,
-            f"the chain head is at seq {head_seq} but records end at {last}: records were removed",
-        )
-    if head_seq < last:
-        return head_seq + 1, f"the chain head was rolled back to seq {head_seq} while records go on to {last}"
-    if head_chain != chain:
-        return last, f"the chain head does not match record {last}"
-    return None
-
-
-class _VerifyState:
-    __slots__ = ("checked", "expected", "ids_sum", "index_sum", "prev")
-
-    def __init__(self, prev: bytes, expected: int) -> None:
-        self.prev = prev
-        self.expected = expected
-        self.checked = 0
-        self.index_sum = 0
-        self.ids_sum = 0
