@@ -1,0 +1,131 @@
+"""Chart benchmark results: a PNG bar chart of events/s (or ops/s) per workload.
+
+Reads the ``--json`` output of bench/peers.py, and optionally that of
+bench/journal_append.py and bench/fabric.py (any number of files, in any order; each is
+recognised by its rows), and draws one horizontal bar per workload on a log scale,
+coloured by system: cogfabric, its raw-LMDB references, and each peer. Skipped
+workloads are left out.
+
+Run it from the repository root::
+
+    .venv/bin/python bench/peers.py --json peers.json
+    .venv/bin/python bench/plot.py peers.json -o chart.png
+    .venv/bin/python bench/plot.py peers.json journal.json fabric.json -o chart.png --title "..."
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import matplotlib as mpl
+
+mpl.use("Agg")
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+COLOURS: Final = {
+    "cogfabric": "#1f77b4",
+    "raw LMDB": "#9ecae1",
+    "eventsourcing": "#ff7f0e",
+    "langgraph": "#2ca02c",
+}
+OTHER_COLOUR: Final = "#7f7f7f"
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar: a workload's label, its system and its median rate."""
+
+    label: str
+    system: str
+    rate: float
+    unit: str
+
+
+def _system(row: dict[str, Any]) -> str:
+    if row.get("system"):
+        return str(row["system"])
+    name = str(row.get("workload", "")).lower()
+    return "raw LMDB" if name.startswith("raw") else "cogfabric"
+
+
+def _source(document: dict[str, Any], path: Path) -> str:
+    if document.get("benchmark"):
+        return str(document["benchmark"])
+    if "hash_schemes" in document:
+        return "journal_append"
+    if "settings" in document:
+        return "fabric"
+    return path.stem
+
+
+def load_bars(paths: Sequence[Path]) -> list[Bar]:
+    bars = []
+    for path in paths:
+        document = json.loads(path.read_text())
+        source = _source(document, path)
+        prefix = "" if source == "peers" or len(paths) == 1 else f"[{source}] "
+        for row in document.get("results", []):
+            rate = float(row.get("rate") or 0.0)
+            if row.get("skipped") or rate <= 0:
+                continue
+            unit = str(row.get("unit") or "events")
+            bars.append(Bar(prefix + str(row["workload"]), _system(row), rate, unit))
+    return bars
+
+
+def draw(bars: Sequence[Bar], output: Path, title: str) -> None:
+    height = max(3.0, 0.38 * len(bars) + 1.6)
+    fig, ax = plt.subplots(figsize=(12, height))
+    positions = range(len(bars))
+    colours = [COLOURS.get(bar.system, OTHER_COLOUR) for bar in bars]
+    ax.barh(list(positions), [bar.rate for bar in bars], color=colours)
+    ax.set_yticks(list(positions))
+    ax.set_yticklabels([bar.label for bar in bars], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("events/s (or ops/s, per the unit shown), log scale")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", which="both", alpha=0.3)
+    for position, bar in zip(positions, bars, strict=True):
+        ax.text(bar.rate * 1.05, position, f"{bar.rate:,.0f} {bar.unit}/s", va="center", fontsize=7)
+    low = min(bar.rate for bar in bars)
+    high = max(bar.rate for bar in bars)
+    ax.set_xlim(low / 2, high * 8)
+    systems = list(dict.fromkeys(bar.system for bar in bars))
+    handles = [Patch(color=COLOURS.get(s, OTHER_COLOUR), label=s) for s in systems]
+    ax.legend(handles=handles, loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(output, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("results", type=Path, nargs="+", help="JSON files written with --json")
+    parser.add_argument("-o", "--output", type=Path, default=Path("chart.png"), help="PNG to write")
+    parser.add_argument("--title", default=None, help="chart title")
+    args = parser.parse_args(argv)
+    bars = load_bars(args.results)
+    if not bars:
+        parser.error("no measured rows in the given files")
+    title = args.title
+    if title is None:
+        env = json.loads(args.results[0].read_text()).get("environment", {})
+        repeat = env.get("repeat", "?")
+        title = f"cogfabric vs peers: median of {repeat}, durable on disk (fsync per commit)"
+    draw(bars, args.output, title)
+    print(f"wrote {args.output} ({len(bars)} bars)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
