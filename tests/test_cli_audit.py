@@ -280,3 +280,21 @@ def test_reading_commands_refuse_a_tampered_journal_unless_told(simulated: Path,
     assert [r.exit_code for r in refused] == [1, 1, 1]
     assert all("seq 30" in r.output for r in refused)
     assert forced.exit_code == 0
+
+
+def test_bench_quick_runs_every_workload_and_writes_the_samples(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+
+    result = CliRunner().invoke(main, ["bench", "--quick", "--json", str(out)])
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert {"cores", "memory_bytes", "python", "packages", "git_commit"} <= set(report["machine"])
+    names = {row["workload"] for row in report["results"]}
+    assert {
+        "raw LMDB append, pre-encoded, 1000/txn",
+        "replay (read + decode)",
+        "bare Pykka tell loop",
+    } <= names
+    assert any(name.startswith("ring") for name in names)
+    assert all(row["samples_seconds"] and row["count"] > 0 for row in report["results"])

@@ -8,6 +8,7 @@ found in the journal, 2 a usage error or a path that is not a journal.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -374,3 +375,45 @@ def _when(seconds: float | None) -> str:
     import datetime as dt  # noqa: PLC0415
 
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).isoformat(timespec="seconds")
+
+
+@main.command()
+@click.option("--quick", is_flag=True, help="Small sizes and one run: a smoke test, under a minute.")
+@click.option(
+    "--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write every sample here."
+)
+@click.option(
+    "--repeat", type=click.IntRange(1, 50), default=None, help="Runs per workload (default 3, quick 1)."
+)
+def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
+    r"""Measure cogfabric's workloads, each beside its reference measured in the same run.
+
+    References: raw LMDB batched append of pre-encoded values (writes), a raw scan with
+    typed decode (reads), a bare Pykka tell loop (the actor path). Each figure is the
+    median of the runs; the ratio to its reference is the headline.
+
+    \b
+    Example:
+        cogfabric bench --quick --json bench.json
+    """
+    from cogfabric._bench import Sizes, run_bench, to_json  # noqa: PLC0415
+
+    sizes = Sizes.quick() if quick else Sizes()
+    runs = repeat or (1 if quick else 3)
+    results, machine = run_bench(sizes, runs, progress=lambda label: click.echo(f"  {label}...", err=True))
+    by_name = {r.name: r for r in results}
+    click.echo(
+        f"cogfabric bench: median of {runs} ({machine['cores']} cores, Python {machine['python']}, "
+        f"commit {machine['git_commit'] or '?'})"
+    )
+    click.echo(f"{'workload':<52} {'count':>9} {'median s':>9} {'rate/s':>11}  {'ratio':>6}  reference")
+    for result in results:
+        reference = by_name.get(result.reference or "")
+        ratio = f"{result.rate / reference.rate:.2f}x" if reference is not None else ""
+        click.echo(
+            f"{result.name:<52} {result.count:>9,} {statistics.median(result.samples):>9.3f} "
+            f"{result.rate:>11,.0f}  {ratio:>6}  {result.reference or ''}"
+        )
+    if json_path is not None:
+        json_path.write_text(to_json(results, machine))
+        click.echo(f"wrote {json_path}")
