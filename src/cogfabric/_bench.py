@@ -259,9 +259,22 @@ def _sessions(tmp: Path, n: int) -> tuple[float, float]:
     return add, build
 
 
-def _spawn(tmp: Path, n: int) -> float:
+def _rss_bytes() -> int:
+    """The resident memory of this process now (Linux), 0 where /proc is missing."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _spawn(tmp: Path, n: int) -> tuple[float, int]:
     with Runtime.open(tmp / "spawn", clock=FakeClock()) as rt:
-        return _timed(lambda: rt.spawn_many([{"agent_id": f"s{i}"} for i in range(n)]))
+        before = _rss_bytes()
+        seconds = _timed(lambda: rt.spawn_many([{"agent_id": f"s{i}"} for i in range(n)]))
+        return seconds, _rss_bytes() - before
 
 
 def _build_recovery_journal(path: Path, agents: int, events: int, *, snapshots: bool) -> None:
@@ -372,6 +385,11 @@ def run_bench(
                 seconds,
             )
 
+    def spawns(t: Path) -> None:
+        seconds, grown = _spawn(t, sizes.spawn)
+        add("spawn_many agents", sizes.spawn, "agents", seconds)
+        results["spawn_many agents"].extra.setdefault("rss_growth_bytes", []).append(grown)
+
     steps: list[tuple[str, Callable[[Path], None]]] = [
         ("raw append", lambda t: add(write_ref, sizes.events, "events", _raw_append(t, values, 1000))),
         ("append", appends),
@@ -396,7 +414,7 @@ def run_bench(
             ),
         ),
         ("sessions", lambda t: _session_results(t, sizes, add)),
-        ("spawn", lambda t: add("spawn_many agents", sizes.spawn, "agents", _spawn(t, sizes.spawn))),
+        ("spawn", spawns),
         ("recovery", recoveries),
     ]
     for _ in range(repeat):
@@ -447,6 +465,7 @@ def to_json(results: list[Result], machine: dict[str, Any]) -> str:
             "max_seconds": max(r.samples),
             "rate_per_second": r.rate,
             "reference": r.reference,
+            **r.extra,
         }
         for r in results
     ]

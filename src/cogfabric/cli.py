@@ -414,6 +414,11 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
             f"{result.name:<52} {result.count:>9,} {statistics.median(result.samples):>9.3f} "
             f"{result.rate:>11,.0f}  {ratio:>6}  {result.reference or ''}"
         )
+    grown = (
+        by_name["spawn_many agents"].extra.get("rss_growth_bytes") if "spawn_many agents" in by_name else None
+    )
+    if grown:
+        click.echo(f"spawn_many: resident memory grew {statistics.median(grown) / 2**20:.0f} MiB (median)")
     if json_path is not None:
         json_path.write_text(to_json(results, machine))
         click.echo(f"wrote {json_path}")
