@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import lmdb
 import msgspec
+from _common import columns, source_revision
 
 from cogfabric.actors import Config as RuntimeSettings
 from cogfabric.actors import JournalConfig, Runtime
@@ -795,38 +796,7 @@ def format_table(rows: list[Row]) -> str:
                 row.note,
             )
         )
-    return _columns(headers, lines, right={1, 2, 3, 5})
-
-
-def _columns(headers: Sequence[str], lines: Sequence[Sequence[str]], right: set[int]) -> str:
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
-
-    def fmt(cells: Sequence[str]) -> str:
-        return "  ".join(
-            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(cells)
-        ).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([fmt(headers), rule, *(fmt(line) for line in lines)])
-
-
-def source_revision() -> str:
-    """The repository's commit, with ``+dirty`` when the runtime's sources differ from it."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "actors", "events", "store", "src"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
+    return columns(headers, lines, right={1, 2, 3, 5})
 
 
 def environment(settings: Settings) -> dict[str, Any]:

@@ -60,6 +60,7 @@ from typing import Any, Final
 
 import lmdb
 import msgspec
+from _common import columns
 
 from cogfabric.events import AnyEvent, Event, PrivateSet
 from cogfabric.store import Journal
@@ -527,7 +528,7 @@ def format_table(rows: list[Row]) -> str:
                 target,
             )
         )
-    return _columns(headers, lines, right={1, 2, 3, 5})
+    return columns(headers, lines, right={1, 2, 3, 5})
 
 
 def format_hash_table(rows: list[HashRow]) -> str:
@@ -536,19 +537,7 @@ def format_hash_table(rows: list[HashRow]) -> str:
         (row.scheme, f"{row.records:,}", f"{row.us_hash_only:.3f}", f"{row.us_with_value:.3f}")
         for row in rows
     ]
-    return _columns(headers, lines, right={1, 2, 3})
-
-
-def _columns(headers: Sequence[str], lines: Sequence[Sequence[str]], right: set[int]) -> str:
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
-
-    def fmt(cells: Sequence[str]) -> str:
-        return "  ".join(
-            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(cells)
-        ).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([fmt(headers), rule, *(fmt(line) for line in lines)])
+    return columns(headers, lines, right={1, 2, 3})
 
 
 def environment(config: Config, events: list[Event]) -> dict[str, Any]:

@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
+from _common import columns
 
 from cogfabric.events import Event, PrivateSet
 from cogfabric.store import Journal
@@ -634,19 +635,7 @@ def format_table(rows: list[Row]) -> str:
                 row.note,
             )
         )
-    return _columns(headers, lines, right={1, 2, 3, 5})
-
-
-def _columns(headers: Sequence[str], lines: Sequence[Sequence[str]], right: set[int]) -> str:
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
-
-    def fmt(cells: Sequence[str]) -> str:
-        return "  ".join(
-            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(cells)
-        ).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([fmt(headers), rule, *(fmt(line) for line in lines)])
+    return columns(headers, lines, right={1, 2, 3, 5})
 
 
 def _version(name: str) -> str | None:
