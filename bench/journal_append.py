@@ -150,12 +150,13 @@ def make_events(count: int, agents: int, event_bytes: int) -> list[Event]:
 
 
 def record_bodies(events: Sequence[Event]) -> list[bytes]:
-    """The record bodies the journal hashes: stream and id headers plus the msgpack event."""
+    """The record bodies the journal hashes: stream, back link and id headers plus the msgpack event."""
     out = []
     for event in events:
         stream = event.stream.encode()
         id_raw = event.id.encode()
-        out.append(b"%c%s%c%s%s" % (len(stream), stream, len(id_raw), id_raw, _encoder.encode(event)))
+        link = bytes(8)  # the seq of the stream's previous record; its value does not change the cost
+        out.append(b"%c%s%s%c%s%s" % (len(stream), stream, link, len(id_raw), id_raw, _encoder.encode(event)))
     return out
 
 

@@ -1,21 +1,30 @@
-"""The LMDB journal: group-committed appends, a stream index, snapshots and a hash chain.
+"""The LMDB journal: group-committed appends, a linked stream index, snapshots and a hash chain.
 
 Layout (named databases; nothing in LMDB's main database but their descriptors):
 
 * ``events``: 8-byte big-endian seq -> record. A record is
-  ``chain(16) | len(stream) (1) | stream | len(id) (1) | id | msgpack event``, where
+  ``chain(16) | len(stream) (1) | stream | prev(8) | len(id) (1) | id | msgpack event``,
+  where ``prev`` is the seq of the stream's previous record (0 for its first) and
   ``chain = BLAKE2b-128(previous chain | everything after the chain)``, keyed when the
-  journal has a key. The chain makes every record's bytes, and their order,
-  tamper-evident; LMDB itself has no checksums (PITFALLS.md §1.11).
-* ``streams``: ``stream | NUL | seq`` -> empty, the stream index.
+  journal has a key. The chain makes every record's bytes, their order and the
+  stream links tamper-evident; LMDB itself has no checksums (PITFALLS.md §1.11).
+* ``heads``: ``stream`` -> ``last seq(8) | count(8)``: where each stream ends.
+* ``anchors``: ``stream | NUL | seq`` -> empty, for every 64th record of a stream.
+  A stream is read by walking the back links from the next anchor (or the head) down
+  to where the reader is, 64 records at most, so memory stays bounded.
 * ``ids``: event id -> seq, so a retried append is acknowledged, not duplicated.
 * ``snapshots``: stream -> ``hash(16) | seq(8) | data``.
 * ``meta``: format version, engine version, hash name, key check, chain head.
 
+Why a linked index: an index entry per record (``stream | seq``, format 1) puts one
+key into each stream's range of the B-tree per commit, so a commit over 100 streams
+dirties ~100 scattered pages beside the events it appends; the anchors touch 1/64
+of that, and the heads are one small database. bench/journal_append.py measures it.
+
 One record's chain is one BLAKE2b call. bench/journal_append.py measures it beside a
 per-commit chain with a CRC32 per record: the per-record chain costs ~0.25-0.5 us more
-per record (1.3-1.6x the hashing, ~5% of an append), and is kept because it names the
-bad seq for every kind of tampering, not only for accidental damage.
+per record, and is kept because it names the bad seq for every kind of tampering, not
+only for accidental damage.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import itertools
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
 import lmdb
 
@@ -60,8 +69,11 @@ __all__ = ["FORMAT_VERSION", "LmdbJournal"]
 
 _T = TypeVar("_T")
 
-FORMAT_VERSION: Final = 1
-"""The on-disk format this code writes; a journal of a newer format is refused."""
+FORMAT_VERSION: Final = 2
+"""The on-disk format this code reads and writes; a journal of another format is refused.
+
+Format 1 (development versions before the linked stream index) kept one index entry
+per record; read such a journal with the version that wrote it."""
 
 HASH_NAME: Final = "blake2b-128"
 _DEFAULT_MAP_SIZE: Final = 1 << 30  # sparse on 64-bit: costs no disk until used
@@ -73,7 +85,10 @@ _HEAD_LEN: Final = 24  # seq(8) | chain(16)
 _MAX_NAME: Final = 255
 
 _DB_EVENTS: Final = b"events"
-_DB_STREAMS: Final = b"streams"
+_DB_HEADS: Final = b"heads"
+_DB_ANCHORS: Final = b"anchors"
+_ANCHOR_EVERY: Final = 64  # a power of two: the writer tests ``count & (_ANCHOR_EVERY - 1)``
+_HEADS_CACHE: Final = 65_536  # streams whose head the writer keeps in memory
 _DB_IDS: Final = b"ids"
 _DB_SNAPSHOTS: Final = b"snapshots"
 _DB_META: Final = b"meta"
@@ -115,8 +130,14 @@ def _name_bytes(name: str, what: str) -> bytes:
 
 def _payload_offset(value: bytes) -> int:
     """Offset of the msgpack event inside a record value."""
-    id_at = 17 + value[16]
+    id_at = 25 + value[16]
     return id_at + 1 + value[id_at]
+
+
+def _back_link(value: bytes) -> int:
+    """The seq of the previous record of the same stream (0 for the first)."""
+    at = 17 + value[16]
+    return int.from_bytes(value[at : at + 8], "big")
 
 
 @contextlib.contextmanager
@@ -171,11 +192,14 @@ class LmdbJournal(Journal):
         self._closed = False
         self._failed: BaseException | None = None
         self._db_events = env.open_db(_DB_EVENTS, create=False)
-        self._db_streams = env.open_db(_DB_STREAMS, create=False)
+        self._db_heads = env.open_db(_DB_HEADS, create=False)
+        self._db_anchors = env.open_db(_DB_ANCHORS, create=False)
         self._db_ids = env.open_db(_DB_IDS, create=False)
         self._db_snapshots = env.open_db(_DB_SNAPSHOTS, create=False)
         self._db_meta = env.open_db(_DB_META, create=False)
         self._head_seq, self._head_chain = self._stored_tail()
+        self._heads: dict[str, list[Any]] = {}
+        """stream -> its entry of ``heads`` and more (see ``_load_head``): the writer's cache."""
 
     # ------------------------------------------------------------------ opening
 
@@ -289,6 +313,12 @@ class LmdbJournal(Journal):
         if version > FORMAT_VERSION:
             msg = f"{where} is at format version {version}, newer than this code's {FORMAT_VERSION}"
             raise JournalFormatError(msg)
+        if version < FORMAT_VERSION:
+            msg = (
+                f"{where} is at format version {version}, older than this code's {FORMAT_VERSION} "
+                "(a development format); read it with the version that wrote it"
+            )
+            raise JournalFormatError(msg)
         stored_check = meta.get(_META_KEYCHECK, b"")
         if stored_check != _key_check(key):
             if not stored_check:
@@ -307,7 +337,7 @@ class LmdbJournal(Journal):
         meta_db = env.open_db(_DB_META, create=False)
         with env.begin(db=meta_db) as txn:
             cls._check_meta(dict(txn.cursor().iternext()), where, key)
-        for name in (_DB_EVENTS, _DB_STREAMS, _DB_IDS, _DB_SNAPSHOTS):
+        for name in (_DB_EVENTS, _DB_HEADS, _DB_ANCHORS, _DB_IDS, _DB_SNAPSHOTS):
             env.open_db(name, create=False)
 
     @classmethod
@@ -316,18 +346,21 @@ class LmdbJournal(Journal):
             is_new = txn.get(_DB_META) is None
         if is_new and env.stat()["entries"]:
             raise JournalFormatError(f"{where} holds an LMDB database that is not a cogfabric journal")
-        for name in (_DB_EVENTS, _DB_STREAMS, _DB_IDS, _DB_SNAPSHOTS):
+        meta: dict[bytes, bytes] = {}
+        if not is_new:  # check before creating anything: a refused journal stays untouched
+            with env.begin(db=env.open_db(_DB_META, create=False)) as txn:
+                meta = dict(txn.cursor().iternext())
+            if meta:
+                cls._check_meta(meta, where, key)
+        for name in (_DB_EVENTS, _DB_HEADS, _DB_ANCHORS, _DB_IDS, _DB_SNAPSHOTS):
             env.open_db(name, create=True)
-        with env.begin(write=True, db=env.open_db(_DB_META, create=True)) as txn:
-            meta = dict(txn.cursor().iternext())
-            if is_new or not meta:
+        if not meta:
+            with env.begin(write=True, db=env.open_db(_DB_META, create=True)) as txn:
                 txn.put(_META_FORMAT, FORMAT_VERSION.to_bytes(4, "big"))
                 txn.put(_META_ENGINE, ".".join(map(str, lmdb.version())).encode())
                 txn.put(_META_HASH, HASH_NAME.encode())
                 txn.put(_META_KEYCHECK, _key_check(key))
                 txn.put(_META_HEAD, _seq_key(0) + _ZERO_CHAIN)
-            else:
-                cls._check_meta(meta, where, key)
 
     def _stored_tail(self) -> tuple[int, bytes]:
         """The last stored record's seq and chain: where the next append links on."""
@@ -402,20 +435,7 @@ class LmdbJournal(Journal):
             raise JournalReadOnlyError(f"{self._path} is open read-only")
         batch = events if isinstance(events, list) else list(events)
         payloads = self._codec.encode_many(batch)
-        prepared: list[tuple[bytes, bytes, bytes]] = []
-        streams: dict[str, bytes] = {}
-        for event, payload in zip(batch, payloads, strict=True):
-            stream = event.stream
-            stream_raw = streams.get(stream)
-            if stream_raw is None:
-                stream_raw = streams[stream] = _name_bytes(stream, "stream")
-            id_raw = event.id.encode()
-            if not id_raw or len(id_raw) > _MAX_NAME:
-                raise InvalidStreamError(f"event id {event.id!r} must be 1 to {_MAX_NAME} UTF-8 bytes")
-            # The body does not depend on the seq: build it once, outside the transaction.
-            body = b"%c%s%c%s%s" % (len(stream_raw), stream_raw, len(id_raw), id_raw, payload)
-            prepared.append((id_raw, stream_raw, body))
-        if not prepared and not snapshots:
+        if not batch and not snapshots:
             return []
         with self._lock:
             if self._closed:
@@ -423,15 +443,15 @@ class LmdbJournal(Journal):
             if self._failed is not None:
                 msg = f"{self._path} is fail-stop after an earlier append failed; reopen it"
                 raise JournalFailedError(msg) from self._failed
-            return self._append_locked(prepared, snapshots)
+            return self._append_locked(batch, payloads, snapshots)
 
     def _append_locked(
-        self, prepared: list[tuple[bytes, bytes, bytes]], snapshots: Sequence[Snapshot]
+        self, batch: list[Event], payloads: list[bytes], snapshots: Sequence[Snapshot]
     ) -> list[int]:
-        known: dict[bytes, int] = {}
+        known: dict[bytes, int] | None = None  # None: no id is known to be stored already
         while True:
             try:
-                outcome = self._write(prepared, snapshots, known)
+                outcome = self._write(batch, payloads, snapshots, known)
             except lmdb.MapFullError as exc:
                 self._grow(exc)
                 continue
@@ -444,7 +464,7 @@ class LmdbJournal(Journal):
                 raise JournalUnavailableError(msg) from exc
             if isinstance(outcome, list):
                 return outcome
-            known = outcome  # some ids were stored already: write again without them
+            known = outcome  # some ids were stored already, or repeated: write again without them
 
     def _grow(self, cause: lmdb.Error) -> None:
         current = int(self._env.info()["map_size"])
@@ -464,64 +484,108 @@ class LmdbJournal(Journal):
 
     def _write(
         self,
-        prepared: list[tuple[bytes, bytes, bytes]],
+        batch: list[Event],
+        payloads: list[bytes],
         snapshots: Sequence[Snapshot],
-        known: dict[bytes, int],
+        known: dict[bytes, int] | None,
     ) -> list[int] | dict[bytes, int]:
-        """One write transaction. Returns the seqs, or the stored seqs of duplicate ids."""
+        """One write transaction. Returns the seqs, or the stored seqs of duplicate ids.
+
+        The first attempt writes every event and lets the id index report a repeated
+        id; only then is the batch written again, id by id (``known`` not None).
+        """
         hasher = self._hasher
         seq = self._head_seq
         prev = self._head_chain
         records: list[tuple[bytes, bytes]] = []
-        index: list[tuple[bytes, bytes]] = []
-        ids: list[tuple[bytes, bytes]]
-        if not known and len({id_raw for id_raw, _, _ in prepared}) == len(prepared):
-            # The common case: no id seen before, none repeated; no per-record lookups.
-            seqs: list[int] = list(range(seq + 1, seq + 1 + len(prepared)))
-            keys = [n.to_bytes(8, "big") for n in seqs]
-            for key, (_, stream_raw, body) in zip(keys, prepared, strict=True):
-                h = hasher.copy()
-                h.update(prev)
-                h.update(body)
-                prev = h.digest()
-                records.append((key, prev + body))
-                index.append((stream_raw + b"\0" + key, b""))
-            ids = [(id_raw, key) for key, (id_raw, _, _) in zip(keys, prepared, strict=True)]
-            seq += len(prepared)
-        else:
-            seqs = []
-            ids = []
-            batch: dict[bytes, int] = {}
-            for id_raw, stream_raw, body in prepared:
-                existing = known.get(id_raw) or batch.get(id_raw)
-                if existing:
-                    seqs.append(existing)
-                    continue
+        anchors: list[tuple[bytes, bytes]] = []
+        ids: list[tuple[bytes, bytes]] = []
+        seqs: list[int] = []
+        # The heads this commit moves: copies, adopted by the cache only once it commits.
+        touched: dict[str, list[Any]] = {}
+        cached = self._heads
+        seen: dict[bytes, int] = {}
+        with self._env.begin(write=True) as txn:
+            for event, payload in zip(batch, payloads, strict=True):
+                id_raw = event.id.encode()
+                if known is not None:
+                    existing = known.get(id_raw) or seen.get(id_raw)
+                    if existing:
+                        seqs.append(existing)
+                        continue
+                    seen[id_raw] = seq + 1
+                    seqs.append(seq + 1)
+                if not 0 < len(id_raw) <= _MAX_NAME:
+                    raise InvalidStreamError(f"event id {event.id!r} must be 1 to {_MAX_NAME} UTF-8 bytes")
                 seq += 1
                 key = seq.to_bytes(8, "big")
+                stream = event.stream
+                head = touched.get(stream)
+                if head is None:
+                    base = cached.get(stream)
+                    head = touched[stream] = list(base) if base is not None else self._load_head(txn, stream)
+                body = b"%s%s%c%s%s" % (head[0], head[1], len(id_raw), id_raw, payload)
+                head[1] = key
+                count = head[2] = head[2] + 1
+                if not count & (_ANCHOR_EVERY - 1):
+                    anchors.append((head[3] + key, b""))
                 h = hasher.copy()
                 h.update(prev)
                 h.update(body)
                 prev = h.digest()
                 records.append((key, prev + body))
-                index.append((stream_raw + b"\0" + key, b""))
                 ids.append((id_raw, key))
-                batch[id_raw] = seq
-                seqs.append(seq)
-        with self._env.begin(write=True) as txn:
+            if ids and not self._put_records(txn, ids, records, anchors, touched):
+                txn.abort()
+                return self._stored_seqs([i for i, _ in ids], known or {})
             if ids:
-                consumed, added = txn.cursor(db=self._db_ids).putmulti(ids, overwrite=False)
-                if added != consumed:
-                    txn.abort()
-                    return self._stored_seqs([i for i, _ in ids], known)
-                txn.cursor(db=self._db_events).putmulti(records, append=True)
-                txn.cursor(db=self._db_streams).putmulti(index)
                 txn.put(_META_HEAD, _seq_key(seq) + prev, db=self._db_meta)
             for snapshot in snapshots:
                 self._put_snapshot(txn, snapshot, seq)
-        self._head_seq = seq
-        self._head_chain = prev
+        if known is None:
+            seqs = list(range(self._head_seq + 1, seq + 1))
+        self._committed(seq, prev, touched)
         return seqs
+
+    def _committed(self, seq: int, chain: bytes, touched: dict[str, list[Any]]) -> None:
+        """Adopt a committed transaction's head and stream heads."""
+        self._head_seq = seq
+        self._head_chain = chain
+        cached = self._heads
+        if len(cached) + len(touched) > _HEADS_CACHE:
+            cached.clear()  # bounded memory; heads are reloaded from the database on use
+        cached.update(touched)
+
+    def _put_records(
+        self,
+        txn: lmdb.Transaction[bytes],
+        ids: list[tuple[bytes, bytes]],
+        records: list[tuple[bytes, bytes]],
+        anchors: list[tuple[bytes, bytes]],
+        touched: dict[str, list[Any]],
+    ) -> bool:
+        """Put a commit's records and index entries; False if an id is stored already."""
+        consumed, added = txn.cursor(db=self._db_ids).putmulti(ids, overwrite=False)
+        if added != consumed:
+            return False
+        txn.cursor(db=self._db_events).putmulti(records, append=True)
+        if anchors:
+            txn.cursor(db=self._db_anchors).putmulti(anchors)
+        heads = sorted(
+            (head[3][:-1], b"%s%s" % (head[1], head[2].to_bytes(8, "big"))) for head in touched.values()
+        )
+        txn.cursor(db=self._db_heads).putmulti(heads)
+        return True
+
+    def _load_head(self, txn: lmdb.Transaction[bytes], stream: str) -> list[Any]:
+        """A stream's cache entry, from the ``heads`` database (a new stream: no records).
+
+        ``[len(stream) | stream, last seq key, count, stream | NUL]``; checks the name.
+        """
+        stream_raw = _name_bytes(stream, "stream")
+        stored = txn.get(stream_raw, db=self._db_heads)
+        last, count = (stored[:8], int.from_bytes(stored[8:16], "big")) if stored else (bytes(8), 0)
+        return [b"%c%s" % (len(stream_raw), stream_raw), bytes(last), count, stream_raw + b"\0"]
 
     def _stored_seqs(self, id_list: list[bytes], known: dict[bytes, int]) -> dict[bytes, int]:
         found = dict(known)
@@ -580,7 +644,7 @@ class LmdbJournal(Journal):
             seqs, values = self._read_chunk(after, end, stream_raw)
             if not values:
                 return
-            payloads = [v[18 + v[16] + v[17 + v[16]] :] for v in values]  # see _payload_offset
+            payloads = [v[26 + v[16] + v[25 + v[16]] :] for v in values]  # see _payload_offset
             try:
                 events = decode_many(payloads)
             except EventError as exc:
@@ -634,27 +698,49 @@ class LmdbJournal(Journal):
     def _read_stream(
         self, txn: lmdb.Transaction[bytes], after: int, end: int, stream_raw: bytes
     ) -> tuple[list[int], list[bytes]]:
+        """About ``_READ_CHUNK`` records of one stream after ``after``, walking its back links.
+
+        Between one anchor (or the stream's head) and the record after the reader's
+        position lie at most ``_ANCHOR_EVERY`` records: each step walks them down,
+        then hands them out in seq order.
+        """
         seqs: list[int] = []
         values: list[bytes] = []
-        prefix = stream_raw + b"\0"
-        cursor = txn.cursor(db=self._db_streams)
-        if not cursor.set_range(prefix + _seq_key(after + 1)):
+        head = txn.get(stream_raw, db=self._db_heads)
+        last = 0 if head is None else int.from_bytes(head[:8], "big")
+        if last <= after:
             return seqs, values
+        prefix = stream_raw + b"\0"
+        anchors = txn.cursor(db=self._db_anchors)
         get = txn.get
         events_db = self._db_events
-        for key in cursor.iternext(keys=True, values=False):
-            if not key.startswith(prefix) or len(key) != len(prefix) + _SEQ_LEN:
-                break
-            seq = int.from_bytes(key[-8:], "big")
-            if seq > end:
-                break
-            record = get(key[-8:], db=events_db)
-            if record is None:
-                raise JournalRecordError(seq, "the stream index names a record that is missing")
-            seqs.append(seq)
-            values.append(record)
-            if len(values) >= _READ_CHUNK:
-                break
+        link_at = 17 + len(stream_raw)
+        header = b"%c%s" % (len(stream_raw), stream_raw)
+        position = after
+        while len(values) < _READ_CHUNK and position < min(last, end):
+            top = last
+            if anchors.set_range(prefix + _seq_key(position + 1)):
+                key = anchors.key()
+                if key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN:
+                    top = min(int.from_bytes(key[-8:], "big"), last)
+            walked: list[tuple[int, bytes]] = []
+            seq = top
+            while seq > position:
+                record = get(_seq_key(seq), db=events_db)
+                if record is None:
+                    raise JournalRecordError(seq, "the stream index names a record that is missing")
+                if record[16:link_at] != header:
+                    raise JournalRecordError(seq, "the stream index names a record of another stream")
+                walked.append((seq, record))
+                back = int.from_bytes(record[link_at : link_at + 8], "big")
+                if back >= seq:
+                    raise JournalRecordError(seq, "the record's stream link does not point back")
+                seq = back
+            for seq, record in reversed(walked):
+                if seq <= end:
+                    seqs.append(seq)
+                    values.append(record)
+            position = top
         return seqs, values
 
     def _read_pairs(self, after: int) -> list[tuple[int, bytes]]:
@@ -678,7 +764,7 @@ class LmdbJournal(Journal):
     def streams(self, prefix: str = "") -> list[str]:
         """Return the names of the streams that hold records, sorted, optionally by prefix.
 
-        One index seek per stream, whatever the number of records.
+        One entry per stream (the ``heads`` database), whatever the number of records.
         """
         self._check_open()
         with self._lock, _translated(self._path):
@@ -686,16 +772,14 @@ class LmdbJournal(Journal):
 
     def _streams_txn(self, prefix: bytes) -> list[str]:
         names: list[str] = []
-        with self._env.begin(db=self._db_streams) as txn:
+        with self._env.begin(db=self._db_heads) as txn:
             cursor = txn.cursor()
-            found = cursor.set_range(prefix)
-            while found:
-                key = cursor.key()
+            if not cursor.set_range(prefix):
+                return names
+            for key in cursor.iternext(keys=True, values=False):
                 if not key.startswith(prefix):
                     break
-                name = key[:-9]  # stream | NUL | seq(8); stream names hold no NUL
-                names.append(name.decode())
-                found = cursor.set_range(name + b"\x01")
+                names.append(key.decode())
         return names
 
     def load_snapshot(self, stream: str) -> Snapshot | None:

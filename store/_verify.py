@@ -1,5 +1,9 @@
 """Verification of an LMDB journal: the hash chain, the head, the indexes, the snapshots.
 
+The stream links inside the records are covered by the chain; the ``anchors`` and
+``ids`` databases are compared with what the records imply by order-free digests, and
+every stream's entry in ``heads`` with its last record and count.
+
 A module of ``LmdbJournal``'s own: it reads the journal's private state.
 """
 
@@ -12,6 +16,8 @@ from cogfabric.events import EventError
 from ._journal import VerifyReport
 
 if TYPE_CHECKING:
+    import lmdb
+
     from ._lmdb import LmdbJournal
 
 __all__ = ["verify_journal"]
@@ -24,6 +30,7 @@ _SNAPSHOT_HEADER: Final = 24
 _MASK64: Final = (1 << 64) - 1
 _ZERO_CHAIN: Final = bytes(16)
 _META_HEAD: Final = b"head"
+_ANCHOR_EVERY: Final = 64  # as store/_lmdb.py
 
 
 def _seq_key(seq: int) -> bytes:
@@ -40,7 +47,7 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
     # it are checked: a writer appending meanwhile cannot make a clean journal fail.
     with journal._lock:
         head, stored_last = journal._txn_call(lambda: _head_and_last(journal))
-    state = _VerifyState(prev=_ZERO_CHAIN, expected=after + 1)
+    state = _VerifyState(prev=_ZERO_CHAIN, expected=after + 1, complete=after == 0)
     if after:
         start = _read_chunk_raw_one(journal, after)
         if start is None:
@@ -85,8 +92,10 @@ def _verify_chunk(
     hasher = journal._hasher
     prev = state.prev
     expected = state.expected
-    index_sum = state.index_sum
+    anchors_sum = state.anchors_sum
+    anchors_count = state.anchors_count
     ids_sum = state.ids_sum
+    streams = state.streams
     codec_decode = journal._codec.decode
     for seq, value in chunk:
         if seq != expected:
@@ -99,16 +108,28 @@ def _verify_chunk(
             return VerifyReport(
                 False, state.checked, seq, "the record does not match its hash chain link", seq
             )
-        try:
-            stream_end = 1 + body[0]
-            id_end = stream_end + 1 + body[stream_end]
-            stream_raw = body[1:stream_end]
-            id_raw = body[stream_end + 1 : id_end]
-        except IndexError:
+        header = _header(body)
+        if header is None:
             return VerifyReport(False, state.checked, seq, "the record header is malformed", seq)
+        stream_end, link_end, id_end = header
+        stream_raw = body[1:stream_end]
+        back = int.from_bytes(body[stream_end:link_end], "big")
         key = seq.to_bytes(8, "big")
-        index_sum += hash(stream_raw + b"\0" + key)
-        ids_sum += hash(id_raw + key)
+        known = streams.get(stream_raw)
+        if known is None:
+            known = streams[stream_raw] = [0, 0]
+            expected_back = 0 if state.complete else back  # a tail check starts mid-stream
+        else:
+            expected_back = known[0]
+        if back != expected_back or back >= seq:
+            why = f"the record's stream link points to seq {back}, not to its stream's previous record"
+            return VerifyReport(False, state.checked, seq, why, seq)
+        known[0] = seq
+        count = known[1] = known[1] + 1
+        if not count % _ANCHOR_EVERY:
+            anchors_sum += hash(stream_raw + b"\0" + key)
+            anchors_count += 1
+        ids_sum += hash(body[link_end + 1 : id_end] + key)
         if decode:
             try:
                 codec_decode(memoryview(body)[id_end:])
@@ -119,20 +140,40 @@ def _verify_chunk(
         state.checked += 1
     state.prev = prev
     state.expected = expected
-    state.index_sum = index_sum
+    state.anchors_sum = anchors_sum
+    state.anchors_count = anchors_count
     state.ids_sum = ids_sum
     return None
 
 
+def _header(body: bytes) -> tuple[int, int, int] | None:
+    """Where the stream, the stream link and the id end in a record's body; None if malformed."""
+    if not body:
+        return None
+    stream_end = 1 + body[0]
+    link_end = stream_end + _SEQ_LEN
+    if link_end >= len(body):
+        return None
+    id_end = link_end + 1 + body[link_end]
+    return None if id_end > len(body) else (stream_end, link_end, id_end)
+
+
 def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tuple[int | None, str] | None:
     with journal._lock:
-        index_count, index_sum, ids_count, ids_sum = journal._txn_call(lambda: _index_digests(journal, last))
-    if index_count != state.checked or (index_sum & _MASK64) != (state.index_sum & _MASK64):
-        return _locate_index_problem(journal), "the stream index does not match the records"
+        anchors_count, anchors_sum, ids_count, ids_sum = journal._txn_call(
+            lambda: _index_digests(journal, last)
+        )
+    if anchors_count != state.anchors_count or (anchors_sum & _MASK64) != (state.anchors_sum & _MASK64):
+        return _locate_anchor_problem(journal, last), "the stream index does not match the records"
     if ids_count != state.checked or (ids_sum & _MASK64) != (state.ids_sum & _MASK64):
         return None, "the event id index does not match the records"
     with journal._lock:
-        snapshots = journal._txn_call(lambda: _all_snapshots(journal))
+        heads = journal._txn_call(lambda: _all_items(journal, journal._db_heads))
+    problem = _heads_problem(heads, state.streams, last)
+    if problem is not None:
+        return problem
+    with journal._lock:
+        snapshots = journal._txn_call(lambda: _all_items(journal, journal._db_snapshots))
     for stream_raw, value in snapshots:
         seq_raw, data = value[16:24], value[24:]
         if len(value) < _SNAPSHOT_HEADER or value[:16] != journal._snapshot_hash(stream_raw, seq_raw, data):
@@ -141,47 +182,68 @@ def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tup
     return None
 
 
+def _heads_problem(
+    heads: list[tuple[bytes, bytes]], streams: dict[bytes, list[int]], last: int
+) -> tuple[int | None, str] | None:
+    """Every stream's head must name its last record and count; none may be extra or missing."""
+    matched = 0
+    for stream_raw, value in heads:
+        name = stream_raw.decode(errors="replace")
+        head_last = int.from_bytes(value[:8], "big")
+        if head_last > last:
+            matched += stream_raw in streams  # moved by an append after this check began
+            continue
+        expected = streams.get(stream_raw)
+        if expected is None:
+            return head_last or None, f"the stream index names stream {name!r}, which has no records"
+        if len(value) != 2 * _SEQ_LEN or [head_last, int.from_bytes(value[8:], "big")] != expected:
+            return expected[0], f"the stream index's head of {name!r} does not match its records"
+        matched += 1
+    if matched != len(streams):
+        listed = {stream_raw for stream_raw, _ in heads}
+        missing = min(seq for stream_raw, (seq, _) in streams.items() if stream_raw not in listed)
+        return missing, "a stream is missing from the stream index"
+    return None
+
+
 def _index_digests(journal: LmdbJournal, last: int) -> tuple[int, int, int, int]:
-    """Counts and order-free digests of both indexes, over records up to ``last``."""
-    index_count = index_sum = ids_count = ids_sum = 0
+    """Counts and order-free digests of the anchors and the id index, up to ``last``."""
+    anchors_count = anchors_sum = ids_count = ids_sum = 0
     limit = _seq_key(last)
     with journal._env.begin() as txn:
-        for key in txn.cursor(db=journal._db_streams).iternext(keys=True, values=False):
+        for key in txn.cursor(db=journal._db_anchors).iternext(keys=True, values=False):
             if key[-8:] <= limit:
-                index_count += 1
-                index_sum += hash(key)
+                anchors_count += 1
+                anchors_sum += hash(key)
         for key, value in txn.cursor(db=journal._db_ids).iternext():
             if value <= limit:
                 ids_count += 1
                 ids_sum += hash(key + value)
-    return index_count, index_sum, ids_count, ids_sum
+    return anchors_count, anchors_sum, ids_count, ids_sum
 
 
-def _all_snapshots(journal: LmdbJournal) -> list[tuple[bytes, bytes]]:
-    with journal._env.begin(db=journal._db_snapshots) as txn:
+def _all_items(journal: LmdbJournal, db: lmdb._Database) -> list[tuple[bytes, bytes]]:
+    with journal._env.begin(db=db) as txn:
         return [(bytes(k), bytes(v)) for k, v in txn.cursor().iternext()]
 
 
-def _locate_index_problem(journal: LmdbJournal) -> int | None:
-    """The lowest seq whose stream index entry is missing or wrong (slow; only on failure)."""
-    bad: int | None = None
+def _locate_anchor_problem(journal: LmdbJournal, last: int) -> int | None:
+    """The lowest seq whose anchor is missing, extra or wrong (slow; only on failure)."""
+    expected: set[bytes] = set()
+    counts: dict[bytes, int] = {}
     with journal._lock, journal._env.begin() as txn:
-        events = txn.cursor(db=journal._db_events)
-        streams_db = journal._db_streams
-        for key, value in events.iternext():
-            stream_end = 1 + value[16]
-            if txn.get(value[17 : 16 + stream_end] + b"\0" + key, db=streams_db) is None:
-                bad = int.from_bytes(key, "big")
-                break
-        for key in txn.cursor(db=streams_db).iternext(keys=True, values=False):
-            seq_raw = key[-8:]
-            record = txn.get(seq_raw, db=journal._db_events)
-            stream_raw = key[:-9]
-            if record is None or record[17 : 17 + record[16]] != stream_raw:
-                seq = int.from_bytes(seq_raw, "big")
-                bad = seq if bad is None else min(bad, seq)
-                break
-    return bad
+        for key, value in txn.cursor(db=journal._db_events).iternext():
+            stream_raw = bytes(value[17 : 17 + value[16]])
+            count = counts[stream_raw] = counts.get(stream_raw, 0) + 1
+            if not count % _ANCHOR_EVERY:
+                expected.add(stream_raw + b"\0" + bytes(key))
+        stored = {
+            bytes(key)
+            for key in txn.cursor(db=journal._db_anchors).iternext(keys=True, values=False)
+            if key[-8:] <= _seq_key(last)
+        }
+    wrong = expected ^ stored
+    return min(int.from_bytes(key[-8:], "big") for key in wrong) if wrong else None
 
 
 def _head_problem(head: bytes | None, last: int, chain: bytes) -> tuple[int | None, str] | None:
@@ -202,11 +264,25 @@ def _head_problem(head: bytes | None, last: int, chain: bytes) -> tuple[int | No
 
 
 class _VerifyState:
-    __slots__ = ("checked", "expected", "ids_sum", "index_sum", "prev")
+    __slots__ = (
+        "anchors_count",
+        "anchors_sum",
+        "checked",
+        "complete",
+        "expected",
+        "ids_sum",
+        "prev",
+        "streams",
+    )
 
-    def __init__(self, prev: bytes, expected: int) -> None:
+    def __init__(self, prev: bytes, expected: int, *, complete: bool) -> None:
         self.prev = prev
         self.expected = expected
+        self.complete = complete
+        """Whether the check starts at the first record (so it sees every stream whole)."""
         self.checked = 0
-        self.index_sum = 0
+        self.anchors_sum = 0
+        self.anchors_count = 0
         self.ids_sum = 0
+        self.streams: dict[bytes, list[int]] = {}
+        """stream -> [last seq, count] of the records checked so far."""

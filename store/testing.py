@@ -167,6 +167,33 @@ class JournalContract:
         assert [r.seq for r in journal.read(stream="agent/a1", after=2, until=7)] == [5]
         assert list(journal.read(stream="agent/nobody")) == []
 
+    @pytest.mark.parametrize(("after", "until"), [(0, None), (1, 300), (63, 200), (127, 129), (250, None)])
+    def test_stream_reads_agree_with_a_filtered_full_read(
+        self, journal: Journal, after: int, until: int | None
+    ) -> None:
+        # Uneven batches and streams of uneven lengths, longer than any index stride.
+        for start, size in ((0, 1), (1, 70), (71, 3), (74, 200), (274, 56)):
+            journal.append(make_events(size, agents=1 + start % 4, start=start))
+        everything = list(journal.read())
+
+        for stream in journal.streams():
+            expected = [
+                r.seq
+                for r in everything
+                if r.stream == stream and r.seq > after and (until is None or r.seq <= until)
+            ]
+            assert [r.seq for r in journal.read(stream=stream, after=after, until=until)] == expected
+
+    def test_a_stream_longer_than_one_chunk_reads_whole(self, journal: Journal) -> None:
+        journal.append(make_events(2600, agents=2))
+
+        seqs = [r.seq for r in journal.read(stream="agent/a1")]
+
+        assert seqs == list(range(2, 2601, 2))
+        assert [r.seq for r in journal.read(stream="agent/a1", after=2000, until=2011)] == list(
+            range(2002, 2011, 2)
+        )
+
     def test_read_sees_the_journal_as_it_was_when_called(self, journal: Journal) -> None:
         journal.append(make_events(3))
         records = journal.read()

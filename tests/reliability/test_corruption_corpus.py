@@ -40,7 +40,8 @@ def _rechain(txn: Any, events: Any, meta: Any, n: int, body: bytes) -> None:
 
 
 def _header(value: bytes) -> bytes:
-    id_at = 17 + value[16]
+    """stream | back link | id: everything before the payload (format 2)."""
+    id_at = 25 + value[16]
     return value[16 : id_at + 1 + value[id_at]]
 
 

@@ -127,7 +127,7 @@ def test_a_crafted_record_with_a_valid_chain_is_refused_by_name_on_read(tmp_path
     events = env.open_db(b"events")
     with env.begin(write=True, db=events) as txn:
         prev = bytes(txn.get((3).to_bytes(8, "big")) or b"")[:16]
-        body = b"%c%s%c%s" % (7, b"agent/x", 2, b"id") + b"\x82\xa4type\xa6Hostil\xa1v\x01"
+        body = b"%c%s%s%c%s" % (7, b"agent/x", bytes(8), 2, b"id") + b"\x82\xa4type\xa6Hostil\xa1v\x01"
         chain = hashlib.blake2b(prev + body, digest_size=16).digest()
         txn.put((4).to_bytes(8, "big"), chain + body)
     env.close()

@@ -14,6 +14,7 @@ import pytest
 from cogfabric.events import AgentEvent, EventCodec, PrivateSet
 from cogfabric.store import (
     FORMAT_VERSION,
+    InvalidStreamError,
     Journal,
     JournalFailedError,
     JournalFormatError,
@@ -60,7 +61,8 @@ def _raw_edit(path: Path, edit: Callable[[Any, Any, dict[bytes, Any]], object]) 
     """Change a closed journal's bytes with the plain lmdb package, as an attacker would."""
     env = lmdb.open(str(path), max_dbs=8, subdir=True)
     try:
-        dbs = {name: env.open_db(name) for name in (b"events", b"streams", b"ids", b"snapshots", b"meta")}
+        names = (b"events", b"heads", b"anchors", b"ids", b"snapshots", b"meta")
+        dbs = {name: env.open_db(name) for name in names}
         with env.begin(write=True) as txn:
             edit(txn, dbs[b"events"], dbs)
     finally:
@@ -163,23 +165,67 @@ class TestTamperEvidence:
         assert report.first_bad_seq == 11
         assert "rolled back" in report.reason
 
-    def test_a_removed_stream_index_entry_is_reported(self, closed_journal: Path) -> None:
-        _raw_edit(closed_journal, lambda txn, _, dbs: txn.delete(b"agent/a1\0" + _seq(8), db=dbs[b"streams"]))
+    def test_a_removed_stream_head_is_reported(self, closed_journal: Path) -> None:
+        _raw_edit(closed_journal, lambda txn, _, dbs: txn.delete(b"agent/a1", db=dbs[b"heads"]))
 
         report = _verify(closed_journal)
 
         assert not report.ok
-        assert report.first_bad_seq == 8
+        assert report.first_bad_seq == 20  # a1's last record: 2, 5, ..., 20
         assert "stream index" in report.reason
 
-    def test_a_stream_index_entry_moved_to_another_stream_is_reported(self, closed_journal: Path) -> None:
+    def test_a_stream_head_naming_an_earlier_record_is_reported(self, closed_journal: Path) -> None:
+        def rewind(txn: Any, _: Any, dbs: dict[bytes, Any]) -> None:
+            txn.put(b"agent/a2", _seq(15) + (5).to_bytes(8, "big"), db=dbs[b"heads"])
+
+        _raw_edit(closed_journal, rewind)
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert report.first_bad_seq == 18  # a2's real last record
+        assert "head of 'agent/a2'" in report.reason
+
+    def test_a_stream_head_for_a_stream_without_records_is_reported(self, closed_journal: Path) -> None:
+        ghost = _seq(3) + _seq(1)
+        _raw_edit(closed_journal, lambda txn, _, dbs: txn.put(b"agent/ghost", ghost, db=dbs[b"heads"]))
+
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert "'agent/ghost', which has no records" in report.reason
+
+    def test_a_removed_or_moved_anchor_is_reported(self, tmp_path: Path) -> None:
+        path = tmp_path / "journal"
+        with Journal.open(path) as journal:
+            journal.append(make_events(300, agents=2))  # a0: 1, 3, ...; its 64th record is 127
+        _raw_edit(path, lambda txn, _, dbs: txn.delete(b"agent/a0\0" + _seq(127), db=dbs[b"anchors"]))
+
+        report = _verify(path)
+
+        assert not report.ok
+        assert report.first_bad_seq == 127
+        assert "stream index" in report.reason
+
         def move(txn: Any, _: Any, dbs: dict[bytes, Any]) -> None:
-            txn.delete(b"agent/a1\0" + _seq(8), db=dbs[b"streams"])
-            txn.put(b"agent/a2\0" + _seq(8), b"", db=dbs[b"streams"])
+            txn.put(b"agent/a1\0" + _seq(127), b"", db=dbs[b"anchors"])
 
-        _raw_edit(closed_journal, move)
+        _raw_edit(path, move)
+        assert _verify(path).first_bad_seq == 127
 
-        assert _verify(closed_journal).first_bad_seq == 8
+    def test_a_stream_read_refuses_a_link_that_does_not_point_back(self, closed_journal: Path) -> None:
+        def loop(txn: Any, events: Any, _: dict[bytes, Any]) -> None:
+            value = bytearray(txn.get(_seq(8), db=events))  # a1's third record, linked to 5
+            at = 17 + value[16]
+            value[at : at + 8] = _seq(8)
+            txn.put(_seq(8), bytes(value), db=events)
+
+        _raw_edit(closed_journal, loop)
+
+        with Journal.open(closed_journal, readonly=True) as journal:
+            with pytest.raises(JournalRecordError, match="record at seq 8"):
+                list(journal.read(stream="agent/a1"))
+            report = journal.verify()
+        assert report.first_bad_seq == 8
 
     def test_a_changed_id_index_is_reported(self, closed_journal: Path) -> None:
         def repoint(txn: Any, _: Any, dbs: dict[bytes, Any]) -> None:
@@ -341,6 +387,18 @@ class TestFilesAndFormat:
             Journal.open(closed_journal, readonly=True)
         with pytest.raises(JournalFormatError, match="newer"):
             Journal.open(closed_journal)
+
+    def test_a_journal_of_an_older_format_is_refused_and_left_unchanged(self, closed_journal: Path) -> None:
+        _raw_edit(
+            closed_journal,
+            lambda txn, _, dbs: txn.put(b"format", (FORMAT_VERSION - 1).to_bytes(4, "big"), db=dbs[b"meta"]),
+        )
+        before = (closed_journal / "data.mdb").read_bytes()
+
+        with pytest.raises(JournalFormatError, match=f"format version {FORMAT_VERSION - 1}, older"):
+            Journal.open(closed_journal)
+
+        assert (closed_journal / "data.mdb").read_bytes() == before
 
     def test_an_lmdb_database_that_is_not_a_journal_is_refused(self, tmp_path: Path) -> None:
         env = lmdb.open(str(tmp_path / "other"))
@@ -505,20 +563,22 @@ def test_a_reader_in_a_second_process_sees_consistent_prefixes_while_a_writer_ap
     assert reads >= 1
 
 
-def test_record_values_hold_the_stream_and_id_before_the_payload(tmp_path: Path) -> None:
-    event = make_events(1)[0]
+def test_record_values_hold_the_stream_its_back_link_and_id_before_the_payload(tmp_path: Path) -> None:
+    events = make_events(4)
     with Journal.open(tmp_path / "j") as journal:
-        journal.append([event])
+        journal.append(events)
     env = lmdb.open(str(tmp_path / "j"), max_dbs=8, readonly=True)
     with env.begin(db=env.open_db(b"events", create=False)) as txn:
-        value: Any = txn.get(_seq(1))
+        values: list[Any] = [txn.get(_seq(n)) for n in (1, 4)]
     env.close()
 
-    stream_len = value[16]
-    id_at = 17 + stream_len
-    assert value[17:id_at] == b"agent/a0"
-    assert value[id_at + 1 : id_at + 1 + value[id_at]] == event.id.encode()
-    assert msgspec.msgpack.decode(value[id_at + 1 + value[id_at] :])["type"] == "PrivateSet"
+    for value, back, event in zip(values, (0, 1), (events[0], events[3]), strict=True):
+        link_at = 17 + value[16]
+        id_at = link_at + 8
+        assert value[17:link_at] == b"agent/a0"
+        assert int.from_bytes(value[link_at:id_at], "big") == back
+        assert value[id_at + 1 : id_at + 1 + value[id_at]] == event.id.encode()
+        assert msgspec.msgpack.decode(value[id_at + 1 + value[id_at] :])["type"] == "PrivateSet"
 
 
 def test_verify_passes_while_another_process_appends(tmp_path: Path) -> None:
@@ -548,3 +608,22 @@ def test_verify_passes_while_another_process_appends(tmp_path: Path) -> None:
     assert child.returncode == 0
     assert reports
     assert all(r.ok for r in reports), [r for r in reports if not r.ok][:1]
+
+
+def test_stream_links_survive_a_refused_batch_and_a_cleared_head_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cogfabric.store._lmdb._HEADS_CACHE", 4)
+    with Journal.open(tmp_path / "j") as journal:
+        journal.append(make_events(30, agents=7))
+        bad = PrivateSet(at=0.0, agent="a\0b", key="k", value=1)
+        with pytest.raises(InvalidStreamError):
+            journal.append([*make_events(5, agents=7, start=30), bad])
+        journal.append(make_events(40, agents=7, start=30))
+
+        assert journal.verify().ok
+        assert [r.seq for r in journal.read(stream="agent/a3")] == list(range(4, 71, 7))
+    with Journal.open(tmp_path / "j") as journal:
+        journal.append(make_events(7, agents=7, start=70))
+        assert journal.verify().ok
+        assert [r.seq for r in journal.read(stream="agent/a3")] == list(range(4, 78, 7))
