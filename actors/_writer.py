@@ -133,7 +133,6 @@ class JournalWriter:
         self._lock = threading.Lock()
         self._scheduled = False
         self._tickets = itertools.count(1)
-        self._stream_seq: dict[str, int] = {}
         self._carried: list[tuple[str, int, bytes]] = []
         self._publishes: list[tuple[int, frozenset[str]]] = []
         """(seq, agents) of every task context published since start, in seq order."""
@@ -277,8 +276,8 @@ class JournalWriter:
 
     def _gather(
         self, taken: list[_Submission]
-    ) -> tuple[list[Event], dict[str, int], list[Snapshot], list[tuple[str, bytes, int, str, int]]]:
-        """The events of a commit, each stream's last index, and its snapshots.
+    ) -> tuple[list[Event], list[Snapshot], list[tuple[str, bytes, int, str, int]]]:
+        """The events of a commit and its snapshots.
 
         A snapshot that covers an event of this very commit cannot know its seq yet:
         it is returned apart, to be resolved after the append and saved with the next.
@@ -298,15 +297,14 @@ class JournalWriter:
             index = last_index.get(stream)
             if index is not None:
                 in_group.append((stream, data, index, agent_id, publish_seq))
-            elif stream in self._stream_seq:
-                covered = self._clamp(self._stream_seq[stream], agent_id, publish_seq)
+            else:  # the stream's last event is committed already: the journal knows its seq
+                covered = self._clamp(self._journal.stream_head(stream), agent_id, publish_seq)
                 if covered > 0:
                     snapshots.append(Snapshot(stream, covered, data))
-        return events, last_index, snapshots, in_group
+        return events, snapshots, in_group
 
     def _commit(self, taken: list[_Submission]) -> None:
-        events, last_index, snapshots, in_group = self._gather(taken)
-        stream_seq = self._stream_seq
+        events, snapshots, in_group = self._gather(taken)
         if self._failure is not None:
             self._fail(taken, self._failure)
             return
@@ -317,8 +315,6 @@ class JournalWriter:
                 self._failure = exc
             self._fail(taken, exc)
             return
-        for stream, index in last_index.items():
-            stream_seq[stream] = seqs[index]
         for event, seq in zip(events, seqs, strict=True):
             if isinstance(event, TaskContextPublished):
                 self._publishes.append((seq, frozenset(event.agents)))

@@ -117,6 +117,16 @@ class Journal(abc.ABC):
         it was when called: records appended later are not returned.
         """
 
+    def stream_head(self, stream: str) -> int:
+        """The seq of ``stream``'s newest record, 0 when it has none.
+
+        This default reads the whole stream; backends with an index override it.
+        """
+        last = 0
+        for record in self.read(stream=stream):
+            last = record.seq
+        return last
+
     @abc.abstractmethod
     def streams(self, prefix: str = "") -> list[str]:
         """Return the names of the streams that hold records, sorted, optionally by prefix."""

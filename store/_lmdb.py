@@ -761,6 +761,18 @@ class LmdbJournal(Journal):
                     break
         return out
 
+    def stream_head(self, stream: str) -> int:
+        """The seq of ``stream``'s newest record, 0 when it has none: one lookup."""
+        self._check_open()
+        with self._lock:
+            head = self._heads.get(stream)
+            if head is not None:
+                return int.from_bytes(head[1], "big")
+            stream_raw = _name_bytes(stream, "stream")
+            with _translated(self._path):
+                stored = self._txn_call(lambda: self._get(self._db_heads, stream_raw))
+        return 0 if stored is None else int.from_bytes(stored[:8], "big")
+
     def streams(self, prefix: str = "") -> list[str]:
         """Return the names of the streams that hold records, sorted, optionally by prefix.
 

@@ -215,6 +215,14 @@ class JournalContract:
 
         assert next(iter(journal.read())).event == event
 
+    def test_stream_head_is_the_seq_of_a_streams_newest_record(self, journal: Journal) -> None:
+        journal.append(make_events(8, agents=3))
+        journal.append(make_events(1, agents=3, start=8))
+
+        assert journal.stream_head("agent/a0") == 7
+        assert journal.stream_head("agent/a2") == 9
+        assert journal.stream_head("agent/nobody") == 0
+
     def test_streams_lists_each_stream_once_by_prefix(self, journal: Journal) -> None:
         journal.append(make_events(9, agents=3))
         journal.append([TaskContextSet(at=0.0, agent="b", context={})])

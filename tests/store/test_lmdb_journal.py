@@ -624,6 +624,8 @@ def test_stream_links_survive_a_refused_batch_and_a_cleared_head_cache(
         assert journal.verify().ok
         assert [r.seq for r in journal.read(stream="agent/a3")] == list(range(4, 71, 7))
     with Journal.open(tmp_path / "j") as journal:
+        assert journal.stream_head("agent/a3") == 67  # from the database: nothing cached yet
         journal.append(make_events(7, agents=7, start=70))
         assert journal.verify().ok
+        assert journal.stream_head("agent/a3") == 74
         assert [r.seq for r in journal.read(stream="agent/a3")] == list(range(4, 78, 7))
