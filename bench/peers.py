@@ -36,8 +36,12 @@ table shows the median.
   for the read are written before the clock starts with ``PRAGMA synchronous=OFF``.
 
 The ratio column is cogfabric's rate over the peer's, for the cogfabric workload named
-as its reference (so > 1 means cogfabric is faster). A peer that is not installed is
-reported as skipped.
+as its reference (so > 1 means cogfabric is faster). For a peer write that syncs on
+every call (one event per save, one checkpoint per put), a second column compares it
+with cogfabric's durable batched append (100 events per synced commit): what a
+cogfabric runtime does when many agents change state at once (group commit), and the
+comparison the project's targets name. A peer that is not installed is reported as
+skipped.
 
 Run it from the repository root::
 
@@ -481,6 +485,8 @@ class Workload:
     reference: str = ""
     note: str = ""
     skipped: str = ""
+    batched: bool = False
+    """A peer write that syncs every call: also compared with cogfabric's batched append."""
 
 
 @dataclass
@@ -496,6 +502,8 @@ class Row:
     runs: list[float] = field(default_factory=list)
     reference: str = ""
     ratio: float | None = None
+    batched_ratio: float | None = None
+    """cogfabric's durable batched append (100 per commit) over this peer's rate."""
     note: str = ""
     skipped: str = ""
 
@@ -548,7 +556,8 @@ def build_workloads(config: Config, events: list[Event]) -> list[Workload]:
     ]
     for name, make, unit, ref, note in es:
         timed = None if EVENTSOURCING_ERROR else make()
-        out.append(Workload(name, EVENTSOURCING, timed, unit, ref, note, EVENTSOURCING_ERROR))
+        batched = ref == CF_BATCH_1
+        out.append(Workload(name, EVENTSOURCING, timed, unit, ref, note, EVENTSOURCING_ERROR, batched))
     lg: list[tuple[str, Callable[[], Timed], str, str, str]] = [
         (
             "langgraph SqliteSaver.put, 1 checkpoint/put",
@@ -567,7 +576,8 @@ def build_workloads(config: Config, events: list[Event]) -> list[Workload]:
     ]
     for name, make, unit, ref, note in lg:
         timed = None if LANGGRAPH_ERROR else make()
-        out.append(Workload(name, LANGGRAPH, timed, unit, ref, note, LANGGRAPH_ERROR))
+        batched = ref == CF_BATCH_1
+        out.append(Workload(name, LANGGRAPH, timed, unit, ref, note, LANGGRAPH_ERROR, batched))
     return out
 
 
@@ -607,9 +617,12 @@ def run_workloads(config: Config, workloads: list[Workload]) -> list[Row]:
             reference=w.reference,
             note=w.note,
         )
+    batched = {w.name for w in workloads if w.batched}
     for row in rows.values():
         if row.reference and row.rate > 0 and rows[row.reference].rate > 0:
             row.ratio = rows[row.reference].rate / row.rate
+        if row.workload in batched and row.rate > 0 and rows[CF_BATCH_100].rate > 0:
+            row.batched_ratio = rows[CF_BATCH_100].rate / row.rate
     return list(rows.values())
 
 
@@ -617,13 +630,14 @@ def run_workloads(config: Config, workloads: list[Workload]) -> list[Row]:
 
 
 def format_table(rows: list[Row]) -> str:
-    headers = ("workload", "count", "seconds", "rate/s", "unit", "cogfabric/peer", "note")
+    headers = ("workload", "count", "seconds", "rate/s", "unit", "cogfabric/peer", "batched/peer", "note")
     lines = []
     for row in rows:
         if row.skipped:
-            lines.append((row.workload, "", "", "", row.unit, "", f"SKIPPED: {row.skipped}"))
+            lines.append((row.workload, "", "", "", row.unit, "", "", f"SKIPPED: {row.skipped}"))
             continue
         ratio = "" if row.ratio is None else f"{row.ratio:.1f}x"
+        batched = "" if row.batched_ratio is None else f"{row.batched_ratio:.1f}x"
         lines.append(
             (
                 row.workload,
@@ -632,10 +646,11 @@ def format_table(rows: list[Row]) -> str:
                 f"{row.rate:,.0f}",
                 row.unit,
                 ratio,
+                batched,
                 row.note,
             )
         )
-    return columns(headers, lines, right={1, 2, 3, 5})
+    return columns(headers, lines, right={1, 2, 3, 5, 6})
 
 
 def _version(name: str) -> str | None:

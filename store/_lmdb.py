@@ -120,6 +120,24 @@ def _key_check(key: bytes) -> bytes:
     return hashlib.blake2b(b"cogfabric key check", digest_size=16, key=key).digest()
 
 
+def _without_stored(
+    batch: list[Event], payloads: list[bytes], id_raws: list[bytes], known: dict[bytes, int], first: int
+) -> tuple[list[Event], list[bytes], list[bytes], list[int]]:
+    """The events whose ids are not stored (nor repeated in the batch), and every event's seq."""
+    kept: list[int] = []
+    seqs: list[int] = []
+    seen: dict[bytes, int] = {}
+    for index, id_raw in enumerate(id_raws):
+        existing = known.get(id_raw) or seen.get(id_raw)
+        if existing:
+            seqs.append(existing)
+            continue
+        seen[id_raw] = seq = first + len(kept)
+        seqs.append(seq)
+        kept.append(index)
+    return [batch[i] for i in kept], [payloads[i] for i in kept], [id_raws[i] for i in kept], seqs
+
+
 def _name_bytes(name: str, what: str) -> bytes:
     raw = name.encode()
     if not 0 < len(raw) <= _MAX_NAME or b"\0" in raw:
@@ -492,60 +510,75 @@ class LmdbJournal(Journal):
         """One write transaction. Returns the seqs, or the stored seqs of duplicate ids.
 
         The first attempt writes every event and lets the id index report a repeated
-        id; only then is the batch written again, id by id (``known`` not None).
+        id; only then is the batch written again without the ids stored already
+        (``known`` not None).
         """
-        hasher = self._hasher
-        seq = self._head_seq
+        first = self._head_seq + 1
+        id_raws = [event.id.encode() for event in batch]
+        seqs: list[int] | None = None
+        if known is not None:
+            batch, payloads, id_raws, seqs = _without_stored(batch, payloads, id_raws, known, first)
+        if id_raws and not 0 < min(map(len, id_raws)) <= max(map(len, id_raws)) <= _MAX_NAME:
+            bad = next(e.id for e, i in zip(batch, id_raws, strict=True) if not 0 < len(i) <= _MAX_NAME)
+            raise InvalidStreamError(f"event id {bad!r} must be 1 to {_MAX_NAME} UTF-8 bytes")
+        keys = [n.to_bytes(8, "big") for n in range(first, first + len(batch))]
         prev = self._head_chain
-        records: list[tuple[bytes, bytes]] = []
-        anchors: list[tuple[bytes, bytes]] = []
-        ids: list[tuple[bytes, bytes]] = []
-        seqs: list[int] = []
-        # The heads this commit moves: copies, adopted by the cache only once it commits.
-        touched: dict[str, list[Any]] = {}
-        cached = self._heads
-        seen: dict[bytes, int] = {}
         with self._env.begin(write=True) as txn:
-            for event, payload in zip(batch, payloads, strict=True):
-                id_raw = event.id.encode()
-                if known is not None:
-                    existing = known.get(id_raw) or seen.get(id_raw)
-                    if existing:
-                        seqs.append(existing)
-                        continue
-                    seen[id_raw] = seq + 1
-                    seqs.append(seq + 1)
-                if not 0 < len(id_raw) <= _MAX_NAME:
-                    raise InvalidStreamError(f"event id {event.id!r} must be 1 to {_MAX_NAME} UTF-8 bytes")
-                seq += 1
-                key = seq.to_bytes(8, "big")
-                stream = event.stream
-                head = touched.get(stream)
-                if head is None:
-                    base = cached.get(stream)
-                    head = touched[stream] = list(base) if base is not None else self._load_head(txn, stream)
-                body = b"%s%s%c%s%s" % (head[0], head[1], len(id_raw), id_raw, payload)
-                head[1] = key
-                count = head[2] = head[2] + 1
-                if not count & (_ANCHOR_EVERY - 1):
-                    anchors.append((head[3] + key, b""))
-                h = hasher.copy()
+            bodies, anchors, touched = self._bodies(txn, batch, payloads, id_raws, keys)
+            records: list[tuple[bytes, bytes]] = []
+            copy = self._hasher.copy
+            for key, body in zip(keys, bodies, strict=True):
+                h = copy()
                 h.update(prev)
                 h.update(body)
                 prev = h.digest()
                 records.append((key, prev + body))
-                ids.append((id_raw, key))
+            ids = list(zip(id_raws, keys, strict=True))
             if ids and not self._put_records(txn, ids, records, anchors, touched):
                 txn.abort()
-                return self._stored_seqs([i for i, _ in ids], known or {})
+                return self._stored_seqs(id_raws, known or {})
             if ids:
-                txn.put(_META_HEAD, _seq_key(seq) + prev, db=self._db_meta)
+                txn.put(_META_HEAD, keys[-1] + prev, db=self._db_meta)
+            last = first + len(keys) - 1
             for snapshot in snapshots:
-                self._put_snapshot(txn, snapshot, seq)
-        if known is None:
-            seqs = list(range(self._head_seq + 1, seq + 1))
-        self._committed(seq, prev, touched)
-        return seqs
+                self._put_snapshot(txn, snapshot, last)
+        self._committed(last, prev, touched)
+        return list(range(first, last + 1)) if seqs is None else seqs
+
+    def _bodies(
+        self,
+        txn: lmdb.Transaction[bytes],
+        batch: list[Event],
+        payloads: list[bytes],
+        id_raws: list[bytes],
+        keys: list[bytes],
+    ) -> tuple[list[bytes], list[tuple[bytes, bytes]], dict[str, list[Any]]]:
+        """Each record's body (stream, back link, id, payload), the anchors, the moved heads.
+
+        The heads are copies, adopted by the cache only once the transaction commits.
+        """
+        touched: dict[str, list[Any]] = {}
+        cached = self._heads
+        headers: list[bytes] = []
+        links: list[bytes] = []
+        anchors: list[tuple[bytes, bytes]] = []
+        for event, key in zip(batch, keys, strict=True):
+            stream = event.stream
+            head = touched.get(stream)
+            if head is None:
+                base = cached.get(stream)
+                head = touched[stream] = list(base) if base is not None else self._load_head(txn, stream)
+            headers.append(head[0])
+            links.append(head[1])
+            head[1] = key
+            count = head[2] = head[2] + 1
+            if not count & (_ANCHOR_EVERY - 1):
+                anchors.append((head[3] + key, b""))
+        bodies = [
+            b"%s%s%c%s%s" % (header, link, len(id_raw), id_raw, payload)
+            for header, link, id_raw, payload in zip(headers, links, id_raws, payloads, strict=True)
+        ]
+        return bodies, anchors, touched
 
     def _committed(self, seq: int, chain: bytes, touched: dict[str, list[Any]]) -> None:
         """Adopt a committed transaction's head and stream heads."""
