@@ -275,6 +275,8 @@ class TestJournalFailure:
             def fill() -> None:
                 for i in range(100):
                     agent.set_private(f"k{i}", big)
+                    if i < 3:
+                        runtime.flush()  # these commit alone, whatever the writer's pace
                 runtime.flush()
 
             with pytest.raises(JournalError):
