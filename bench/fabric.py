@@ -207,6 +207,7 @@ class FabricBroken(RuntimeError):  # noqa: N818 - it names what it reports
 
 def _clock(fn: Callable[[], dict[str, int]]) -> Sample:
     gc.collect()
+    os.sync()  # the previous measurement's dirty pages are not this one's to write
     start = time.perf_counter()
     counts = fn()
     return Sample(time.perf_counter() - start, counts)

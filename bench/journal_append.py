@@ -26,6 +26,10 @@ repeated ``--repeat`` times; the table shows the median):
   BLAKE2b-128 over each commit of 1000. This is the measurement the design note in
   ``store/_lmdb.py``'s docstring refers to.
 
+Each run starts after ``os.sync()``, so it does not pay for the previous one's writes. A
+ratio is the median of the rounds' ratios: each round measures every workload once, in
+turn, so a slow spell of the shared machine that spans a round cancels out.
+
 Targets, printed beside the ratios: batched append (1000) >= 0.5x the raw append with
 encoding; replay >= 0.8x the raw scan with typed decode.
 
@@ -169,6 +173,7 @@ Timed = Callable[[Path], tuple[float, int]]
 
 def _clock(fn: Callable[[], int]) -> tuple[float, int]:
     gc.collect()
+    os.sync()  # the previous measurement's dirty pages are not this one's to write
     start = time.perf_counter()
     done = fn()
     return time.perf_counter() - start, done
@@ -457,7 +462,13 @@ def run_workloads(config: Config, workloads: list[Workload]) -> list[Row]:
         )
     for row in rows.values():
         if row.reference:
-            row.ratio = row.rate / rows[row.reference].rate
+            # paired by round: each round's ratio, then their median (a slow spell of the
+            # machine that spans a round cancels out)
+            ref = rows[row.reference]
+            row.ratio = statistics.median(
+                (row.events / mine) / (ref.events / theirs)
+                for mine, theirs in zip(row.runs, ref.runs, strict=True)
+            )
     return list(rows.values())
 
 

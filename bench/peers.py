@@ -178,6 +178,7 @@ Timed = Callable[[Path], Sample]
 
 def _clock(fn: Callable[[], int]) -> Sample:
     gc.collect()
+    os.sync()  # the previous measurement's dirty pages are not this one's to write
     start = time.perf_counter()
     done = fn()
     return Sample(time.perf_counter() - start, done)
