@@ -669,9 +669,11 @@ class LmdbJournal(Journal):
         self._check_open()
         end = self.last_seq if until is None else min(until, self.last_seq)
         stream_raw = None if stream is None else _name_bytes(stream, "stream")
-        return self._iter_records(max(after, 0), end, stream_raw)
+        # A flat iterator over chunk lists: each record is handed out in C, not by
+        # resuming a generator frame per record.
+        return itertools.chain.from_iterable(self._iter_chunks(max(after, 0), end, stream_raw))
 
-    def _iter_records(self, after: int, end: int, stream_raw: bytes | None) -> Iterator[Record]:
+    def _iter_chunks(self, after: int, end: int, stream_raw: bytes | None) -> Iterator[list[Record]]:
         decode_many = self._codec.decode_many
         while after < end:
             seqs, values = self._read_chunk(after, end, stream_raw)
@@ -684,11 +686,9 @@ class LmdbJournal(Journal):
                 index = getattr(exc, "index", 0)
                 # Hand out the good records before the bad one, then name it.
                 good = decode_many(payloads[:index])
-                yield from [Record(seq, event, value) for seq, event, value in zip(seqs, good, values)]  # noqa: B905
+                yield [Record(seq, event, value) for seq, event, value in zip(seqs, good, values)]  # noqa: B905
                 raise JournalRecordError(seqs[index], str(exc)) from exc
-            yield from [
-                Record(seq, event, value) for seq, event, value in zip(seqs, events, values, strict=True)
-            ]
+            yield [Record(seq, event, value) for seq, event, value in zip(seqs, events, values, strict=True)]
             if len(values) < _READ_CHUNK:
                 return  # a short chunk is the end: no second, empty read transaction
             after = seqs[-1]
