@@ -69,3 +69,13 @@ def test_the_installed_console_script_and_python_dash_m_run(tmp_path: Path) -> N
     assert by_script.returncode == 0, by_script.stderr
     assert by_module.returncode == 0
     assert "cogfabric" in by_module.stdout
+
+
+def test_each_commands_help_keeps_its_example_on_lines_of_its_own() -> None:
+    for command in ("simulate", "verify", "replay", "export", "inspect", "bench"):
+        result = CliRunner().invoke(main, [command, "--help"], terminal_width=100)
+
+        assert result.exit_code == 0, command
+        assert "\\b" not in result.output, command
+        example = result.output.split("Example", 1)[1].splitlines()
+        assert example[1].strip().startswith(f"cogfabric {command} "), (command, example[:2])

@@ -42,7 +42,7 @@ def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(cogfabric.__version__, prog_name="cogfabric")
 def main() -> None:
-    r"""cogfabric: an event-sourced actor runtime for the context of LLM agents.
+    """cogfabric: an event-sourced actor runtime for the context of LLM agents.
 
     \b
     Run the simulation, then audit what it wrote:
@@ -77,7 +77,7 @@ def main() -> None:
 def simulate(
     agents: int, turns: int, path: Path, seed: int, durability: str | None, config_path: Path | None
 ) -> None:
-    r"""Run a multi-agent research simulation on the embedded LMDB journal.
+    """Run a multi-agent research simulation on the embedded LMDB journal.
 
     Researchers share a task context, keep private hypotheses and cognitive states,
     take LLM turns through the prompt gate (a scripted model: the same seed gives the
@@ -193,7 +193,7 @@ def _journal_errors() -> tuple[type[Exception], ...]:
 @_KEY
 @_COPY
 def verify(journal: Path, key: str | None, copy: bool) -> None:
-    r"""Check JOURNAL's hash chain, indexes and snapshots, and that every record decodes.
+    """Check JOURNAL's hash chain, indexes and snapshots, and that every record decodes.
 
     Exits 0 when it is clean, 1 naming the first bad seq and why, 2 when JOURNAL is
     not a journal.
@@ -234,7 +234,7 @@ def replay(
     copy: bool,
     no_verify: bool,
 ) -> None:
-    r"""Rebuild an agent or a session at any seq, from the journal alone (no model is called).
+    """Rebuild an agent or a session at any seq, from the journal alone (no model is called).
 
     An agent shows its task and private layers, its IPC traffic, cognitive state and
     lifecycle; a session its messages.
@@ -309,7 +309,7 @@ def export(
     copy: bool,
     no_verify: bool,
 ) -> None:
-    r"""Export JOURNAL as JSON Lines, one record a line, streamed.
+    """Export JOURNAL as JSON Lines, one record a line, streamed.
 
     Each line has ``seq``, ``time``, ``stream``, ``layer``, ``type``, ``version``,
     ``data`` and ``chain`` (the record's hash-chain link, hex).
@@ -343,7 +343,7 @@ def export(
 @_COPY
 @_NO_VERIFY
 def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify: bool) -> None:
-    r"""Summarise JOURNAL: format, records, first and last time, counts per type and stream, size.
+    """Summarise JOURNAL: format, records, first and last time, counts per type and stream, size.
 
     \b
     Example:
@@ -386,7 +386,7 @@ def _when(seconds: float | None) -> str:
     "--repeat", type=click.IntRange(1, 50), default=None, help="Runs per workload (default 3, quick 1)."
 )
 def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
-    r"""Measure cogfabric's workloads, each beside its reference measured in the same run.
+    """Measure cogfabric's workloads, each beside its reference measured in the same run.
 
     References: raw LMDB batched append of pre-encoded values (writes), a raw scan with
     typed decode (reads), a bare Pykka tell loop (the actor path). Each figure is the
