@@ -42,7 +42,7 @@ def _flood(tmp_path: Path, producers: int, per_producer: int) -> None:
         journal=JournalConfig(durability="batch"), runtime=RuntimeConfig(mailbox_size=50, call_timeout=0.05)
     )
     accepted: list[int] = []
-    refused: list[BaseException] = []
+    refused: list[type[BaseException]] = []  # types: a kept exception would keep its frames
     lock = threading.Lock()
     with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"slow": Slow}) as rt:
         rt.spawn("sink", behavior="slow")
@@ -56,7 +56,7 @@ def _flood(tmp_path: Path, producers: int, per_producer: int) -> None:
                     rt.bus.send(f"p{p}", "sink", "load", n)
                 except Exception as exc:  # noqa: BLE001 - every error is checked below
                     with lock:
-                        refused.append(exc)
+                        refused.append(type(exc))
                 else:
                     with lock:
                         accepted.append(n)
@@ -75,7 +75,7 @@ def _flood(tmp_path: Path, producers: int, per_producer: int) -> None:
         delivered = {r.event.message_id for r in rt._journal.read() if isinstance(r.event, IpcDelivered)}
 
     assert not any(t.is_alive() for t in threads)
-    assert all(isinstance(e, MailboxFullError) for e in refused), {type(e) for e in refused}
+    assert set(refused) <= {MailboxFullError}, set(refused)
     assert refused, "the flood never filled the mailbox"
     assert sorted(Slow.handled) == sorted(accepted)
     assert len(delivered) == len(accepted)
