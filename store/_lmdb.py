@@ -139,7 +139,10 @@ def _without_stored(
 
 
 def _name_bytes(name: str, what: str) -> bytes:
-    raw = name.encode()
+    try:
+        raw = name.encode()
+    except UnicodeEncodeError as exc:  # a lone surrogate
+        raise InvalidStreamError(f"{what} {name!r} is not valid UTF-8 text") from exc
     if not 0 < len(raw) <= _MAX_NAME or b"\0" in raw:
         msg = f"{what} {name!r} must be 1 to {_MAX_NAME} UTF-8 bytes without NUL"
         raise InvalidStreamError(msg)
@@ -480,6 +483,14 @@ class LmdbJournal(Journal):
                 self._failed = exc
                 msg = f"append to {self._path} failed: {exc}; the journal is fail-stop until reopened"
                 raise JournalUnavailableError(msg) from exc
+            except Exception:
+                raise  # refused before anything was written (a bad stream name, snapshot, id)
+            except BaseException as exc:
+                # KeyboardInterrupt and the like can land after the commit and before this
+                # object has taken its new position: whether the batch is stored is unknown
+                # here, so stop; reopening reads the truth from the file.
+                self._failed = exc
+                raise
             if isinstance(outcome, list):
                 return outcome
             known = outcome  # some ids were stored already, or repeated: write again without them
@@ -601,7 +612,11 @@ class LmdbJournal(Journal):
         consumed, added = txn.cursor(db=self._db_ids).putmulti(ids, overwrite=False)
         if added != consumed:
             return False
-        txn.cursor(db=self._db_events).putmulti(records, append=True)
+        consumed, added = txn.cursor(db=self._db_events).putmulti(records, append=True)
+        if added != consumed:  # never silently skip a record: the file is ahead of this object
+            msg = f"{self._path} holds records past this journal's last seq {self._head_seq}; reopen it"
+            self._failed = JournalUnavailableError(msg)
+            raise self._failed
         if anchors:
             txn.cursor(db=self._db_anchors).putmulti(anchors)
         heads = sorted(

@@ -45,13 +45,14 @@ def verify_journal(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyR
 def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
     # The head and the last record are read in one snapshot, and only records up to
     # it are checked: a writer appending meanwhile cannot make a clean journal fail.
+    # The record a tail check starts after is read in that snapshot too.
     with journal._lock:
-        head, stored_last = journal._txn_call(lambda: _head_and_last(journal))
+        head, stored_last, start = journal._txn_call(lambda: _head_and_last(journal, after))
     state = _VerifyState(prev=_ZERO_CHAIN, expected=after + 1, complete=after == 0)
     if after:
-        start = _read_chunk_raw_one(journal, after)
         if start is None:
-            return VerifyReport(False, 0, after, f"record {after} to verify from is missing")
+            where = "missing" if after <= stored_last else f"past the last record, {stored_last}"
+            return VerifyReport(False, 0, after, f"record {after} to verify from is {where}", stored_last)
         state.prev = start[:16]
     while state.expected <= stored_last:
         chunk = [(seq, value) for seq, value in journal._read_pairs(state.expected - 1) if seq <= stored_last]
@@ -73,17 +74,14 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
     return VerifyReport(True, state.checked, None, "", last)
 
 
-def _head_and_last(journal: LmdbJournal) -> tuple[bytes | None, int]:
+def _head_and_last(journal: LmdbJournal, after: int) -> tuple[bytes | None, int, bytes | None]:
+    """The chain head, the last record's seq and record ``after`` (if any), in one snapshot."""
     with journal._env.begin() as txn:
         head = txn.get(_META_HEAD, db=journal._db_meta)
         cursor = txn.cursor(db=journal._db_events)
         last = int.from_bytes(cursor.key(), "big") if cursor.last() else 0
-        return (None if head is None else bytes(head)), last
-
-
-def _read_chunk_raw_one(journal: LmdbJournal, seq: int) -> bytes | None:
-    with journal._lock:
-        return journal._txn_call(lambda: journal._get(journal._db_events, _seq_key(seq)))
+        start = txn.get(_seq_key(after), db=journal._db_events) if after else None
+        return (None if head is None else bytes(head)), last, (None if start is None else bytes(start))
 
 
 def _verify_chunk(
@@ -160,15 +158,14 @@ def _header(body: bytes) -> tuple[int, int, int] | None:
 
 def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tuple[int | None, str] | None:
     with journal._lock:
-        anchors_count, anchors_sum, ids_count, ids_sum = journal._txn_call(
-            lambda: _index_digests(journal, last)
-        )
+        digests = journal._txn_call(lambda: _index_digests(journal, last))
+    if isinstance(digests, tuple) and len(digests) == 2:  # noqa: PLR2004 - a (seq, why) problem
+        return digests
+    anchors_count, anchors_sum, ids_count, ids_sum, heads = digests
     if anchors_count != state.anchors_count or (anchors_sum & _MASK64) != (state.anchors_sum & _MASK64):
         return _locate_anchor_problem(journal, last), "the stream index does not match the records"
     if ids_count != state.checked or (ids_sum & _MASK64) != (state.ids_sum & _MASK64):
         return None, "the event id index does not match the records"
-    with journal._lock:
-        heads = journal._txn_call(lambda: _all_items(journal, journal._db_heads))
     problem = _heads_problem(heads, state.streams, last)
     if problem is not None:
         return problem
@@ -206,20 +203,55 @@ def _heads_problem(
     return None
 
 
-def _index_digests(journal: LmdbJournal, last: int) -> tuple[int, int, int, int]:
-    """Counts and order-free digests of the anchors and the id index, up to ``last``."""
+_Digests = tuple[int, int, int, int, list[tuple[bytes, bytes]]]
+
+
+def _index_digests(journal: LmdbJournal, last: int) -> _Digests | tuple[int | None, str]:
+    """Counts and order-free digests of the anchors and ids up to ``last``, and the heads.
+
+    Entries past ``last`` belong to appends made since the check began: each must name
+    a record that exists now, and a head or anchor a record of its own stream, or the
+    entry is reported (as ``(seq, why)``).
+    """
     anchors_count = anchors_sum = ids_count = ids_sum = 0
     limit = _seq_key(last)
     with journal._env.begin() as txn:
+        events = txn.cursor(db=journal._db_events)
+        now = events.key() if events.last() else _seq_key(0)
         for key in txn.cursor(db=journal._db_anchors).iternext(keys=True, values=False):
             if key[-8:] <= limit:
                 anchors_count += 1
                 anchors_sum += hash(key)
+            elif not _names_record_of(txn, journal, key[-8:], key[:-9], now):
+                return int.from_bytes(key[-8:], "big"), "the stream index names a record that is not there"
         for key, value in txn.cursor(db=journal._db_ids).iternext():
             if value <= limit:
                 ids_count += 1
                 ids_sum += hash(key + value)
-    return anchors_count, anchors_sum, ids_count, ids_sum
+            elif len(value) != _SEQ_LEN or value > now:
+                return (
+                    None,
+                    f"the event id index names seq {int.from_bytes(value, 'big')}, past the last record",
+                )
+        heads: list[tuple[bytes, bytes]] = []
+        for key, value in txn.cursor(db=journal._db_heads).iternext():
+            if value[:8] > limit and not _names_record_of(txn, journal, value[:8], key, now):
+                name = key.decode(errors="replace")
+                return int.from_bytes(
+                    value[:8], "big"
+                ), f"the stream index's head of {name!r} names no record of it"
+            heads.append((bytes(key), bytes(value)))
+    return anchors_count, anchors_sum, ids_count, ids_sum, heads
+
+
+def _names_record_of(
+    txn: lmdb.Transaction[bytes], journal: LmdbJournal, key: bytes, stream: bytes, now: bytes
+) -> bool:
+    """Whether seq ``key`` (at most ``now``) holds a record of ``stream``."""
+    if len(key) != _SEQ_LEN or key > now:
+        return False
+    record = txn.get(key, db=journal._db_events)
+    return record is not None and len(record) > _CHAIN and record[17 : 17 + record[16]] == stream
 
 
 def _all_items(journal: LmdbJournal, db: lmdb._Database) -> list[tuple[bytes, bytes]]:

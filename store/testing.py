@@ -121,6 +121,9 @@ class JournalContract:
             journal.append([PrivateSet(at=0.0, agent="x" * 300, key="k")])
         with pytest.raises(InvalidStreamError):
             journal.append([PrivateSet(at=0.0, agent="nul\0", key="k")])
+        for bad_name in ("nul\0", "x" * 300, "lone \udc80"):
+            with pytest.raises(InvalidStreamError):
+                list(journal.read(stream=bad_name))
 
         assert journal.last_seq == 0
 

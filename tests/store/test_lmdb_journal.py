@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import stat
 import subprocess
 import sys
@@ -603,11 +604,33 @@ def test_verify_passes_while_another_process_appends(tmp_path: Path) -> None:
     with Journal.open(path, readonly=True) as journal:
         while child.poll() is None and len(reports) < 50:
             reports.append(journal.verify())
+            # a tail check from where the writer is right now: the record may land meanwhile
+            reports.append(journal.verify(after=journal.last_seq + 1))
     child.communicate(timeout=60)
 
     assert child.returncode == 0
     assert reports
-    assert all(r.ok for r in reports), [r for r in reports if not r.ok][:1]
+    assert all(r.ok or "past the last record" in r.reason for r in reports), [r for r in reports if not r.ok][
+        :1
+    ]
+
+
+def test_entries_past_the_last_record_are_reported(closed_journal: Path) -> None:
+    far = _seq(10**6)
+    edits: dict[str, Callable[[Any, Any, dict[bytes, Any]], object]] = {
+        "head": lambda txn, _, dbs: txn.put(b"agent/a1", far + _seq(7), db=dbs[b"heads"]),
+        "id": lambda txn, _, dbs: txn.put(b"forged-id", far, db=dbs[b"ids"]),
+        "anchor": lambda txn, _, dbs: txn.put(b"agent/a1\0" + far, b"", db=dbs[b"anchors"]),
+    }
+    for name, edit in edits.items():
+        copy = closed_journal.parent / name
+        shutil.copytree(closed_journal, copy)
+        _raw_edit(copy, edit)
+
+        report = _verify(copy)
+
+        assert not report.ok, name
+        assert report.first_bad_seq in (10**6, None), (name, report)
 
 
 def test_stream_links_survive_a_refused_batch_and_a_cleared_head_cache(
@@ -629,3 +652,42 @@ def test_stream_links_survive_a_refused_batch_and_a_cleared_head_cache(
         assert journal.verify().ok
         assert journal.stream_head("agent/a3") == 74
         assert [r.seq for r in journal.read(stream="agent/a3")] == list(range(4, 78, 7))
+
+
+def test_an_interrupt_after_the_commit_makes_the_journal_fail_stop_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Journal.open(tmp_path / "j") as journal:
+        assert isinstance(journal, LmdbJournal)
+        events = make_events(5)
+        journal.append(events[:3])
+
+        def interrupted(*_: object) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(journal, "_committed", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            journal.append(events[3:])
+        monkeypatch.undo()
+
+        assert journal.is_failed
+        with pytest.raises(JournalFailedError):
+            journal.append(make_events(1, start=5))
+    with Journal.open(tmp_path / "j") as journal:
+        assert journal.verify().ok
+        assert [r.event.id for r in journal.read()] == [e.id for e in events]  # the batch did land
+
+
+def test_an_append_never_skips_records_the_file_holds_already(tmp_path: Path) -> None:
+    with Journal.open(tmp_path / "j") as journal:
+        assert isinstance(journal, LmdbJournal)
+        journal.append(make_events(3))
+        journal._head_seq = 1  # a position behind the file, as a lost update would leave it
+
+        with pytest.raises(JournalUnavailableError, match="past this journal's last seq 1"):
+            journal.append(make_events(2, start=3))
+
+        assert journal.is_failed
+    with Journal.open(tmp_path / "j") as journal:
+        assert journal.verify().ok
+        assert journal.last_seq == 3
