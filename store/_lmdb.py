@@ -155,12 +155,6 @@ def _payload_offset(value: bytes) -> int:
     return id_at + 1 + value[id_at]
 
 
-def _back_link(value: bytes) -> int:
-    """The seq of the previous record of the same stream (0 for the first)."""
-    at = 17 + value[16]
-    return int.from_bytes(value[at : at + 8], "big")
-
-
 @contextlib.contextmanager
 def _translated(path: Path) -> Iterator[None]:
     """Translate LMDB's errors to the journal's tree: the one place that does it."""
