@@ -298,3 +298,14 @@ def test_bench_quick_runs_every_workload_and_writes_the_samples(tmp_path: Path) 
     } <= names
     assert any(name.startswith("ring") for name in names)
     assert all(row["samples_seconds"] and row["count"] > 0 for row in report["results"])
+    assert all(row["ratio"] > 0 for row in report["results"] if row["reference"])
+
+
+def test_bench_ratios_pair_the_runs_of_each_round() -> None:
+    from cogfabric._bench import Result  # noqa: PLC0415
+
+    reference = Result("raw", 100, "events", samples=[1.0, 2.0, 1.0])
+    slow_spell_in_round_three = Result("journal", 100, "events", samples=[2.0, 4.0, 20.0], reference="raw")
+
+    # rounds: 1/2, 2/4, 1/20 -> median 0.5 (the ratio of the medians would say 0.25)
+    assert slow_spell_in_round_three.ratio_to(reference) == 0.5

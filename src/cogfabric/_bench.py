@@ -87,6 +87,15 @@ class Result:
         """Count per second at the median."""
         return self.count / statistics.median(self.samples)
 
+    def ratio_to(self, reference: Result) -> float:
+        """The rate over the reference's: the median of the rounds' paired ratios.
+
+        Every round measures each workload once, in turn, so pairing by round cancels a
+        slow spell of a shared machine that spans the round.
+        """
+        pairs = zip(self.samples, reference.samples, strict=False)
+        return statistics.median((self.count / mine) / (reference.count / theirs) for mine, theirs in pairs)
+
 
 def _events(n: int) -> list[PrivateSet]:
     return [PrivateSet(at=float(i), agent=f"a{i % 100}", key=f"k{i}", value="x" * 150) for i in range(n)]
@@ -454,7 +463,8 @@ def _session_results(tmp: Path, sizes: Sizes, add: Callable[..., None]) -> None:
 
 
 def to_json(results: list[Result], machine: dict[str, Any]) -> str:
-    """Every sample, the medians and the machine, as one JSON document."""
+    """Every sample, the medians, the paired ratios and the machine, as one JSON document."""
+    by_name = {r.name: r for r in results}
     rows = [
         {
             "workload": r.name,
@@ -466,6 +476,7 @@ def to_json(results: list[Result], machine: dict[str, Any]) -> str:
             "max_seconds": max(r.samples),
             "rate_per_second": r.rate,
             "reference": r.reference,
+            "ratio": r.ratio_to(by_name[r.reference]) if r.reference in by_name else None,
             **r.extra,
         }
         for r in results

@@ -390,7 +390,8 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
 
     References: raw LMDB batched append of pre-encoded values (writes), a raw scan with
     typed decode (reads), a bare Pykka tell loop (the actor path). Each figure is the
-    median of the runs; the ratio to its reference is the headline.
+    median of the runs; the ratio to its reference (the median of the rounds' paired
+    ratios) is the headline.
 
     \b
     Example:
@@ -409,7 +410,7 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
     click.echo(f"{'workload':<52} {'count':>9} {'median s':>9} {'rate/s':>11}  {'ratio':>6}  reference")
     for result in results:
         reference = by_name.get(result.reference or "")
-        ratio = f"{result.rate / reference.rate:.2f}x" if reference is not None else ""
+        ratio = f"{result.ratio_to(reference):.2f}x" if reference is not None else ""
         click.echo(
             f"{result.name:<52} {result.count:>9,} {statistics.median(result.samples):>9.3f} "
             f"{result.rate:>11,.0f}  {ratio:>6}  {result.reference or ''}"
