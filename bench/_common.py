@@ -1,4 +1,4 @@
-"""Helpers the bench scripts share: a plain-text table and the source revision.
+"""Helpers the bench scripts share: argument types, a plain-text table, JSON output, the revision.
 
 Imported by sibling name (``import _common``): the scripts run as ``python bench/x.py``,
 which puts this folder on ``sys.path``.
@@ -6,14 +6,44 @@ which puts this folder on ``sys.path``.
 
 from __future__ import annotations
 
+import argparse
+import json
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
-__all__ = ["columns", "source_revision"]
+__all__ = ["columns", "positive", "source_revision", "subset_of", "write_json"]
+
+
+def positive(text: str) -> int:
+    """An argparse type: a positive integer."""
+    value = int(text)
+    if value < 1:
+        msg = f"must be positive, got {value}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def subset_of(choices: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type: a comma-separated, non-empty subset of ``choices``."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(n.strip() for n in text.split(",") if n.strip())
+        if not names or any(n not in choices for n in names):
+            msg = f"choose from {', '.join(choices)}; got {text!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return names
+
+    return parse
+
+
+def write_json(path: Path, document: dict[str, Any]) -> None:
+    """Write the results document and say where."""
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nwrote {path}")
 
 
 def columns(headers: Sequence[str], lines: Sequence[Sequence[str]], right: set[int]) -> str:

@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import lmdb
 import msgspec
-from _common import columns, source_revision
+from _common import columns, positive, source_revision, subset_of, write_json
 
 from cogfabric.actors import Config as RuntimeSettings
 from cogfabric.actors import JournalConfig, Runtime
@@ -116,38 +116,23 @@ class Settings:
     tmp_parent: str | None
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        msg = f"must be positive, got {value}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _groups(text: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in GROUPS]
-    if unknown or not names:
-        msg = f"choose from {', '.join(GROUPS)}; got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return names
-
-
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n", 1)[0])
     add = p.add_argument
-    add("--ring-batch-agents", type=_positive, default=None, help="agents of the batch ring (100)")
-    add("--ring-batch-hops", type=_positive, default=None, help="deliveries per token, batch ring (1,000)")
-    add("--ring-sync-agents", type=_positive, default=None, help="agents of the sync ring (1,000)")
-    add("--ring-sync-hops", type=_positive, default=None, help="deliveries per token, sync ring (20)")
-    add("--handle-ops", type=_positive, default=None, help="set_private calls per batch run (40,000)")
-    add("--handle-sync-ops", type=_positive, default=None, help="set_private calls per sync run (3,000)")
-    add("--spawn-agents", type=_positive, default=None, help="agents spawned at once (10,000)")
-    add("--recovery-agents", type=_positive, default=None, help="agents of the recovery journal (1,000)")
-    add("--recovery-events", type=_positive, default=None, help="PrivateSet events in it (1,000,000)")
-    add("--repeat", type=_positive, default=None, help="runs per measurement; median shown (3)")
+    add("--ring-batch-agents", type=positive, default=None, help="agents of the batch ring (100)")
+    add("--ring-batch-hops", type=positive, default=None, help="deliveries per token, batch ring (1,000)")
+    add("--ring-sync-agents", type=positive, default=None, help="agents of the sync ring (1,000)")
+    add("--ring-sync-hops", type=positive, default=None, help="deliveries per token, sync ring (20)")
+    add("--handle-ops", type=positive, default=None, help="set_private calls per batch run (40,000)")
+    add("--handle-sync-ops", type=positive, default=None, help="set_private calls per sync run (3,000)")
+    add("--spawn-agents", type=positive, default=None, help="agents spawned at once (10,000)")
+    add("--recovery-agents", type=positive, default=None, help="agents of the recovery journal (1,000)")
+    add("--recovery-events", type=positive, default=None, help="PrivateSet events in it (1,000,000)")
+    add("--repeat", type=positive, default=None, help="runs per measurement; median shown (3)")
     add("--timeout", type=float, default=600.0, help="seconds a ring may take before it counts as hung")
-    add("--only", type=_groups, default=GROUPS, help=f"comma-separated subset of {','.join(GROUPS)}")
+    add(
+        "--only", type=subset_of(GROUPS), default=GROUPS, help=f"comma-separated subset of {','.join(GROUPS)}"
+    )
     add("--quick", action="store_true", help="small counts and one run: a smoke test (< 1 minute)")
     add("--dir", default=None, help="parent of the temporary directories (a real disk)")
     add("--json", type=Path, default=None, metavar="FILE", help="also write the results here")
@@ -846,8 +831,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "settings": asdict(settings),
             "results": [asdict(row) for row in rows],
         }
-        json_path.write_text(json.dumps(document, indent=2) + "\n")
-        print(f"\nwrote {json_path}")
+        write_json(json_path, document)
     return 0
 
 

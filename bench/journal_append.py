@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import json
 import os
 import platform
 import statistics
@@ -64,7 +63,7 @@ from typing import Any, Final
 
 import lmdb
 import msgspec
-from _common import columns
+from _common import columns, write_json
 
 from cogfabric.events import AnyEvent, Event, PrivateSet
 from cogfabric.store import Journal
@@ -597,8 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "results": [{**asdict(row), "met": row.met} for row in rows],
             "hash_schemes": [asdict(row) for row in hash_rows],
         }
-        json_path.write_text(json.dumps(document, indent=2) + "\n")
-        print(f"\nwrote {json_path}")
+        write_json(json_path, document)
     return 0
 
 

@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
-from _common import columns
+from _common import columns, write_json
 
 from cogfabric.events import Event, PrivateSet
 from cogfabric.store import Journal
@@ -753,8 +753,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "config": asdict(config),
             "results": [asdict(row) for row in rows],
         }
-        json_path.write_text(json.dumps(document, indent=2) + "\n")
-        print(f"\nwrote {json_path}")
+        write_json(json_path, document)
     return 0
 
 

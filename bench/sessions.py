@@ -45,7 +45,6 @@ import argparse
 import functools
 import gc
 import importlib.metadata
-import json
 import os
 import platform
 import statistics
@@ -60,7 +59,7 @@ from typing import Any, Final, Literal
 
 import lmdb
 import msgspec
-from _common import columns, source_revision
+from _common import columns, positive, source_revision, subset_of, write_json
 
 from cogfabric import (
     Config,
@@ -112,34 +111,19 @@ class Settings:
     tmp_parent: str | None
 
 
-def _positive(text: str) -> int:
-    value = int(text.replace("_", "").replace(",", ""))
-    if value < 1:
-        msg = f"must be positive, got {value}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _groups(text: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in GROUPS]
-    if unknown or not names:
-        msg = f"choose from {', '.join(GROUPS)}; got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return names
-
-
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n", 1)[0])
     add = p.add_argument
-    add("--sync-ops", type=_positive, default=None, help="add_message calls per sync run (4,000)")
-    add("--batch-ops", type=_positive, default=None, help="add_message calls per batch run (40,000)")
-    add("--memory-ops", type=_positive, default=None, help="add_message calls per memory-only run (40,000)")
-    add("--prompt-ops", type=_positive, default=None, help="build_prompt_messages calls per run (20,000)")
-    add("--sessions", type=_positive, default=None, help="sessions created, then swept (100,000)")
-    add("--repeat", type=_positive, default=None, help="runs per measurement; median shown (3)")
+    add("--sync-ops", type=positive, default=None, help="add_message calls per sync run (4,000)")
+    add("--batch-ops", type=positive, default=None, help="add_message calls per batch run (40,000)")
+    add("--memory-ops", type=positive, default=None, help="add_message calls per memory-only run (40,000)")
+    add("--prompt-ops", type=positive, default=None, help="build_prompt_messages calls per run (20,000)")
+    add("--sessions", type=positive, default=None, help="sessions created, then swept (100,000)")
+    add("--repeat", type=positive, default=None, help="runs per measurement; median shown (3)")
     add("--timeout", type=float, default=600.0, help="seconds a run may take before it counts as hung")
-    add("--only", type=_groups, default=GROUPS, help=f"comma-separated subset of {','.join(GROUPS)}")
+    add(
+        "--only", type=subset_of(GROUPS), default=GROUPS, help=f"comma-separated subset of {','.join(GROUPS)}"
+    )
     add("--quick", action="store_true", help="small counts and one run: a smoke test (< 1 minute)")
     add("--dir", default=None, help="parent of the temporary directories (a real disk)")
     add("--json", type=Path, default=None, metavar="FILE", help="also write the results here")
@@ -666,8 +650,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "settings": asdict(settings),
             "results": [asdict(row) for row in rows],
         }
-        json_path.write_text(json.dumps(document, indent=2) + "\n")
-        print(f"\nwrote {json_path}")
+        write_json(json_path, document)
     return 0
 
 
