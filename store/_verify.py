@@ -165,7 +165,7 @@ def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tup
     if anchors_count != state.anchors_count or (anchors_sum & _MASK64) != (state.anchors_sum & _MASK64):
         return _locate_anchor_problem(journal, last), "the stream index does not match the records"
     if ids_count != state.checked or (ids_sum & _MASK64) != (state.ids_sum & _MASK64):
-        return None, "the event id index does not match the records"
+        return _locate_id_problem(journal, last), "the event id index does not match the records"
     problem = _heads_problem(heads, state.streams, last)
     if problem is not None:
         return problem
@@ -263,8 +263,11 @@ def _locate_anchor_problem(journal: LmdbJournal, last: int) -> int | None:
     """The lowest seq whose anchor is missing, extra or wrong (slow; only on failure)."""
     expected: set[bytes] = set()
     counts: dict[bytes, int] = {}
+    limit = _seq_key(last)
     with journal._lock, journal._env.begin() as txn:
         for key, value in txn.cursor(db=journal._db_events).iternext():
+            if key > limit:
+                break
             stream_raw = bytes(value[17 : 17 + value[16]])
             count = counts[stream_raw] = counts.get(stream_raw, 0) + 1
             if not count % _ANCHOR_EVERY:
@@ -272,10 +275,38 @@ def _locate_anchor_problem(journal: LmdbJournal, last: int) -> int | None:
         stored = {
             bytes(key)
             for key in txn.cursor(db=journal._db_anchors).iternext(keys=True, values=False)
-            if key[-8:] <= _seq_key(last)
+            if key[-8:] <= limit
         }
     wrong = expected ^ stored
     return min(int.from_bytes(key[-8:], "big") for key in wrong) if wrong else None
+
+
+def _id_of(record: bytes | None) -> bytes | None:
+    """The event id in a stored record's header; None if there is no record or header."""
+    header = None if record is None else _header(record[_CHAIN:])
+    if record is None or header is None:
+        return None
+    return record[_CHAIN + header[1] + 1 : _CHAIN + header[2]]
+
+
+def _locate_id_problem(journal: LmdbJournal, last: int) -> int | None:
+    """The lowest seq whose id entry is missing or wrong (slow, bounded memory; only on failure)."""
+    bad: int | None = None
+    limit = _seq_key(last)
+    with journal._lock, journal._env.begin() as txn:
+        ids_db = journal._db_ids
+        for key, value in txn.cursor(db=journal._db_events).iternext():
+            if key > limit:
+                break
+            id_raw = _id_of(value)
+            if id_raw is None or txn.get(id_raw, db=ids_db) != key:
+                bad = int.from_bytes(key, "big")
+                break
+        for id_raw, seq_raw in txn.cursor(db=ids_db).iternext():
+            if seq_raw <= limit and _id_of(txn.get(seq_raw, db=journal._db_events)) != id_raw:
+                seq = int.from_bytes(seq_raw, "big")
+                bad = seq if bad is None else min(bad, seq)
+    return bad
 
 
 def _head_problem(head: bytes | None, last: int, chain: bytes) -> tuple[int | None, str] | None:

@@ -239,6 +239,17 @@ class TestTamperEvidence:
         assert not report.ok
         assert "id index" in report.reason
 
+    def test_a_repointed_or_removed_id_entry_is_reported_at_its_seq(self, closed_journal: Path) -> None:
+        with Journal.open(closed_journal, readonly=True) as journal:
+            ids = {r.seq: r.event.id.encode() for r in journal.read()}
+        repointed, removed = closed_journal.parent / "repointed", closed_journal.parent / "removed"
+        shutil.copytree(closed_journal, repointed)
+        shutil.copytree(closed_journal, removed)
+        _raw_edit(repointed, lambda txn, _, dbs: txn.put(ids[5], _seq(7), db=dbs[b"ids"]))
+        _raw_edit(removed, lambda txn, _, dbs: txn.delete(ids[12], db=dbs[b"ids"]))
+
+        assert (_verify(repointed).first_bad_seq, _verify(removed).first_bad_seq) == (5, 12)
+
     def test_a_changed_snapshot_is_reported_and_refused_on_load(self, closed_journal: Path) -> None:
         def forge(txn: Any, _: Any, dbs: dict[bytes, Any]) -> None:
             value = txn.get(b"agent/a0", db=dbs[b"snapshots"])
