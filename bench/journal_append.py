@@ -66,7 +66,7 @@ import msgspec
 from _common import columns, write_json
 
 from cogfabric.events import AnyEvent, Event, PrivateSet
-from cogfabric.store import Journal
+from cogfabric.store import Journal, LmdbJournal
 
 TARGET_EVENT_BYTES: Final = 250
 MAP_SIZE: Final = 1 << 30
@@ -92,6 +92,7 @@ class Config:
     event_bytes: int
     repeat: int
     tmp_parent: str | None
+    ablate: bool = False
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, Path | None]:
@@ -109,6 +110,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, Path | None]:
     parser.add_argument("--quick", action="store_true", help="small counts and one run: a smoke test")
     parser.add_argument("--dir", default=None, help="parent of the temporary directories (a real disk)")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write results here")
+    parser.add_argument(
+        "--ablate", action="store_true", help="also append with the chain hash, or the index puts, left out"
+    )
     args = parser.parse_args(argv)
     quick = bool(args.quick)
     single = args.single_events if args.single_events is not None else (100 if quick else 2_000)
@@ -125,6 +129,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, Path | None]:
         event_bytes=args.event_bytes,
         repeat=repeat,
         tmp_parent=args.dir,
+        ablate=bool(args.ablate),
     )
     return config, args.json
 
@@ -187,11 +192,44 @@ def _seq_key(seq: int) -> bytes:
     return seq.to_bytes(8, "big")
 
 
-def journal_append(events: Sequence[Event], batch: int) -> Timed:
+class _NoHash:
+    """A stand-in for the chain's hasher that does no work (ablation only)."""
+
+    def copy(self) -> _NoHash:
+        return self
+
+    def update(self, data: bytes) -> None:
+        pass
+
+    def digest(self) -> bytes:
+        return bytes(16)
+
+
+def _ablated(journal: Journal, leave_out: str) -> None:
+    """Take a part out of the append path, to measure what it costs (never a real journal).
+
+    Reaches into the journal's internals on purpose: this is an ablation.
+    """
+    assert isinstance(journal, LmdbJournal)
+    if leave_out == "hash":
+        journal._hasher = _NoHash()  # type: ignore[assignment]  # noqa: SLF001
+    elif leave_out == "indexes":
+        events_db = journal._db_events  # noqa: SLF001
+
+        def events_only(txn: lmdb.Transaction[bytes], *args: list[Any]) -> bool:
+            txn.cursor(db=events_db).putmulti(args[1], append=True)  # args: ids, records, anchors, heads
+            return True
+
+        journal._put_records = events_only  # type: ignore[method-assign,assignment]  # noqa: SLF001
+
+
+def journal_append(events: Sequence[Event], batch: int, leave_out: str = "") -> Timed:
     batches = [events[i : i + batch] for i in range(0, len(events), batch)]
 
     def run(path: Path) -> tuple[float, int]:
         journal = Journal.open(path / "journal", sync=True)
+        if leave_out:
+            _ablated(journal, leave_out)
         try:
 
             def body() -> int:
@@ -418,6 +456,10 @@ def build_workloads(config: Config, events: list[Event]) -> list[Workload]:
     batched = events[: config.batched_events]
     raw_1000 = "raw append + encoding, 1000/txn"
     raw_scan_decode = "raw scan + typed decode"
+    ablations = [
+        Workload(f"  ablation: {what}", journal_append(batched, 1000, leave_out), raw_1000)
+        for what, leave_out in (("no chain hash", "hash"), ("no id/anchor/head puts", "indexes"))
+    ]
     return [
         Workload("raw append, pre-encoded, 1000/txn", raw_append_preencoded(batched, RAW_BATCH)),
         Workload(raw_1000, raw_append_encoding(batched, RAW_BATCH)),
@@ -426,6 +468,7 @@ def build_workloads(config: Config, events: list[Event]) -> list[Workload]:
         Workload("Journal.append, batch 1", journal_append(single, 1), "raw append + encoding, 1/txn"),
         Workload("Journal.append, batch 100", journal_append(batched, 100), "raw append + encoding, 100/txn"),
         Workload("Journal.append, batch 1000", journal_append(batched, 1000), raw_1000, TARGET_APPEND),
+        *(ablations if config.ablate else []),
         Workload("raw scan, no decode", raw_scan(batched, decode=False)),
         Workload(raw_scan_decode, raw_scan(batched, decode=True)),
         Workload("Journal.read replay (decode)", journal_replay(batched), raw_scan_decode, TARGET_REPLAY),

@@ -149,12 +149,6 @@ def _name_bytes(name: str, what: str) -> bytes:
     return raw
 
 
-def _payload_offset(value: bytes) -> int:
-    """Offset of the msgpack event inside a record value."""
-    id_at = 25 + value[16]
-    return id_at + 1 + value[id_at]
-
-
 @contextlib.contextmanager
 def _translated(path: Path) -> Iterator[None]:
     """Translate LMDB's errors to the journal's tree: the one place that does it."""
@@ -688,7 +682,8 @@ class LmdbJournal(Journal):
             seqs, values = self._read_chunk(after, end, stream_raw)
             if not values:
                 return
-            payloads = [v[26 + v[16] + v[25 + v[16]] :] for v in values]  # see _payload_offset
+            # the payload starts after chain(16), len+stream, link(8), len+id
+            payloads = [v[26 + v[16] + v[25 + v[16]] :] for v in values]
             try:
                 events = decode_many(payloads)
             except EventError as exc:

@@ -9,7 +9,7 @@ A module of ``LmdbJournal``'s own: it reads the journal's private state.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from cogfabric.events import EventError
 
@@ -159,7 +159,7 @@ def _header(body: bytes) -> tuple[int, int, int] | None:
 def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tuple[int | None, str] | None:
     with journal._lock:
         digests = journal._txn_call(lambda: _index_digests(journal, last))
-    if isinstance(digests, tuple) and len(digests) == 2:  # noqa: PLR2004 - a (seq, why) problem
+    if isinstance(digests, _Problem):
         return digests
     anchors_count, anchors_sum, ids_count, ids_sum, heads = digests
     if anchors_count != state.anchors_count or (anchors_sum & _MASK64) != (state.anchors_sum & _MASK64):
@@ -206,12 +206,17 @@ def _heads_problem(
 _Digests = tuple[int, int, int, int, list[tuple[bytes, bytes]]]
 
 
-def _index_digests(journal: LmdbJournal, last: int) -> _Digests | tuple[int | None, str]:
+class _Problem(NamedTuple):
+    seq: int | None
+    why: str
+
+
+def _index_digests(journal: LmdbJournal, last: int) -> _Digests | _Problem:
     """Counts and order-free digests of the anchors and ids up to ``last``, and the heads.
 
     Entries past ``last`` belong to appends made since the check began: each must name
     a record that exists now, and a head or anchor a record of its own stream, or the
-    entry is reported (as ``(seq, why)``).
+    entry is reported as a ``_Problem``.
     """
     anchors_count = anchors_sum = ids_count = ids_sum = 0
     limit = _seq_key(last)
@@ -223,23 +228,21 @@ def _index_digests(journal: LmdbJournal, last: int) -> _Digests | tuple[int | No
                 anchors_count += 1
                 anchors_sum += hash(key)
             elif not _names_record_of(txn, journal, key[-8:], key[:-9], now):
-                return int.from_bytes(key[-8:], "big"), "the stream index names a record that is not there"
+                return _Problem(
+                    int.from_bytes(key[-8:], "big"), "the stream index names a record that is not there"
+                )
         for key, value in txn.cursor(db=journal._db_ids).iternext():
             if value <= limit:
                 ids_count += 1
                 ids_sum += hash(key + value)
             elif len(value) != _SEQ_LEN or value > now:
-                return (
-                    None,
-                    f"the event id index names seq {int.from_bytes(value, 'big')}, past the last record",
-                )
+                seq = int.from_bytes(value, "big")
+                return _Problem(None, f"the event id index names seq {seq}, past the last record")
         heads: list[tuple[bytes, bytes]] = []
         for key, value in txn.cursor(db=journal._db_heads).iternext():
             if value[:8] > limit and not _names_record_of(txn, journal, value[:8], key, now):
-                name = key.decode(errors="replace")
-                return int.from_bytes(
-                    value[:8], "big"
-                ), f"the stream index's head of {name!r} names no record of it"
+                why = f"the stream index's head of {key.decode(errors='replace')!r} names no record of it"
+                return _Problem(int.from_bytes(value[:8], "big"), why)
             heads.append((bytes(key), bytes(value)))
     return anchors_count, anchors_sum, ids_count, ids_sum, heads
 
@@ -250,8 +253,7 @@ def _names_record_of(
     """Whether seq ``key`` (at most ``now``) holds a record of ``stream``."""
     if len(key) != _SEQ_LEN or key > now:
         return False
-    record = txn.get(key, db=journal._db_events)
-    return record is not None and len(record) > _CHAIN and record[17 : 17 + record[16]] == stream
+    return _stream_of(txn.get(key, db=journal._db_events)) == stream
 
 
 def _all_items(journal: LmdbJournal, db: lmdb._Database) -> list[tuple[bytes, bytes]]:
@@ -268,7 +270,7 @@ def _locate_anchor_problem(journal: LmdbJournal, last: int) -> int | None:
         for key, value in txn.cursor(db=journal._db_events).iternext():
             if key > limit:
                 break
-            stream_raw = bytes(value[17 : 17 + value[16]])
+            stream_raw = bytes(_stream_of(value) or b"")
             count = counts[stream_raw] = counts.get(stream_raw, 0) + 1
             if not count % _ANCHOR_EVERY:
                 expected.add(stream_raw + b"\0" + bytes(key))
@@ -279,6 +281,14 @@ def _locate_anchor_problem(journal: LmdbJournal, last: int) -> int | None:
         }
     wrong = expected ^ stored
     return min(int.from_bytes(key[-8:], "big") for key in wrong) if wrong else None
+
+
+def _stream_of(record: bytes | None) -> bytes | None:
+    """The stream in a stored record's header; None if there is no record or header."""
+    header = None if record is None else _header(record[_CHAIN:])
+    if record is None or header is None:
+        return None
+    return record[_CHAIN + 1 : _CHAIN + header[0]]
 
 
 def _id_of(record: bytes | None) -> bytes | None:

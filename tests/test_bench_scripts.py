@@ -13,7 +13,7 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 TINY = {
-    "journal_append.py": "--events 2000 --single-events 10 --hash-records 2000 --repeat 2",
+    "journal_append.py": "--events 2000 --single-events 10 --hash-records 2000 --repeat 2 --ablate",
     "fabric.py": (
         "--ring-batch-agents 4 --ring-batch-hops 10 --ring-sync-agents 4 --ring-sync-hops 5"
         " --handle-ops 200 --handle-sync-ops 20 --spawn-agents 20"
