@@ -6,7 +6,7 @@ timed with ``time.perf_counter``, repeated ``--repeat`` times in interleaved rou
 table shows the median.
 
 * cogfabric: ``Journal.open(path, sync=True)``; ``append`` of ``PrivateSet`` events
-  (``agent=f"a{i % 100}"``, ``value="x" * 150``) in batches of 100 and of 1, each batch
+  (``agent=f"a{i % 100}"``, ``value="x" * 150``) in batches of 1000, 100 and 1, each batch
   one synced LMDB commit; replay is ``journal.read()`` touching ``record.event`` (every
   record decoded into its typed event).
 * eventsourcing (``eventsourcing.application.Application`` with
@@ -35,13 +35,19 @@ table shows the median.
   checkpoint and one for its pending writes, then deserialization). The checkpoints
   for the read are written before the clock starts with ``PRAGMA synchronous=OFF``.
 
-The ratio column is cogfabric's rate over the peer's, for the cogfabric workload named
-as its reference (so > 1 means cogfabric is faster). For a peer write that syncs on
-every call (one event per save, one checkpoint per put), a second column compares it
-with cogfabric's durable batched append (100 events per synced commit): what a
-cogfabric runtime does when many agents change state at once (group commit), and the
-comparison the project's targets name. A peer that is not installed is reported as
-skipped.
+Beside them, in the same rounds, the limit of this stack (bench/journal_append.py's raw
+references on the same events): raw LMDB ``putmulti`` with msgspec encoding in the loop,
+1000 per synced write transaction, and a raw scan with msgspec typed decode.
+
+Three ratio columns, each a rate over the peer's (so > 1 means faster than the peer):
+
+* ``cogfabric/peer``: cogfabric at the peer's own batching (the reference named on the row);
+* ``batched/peer`` (peer writes): cogfabric's durable batched append, 1000 events per
+  synced commit, what group commit does when many agents change state at once;
+* ``limit/peer``: the raw LMDB limit, the most that any library on LMDB and msgspec could
+  reach on this machine. A target ratio above it cannot be met by tuning cogfabric.
+
+A peer that is not installed is reported as skipped.
 
 Run it from the repository root::
 
@@ -74,6 +80,7 @@ from typing import Any, Final
 
 import msgspec
 from _common import columns, write_json
+from journal_append import raw_append_encoding, raw_scan
 
 from cogfabric.events import Event, PrivateSet
 from cogfabric.store import Journal
@@ -102,9 +109,13 @@ COGFABRIC: Final = "cogfabric"
 EVENTSOURCING: Final = "eventsourcing"
 LANGGRAPH: Final = "langgraph"
 
+RAW_LMDB: Final = "raw LMDB"
 CF_BATCH_1: Final = "cogfabric Journal.append, batch 1"
 CF_BATCH_100: Final = "cogfabric Journal.append, batch 100"
+CF_BATCH_1000: Final = "cogfabric Journal.append, batch 1000"
 CF_REPLAY: Final = "cogfabric Journal.read replay (decode)"
+RAW_APPEND: Final = "raw LMDB putmulti + msgspec encoding, 1000/txn"
+RAW_REPLAY: Final = "raw LMDB scan + msgspec typed decode"
 
 ONE_SYNC = "bound by one fsync per call"
 
@@ -204,6 +215,16 @@ def cf_append(events: Sequence[Event], batch: int) -> Timed:
                 return len(events)
 
             return _clock(body)
+
+    return run
+
+
+def limit(timed: Callable[[Path], tuple[float, int]]) -> Timed:
+    """A raw-LMDB reference of bench/journal_append.py, as a peers measurement."""
+
+    def run(path: Path) -> Sample:
+        seconds, done = timed(path)
+        return Sample(seconds, done)
 
     return run
 
@@ -487,7 +508,9 @@ class Workload:
     note: str = ""
     skipped: str = ""
     batched: bool = False
-    """A peer write that syncs every call: also compared with cogfabric's batched append."""
+    """A peer write: also compared with cogfabric's batched append (1000 per commit)."""
+    limit: str = ""
+    """The raw-LMDB reference that bounds any library on this stack for this workload."""
 
 
 @dataclass
@@ -504,7 +527,10 @@ class Row:
     reference: str = ""
     ratio: float | None = None
     batched_ratio: float | None = None
-    """cogfabric's durable batched append (100 per commit) over this peer's rate."""
+    """cogfabric's durable batched append (1000 per commit) over this peer's rate."""
+    limit_ratio: float | None = None
+    """The stack's raw limit (raw LMDB, with msgspec) over this peer's rate: the most any
+    ratio of a library on LMDB and msgspec could reach."""
     note: str = ""
     skipped: str = ""
 
@@ -514,8 +540,11 @@ def build_workloads(config: Config, events: list[Event]) -> list[Workload]:
     single = events[: c.single_events]
     batched = events[: c.batched_events]
     out = [
+        Workload(RAW_APPEND, RAW_LMDB, limit(raw_append_encoding(batched, 1000)), note="the write limit"),
+        Workload(CF_BATCH_1000, COGFABRIC, cf_append(batched, 1000), note="one fsync per 1000 events"),
         Workload(CF_BATCH_100, COGFABRIC, cf_append(batched, 100), note="one fsync per 100 events"),
         Workload(CF_BATCH_1, COGFABRIC, cf_append(single, 1), note=ONE_SYNC),
+        Workload(RAW_REPLAY, RAW_LMDB, limit(raw_scan(batched, decode=True)), note="the read limit"),
         Workload(CF_REPLAY, COGFABRIC, cf_replay(batched)),
     ]
     es: list[tuple[str, Callable[[], Timed], str, str, str]] = [
@@ -557,8 +586,9 @@ def build_workloads(config: Config, events: list[Event]) -> list[Workload]:
     ]
     for name, make, unit, ref, note in es:
         timed = None if EVENTSOURCING_ERROR else make()
-        batched = ref == CF_BATCH_1
-        out.append(Workload(name, EVENTSOURCING, timed, unit, ref, note, EVENTSOURCING_ERROR, batched))
+        write = ref != CF_REPLAY
+        bound = RAW_APPEND if write else RAW_REPLAY
+        out.append(Workload(name, EVENTSOURCING, timed, unit, ref, note, EVENTSOURCING_ERROR, write, bound))
     lg: list[tuple[str, Callable[[], Timed], str, str, str]] = [
         (
             "langgraph SqliteSaver.put, 1 checkpoint/put",
@@ -577,8 +607,9 @@ def build_workloads(config: Config, events: list[Event]) -> list[Workload]:
     ]
     for name, make, unit, ref, note in lg:
         timed = None if LANGGRAPH_ERROR else make()
-        batched = ref == CF_BATCH_1
-        out.append(Workload(name, LANGGRAPH, timed, unit, ref, note, LANGGRAPH_ERROR, batched))
+        write = ref != CF_REPLAY
+        bound = RAW_APPEND if write else RAW_REPLAY
+        out.append(Workload(name, LANGGRAPH, timed, unit, ref, note, LANGGRAPH_ERROR, write, bound))
     return out
 
 
@@ -619,11 +650,17 @@ def run_workloads(config: Config, workloads: list[Workload]) -> list[Row]:
             note=w.note,
         )
     batched = {w.name for w in workloads if w.batched}
+    limits = {w.name: w.limit for w in workloads if w.limit}
     for row in rows.values():
-        if row.reference and row.rate > 0 and rows[row.reference].rate > 0:
+        if row.rate <= 0:
+            continue
+        if row.reference and rows[row.reference].rate > 0:
             row.ratio = rows[row.reference].rate / row.rate
-        if row.workload in batched and row.rate > 0 and rows[CF_BATCH_100].rate > 0:
-            row.batched_ratio = rows[CF_BATCH_100].rate / row.rate
+        if row.workload in batched and rows[CF_BATCH_1000].rate > 0:
+            row.batched_ratio = rows[CF_BATCH_1000].rate / row.rate
+        bound = limits.get(row.workload)
+        if bound and rows[bound].rate > 0:
+            row.limit_ratio = rows[bound].rate / row.rate
     return list(rows.values())
 
 
@@ -631,14 +668,17 @@ def run_workloads(config: Config, workloads: list[Workload]) -> list[Row]:
 
 
 def format_table(rows: list[Row]) -> str:
-    headers = ("workload", "count", "seconds", "rate/s", "unit", "cogfabric/peer", "batched/peer", "note")
+    ratios = ("cogfabric/peer", "batched/peer", "limit/peer")
+    headers = ("workload", "count", "seconds", "rate/s", "unit", *ratios, "note")
     lines = []
     for row in rows:
         if row.skipped:
-            lines.append((row.workload, "", "", "", row.unit, "", "", f"SKIPPED: {row.skipped}"))
+            lines.append((row.workload, "", "", "", row.unit, "", "", "", f"SKIPPED: {row.skipped}"))
             continue
-        ratio = "" if row.ratio is None else f"{row.ratio:.1f}x"
-        batched = "" if row.batched_ratio is None else f"{row.batched_ratio:.1f}x"
+        ratios = [
+            "" if value is None else f"{value:.1f}x"
+            for value in (row.ratio, row.batched_ratio, row.limit_ratio)
+        ]
         lines.append(
             (
                 row.workload,
@@ -646,12 +686,11 @@ def format_table(rows: list[Row]) -> str:
                 f"{row.seconds:.3f}",
                 f"{row.rate:,.0f}",
                 row.unit,
-                ratio,
-                batched,
+                *ratios,
                 row.note,
             )
         )
-    return columns(headers, lines, right={1, 2, 3, 5, 6})
+    return columns(headers, lines, right={1, 2, 3, 5, 6, 7})
 
 
 def _version(name: str) -> str | None:
