@@ -7,6 +7,12 @@ waiting, appends it in one write transaction (at most ``group_commit_max`` event
 and then resolves the acknowledgements. Every write transaction begins and ends inside
 one of its handlers, on its own thread, as LMDB requires.
 
+The queue is bounded: once it holds ``backlog_max`` events (by default four group
+commits' worth), producers wait until the writer takes them, so a burst of agents in
+batch durability cannot outrun the journal without limit. Without the bound the ring of
+bench/fabric.py queued 78,000 events at once, and the garbage collector's full passes
+over them took a fifth of the run. The writer's own thread never waits.
+
 Submissions get a ticket at submit time; the writer commits in ticket order, so ticket
 order is seq order. Agents compare tickets to apply cross-stream facts (a task context
 published to many agents) in the order replay will.
@@ -107,6 +113,10 @@ class JournalWriterActor(pykka.ThreadingActor):
         super().__init__()
         self._writer = writer
 
+    def on_start(self) -> None:
+        """Note the writer's thread: it never waits for room in its own queue."""
+        self._writer._writer_ident = threading.get_ident()  # noqa: SLF001
+
     def on_receive(self, message: object) -> None:
         """Handle the doorbell: commit everything waiting."""
         if message == _FLUSH:
@@ -124,13 +134,29 @@ class JournalWriterActor(pykka.ThreadingActor):
 class JournalWriter:
     """The producers' side of the writer actor: submit, snapshot, flush, stop."""
 
-    def __init__(self, journal: Journal, *, group_commit_max: int, call_timeout: float) -> None:
-        """Start the writer actor for ``journal``."""
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        group_commit_max: int,
+        call_timeout: float,
+        backlog_max: int | None = None,
+    ) -> None:
+        """Start the writer actor for ``journal``.
+
+        ``backlog_max`` bounds the events waiting for the writer (default: four times
+        ``group_commit_max``); a producer that finds it full waits for room.
+        """
         self._journal = journal
         self._group_max = group_commit_max
         self._timeout = call_timeout
         self._queue: collections.deque[_Submission] = collections.deque()
+        self._queued = 0
+        self._backlog_max = max(1, backlog_max if backlog_max is not None else 4 * group_commit_max)
+        self._writer_ident = 0
         self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        self._overfull_logged = False
         self._scheduled = False
         self._tickets = itertools.count(1)
         self._carried: list[tuple[str, int, bytes]] = []
@@ -169,6 +195,9 @@ class JournalWriter:
         """Hand ``events`` to the writer without an acknowledgement; return their ticket."""
         with self._lock:
             self._check_usable()
+            if events:
+                self._wait_for_room()
+                self._queued += len(events)
             ticket = next(self._tickets)
             self._queue.append(_Submission(events, None, None, after))
             ring = not self._scheduled
@@ -183,6 +212,27 @@ class JournalWriter:
             raise RuntimeClosedError(msg)
         if self._failure is not None:
             raise self._failure
+
+    def _wait_for_room(self) -> None:
+        """With the lock held: wait while ``backlog_max`` events are waiting already.
+
+        The writer's own thread never waits (it is the one that makes room). After
+        ``call_timeout`` the events are queued anyway, with a warning: a change that is
+        applied already (batch durability) is never dropped from the journal.
+        """
+        if self._queued < self._backlog_max or threading.get_ident() == self._writer_ident:
+            return
+        if not self._room.wait_for(self._has_room, timeout=self._timeout) and not self._overfull_logged:
+            self._overfull_logged = True
+            log.warning(
+                "the journal writer took nothing for %s s; queuing past its backlog of %d events",
+                self._timeout,
+                self._backlog_max,
+            )
+        self._check_usable()
+
+    def _has_room(self) -> bool:
+        return self._queued < self._backlog_max or self._closed or self._failure is not None
 
     def submit_snapshot(self, stream: str, data: bytes, *, agent_id: str = "", publish_seq: int = 0) -> None:
         """Save ``data`` as ``stream``'s snapshot, covering its events submitted so far.
@@ -212,6 +262,9 @@ class JournalWriter:
     ) -> Ack | None:
         with self._lock:
             self._check_usable()
+            if events:
+                self._wait_for_room()
+                self._queued += len(events)
             ack = Ack(next(self._tickets)) if want_ack else None
             self._queue.append(_Submission(events, ack, snapshot, after))
             ring = not self._scheduled
@@ -238,6 +291,7 @@ class JournalWriter:
             if self._closed:
                 return
             self._closed = True
+            self._room.notify_all()
         try:
             self._ref.stop(block=True, timeout=self._timeout if timeout is None else timeout)
         except pykka.Timeout as exc:
@@ -252,6 +306,9 @@ class JournalWriter:
         with self._lock:
             taken = list(self._queue)
             self._queue.clear()
+            if self._queued >= self._backlog_max:
+                self._room.notify_all()
+            self._queued = 0
             if not taken:
                 self._scheduled = False
             return taken
