@@ -204,7 +204,8 @@ class AgentActor(pykka.ThreadingActor):
         """Journal ``message`` after this agent's waiting events, and deliver it.
 
         In sync durability it is delivered once durable, by the writer, and this agent
-        does not wait; in batch durability it is delivered at once.
+        does not wait for the commit; in batch durability it is delivered at once. Either
+        way, handing it over waits while the writer's queue is full (``JournalWriter``).
         """
         writer = self._core.writer
         events = [*self._outbox, message]

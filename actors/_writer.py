@@ -9,9 +9,12 @@ one of its handlers, on its own thread, as LMDB requires.
 
 The queue is bounded: once it holds ``backlog_max`` events (by default four group
 commits' worth), producers wait until the writer takes them, so a burst of agents in
-batch durability cannot outrun the journal without limit. Without the bound the ring of
-bench/fabric.py queued 78,000 events at once, and the garbage collector's full passes
-over them took a fifth of the run. The writer's own thread never waits.
+batch durability cannot outrun the journal without limit (the batch ring of
+bench/fabric.py queued 78,000 events at once before, and the garbage collector's full
+passes over them were a large share of the run). The bound is soft: a submission is let
+in while fewer than ``backlog_max`` events wait, whatever its own size; the writer's own
+thread never waits (it is the one that makes room); and a producer that waited
+``call_timeout`` queues anyway, with a warning.
 
 Submissions get a ticket at submit time; the writer commits in ticket order, so ticket
 order is seq order. Agents compare tickets to apply cross-stream facts (a task context
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, Final
 import pykka
 
 from cogfabric.events import TaskContextPublished
-from cogfabric.store import JournalError, Snapshot
+from cogfabric.store import JournalError, JournalFailedError, Snapshot
 
 from ._errors import ActorTimeoutError, RuntimeClosedError
 
@@ -127,8 +130,9 @@ class JournalWriterActor(pykka.ThreadingActor):
         self._writer._drain()  # noqa: SLF001
 
     def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
-        """Log with context; the writer's failures are already delivered to the acks."""
+        """Log with context, and refuse further submissions: nothing would commit them."""
         log.error("journal writer failed: %s", exception_value)
+        self._writer._died(exception_value)  # noqa: SLF001
 
 
 class JournalWriter:
@@ -182,7 +186,9 @@ class JournalWriter:
         """Hand ``events`` to the writer; they are committed together, in order.
 
         Returns an ``Ack`` to wait on (or None with ``want_ack=False``). ``after`` runs on
-        the writer's thread once the commit is over, with whether it succeeded.
+        the writer's thread once the commit is over, with whether it succeeded. While
+        ``backlog_max`` events wait for the writer, this waits for room first (at most
+        ``call_timeout``; see the module docstring).
 
         Raises:
             RuntimeClosedError: the writer was stopped.
@@ -192,7 +198,16 @@ class JournalWriter:
         return self._put(events, None, want_ack=want_ack, after=after)
 
     def submit_nowait(self, events: Sequence[Event], *, after: Callable[[bool], None] | None = None) -> int:
-        """Hand ``events`` to the writer without an acknowledgement; return their ticket."""
+        """Hand ``events`` to the writer without an acknowledgement; return their ticket.
+
+        Does not wait for the commit; it does wait for room while ``backlog_max`` events
+        are waiting already (at most ``call_timeout``), as ``submit`` does.
+
+        Raises:
+            RuntimeClosedError: the writer was stopped (also while waiting for room).
+            JournalError: the journal is fail-stop (also while waiting for room).
+
+        """
         with self._lock:
             self._check_usable()
             if events:
@@ -217,8 +232,9 @@ class JournalWriter:
         """With the lock held: wait while ``backlog_max`` events are waiting already.
 
         The writer's own thread never waits (it is the one that makes room). After
-        ``call_timeout`` the events are queued anyway, with a warning: a change that is
-        applied already (batch durability) is never dropped from the journal.
+        ``call_timeout`` the events are queued anyway, with a warning, rather than
+        refused: in batch durability the change is applied already. If the writer stops
+        or fails meanwhile, this raises as ``_check_usable`` does.
         """
         if self._queued < self._backlog_max or threading.get_ident() == self._writer_ident:
             return
@@ -233,6 +249,18 @@ class JournalWriter:
 
     def _has_room(self) -> bool:
         return self._queued < self._backlog_max or self._closed or self._failure is not None
+
+    def _died(self, cause: object) -> None:
+        """The writer actor failed on a bug: fail what waits, refuse what comes, wake producers."""
+        with self._lock:
+            if self._failure is None:
+                msg = f"the journal writer stopped after an error: {cause!r}"
+                self._failure = JournalFailedError(msg)
+            taken = list(self._queue)
+            self._queue.clear()
+            self._queued = 0
+            self._room.notify_all()
+        self._fail(taken, self._failure)
 
     def submit_snapshot(self, stream: str, data: bytes, *, agent_id: str = "", publish_seq: int = 0) -> None:
         """Save ``data`` as ``stream``'s snapshot, covering its events submitted so far.
@@ -308,6 +336,7 @@ class JournalWriter:
             self._queue.clear()
             if self._queued >= self._backlog_max:
                 self._room.notify_all()
+                self._overfull_logged = False  # warn again the next time it stays full
             self._queued = 0
             if not taken:
                 self._scheduled = False
@@ -361,16 +390,25 @@ class JournalWriter:
         return events, snapshots, in_group
 
     def _commit(self, taken: list[_Submission]) -> None:
-        events, snapshots, in_group = self._gather(taken)
         if self._failure is not None:
             self._fail(taken, self._failure)
             return
         try:
+            events, snapshots, in_group = self._gather(taken)
             seqs = self._journal.append(events, snapshots=snapshots)
         except (JournalError, TypeError, ValueError) as exc:
             if isinstance(exc, JournalError) and self._journal_failed():
                 self._failure = exc
             self._fail(taken, exc)
+            return
+        except Exception as exc:
+            # Not an error the journal documents: whether anything was stored is unknown,
+            # so the writer goes fail-stop, like the journal after a storage error.
+            log.exception("the journal writer met an unexpected error; it refuses further changes")
+            failure = JournalFailedError(f"the journal writer stopped after an error: {exc!r}")
+            failure.__cause__ = exc
+            self._failure = failure
+            self._fail(taken, failure)
             return
         for event, seq in zip(events, seqs, strict=True):
             if isinstance(event, TaskContextPublished):

@@ -71,10 +71,10 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=Tru
 
     Events are not tracked by Python's cyclic garbage collector (``gc=False``): they are
     immutable values whose fields hold encodable data, which cannot lead back to the
-    event, so a runtime with many events in flight pays nothing for them in each
-    collection (the batch ring of bench/fabric.py spent a tenth of its time in the
-    collector before). The one thing not to do is to build a cycle through an event
-    (a list inside an event that holds the event itself): it would never be freed.
+    event, so the collector does not traverse the events a runtime holds in flight (the
+    dicts and lists inside them are still tracked). The one thing not to do is to build
+    a cycle through an event, such as appending a received message to a list inside its
+    own payload: such a cycle is never freed.
     """
 
     at: float

@@ -11,7 +11,7 @@ import pytest
 from cogfabric import RuntimeClosedError
 from cogfabric.actors._writer import JournalWriter
 from cogfabric.events import PrivateSet
-from cogfabric.store import Journal
+from cogfabric.store import Journal, JournalFailedError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -41,6 +41,18 @@ class GatedJournal:
         return getattr(self._journal, name)
 
 
+class SignallingCondition(threading.Condition):
+    """The writer's room condition, which tells the test when a producer starts to wait."""
+
+    def __init__(self, lock: Any) -> None:
+        super().__init__(lock)
+        self.waiting = threading.Event()
+
+    def wait_for(self, predicate: Any, timeout: float | None = None) -> Any:
+        self.waiting.set()
+        return super().wait_for(predicate, timeout)
+
+
 def event(i: int) -> PrivateSet:
     return PrivateSet(at=1.0, agent="a", key=f"k{i}", value=i)
 
@@ -52,23 +64,32 @@ def gated(tmp_path: Path) -> Iterator[GatedJournal]:
 
 
 def start_writer(journal: GatedJournal, *, backlog_max: int, call_timeout: float = WAIT) -> JournalWriter:
-    return JournalWriter(
+    writer = JournalWriter(
         journal,  # type: ignore[arg-type]
         group_commit_max=1000,
         call_timeout=call_timeout,
         backlog_max=backlog_max,
     )
+    writer._room = SignallingCondition(writer._lock)
+    return writer
+
+
+def room(writer: JournalWriter) -> SignallingCondition:
+    condition = writer._room
+    assert isinstance(condition, SignallingCondition)
+    return condition
 
 
 def test_a_producer_waits_while_the_backlog_is_full_and_goes_on_once_the_writer_takes_it(
     gated: GatedJournal,
 ) -> None:
-    writer = start_writer(gated, backlog_max=4)
+    writer = start_writer(gated, backlog_max=4, call_timeout=60.0)
     try:
         writer.submit_nowait([event(0)])
         assert gated.entered.wait(WAIT)  # the writer holds event 0 and is stuck in append
         writer.submit_nowait([event(1), event(2)])
         writer.submit_nowait([event(3), event(4)])  # four waiting: the backlog is full
+        assert not room(writer).waiting.is_set()  # none of those waited
         done = threading.Event()
 
         def produce() -> None:
@@ -77,7 +98,8 @@ def test_a_producer_waits_while_the_backlog_is_full_and_goes_on_once_the_writer_
 
         producer = threading.Thread(target=produce)
         producer.start()
-        assert not done.wait(0.3), "a producer queued past a full backlog"
+        assert room(writer).waiting.wait(WAIT)
+        assert not done.is_set(), "a producer queued past a full backlog"
         gated.gate.set()
         assert done.wait(WAIT)
         producer.join(WAIT)
@@ -133,28 +155,96 @@ def test_the_writer_thread_itself_never_waits_for_room(gated: GatedJournal) -> N
 
 
 def test_stopping_the_writer_releases_a_waiting_producer_with_a_typed_error(gated: GatedJournal) -> None:
-    writer = start_writer(gated, backlog_max=1)
+    writer = start_writer(gated, backlog_max=1, call_timeout=60.0)
     errors: list[BaseException] = []
-    writer.submit_nowait([event(0)])
-    assert gated.entered.wait(WAIT)
-    writer.submit_nowait([event(1)])
-    waiting = threading.Event()
-
-    def produce() -> None:
-        waiting.set()
-        try:
-            writer.submit_nowait([event(2)])
-        except RuntimeClosedError as exc:
-            errors.append(exc)
-
-    producer = threading.Thread(target=produce)
-    producer.start()
-    assert waiting.wait(WAIT)
     stopper = threading.Thread(target=writer.stop, args=(WAIT,))
-    stopper.start()
-    producer.join(WAIT)
-    assert not producer.is_alive()
-    gated.gate.set()
-    stopper.join(WAIT)
-    assert len(errors) == 1
+    try:
+        writer.submit_nowait([event(0)])
+        assert gated.entered.wait(WAIT)
+        writer.submit_nowait([event(1)])
+
+        def produce() -> None:
+            try:
+                writer.submit_nowait([event(2)])
+            except RuntimeClosedError as exc:
+                errors.append(exc)
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        assert room(writer).waiting.wait(WAIT)  # the producer waits for room
+        stopper.start()
+        producer.join(WAIT)  # stop wakes it long before its 60 s call_timeout
+        assert not producer.is_alive()
+        assert len(errors) == 1
+    finally:
+        gated.gate.set()
+        if stopper.is_alive():
+            stopper.join(WAIT)
+        writer.stop(WAIT)
     assert [r.event.key for r in gated.read()] == ["k0", "k1"]
+
+
+class BrokenJournal(GatedJournal):
+    """Its appends raise an error the writer does not expect (a bug)."""
+
+    def append(self, events: Sequence[Event], **kwargs: Any) -> list[int]:  # noqa: ARG002
+        msg = "a bug in the journal"
+        raise RuntimeError(msg)
+
+
+def test_an_unexpected_journal_error_fails_the_commit_and_makes_the_writer_fail_stop(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Journal.open(tmp_path / "j") as journal:
+        writer = start_writer(BrokenJournal(journal), backlog_max=1, call_timeout=60.0)
+        try:
+            with caplog.at_level(logging.ERROR, logger="cogfabric.actors._writer"):
+                ack = writer.submit([event(0)])
+                assert ack is not None
+                with pytest.raises(JournalFailedError, match="a bug in the journal") as failed:
+                    ack.wait(WAIT)  # resolved with the error, not left to time out
+                assert isinstance(failed.value.__cause__, RuntimeError)
+                with pytest.raises(JournalFailedError):
+                    writer.submit_nowait([event(1)])  # refused at once: nothing would commit it
+            assert "unexpected error" in caplog.text
+        finally:
+            writer.stop(WAIT)
+
+
+def test_a_writer_actor_that_dies_fails_what_waits_and_wakes_waiting_producers(
+    gated: GatedJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = start_writer(gated, backlog_max=1, call_timeout=60.0)
+    try:
+        writer.submit_nowait([event(0)])
+        assert gated.entered.wait(WAIT)
+        ack = writer.submit([event(1)])  # fills the backlog
+        assert ack is not None
+        errors: list[BaseException] = []
+
+        def produce() -> None:
+            try:
+                writer.submit_nowait([event(2)])
+            except JournalFailedError as exc:
+                errors.append(exc)
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        assert room(writer).waiting.wait(WAIT)
+
+        def broken_take() -> list[Any]:
+            msg = "a bug in the writer"
+            raise RuntimeError(msg)
+
+        # The writer's next step after event 0's commit is to take the queue: make that
+        # step fail, as a bug would, so that the actor dies.
+        monkeypatch.setattr(writer, "_take", broken_take)
+        gated.gate.set()
+        producer.join(WAIT)  # woken long before its 60 s call_timeout
+        assert not producer.is_alive()
+        assert len(errors) == 1
+        with pytest.raises(JournalFailedError, match="a bug in the writer"):
+            ack.wait(WAIT)  # the queued submission is failed, not left to time out
+    finally:
+        gated.gate.set()
+        writer.stop(WAIT)
