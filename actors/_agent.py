@@ -67,6 +67,64 @@ class Behavior(Protocol):
         ...
 
 
+class MailboxSlots:
+    """A bounded count of an agent's free mailbox slots, as ``threading.BoundedSemaphore``.
+
+    Cheaper per message than the semaphore, whose every call goes through ``Condition``'s
+    Python methods. Every message sent takes a slot and the agent gives it back when it handles the
+    message, so the uncontended path (a plain lock, no ``Condition`` method calls) runs
+    twice per message; only a sender facing a full mailbox waits on the condition.
+    """
+
+    __slots__ = ("_free", "_lock", "_room", "_size", "_waiters")
+
+    def __init__(self, size: int) -> None:
+        """``size`` free slots."""
+        self._size = size
+        self._free = size
+        self._waiters = 0
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Take a slot, waiting up to ``timeout`` seconds for one; False if none came."""
+        with self._lock:
+            if self._free:
+                self._free -= 1
+                return True
+            self._waiters += 1
+            try:
+                if not self._room.wait_for(self._has_free, timeout):
+                    return False
+            finally:
+                self._waiters -= 1
+            self._free -= 1
+            return True
+
+    def release(self) -> None:
+        """Give a slot back.
+
+        Raises:
+            ValueError: more slots given back than were taken (a bug).
+
+        """
+        with self._lock:
+            if self._free >= self._size:
+                msg = "a mailbox slot was released more often than it was taken"
+                raise ValueError(msg)
+            self._free += 1
+            if self._waiters:
+                self._room.notify()
+
+    @property
+    def free(self) -> int:
+        """How many slots are free now."""
+        return self._free
+
+    def _has_free(self) -> bool:
+        return self._free > 0
+
+
 class Shared:
     """What other threads may read of an agent without asking its actor."""
 
@@ -75,7 +133,7 @@ class Shared:
     def __init__(self, lifecycle: str, mailbox_size: int, *, has_behavior: bool) -> None:
         self.lifecycle = lifecycle
         self.has_behavior = has_behavior
-        self.slots = threading.BoundedSemaphore(mailbox_size)
+        self.slots = MailboxSlots(mailbox_size)
 
 
 class AgentActor(pykka.ThreadingActor):

@@ -51,12 +51,13 @@ class ContextLayer(enum.IntEnum):
 # restarts, cheap to make (no uuid4 syscall per event), and close to sorted within a
 # process, which keeps the journal's id index appends local in its B-tree.
 _ID_PREFIX = os.urandom(8).hex()
+_ID_FORMAT = _ID_PREFIX + "-%012x"  # fixed width: byte order is counter order
 _id_counter = itertools.count(1)
 
 
 def new_event_id() -> str:
     """Return a new, process-unique event id."""
-    return f"{_ID_PREFIX}-{next(_id_counter):012x}"  # fixed width: byte order is counter order
+    return _ID_FORMAT % next(_id_counter)
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=True, gc=False):

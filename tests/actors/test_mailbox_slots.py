@@ -1,0 +1,93 @@
+"""MailboxSlots: the bounded count behind every agent's mailbox (BoundedSemaphore's contract)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from cogfabric.actors._agent import MailboxSlots
+
+WAIT = 10.0
+
+
+class CountingCondition(threading.Condition):
+    """Counts the callers that start to wait, so a test knows a taker is blocked."""
+
+    def __init__(self, lock: Any) -> None:
+        super().__init__(lock)
+        self.started = threading.Semaphore(0)
+
+    def wait_for(self, predicate: Any, timeout: float | None = None) -> Any:
+        self.started.release()
+        return super().wait_for(predicate, timeout)
+
+
+def watched(size: int) -> tuple[MailboxSlots, CountingCondition]:
+    slots = MailboxSlots(size)
+    condition = CountingCondition(slots._lock)
+    slots._room = condition
+    return slots, condition
+
+
+def test_slots_run_out_and_a_taker_gets_false_after_its_timeout() -> None:
+    slots = MailboxSlots(2)
+
+    assert slots.acquire(timeout=0)
+    assert slots.acquire(timeout=0)
+    assert slots.free == 0
+    assert slots.acquire(timeout=0) is False
+    assert slots.acquire(timeout=0.05) is False
+    slots.release()
+    assert slots.free == 1
+    assert slots.acquire(timeout=0)
+
+
+def test_a_release_wakes_a_waiting_taker() -> None:
+    slots, condition = watched(1)
+    assert slots.acquire()
+    got: list[bool] = []
+    taker = threading.Thread(target=lambda: got.append(slots.acquire(timeout=60)))
+    taker.start()
+    assert condition.started.acquire(timeout=WAIT)  # the taker waits
+    slots.release()
+    taker.join(WAIT)
+    assert got == [True]
+    assert slots.free == 0
+
+
+def test_two_releases_wake_two_waiting_takers() -> None:
+    # A release must wake a waiter whenever one waits, not only on the way from 0 to 1.
+    slots, condition = watched(2)
+    assert slots.acquire()
+    assert slots.acquire()
+    got: list[bool] = []
+    lock = threading.Lock()
+
+    def take() -> None:
+        ok = slots.acquire(timeout=60)
+        with lock:
+            got.append(ok)
+
+    takers = [threading.Thread(target=take) for _ in range(2)]
+    for taker in takers:
+        taker.start()
+    for _ in takers:
+        assert condition.started.acquire(timeout=WAIT)
+    slots.release()
+    slots.release()
+    for taker in takers:
+        taker.join(WAIT)
+        assert not taker.is_alive()
+    assert got == [True, True]
+
+
+def test_giving_back_more_slots_than_were_taken_is_a_bug() -> None:
+    slots = MailboxSlots(1)
+    with pytest.raises(ValueError, match="released more often"):
+        slots.release()
+    assert slots.acquire(timeout=0)
+    slots.release()
+    with pytest.raises(ValueError, match="released more often"):
+        slots.release()
