@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cogfabric import RuntimeClosedError
-from cogfabric.actors._writer import JournalWriter
+from cogfabric.actors._writer import Ack, JournalWriter
 from cogfabric.events import PrivateSet
 from cogfabric.store import Journal, JournalFailedError
 
@@ -74,6 +74,18 @@ def start_writer(journal: GatedJournal, *, backlog_max: int, call_timeout: float
     return writer
 
 
+def fill(writer: JournalWriter, gated: GatedJournal, after: Any = None) -> Ack:
+    """Leave ``writer`` stuck in an append of event 0, with event 1 waiting behind it.
+
+    With ``backlog_max=1`` that fills the backlog. Returns event 1's acknowledgement.
+    """
+    writer.submit_nowait([event(0)], after=after)
+    assert gated.entered.wait(WAIT)  # the writer holds event 0 and is stuck in append
+    ack = writer.submit([event(1)])
+    assert ack is not None
+    return ack
+
+
 def room(writer: JournalWriter) -> SignallingCondition:
     condition = writer._room
     assert isinstance(condition, SignallingCondition)
@@ -116,9 +128,7 @@ def test_after_call_timeout_a_producer_queues_anyway_and_nothing_is_lost(
 ) -> None:
     writer = start_writer(gated, backlog_max=1, call_timeout=0.2)
     try:
-        writer.submit_nowait([event(0)])
-        assert gated.entered.wait(WAIT)
-        writer.submit_nowait([event(1)])  # the backlog is full
+        fill(writer, gated)
         with caplog.at_level(logging.WARNING, logger="cogfabric.actors._writer"):
             writer.submit_nowait([event(2)])  # waits 0.2 s, then queues with a warning
         assert "backlog" in caplog.text
@@ -142,9 +152,7 @@ def test_the_writer_thread_itself_never_waits_for_room(gated: GatedJournal) -> N
         submitted.set()
 
     try:
-        writer.submit_nowait([event(0)], after=after)
-        assert gated.entered.wait(WAIT)
-        writer.submit_nowait([event(1)])  # the backlog is full when the action runs
+        fill(writer, gated, after)  # the backlog is full when the action runs
         gated.gate.set()
         assert submitted.wait(WAIT)
         writer.flush(WAIT)
@@ -159,9 +167,7 @@ def test_stopping_the_writer_releases_a_waiting_producer_with_a_typed_error(gate
     errors: list[BaseException] = []
     stopper = threading.Thread(target=writer.stop, args=(WAIT,))
     try:
-        writer.submit_nowait([event(0)])
-        assert gated.entered.wait(WAIT)
-        writer.submit_nowait([event(1)])
+        fill(writer, gated)
 
         def produce() -> None:
             try:
@@ -216,10 +222,7 @@ def test_a_writer_actor_that_dies_fails_what_waits_and_wakes_waiting_producers(
 ) -> None:
     writer = start_writer(gated, backlog_max=1, call_timeout=60.0)
     try:
-        writer.submit_nowait([event(0)])
-        assert gated.entered.wait(WAIT)
-        ack = writer.submit([event(1)])  # fills the backlog
-        assert ack is not None
+        ack = fill(writer, gated)
         errors: list[BaseException] = []
 
         def produce() -> None:
