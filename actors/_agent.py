@@ -70,10 +70,10 @@ class Behavior(Protocol):
 class MailboxSlots:
     """A bounded count of an agent's free mailbox slots, as ``threading.BoundedSemaphore``.
 
-    Cheaper per message than the semaphore, whose every call goes through ``Condition``'s
-    Python methods. Every message sent takes a slot and the agent gives it back when it handles the
-    message, so the uncontended path (a plain lock, no ``Condition`` method calls) runs
-    twice per message; only a sender facing a full mailbox waits on the condition.
+    Every message sent takes a slot and the agent gives it back when it handles the
+    message, so the uncontended path runs twice per message: here it is one plain lock,
+    where each of the semaphore's calls goes through ``Condition``'s Python methods. Only
+    a sender facing a full mailbox waits on the condition.
     """
 
     __slots__ = ("_free", "_lock", "_room", "_size", "_waiters")

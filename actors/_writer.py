@@ -9,9 +9,9 @@ one of its handlers, on its own thread, as LMDB requires.
 
 The queue is bounded: once it holds ``backlog_max`` events (by default four group
 commits' worth), producers wait until the writer takes them, so a burst of agents in
-batch durability cannot outrun the journal without limit (the batch ring of
-bench/fabric.py queued 78,000 events at once before, and the garbage collector's full
-passes over them were a large share of the run). The bound is soft: a submission is let
+batch durability cannot outrun the journal without limit (an instrumented run of
+bench/fabric.py's batch ring once saw 78,000 events queued at once, all of them held
+in memory and scanned by every full pass of the garbage collector). The bound is soft: a submission is let
 in while fewer than ``backlog_max`` events wait, whatever its own size; the writer's own
 thread never waits (it is the one that makes room); and a producer that waited
 ``call_timeout`` queues anyway, with a warning.
