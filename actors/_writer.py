@@ -208,18 +208,7 @@ class JournalWriter:
             JournalError: the journal is fail-stop (also while waiting for room).
 
         """
-        with self._lock:
-            self._check_usable()
-            if events:
-                self._wait_for_room()
-                self._queued += len(events)
-            ticket = next(self._tickets)
-            self._queue.append(_Submission(events, None, None, after))
-            ring = not self._scheduled
-            self._scheduled = True
-        if ring:
-            self._ref.tell(_FLUSH)
-        return ticket
+        return self._enqueue(events, None, want_ack=False, after=after)[0]
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -288,18 +277,30 @@ class JournalWriter:
         want_ack: bool,
         after: Callable[[bool], None] | None = None,
     ) -> Ack | None:
+        return self._enqueue(events, snapshot, want_ack=want_ack, after=after)[1]
+
+    def _enqueue(
+        self,
+        events: Sequence[Event],
+        snapshot: tuple[str, bytes, str, int] | None,
+        *,
+        want_ack: bool,
+        after: Callable[[bool], None] | None,
+    ) -> tuple[int, Ack | None]:
+        """Queue one submission (waiting for room if it has events); ring the doorbell once."""
         with self._lock:
             self._check_usable()
             if events:
                 self._wait_for_room()
                 self._queued += len(events)
-            ack = Ack(next(self._tickets)) if want_ack else None
+            ticket = next(self._tickets)
+            ack = Ack(ticket) if want_ack else None
             self._queue.append(_Submission(events, ack, snapshot, after))
             ring = not self._scheduled
             self._scheduled = True
         if ring:
             self._ref.tell(_FLUSH)
-        return ack
+        return ticket, ack
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything submitted so far is committed.
