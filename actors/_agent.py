@@ -89,7 +89,7 @@ class MailboxSlots:
     def acquire(self, timeout: float | None = None) -> bool:
         """Take a slot, waiting up to ``timeout`` seconds for one; False if none came."""
         with self._lock:
-            if self._free:
+            if self._free > 0:
                 self._free -= 1
                 return True
             self._waiters += 1
@@ -100,6 +100,15 @@ class MailboxSlots:
                 self._waiters -= 1
             self._free -= 1
             return True
+
+    def take(self) -> None:
+        """Take a slot even when none is free: the mailbox holds one message over its size.
+
+        For a message that must arrive whatever the bound (a task context publication,
+        durable already); ``free`` goes below zero until the agent catches up.
+        """
+        with self._lock:
+            self._free -= 1
 
     def release(self) -> None:
         """Give a slot back.
@@ -118,7 +127,7 @@ class MailboxSlots:
 
     @property
     def free(self) -> int:
-        """How many slots are free now."""
+        """How many slots are free now (below zero after ``take`` on a full mailbox)."""
         return self._free
 
     def _has_free(self) -> bool:
@@ -418,6 +427,8 @@ class AgentActor(pykka.ThreadingActor):
         if ticket > self._task_ticket:
             self._task_ticket = ticket
             self._state.task_context = event.context
+        if seq and self._core.writer is not None:
+            self._core.writer.publication_applied(self._state.id, seq)
 
     def _on_ipc(self, message: IpcMessage) -> None:
         bus = self._core.bus

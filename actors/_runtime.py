@@ -329,7 +329,10 @@ class Runtime:
         """Replace the task layer of every live agent of ``task_id``, as one journaled event.
 
         Returns the ids it went to, once the event is durable; each agent applies it in
-        its mailbox order, after any ``set_task_context`` journaled before it.
+        its mailbox order, after any ``set_task_context`` journaled before it. Being
+        durable, it reaches every target: a mailbox that stays full for ``call_timeout``
+        takes it over its size (logged), rather than leave that agent short of what
+        replay will give it.
         """
         self._check_open()
         with self._lock:
@@ -347,10 +350,32 @@ class Runtime:
             ticket, seq = next(self._tickets), 0
         for agent_id in targets:
             try:
-                self._tell(agent_id, (PUBLISH, event, ticket, seq))
+                self._tell_publication(agent_id, (PUBLISH, event, ticket, seq))
             except AgentNotFoundError:
-                continue
+                if writer is not None:
+                    writer.publication_applied(agent_id, seq)  # gone: it will never apply it
         return targets
+
+    def _tell_publication(self, agent_id: str, message: tuple[Any, ...]) -> None:
+        """Deliver a durable publication: past a mailbox that stays full, with a warning.
+
+        The event is in the journal already, so replay applies it to every target; a
+        live agent that missed it would differ from its own replay. A full mailbox
+        delays the publisher by ``call_timeout`` and then takes one message over its size.
+        """
+        entry = self._entry(agent_id)
+        if not entry.shared.slots.acquire(timeout=self._core.call_timeout):
+            log.warning(
+                "the mailbox of %r stayed full for %s s; the task context publication goes past its size",
+                agent_id,
+                self._core.call_timeout,
+            )
+            entry.shared.slots.take()
+        try:
+            entry.ref.tell(message)
+        except pykka.ActorDeadError as exc:
+            entry.shared.slots.release()
+            raise AgentNotFoundError(agent_id) from exc
 
     def llm(self, provider: LLMProvider | None = None, *, agent_id: str | None = None) -> JournaledLLM:
         """An LLM client that journals every refusal and output.

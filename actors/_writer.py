@@ -94,7 +94,7 @@ class Ack:
 
 
 class _Submission:
-    __slots__ = ("ack", "after", "events", "snapshot")
+    __slots__ = ("ack", "after", "applied", "events", "snapshot")
 
     def __init__(
         self,
@@ -102,11 +102,13 @@ class _Submission:
         ack: Ack | None,
         snapshot: tuple[str, bytes, str, int] | None,
         after: Callable[[bool], None] | None = None,
+        applied: tuple[str, int] | None = None,
     ) -> None:
         self.events = events
         self.ack = ack
         self.snapshot = snapshot
         self.after = after
+        self.applied = applied  # (agent id, seq): the agent applied the publication at seq
 
 
 class JournalWriterActor(pykka.ThreadingActor):
@@ -164,8 +166,11 @@ class JournalWriter:
         self._scheduled = False
         self._tickets = itertools.count(1)
         self._carried: list[tuple[str, int, bytes]] = []
-        self._publishes: list[tuple[int, frozenset[str]]] = []
-        """(seq, agents) of every task context published since start, in seq order."""
+        self._publishes: dict[int, set[str]] = {}
+        """seq -> the agents a task context was published to that have not applied it yet.
+
+        An entry goes once its last agent applied it (``publication_applied``),
+        so memory follows the publications still in flight, not all since start."""
         self._closed = False
         self._failure: BaseException | None = None
         self._ref = JournalWriterActor.start(self)
@@ -262,12 +267,40 @@ class JournalWriter:
         """
         self._put((), (stream, data, agent_id, publish_seq), want_ack=False)
 
+    def publication_applied(self, agent_id: str, seq: int) -> None:
+        """Note that ``agent_id`` applied (or will never apply) the publication at ``seq``.
+
+        Queued like a submission, so it takes effect after every snapshot the agent
+        submitted before: a snapshot that predates the publication is still clamped to
+        it (``submit_snapshot``). A no-op once the writer is stopped or failed.
+        """
+        with self._lock:
+            if self._closed or self._failure is not None or seq not in self._publishes:
+                return
+            self._queue.append(_Submission((), None, None, applied=(agent_id, seq)))
+            ring = not self._scheduled
+            self._scheduled = True
+        if ring:
+            self._ref.tell(_FLUSH)
+
     def _clamp(self, covered: int, agent_id: str, publish_seq: int) -> int:
         if agent_id:
-            for seq, agents in self._publishes:
+            for seq, agents in self._publishes.items():
                 if publish_seq < seq <= covered and agent_id in agents:
                     return seq - 1
         return covered
+
+    def _forget_applied(self, taken: list[_Submission]) -> None:
+        """Drop the agents that applied a publication from its entry, and empty entries."""
+        publishes = self._publishes
+        for submission in taken:
+            if submission.applied is not None:
+                agent_id, seq = submission.applied
+                agents = publishes.get(seq)
+                if agents is not None:
+                    agents.discard(agent_id)
+                    if not agents:
+                        del publishes[seq]
 
     def _put(
         self,
@@ -412,10 +445,12 @@ class JournalWriter:
             self._fail(taken, failure)
             return
         for event, seq in zip(events, seqs, strict=True):
-            if isinstance(event, TaskContextPublished):
-                self._publishes.append((seq, frozenset(event.agents)))
+            if isinstance(event, TaskContextPublished) and event.agents:
+                self._publishes[seq] = set(event.agents)
         carried = [(s, self._clamp(seqs[i], a, p), d) for s, d, i, a, p in in_group]
         self._carried = [(s, seq, d) for s, seq, d in carried if seq > 0]
+        if self._publishes:
+            self._forget_applied(taken)  # after this commit's clamps: they came first
         at = 0
         for submission in taken:
             n = len(submission.events)

@@ -183,6 +183,27 @@ class TestBackpressure:
                 runtime.bus.send("x", "a", "three")
             Gate.release.set()
 
+    @pytest.mark.parametrize("path", [None, "j"])
+    def test_a_publication_reaches_an_agent_whose_mailbox_stays_full(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture, path: str | None
+    ) -> None:
+        # The publication is durable before it is delivered: refusing it would leave the
+        # live agent short of what its own replay gives it.
+        with _open(None if path is None else tmp_path / path, mailbox=1, timeout=0.5) as runtime:
+            agent = runtime.spawn("a", task_id="t", task_context={"v": 0}, behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            runtime.bus.send("x", "a", "one")  # the mailbox is full now
+
+            with caplog.at_level("WARNING", logger="cogfabric.actors._runtime"):
+                assert runtime.publish_task_context("t", {"v": "published"}) == ["a"]
+            assert "goes past its size" in caplog.text
+            Gate.release.set()
+
+            assert agent.task_context() == {"v": "published"}
+            assert [m.topic for m in Gate.seen] == ["block", "one"]
+            assert runtime._entry("a").shared.slots.free == 1  # every slot given back
+
     def test_a_busy_agent_makes_a_handle_call_time_out(self) -> None:
         with _open(None, timeout=0.2) as runtime:
             agent = runtime.spawn("a", behavior="gate")
@@ -316,3 +337,17 @@ class TestSnapshotsAndPublications:
         assert dict(live.task_shared) == {"v": "published"}
         assert dict(reopened.task_shared) == dict(live.task_shared)
         assert dict(reopened.private) == dict(live.private) == {"last": "payload"}
+
+    def test_the_writer_forgets_a_publication_once_every_target_applied_it(self, tmp_path: Path) -> None:
+        # Its bookkeeping (for clamping snapshots) follows the publications in flight,
+        # so a long simulation that publishes every step does not grow without limit.
+        with _open(tmp_path / "j", mode="batch") as runtime:
+            agents = [runtime.spawn(f"a{i}", task_id="t") for i in range(3)]
+            for step in range(20):
+                runtime.publish_task_context("t", {"step": step})
+            assert [a.task_context() for a in agents] == [{"step": 19}] * 3  # each applied all 20
+            runtime.flush()
+
+            writer = runtime._core.writer
+            assert writer is not None
+            assert writer._publishes == {}
