@@ -14,7 +14,10 @@ the median):
   transaction (as in bench/journal_append.py). Target: >= 0.25x. Beside it, the same
   ring on a memory-only runtime (``Runtime.open(None)``: the same agents, messages and
   events, no journal), counting the events made: the ceiling of the actor path, which
-  bounds what any journal could reach in this ring.
+  bounds what any journal could reach in this ring. Each run also reports how bunched
+  its deliveries were: the share that found more mail already waiting in the agent's
+  mailbox. Runs where the tokens travel in convoys (near 100%) are faster than runs where
+  they spread out, and which one a run falls into is up to the scheduler.
 * Ring, sync durability, 1,000 agents: acknowledged state changes per second (one
   ``PrivateSet`` per delivery, durable before the behavior goes on), and all journaled
   events per second. Target: >= 5,000 changes/s.
@@ -237,6 +240,12 @@ class RingTracker:
         self._left = tokens
         self.done = threading.Event()
         self.error: BaseException | None = None
+        self.behaviors: list[RingBehavior] = []
+
+    def bunched(self) -> float:
+        """The share of deliveries that found more mail already waiting behind them."""
+        handled = sum(b.handled for b in self.behaviors)
+        return sum(b.bunched for b in self.behaviors) / handled if handled else 0.0
 
     @property
     def left(self) -> int:
@@ -266,8 +275,14 @@ class RingBehavior:
     def __init__(self, tracker: RingTracker) -> None:
         self._tracker = tracker
         self._next: str | None = None
+        self.handled = 0
+        self.bunched = 0  # deliveries with more mail waiting in this agent's mailbox
+        tracker.behaviors.append(self)
 
     def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
+        self.handled += 1
+        if ctx._actor.actor_inbox.qsize():  # noqa: SLF001 - a measurement of the run, not an API
+            self.bunched += 1
         try:
             payload = message.payload
             ctx.set_private("last", payload)
@@ -326,6 +341,7 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
             return {"events": made, "changes": agents * hops}
 
         sample = _clock(body)
+        sample.extra["bunched"] = tracker.bunched()
         dead = runtime.bus.dead_letters()
     if dead:
         msg = f"ring ({durability}) left {len(dead)} dead letters, the first: {dead[0]!r}"
@@ -633,6 +649,16 @@ class Row:
     note: str = ""
 
 
+def _bunching(samples: list[Sample]) -> str:
+    """Each run's time and the share of its deliveries that had more mail waiting behind them.
+
+    Near 100%, the tokens travel in convoys: an agent hands on a run of them before its
+    mailbox empties, so its thread seldom sleeps. Low, they are spread out, and nearly
+    every delivery wakes a sleeping thread and waits for the GIL.
+    """
+    return "runs (s, bunched): " + ", ".join(f"{s.seconds:.2f} {s.extra['bunched']:.0%}" for s in samples)
+
+
 def _median_extra(samples: list[Sample], key: str) -> float:
     return statistics.median(s.extra[key] for s in samples)
 
@@ -648,13 +674,17 @@ def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path |
         label = f"ring {n:,} agents x {s.ring_batch_hops:,} hops, batch: journaled events"
         target = Target("ratio", TARGET_RING_BATCH_RATIO)
         timed = ring(n, s.ring_batch_hops, "batch", s.timeout)
-        out.append(Workload(label, "ring-batch", timed, (RowSpec(label, "events", raw, target),)))
+        row = RowSpec(label, "events", raw, target, note=_bunching)
+        out.append(Workload(label, "ring-batch", timed, (row,)))
         # The same ring with no journal at all: the ceiling of the actor path, so the
         # table shows how much of the gap to the target the journal could ever close.
         bare = f"ring {n:,} agents x {s.ring_batch_hops:,} hops, memory-only (no journal): events made"
         timed = ring(n, s.ring_batch_hops, "batch", s.timeout, memory=True)
         row = RowSpec(
-            bare, "events", raw, note=lambda _: "the actor path alone: the ceiling of the row above"
+            bare,
+            "events",
+            raw,
+            note=lambda runs: "the actor path alone: the ceiling of the row above; " + _bunching(runs),
         )
         out.append(Workload(bare, "ring-batch", timed, (row,)))
     if "ring-sync" in s.only:

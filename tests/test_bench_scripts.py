@@ -43,3 +43,27 @@ def test_the_script_runs_and_writes_its_results(tmp_path: Path, script: str) -> 
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(out.read_text()), script
     assert "workload" in done.stdout
+
+
+def test_the_ring_reports_how_bunched_each_run_was(tmp_path: Path) -> None:
+    # Ring runs are bimodal; each run's share of deliveries that found more mail waiting
+    # tells a convoy run from a spread-out one, so the note must carry it per run.
+    out = tmp_path / "out.json"
+    options = "--only ring-batch --ring-batch-agents 4 --ring-batch-hops 10 --repeat 2 --timeout 120"
+    options += f" --dir {tmp_path} --json {out}"
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "fabric.py"), *options.split()],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    notes = {row["workload"]: row["note"] for row in json.loads(out.read_text())["results"]}
+    rings = [note for workload, note in notes.items() if workload.startswith("ring 4 agents")]
+    assert len(rings) == 2
+    for note in rings:
+        shares = note.split("runs (s, bunched): ")[1].split(";")[0].split(", ")
+        assert len(shares) == 2
+        assert all(0 <= int(share.split()[1].rstrip("%")) <= 100 for share in shares)
