@@ -28,6 +28,7 @@ from cogfabric.events import (
     copy_value,
     upgrade_cognitive_state,
 )
+from cogfabric.events._codec import require_str
 from cogfabric.store import JournalError
 
 from ._core import replay_agent
@@ -316,6 +317,7 @@ class AgentActor(pykka.ThreadingActor):
         if not isinstance(key, str):
             msg = f"private keys are strings, got {type(key).__name__}"
             raise TypeError(msg)
+        require_str(key, "private key")
         self.journal(PrivateSet(at=self._now(), agent=self._state.id, key=key, value=copy_value(value)))
 
     def op_private(self, key: str) -> Any:  # noqa: ANN401 - stored values are any encodable value

@@ -10,6 +10,7 @@ import msgspec
 import pykka
 
 from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_id
+from cogfabric.events._codec import require_str
 
 from ._errors import AgentNotFoundError, IpcHandlerError, IpcInvalidMessageError, IpcTimeoutError
 
@@ -63,6 +64,8 @@ class IpcBus:
         self._core.persist([event], durable=durable)
 
     def _message(self, frm: str, to: str, topic: str, payload: object, **fields: Any) -> IpcMessage:  # noqa: ANN401
+        require_str(frm, "sender")
+        require_str(topic, "topic")
         return IpcMessage(
             at=self._core.clock.now(),
             sender=frm,
@@ -295,6 +298,8 @@ class IpcBus:
 
     @staticmethod
     def _check_ids(agent_id: str, topic: str) -> None:
+        require_str(agent_id, "agent id")
+        require_str(topic, "topic")
         if not agent_id:
             msg = "agentipc: agent id required"
             raise IpcInvalidMessageError(msg)

@@ -38,6 +38,7 @@ from cogfabric.events import (
     SessionMessageAdded,
     SessionTouched,
 )
+from cogfabric.events._codec import require_str, validated
 from cogfabric.store import JournalError
 
 from ._cleaner import clean, clean_with_turns, with_ellipsis
@@ -98,6 +99,22 @@ class SessionState(msgspec.Struct, kw_only=True):
     accessed_at: float = 0.0
     touched_at: float = 0.0
     """When the last access was journaled (touches are journaled coarsely)."""
+
+
+_SESSION_ID_PART_BYTES: Final = 222  # "session/session_" + part + "_" + 16 hex <= 255 stream bytes
+
+
+def _id_part(user_id: str) -> str:
+    """The user's part of a new session id: ``user_id[:100]`` as in the original.
+
+    Shortened further, by whole characters, when non-ASCII text would make the session's
+    stream name longer than the journal allows; NUL (which no stream name may hold) is
+    left out.
+    """
+    part = user_id[:100].replace("\0", "")
+    while len(part.encode()) > _SESSION_ID_PART_BYTES:
+        part = part[:-1]
+    return part
 
 
 def apply_session_event(state: SessionState | None, event: Event) -> SessionState | None:
@@ -297,9 +314,9 @@ class MemoryManager:
         return state
 
     def _op_create_session(self, user_id: str, agent_id: str | None) -> str:
-        if not isinstance(user_id, str):
-            msg = f"user_id must be a string, got {type(user_id).__name__}"
-            raise TypeError(msg)
+        require_str(user_id, "user_id")
+        if agent_id is not None:
+            require_str(agent_id, "agent_id")
         now = self._now()
         sessions = self._sessions
         # Expired sessions go before a live one is evicted; both come off the front.
@@ -308,7 +325,7 @@ class MemoryManager:
             del sessions[oldest_id]
             gone = SessionExpired if self._expired(oldest, now) else SessionEvicted
             self._emit(gone(at=now, session=oldest_id))
-        session_id = f"session_{user_id[:100]}_{os.urandom(8).hex()}"
+        session_id = f"session_{_id_part(user_id)}_{os.urandom(8).hex()}"
         event = SessionCreated(
             at=now,
             session=session_id,
@@ -417,14 +434,15 @@ class MemoryManager:
             SessionNotFoundError: the session is unknown, deleted or expired.
 
         """
-        self._call("add", session_id, Message(role=role, content=content))
+        message = Message(role=require_str(role, "role"), content=require_str(content, "content"))
+        self._call("add", session_id, message)
 
     def add_structured_message(self, session_id: str, message: Message) -> None:
         """Add a structured message; its ``time`` is filled from the clock when unset (0.0)."""
         if not isinstance(message, Message):
             msg = f"expected a Message, got {type(message).__name__}"
             raise TypeError(msg)
-        self._call("add", session_id, message)
+        self._call("add", session_id, validated(message))
 
     def get_messages(self, session_id: str) -> list[Message]:
         """Every message of the session, oldest first (messages are immutable)."""

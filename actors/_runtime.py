@@ -18,6 +18,7 @@ from cogfabric.events import (
     copy_value,
     upgrade_cognitive_state,
 )
+from cogfabric.events._codec import require_str
 from cogfabric.store import Journal, JournalIntegrityError
 
 from ._agent import CALL, PUBLISH, AgentActor, Shared
@@ -52,6 +53,35 @@ if TYPE_CHECKING:
 __all__ = ["Runtime"]
 
 log = logging.getLogger(__name__)
+
+_MAX_STREAM_BYTES = 255  # the journal's limit on a stream name (store/_lmdb.py)
+
+
+def check_agent_id(agent_id: object, error: Callable[[str], Exception] = InvalidSpawnSpecError) -> str:
+    """Return ``agent_id`` if it can name an agent and its journal stream ``agent/<id>``.
+
+    Checked before anything is journaled, so that in batch durability a bad id is
+    refused to the caller rather than by the journal writer later.
+
+    Raises:
+        InvalidSpawnSpecError: (or ``error``) not a string, white space or NUL in it,
+            not valid Unicode, or longer than the stream name allows.
+
+    """
+    if not isinstance(agent_id, str):
+        raise error(f"agent id must be a string, got {type(agent_id).__name__}")
+    if any(c.isspace() for c in agent_id):
+        raise error(f"agent id {agent_id!r} contains white space")
+    if "\0" in agent_id:
+        raise error(f"agent id {agent_id!r} contains NUL")
+    try:
+        size = len(agent_id.encode())
+    except UnicodeEncodeError:
+        raise error(f"agent id {agent_id!r} is not valid Unicode text") from None
+    limit = _MAX_STREAM_BYTES - len("agent/")
+    if size > limit:
+        raise error(f"agent id is {size} UTF-8 bytes; at most {limit} fit its stream name")
+    return agent_id
 
 
 class _Entry:
@@ -256,8 +286,14 @@ class Runtime:
         core = self._core
         if not agent_id:
             agent_id = f"agent-{os.urandom(6).hex()}"
-        if any(c.isspace() for c in agent_id):
-            raise InvalidSpawnSpecError(f"agent id {agent_id!r} contains white space")
+        check_agent_id(agent_id)
+        for name, value in (("task_id", task_id), ("parent", parent)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidSpawnSpecError(f"{name} must be a string or None, got {type(value).__name__}")
+        try:
+            priority = float(priority)
+        except (TypeError, ValueError):
+            raise InvalidSpawnSpecError(f"priority must be a number, got {priority!r}") from None
         cognitive = CognitiveState()
         if experience_prior is not None:
             cognitive = CognitiveState(schema_version=1, context=copy_value(experience_prior))
@@ -266,8 +302,8 @@ class Runtime:
             agent=agent_id,
             task_id=task_id,
             parent=parent,
-            capabilities=tuple(str(c) for c in capabilities),
-            priority=float(priority),
+            capabilities=tuple(require_str(str(c), "capability") for c in capabilities),
+            priority=priority,
             task_context=copy_mapping(task_context),
             cognitive=cognitive,
             behavior=core.behavior_name(behavior),
@@ -335,6 +371,7 @@ class Runtime:
         replay will give it.
         """
         self._check_open()
+        require_str(task_id, "task_id")
         with self._lock:
             targets = [a for a, e in self._agents.items() if e is not None and e.handle.task_id == task_id]
         event = TaskContextPublished(
@@ -385,10 +422,13 @@ class Runtime:
         (``Runtime.open(llm_provider=...)``, or one made from ``config.llm``).
 
         Raises:
-            ValueError: no provider was given and the runtime has none.
+            ValueError: no provider was given and the runtime has none, or ``agent_id``
+                cannot name an agent's stream.
 
         """
         self._check_open()
+        if agent_id is not None:
+            check_agent_id(agent_id, ValueError)
         chosen = provider or self._core.llm_provider
         if chosen is None:
             msg = "no LLM provider: pass one, or open the runtime with llm_provider= or config.llm.base_url"

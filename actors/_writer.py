@@ -433,6 +433,16 @@ class JournalWriter:
         except (JournalError, TypeError, ValueError) as exc:
             if isinstance(exc, JournalError) and self._journal_failed():
                 self._failure = exc
+            elif len(taken) > 1:
+                # The journal refused the group and stored nothing (a bad stream name, a
+                # value it cannot encode): one bad submission must not take the others
+                # with it, so commit the halves apart until the bad one stands alone.
+                half = len(taken) // 2
+                self._commit(taken[:half])
+                self._commit(taken[half:])
+                return
+            else:
+                self._refused(taken[0], exc)
             self._fail(taken, exc)
             return
         except Exception as exc:
@@ -458,6 +468,24 @@ class JournalWriter:
                 submission.ack._resolve(seqs[at : at + n], None)  # noqa: SLF001
             at += n
         self._run_after(taken, committed=True)
+
+    @staticmethod
+    def _refused(submission: _Submission, error: BaseException) -> None:
+        """Say so when the journal refuses events that nobody waits for (batch durability).
+
+        Their changes are applied already, so until the agent is reloaded its live
+        state holds what the journal does not: the public API checks its arguments so
+        that this does not happen; if it does, it must not pass unseen.
+        """
+        if submission.ack is None and submission.events:
+            first = submission.events[0]
+            log.error(
+                "the journal refused %d events of %s (first %s) that were applied already: %s",
+                len(submission.events),
+                first.stream,
+                type(first).__name__,
+                error,
+            )
 
     @staticmethod
     def _run_after(taken: list[_Submission], *, committed: bool) -> None:

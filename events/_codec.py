@@ -7,7 +7,7 @@ only the types it is told to.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Union
+from typing import Any, Final, TypeVar, Union
 
 import msgspec
 
@@ -31,7 +31,11 @@ __all__ = [
     "encode",
     "encode_value",
     "register_upcaster",
+    "require_str",
+    "validated",
 ]
+
+_S = TypeVar("_S", bound=msgspec.Struct)
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 """Turns the raw mapping of a record at version N into the mapping at version N+1."""
@@ -302,3 +306,42 @@ def copy_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
     except _DECODE_ERRORS as exc:
         msg = f"expected a mapping with string keys: {exc}"
         raise UnencodableValueError(msg) from exc
+
+
+def require_str(value: object, what: str) -> str:
+    """Return ``value`` if it is a string that UTF-8 can encode; raise ``TypeError`` otherwise.
+
+    msgspec checks a Struct's field types only when it decodes one, so a journaled field
+    of the wrong type would be written, and then refuse to decode on replay: every
+    string that goes into an event from the public API is checked here first.
+
+    Raises:
+        TypeError: not a ``str``, or one with a lone surrogate (which UTF-8 cannot encode).
+
+    """
+    if not isinstance(value, str):
+        msg = f"{what} must be a string, got {type(value).__name__}"
+        raise TypeError(msg)
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            msg = f"{what} is not valid Unicode text: {exc}"
+            raise TypeError(msg) from exc
+    return value
+
+
+def validated(value: _S) -> _S:
+    """Return a copy of a Struct built by a caller, checked against its own field types.
+
+    For Structs that go into events whole (a session ``Message``): see ``require_str``.
+
+    Raises:
+        TypeError: a field holds a value of the wrong type, or one msgspec cannot encode.
+
+    """
+    try:
+        return msgspec.msgpack.decode(_encoder.encode(value), type=type(value))
+    except (msgspec.ValidationError, *_ENCODE_ERRORS) as exc:
+        msg = f"not a valid {type(value).__name__}: {exc}"
+        raise TypeError(msg) from exc

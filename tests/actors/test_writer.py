@@ -11,7 +11,7 @@ import pytest
 from cogfabric import RuntimeClosedError
 from cogfabric.actors._writer import Ack, JournalWriter
 from cogfabric.events import PrivateSet
-from cogfabric.store import Journal, JournalFailedError
+from cogfabric.store import InvalidStreamError, Journal, JournalFailedError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -248,6 +248,35 @@ def test_a_writer_actor_that_dies_fails_what_waits_and_wakes_waiting_producers(
         assert len(errors) == 1
         with pytest.raises(JournalFailedError, match="a bug in the writer"):
             ack.wait(WAIT)  # the queued submission is failed, not left to time out
+    finally:
+        gated.gate.set()
+        writer.stop(WAIT)
+
+
+def test_a_submission_the_journal_refuses_does_not_take_the_rest_of_its_group_with_it(
+    gated: GatedJournal, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = start_writer(gated, backlog_max=100)
+    bad = PrivateSet(at=1.0, agent="x" * 300, key="bad", value=0)  # its stream name is too long
+    try:
+        writer.submit_nowait([event(0)])
+        assert gated.entered.wait(WAIT)  # the writer is stuck in append: the rest queue up
+        acked = writer.submit([event(1)])
+        writer.submit_nowait([event(2), bad])  # nobody waits for these
+        refused = writer.submit([bad])
+        writer.submit_nowait([event(3)])
+        with caplog.at_level(logging.ERROR, logger="cogfabric.actors._writer"):
+            gated.gate.set()
+            writer.flush(WAIT)
+
+        assert acked is not None
+        assert refused is not None
+        assert acked.wait(WAIT)
+        with pytest.raises(InvalidStreamError):
+            refused.wait(WAIT)
+        assert [r.event.key for r in gated.read()] == ["k0", "k1", "k3"]
+        assert "refused 2 events of agent/a" in caplog.text  # the unacknowledged loss is not silent
+        assert writer.failure is None
     finally:
         gated.gate.set()
         writer.stop(WAIT)

@@ -1,0 +1,96 @@
+# mypy: disable-error-code="arg-type"
+"""Arguments that would journal a record replay cannot decode are refused at the call.
+
+msgspec checks a Struct's field types only when it decodes one, so an int where an event
+declares a str used to be journaled, and the journal then refused to reopen. In batch
+durability nothing even told the caller. Each case runs in batch durability, then the
+journal must reopen with the same agents.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from cogfabric import CognitiveState, Message, Runtime
+from cogfabric.actors import Config, FakeClock, InvalidSpawnSpecError, JournalConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+BATCH = Config(journal=JournalConfig(durability="batch"))
+
+BAD_CALLS: dict[str, tuple[Callable[[Runtime], Any], type[Exception]]] = {
+    "spawn task_id not a string": (lambda rt: rt.spawn("b", task_id=5), InvalidSpawnSpecError),
+    "spawn parent not a string": (lambda rt: rt.spawn("b", parent=5), InvalidSpawnSpecError),
+    "spawn id not a string": (lambda rt: rt.spawn(5), InvalidSpawnSpecError),
+    "spawn id with NUL": (lambda rt: rt.spawn("b\0c"), InvalidSpawnSpecError),
+    "spawn id past the stream limit": (lambda rt: rt.spawn("x" * 250), InvalidSpawnSpecError),
+    "spawn id not Unicode": (lambda rt: rt.spawn("b\ud800"), InvalidSpawnSpecError),
+    "spawn priority not a number": (lambda rt: rt.spawn("b", priority="high"), InvalidSpawnSpecError),
+    "spawn capability not Unicode": (lambda rt: rt.spawn("b", capabilities=["\ud800"]), TypeError),
+    "private key not Unicode": (lambda rt: rt.agent("a").set_private("\ud800", 1), TypeError),
+    "publish task_id not a string": (lambda rt: rt.publish_task_context(5, {}), TypeError),
+    "subscribe topic not a string": (lambda rt: rt.bus.subscribe("a", 7), TypeError),
+    "send sender not a string": (lambda rt: rt.bus.send(5, "a", "t"), TypeError),
+    "send topic not a string": (lambda rt: rt.bus.send("x", "a", 5), TypeError),
+    "broadcast sender not a string": (lambda rt: rt.bus.broadcast(5, "t"), TypeError),
+    "session user not a string": (lambda rt: rt.memory.create_session(5), TypeError),
+    "session agent not a string": (lambda rt: rt.memory.create_session("u", agent_id=5), TypeError),
+    "message content not a string": (
+        lambda rt: rt.memory.add_message(rt.memory.create_session("u"), "user", 123),
+        TypeError,
+    ),
+    "message role not a string": (
+        lambda rt: rt.memory.add_message(rt.memory.create_session("u"), 5, "x"),
+        TypeError,
+    ),
+    "structured message with a wrong field": (
+        lambda rt: rt.memory.add_structured_message(
+            rt.memory.create_session("u"), Message(role="user", content="x", artifact_refs=(1,))
+        ),
+        TypeError,
+    ),
+    "llm agent id past the stream limit": (lambda rt: rt.llm(agent_id="x" * 250), ValueError),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CALLS)
+def test_a_wrongly_typed_argument_is_refused_and_the_journal_still_reopens(tmp_path: Path, case: str) -> None:
+    call, error = BAD_CALLS[case]
+    with Runtime.open(tmp_path / "j", config=BATCH, clock=FakeClock()) as rt:
+        rt.spawn("a", task_id="t")
+        with pytest.raises(error):
+            call(rt)
+        rt.agent("a").set_private("after", 1)
+        rt.flush()
+        live = (rt.agents(), rt.agent("a").context_view())
+
+    with Runtime.open(tmp_path / "j", config=BATCH, clock=FakeClock()) as rt:
+        assert rt.agents() == live[0]
+        reopened = rt.agent("a").context_view()
+        assert dict(reopened.private) == dict(live[1].private) == {"after": 1}
+
+
+def test_a_session_id_stays_within_the_stream_limit_for_any_user_id(tmp_path: Path) -> None:
+    # The original takes user_id[:100]; 100 CJK characters are 300 UTF-8 bytes.
+    with Runtime.open(tmp_path / "j", config=BATCH, clock=FakeClock()) as rt:
+        wide = rt.memory.create_session("漢" * 100)
+        nul = rt.memory.create_session("a\0b")
+        rt.memory.add_message(wide, "user", "hello")
+        rt.flush()
+
+    assert wide.startswith("session_漢")
+    assert len(("session/" + wide).encode()) <= 255
+    assert nul.startswith("session_ab_")
+    with Runtime.open(tmp_path / "j", config=BATCH, clock=FakeClock()) as rt:
+        assert [m.content for m in rt.memory.get_messages(wide)][-1] == "hello"
+
+
+def test_a_cognitive_state_with_a_wrong_version_type_is_refused(tmp_path: Path) -> None:
+    with Runtime.open(tmp_path / "j", config=BATCH, clock=FakeClock()) as rt:
+        agent = rt.spawn("a")
+        with pytest.raises(TypeError):
+            agent.set_cognitive_state(CognitiveState(schema_version="1"))
