@@ -32,7 +32,13 @@ from cogfabric.events._codec import require_str
 from cogfabric.store import JournalError
 
 from ._core import replay_agent
-from ._errors import AgentNotSuspendedError, AgentRetiredError, AgentRunningError, RuntimeClosedError
+from ._errors import (
+    AgentNotFoundError,
+    AgentNotSuspendedError,
+    AgentRetiredError,
+    AgentRunningError,
+    RuntimeClosedError,
+)
 from ._llm import JournaledLLM
 from ._state import AgentSnapshot, AgentState, apply_event, decode_snapshot, encode_snapshot
 
@@ -166,6 +172,7 @@ class AgentActor(pykka.ThreadingActor):
         self._outbox: list[Event] = []
         self._task_ticket = 0
         self._snapshot_at = state.events
+        self._killed = False
         self.ctx = AgentContext(self)
 
     # ------------------------------------------------------------- dispatch
@@ -174,6 +181,9 @@ class AgentActor(pykka.ThreadingActor):
         """Dispatch one mailbox message."""
         self._shared.slots.release()
         kind = message[0]
+        if self._killed:
+            self._after_death(message)
+            return None
         try:
             if kind == CALL:
                 try:
@@ -192,7 +202,28 @@ class AgentActor(pykka.ThreadingActor):
             if kind == CALL:
                 raise
             log.exception("agent %s: the journal failed; state reloaded from it", self._state.id)
+        except Exception:
+            if kind == CALL:
+                raise  # the caller gets it; the actor goes on
+            # A message nobody waits for failed outside the behavior (a timeout while
+            # restarting, say). Pykka would stop the actor while the runtime still lists
+            # it: restart it from the journal instead, as after a behavior's failure.
+            log.exception("agent %s: handling a %s message failed; restarting it", self._state.id, kind)
+            try:
+                self._restart()
+            except Exception:
+                log.exception("agent %s: the restart failed too", self._state.id)
         return None
+
+    def _after_death(self, message: Any) -> None:  # noqa: ANN401 - a mailbox message
+        """Handle what reached the mailbox behind the kill: nothing more is journaled for it."""
+        kind = message[0]
+        if kind == CALL:
+            raise AgentNotFoundError(self._state.id)
+        if kind == IPC:
+            self._core.bus.dead_letter(message[1], "agent killed", "")
+        elif kind == PUBLISH and message[3] and self._core.writer is not None:
+            self._core.writer.publication_applied(self._state.id, message[3])  # it never will
 
     def _reload_after_journal_failure(self) -> None:
         self._outbox = []
@@ -394,7 +425,12 @@ class AgentActor(pykka.ThreadingActor):
         self.journal(event)
 
     def op_kill(self) -> None:
-        """Journal the death snapshot; the runtime then stops this actor."""
+        """Journal the death snapshot, then leave the runtime and stop.
+
+        From then on this actor journals nothing: what is still in its mailbox is
+        refused (``_after_death``). It leaves the runtime itself, so a kill whose caller
+        timed out still completes, as replay will show it.
+        """
         cognitive = upgrade_cognitive_state(self._state.cognitive)
         self.journal(
             AgentKilled(
@@ -405,6 +441,10 @@ class AgentActor(pykka.ThreadingActor):
                 parent=self._state.parent,
             )
         )
+        self._flush_outbox()
+        self._killed = True
+        if self._core.on_killed is not None:
+            self._core.on_killed(self._state.id, self.actor_ref)
 
     def op_subscribe(self, topic: str) -> bool:
         """Subscribe to ``topic``; False when already subscribed."""
@@ -456,7 +496,10 @@ class AgentActor(pykka.ThreadingActor):
         self._shared.lifecycle = self._state.lifecycle
         if message.kind == "request" and result is not None:
             self._flush_outbox()
-            bus.answer(message, self._state.id, result)
+            try:
+                bus.answer(message, self._state.id, result)
+            except TypeError as exc:  # a reply msgspec cannot encode: the behavior's fault
+                self._on_behavior_failure(message, exc)
 
     def _on_behavior_failure(self, message: IpcMessage, exc: Exception) -> None:
         log.warning("behavior of agent %s raised on %s: %r", self._state.id, message.topic, exc)

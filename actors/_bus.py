@@ -212,17 +212,19 @@ class IpcBus:
 
         Raises:
             IpcInvalidMessageError: an empty ``correlation_id``.
+            UnencodableValueError: a payload msgspec cannot encode (also a ``TypeError``);
+                the request is still pending.
 
         """
         if not correlation_id:
             msg = "agentipc: invalid message: empty correlation id"
             raise IpcInvalidMessageError(msg)
         with self._lock:
-            pending = self._pending.pop(correlation_id, None)
+            pending = self._pending.get(correlation_id)
         if pending is None or pending.done.is_set():
             return
         request = pending.request
-        reply = self._message(
+        reply = self._message(  # a payload that cannot cross raises here, and the request stays pending
             frm or request.recipient,
             request.sender,
             "reply",
@@ -232,6 +234,9 @@ class IpcBus:
             kind="reply",
             cause=request.id,
         )
+        with self._lock:
+            if self._pending.pop(correlation_id, None) is None:
+                return  # answered, failed or timed out meanwhile
         self._journal(reply, durable=True)
         pending.reply = reply
         pending.done.set()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cogfabric.events import TaskContextPublished
 
@@ -53,6 +53,8 @@ class Core:
         self.bus: IpcBus = None  # type: ignore[assignment]  # set by the runtime
         self.memory: MemoryManager = None  # type: ignore[assignment]  # set by the runtime
         self.llm_provider: LLMProvider | None = None
+        self.on_killed: Callable[[str, Any], None] | None = None
+        """Set by the runtime: an agent's actor calls it once its death is journaled."""
 
     def persist(self, events: Sequence[Event], *, durable: bool = True) -> None:
         """Journal ``events`` through the writer.

@@ -106,6 +106,7 @@ class Runtime:
         self._tickets = itertools.count(1)
         self.bus = IpcBus(self)
         core.bus = self.bus
+        core.on_killed = self._on_killed
         self.memory = MemoryManager(core, journal)
         core.memory = self.memory
         """Session memory (spec §5): sessions, prompt windows, TTL sweeps."""
@@ -353,13 +354,26 @@ class Runtime:
         self._ask(agent_id, "recover", state)
 
     def kill(self, agent_id: str) -> None:
-        """Journal a death snapshot and remove the agent; its children live on."""
+        """Journal a death snapshot and remove the agent; its children live on.
+
+        The agent removes itself once its death is journaled, in its mailbox order, so
+        a kill that raises ``ActorTimeoutError`` (the agent was busy) still completes
+        when the agent gets to it, as the journal will show; nothing it still had in its
+        mailbox is handled after that.
+        """
         entry = self._entry(agent_id)
         self._ask(agent_id, "kill")
-        with self._lock:
-            self._agents.pop(agent_id, None)
-        self.bus._forget(agent_id)  # noqa: SLF001
         self._stop_ref(entry.ref)
+
+    def _on_killed(self, agent_id: str, ref: pykka.ActorRef[AgentActor]) -> None:
+        """An agent's death is journaled (on its actor's thread): remove it and stop it."""
+        with self._lock:
+            entry = self._agents.get(agent_id)
+            if entry is None or entry.ref is not ref:
+                return  # removed already (the runtime is closing)
+            del self._agents[agent_id]
+        self.bus._forget(agent_id)  # noqa: SLF001
+        ref.stop(block=False)  # behind what is in its mailbox, which it refuses
 
     def publish_task_context(self, task_id: str, context: Mapping[str, Any]) -> list[str]:
         """Replace the task layer of every live agent of ``task_id``, as one journaled event.

@@ -12,16 +12,19 @@ from freezegun import freeze_time
 from cogfabric.actors import (
     ActorTimeoutError,
     AgentContext,
+    AgentNotFoundError,
     AgentRunningError,
     AgentState,
     Config,
     FakeClock,
     InvalidSpawnSpecError,
+    IpcHandlerError,
     JournalConfig,
     MailboxFullError,
     Runtime,
     RuntimeConfig,
 )
+from cogfabric.actors._agent import AgentActor
 from cogfabric.events import AgentFailed, AgentSpawned, CognitiveState, IpcMessage, PrivateSet
 from cogfabric.store import Journal, JournalError, JournalFullError
 
@@ -351,3 +354,71 @@ class TestSnapshotsAndPublications:
             writer = runtime._core.writer
             assert writer is not None
             assert writer._publishes == {}
+
+
+class Unanswerable:
+    """Answers every request with a value msgspec cannot encode."""
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+        ctx.set_private("asked", message.topic)
+        return object()
+
+
+class TestLiveMatchesReplay:
+    """Paths where the live runtime once parted from what its journal replays."""
+
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_a_kill_that_timed_out_still_completes_and_nothing_follows_it(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        with _open(tmp_path / "j", timeout=0.3, mode=mode) as runtime:
+            runtime.spawn("a", behavior="gate")
+            ref = runtime._entry("a").ref
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            with pytest.raises(ActorTimeoutError):
+                runtime.kill("a")  # queued behind the blocked message
+            runtime.bus.send("x", "a", "after")  # queued behind the kill
+            Gate.release.set()
+
+            assert ref.actor_stopped.wait(10)
+            runtime.flush()
+            assert runtime.agents() == []
+            assert [m.topic for m in Gate.seen] == ["block"]  # "after" never ran
+            assert [(d.topic, d.reason) for d in runtime.bus.dead_letters()] == [("after", "agent killed")]
+            with pytest.raises(AgentNotFoundError):
+                runtime.agent("a")
+
+        with _open(tmp_path / "j", mode=mode) as runtime:
+            assert runtime.agents() == []
+
+    def test_an_unencodable_reply_fails_the_request_and_keeps_the_agent(self, tmp_path: Path) -> None:
+        config = Config(runtime=RuntimeConfig(call_timeout=10.0))
+        path = tmp_path / "j"
+        with Runtime.open(path, config=config, clock=FakeClock(), behaviors={"u": Unanswerable}) as runtime:
+            agent = runtime.spawn("a", behavior="u")
+            with pytest.raises(IpcHandlerError):
+                runtime.bus.request("x", "a", "q", timeout=10)
+
+            assert runtime.agents() == ["a"]
+            assert agent.private("asked") == "q"  # the actor is alive and answers
+            assert [d.reason for d in runtime.bus.dead_letters()] == ["handler error"]
+
+        with Runtime.open(path, config=config, clock=FakeClock(), behaviors={"u": Unanswerable}) as runtime:
+            assert runtime.agent("a").private("asked") == "q"
+
+    def test_an_unexpected_error_on_a_message_restarts_the_agent_instead_of_stopping_it(
+        self, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        def broken(*_: object) -> None:
+            msg = "not a behavior's error"
+            raise RuntimeError(msg)
+
+        with _open(None) as runtime:
+            agent = runtime.spawn("a", task_id="t")
+            monkeypatch.setattr(AgentActor, "_on_publish", broken)
+            runtime.publish_task_context("t", {"v": 1})
+
+            agent.set_private("k", 1)  # handled after the failed publication: the actor lives on
+            assert agent.private("k") == 1
+            assert "restarting it" in caplog.text
