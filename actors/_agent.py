@@ -451,6 +451,7 @@ class AgentActor(pykka.ThreadingActor):
         if topic in self._state.topics:
             return False
         self.journal(IpcSubscribed(at=self._now(), agent=self._state.id, topic=topic))
+        self._core.bus._subscribed(self._state.id, topic, subscribed=True)  # noqa: SLF001
         return True
 
     def op_unsubscribe(self, topic: str) -> bool:
@@ -458,6 +459,7 @@ class AgentActor(pykka.ThreadingActor):
         if topic not in self._state.topics:
             return False
         self.journal(IpcUnsubscribed(at=self._now(), agent=self._state.id, topic=topic))
+        self._core.bus._subscribed(self._state.id, topic, subscribed=False)  # noqa: SLF001
         return True
 
     # ------------------------------------------------------------- messages

@@ -275,18 +275,27 @@ class IpcBus:
         return self.request(frm, to, HANDOFF_TOPIC, payload, timeout)
 
     def subscribe(self, agent_id: str, topic: str) -> None:
-        """Subscribe a live agent to ``topic`` (journaled; duplicates ignored)."""
+        """Subscribe a live agent to ``topic`` (journaled; duplicates ignored).
+
+        The agent updates the topic index itself once the change is journaled, in its
+        mailbox order, so the index follows the journal even when this call times out.
+        """
         self._check_ids(agent_id, topic)
-        if self._runtime._ask(agent_id, "subscribe", topic):  # noqa: SLF001
-            with self._lock:
-                self._topics.setdefault(topic, []).append(agent_id)
+        self._runtime._ask(agent_id, "subscribe", topic)  # noqa: SLF001
 
     def unsubscribe(self, agent_id: str, topic: str) -> None:
         """Unsubscribe an agent from ``topic`` (journaled; a no-op when not subscribed)."""
         self._check_ids(agent_id, topic)
-        if self._runtime._ask(agent_id, "unsubscribe", topic):  # noqa: SLF001
-            with self._lock:
-                self._topics[topic].remove(agent_id)
+        self._runtime._ask(agent_id, "unsubscribe", topic)  # noqa: SLF001
+
+    def _subscribed(self, agent_id: str, topic: str, *, subscribed: bool) -> None:
+        """An agent journaled a subscription change (called on its actor's thread)."""
+        with self._lock:
+            members = self._topics.setdefault(topic, [])
+            if subscribed and agent_id not in members:
+                members.append(agent_id)
+            elif not subscribed and agent_id in members:
+                members.remove(agent_id)
 
     def _index(self, agent_id: str, topics: list[str]) -> None:
         """Add a started (or recovered) agent's subscriptions to the topic index."""

@@ -422,3 +422,20 @@ class TestLiveMatchesReplay:
             agent.set_private("k", 1)  # handled after the failed publication: the actor lives on
             assert agent.private("k") == 1
             assert "restarting it" in caplog.text
+
+    def test_a_subscription_whose_call_timed_out_still_reaches_the_topic_index(self, tmp_path: Path) -> None:
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            agent = runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            with pytest.raises(ActorTimeoutError):
+                runtime.bus.subscribe("a", "news")  # queued behind the blocked message
+            Gate.release.set()
+            assert agent.private("nothing") is None  # answered after the subscription ran
+
+            assert runtime.bus.subscribers("news") == ["a"]
+            runtime.bus.subscribe("a", "news")  # a retry is a no-op
+            assert runtime.bus.subscribers("news") == ["a"]
+
+        with _open(tmp_path / "j") as runtime:
+            assert runtime.bus.subscribers("news") == ["a"]
