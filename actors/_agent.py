@@ -33,6 +33,7 @@ from cogfabric.store import JournalError
 
 from ._core import replay_agent
 from ._errors import (
+    ActorTimeoutError,
     AgentNotFoundError,
     AgentNotSuspendedError,
     AgentRetiredError,
@@ -173,6 +174,7 @@ class AgentActor(pykka.ThreadingActor):
         self._task_ticket = 0
         self._snapshot_at = state.events
         self._killed = False
+        self._stale = False  # a commit it stopped waiting for may have happened
         self.ctx = AgentContext(self)
 
     # ------------------------------------------------------------- dispatch
@@ -184,6 +186,8 @@ class AgentActor(pykka.ThreadingActor):
         if self._killed:
             self._after_death(message)
             return None
+        if self._stale:
+            self._catch_up()
         try:
             if kind == CALL:
                 try:
@@ -214,6 +218,25 @@ class AgentActor(pykka.ThreadingActor):
             except Exception:
                 log.exception("agent %s: the restart failed too", self._state.id)
         return None
+
+    def _catch_up(self) -> None:
+        """Reload this agent from the journal once what it handed over is committed.
+
+        After a sync commit timed out, whether its events are stored is unknown until
+        the writer gets to them; replay will apply them if they are, so the live agent
+        must too. If the writer is still not done, this is tried again next message.
+        """
+        writer = self._core.writer
+        assert writer is not None
+        try:
+            self._flush_outbox()
+            writer.flush()
+        except ActorTimeoutError:
+            return
+        except JournalError:
+            pass  # fail-stop: the journal holds what it holds
+        self._reload_after_journal_failure()
+        self._stale = False
 
     def _after_death(self, message: Any) -> None:  # noqa: ANN401 - a mailbox message
         """Handle what reached the mailbox behind the kill: nothing more is journaled for it."""
@@ -256,7 +279,13 @@ class AgentActor(pykka.ThreadingActor):
             self._outbox = []
             ack = writer.submit(events)
             assert ack is not None
-            ack.wait(self._core.call_timeout)
+            try:
+                ack.wait(self._core.call_timeout)
+            except ActorTimeoutError:
+                # They may still commit: before its next message this agent takes the
+                # journal's word for its state (_catch_up), rather than guess.
+                self._stale = True
+                raise
             for item in events:
                 self._apply(item)
             self._maybe_snapshot()

@@ -439,3 +439,39 @@ class TestLiveMatchesReplay:
 
         with _open(tmp_path / "j") as runtime:
             assert runtime.bus.subscribers("news") == ["a"]
+
+    def test_a_sync_change_whose_commit_timed_out_is_taken_from_the_journal_afterwards(
+        self, tmp_path: Path
+    ) -> None:
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            agent = runtime.spawn("a")
+            writer = runtime._core.writer
+            assert writer is not None
+            gate = threading.Event()
+            journal = writer._journal
+            real_append = journal.append
+
+            def gated_append(*args: Any, **kwargs: Any) -> list[int]:
+                assert gate.wait(10), "the test never opened the gate"
+                return real_append(*args, **kwargs)
+
+            writer._journal = _Stalled(journal, gated_append)  # type: ignore[assignment]
+            with pytest.raises(ActorTimeoutError):
+                agent.set_private("k", 1)  # handed over; the commit is stuck behind the gate
+            gate.set()
+            writer.flush()  # now it is stored
+
+            assert agent.private("k") == 1  # as replay will say
+        with _open(tmp_path / "j") as runtime:
+            assert runtime.agent("a").private("k") == 1
+
+
+class _Stalled:
+    """A journal whose appends go through ``append`` (the rest is the real journal's)."""
+
+    def __init__(self, journal: Journal, append: Any) -> None:
+        self._journal = journal
+        self.append = append
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._journal, name)
