@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -19,7 +20,7 @@ from cogfabric.events import (
     upgrade_cognitive_state,
 )
 from cogfabric.events._codec import require_str
-from cogfabric.store import Journal, JournalIntegrityError
+from cogfabric.store import Journal, JournalError, JournalIntegrityError
 
 from ._agent import CALL, PUBLISH, AgentActor, Shared
 from ._bus import IpcBus
@@ -39,7 +40,7 @@ from ._handle import Agent
 from ._llm import JournaledLLM, LLMProvider, OpenAICompatibleProvider
 from ._memory import MemoryManager
 from ._state import AgentSnapshot, AgentState, apply_event
-from ._writer import JournalWriter
+from ._writer import Ack, JournalWriter
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -54,6 +55,7 @@ __all__ = ["Runtime"]
 
 log = logging.getLogger(__name__)
 
+_LATE_POLL = 1.0  # seconds between looks at whether the runtime closed, while finishing late
 _MAX_STREAM_BYTES = 255  # the journal's limit on a stream name (store/_lmdb.py)
 
 
@@ -194,7 +196,13 @@ class Runtime:
         ref = AgentActor.start(core, state, behavior, shared)
         handle = Agent(self, state, shared)
         with self._lock:
-            self._agents[state.id] = _Entry(ref, shared, handle)
+            closed = self._closed
+            if not closed:
+                self._agents[state.id] = _Entry(ref, shared, handle)
+        if closed:  # close() began meanwhile and will not see this actor: stop it here
+            self._stop_ref(ref)
+            msg = "the runtime is closed"
+            raise RuntimeClosedError(msg)
         self.bus._index(state.id, state.topics)  # noqa: SLF001
         return handle
 
@@ -253,21 +261,78 @@ class Runtime:
                     raise AgentExistsError(agent_id)
             for agent_id in ids:
                 self._agents[agent_id] = None  # type: ignore[assignment]  # reserved while journaling
-        core = self._core
+        writer = self._core.writer
         try:
-            core.persist(events)
-            handles = []
-            for event in events:
-                state = apply_event(None, event)
-                assert state is not None
-                handles.append(self._start(state))
-        except BaseException:
-            with self._lock:
-                for agent_id in ids:
-                    if self._agents.get(agent_id) is None:
-                        self._agents.pop(agent_id, None)
+            if writer is not None and self._core.sync:
+                ack = writer.submit(events)
+                assert ack is not None
+                try:
+                    ack.wait(self._core.call_timeout)
+                except ActorTimeoutError:
+                    # Whether they are stored is unknown until the writer gets to them:
+                    # the ids stay reserved, and the agents start if the spawn commits.
+                    self._finish_late(ack, functools.partial(self._spawned_late, events), "spawn")
+                    raise
+            elif writer is not None:
+                writer.submit_nowait(events)
+            return [self._start(self._spawned_state(event)) for event in events]
+        except ActorTimeoutError:
             raise
-        return handles
+        except BaseException:
+            self._release(ids)
+            raise
+
+    @staticmethod
+    def _spawned_state(event: AgentSpawned) -> AgentSnapshot:
+        state = apply_event(None, event)
+        assert state is not None
+        return state
+
+    def _release(self, ids: Iterable[str]) -> None:
+        """Drop the reservations of agents that were not started."""
+        with self._lock:
+            for agent_id in ids:
+                if agent_id in self._agents and self._agents[agent_id] is None:
+                    del self._agents[agent_id]
+
+    def _spawned_late(self, events: list[AgentSpawned], committed: bool) -> None:
+        """A spawn whose caller timed out is over: start its agents if it was stored."""
+        if not committed or self._closed:
+            self._release(event.agent for event in events)
+            return
+        try:
+            for event in events:
+                self._start(self._spawned_state(event))
+        except RuntimeClosedError:
+            self._release(event.agent for event in events)
+
+    def _finish_late(self, ack: Ack, done: Callable[[bool], None], what: str) -> None:
+        """Run ``done(committed)`` on a helper thread once ``ack`` resolves.
+
+        For a caller that stopped waiting (``ActorTimeoutError``): the writer still
+        commits what it was handed, and the live runtime must follow what the journal
+        then holds, as replay will. The writer resolves every acknowledgement when it
+        commits, fails or stops, so the thread ends.
+        """
+
+        def wait() -> None:
+            committed = False
+            while True:
+                try:
+                    ack.wait(_LATE_POLL)
+                    committed = True
+                except ActorTimeoutError:
+                    if not self._closed:
+                        continue
+                except (JournalError, RuntimeClosedError):
+                    pass
+                break
+            try:
+                done(committed)
+            except Exception:
+                log.exception("finishing a %s after its caller timed out failed", what)
+
+        threading.Thread(target=wait, name=f"cogfabric-late-{what}", daemon=True).start()
 
     def _spawn_event(
         self,
@@ -392,20 +457,37 @@ class Runtime:
             at=self._core.clock.now(), task_id=task_id, context=copy_mapping(context), agents=tuple(targets)
         )
         writer = self._core.writer
-        if writer is not None:
-            ack = writer.submit([event])
-            assert ack is not None
+        if writer is None:
+            self._deliver_publication(event, targets, next(self._tickets), 0)
+            return targets
+        ack = writer.submit([event])
+        assert ack is not None
+        try:
             seq = ack.wait(self._core.call_timeout)[0]
-            ticket = ack.ticket
-        else:
-            ticket, seq = next(self._tickets), 0
+        except ActorTimeoutError:
+            # It may still commit; replay would then apply it to every target, so the
+            # live agents get it too, once it does.
+            def late(committed: bool) -> None:
+                if committed and not self._closed:
+                    self._deliver_publication(event, targets, ack.ticket, ack.seqs[0])
+
+            self._finish_late(ack, late, "publication")
+            raise
+        self._deliver_publication(event, targets, ack.ticket, seq)
+        return targets
+
+    def _deliver_publication(
+        self, event: TaskContextPublished, targets: list[str], ticket: int, seq: int
+    ) -> None:
+        writer = self._core.writer
         for agent_id in targets:
             try:
                 self._tell_publication(agent_id, (PUBLISH, event, ticket, seq))
             except AgentNotFoundError:
                 if writer is not None:
                     writer.publication_applied(agent_id, seq)  # gone: it will never apply it
-        return targets
+            except RuntimeClosedError:
+                return
 
     def _tell_publication(self, agent_id: str, message: tuple[Any, ...]) -> None:
         """Deliver a durable publication: past a mailbox that stays full, with a warning.

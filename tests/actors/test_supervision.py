@@ -12,6 +12,7 @@ from freezegun import freeze_time
 from cogfabric.actors import (
     ActorTimeoutError,
     AgentContext,
+    AgentExistsError,
     AgentNotFoundError,
     AgentRunningError,
     AgentState,
@@ -445,21 +446,11 @@ class TestLiveMatchesReplay:
     ) -> None:
         with _open(tmp_path / "j", timeout=0.3) as runtime:
             agent = runtime.spawn("a")
-            writer = runtime._core.writer
-            assert writer is not None
-            gate = threading.Event()
-            journal = writer._journal
-            real_append = journal.append
-
-            def gated_append(*args: Any, **kwargs: Any) -> list[int]:
-                assert gate.wait(10), "the test never opened the gate"
-                return real_append(*args, **kwargs)
-
-            writer._journal = _Stalled(journal, gated_append)  # type: ignore[assignment]
+            gate = _stall(runtime)
             with pytest.raises(ActorTimeoutError):
                 agent.set_private("k", 1)  # handed over; the commit is stuck behind the gate
             gate.set()
-            writer.flush()  # now it is stored
+            runtime.flush()  # now it is stored
 
             assert agent.private("k") == 1  # as replay will say
         with _open(tmp_path / "j") as runtime:
@@ -475,3 +466,64 @@ class _Stalled:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._journal, name)
+
+
+def _stall(runtime: Runtime) -> threading.Event:
+    """Make the runtime's journal appends wait until the returned event is set."""
+    writer = runtime._core.writer
+    assert writer is not None
+    gate = threading.Event()
+    journal = writer._journal
+    real_append = journal.append
+
+    def gated_append(*args: Any, **kwargs: Any) -> list[int]:
+        assert gate.wait(10), "the test never opened the gate"
+        return real_append(*args, **kwargs)
+
+    writer._journal = _Stalled(journal, gated_append)  # type: ignore[assignment]
+    return gate
+
+
+def _join_late(what: str) -> None:
+    """Wait for the helper threads that finish a timed-out call."""
+    for thread in threading.enumerate():
+        if thread.name == f"cogfabric-late-{what}":
+            thread.join(10)
+            assert not thread.is_alive()
+
+
+class TestTimedOutCallsFinishLate:
+    def test_a_spawn_whose_commit_timed_out_starts_its_agent_once_stored(self, tmp_path: Path) -> None:
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.spawn("b")
+            with pytest.raises(AgentExistsError):
+                runtime.spawn("b")  # the id stays reserved: no second AgentSpawned
+            gate.set()
+            _join_late("spawn")
+
+            assert runtime.agents() == ["b"]
+            runtime.agent("b").set_private("k", 1)
+        with _open(tmp_path / "j") as runtime:
+            assert runtime.agents() == ["b"]
+            assert runtime.agent("b").private("k") == 1
+
+    def test_a_publication_whose_commit_timed_out_reaches_its_agents_once_stored(
+        self, tmp_path: Path
+    ) -> None:
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            agent = runtime.spawn("a", task_id="t", task_context={"v": 0})
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.publish_task_context("t", {"v": "published"})
+            gate.set()
+            _join_late("publication")
+
+            assert agent.task_context() == {"v": "published"}
+            runtime.flush()
+            writer = runtime._core.writer
+            assert writer is not None
+            assert writer._publishes == {}  # applied, so forgotten
+        with _open(tmp_path / "j") as runtime:
+            assert runtime.agent("a").task_context() == {"v": "published"}
