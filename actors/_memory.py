@@ -186,6 +186,7 @@ class MemoryManager:
         self._scheduled = False
         self._closed = False
         self._events: list[Event] = []
+        self._stale = False  # a commit it stopped waiting for may have happened
         # Recover before the actor exists, on the opening thread: Runtime.open returns
         # with every session in place, and nothing can use the journal meanwhile.
         self._recover()
@@ -225,14 +226,27 @@ class MemoryManager:
             self._run(ops)
 
     def _run(self, ops: list[_Op]) -> None:
+        if self._stale:
+            self._catch_up()
         self._events = []
-        touches: list[Event] = []
         for op in ops:
             try:
                 op.result = getattr(self, "_op_" + op.name)(*op.args)
             except Exception as exc:  # noqa: BLE001 - delivered to the caller
                 op.error = exc
         events, self._events = self._events, []
+        error = self._journal_batch(events)
+        for op in ops:
+            if error is not None and op.error is None:
+                op.error = error
+            op.done.release()
+
+    def _journal_batch(self, events: list[Event]) -> Exception | None:
+        """Hand a batch's events to the writer; the error its callers get, if any.
+
+        In sync durability the writes are durable when this returns; touches (recency
+        only) never wait.
+        """
         writes = [e for e in events if not isinstance(e, SessionTouched)]
         touches = [e for e in events if isinstance(e, SessionTouched)]
         writer = self._core.writer
@@ -246,16 +260,36 @@ class MemoryManager:
                     writer.submit_nowait([*touches, *writes])
             elif writer is not None and touches:
                 writer.submit_nowait(touches)
-        except (JournalError, ActorTimeoutError) as exc:
+        except ActorTimeoutError as exc:
+            # Whether the batch is stored is unknown until the writer gets to it; it
+            # most likely will be. Keep it, and take the journal's word before the
+            # next batch (_catch_up), as replay would.
+            self._stale = True
+            return exc
+        except JournalError as exc:
             # Nothing of this batch may stay visible unless it is in the journal.
             self._recover()
-            for op in ops:
-                if op.error is None:
-                    op.error = exc
-        for op in ops:
-            op.done.release()
+            return exc
+        return None
 
     # ------------------------------------------------------------- state, on the actor's thread
+
+    def _catch_up(self) -> None:
+        """Reload every session from the journal once the writer has what it was handed.
+
+        After a commit the manager stopped waiting for; if the writer is still busy,
+        this is tried again before the next batch.
+        """
+        writer = self._core.writer
+        assert writer is not None
+        try:
+            writer.flush()
+        except ActorTimeoutError:
+            return
+        except JournalError:
+            pass  # fail-stop: the journal holds what it holds
+        self._recover()
+        self._stale = False
 
     def _recover(self) -> None:
         self._sessions = collections.OrderedDict()

@@ -527,3 +527,17 @@ class TestTimedOutCallsFinishLate:
             assert writer._publishes == {}  # applied, so forgotten
         with _open(tmp_path / "j") as runtime:
             assert runtime.agent("a").task_context() == {"v": "published"}
+
+    def test_a_session_message_whose_commit_timed_out_is_kept_once_stored(self, tmp_path: Path) -> None:
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            session = runtime.memory.create_session("u")
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.memory.add_message(session, "user", "late")
+            gate.set()
+            runtime.flush()
+
+            live = [m.content for m in runtime.memory.get_messages(session)]
+            assert live[-1] == "late"
+        with _open(tmp_path / "j") as runtime:
+            assert [m.content for m in runtime.memory.get_messages(session)] == live
