@@ -451,14 +451,17 @@ class Runtime:
         """
         self._check_open()
         require_str(task_id, "task_id")
-        with self._lock:
-            targets = [a for a, e in self._agents.items() if e is not None and e.handle.task_id == task_id]
+        with self._lock:  # the agents live now, not a later one that reuses an id (replay agrees)
+            chosen = [
+                (a, e) for a, e in self._agents.items() if e is not None and e.handle.task_id == task_id
+            ]
+        targets = [agent_id for agent_id, _ in chosen]
         event = TaskContextPublished(
             at=self._core.clock.now(), task_id=task_id, context=copy_mapping(context), agents=tuple(targets)
         )
         writer = self._core.writer
         if writer is None:
-            self._deliver_publication(event, targets, next(self._tickets), 0)
+            self._deliver_publication(event, chosen, next(self._tickets), 0)
             return targets
         ack = writer.submit([event])
         assert ack is not None
@@ -469,34 +472,33 @@ class Runtime:
             # live agents get it too, once it does.
             def late(committed: bool) -> None:
                 if committed and not self._closed:
-                    self._deliver_publication(event, targets, ack.ticket, ack.seqs[0])
+                    self._deliver_publication(event, chosen, ack.ticket, ack.seqs[0])
 
             self._finish_late(ack, late, "publication")
             raise
-        self._deliver_publication(event, targets, ack.ticket, seq)
+        self._deliver_publication(event, chosen, ack.ticket, seq)
         return targets
 
     def _deliver_publication(
-        self, event: TaskContextPublished, targets: list[str], ticket: int, seq: int
+        self, event: TaskContextPublished, targets: list[tuple[str, _Entry]], ticket: int, seq: int
     ) -> None:
         writer = self._core.writer
-        for agent_id in targets:
+        for agent_id, entry in targets:
             try:
-                self._tell_publication(agent_id, (PUBLISH, event, ticket, seq))
+                self._tell_publication(agent_id, entry, (PUBLISH, event, ticket, seq))
             except AgentNotFoundError:
                 if writer is not None:
                     writer.publication_applied(agent_id, seq)  # gone: it will never apply it
             except RuntimeClosedError:
                 return
 
-    def _tell_publication(self, agent_id: str, message: tuple[Any, ...]) -> None:
+    def _tell_publication(self, agent_id: str, entry: _Entry, message: tuple[Any, ...]) -> None:
         """Deliver a durable publication: past a mailbox that stays full, with a warning.
 
         The event is in the journal already, so replay applies it to every target; a
         live agent that missed it would differ from its own replay. A full mailbox
         delays the publisher by ``call_timeout`` and then takes one message over its size.
         """
-        entry = self._entry(agent_id)
         if not entry.shared.slots.acquire(timeout=self._core.call_timeout):
             log.warning(
                 "the mailbox of %r stayed full for %s s; the task context publication goes past its size",
