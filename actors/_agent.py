@@ -76,7 +76,10 @@ class Behavior(Protocol):
 
 
 class MailboxSlots:
-    """A bounded count of an agent's free mailbox slots, as ``threading.BoundedSemaphore``.
+    """A count of an agent's free mailbox slots, as ``threading.BoundedSemaphore``.
+
+    Bounded above (releasing more than was taken is a bug); ``take`` may push it below
+    zero for a message that must arrive whatever the bound.
 
     Every message sent takes a slot and the agent gives it back when it handles the
     message, so the uncontended path runs twice per message: here it is one plain lock,

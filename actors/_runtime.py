@@ -7,6 +7,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import pykka
@@ -445,9 +446,10 @@ class Runtime:
 
         Returns the ids it went to, once the event is durable; each agent applies it in
         its mailbox order, after any ``set_task_context`` journaled before it. Being
-        durable, it reaches every target: a mailbox that stays full for ``call_timeout``
-        takes it over its size (logged), rather than leave that agent short of what
-        replay will give it.
+        durable, it goes to every target that is still live: a mailbox that stays full
+        (``call_timeout`` at most, for all targets together) takes it over its size
+        (logged), rather than leave that agent short of what replay will give it. If
+        the commit times out (``ActorTimeoutError``), it is delivered once stored.
         """
         self._check_open()
         require_str(task_id, "task_id")
@@ -483,27 +485,29 @@ class Runtime:
         self, event: TaskContextPublished, targets: list[tuple[str, _Entry]], ticket: int, seq: int
     ) -> None:
         writer = self._core.writer
+        deadline = time.monotonic() + self._core.call_timeout  # one wait for all full mailboxes
         for agent_id, entry in targets:
             try:
-                self._tell_publication(agent_id, entry, (PUBLISH, event, ticket, seq))
+                self._tell_publication(agent_id, entry, (PUBLISH, event, ticket, seq), deadline)
             except AgentNotFoundError:
                 if writer is not None:
                     writer.publication_applied(agent_id, seq)  # gone: it will never apply it
             except RuntimeClosedError:
                 return
 
-    def _tell_publication(self, agent_id: str, entry: _Entry, message: tuple[Any, ...]) -> None:
-        """Deliver a durable publication: past a mailbox that stays full, with a warning.
+    def _tell_publication(
+        self, agent_id: str, entry: _Entry, message: tuple[Any, ...], deadline: float
+    ) -> None:
+        """Deliver a durable publication: past a mailbox still full at ``deadline``, logged.
 
         The event is in the journal already, so replay applies it to every target; a
-        live agent that missed it would differ from its own replay. A full mailbox
-        delays the publisher by ``call_timeout`` and then takes one message over its size.
+        live agent that missed it would differ from its own replay. Full mailboxes
+        delay the publisher by ``call_timeout`` at most, all of them together; then each
+        takes one message over its size.
         """
-        if not entry.shared.slots.acquire(timeout=self._core.call_timeout):
+        if not entry.shared.slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
             log.warning(
-                "the mailbox of %r stayed full for %s s; the task context publication goes past its size",
-                agent_id,
-                self._core.call_timeout,
+                "the mailbox of %r stayed full; the task context publication goes past its size", agent_id
             )
             entry.shared.slots.take()
         try:

@@ -16,8 +16,8 @@ the median):
   events, no journal), counting the events made: the ceiling of the actor path, which
   bounds what any journal could reach in this ring. Each run also reports how bunched
   its deliveries were: the share that found more mail already waiting in the agent's
-  mailbox. Runs where the tokens travel in convoys (near 100%) are faster than runs where
-  they spread out, and which one a run falls into is up to the scheduler.
+  mailbox. In the runs seen, those where the tokens travel in convoys (near 100%) were
+  the fast ones; we found no setting that decides which case a run falls into.
 * Ring, sync durability, 1,000 agents: acknowledged state changes per second (one
   ``PrivateSet`` per delivery, durable before the behavior goes on), and all journaled
   events per second. Target: >= 5,000 changes/s.
@@ -653,8 +653,9 @@ def _bunching(samples: list[Sample]) -> str:
     """Each run's time and the share of its deliveries that had more mail waiting behind them.
 
     Near 100%, the tokens travel in convoys: an agent hands on a run of them before its
-    mailbox empties, so its thread seldom sleeps. Low, they are spread out, and nearly
-    every delivery wakes a sleeping thread and waits for the GIL.
+    mailbox empties, so its thread seldom sleeps. Lower, they are spread out, and more
+    deliveries find an empty mailbox behind them, so the agent's thread sleeps and the
+    next message must wake it.
     """
     return "runs (s, bunched): " + ", ".join(f"{s.seconds:.2f} {s.extra['bunched']:.0%}" for s in samples)
 

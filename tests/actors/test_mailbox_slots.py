@@ -91,3 +91,16 @@ def test_giving_back_more_slots_than_were_taken_is_a_bug() -> None:
     slots.release()
     with pytest.raises(ValueError, match="released more often"):
         slots.release()
+
+
+def test_take_goes_below_zero_and_the_slots_come_back_one_release_at_a_time() -> None:
+    slots = MailboxSlots(1)
+    assert slots.acquire(timeout=0)
+    slots.take()  # a message that must arrive whatever the bound
+
+    assert slots.free == -1
+    assert not slots.acquire(timeout=0)  # over its size: nothing free
+    slots.release()
+    assert not slots.acquire(timeout=0)  # still none free
+    slots.release()
+    assert slots.acquire(timeout=0)

@@ -373,18 +373,22 @@ class TestLiveMatchesReplay:
         self, tmp_path: Path, mode: str
     ) -> None:
         with _open(tmp_path / "j", timeout=0.3, mode=mode) as runtime:
-            runtime.spawn("a", behavior="gate")
+            runtime.spawn("a", task_id="t", behavior="gate")
             ref = runtime._entry("a").ref
             runtime.bus.send("x", "a", "block")
             assert Gate.started.wait(10)
             with pytest.raises(ActorTimeoutError):
                 runtime.kill("a")  # queued behind the blocked message
             runtime.bus.send("x", "a", "after")  # queued behind the kill
+            assert runtime.publish_task_context("t", {"v": 1}) == ["a"]  # behind it too
             Gate.release.set()
 
             assert ref.actor_stopped.wait(10)
             runtime.flush()
             assert runtime.agents() == []
+            writer = runtime._core.writer
+            assert writer is not None
+            assert writer._publishes == {}  # the dead agent will never apply it: forgotten
             assert [m.topic for m in Gate.seen] == ["block"]  # "after" never ran
             assert [(d.topic, d.reason) for d in runtime.bus.dead_letters()] == [("after", "agent killed")]
             with pytest.raises(AgentNotFoundError):
@@ -541,3 +545,15 @@ class TestTimedOutCallsFinishLate:
             assert live[-1] == "late"
         with _open(tmp_path / "j") as runtime:
             assert [m.content for m in runtime.memory.get_messages(session)] == live
+
+
+def test_a_publication_to_an_agent_whose_actor_is_gone_is_forgotten(tmp_path: Path) -> None:
+    with _open(tmp_path / "j") as runtime:
+        runtime.spawn("a", task_id="t")
+        runtime._entry("a").ref.stop()  # the actor is gone; the runtime still lists it
+
+        assert runtime.publish_task_context("t", {"v": 1}) == ["a"]
+        runtime.flush()
+        writer = runtime._core.writer
+        assert writer is not None
+        assert writer._publishes == {}
