@@ -186,12 +186,12 @@ class AgentActor(pykka.ThreadingActor):
         """Dispatch one mailbox message."""
         self._shared.slots.release()
         kind = message[0]
-        if self._killed:
-            self._after_death(message)
-            return None
-        if self._stale:
-            self._catch_up()
         try:
+            if self._stale:
+                self._catch_up()
+            if self._killed:
+                self._after_death(message)
+                return None
             if kind == CALL:
                 try:
                     return getattr(self, "op_" + message[1])(*message[2])
@@ -247,7 +247,7 @@ class AgentActor(pykka.ThreadingActor):
         if kind == CALL:
             raise AgentNotFoundError(self._state.id)
         if kind == IPC:
-            self._core.bus.dead_letter(message[1], "agent killed", "")
+            self._core.bus.refuse(message[1], "agent killed", AgentNotFoundError(self._state.id))
         elif kind == PUBLISH and message[3] and self._core.writer is not None:
             self._core.writer.publication_applied(self._state.id, message[3])  # it never will
 
@@ -255,11 +255,23 @@ class AgentActor(pykka.ThreadingActor):
         self._outbox = []
         if self._core.writer is None:
             return
-        state = replay_agent(self._core.writer.journal, self._state.id)
-        if state is not None:
-            self._state = state
-            self._snapshot_at = state.events
-        self._shared.lifecycle = self._state.lifecycle
+        self._adopt(replay_agent(self._core.writer.journal, self._state.id))
+
+    def _adopt(self, state: AgentSnapshot | None) -> None:
+        """Take the journal's state for this agent; None means the journal has it killed."""
+        if state is None:
+            self._killed = True  # its kill was stored after all (the call had timed out)
+            self._leave()
+            return
+        self._state = state
+        self._snapshot_at = state.events
+        self._shared.lifecycle = state.lifecycle
+        self._core.bus._reindex(state.id, state.topics)  # noqa: SLF001
+
+    def _leave(self) -> None:
+        """Leave the runtime (the actor stops): the journal has this agent dead."""
+        if self._core.on_killed is not None:
+            self._core.on_killed(self._state.id, self.actor_ref)
 
     def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
         """Log; tells are wrapped so that an actor only fails on a bug."""
@@ -320,7 +332,8 @@ class AgentActor(pykka.ThreadingActor):
 
     def _maybe_snapshot(self) -> None:
         if (
-            self._core.writer is not None
+            not self._killed  # a snapshot of it alive, covering its kill, would revive it on replay
+            and self._core.writer is not None
             and self._state.events - self._snapshot_at >= self._core.snapshot_interval
         ):
             self._snapshot_at = self._state.events
@@ -464,19 +477,25 @@ class AgentActor(pykka.ThreadingActor):
         timed out still completes, as replay will show it.
         """
         cognitive = upgrade_cognitive_state(self._state.cognitive)
-        self.journal(
-            AgentKilled(
-                at=self._now(),
-                agent=self._state.id,
-                cognitive=cognitive,
-                capabilities=self._state.capabilities,
-                parent=self._state.parent,
+        self._killed = True  # from here on nothing is journaled for it, not even a snapshot
+        try:
+            self.journal(
+                AgentKilled(
+                    at=self._now(),
+                    agent=self._state.id,
+                    cognitive=cognitive,
+                    capabilities=self._state.capabilities,
+                    parent=self._state.parent,
+                )
             )
-        )
-        self._flush_outbox()
-        self._killed = True
-        if self._core.on_killed is not None:
-            self._core.on_killed(self._state.id, self.actor_ref)
+            self._flush_outbox()
+        except ActorTimeoutError:
+            self._leave()  # handed over: it will most likely be stored, and replay then has it dead
+            raise
+        except BaseException:
+            self._killed = False  # refused: the agent lives on
+            raise
+        self._leave()
 
     def op_subscribe(self, topic: str) -> bool:
         """Subscribe to ``topic``; False when already subscribed."""
@@ -499,6 +518,11 @@ class AgentActor(pykka.ThreadingActor):
     def _on_publish(self, event: TaskContextPublished, ticket: int, seq: int) -> None:
         # Apply in journal (ticket) order: a set_task_context that reached the writer
         # after this publish wins, here as in replay.
+        if seq and seq <= self._state.publish_seq:
+            # Applied already, by a reload from the journal (or a later one is): a
+            # set_task_context journaled after it must keep winning.
+            self._core.writer.publication_applied(self._state.id, seq)  # type: ignore[union-attr]
+            return
         self._state.publish_seq = max(self._state.publish_seq, seq)
         if ticket > self._task_ticket:
             self._task_ticket = ticket
@@ -552,10 +576,9 @@ class AgentActor(pykka.ThreadingActor):
         core = self._core
         if core.writer is not None:
             core.writer.flush()
-            state = core.load_agent(self._state.id)
-            if state is not None:
-                self._state = state
-                self._snapshot_at = state.events
+            self._adopt(core.load_agent(self._state.id))
+            if self._killed:
+                return
         self._behavior = core.make_behavior(self._state.behavior)
         self._shared.has_behavior = self._behavior is not None
         self._shared.lifecycle = self._state.lifecycle

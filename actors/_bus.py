@@ -65,6 +65,7 @@ class IpcBus:
 
     def _message(self, frm: str, to: str, topic: str, payload: object, **fields: Any) -> IpcMessage:  # noqa: ANN401
         require_str(frm, "sender")
+        require_str(to, "recipient")
         require_str(topic, "topic")
         return IpcMessage(
             at=self._core.clock.now(),
@@ -247,7 +248,11 @@ class IpcBus:
 
     def handler_failed(self, message: IpcMessage, error: BaseException) -> None:
         """A behavior raised on ``message``: one dead letter; a requester gets the error."""
-        self.dead_letter(message, "handler error", repr(error))
+        self.refuse(message, "handler error", error)
+
+    def refuse(self, message: IpcMessage, reason: str, error: BaseException) -> None:
+        """``message`` will not be handled: one dead letter; a requester gets ``error`` at once."""
+        self.dead_letter(message, reason, repr(error))
         if message.kind != "request":
             return
         with self._lock:
@@ -296,6 +301,17 @@ class IpcBus:
                 members.append(agent_id)
             elif not subscribed and agent_id in members:
                 members.remove(agent_id)
+
+    def _reindex(self, agent_id: str, topics: list[str]) -> None:
+        """Make the index list ``agent_id`` under exactly ``topics`` (after it reloaded)."""
+        with self._lock:
+            for topic, members in self._topics.items():
+                if agent_id in members and topic not in topics:
+                    members.remove(agent_id)
+            for topic in topics:
+                members = self._topics.setdefault(topic, [])
+                if agent_id not in members:
+                    members.append(agent_id)
 
     def _index(self, agent_id: str, topics: list[str]) -> None:
         """Add a started (or recovered) agent's subscriptions to the topic index."""

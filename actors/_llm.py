@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 import msgspec
 
 from cogfabric.events import ROLE_ASSISTANT, ROLE_USER, LlmOutputRecorded, Message, PromptRejected
+from cogfabric.events._codec import require_str
 
 from ._errors import ActorError
 
@@ -300,6 +301,11 @@ class JournaledLLM(LLMClient):
         )
 
     def _answered(self, prompt: str, output: str) -> None:
+        try:
+            require_str(output, "the provider's output")
+        except TypeError as exc:
+            # It would be journaled where replay could not read it back.
+            raise ProviderError(str(exc)) from exc
         self._journal(
             LlmOutputRecorded(
                 at=self._clock.now(),

@@ -21,7 +21,7 @@ from cogfabric.events import (
     upgrade_cognitive_state,
 )
 from cogfabric.events._codec import require_str
-from cogfabric.store import Journal, JournalError, JournalIntegrityError
+from cogfabric.store import Journal, JournalIntegrityError
 
 from ._agent import CALL, PUBLISH, AgentActor, Shared
 from ._bus import IpcBus
@@ -107,6 +107,8 @@ class Runtime:
         self._agents: dict[str, _Entry] = {}
         self._closed = False
         self._tickets = itertools.count(1)
+        self._order = threading.Lock()
+        """Held while a spawn reserves and submits, and a publication chooses and submits."""
         self.bus = IpcBus(self)
         core.bus = self.bus
         core.on_killed = self._on_killed
@@ -256,32 +258,46 @@ class Runtime:
         if len(set(ids)) != len(ids):
             detail = "two specs share an agent id"
             raise InvalidSpawnSpecError(detail)
-        with self._lock:
-            for agent_id in ids:
-                if agent_id in self._agents:
-                    raise AgentExistsError(agent_id)
-            for agent_id in ids:
-                self._agents[agent_id] = None  # type: ignore[assignment]  # reserved while journaling
         writer = self._core.writer
+        with self._order:  # in the journal before or after a publication, as it is live
+            self._reserve(ids)
+            try:
+                ack = writer.submit(events) if writer is not None and self._core.sync else None
+                if writer is not None and ack is None:
+                    writer.submit_nowait(events)
+            except BaseException:
+                self._release(ids)
+                raise
+        late = False
         try:
-            if writer is not None and self._core.sync:
-                ack = writer.submit(events)
-                assert ack is not None
+            if ack is not None:
                 try:
                     ack.wait(self._core.call_timeout)
                 except ActorTimeoutError:
                     # Whether they are stored is unknown until the writer gets to them:
                     # the ids stay reserved, and the agents start if the spawn commits.
                     self._finish_late(ack, functools.partial(self._spawned_late, events), "spawn")
+                    late = True
                     raise
-            elif writer is not None:
-                writer.submit_nowait(events)
             return [self._start(self._spawned_state(event)) for event in events]
-        except ActorTimeoutError:
-            raise
         except BaseException:
-            self._release(ids)
+            if not late:
+                self._release(ids)
             raise
+
+    def _reserve(self, ids: list[str]) -> None:
+        """Reserve ``ids`` for agents being spawned, all or none.
+
+        Raises:
+            AgentExistsError: one of them is live or reserved already.
+
+        """
+        with self._lock:
+            for agent_id in ids:
+                if agent_id in self._agents:
+                    raise AgentExistsError(agent_id)
+            for agent_id in ids:
+                self._agents[agent_id] = None  # type: ignore[assignment]  # reserved while journaling
 
     @staticmethod
     def _spawned_state(event: AgentSpawned) -> AgentSnapshot:
@@ -298,14 +314,12 @@ class Runtime:
 
     def _spawned_late(self, events: list[AgentSpawned], committed: bool) -> None:
         """A spawn whose caller timed out is over: start its agents if it was stored."""
-        if not committed or self._closed:
-            self._release(event.agent for event in events)
-            return
         try:
-            for event in events:
-                self._start(self._spawned_state(event))
-        except RuntimeClosedError:
-            self._release(event.agent for event in events)
+            if committed and not self._closed:
+                for event in events:
+                    self._start(self._spawned_state(event))
+        finally:
+            self._release(event.agent for event in events)  # those not started, if any
 
     def _finish_late(self, ack: Ack, done: Callable[[bool], None], what: str) -> None:
         """Run ``done(committed)`` on a helper thread once ``ack`` resolves.
@@ -325,8 +339,8 @@ class Runtime:
                 except ActorTimeoutError:
                     if not self._closed:
                         continue
-                except (JournalError, RuntimeClosedError):
-                    pass
+                except Exception:  # noqa: BLE001 - refused or failed: not stored
+                    committed = False
                 break
             try:
                 done(committed)
@@ -355,8 +369,11 @@ class Runtime:
             agent_id = f"agent-{os.urandom(6).hex()}"
         check_agent_id(agent_id)
         for name, value in (("task_id", task_id), ("parent", parent)):
-            if value is not None and not isinstance(value, str):
-                raise InvalidSpawnSpecError(f"{name} must be a string or None, got {type(value).__name__}")
+            if value is not None:
+                try:
+                    require_str(value, name)
+                except TypeError as exc:
+                    raise InvalidSpawnSpecError(str(exc)) from None
         try:
             priority = float(priority)
         except (TypeError, ValueError):
@@ -453,20 +470,24 @@ class Runtime:
         """
         self._check_open()
         require_str(task_id, "task_id")
-        with self._lock:  # the agents live now, not a later one that reuses an id (replay agrees)
-            chosen = [
-                (a, e) for a, e in self._agents.items() if e is not None and e.handle.task_id == task_id
-            ]
-        targets = [agent_id for agent_id, _ in chosen]
-        event = TaskContextPublished(
-            at=self._core.clock.now(), task_id=task_id, context=copy_mapping(context), agents=tuple(targets)
-        )
+        copied = copy_mapping(context)
         writer = self._core.writer
-        if writer is None:
-            self._deliver_publication(event, chosen, next(self._tickets), 0)
+        # The targets are the agents live now, and the event is queued before any spawn
+        # can reserve an id again: replay applies it to the same agents.
+        with self._order:
+            with self._lock:
+                chosen = [
+                    (a, e) for a, e in self._agents.items() if e is not None and e.handle.task_id == task_id
+                ]
+            targets = [agent_id for agent_id, _ in chosen]
+            event = TaskContextPublished(
+                at=self._core.clock.now(), task_id=task_id, context=copied, agents=tuple(targets)
+            )
+            ack = None if writer is None else writer.submit([event])
+            ticket = next(self._tickets)
+        if ack is None:
+            self._deliver_publication(event, chosen, ticket, 0)
             return targets
-        ack = writer.submit([event])
-        assert ack is not None
         try:
             seq = ack.wait(self._core.call_timeout)[0]
         except ActorTimeoutError:
@@ -492,8 +513,6 @@ class Runtime:
             except AgentNotFoundError:
                 if writer is not None:
                     writer.publication_applied(agent_id, seq)  # gone: it will never apply it
-            except RuntimeClosedError:
-                return
 
     def _tell_publication(
         self, agent_id: str, entry: _Entry, message: tuple[Any, ...], deadline: float
@@ -510,11 +529,16 @@ class Runtime:
                 "the mailbox of %r stayed full; the task context publication goes past its size", agent_id
             )
             entry.shared.slots.take()
-        try:
-            entry.ref.tell(message)
-        except pykka.ActorDeadError as exc:
+        with self._lock:  # still its agent: a kill removes the entry before it stops the actor
+            current = self._agents.get(agent_id) is entry
+            if current:
+                try:
+                    entry.ref.tell(message)
+                except pykka.ActorDeadError:
+                    current = False
+        if not current:
             entry.shared.slots.release()
-            raise AgentNotFoundError(agent_id) from exc
+            raise AgentNotFoundError(agent_id)
 
     def llm(self, provider: LLMProvider | None = None, *, agent_id: str | None = None) -> JournaledLLM:
         """An LLM client that journals every refusal and output.

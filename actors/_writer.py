@@ -442,7 +442,7 @@ class JournalWriter:
                 self._commit(taken[:half])
                 self._commit(taken[half:])
                 return
-            else:
+            elif taken:
                 self._refused(taken[0], exc)
             self._fail(taken, exc)
             return
@@ -475,8 +475,8 @@ class JournalWriter:
         """Say so when the journal refuses events that nobody waits for (batch durability).
 
         Their changes are applied already, so until the agent is reloaded its live
-        state holds what the journal does not: the public API checks its arguments so
-        that this does not happen; if it does, it must not pass unseen.
+        state holds what the journal does not. The public API checks the arguments it
+        journals so that this should not happen; if it does, it must not pass unseen.
         """
         if submission.ack is None and submission.events:
             first = submission.events[0]

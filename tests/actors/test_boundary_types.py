@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cogfabric import CognitiveState, Message, Runtime
-from cogfabric.actors import Config, FakeClock, InvalidSpawnSpecError, JournalConfig
+from cogfabric.actors import (
+    Config,
+    FakeClock,
+    InvalidSpawnSpecError,
+    JournalConfig,
+    ProviderError,
+    ScriptedProvider,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,7 +60,16 @@ BAD_CALLS: dict[str, tuple[Callable[[Runtime], Any], type[Exception]]] = {
         ),
         TypeError,
     ),
-    "llm agent id past the stream limit": (lambda rt: rt.llm(agent_id="x" * 250), ValueError),
+    "llm agent id past the stream limit": (
+        lambda rt: rt.llm(ScriptedProvider(["ok"]), agent_id="x" * 250),
+        ValueError,
+    ),
+    "send recipient not a string": (lambda rt: rt.bus.send("x", 5, "t"), TypeError),
+    "spawn task_id not Unicode": (lambda rt: rt.spawn("b", task_id="t\ud800"), InvalidSpawnSpecError),
+    "provider output not Unicode": (
+        lambda rt: rt.llm(ScriptedProvider(["\ud800"]), agent_id="a").generate("hello"),
+        ProviderError,
+    ),
 }
 
 

@@ -25,7 +25,7 @@ from cogfabric.actors import (
     Runtime,
     RuntimeConfig,
 )
-from cogfabric.actors._agent import AgentActor
+from cogfabric.actors._agent import CALL, AgentActor
 from cogfabric.events import AgentFailed, AgentSpawned, CognitiveState, IpcMessage, PrivateSet
 from cogfabric.store import Journal, JournalError, JournalFullError
 
@@ -557,3 +557,92 @@ def test_a_publication_to_an_agent_whose_actor_is_gone_is_forgotten(tmp_path: Pa
         writer = runtime._core.writer
         assert writer is not None
         assert writer._publishes == {}
+
+
+class TestKillAndReloadEdges:
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_a_kill_that_is_due_a_snapshot_does_not_revive_the_agent(self, tmp_path: Path, mode: str) -> None:
+        config = Config(journal=JournalConfig(durability=mode, snapshot_interval=3))  # type: ignore[arg-type]
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            agent = runtime.spawn("a")
+            agent.set_private("k1", 1)
+            agent.set_private("k2", 2)
+            runtime.kill("a")  # its third event: a snapshot would be due
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            assert runtime.agents() == []
+
+    def test_a_kill_whose_commit_timed_out_leaves_and_nothing_follows_it(self, tmp_path: Path) -> None:
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            agent = runtime.spawn("a")
+            ref = runtime._entry("a").ref
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.kill("a")
+            gate.set()
+            assert ref.actor_stopped.wait(10)
+            runtime.flush()
+
+            assert runtime.agents() == []
+            with pytest.raises(AgentNotFoundError):
+                agent.set_private("after", 1)
+            journal = runtime._journal
+            assert journal is not None
+            assert [type(r.event).__name__ for r in journal.read(stream="agent/a")] == [
+                "AgentSpawned",
+                "AgentKilled",
+            ]
+
+    def test_a_subscription_whose_commit_timed_out_reaches_the_index_after_the_reload(
+        self, tmp_path: Path
+    ) -> None:
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            agent = runtime.spawn("a")
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.bus.subscribe("a", "news")
+            gate.set()
+            runtime.flush()
+            assert agent.private("nothing") is None  # the agent reloads before answering
+
+            assert runtime.bus.subscribers("news") == ["a"]
+
+    def test_a_publication_the_reload_applied_does_not_override_a_later_own_change(
+        self, tmp_path: Path
+    ) -> None:
+        with _open(tmp_path / "j", timeout=0.5) as runtime:
+            agent = runtime.spawn("a", task_id="t", task_context={"v": 0}, behavior="gate")
+            ref = runtime._entry("a").ref
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            assert runtime._entry("a").shared.slots.acquire(timeout=10)  # as the handle does
+            own = ref.ask((CALL, "set_task_context", ({"v": "own, later"},)), block=False)
+            runtime.publish_task_context("t", {"v": "published"})  # stored first, delivered after
+            gate = _stall(runtime)
+            Gate.release.set()
+            with pytest.raises(ActorTimeoutError):
+                own.get(timeout=10)  # the agent's own commit of it timed out
+            gate.set()  # the agent reloads before it takes the publication
+
+            assert agent.task_context() == {"v": "own, later"}
+        with _open(tmp_path / "j") as runtime:
+            assert runtime.agent("a").task_context() == {"v": "own, later"}
+
+    def test_a_late_spawn_that_cannot_start_its_agent_frees_the_id(self, tmp_path: Path) -> None:
+        def broken_factory() -> Any:
+            msg = "no behavior today"
+            raise RuntimeError(msg)
+
+        config = Config(runtime=RuntimeConfig(call_timeout=0.3))
+        behaviors = {"broken": broken_factory}
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=behaviors) as runtime:
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.spawn("b", behavior="broken")
+            gate.set()
+            _join_late("spawn")
+
+            assert "b" not in runtime.agents()
+            runtime.spawn("c")  # the runtime goes on, and the failed id is not held forever
+            with pytest.raises(AgentExistsError):
+                runtime.spawn("c")
+            assert runtime._agents.get("b", "free") == "free"
