@@ -171,10 +171,10 @@ class JournalWriter:
         """seq -> the agents a task context was published to that have not applied it yet.
 
         An entry goes once its last agent applied it (``publication_applied``), so
-        memory follows the publications in flight, not all since start. Only the writer
-        thread changes it (without ``_lock``); other threads only test membership. One
-        known leak: a publication that reaches a mailbox behind Pykka's stop message
-        (a kill racing it) is dropped unseen and its agent is never removed."""
+        memory follows the publications in flight, not all since start. An agent that is
+        gone says so too (the runtime, or the killed agent's actor, for what reaches it
+        after its kill). Only the writer thread changes it (without ``_lock``); other
+        threads only test membership."""
         self._closed = False
         self._failure: BaseException | None = None
         self._ref = JournalWriterActor.start(self)
