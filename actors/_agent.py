@@ -231,15 +231,10 @@ class AgentActor(pykka.ThreadingActor):
         """
         writer = self._core.writer
         assert writer is not None
-        try:
-            self._flush_outbox()
-            writer.flush()
-        except ActorTimeoutError:
-            return
-        except JournalError:
-            pass  # fail-stop: the journal holds what it holds
-        self._reload_after_journal_failure()
-        self._stale = False
+        self._flush_outbox()
+        if writer.settled():
+            self._reload_after_journal_failure()
+            self._stale = False
 
     def _after_death(self, message: Any) -> None:  # noqa: ANN401 - a mailbox message
         """Handle what reached the mailbox behind the kill: nothing more is journaled for it."""

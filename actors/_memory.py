@@ -282,14 +282,9 @@ class MemoryManager:
         """
         writer = self._core.writer
         assert writer is not None
-        try:
-            writer.flush()
-        except ActorTimeoutError:
-            return
-        except JournalError:
-            pass  # fail-stop: the journal holds what it holds
-        self._recover()
-        self._stale = False
+        if writer.settled():
+            self._recover()
+            self._stale = False
 
     def _recover(self) -> None:
         self._sessions = collections.OrderedDict()

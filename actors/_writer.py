@@ -348,6 +348,21 @@ class JournalWriter:
         assert ack is not None
         ack.wait(self._timeout if timeout is None else timeout)
 
+    def settled(self) -> bool:
+        """Wait (``call_timeout`` at most) until everything submitted so far is over.
+
+        True once it is committed, or the journal failed (then it holds what it holds);
+        False if the writer is still busy. For a producer that stopped waiting for a
+        commit and must now take the journal's word for what is stored.
+        """
+        try:
+            self.flush()
+        except ActorTimeoutError:
+            return False
+        except JournalError:
+            pass
+        return True
+
     def stop(self, timeout: float | None = None) -> None:
         """Commit what is waiting, then stop the actor; idempotent."""
         with self._lock:
