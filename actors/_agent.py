@@ -187,7 +187,7 @@ class AgentActor(pykka.ThreadingActor):
         self._shared.slots.release()
         kind = message[0]
         try:
-            if self._stale:
+            if self._stale and not self._killed:
                 self._catch_up()
             if self._killed:
                 self._after_death(message)
@@ -254,6 +254,8 @@ class AgentActor(pykka.ThreadingActor):
 
     def _adopt(self, state: AgentSnapshot | None) -> None:
         """Take the journal's state for this agent; None means the journal has it killed."""
+        if self._killed:
+            return  # it left the runtime already; a later agent may hold its id now
         if state is None:
             self._killed = True  # its kill was stored after all (the call had timed out)
             self._leave()

@@ -202,6 +202,8 @@ class IpcBus:
         finally:
             with self._lock:
                 self._pending.pop(message.correlation_id, None)
+        if isinstance(pending.error, AgentNotFoundError):
+            raise pending.error  # killed before it got to the request
         if pending.error is not None:
             msg = f"agentipc: handler of {to!r} failed on {topic!r}: {pending.error!r}"
             raise IpcHandlerError(msg) from pending.error

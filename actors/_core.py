@@ -86,15 +86,30 @@ class Core:
         msg = f"behavior class {type(behavior).__name__} is not registered; pass behaviors={{name: class}}"
         raise InvalidSpawnSpecError(msg)
 
-    def make_behavior(self, name: str | None) -> Behavior | None:
-        """A fresh behavior for a journaled name, or None (logged) when it is unknown."""
+    def make_behavior(self, name: str | None, *, strict: bool = False) -> Behavior | None:
+        """A fresh behavior for a journaled name, or None (logged) when it is unknown.
+
+        A factory that raises leaves the agent without a behavior too (logged): the
+        agent exists in the journal, so it must exist live. With ``strict`` (a spawn,
+        before anything is journaled) the error is raised instead.
+
+        Raises:
+            InvalidSpawnSpecError: with ``strict``, the factory raised.
+
+        """
         if name is None:
             return None
         factory = self.behaviors.get(name)
         if factory is None:
             log.warning("behavior %r is not registered: the agent runs without one", name)
             return None
-        return factory()
+        try:
+            return factory()
+        except Exception as exc:
+            if strict:
+                raise InvalidSpawnSpecError(f"behavior {name!r} could not be made: {exc!r}") from exc
+            log.exception("behavior %r could not be made: the agent runs without one", name)
+            return None
 
     def load_agent(self, agent_id: str) -> AgentSnapshot | None:
         """Rebuild one agent from the journal (latest snapshot plus tail)."""

@@ -188,13 +188,12 @@ class Runtime:
         for stream in journal.streams("agent/"):
             state = replay_agent(journal, stream.removeprefix("agent/"))
             if state is not None:
-                self._start(state)
+                self._start(state, self._core.make_behavior(state.behavior))
 
     # ------------------------------------------------------------- agents
 
-    def _start(self, state: AgentSnapshot) -> Agent:
+    def _start(self, state: AgentSnapshot, behavior: Behavior | None) -> Agent:
         core = self._core
-        behavior = core.make_behavior(state.behavior)
         shared = Shared(state.lifecycle, core.mailbox_size, has_behavior=behavior is not None)
         ref = AgentActor.start(core, state, behavior, shared)
         handle = Agent(self, state, shared)
@@ -258,13 +257,18 @@ class Runtime:
         if len(set(ids)) != len(ids):
             detail = "two specs share an agent id"
             raise InvalidSpawnSpecError(detail)
+        made = [self._core.make_behavior(event.behavior, strict=True) for event in events]
         writer = self._core.writer
+        if writer is not None:
+            writer.wait_for_room()  # not while holding _order, which other callers wait for
         with self._order:  # in the journal before or after a publication, as it is live
             self._reserve(ids)
             try:
-                ack = writer.submit(events) if writer is not None and self._core.sync else None
-                if writer is not None and ack is None:
-                    writer.submit_nowait(events)
+                ack = None
+                if writer is not None and self._core.sync:
+                    ack = writer.submit(events, wait_for_room=False)
+                elif writer is not None:
+                    writer.submit_nowait(events, wait_for_room=False)
             except BaseException:
                 self._release(ids)
                 raise
@@ -276,10 +280,13 @@ class Runtime:
                 except ActorTimeoutError:
                     # Whether they are stored is unknown until the writer gets to them:
                     # the ids stay reserved, and the agents start if the spawn commits.
-                    self._finish_late(ack, functools.partial(self._spawned_late, events), "spawn")
+                    self._finish_late(ack, functools.partial(self._spawned_late, events, made), "spawn")
                     late = True
                     raise
-            return [self._start(self._spawned_state(event)) for event in events]
+            return [
+                self._start(self._spawned_state(event), behavior)
+                for event, behavior in zip(events, made, strict=True)
+            ]
         except BaseException:
             if not late:
                 self._release(ids)
@@ -312,12 +319,12 @@ class Runtime:
                 if agent_id in self._agents and self._agents[agent_id] is None:
                     del self._agents[agent_id]
 
-    def _spawned_late(self, events: list[AgentSpawned], committed: bool) -> None:
+    def _spawned_late(self, events: list[AgentSpawned], made: list[Behavior | None], committed: bool) -> None:
         """A spawn whose caller timed out is over: start its agents if it was stored."""
         try:
             if committed and not self._closed:
-                for event in events:
-                    self._start(self._spawned_state(event))
+                for event, behavior in zip(events, made, strict=True):
+                    self._start(self._spawned_state(event), behavior)
         finally:
             self._release(event.agent for event in events)  # those not started, if any
 
@@ -472,6 +479,8 @@ class Runtime:
         require_str(task_id, "task_id")
         copied = copy_mapping(context)
         writer = self._core.writer
+        if writer is not None:
+            writer.wait_for_room()  # not while holding _order, which other callers wait for
         # The targets are the agents live now, and the event is queued before any spawn
         # can reserve an id again: replay applies it to the same agents.
         with self._order:
@@ -483,7 +492,7 @@ class Runtime:
             event = TaskContextPublished(
                 at=self._core.clock.now(), task_id=task_id, context=copied, agents=tuple(targets)
             )
-            ack = None if writer is None else writer.submit([event])
+            ack = None if writer is None else writer.submit([event], wait_for_room=False)
             ticket = next(self._tickets)
         if ack is None:
             self._deliver_publication(event, chosen, ticket, 0)

@@ -190,7 +190,12 @@ class JournalWriter:
         return self._failure
 
     def submit(
-        self, events: Sequence[Event], *, want_ack: bool = True, after: Callable[[bool], None] | None = None
+        self,
+        events: Sequence[Event],
+        *,
+        want_ack: bool = True,
+        after: Callable[[bool], None] | None = None,
+        wait_for_room: bool = True,
     ) -> Ack | None:
         """Hand ``events`` to the writer; they are committed together, in order.
 
@@ -204,9 +209,30 @@ class JournalWriter:
             JournalError: the journal is fail-stop after an earlier failure.
 
         """
-        return self._put(events, None, want_ack=want_ack, after=after)
+        return self._enqueue(events, None, want_ack=want_ack, after=after, room=wait_for_room)[1]
 
-    def submit_nowait(self, events: Sequence[Event], *, after: Callable[[bool], None] | None = None) -> int:
+    def wait_for_room(self) -> None:
+        """Wait (``call_timeout`` at most) while the backlog is full, without queuing anything.
+
+        For a caller that then submits with ``wait_for_room=False`` while it holds a lock
+        of its own that others wait for.
+
+        Raises:
+            RuntimeClosedError: the writer was stopped.
+            JournalError: the journal is fail-stop.
+
+        """
+        with self._lock:
+            self._check_usable()
+            self._wait_for_room()
+
+    def submit_nowait(
+        self,
+        events: Sequence[Event],
+        *,
+        after: Callable[[bool], None] | None = None,
+        wait_for_room: bool = True,
+    ) -> int:
         """Hand ``events`` to the writer without an acknowledgement; return their ticket.
 
         Does not wait for the commit; it does wait for room while ``backlog_max`` events
@@ -217,7 +243,7 @@ class JournalWriter:
             JournalError: the journal is fail-stop (also while waiting for room).
 
         """
-        return self._enqueue(events, None, want_ack=False, after=after)[0]
+        return self._enqueue(events, None, want_ack=False, after=after, room=wait_for_room)[0]
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -320,12 +346,14 @@ class JournalWriter:
         want_ack: bool,
         after: Callable[[bool], None] | None,
         applied: tuple[str, int] | None = None,
+        room: bool = True,
     ) -> tuple[int, Ack | None]:
         """Queue one submission (waiting for room if it has events); ring the doorbell once."""
         with self._lock:
             self._check_usable()
             if events:
-                self._wait_for_room()
+                if room:
+                    self._wait_for_room()
                 self._queued += len(events)
             ticket = next(self._tickets)
             ack = Ack(ticket) if want_ack else None

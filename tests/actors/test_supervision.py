@@ -627,22 +627,34 @@ class TestKillAndReloadEdges:
         with _open(tmp_path / "j") as runtime:
             assert runtime.agent("a").task_context() == {"v": "own, later"}
 
-    def test_a_late_spawn_that_cannot_start_its_agent_frees_the_id(self, tmp_path: Path) -> None:
+    def test_a_behavior_that_cannot_be_made_refuses_the_spawn_before_anything_is_journaled(
+        self, tmp_path: Path
+    ) -> None:
         def broken_factory() -> Any:
             msg = "no behavior today"
             raise RuntimeError(msg)
 
-        config = Config(runtime=RuntimeConfig(call_timeout=0.3))
         behaviors = {"broken": broken_factory}
-        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=behaviors) as runtime:
-            gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors=behaviors) as runtime:
+            with pytest.raises(InvalidSpawnSpecError, match="could not be made"):
                 runtime.spawn("b", behavior="broken")
-            gate.set()
-            _join_late("spawn")
+            assert runtime._journal is not None
+            assert runtime._journal.last_seq == 0
+            runtime.spawn("b")  # the id is free
 
-            assert "b" not in runtime.agents()
-            runtime.spawn("c")  # the runtime goes on, and the failed id is not held forever
-            with pytest.raises(AgentExistsError):
-                runtime.spawn("c")
-            assert runtime._agents.get("b", "free") == "free"
+    def test_a_behavior_that_cannot_be_made_on_reopen_leaves_the_agent_without_one(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        def broken_factory() -> Any:
+            msg = "no behavior today"
+            raise RuntimeError(msg)
+
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"gate": Gate}) as runtime:
+            runtime.spawn("a", behavior="gate")
+            runtime.agent("a").set_private("k", 1)
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"gate": broken_factory}) as runtime:
+            assert runtime.agent("a").private("k") == 1  # the agent is there, as in the journal
+            runtime.bus.send("x", "a", "hello")
+            runtime.flush()
+            assert [d.reason for d in runtime.bus.dead_letters()] == ["no behavior"]
+            assert "could not be made" in caplog.text
