@@ -202,7 +202,8 @@ class JournalWriter:
         Returns an ``Ack`` to wait on (or None with ``want_ack=False``). ``after`` runs on
         the writer's thread once the commit is over, with whether it succeeded. While
         ``backlog_max`` events wait for the writer, this waits for room first (at most
-        ``call_timeout``; see the module docstring).
+        ``call_timeout``; see the module docstring), unless ``wait_for_room`` is False
+        (the caller waited already, with ``wait_for_room()``).
 
         Raises:
             RuntimeClosedError: the writer was stopped.
@@ -236,7 +237,8 @@ class JournalWriter:
         """Hand ``events`` to the writer without an acknowledgement; return their ticket.
 
         Does not wait for the commit; it does wait for room while ``backlog_max`` events
-        are waiting already (at most ``call_timeout``), as ``submit`` does.
+        are waiting already (at most ``call_timeout``), as ``submit`` does, unless
+        ``wait_for_room`` is False.
 
         Raises:
             RuntimeClosedError: the writer was stopped (also while waiting for room).
