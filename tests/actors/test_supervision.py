@@ -658,3 +658,40 @@ class TestKillAndReloadEdges:
             runtime.flush()
             assert [d.reason for d in runtime.bus.dead_letters()] == ["no behavior"]
             assert "could not be made" in caplog.text
+
+    def test_a_request_that_reaches_an_agent_behind_its_kill_fails_at_once(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            with pytest.raises(ActorTimeoutError):
+                runtime.kill("a")  # queued behind the blocked message
+            queued = threading.Event()
+            bus = runtime.bus
+            original = bus._deliver
+
+            def deliver_and_say(message: IpcMessage, recipient: str) -> None:
+                original(message, recipient)
+                queued.set()
+
+            monkeypatch.setattr(bus, "_deliver", deliver_and_say)
+            outcome: list[BaseException] = []
+
+            def ask() -> None:
+                try:
+                    bus.request("x", "a", "q", timeout=30)
+                except Exception as exc:  # noqa: BLE001 - the test looks at it
+                    outcome.append(exc)
+
+            asker = threading.Thread(target=ask)
+            asker.start()
+            assert queued.wait(10)  # the request is in the mailbox, behind the kill
+            Gate.release.set()
+            asker.join(10)
+
+            assert not asker.is_alive()  # not the 30 s timeout
+            assert len(outcome) == 1
+            assert isinstance(outcome[0], AgentNotFoundError)
+            assert [(d.topic, d.reason) for d in bus.dead_letters()] == [("q", "agent killed")]
