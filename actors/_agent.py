@@ -514,16 +514,13 @@ class AgentActor(pykka.ThreadingActor):
 
     def _on_publish(self, event: TaskContextPublished, ticket: int, seq: int) -> None:
         # Apply in journal (ticket) order: a set_task_context that reached the writer
-        # after this publish wins, here as in replay.
-        if seq and seq <= self._state.publish_seq:
-            # Applied already, by a reload from the journal (or a later one is): a
-            # set_task_context journaled after it must keep winning.
-            self._core.writer.publication_applied(self._state.id, seq)  # type: ignore[union-attr]
-            return
-        self._state.publish_seq = max(self._state.publish_seq, seq)
-        if ticket > self._task_ticket:
-            self._task_ticket = ticket
-            self._state.task_context = event.context
+        # after this publish wins, here as in replay. One applied already (by a reload
+        # from the journal, or a later one) is only acknowledged, for the same reason.
+        if not seq or seq > self._state.publish_seq:
+            self._state.publish_seq = max(self._state.publish_seq, seq)
+            if ticket > self._task_ticket:
+                self._task_ticket = ticket
+                self._state.task_context = event.context
         if seq and self._core.writer is not None:
             self._core.writer.publication_applied(self._state.id, seq)
 

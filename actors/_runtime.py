@@ -492,8 +492,10 @@ class Runtime:
             event = TaskContextPublished(
                 at=self._core.clock.now(), task_id=task_id, context=copied, agents=tuple(targets)
             )
-            ack = None if writer is None else writer.submit([event], wait_for_room=False)
-            ticket = next(self._tickets)
+            if writer is None:  # no writer to number it: the runtime's own tickets order it
+                ack, ticket = None, next(self._tickets)
+            else:
+                ack, ticket = writer.submit([event], wait_for_room=False), 0
         if ack is None:
             self._deliver_publication(event, chosen, ticket, 0)
             return targets

@@ -306,8 +306,8 @@ class JournalWriter:
         submitted before: a snapshot that predates the publication is still clamped to
         it (``submit_snapshot``). A no-op once the writer is stopped or failed.
         """
-        if self._closed or self._failure is not None or seq not in self._publishes:
-            return
+        if seq not in self._publishes:
+            return  # every target is done with it already
         with contextlib.suppress(RuntimeClosedError, JournalError):  # stopped or failed: nothing to clamp
             self._enqueue((), None, want_ack=False, after=None, applied=(agent_id, seq))
 
