@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,6 +22,7 @@ from cogfabric.actors import Runtime
 from cogfabric.store import Journal
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
 _CHILD = textwrap.dedent(
@@ -96,12 +97,19 @@ def _crash_loop(path: Path, kills: int, seed: int) -> tuple[int, int, int]:
             assert journal.verify(decode=True).ok
         found = 0
         with Runtime.open(path) as rt:
+            # each agent's private layer and each session's messages, read once per run
+            privates: dict[str, Mapping[str, Any]] = {}
+            contents: dict[str, set[str]] = {}
             for line in acked:
                 kind, where, what, *rest = line.split(" ")
                 if kind == "private":
-                    assert rt.agent(where).private(what) == int(rest[0]), line
+                    if where not in privates:
+                        privates[where] = rt.agent(where).context_view().private
+                    assert privates[where].get(what) == int(rest[0]), line
                 elif kind == "message":
-                    assert what in [m.content for m in rt.memory.get_messages(where)], line
+                    if where not in contents:
+                        contents[where] = {m.content for m in rt.memory.get_messages(where)}
+                    assert what in contents[where], line
                 elif kind == "reply":
                     assert rt.agent(where).private("last_request") is not None, line
                 found += 1
