@@ -17,7 +17,10 @@ the median):
   bounds what any journal could reach in this ring. Each run also reports how bunched
   its deliveries were: the share that found more mail already waiting in the agent's
   mailbox. In the runs seen, those where the tokens travel in convoys (near 100%) were
-  the fast ones; we found no setting that decides which case a run falls into.
+  the fast ones; we found no setting that decides which case a run falls into. Beside
+  it, each run's CPU time (``getrusage``: the process's user and system time), the
+  journal writer thread's own CPU time (its ``pthread_getcpuclockid`` clock), and the
+  voluntary context switches per delivery: what the run spent, and on what.
 * Ring, sync durability, 1,000 agents: acknowledged state changes per second (one
   ``PrivateSet`` per delivery, durable before the behavior goes on), and all journaled
   events per second. Target: >= 5,000 changes/s.
@@ -298,6 +301,50 @@ class RingBehavior:
             raise
 
 
+class CpuMeter:
+    """Where a ring run's CPU time went: the process, its system share, the journal writer.
+
+    ``getrusage`` for the whole process (user and system time, voluntary context
+    switches) and the writer thread's own CPU clock (``pthread_getcpuclockid``), read
+    around the timed run. The writer is the one live thread named after
+    ``JournalWriterActor`` (Pykka names threads after their actor class); without one
+    (a memory-only runtime) its figure is left out.
+    """
+
+    def __init__(self) -> None:
+        self._usage: resource.struct_rusage | None = None
+        self._writer_clock: int | None = None
+        self._writer_start = 0.0
+        self._figures: dict[str, float] = {}
+
+    def start(self) -> None:
+        writers = [t for t in threading.enumerate() if t.name.startswith("JournalWriterActor")]
+        self._writer_clock = None
+        if len(writers) == 1 and writers[0].ident is not None:
+            self._writer_clock = time.pthread_getcpuclockid(writers[0].ident)
+            self._writer_start = time.clock_gettime(self._writer_clock)
+        self._usage = resource.getrusage(resource.RUSAGE_SELF)
+
+    def stop(self) -> None:
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        before = self._usage
+        assert before is not None, "stop() before start()"
+        system = after.ru_stime - before.ru_stime
+        self._figures = {
+            "cpu_seconds": after.ru_utime - before.ru_utime + system,
+            "system_seconds": system,
+            "voluntary_switches": float(after.ru_nvcsw - before.ru_nvcsw),
+        }
+        if self._writer_clock is not None:
+            self._figures["writer_cpu_seconds"] = time.clock_gettime(self._writer_clock) - self._writer_start
+
+    def figures(self, *, deliveries: int) -> dict[str, float]:
+        """The figures of the last run, with context switches per delivery."""
+        out = dict(self._figures)
+        out["switches_per_delivery"] = out.pop("voluntary_switches") / deliveries
+        return out
+
+
 def ring_ids(agents: int) -> list[str]:
     return [f"ring-{i:05d}" for i in range(agents)]
 
@@ -323,7 +370,10 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
         before = 0 if journal is None else journal.last_seq
         bus = runtime.bus
 
+        cpu = CpuMeter()
+
         def body() -> dict[str, int]:
+            cpu.start()
             for agent_id in ids:
                 bus.send("driver", agent_id, "tok", {"n": hops - 1})
             if not tracker.done.wait(timeout):
@@ -337,11 +387,13 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
                 msg = f"ring ({durability}) failed in a behavior: {tracker.error!r}"
                 raise FabricBroken(msg) from tracker.error
             runtime.flush()
+            cpu.stop()
             made = 3 * agents * hops if journal is None else journal.last_seq - before
             return {"events": made, "changes": agents * hops}
 
         sample = _clock(body)
         sample.extra["bunched"] = tracker.bunched()
+        sample.extra.update(cpu.figures(deliveries=agents * hops))
         dead = runtime.bus.dead_letters()
     if dead:
         msg = f"ring ({durability}) left {len(dead)} dead letters, the first: {dead[0]!r}"
@@ -657,7 +709,18 @@ def _bunching(samples: list[Sample]) -> str:
     deliveries find an empty mailbox behind them, so the agent's thread sleeps and the
     next message must wake it.
     """
-    return "runs (s, bunched): " + ", ".join(f"{s.seconds:.2f} {s.extra['bunched']:.0%}" for s in samples)
+    return "runs (s, bunched, CPU s): " + ", ".join(_run_figures(s) for s in samples)
+
+
+def _run_figures(sample: Sample) -> str:
+    """One ring run: its time, bunching, CPU (system, the writer's), context switches a delivery."""
+    x = sample.extra
+    writer = f", writer {x['writer_cpu_seconds']:.2f}" if "writer_cpu_seconds" in x else ""
+    return (
+        f"{sample.seconds:.2f} {x['bunched']:.0%} "
+        f"(CPU {x['cpu_seconds']:.2f}: system {x['system_seconds']:.2f}{writer}; "
+        f"{x['switches_per_delivery']:.2f} switches/delivery)"
+    )
 
 
 def _median_extra(samples: list[Sample], key: str) -> float:
