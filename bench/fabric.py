@@ -17,8 +17,10 @@ the median):
   bounds what any journal could reach in this ring. Each run also reports how bunched
   its deliveries were: the share that found more mail already waiting in the agent's
   mailbox. In the runs seen, those where the tokens travel in convoys (near 100%) were
-  the fast ones; we found no setting that decides which case a run falls into. Beside
-  it, each run's CPU time (``getrusage``: the process's user and system time), the
+  the fast ones. The same journaled ring runs again under another GIL switch interval
+  (``sys.setswitchinterval``, ``--switch-interval``, 50 ms unless told; Python's default
+  is 5 ms), restored after each run: in ad-hoc runs it decided which case a run fell
+  into. Beside each run, its CPU time (``getrusage``: the process's user and system time), the
   journal writer thread's own CPU time (its ``pthread_getcpuclockid`` clock), and the
   voluntary context switches per delivery: what the run spent, and on what.
 * Ring, sync durability, 1,000 agents: acknowledged state changes per second (one
@@ -121,6 +123,7 @@ class Settings:
     recovery_events: int
     repeat: int
     timeout: float
+    switch_interval: float
     only: tuple[str, ...]
     tmp_parent: str | None
 
@@ -139,6 +142,12 @@ def _build_parser() -> argparse.ArgumentParser:
     add("--recovery-events", type=positive, default=None, help="PrivateSet events in it (1,000,000)")
     add("--repeat", type=positive, default=None, help="runs per measurement; median shown (3)")
     add("--timeout", type=float, default=600.0, help="seconds a ring may take before it counts as hung")
+    add(
+        "--switch-interval",
+        type=float,
+        default=0.05,
+        help="the GIL switch interval (s) of the batch ring's extra row (0.05; the default is 0.005)",
+    )
     add(
         "--only", type=subset_of(GROUPS), default=GROUPS, help=f"comma-separated subset of {','.join(GROUPS)}"
     )
@@ -169,6 +178,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, Path | None
         recovery_events=pick(args.recovery_events, 1_000_000, 50_000),
         repeat=pick(args.repeat, 3, 1),
         timeout=args.timeout,
+        switch_interval=args.switch_interval,
         only=args.only,
         tmp_parent=args.dir,
     )
@@ -408,16 +418,45 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
     return sample
 
 
-def ring(agents: int, hops: int, durability: Durability, timeout: float, *, memory: bool = False) -> Timed:
+def ring(
+    agents: int,
+    hops: int,
+    durability: Durability,
+    timeout: float,
+    *,
+    memory: bool = False,
+    switch_interval: float | None = None,
+) -> Timed:
     return functools.partial(
-        _ring_in, agents=agents, hops=hops, durability=durability, timeout=timeout, memory=memory
+        _ring_in,
+        agents=agents,
+        hops=hops,
+        durability=durability,
+        timeout=timeout,
+        memory=memory,
+        switch_interval=switch_interval,
     )
 
 
 def _ring_in(
-    path: Path, *, agents: int, hops: int, durability: Durability, timeout: float, memory: bool
+    path: Path,
+    *,
+    agents: int,
+    hops: int,
+    durability: Durability,
+    timeout: float,
+    memory: bool,
+    switch_interval: float | None,
 ) -> Sample:
-    return run_ring(None if memory else path, agents, hops, durability, timeout)
+    """One ring run; with ``switch_interval``, under that GIL switch interval (restored after)."""
+    if switch_interval is None:
+        return run_ring(None if memory else path, agents, hops, durability, timeout)
+    default = sys.getswitchinterval()
+    sys.setswitchinterval(switch_interval)
+    try:
+        return run_ring(None if memory else path, agents, hops, durability, timeout)
+    finally:
+        sys.setswitchinterval(default)
 
 
 def ring_event_mix(agents: int, hops: int) -> list[Event]:
@@ -740,6 +779,14 @@ def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path |
         timed = ring(n, s.ring_batch_hops, "batch", s.timeout)
         row = RowSpec(label, "events", raw, target, note=_bunching)
         out.append(Workload(label, "ring-batch", timed, (row,)))
+        # The same ring under another GIL switch interval (a process-wide setting a
+        # simulation may choose), side by side: in ad-hoc runs it decided whether the
+        # tokens travelled in convoys.
+        ms = f"{s.switch_interval * 1000:g} ms"
+        hops = f"{s.ring_batch_hops:,} hops"
+        longer = f"ring {n:,} agents x {hops}, batch, switch interval {ms}: journaled events"
+        timed = ring(n, s.ring_batch_hops, "batch", s.timeout, switch_interval=s.switch_interval)
+        out.append(Workload(longer, "ring-batch", timed, (RowSpec(longer, "events", raw, note=_bunching),)))
         # The same ring with no journal at all: the ceiling of the actor path, so the
         # table shows how much of the gap to the target the journal could ever close.
         bare = f"ring {n:,} agents x {s.ring_batch_hops:,} hops, memory-only (no journal): events made"
