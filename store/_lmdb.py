@@ -249,9 +249,11 @@ class LmdbJournal(Journal):
 
         Raises:
             JournalNotFoundError: ``readonly`` and there is no journal at ``path``.
-            JournalFormatError: not a cogfabric journal, or of a newer format.
+            JournalFormatError: not a cogfabric journal (a file in its place, too), or of a
+                newer format.
             JournalKeyError: the key differs from the one the journal was written with.
             JournalLockedError: another writer holds the journal.
+            JournalUnavailableError: the directory cannot be created or written to.
 
         """
         where = Path(path)
@@ -264,7 +266,7 @@ class LmdbJournal(Journal):
             if not (where / "data.mdb").is_file():
                 raise JournalNotFoundError(f"no journal at {where}")
         else:
-            where.mkdir(mode=0o700, parents=True, exist_ok=True)
+            cls._make_directory(where)
             lock_fd = cls._take_writer_lock(where)
         try:
             with _translated(where):
@@ -305,15 +307,29 @@ class LmdbJournal(Journal):
             raise
 
     @staticmethod
+    def _make_directory(where: Path) -> None:
+        """Create the journal's directory (0700) unless it exists; refuse a file in its place."""
+        try:
+            where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except FileExistsError as exc:  # exist_ok covers directories only
+            msg = f"{where} is not a journal: a journal is a directory, and a file is in its place"
+            raise JournalFormatError(msg) from exc
+        except OSError as exc:
+            raise JournalUnavailableError(f"cannot create the journal directory {where}: {exc}") from exc
+
+    @staticmethod
     def _take_writer_lock(where: Path) -> int:
-        fd = os.open(where / "writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(where / "writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:  # a directory this process may not write to
+            raise JournalUnavailableError(f"cannot open {where} for writing: {exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EAGAIN, errno.EACCES):
                 raise JournalLockedError(f"{where} is held by another writer") from exc
-            raise
+            raise JournalUnavailableError(f"cannot lock {where}: {exc}") from exc
         return fd
 
     @staticmethod

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, NamedTuple
 
+import msgspec
+
 from cogfabric.events import EventError
 
 from ._journal import VerifyReport
@@ -60,7 +62,7 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
             break
         bad = _verify_chunk(journal, chunk, state, decode=decode)
         if bad is not None:
-            return bad
+            return msgspec.structs.replace(bad, head_seq=stored_last)
     last = state.expected - 1
     if last < stored_last:
         return VerifyReport(False, state.checked, last + 1, f"record {last + 1} is missing", stored_last)

@@ -24,7 +24,7 @@ from cogfabric.actors import (
     Runtime,
 )
 from cogfabric.events import CognitiveState, CognitiveStateSchemaVersionError, IpcMessage
-from cogfabric.store import JournalIntegrityError
+from cogfabric.store import JournalFormatError, JournalIntegrityError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -300,6 +300,15 @@ class TestRecovery:
             Runtime.open(tmp_path / "j")
         with Runtime.open(tmp_path / "j", allow_unverified=True) as runtime:
             assert runtime.agent("a").private("secret") == "abcdeX"
+
+    def test_a_file_in_place_of_the_journal_is_refused_by_type(self, tmp_path: Path) -> None:
+        plain = tmp_path / "plain"
+        plain.write_text("notes")
+
+        with pytest.raises(JournalFormatError, match="a journal is a directory"):
+            Runtime.open(plain)
+
+        assert plain.read_text() == "notes"
 
 
 class TestBus:

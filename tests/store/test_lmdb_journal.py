@@ -101,6 +101,7 @@ class TestTamperEvidence:
         assert not report.ok
         assert report.first_bad_seq == 7
         assert "hash chain" in report.reason
+        assert report.head_seq == 20  # the last seq the journal holds, not the bad one
 
     def test_a_changed_chain_link_is_reported_at_its_seq(self, closed_journal: Path) -> None:
         def flip(txn: Any, events: Any, _: Any) -> None:
@@ -428,6 +429,19 @@ class TestFilesAndFormat:
             Journal.open(tmp_path / "nothing", readonly=True)
 
         assert not (tmp_path / "nothing").exists()
+
+    def test_a_file_where_the_journal_directory_should_be_is_refused_by_type(self, tmp_path: Path) -> None:
+        plain = tmp_path / "plain"
+        plain.write_bytes(b"not a journal")
+
+        with pytest.raises(JournalFormatError, match="a journal is a directory"):
+            Journal.open(plain)
+        with pytest.raises(JournalNotFoundError):
+            Journal.open(plain, readonly=True)
+        with pytest.raises(JournalUnavailableError, match="cannot create the journal directory"):
+            Journal.open(plain / "inside")
+
+        assert plain.read_bytes() == b"not a journal"
 
     def test_a_read_only_journal_refuses_appends_and_never_changes_its_data_file(
         self, closed_journal: Path
