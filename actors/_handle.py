@@ -42,6 +42,14 @@ class ContextView:
         """The private layer, as it was when the view was taken."""
         return self._private
 
+    def __eq__(self, other: object) -> bool:
+        """Views are equal when both layers hold equal values (say, before and after a reopen)."""
+        if not isinstance(other, ContextView):
+            return NotImplemented
+        return self._task_shared == other._task_shared and self._private == other._private
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and its layers are dicts
+
     def __repr__(self) -> str:
         return f"ContextView(task_shared={dict(self._task_shared)!r}, private={dict(self._private)!r})"
 

@@ -24,6 +24,7 @@ ROOT_EXPORTS_FROM_EVENTS = (
     "ToolCall",
     "ToolCallFunction",
     "CognitiveStateSchemaVersionError",
+    "UnencodableValueError",  # README names it: a user catches it from the root
 )
 
 

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         Message,
         ToolCall,
         ToolCallFunction,
+        UnencodableValueError,
         decode_cognitive_state,
     )
     from cogfabric.store import JournalError, JournalIntegrityError
@@ -91,6 +92,7 @@ _LAZY: dict[str, str] = {
     "Message": "cogfabric.events",
     "ToolCall": "cogfabric.events",
     "ToolCallFunction": "cogfabric.events",
+    "UnencodableValueError": "cogfabric.events",
     "decode_cognitive_state": "cogfabric.events",
     "ActorError": "cogfabric.actors",
     "ActorTimeoutError": "cogfabric.actors",
@@ -151,6 +153,7 @@ __all__ = [  # noqa: RUF022 - grouped: events, then the runtime, then the journa
     "Message",
     "ToolCall",
     "ToolCallFunction",
+    "UnencodableValueError",
     "__version__",
     "decode_cognitive_state",
     "ActorError",

@@ -127,6 +127,18 @@ class TestFabric:
         with pytest.raises(TypeError):
             view.task_shared["goal"] = "x"  # type: ignore[index]
 
+    def test_context_views_compare_by_value(self, runtime: Runtime) -> None:
+        a = runtime.spawn("a", task_context={"goal": "g"})
+        b = runtime.spawn("b", task_context={"goal": "g"})
+        before = a.context_view()
+
+        assert before == b.context_view() == a.context_view()
+        a.set_private("k", 1)
+        assert a.context_view() != before
+        assert before != {"goal": "g"}
+        with pytest.raises(TypeError):
+            hash(before)
+
     def test_lifecycle_suspend_resume_retire_kill(self, runtime: Runtime) -> None:
         agent = runtime.spawn("a")
 
@@ -276,9 +288,7 @@ class TestRecovery:
                 i: (reopened.agent(i).context_view(), reopened.agent(i).cognitive_state())
                 for i in reopened.agents()
             }
-            assert {k: (repr(v), c) for k, (v, c) in before.items()} == {
-                k: (repr(v), c) for k, (v, c) in after.items()
-            }
+            assert before == after  # views compare by value
             assert reopened.agent("b").lifecycle == AgentState.SUSPENDED
             assert reopened.children("a") == ["b"]
             assert reopened.bus.request("x", "a", "q", 1, timeout=10).payload == {"echo": 1, "by": "a"}
