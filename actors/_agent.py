@@ -38,6 +38,7 @@ from ._errors import (
     AgentNotSuspendedError,
     AgentRetiredError,
     AgentRunningError,
+    IpcNoHandlerError,
     RuntimeClosedError,
 )
 from ._llm import JournaledLLM
@@ -527,12 +528,11 @@ class AgentActor(pykka.ThreadingActor):
     def _on_ipc(self, message: IpcMessage) -> None:
         bus = self._core.bus
         self.note(IpcDelivered(at=self._now(), message_id=message.id, recipient=self._state.id))
-        if self._behavior is None:
-            bus.dead_letter(message, "no behavior", "")
-            return
         lifecycle = self._state.lifecycle
-        if lifecycle in (AgentState.SUSPENDED, AgentState.RETIRED):
-            bus.dead_letter(message, f"agent {lifecycle.lower()}", "")
+        if self._behavior is None or lifecycle in (AgentState.SUSPENDED, AgentState.RETIRED):
+            reason = "no behavior" if self._behavior is None else f"agent {lifecycle.lower()}"
+            why = f"agentipc: no handler: {self._state.id!r} cannot handle {message.topic!r} ({reason})"
+            bus.refuse(message, reason, IpcNoHandlerError(why))  # a requester fails at once
             return
         self._shared.lifecycle = AgentState.RUNNING
         try:

@@ -12,7 +12,13 @@ import pykka
 from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_id
 from cogfabric.events._codec import require_str
 
-from ._errors import AgentNotFoundError, IpcHandlerError, IpcInvalidMessageError, IpcTimeoutError
+from ._errors import (
+    AgentNotFoundError,
+    IpcHandlerError,
+    IpcInvalidMessageError,
+    IpcNoHandlerError,
+    IpcTimeoutError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -172,6 +178,8 @@ class IpcBus:
             AgentNotFoundError: ``to`` is no live agent.
             IpcTimeoutError: no reply within ``timeout`` (one dead letter is journaled).
             IpcHandlerError: the recipient's behavior raised (``__cause__``).
+            IpcNoHandlerError: the recipient has no behavior, or is suspended or retired
+                (raised as soon as it reaches the request; one dead letter is journaled).
 
         """
         if timeout <= 0:
@@ -202,8 +210,8 @@ class IpcBus:
         finally:
             with self._lock:
                 self._pending.pop(message.correlation_id, None)
-        if isinstance(pending.error, AgentNotFoundError):
-            raise pending.error  # killed before it got to the request
+        if isinstance(pending.error, AgentNotFoundError | IpcNoHandlerError):
+            raise pending.error  # killed before it got to the request, or it cannot handle it
         if pending.error is not None:
             msg = f"agentipc: handler of {to!r} failed on {topic!r}: {pending.error!r}"
             raise IpcHandlerError(msg) from pending.error

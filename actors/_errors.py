@@ -106,6 +106,14 @@ class IpcHandlerError(IpcError):
     """Raised to a requester when the recipient's behavior raised; ``__cause__`` is the error."""
 
 
+class IpcNoHandlerError(IpcError):
+    """Raised at once to a requester whose recipient cannot handle the request.
+
+    ``agentipc: no handler``: the recipient has no behavior, or is suspended or retired;
+    the request is dead-lettered (journaled) instead of waiting out its timeout.
+    """
+
+
 class IpcInvalidMessageError(IpcError, ValueError):
     """Raised for an empty correlation id or topic (``agentipc: invalid message``)."""
 

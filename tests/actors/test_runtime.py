@@ -19,6 +19,7 @@ from cogfabric.actors import (
     FakeClock,
     InvalidSpawnSpecError,
     IpcHandlerError,
+    IpcNoHandlerError,
     IpcTimeoutError,
     JournalConfig,
     Runtime,
@@ -27,7 +28,7 @@ from cogfabric.events import CognitiveState, CognitiveStateSchemaVersionError, I
 from cogfabric.store import JournalFormatError, JournalIntegrityError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 
@@ -341,6 +342,28 @@ class TestBus:
             runtime.bus.send("a", "nobody", "hello")
 
         assert [d.reason for d in runtime.bus.dead_letters()] == ["agent not registered"]
+
+    @pytest.mark.parametrize(
+        ("make", "reason"),
+        [
+            (lambda rt: rt.spawn("b"), "no behavior"),
+            (lambda rt: (rt.spawn("b", behavior="rec"), rt.suspend("b")), "agent suspended"),
+            (lambda rt: (rt.spawn("b", behavior="rec"), rt.retire("b")), "agent retired"),
+        ],
+    )
+    def test_a_request_the_recipient_cannot_handle_fails_at_once_with_one_dead_letter(
+        self, runtime: Runtime, make: Callable[[Runtime], object], reason: str
+    ) -> None:
+        make(runtime)
+
+        # were it not refused at once, this would wait the whole 30 s and time out
+        with pytest.raises(
+            IpcNoHandlerError, match=f"agentipc: no handler: 'b' cannot handle 'q' \\({reason}\\)"
+        ):
+            runtime.bus.request("a", "b", "q", 1, timeout=30)
+
+        assert [d.reason for d in runtime.bus.dead_letters()] == [reason]
+        assert Recorder.log == []
 
     def test_request_reply_round_trip(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
