@@ -1,9 +1,10 @@
 """Session memory (spec §4, §5): one session actor owns every session; ``MemoryManager`` is its face.
 
-Semantics follow DESIGN.md, not the original where they differ: every access, read or
-write, refreshes a session's last access; an expired session is never returned or
-revived; the least recently used session is evicted only when a new one would exceed
-``max_sessions``; a sweep removes every expired session. Each of these is journaled.
+Semantics follow README's "Where cogfabric differs", not the original where they
+differ: every access, read or write, refreshes a session's last access; an expired
+session is never returned or revived; the least recently used session is evicted only
+when a new one would exceed ``max_sessions``; a sweep removes every expired session.
+Each of these is journaled.
 
 Like the journal writer, the session actor drains every operation waiting for it,
 runs them in order, journals their events in one submission, and answers them all

@@ -436,7 +436,8 @@ class Runtime:
     def recover(self, agent_id: str, state: CognitiveState) -> None:
         """Install a cognitive state (e.g. a checkpoint) in an IDLE or SUSPENDED agent.
 
-        Stricter than the original, which also accepts a RUNNING agent (DESIGN.md).
+        Stricter than the original, which also accepts a RUNNING agent (README, "Where
+        cogfabric differs").
         """
         if self._entry(agent_id).shared.lifecycle == AgentState.RUNNING:
             raise AgentRunningError(agent_id)

@@ -110,9 +110,9 @@ def decode_cognitive_state(value: object) -> CognitiveState:
     * a mapping without ``schema_version``: a legacy state, put whole into ``context``.
     * anything else: a legacy opaque state, put whole into ``context``.
 
-    Stricter than the original (see DESIGN.md): a ``schema_version`` that is not a
-    whole number, and unknown keys in a versioned mapping, are errors instead of
-    being read as 0 or dropped.
+    Stricter than the original (see README, "Where cogfabric differs"): a
+    ``schema_version`` that is not a whole number, and unknown keys in a versioned
+    mapping, are errors instead of being read as 0 or dropped.
 
     Raises:
         CognitiveStateSchemaVersionError: a version newer than
