@@ -131,20 +131,34 @@ class Runtime:
         allow_unverified: bool = False,
         verify: Literal["full", "tail"] = "full",
         llm_provider: LLMProvider | None = None,
+        key: bytes | str | None = None,
     ) -> Runtime:
         """Open a runtime on the journal at ``path`` (None: memory only), recovering its agents.
 
+        ``key`` makes the journal's hash chain keyed (a BLAKE2b MAC, see
+        ``cogfabric.store.Journal.open``): only a holder of the key can re-chain it
+        undetected. A journal written with a key must be opened with the same key.
+
         Raises:
             JournalIntegrityError: the journal fails verification (unless ``allow_unverified``).
+            JournalKeyError: ``key`` differs from the one the journal was written with
+                (also a ``JournalIntegrityError``; ``allow_unverified`` does not waive it).
+            JournalFormatError: ``path`` is not a cogfabric journal.
+            ValueError: a ``key`` without a ``path``.
 
         """
         config = (config or Config()).validated()
         clock = clock or SystemClock()
         journal: Journal | None = None
         writer: JournalWriter | None = None
+        if path is None and key is not None:
+            msg = "a chain key needs a journal: pass a path, or no key"
+            raise ValueError(msg)
         if path is not None:
             jc = config.journal
-            journal = Journal.open(path, sync=jc.fsync, map_size=jc.map_size, max_map_size=jc.max_map_size)
+            journal = Journal.open(
+                path, sync=jc.fsync, map_size=jc.map_size, max_map_size=jc.max_map_size, key=key
+            )
             try:
                 cls._verify(journal, verify, allow_unverified=allow_unverified)
             except BaseException:

@@ -25,7 +25,7 @@ from cogfabric.actors import (
     Runtime,
 )
 from cogfabric.events import CognitiveState, CognitiveStateSchemaVersionError, IpcMessage
-from cogfabric.store import JournalFormatError, JournalIntegrityError
+from cogfabric.store import Journal, JournalFormatError, JournalIntegrityError, JournalKeyError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -311,6 +311,22 @@ class TestRecovery:
             Runtime.open(tmp_path / "j")
         with Runtime.open(tmp_path / "j", allow_unverified=True) as runtime:
             assert runtime.agent("a").private("secret") == "abcdeX"
+
+    def test_a_runtime_writes_and_reopens_a_keyed_journal_only_with_its_key(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", key="s3cret") as runtime:
+            runtime.spawn("a").set_private("k", 1)
+
+        with pytest.raises(JournalKeyError):
+            Runtime.open(tmp_path / "j")
+        with pytest.raises(JournalKeyError):
+            Runtime.open(tmp_path / "j", key="other", allow_unverified=True)
+        with Journal.open(tmp_path / "j", readonly=True, key="s3cret") as journal:
+            assert journal.info()["keyed"] is True
+            assert journal.verify().ok
+        with Runtime.open(tmp_path / "j", key="s3cret") as runtime:
+            assert runtime.agent("a").private("k") == 1
+        with pytest.raises(ValueError, match="needs a journal"):
+            Runtime.open(None, key="s3cret")
 
     def test_a_file_in_place_of_the_journal_is_refused_by_type(self, tmp_path: Path) -> None:
         plain = tmp_path / "plain"
