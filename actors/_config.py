@@ -58,8 +58,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
         Raises:
             msgspec.ValidationError: a field is out of range; the message names it.
+            InvalidConfigError: a ``memory`` limit is out of range; the message names it.
 
         """
         checked = msgspec.convert(msgspec.to_builtins(self), Config)
-        checked.memory.validate()
+        checked.memory.validate(at="$.memory")
         return checked

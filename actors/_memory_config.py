@@ -23,8 +23,12 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     rag_top_k: int = 5
     rag_min_score: float = 0.4
 
-    def validate(self) -> MemoryConfig:
-        """Return this config, or raise ``InvalidConfigError`` naming the field and value."""
+    def validate(self, *, at: str = "$") -> MemoryConfig:
+        """Return this config, or raise ``InvalidConfigError`` naming the field and value.
+
+        ``at`` is where this section sits in a whole configuration (``$.memory`` in a
+        ``Config``): the message ends with the field's path, as msgspec's own do.
+        """
         positive: list[tuple[str, float]] = [
             ("max_history", self.max_history),
             ("max_sessions", self.max_sessions),
@@ -37,14 +41,14 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         ]
         for name, value in positive:
             if not value > 0:
-                msg = f"{name} must be positive, got {value!r}"
+                msg = f"{name} must be positive, got {value!r} - at `{at}.{name}`"
                 raise InvalidConfigError(msg)
         for name, value in (
             ("clean.max_summarized_turns", self.clean.max_summarized_turns),
             ("rag_min_score", self.rag_min_score),
         ):
             if value < 0:
-                msg = f"{name} must not be negative, got {value!r}"
+                msg = f"{name} must not be negative, got {value!r} - at `{at}.{name}`"
                 raise InvalidConfigError(msg)
         return self
 

@@ -34,7 +34,7 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
         raise InvalidConfigError(msg) from exc
     try:
         return config.validated()
-    except msgspec.ValidationError as exc:
+    except (msgspec.ValidationError, InvalidConfigError) as exc:
         msg = f"{source}: {exc}"
         raise InvalidConfigError(msg) from exc
 

@@ -95,7 +95,9 @@ class TestConfig:
     def test_a_wrong_type_or_range_is_an_error_naming_it(self) -> None:
         with pytest.raises(InvalidConfigError, match=r"\$\.llm\.timeout"):
             parse_config("llm:\n  timeout: soon\n")
-        with pytest.raises(InvalidConfigError, match="max_history must be positive"):
+        with pytest.raises(
+            InvalidConfigError, match=r"^<config>: max_history must be positive.*\$\.memory\.max_history"
+        ):
             parse_config("memory:\n  max_history: 0\n")
 
     def test_a_full_config_file_decodes(self) -> None:
