@@ -320,8 +320,9 @@ class TestRecovery:
             Runtime.open(tmp_path / "j")
         with pytest.raises(JournalKeyError):
             Runtime.open(tmp_path / "j", key="other", allow_unverified=True)
+        with pytest.raises(JournalKeyError):  # keyed in the store, not only to the runtime
+            Journal.open(tmp_path / "j", readonly=True)
         with Journal.open(tmp_path / "j", readonly=True, key="s3cret") as journal:
-            assert journal.info()["keyed"] is True
             assert journal.verify().ok
         with Runtime.open(tmp_path / "j", key="s3cret") as runtime:
             assert runtime.agent("a").private("k") == 1
