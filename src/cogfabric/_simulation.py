@@ -5,20 +5,24 @@ LLM turns in their own sessions through the prompt gate (a scripted provider, so
 seed gives the same run; a few prompts are too long and are refused), ask reviewers
 for reviews (IPC request/reply), broadcast findings, and checkpoint. Reviewers only
 answer, so no two agents ever wait on each other. Running it again on the same
-journal continues from the recovered state.
+journal continues from the recovered state; a journal the simulation did not write is
+refused, untouched.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
+import click
 import msgspec
 
+from cogfabric._errors import CogfabricError
 from cogfabric.actors import (
     AgentContext,
     Config,
@@ -28,6 +32,7 @@ from cogfabric.actors import (
     ScriptedProvider,
 )
 from cogfabric.events import CognitiveState, IpcMessage
+from cogfabric.store import Journal, JournalError, JournalNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -35,12 +40,24 @@ if TYPE_CHECKING:
 
     from cogfabric.actors import Behavior
 
-__all__ = ["SimulationReport", "run_simulation"]
+__all__ = ["SimulationError", "SimulationReport", "run_simulation"]
 
 TASK = "research"
 GOAL = {"goal": "explain the anomaly in dataset D", "constraints": ["cite evidence", "stay under budget"]}
 FINDINGS = "findings"
 REVIEWER_SHARE = 5  # one agent in five reviews
+_AGENT_ID = re.compile(r"(researcher|reviewer)-[0-9]+")
+"""The ids the simulation spawns its agents with (``_set_up``)."""
+
+
+class SimulationError(CogfabricError, click.ClickException):
+    """The simulation cannot run on that journal; the command shows it as one line, exit 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        """Print ``error: <message>``, like the command's other usage errors."""
+        click.echo(f"error: {self.format_message()}", file=file, err=file is None)
 
 
 @dataclass
@@ -80,7 +97,11 @@ class _Tally:
 
 
 def _answer(seed: int) -> Callable[[str], str]:
-    """A deterministic 'model': its answer depends only on the seed and the prompt."""
+    """A deterministic 'model': its answer depends only on the seed and the prompt.
+
+    The prompt names the researcher (``Researcher._turn``), so researchers given the same
+    goal still form hypotheses of their own.
+    """
 
     def answer(prompt: str) -> str:
         digest = hashlib.blake2b(f"{seed}|{prompt}".encode(), digest_size=8).hexdigest()
@@ -116,7 +137,10 @@ class Researcher:
         ctx.set_private("rounds", round_no)
         session = ctx.private("session")
         task = ctx.task_context()
-        prompt = f"Round {round_no}. Goal: {task.get('goal')}. Previous: {ctx.private('hypothesis')}"
+        prompt = (
+            f"You are {ctx.agent_id}. Round {round_no}. Goal: {task.get('goal')}. "
+            f"Previous: {ctx.private('hypothesis')}"
+        )
         if rng.random() < 0.05:  # noqa: PLR2004 - now and then a raw evidence dump, far too long
             try:
                 ctx.llm.generate(prompt + " evidence" * 1200)
@@ -186,6 +210,12 @@ def run_simulation(
     ``turns`` is the number of LLM turns taken in this run, spread round-robin over the
     researchers. ``agents`` is used when the journal is new; a journal that holds a
     simulation already continues with its own agents.
+
+    Raises:
+        SimulationError: the journal holds records the simulation did not write (it is
+            left untouched), or opening it failed with an error that is not a
+            ``JournalError`` (those propagate as they are).
+
     """
     config = config or Config()
     if durability is not None:
@@ -204,7 +234,16 @@ def run_simulation(
         "reviewer": Reviewer,
     }
     provider = ScriptedProvider(_answer(seed), name="scripted", model=f"seed-{seed}")
-    with Runtime.open(path, config=config, behaviors=behaviors, llm_provider=provider) as rt:
+    try:
+        _refuse_a_foreign_journal(path)
+        opened = Runtime.open(path, config=config, behaviors=behaviors, llm_provider=provider)
+    except (JournalError, SimulationError):
+        raise  # the command reports these itself
+    except (CogfabricError, OSError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__  # one line, whatever it says
+        msg = f"cannot open the journal {path}: {reason}"
+        raise SimulationError(msg) from exc
+    with opened as rt:
         journal = rt._journal  # noqa: SLF001 - the simulation reports journal figures
         assert journal is not None
         before = journal.last_seq
@@ -212,6 +251,9 @@ def run_simulation(
         if resumed:
             researchers = sorted(a for a in rt.agents() if a.startswith("researcher-"))
             reviewers[:] = sorted(a for a in rt.agents() if a.startswith("reviewer-"))
+            foreign = [a for a in rt.agents() if rt.agent(a).task_id != TASK]
+            if foreign or not researchers or not reviewers:
+                raise SimulationError(_foreign_message(path, foreign))
         else:
             _set_up(rt, researchers, reviewers)
         _ensure_sessions(rt, researchers)
@@ -245,6 +287,42 @@ def run_simulation(
         journal_bytes=_journal_bytes(path),
         path=path,
         resumed=resumed,
+    )
+
+
+def _refuse_a_foreign_journal(path: Path) -> None:
+    """Refuse, before writing anything to it, a journal the simulation did not write.
+
+    A journal is the simulation's when it is new or empty, or when its agents are all
+    researchers and reviewers (and it has both). Continuing any other one would run the
+    simulation beside another program's agents and count their sessions and records as
+    its own.
+    """
+    try:
+        with Journal.open(path, readonly=True) as journal:
+            records = journal.last_seq
+            agents = [s.removeprefix("agent/") for s in journal.streams("agent/")]
+    except JournalNotFoundError:
+        return  # a new journal (or no directory at all: opening it for writing says why)
+    if records == 0:
+        return
+    foreign = [a for a in agents if not _AGENT_ID.fullmatch(a)]
+    kinds = {a.split("-", 1)[0] for a in agents}
+    if foreign or kinds != {"researcher", "reviewer"}:
+        raise SimulationError(_foreign_message(path, foreign, records))
+
+
+def _foreign_message(path: Path, foreign: list[str], records: int | None = None) -> str:
+    if foreign:
+        shown, more = foreign[:3], len(foreign[3:])
+        what = f"agents it did not spawn ({', '.join(shown)}{f' and {more} more' if more else ''})"
+    elif records is not None:
+        what = f"{records:,} records but not its researchers and reviewers"
+    else:
+        what = "no researchers and reviewers of its own"
+    return (
+        f"{path} holds a journal not written by the simulation: {what}; "
+        "give --journal a new directory, or a simulation's journal to continue it"
     )
 
 

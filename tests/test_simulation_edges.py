@@ -1,0 +1,173 @@
+"""The simulate command at its edges: a default run, a foreign journal, a path that cannot be opened."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from click.testing import CliRunner
+
+import cogfabric._simulation
+from cogfabric._errors import CogfabricError
+from cogfabric.actors import Runtime
+from cogfabric.cli import main
+from cogfabric.events import LlmOutputRecorded, PrivateSet
+from cogfabric.store import Journal
+from cogfabric.store.testing import make_events
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from click.testing import Result
+
+
+def _figure(output: str, name: str) -> int:
+    found = re.search(rf"{name} (\d+)", output)
+    assert found is not None, output
+    return int(found.group(1))
+
+
+def _claims(path: Path) -> dict[str, list[str]]:
+    """Each agent's hypotheses, in the order it formed them."""
+    claims: dict[str, list[str]] = {}
+    with Journal.open(path, readonly=True) as journal:
+        for record in journal.read():
+            event = record.event
+            if isinstance(event, PrivateSet) and event.key == "hypothesis":
+                claims.setdefault(event.agent, []).append(event.value["claim"])
+    return claims
+
+
+def _outputs(path: Path) -> dict[str, list[str]]:
+    """Each agent's model answers, in order."""
+    outputs: dict[str, list[str]] = {}
+    with Journal.open(path, readonly=True) as journal:
+        for record in journal.read():
+            if isinstance(record.event, LlmOutputRecorded):
+                outputs.setdefault(str(record.event.agent), []).append(record.event.output)
+    return outputs
+
+
+def _assert_one_line_error(result: Result, *, naming: str) -> None:
+    assert result.exit_code in (1, 2), result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].lower().startswith("error: "), result.output
+    assert naming in lines[0]
+    assert "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------- 1: a default run
+
+
+def test_a_default_run_in_a_fresh_directory_has_distinct_hypotheses_and_broadcasts_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    result = CliRunner().invoke(main, ["simulate"])  # every flag at its default
+
+    claims = _claims(tmp_path / "cogfabric-journal")
+
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("ran 200 turns of 50 agents")
+    assert _figure(result.output, "findings broadcast") > 0
+    assert _figure(result.output, "prompts refused") > 0  # the gate still refuses an evidence dump
+    first_claims = {agent_claims[0] for agent_claims in claims.values()}
+    assert len(claims) == 40
+    assert len(first_claims) == 40  # each researcher starts from a hypothesis of its own
+
+
+def test_the_same_seed_gives_the_same_answers_and_another_seed_other_ones(tmp_path: Path) -> None:
+    runs = {
+        name: cogfabric._simulation.run_simulation(tmp_path / name, agents=6, turns=30, seed=seed)
+        for name, seed in (("a", 7), ("b", 7), ("c", 8))
+    }
+
+    a, b, c = (_outputs(tmp_path / name) for name in ("a", "b", "c"))
+    assert a == b
+    assert a != c
+    assert len({answers[0] for answers in a.values()}) == len(a) == 5
+    figures = ("refusals", "reviews", "broadcasts", "checkpoints", "events", "sessions")
+    assert [getattr(runs["a"], f) for f in figures] == [getattr(runs["b"], f) for f in figures]
+
+
+# ---------------------------------------------------------------- 2: a journal the simulation did not write
+
+
+def test_simulate_refuses_a_journal_whose_agents_it_did_not_spawn(tmp_path: Path) -> None:
+    path = tmp_path / "foreign"
+    with Runtime.open(path) as rt:
+        rt.spawn("x")
+
+    result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--turns", "5"])
+
+    _assert_one_line_error(result, naming=str(path))
+    assert "not written by the simulation" in result.output
+    with Journal.open(path, readonly=True) as journal:
+        assert journal.last_seq == 1  # refused before a byte was written to it
+    with Runtime.open(path) as rt:
+        assert rt.agents() == ["x"]
+
+
+def test_simulate_refuses_a_journal_with_records_but_no_simulation_agents(tmp_path: Path) -> None:
+    path = tmp_path / "raw"
+    with Journal.open(path) as journal:
+        journal.append(make_events(10))
+
+    result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--turns", "5"])
+
+    _assert_one_line_error(result, naming=str(path))
+    with Journal.open(path, readonly=True) as journal:
+        assert journal.last_seq == 10
+
+
+def test_simulate_runs_in_an_existing_empty_directory(tmp_path: Path) -> None:
+    path = tmp_path / "empty"
+    path.mkdir()
+
+    result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--agents", "4", "--turns", "4"])
+
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("ran 4 turns of 4 agents")
+
+
+# ---------------------------------------------------------------- 3: a journal that cannot be opened
+
+
+def test_simulate_on_a_plain_file_is_a_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "plain"
+    path.write_text("not a journal\n")
+
+    result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--turns", "5"])
+
+    _assert_one_line_error(result, naming=str(path))
+    assert path.read_text() == "not a journal\n"
+
+
+class _SomeOtherCogfabricError(CogfabricError):
+    """Neither a journal error nor any other type the command knows."""
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        _SomeOtherCogfabricError("the journal could not be opened for some new reason"),
+        FileExistsError(17, "File exists"),  # what the store raised for a plain file before
+    ],
+    ids=["a-cogfabric-error-of-any-type", "an-os-error"],
+)
+def test_any_error_opening_the_journal_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    def fail(*args: Any, **kwargs: Any) -> Runtime:  # noqa: ARG001
+        raise error
+
+    monkeypatch.setattr(Runtime, "open", fail)
+    path = tmp_path / "j"
+
+    result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--turns", "5"])
+
+    _assert_one_line_error(result, naming=str(path))
