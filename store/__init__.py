@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._errors import (
     InvalidStreamError,
     JournalClosedError,
+    JournalDamagedError,
     JournalError,
     JournalFailedError,
     JournalFormatError,
@@ -29,6 +30,7 @@ __all__ = [
     "InvalidStreamError",
     "Journal",
     "JournalClosedError",
+    "JournalDamagedError",
     "JournalError",
     "JournalFailedError",
     "JournalFormatError",

@@ -64,6 +64,15 @@ class JournalKeyError(JournalIntegrityError):
     """Raised when a journal is opened with a chain key other than the one it was written with."""
 
 
+class JournalDamagedError(JournalIntegrityError):
+    """Raised when LMDB meets a damaged page of the data file while reading it.
+
+    LMDB has no checksums: most damage is found by ``verify``'s hash chain instead, but
+    a damaged page of the B-tree itself can make LMDB refuse to read on. A damaged
+    header page makes LMDB refuse the file as a whole (``JournalFormatError``).
+    """
+
+
 class JournalRecordError(JournalIntegrityError, ValueError):
     """Raised when a stored record cannot be read: malformed, unknown type, or newer schema.
 

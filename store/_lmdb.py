@@ -49,6 +49,7 @@ from cogfabric.events import DEFAULT_CODEC, EventCodec, EventError
 from ._errors import (
     InvalidStreamError,
     JournalClosedError,
+    JournalDamagedError,
     JournalFailedError,
     JournalFormatError,
     JournalFullError,
@@ -161,6 +162,10 @@ def _translated(path: Path) -> Iterator[None]:
         raise JournalReadOnlyError(f"{path} is open read-only") from exc
     except lmdb.MapFullError as exc:  # pragma: no cover - the writer grows or fails-stop before
         raise JournalFullError(f"{path} is full") from exc
+    except (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadTxnError) as exc:
+        # MDB_BAD_TXN: a read transaction that met a damaged page earlier, and set it aside
+        msg = f"{path} is damaged: LMDB cannot read a page of its data file ({exc})"
+        raise JournalDamagedError(msg) from exc
     except lmdb.Error as exc:
         msg = str(exc)
         if "already open in this process" in msg:

@@ -14,7 +14,13 @@ import msgspec
 
 from cogfabric.actors import apply_session_event, replay_agent
 from cogfabric.events import ContextLayer, IpcMessage
-from cogfabric.store import JournalError, LmdbJournal
+from cogfabric.store import (
+    JournalDamagedError,
+    JournalError,
+    JournalFormatError,
+    JournalKeyError,
+    LmdbJournal,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -22,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AuditAccessError",
     "agent_view",
+    "encode_json",
     "export_lines",
     "inspect_journal",
     "open_for_audit",
@@ -53,6 +60,8 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
     Raises:
         AuditAccessError: the directory (or its lock file) is not writable and
             ``copy`` is not set.
+        JournalFormatError, JournalKeyError, JournalDamagedError: as the store raises
+            them, naming ``path`` (not the private copy).
 
     """
     if not copy:
@@ -75,17 +84,26 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
             return
         shutil.copyfile(source, target / "data.mdb")
         (target / "data.mdb").chmod(0o600)
-        with LmdbJournal.open(target, readonly=True, key=key) as journal:
-            yield journal
+        try:
+            with LmdbJournal.open(target, readonly=True, key=key) as journal:
+                yield journal
+        except (JournalFormatError, JournalKeyError, JournalDamagedError) as exc:
+            raise type(exc)(str(exc).replace(str(target), str(path))) from exc  # the user's path
 
 
 def inspect_journal(journal: LmdbJournal, path: Path) -> dict[str, Any]:
-    """Format, counts per type and per stream, first and last time, size on disk."""
+    """Format, counts per type and per stream, first and last time, the head, size on disk.
+
+    The head is the last record's seq and its hash-chain link (hex; None when empty):
+    keep both elsewhere to detect a later consistent rewrite of the journal.
+    """
     types: Counter[str] = Counter()
     streams: Counter[str] = Counter()
     first = last = None
+    head = None
     count = 0
     for record in journal.read():
+        head = record
         event = record.event
         types[type(event).__name__] += 1
         streams[record.stream] += 1
@@ -100,6 +118,8 @@ def inspect_journal(journal: LmdbJournal, path: Path) -> dict[str, Any]:
         "hash": info["hash"],
         "keyed": info["keyed"],
         "records": count,
+        "head_seq": head.seq if head is not None else 0,
+        "head_chain": head.chain.hex() if head is not None else None,
         "first_time": first,
         "last_time": last,
         "types": dict(types.most_common()),
@@ -160,6 +180,12 @@ def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[
 
 
 _json = msgspec.json.Encoder()
+
+
+def encode_json(value: object, *, indent: int = 0) -> bytes:
+    """``value`` as strict JSON, encoded as ``export`` does: NaN and infinities as null, bytes as base64."""
+    encoded = _json.encode(value)
+    return msgspec.json.format(encoded, indent=indent) if indent else encoded
 
 
 def export_lines(

@@ -8,6 +8,7 @@ found in the journal, 2 a usage error or a path that is not a journal.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -176,10 +177,25 @@ def _check(opened: Any, *, skip: bool) -> None:  # noqa: ANN401 - a journal
 
 
 def _exit_code(exc: Exception) -> int:
-    """1 for a problem inside the journal (a bad record), 2 for anything else."""
-    from cogfabric.store import JournalIntegrityError  # noqa: PLC0415
+    """1 for a problem inside the journal (a bad record, a damaged page), 2 for anything else.
 
+    A wrong or missing chain key is the user's input, not the journal's fault.
+    """
+    from cogfabric.store import JournalIntegrityError, JournalKeyError  # noqa: PLC0415
+
+    if isinstance(exc, JournalKeyError):
+        return EXIT_USAGE
     return EXIT_PROBLEM if isinstance(exc, JournalIntegrityError) else EXIT_USAGE
+
+
+def _fail_journal(exc: Exception, key: str | None) -> NoReturn:
+    """Report a journal error the same way in every audit command, with its exit code."""
+    from cogfabric.store import JournalKeyError  # noqa: PLC0415
+
+    message = str(exc)
+    if isinstance(exc, JournalKeyError) and key is None:
+        message += " (pass it with --key)"
+    _fail(message, _exit_code(exc))
 
 
 def _journal_errors() -> tuple[type[Exception], ...]:
@@ -195,8 +211,8 @@ def _journal_errors() -> tuple[type[Exception], ...]:
 def verify(journal: Path, key: str | None, copy: bool) -> None:
     """Check JOURNAL's hash chain, indexes and snapshots, and that every record decodes.
 
-    Exits 0 when it is clean, 1 naming the first bad seq and why, 2 when JOURNAL is
-    not a journal.
+    Exits 0 when it is clean, 1 naming the first bad seq and why (or a damaged data
+    file), 2 when JOURNAL is not a journal or the chain key is wrong or missing.
 
     \b
     Example:
@@ -206,7 +222,7 @@ def verify(journal: Path, key: str | None, copy: bool) -> None:
         with _audit(journal, copy=copy, key=key) as opened:
             report = opened.verify(decode=True)
     except _journal_errors() as exc:
-        _fail(str(exc))
+        _fail_journal(exc, key)
     if report.ok:
         click.echo(f"ok: {report.checked} records verified, head at seq {report.head_seq}")
         sys.exit(EXIT_OK)
@@ -245,12 +261,14 @@ def replay(
         cogfabric replay ./cogfabric-journal --agent researcher-001 --at 500 --json
         cogfabric replay ./cogfabric-journal --session SESSION_ID
     """
-    from cogfabric._audit import agent_view, session_view  # noqa: PLC0415
+    from cogfabric._audit import agent_view, encode_json, session_view  # noqa: PLC0415
 
     if (agent is None) == (session is None):
         _fail("give exactly one of --agent or --session")
     try:
         with _audit(journal, copy=copy, key=key) as opened:
+            if at is not None and at > opened.last_seq:
+                _fail(f"--at {at} is past the journal's last seq {opened.last_seq}")
             _check(opened, skip=no_verify)
             view = (
                 agent_view(opened, agent, at)
@@ -258,12 +276,12 @@ def replay(
                 else session_view(opened, session or "", at)
             )
     except _journal_errors() as exc:
-        _fail(str(exc), _exit_code(exc))
+        _fail_journal(exc, key)
     if view is None:
         what = f"agent {agent!r}" if agent is not None else f"session {session!r}"
         _fail(f"{what} does not exist at seq {at if at is not None else 'end'}")
     if as_json:
-        click.echo(json.dumps(view, indent=2, default=str))
+        click.echo(encode_json(view, indent=2))  # as export encodes: strict JSON
         return
     _print_view(view)
 
@@ -333,7 +351,21 @@ def export(
                 else:
                     sink.flush()
     except _journal_errors() as exc:
-        _fail(str(exc), _exit_code(exc))
+        _fail_journal(exc, key)
+    except BrokenPipeError:
+        _stdout_closed()
+
+
+def _stdout_closed() -> NoReturn:
+    """Stop quietly when the reader of stdout has gone (``export ... | head -1``): exit 0.
+
+    Whatever is left in stdout's buffer cannot be written; pointing stdout at devnull
+    keeps the interpreter's final flush from raising again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(EXIT_OK)
 
 
 @main.command()
@@ -343,7 +375,10 @@ def export(
 @_COPY
 @_NO_VERIFY
 def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify: bool) -> None:
-    """Summarise JOURNAL: format, records, first and last time, counts per type and stream, size.
+    """Summarise JOURNAL: format, records, the head, first and last time, counts per type and stream, size.
+
+    The head is the last seq and its hash-chain link (hex): keep it somewhere else to
+    detect a later rewrite of the journal.
 
     \b
     Example:
@@ -356,13 +391,14 @@ def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify
             _check(opened, skip=no_verify)
             summary = inspect_journal(opened, journal)
     except _journal_errors() as exc:
-        _fail(str(exc), _exit_code(exc))
+        _fail_journal(exc, key)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
     click.echo(f"journal   {summary['path']}")
     click.echo(f"format    {summary['format']} ({summary['hash']}{', keyed' if summary['keyed'] else ''})")
     click.echo(f"records   {summary['records']:,} in {summary['streams']:,} streams")
+    click.echo(f"head      seq {summary['head_seq']}, chain {summary['head_chain'] or '-'}")
     click.echo(f"time      {_when(summary['first_time'])} .. {_when(summary['last_time'])}")
     click.echo(f"on disk   {summary['bytes_on_disk'] / 1e6:.1f} MB")
     click.echo("types     " + ", ".join(f"{k} {v:,}" for k, v in summary["types"].items()))

@@ -17,9 +17,11 @@ from cogfabric.store import (
     FORMAT_VERSION,
     InvalidStreamError,
     Journal,
+    JournalDamagedError,
     JournalFailedError,
     JournalFormatError,
     JournalFullError,
+    JournalIntegrityError,
     JournalKeyError,
     JournalLockedError,
     JournalNotFoundError,
@@ -442,6 +444,29 @@ class TestFilesAndFormat:
             Journal.open(plain / "inside")
 
         assert plain.read_bytes() == b"not a journal"
+
+    def test_a_damaged_lmdb_page_is_a_journal_damaged_error_naming_the_path(self, tmp_path: Path) -> None:
+        path = tmp_path / "j"
+        with Journal.open(path) as journal:
+            journal.append(make_events(40))
+            link = next(r.chain for r in journal.read() if r.seq == 20)
+        env = lmdb.open(str(path), readonly=True, max_dbs=8)
+        page_size = env.stat()["psize"]
+        env.close()
+        data = bytearray((path / "data.mdb").read_bytes())
+        page = data.index(link) // page_size * page_size  # the leaf page that holds seq 20
+        data[page + 10] ^= 0xFF  # its page flags: LMDB finds a page of the wrong type
+        (path / "data.mdb").write_bytes(bytes(data))
+
+        def read_everything() -> None:
+            with Journal.open(path, readonly=True) as journal:
+                list(journal.read())
+                journal.verify()
+
+        with pytest.raises(JournalDamagedError, match=f"{path} is damaged") as info:
+            read_everything()
+
+        assert isinstance(info.value, JournalIntegrityError)  # Runtime.open refuses it as such
 
     def test_a_read_only_journal_refuses_appends_and_never_changes_its_data_file(
         self, closed_journal: Path

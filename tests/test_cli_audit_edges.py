@@ -1,0 +1,162 @@
+"""The audit commands at their edges: chain keys, damaged pages, closed pipes, odd values, the head."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING, NoReturn
+
+import lmdb
+from click.testing import CliRunner
+
+from cogfabric.cli import main
+from cogfabric.events import AgentSpawned, PrivateSet
+from cogfabric.store import Journal
+from cogfabric.store.testing import make_events
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+AUDITS = (["verify"], ["inspect"], ["export"], ["replay", "--agent", "a0"])
+
+
+def _journal(tmp_path: Path, count: int = 40, *, key: bytes | None = None) -> Path:
+    path = tmp_path / "journal"
+    with Journal.open(path, key=key) as journal:
+        journal.append([AgentSpawned(at=0.0, agent="a0"), *make_events(count - 1)])
+    return path
+
+
+def _no_constants(name: str) -> NoReturn:
+    msg = f"not strict JSON: {name}"
+    raise ValueError(msg)
+
+
+def test_a_wrong_or_missing_chain_key_exits_two_with_the_same_message_everywhere(tmp_path: Path) -> None:
+    path = _journal(tmp_path, 3, key=b"k")
+    runner = CliRunner()
+
+    for given in ([], ["--key", "wrong"]):
+        results = [runner.invoke(main, [command[0], str(path), *command[1:], *given]) for command in AUDITS]
+
+        assert [r.exit_code for r in results] == [2, 2, 2, 2], [r.output for r in results]
+        assert len({r.output for r in results}) == 1
+        assert "chain key" in results[0].output
+    missing = runner.invoke(main, ["verify", str(path)])
+    assert "--key" in missing.output
+    assert runner.invoke(main, ["verify", str(path), "--key", "k"]).exit_code == 0
+
+
+def test_a_wrong_chain_key_names_the_journal_not_the_private_copy(tmp_path: Path) -> None:
+    path = _journal(tmp_path, 3, key=b"k")
+
+    result = CliRunner().invoke(main, ["inspect", str(path), "--copy", "--key", "wrong"])
+
+    assert result.exit_code == 2
+    assert f"{path} was written with a different chain key" in result.output
+    assert "cogfabric-audit-" not in result.output
+
+
+def test_a_damaged_lmdb_page_exits_one_naming_the_path(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    with Journal.open(path, readonly=True) as journal:
+        link = next(r.chain for r in journal.read() if r.seq == 20)
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    shutil.copyfile(path / "data.mdb", damaged / "data.mdb")
+    env = lmdb.open(str(damaged), readonly=True, max_dbs=8)
+    page_size = env.stat()["psize"]
+    env.close()
+    data = bytearray((damaged / "data.mdb").read_bytes())
+    page = data.index(link) // page_size * page_size  # the leaf page that holds seq 20
+    data[page + 10] ^= 0xFF  # its page flags: LMDB finds the page of the wrong type
+    (damaged / "data.mdb").write_bytes(bytes(data))
+    runner = CliRunner()
+
+    results = [runner.invoke(main, [command[0], str(damaged), *command[1:]]) for command in AUDITS]
+    copied = runner.invoke(main, ["verify", str(damaged), "--copy"])
+
+    for result in [*results, copied]:
+        assert result.exit_code == 1, result.output
+        assert f"{damaged} is damaged" in result.output
+
+
+def test_export_into_a_pipe_closed_early_stops_quietly_and_exits_zero(tmp_path: Path) -> None:
+    path = _journal(tmp_path, 20_000)  # megabytes of lines: far more than a pipe holds
+    errors = tmp_path / "stderr"
+
+    with errors.open("wb") as stderr:
+        export = subprocess.Popen(
+            [sys.executable, "-m", "cogfabric", "export", str(path)], stdout=subprocess.PIPE, stderr=stderr
+        )
+        assert export.stdout is not None
+        first = export.stdout.readline()  # what `| head -1` reads before it exits
+        export.stdout.close()
+        code = export.wait(timeout=120)
+
+    assert json.loads(first)["seq"] == 1
+    assert code == 0
+    assert errors.read_text() == ""
+
+
+def test_replay_json_is_strict_and_encodes_values_as_export_does(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    odd = {"nan": float("nan"), "inf": float("inf"), "bytes": b"\x00\xff"}
+    with Journal.open(path) as journal:
+        journal.append(
+            [
+                AgentSpawned(at=0.0, agent="a"),
+                *(PrivateSet(at=1.0, agent="a", key=k, value=v) for k, v in odd.items()),
+            ]
+        )
+    runner = CliRunner()
+
+    replayed = runner.invoke(main, ["replay", str(path), "--agent", "a", "--json"])
+    exported = runner.invoke(main, ["export", str(path), "--layer", "agent_private"])
+
+    assert replayed.exit_code == 0, replayed.output
+    view = json.loads(replayed.output, parse_constant=_no_constants)
+    lines = [json.loads(line, parse_constant=_no_constants) for line in exported.output.splitlines()]
+    assert view["private"] == {line["data"]["key"]: line["data"]["value"] for line in lines}
+    assert view["private"] == {"nan": None, "inf": None, "bytes": "AP8="}
+
+
+def test_replay_refuses_an_at_past_the_last_seq(tmp_path: Path) -> None:
+    path = _journal(tmp_path, 38)
+    runner = CliRunner()
+
+    past = runner.invoke(main, ["replay", str(path), "--agent", "a0", "--at", "999999"])
+    last = runner.invoke(main, ["replay", str(path), "--agent", "a0", "--at", "38", "--json"])
+
+    assert past.exit_code == 2
+    assert "last seq 38" in past.output
+    assert last.exit_code == 0, last.output
+    assert json.loads(last.output)["at"] == 38
+
+
+def test_inspect_shows_the_head_seq_and_chain(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    with Journal.open(path, readonly=True) as journal:
+        head = next(journal.read(after=journal.last_seq - 1))
+    runner = CliRunner()
+
+    summary = json.loads(runner.invoke(main, ["inspect", str(path), "--json"]).output)
+    text = runner.invoke(main, ["inspect", str(path)]).output
+
+    assert summary["head_seq"] == head.seq == 40
+    assert summary["head_chain"] == head.chain.hex()
+    assert len(summary["head_chain"]) == 32
+    assert {"path", "format", "engine", "hash", "keyed", "records", "first_time", "last_time"} <= set(summary)
+    assert f"head      seq 40, chain {head.chain.hex()}" in text.splitlines()
+
+
+def test_inspect_of_an_empty_journal_has_no_head_chain(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    Journal.open(path).close()
+
+    summary = json.loads(CliRunner().invoke(main, ["inspect", str(path), "--json"]).output)
+
+    assert summary["head_seq"] == 0
+    assert summary["head_chain"] is None
