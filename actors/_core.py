@@ -93,8 +93,11 @@ class Core:
         agent exists in the journal, so it must exist live. With ``strict`` (a spawn,
         before anything is journaled) the error is raised instead.
 
+        So does a factory whose product has no callable ``on_message``: it could
+        handle no message.
+
         Raises:
-            InvalidSpawnSpecError: with ``strict``, the factory raised.
+            InvalidSpawnSpecError: with ``strict``, the factory raised, or made no behavior.
 
         """
         if name is None:
@@ -104,12 +107,19 @@ class Core:
             log.warning("behavior %r is not registered: the agent runs without one", name)
             return None
         try:
-            return factory()
+            behavior = factory()
         except Exception as exc:
             if strict:
                 raise InvalidSpawnSpecError(f"behavior {name!r} could not be made: {exc!r}") from exc
             log.exception("behavior %r could not be made: the agent runs without one", name)
             return None
+        if not callable(getattr(behavior, "on_message", None)):
+            msg = f"behavior {name!r} made a {type(behavior).__name__} with no on_message(ctx, message)"
+            if strict:
+                raise InvalidSpawnSpecError(msg)
+            log.error("%s: the agent runs without one", msg)
+            return None
+        return behavior
 
     def load_agent(self, agent_id: str) -> AgentSnapshot | None:
         """Rebuild one agent from the journal (latest snapshot plus tail)."""

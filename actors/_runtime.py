@@ -450,8 +450,16 @@ class Runtime:
     def recover(self, agent_id: str, state: CognitiveState) -> None:
         """Install a cognitive state (e.g. a checkpoint) in an IDLE or SUSPENDED agent.
 
+        Version 0 is upgraded to 1; a SUSPENDED agent becomes IDLE, as in the original.
         Stricter than the original, which also accepts a RUNNING agent (README, "Where
         cogfabric differs").
+
+        Raises:
+            AgentNotFoundError: no live agent has that id.
+            AgentRunningError: its behavior is handling a message.
+            AgentRetiredError: it is retired.
+            CognitiveStateSchemaVersionError: ``state`` is of a future schema version.
+
         """
         if self._entry(agent_id).shared.lifecycle == AgentState.RUNNING:
             raise AgentRunningError(agent_id)

@@ -642,6 +642,19 @@ class TestKillAndReloadEdges:
             assert runtime._journal.last_seq == 0
             runtime.spawn("b")  # the id is free
 
+    def test_a_behavior_without_on_message_refuses_the_spawn_before_anything_is_journaled(
+        self, tmp_path: Path
+    ) -> None:
+        class Mute:
+            pass
+
+        behaviors: dict[str, Any] = {"mute": Mute}  # what the type checker would refuse, a user may pass
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors=behaviors) as runtime:
+            with pytest.raises(InvalidSpawnSpecError, match="no on_message"):
+                runtime.spawn("b", behavior="mute")
+            assert runtime._journal is not None
+            assert runtime._journal.last_seq == 0
+
     def test_a_behavior_that_cannot_be_made_on_reopen_leaves_the_agent_without_one(
         self, tmp_path: Path, caplog: pytest.LogCaptureFixture
     ) -> None:
