@@ -531,8 +531,11 @@ class AgentActor(pykka.ThreadingActor):
         lifecycle = self._state.lifecycle
         if self._behavior is None or lifecycle in (AgentState.SUSPENDED, AgentState.RETIRED):
             reason = "no behavior" if self._behavior is None else f"agent {lifecycle.lower()}"
+            if message.kind != "request":
+                bus.dead_letter(message, reason, "")
+                return
             why = f"agentipc: no handler: {self._state.id!r} cannot handle {message.topic!r} ({reason})"
-            bus.refuse(message, reason, IpcNoHandlerError(why))  # a requester fails at once
+            bus.refuse(message, reason, IpcNoHandlerError(why))  # the requester fails at once
             return
         self._shared.lifecycle = AgentState.RUNNING
         try:

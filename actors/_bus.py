@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DEAD_LETTER_CAPACITY", "DEFAULT_REQUEST_TIMEOUT", "IpcBus"]
 
+# A request's failures raised to the requester as they are, not as an IpcHandlerError:
+# the recipient was killed before it got to the request, or it cannot handle requests.
+_RAISED_AS_THEY_ARE = (AgentNotFoundError, IpcNoHandlerError)
+
 DEAD_LETTER_CAPACITY: Final = 1024
 DEFAULT_REQUEST_TIMEOUT: Final = 30.0
 HANDOFF_TOPIC: Final = "handoff-task"
@@ -210,7 +214,7 @@ class IpcBus:
         finally:
             with self._lock:
                 self._pending.pop(message.correlation_id, None)
-        if isinstance(pending.error, AgentNotFoundError | IpcNoHandlerError):
+        if isinstance(pending.error, _RAISED_AS_THEY_ARE):
             raise pending.error  # killed before it got to the request, or it cannot handle it
         if pending.error is not None:
             msg = f"agentipc: handler of {to!r} failed on {topic!r}: {pending.error!r}"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
 import lmdb
+import pytest
 from click.testing import CliRunner
 
 from cogfabric.cli import main
@@ -99,6 +101,28 @@ def test_export_into_a_pipe_closed_early_stops_quietly_and_exits_zero(tmp_path: 
     assert json.loads(first)["seq"] == 1
     assert code == 0
     assert errors.read_text() == ""
+
+
+@pytest.mark.parametrize("command", AUDITS, ids=lambda c: c[0])
+def test_every_audit_command_into_a_closed_pipe_exits_zero_quietly(
+    tmp_path: Path, command: list[str]
+) -> None:
+    path = _journal(tmp_path, 3)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line: every write fails with EPIPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cogfabric", command[0], str(path), *command[1:]],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == b""
 
 
 def test_replay_json_is_strict_and_encodes_values_as_export_does(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 import cogfabric._simulation
 from cogfabric._errors import CogfabricError
-from cogfabric.actors import Runtime
+from cogfabric._simulation import run_simulation
+from cogfabric.actors import Config, InvalidConfigError, MemoryConfig, Runtime
 from cogfabric.cli import main
 from cogfabric.events import LlmOutputRecorded, PrivateSet
 from cogfabric.store import Journal
@@ -171,3 +172,17 @@ def test_any_error_opening_the_journal_is_a_one_line_error(
     result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--turns", "5"])
 
     _assert_one_line_error(result, naming=str(path))
+
+
+def test_a_bad_config_is_reported_as_the_config_not_as_the_journal(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("memory:\n  max_history: 0\n")
+
+    result = CliRunner().invoke(
+        main, ["simulate", "--journal", str(tmp_path / "j"), "--turns", "5", "--config", str(config)]
+    )
+    with pytest.raises(InvalidConfigError, match="max_history"):
+        run_simulation(tmp_path / "j2", turns=5, config=Config(memory=MemoryConfig(max_history=0)))
+
+    _assert_one_line_error(result, naming="max_history")
+    assert "cannot open the journal" not in result.output

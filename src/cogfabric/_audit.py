@@ -14,13 +14,7 @@ import msgspec
 
 from cogfabric.actors import apply_session_event, replay_agent
 from cogfabric.events import ContextLayer, IpcMessage
-from cogfabric.store import (
-    JournalDamagedError,
-    JournalError,
-    JournalFormatError,
-    JournalKeyError,
-    LmdbJournal,
-)
+from cogfabric.store import JournalError, LmdbJournal
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -60,8 +54,7 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
     Raises:
         AuditAccessError: the directory (or its lock file) is not writable and
             ``copy`` is not set.
-        JournalFormatError, JournalKeyError, JournalDamagedError: as the store raises
-            them, naming ``path`` (not the private copy).
+        JournalError: as the store raises it, naming ``path`` (not the private copy).
 
     """
     if not copy:
@@ -87,8 +80,9 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
         try:
             with LmdbJournal.open(target, readonly=True, key=key) as journal:
                 yield journal
-        except (JournalFormatError, JournalKeyError, JournalDamagedError) as exc:
-            raise type(exc)(str(exc).replace(str(target), str(path))) from exc  # the user's path
+        except JournalError as exc:  # name the user's path, not the private copy's
+            exc.args = tuple(a.replace(str(target), str(path)) if isinstance(a, str) else a for a in exc.args)
+            raise
 
 
 def inspect_journal(journal: LmdbJournal, path: Path) -> dict[str, Any]:

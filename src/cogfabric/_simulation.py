@@ -17,9 +17,8 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import msgspec
 
 from cogfabric._errors import CogfabricError
@@ -27,6 +26,7 @@ from cogfabric.actors import (
     AgentContext,
     Config,
     InvalidArgumentError,
+    InvalidConfigError,
     PromptTooLongError,
     Runtime,
     ScriptedProvider,
@@ -50,14 +50,8 @@ _AGENT_ID = re.compile(r"(researcher|reviewer)-[0-9]+")
 """The ids the simulation spawns its agents with (``_set_up``)."""
 
 
-class SimulationError(CogfabricError, click.ClickException):
-    """The simulation cannot run on that journal; the command shows it as one line, exit 2."""
-
-    exit_code = 2
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        """Print ``error: <message>``, like the command's other usage errors."""
-        click.echo(f"error: {self.format_message()}", file=file, err=file is None)
+class SimulationError(CogfabricError):
+    """The simulation cannot run on that journal (``cogfabric simulate`` shows it as one line)."""
 
 
 @dataclass
@@ -237,7 +231,7 @@ def run_simulation(
     try:
         _refuse_a_foreign_journal(path)
         opened = Runtime.open(path, config=config, behaviors=behaviors, llm_provider=provider)
-    except (JournalError, SimulationError):
+    except (JournalError, SimulationError, InvalidConfigError):
         raise  # the command reports these itself
     except (CogfabricError, OSError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__  # one line, whatever it says

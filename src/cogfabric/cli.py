@@ -40,7 +40,17 @@ def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group: every command stops quietly, exit 0, when stdout's reader goes away."""
+
+    def invoke(self, ctx: click.Context) -> Any:  # noqa: ANN401 - click's own signature
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # ``cogfabric export J | head -1``: the reader has what it wanted
+            _stdout_closed()
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(cogfabric.__version__, prog_name="cogfabric")
 def main() -> None:
     """cogfabric: an event-sourced actor runtime for the context of LLM agents.
@@ -89,7 +99,7 @@ def simulate(
     Example:
         cogfabric simulate --agents 50 --turns 200 --journal ./cogfabric-journal
     """
-    from cogfabric._simulation import run_simulation  # noqa: PLC0415 - keep --help fast
+    from cogfabric._simulation import SimulationError, run_simulation  # noqa: PLC0415 - keep --help fast
     from cogfabric.actors import InvalidConfigError  # noqa: PLC0415
     from cogfabric.config import load_config  # noqa: PLC0415
     from cogfabric.store import JournalError  # noqa: PLC0415
@@ -109,7 +119,7 @@ def simulate(
                 config=config,
                 progress=advance,
             )
-        except JournalError as exc:
+        except (JournalError, SimulationError, InvalidConfigError) as exc:
             _fail(str(exc))
     verb = "continued" if report.resumed else "ran"
     click.echo(
@@ -298,7 +308,13 @@ def _print_view(view: dict[str, Any]) -> None:
         if name in ("agent", "session", "at"):
             continue
         table.add_row(name, json.dumps(value, default=str) if not isinstance(value, str) else value)
-    Console(width=120).print(table)
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich's own exits 1: here that means a bad journal
+            self.quiet = True
+            _stdout_closed()
+
+    _Console(width=120).print(table)
 
 
 @main.command()
@@ -352,8 +368,6 @@ def export(
                     sink.flush()
     except _journal_errors() as exc:
         _fail_journal(exc, key)
-    except BrokenPipeError:
-        _stdout_closed()
 
 
 def _stdout_closed() -> NoReturn:

@@ -372,6 +372,7 @@ class TestBus:
         self, runtime: Runtime, make: Callable[[Runtime], object], reason: str
     ) -> None:
         make(runtime)
+        runtime.bus.send("a", "b", "s", 0)  # handled first: the mailbox keeps order
 
         # were it not refused at once, this would wait the whole 30 s and time out
         with pytest.raises(
@@ -379,7 +380,10 @@ class TestBus:
         ):
             runtime.bus.request("a", "b", "q", 1, timeout=30)
 
-        assert [d.reason for d in runtime.bus.dead_letters()] == [reason]
+        sent, requested = runtime.bus.dead_letters()
+        assert (sent.topic, sent.reason, sent.error) == ("s", reason, "")  # nobody to tell
+        assert (requested.topic, requested.reason) == ("q", reason)
+        assert "IpcNoHandlerError" in requested.error
         assert Recorder.log == []
 
     def test_request_reply_round_trip(self, runtime: Runtime) -> None:
