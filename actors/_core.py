@@ -72,19 +72,38 @@ class Core:
         else:
             writer.submit_nowait(events)
 
-    def behavior_name(self, behavior: str | Behavior | None) -> str | None:
-        """The registered name of ``behavior`` (a name or an instance of a registered class)."""
+    def behavior_name(self, behavior: str | Behavior | type | None) -> str | None:
+        """The registered name of ``behavior``: a name, a registered class or an instance of one."""
         if behavior is None:
             return None
         if isinstance(behavior, str):
             if behavior not in self.behaviors:
                 raise InvalidSpawnSpecError(f"unknown behavior {behavior!r}")
             return behavior
+        cls = behavior if isinstance(behavior, type) else type(behavior)
         for name, factory in self.behaviors.items():
-            if factory is type(behavior):
+            if factory is cls:
                 return name
-        msg = f"behavior class {type(behavior).__name__} is not registered; pass behaviors={{name: class}}"
+        what = "class" if isinstance(behavior, type) else "instance of class"
+        msg = (
+            f"behavior {what} {cls.__name__} is not registered, so it could not be reattached "
+            "on recovery; pass behaviors={name: class} to Runtime.open"
+        )
         raise InvalidSpawnSpecError(msg)
+
+    def live_behavior(self, given: str | Behavior | type | None, name: str | None) -> Behavior | None:
+        """What a spawned agent runs: the instance it was given, or a fresh one made for ``name``.
+
+        Raises:
+            InvalidSpawnSpecError: the instance has no ``on_message``, or the factory failed.
+
+        """
+        if given is None or isinstance(given, str | type):
+            return self.make_behavior(name, strict=True)
+        if not callable(getattr(given, "on_message", None)):
+            msg = f"behavior {type(given).__name__} has no on_message(ctx, message)"
+            raise InvalidSpawnSpecError(msg)
+        return given
 
     def make_behavior(self, name: str | None, *, strict: bool = False) -> Behavior | None:
         """A fresh behavior for a journaled name, or None (logged) when it is unknown.

@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import pykka
@@ -44,7 +45,7 @@ from ._state import AgentSnapshot, AgentState, apply_event
 from ._writer import Ack, JournalWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable
     from os import PathLike
     from types import TracebackType
 
@@ -232,12 +233,17 @@ class Runtime:
         capabilities: Iterable[str] = (),
         priority: float = 0.0,
         experience_prior: object = None,
-        behavior: str | Behavior | None = None,
+        behavior: str | Behavior | type | None = None,
     ) -> Agent:
         """Spawn an agent and return its handle (journaled before it exists, in sync durability).
 
+        ``behavior`` is a registered name, a registered class, or an instance of a
+        registered class: the agent runs that very instance, and after a reopen a fresh
+        one from the class's factory. The journal keeps the registered name.
+
         Raises:
-            InvalidSpawnSpecError: the id contains white space, or the behavior is unknown.
+            InvalidSpawnSpecError: the id contains white space, the behavior is unknown,
+                its class is not registered, or it has no ``on_message``.
             AgentExistsError: a live agent has that id.
 
         """
@@ -266,12 +272,18 @@ class Runtime:
 
         """
         self._check_open()
+        specs = list(specs)
+        for spec in specs:
+            if not isinstance(spec, Mapping):
+                msg = f"a spawn spec is a mapping of spawn's arguments, got {type(spec).__name__}"
+                raise InvalidSpawnSpecError(msg)
         events = [self._spawn_event(**spec) for spec in specs]
         ids = [event.agent for event in events]
         if len(set(ids)) != len(ids):
             detail = "two specs share an agent id"
             raise InvalidSpawnSpecError(detail)
-        made = [self._core.make_behavior(event.behavior, strict=True) for event in events]
+        core = self._core
+        made = [core.live_behavior(s.get("behavior"), e.behavior) for s, e in zip(specs, events, strict=True)]
         writer = self._core.writer
         if writer is not None:
             writer.wait_for_room()  # not while holding _order, which other callers wait for
@@ -380,7 +392,7 @@ class Runtime:
         capabilities: Iterable[str] = (),
         priority: float = 0.0,
         experience_prior: object = None,
-        behavior: str | Behavior | None = None,
+        behavior: str | Behavior | type | None = None,
         **unknown: object,
     ) -> AgentSpawned:
         if unknown:

@@ -108,6 +108,36 @@ class TestBehaviors:
             with pytest.raises(InvalidSpawnSpecError, match="unknown behavior"):
                 runtime.spawn("c", behavior="nope")
 
+    def test_an_instance_runs_as_given_and_a_fresh_one_after_a_reopen(self, tmp_path: Path) -> None:
+        class Tagged:
+            def __init__(self, tag: str = "default") -> None:
+                self.tag = tag
+
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+                return self.tag
+
+        behaviors: dict[str, Any] = {"tagged": Tagged}
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors=behaviors) as runtime:
+            runtime.spawn("t", behavior=Tagged("custom"))
+            runtime.spawn("u", behavior=Tagged)  # the registered class: a fresh instance
+            assert runtime.bus.request("x", "t", "q", timeout=10).payload == "custom"
+            assert runtime.bus.request("x", "u", "q", timeout=10).payload == "default"
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors=behaviors) as runtime:
+            assert runtime.bus.request("x", "t", "q", timeout=10).payload == "default"
+
+    def test_a_class_or_a_spec_that_cannot_be_spawned_is_refused_clearly(self) -> None:
+        class Stranger:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                return None
+
+        with _open(None) as runtime:
+            with pytest.raises(InvalidSpawnSpecError, match="behavior class Stranger is not registered"):
+                runtime.spawn("a", behavior=Stranger)
+            with pytest.raises(InvalidSpawnSpecError, match="a spawn spec is a mapping"):
+                runtime.spawn_many(["b"])  # type: ignore[list-item]
+
+            assert runtime.agents() == []
+
     def test_an_agent_is_running_while_its_behavior_handles_a_message(self) -> None:
         with _open(None) as runtime:
             agent = runtime.spawn("a", behavior="gate")
