@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -18,6 +19,7 @@ from ._errors import (
     IpcInvalidMessageError,
     IpcNoHandlerError,
     IpcTimeoutError,
+    MailboxFullError,
 )
 
 if TYPE_CHECKING:
@@ -86,8 +88,19 @@ class IpcBus:
             **fields,
         )
 
-    def _deliver(self, message: IpcMessage, recipient: str) -> None:
-        self._delivery(message, self._runtime._admitted(recipient))(True)  # noqa: SLF001
+    def _admit(self, message: IpcMessage, timeout: float | None = None) -> _Entry:
+        """The recipient's entry with a mailbox slot taken; a full mailbox leaves one dead letter.
+
+        Raises:
+            AgentNotFoundError: the recipient is gone.
+            MailboxFullError: its mailbox stayed full for ``timeout`` (default ``call_timeout``).
+
+        """
+        try:
+            return self._runtime._admitted(message.recipient, timeout)  # noqa: SLF001
+        except MailboxFullError as exc:
+            self.dead_letter(message, "mailbox full", str(exc))
+            raise
 
     def _delivery(self, message: IpcMessage, entry: _Entry) -> Callable[[bool], None]:
         """Put ``message`` into an admitted mailbox, once its journaling is over."""
@@ -142,13 +155,14 @@ class IpcBus:
 
         Raises:
             AgentNotFoundError: ``to`` is no live agent (a dead letter is journaled).
-            MailboxFullError: ``to``'s mailbox stayed full for ``call_timeout``.
+            MailboxFullError: ``to``'s mailbox stayed full for ``call_timeout`` (the
+                message is not journaled; one dead letter is).
             UnencodableValueError: ``payload`` cannot be encoded.
 
         """
         message = self._message(frm, to, topic, payload, trace_id=new_event_id())
         self._check_recipient(message)
-        entry = self._runtime._admitted(to)  # noqa: SLF001
+        entry = self._admit(message)
         try:
             self._journal(message, durable=True)
         except BaseException:
@@ -165,7 +179,7 @@ class IpcBus:
         """
         message = self._message(sender.agent_id, to, topic, payload, trace_id=new_event_id())
         self._check_recipient(message)
-        entry = self._runtime._admitted(to)  # noqa: SLF001
+        entry = self._admit(message)
         try:
             sender.emit_and_deliver(message, self._delivery(message, entry))
         except BaseException:
@@ -180,7 +194,10 @@ class IpcBus:
 
         Raises:
             AgentNotFoundError: ``to`` is no live agent.
-            IpcTimeoutError: no reply within ``timeout`` (one dead letter is journaled).
+            MailboxFullError: ``to``'s mailbox stayed full for ``timeout`` (or ``call_timeout``,
+                if shorter); the request is not journaled, one dead letter is.
+            IpcTimeoutError: no reply within ``timeout``, waiting for room in the mailbox
+                included (one dead letter is journaled).
             IpcHandlerError: the recipient's behavior raised (``__cause__``).
             IpcNoHandlerError: the recipient has no behavior, or is suspended or retired
                 (raised as soon as it reaches the request; one dead letter is journaled).
@@ -198,13 +215,19 @@ class IpcBus:
             kind="request",
         )
         self._check_recipient(message)
+        deadline = time.monotonic() + timeout  # waiting for room in the mailbox counts too
+        entry = self._admit(message, min(timeout, self._core.call_timeout))
         pending = _Pending(message)
         with self._lock:
             self._pending[message.correlation_id] = pending
         try:
-            self._journal(message, durable=True)
-            self._deliver(message, to)
-            if not pending.done.wait(timeout):
+            try:
+                self._journal(message, durable=True)
+            except BaseException:
+                entry.shared.slots.release()
+                raise
+            self._delivery(message, entry)(True)
+            if not pending.done.wait(max(0.0, deadline - time.monotonic())):
                 with self._lock:
                     self._pending.pop(message.correlation_id, None)
                 if not pending.done.is_set():
@@ -360,11 +383,14 @@ class IpcBus:
         """Deliver one message to every subscriber with a behavior; returns how many took it.
 
         Subscribers without a behavior are skipped and not counted, as in the
-        original; a behavior's error is dead-lettered later, when it is handled.
+        original; a behavior's error is dead-lettered later, when it is handled. A
+        subscriber whose mailbox stays full is dead-lettered and not counted; all of
+        them together wait ``call_timeout`` at most for room.
         """
         message = self._message(frm, "", topic, payload, trace_id=new_event_id(), kind="broadcast")
         targets = [a for a in self.subscribers(topic) if self._runtime._has_behavior(a)]  # noqa: SLF001
         self._journal(message, durable=True)
+        deadline = time.monotonic() + self._core.call_timeout
         delivered = 0
         for agent_id in targets:
             copy = IpcMessage(
@@ -378,8 +404,11 @@ class IpcBus:
                 kind="broadcast",
             )
             try:
-                self._runtime._tell(agent_id, (1, copy))  # noqa: SLF001
+                self._runtime._tell(agent_id, (1, copy), max(0.0, deadline - time.monotonic()))  # noqa: SLF001
             except AgentNotFoundError:
+                continue
+            except MailboxFullError as exc:
+                self.dead_letter(copy, "mailbox full", str(exc))
                 continue
             delivered += 1
         return delivered

@@ -639,20 +639,22 @@ class Runtime:
             entry = self._agents.get(agent_id)
         return entry is not None and entry.shared.has_behavior
 
-    def _admit(self, agent_id: str, entry: _Entry) -> None:
-        if not entry.shared.slots.acquire(timeout=self._core.call_timeout):
-            msg = f"the mailbox of {agent_id!r} stayed full for {self._core.call_timeout} s"
+    def _admit(self, agent_id: str, entry: _Entry, timeout: float | None = None) -> None:
+        """Take a mailbox slot, waiting ``timeout`` (default ``call_timeout``) at most."""
+        wait = self._core.call_timeout if timeout is None else timeout
+        if not entry.shared.slots.acquire(timeout=wait):
+            msg = f"the mailbox of {agent_id!r} stayed full for {wait:g} s"
             raise MailboxFullError(msg)
 
-    def _admitted(self, agent_id: str) -> _Entry:
+    def _admitted(self, agent_id: str, timeout: float | None = None) -> _Entry:
         """The live agent's entry, with a mailbox slot taken for one message."""
         entry = self._entry(agent_id)
-        self._admit(agent_id, entry)
+        self._admit(agent_id, entry, timeout)
         return entry
 
-    def _tell(self, agent_id: str, message: tuple[Any, ...]) -> None:
+    def _tell(self, agent_id: str, message: tuple[Any, ...], timeout: float | None = None) -> None:
         entry = self._entry(agent_id)
-        self._admit(agent_id, entry)
+        self._admit(agent_id, entry, timeout)
         try:
             entry.ref.tell(message)
         except pykka.ActorDeadError as exc:

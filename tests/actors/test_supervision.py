@@ -26,10 +26,18 @@ from cogfabric.actors import (
     RuntimeConfig,
 )
 from cogfabric.actors._agent import CALL, AgentActor
-from cogfabric.events import AgentFailed, AgentSpawned, CognitiveState, IpcMessage, PrivateSet
+from cogfabric.events import (
+    AgentFailed,
+    AgentSpawned,
+    CognitiveState,
+    IpcDeadLettered,
+    IpcMessage,
+    PrivateSet,
+)
 from cogfabric.store import Journal, JournalError, JournalFullError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -216,6 +224,51 @@ class TestBackpressure:
             with pytest.raises(MailboxFullError, match="stayed full"):
                 runtime.bus.send("x", "a", "three")
             Gate.release.set()
+
+            assert [(d.topic, d.reason) for d in runtime.bus.dead_letters()] == [("three", "mailbox full")]
+
+    def test_a_send_or_request_refused_for_a_full_mailbox_leaves_one_dead_letter_and_no_message(
+        self, tmp_path: Path
+    ) -> None:
+        with _open(tmp_path / "j", mailbox=1, timeout=30) as runtime:
+            runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            runtime.bus.send("x", "a", "one")  # the mailbox is full now
+            journal = runtime._journal
+            assert journal is not None
+            before = journal.last_seq
+
+            # the request's own timeout bounds its wait for room, not call_timeout (30 s)
+            with pytest.raises(MailboxFullError, match=r"stayed full for 0\.2 s"):
+                runtime.bus.request("x", "a", "asked", timeout=0.2)
+            Gate.release.set()
+            runtime.flush()
+            asked = [
+                type(r.event).__name__
+                for r in journal.read(after=before)
+                if isinstance(r.event, IpcMessage | IpcDeadLettered) and r.event.topic == "asked"
+            ]
+
+            assert [(d.topic, d.reason) for d in runtime.bus.dead_letters()] == [("asked", "mailbox full")]
+            assert asked == ["IpcDeadLettered"]  # the request itself never reached the journal
+
+    def test_a_broadcast_skips_a_full_mailbox_with_a_dead_letter_and_reaches_the_rest(self) -> None:
+        with _open(None, mailbox=1, timeout=0.2) as runtime:
+            for agent_id in ("first", "full", "last"):
+                runtime.spawn(agent_id, behavior="gate")
+                runtime.bus.subscribe(agent_id, "news")
+            runtime.bus.send("x", "full", "block")
+            assert Gate.started.wait(10)
+            runtime.bus.send("x", "full", "one")  # its mailbox is full now
+
+            delivered = runtime.bus.broadcast("x", "news", 1)
+            Gate.release.set()
+            runtime.flush()
+
+            assert delivered == 2
+            assert [(d.recipient, d.reason) for d in runtime.bus.dead_letters()] == [("full", "mailbox full")]
+            assert runtime.agent("last").private("last") == 1
 
     @pytest.mark.parametrize("path", [None, "j"])
     def test_a_publication_reaches_an_agent_whose_mailbox_stays_full(
@@ -713,13 +766,19 @@ class TestKillAndReloadEdges:
                 runtime.kill("a")  # queued behind the blocked message
             queued = threading.Event()
             bus = runtime.bus
-            original = bus._deliver
+            original = bus._delivery
 
-            def deliver_and_say(message: IpcMessage, recipient: str) -> None:
-                original(message, recipient)
-                queued.set()
+            def delivery_that_says(message: IpcMessage, entry: Any) -> Callable[[bool], None]:
+                deliver = original(message, entry)
 
-            monkeypatch.setattr(bus, "_deliver", deliver_and_say)
+                def deliver_and_say(committed: bool) -> None:
+                    deliver(committed)
+                    if message.topic == "q":
+                        queued.set()
+
+                return deliver_and_say
+
+            monkeypatch.setattr(bus, "_delivery", delivery_that_says)
             outcome: list[BaseException] = []
 
             def ask() -> None:
