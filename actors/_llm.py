@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
+from cogfabric._errors import CogfabricError
 from cogfabric.events import ROLE_ASSISTANT, ROLE_USER, LlmOutputRecorded, Message, PromptRejected
 from cogfabric.events._codec import require_str
 
@@ -225,10 +226,19 @@ class LLMClient:
         """Apply the gate without calling the provider.
 
         Raises:
-            InvalidArgumentError: an empty or whitespace-only prompt (or not a str).
+            InvalidArgumentError: an empty or whitespace-only prompt, not a str, or text
+                UTF-8 cannot encode (a lone surrogate).
             PromptTooLongError: more than ``max_prompt_length`` code points.
 
         """
+        self._check_text(prompt)
+        limit = self.max_prompt_length
+        if len(prompt) > limit:
+            self._reject(len(prompt), limit, "too_long")
+            raise PromptTooLongError(len(prompt), limit)
+
+    def _check_text(self, prompt: str) -> None:
+        """The gate's checks but the length: a str, not empty or blank, UTF-8 text."""
         limit = self.max_prompt_length
         if not isinstance(prompt, str):
             self._reject(0, limit, "not_text")
@@ -242,9 +252,13 @@ class LLMClient:
             self._reject(len(prompt), limit, "blank")
             msg = "invalid argument: prompt is only white space"
             raise InvalidArgumentError(msg)
-        if len(prompt) > limit:
-            self._reject(len(prompt), limit, "too_long")
-            raise PromptTooLongError(len(prompt), limit)
+        if not prompt.isascii():
+            try:
+                prompt.encode()
+            except UnicodeEncodeError:  # a lone surrogate: no provider, journal or hash takes it
+                self._reject(len(prompt), limit, "not_utf8")
+                msg = "invalid argument: the prompt is not valid UTF-8 text (it holds a lone surrogate)"
+                raise InvalidArgumentError(msg) from None
 
     def _reject(self, length: int, limit: int, reason: str) -> None:
         if self._on_reject is not None:
@@ -254,13 +268,20 @@ class LLMClient:
         """Gate ``prompt``, then return the provider's output.
 
         Raises:
-            InvalidArgumentError: an empty or whitespace-only prompt.
+            InvalidArgumentError: an empty or whitespace-only prompt, or not UTF-8 text.
             PromptTooLongError: a prompt over the limit.
-            ProviderError: the provider failed.
+            ProviderError: the provider failed (its own error is the ``__cause__``).
 
         """
         self.validate(prompt)
-        output = self.provider.generate(prompt, **params)
+        try:
+            output = self.provider.generate(prompt, **params)
+        except CogfabricError:
+            raise  # a ProviderError already, or the runtime's own
+        except Exception as exc:
+            name = getattr(self.provider, "name", type(self.provider).__name__)
+            msg = f"provider {name} failed: {exc!r}"
+            raise ProviderError(msg) from exc
         if not isinstance(output, str):
             msg = f"provider {getattr(self.provider, 'name', '?')} returned {type(output).__name__}, not str"
             raise ProviderError(msg)
@@ -323,14 +344,20 @@ class JournaledLLM(LLMClient):
 
         Adds the user message, builds the prompt window, renders it, gates it, calls
         the provider, journals the output and adds it to the session as the
-        assistant's message.
+        assistant's message. The window's cleaner shortens long messages (as in the
+        original), so a long user message is truncated rather than refused; the gate
+        refuses the rendered window when it is still over the limit.
 
         Raises:
             SessionNotFoundError: the session is unknown or expired.
+            InvalidArgumentError: an empty, blank or non-UTF-8 ``user_message``, refused
+                (and journaled) before it is added to the session.
             InvalidArgumentError, PromptTooLongError: the gate refused the prompt
                 (the user message stays in the session).
+            ProviderError: the provider failed.
 
         """
+        self._check_text(user_message)  # the gate's checks but the length (the cleaner truncates)
         self._memory.add_message(session_id, ROLE_USER, user_message)
         prompt = render_messages(self._memory.build_prompt_messages(session_id))
         self._session = session_id

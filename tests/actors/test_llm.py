@@ -142,6 +142,38 @@ class TestJournaled:
             assert provider.calls == ["system: New session started\nuser: what is X?"]
             assert [m.role for m in runtime.memory.get_messages(session)] == ["system", "user", "assistant"]
 
+    def test_a_prompt_with_a_lone_surrogate_is_refused_and_journaled_before_the_provider(
+        self, tmp_path: Path, provider: ScriptedProvider
+    ) -> None:
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=provider) as runtime:
+            session = runtime.memory.create_session("u")
+            with pytest.raises(InvalidArgumentError, match="not valid UTF-8"):
+                runtime.llm().generate("hi \ud800")
+            with pytest.raises(InvalidArgumentError, match="not valid UTF-8"):
+                runtime.llm().turn(session, "hi \ud800")
+            with pytest.raises(InvalidArgumentError, match="empty prompt"):
+                runtime.llm().turn(session, "")
+            assert runtime._journal is not None
+            reasons = [r.event.reason for r in runtime._journal.read() if isinstance(r.event, PromptRejected)]
+            messages = runtime.memory.get_messages(session)
+
+        assert provider.calls == []
+        assert reasons == ["not_utf8", "not_utf8", "empty"]
+        assert [m.role for m in messages] == ["system"]  # a refused user message is not added
+
+    def test_a_provider_that_raises_is_a_provider_error_with_its_cause(self, tmp_path: Path) -> None:
+        def down(prompt: str) -> str:  # noqa: ARG001 - a provider's signature
+            msg = "down"
+            raise ConnectionError(msg)
+
+        with (
+            Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime,
+            pytest.raises(ProviderError, match="failed: ConnectionError") as info,
+        ):
+            runtime.llm(ScriptedProvider(down)).generate("hello")
+
+        assert isinstance(info.value.__cause__, ConnectionError)
+
 
 class Thinker:
     """Answers each message with an LLM turn in its own session."""
