@@ -160,6 +160,8 @@ class Shared:
 class AgentActor(pykka.ThreadingActor):
     """Holds one agent's state; every change is journaled, then (or, in batch mode, and) applied."""
 
+    use_daemon_thread = True  # an unclosed runtime must not keep the process alive (Runtime.close)
+
     @staticmethod
     def _create_actor_inbox() -> Any:  # noqa: ANN401 - Pykka's ActorInbox protocol
         # Pykka's hook for actor implementors: the C SimpleQueue (get/put/empty, all

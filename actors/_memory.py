@@ -161,6 +161,8 @@ class _Op:
 class SessionActor(pykka.ThreadingActor):
     """Owns every session; runs the operations waiting for it in batches."""
 
+    use_daemon_thread = True  # as AgentActor's
+
     def __init__(self, manager: MemoryManager) -> None:
         super().__init__()
         self._manager = manager

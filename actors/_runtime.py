@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import itertools
 import logging
@@ -97,6 +98,23 @@ class _Entry:
         self.handle = handle
 
 
+
+_OPEN: set[Runtime] = set()
+"""Runtimes not closed yet: closed at interpreter exit (``_close_left_open``)."""
+
+
+def _close_left_open() -> None:
+    """Close every runtime still open, so its batch-durability events reach the journal."""
+    for runtime in list(_OPEN):
+        try:
+            runtime.close()
+        except Exception:
+            log.exception("closing a runtime left open at exit failed")
+
+
+# Registered at import, so it runs after the program's own exit handlers registered later.
+atexit.register(_close_left_open)
+
 class Runtime:
     """The agent fabric: every agent a Pykka actor, every change journaled."""
 
@@ -175,6 +193,7 @@ class Runtime:
             llm_provider = OpenAICompatibleProvider(config.llm)
         core.llm_provider = llm_provider
         runtime = cls(core, journal)
+        _OPEN.add(runtime)
         if journal is not None:
             try:
                 runtime._recover(journal)
@@ -693,13 +712,18 @@ class Runtime:
             log.warning("an agent actor did not stop in time")
 
     def close(self) -> None:
-        """Flush, stop every actor and close the journal; idempotent."""
+        """Flush, stop every actor and close the journal; idempotent.
+
+        A runtime still open when the interpreter exits is closed then (its actors run
+        on daemon threads, which would not keep the process alive, nor be waited for).
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             entries = [e for e in self._agents.values() if e is not None]
             self._agents.clear()
+        _OPEN.discard(self)
         for entry in entries:
             self._stop_ref(entry.ref)
         self.memory.close()

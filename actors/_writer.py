@@ -115,6 +115,8 @@ class _Submission:
 class JournalWriterActor(pykka.ThreadingActor):
     """Owns the journal; drains the writer's queue into group commits."""
 
+    use_daemon_thread = True  # as AgentActor's; an open runtime is closed at exit (Runtime.close)
+
     def __init__(self, writer: JournalWriter) -> None:
         super().__init__()
         self._writer = writer

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -328,6 +331,31 @@ class TestRecovery:
             assert runtime.agent("a").private("k") == 1
         with pytest.raises(ValueError, match="needs a journal"):
             Runtime.open(None, key="s3cret")
+
+    def test_a_runtime_left_open_is_closed_at_exit_and_does_not_keep_the_process_alive(
+        self, tmp_path: Path
+    ) -> None:
+        script = textwrap.dedent(
+            """
+            import sys
+            from cogfabric.actors import Config, JournalConfig, Runtime
+
+            config = Config(journal=JournalConfig(durability="batch"))
+            agent = Runtime.open(sys.argv[1], config=config).spawn("a")
+            for i in range(500):
+                agent.set_private(f"k{i}", i)
+            raise SystemExit(3)  # no close(): the program ends with the runtime open
+            """
+        )
+
+        # were the actors' threads left running, this would time out
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "j")], capture_output=True, timeout=120, check=False
+        )
+
+        assert done.returncode == 3, done.stderr
+        with Runtime.open(tmp_path / "j") as runtime:
+            assert len(runtime.agent("a").context_view().private) == 500  # flushed at exit
 
     def test_a_file_in_place_of_the_journal_is_refused_by_type(self, tmp_path: Path) -> None:
         plain = tmp_path / "plain"
