@@ -18,6 +18,15 @@ if TYPE_CHECKING:
 __all__ = ["columns", "positive", "source_revision", "subset_of", "write_json"]
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a positive number of seconds."""
+    value = float(text)
+    if not value > 0:
+        msg = f"must be a positive number of seconds, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def positive(text: str) -> int:
     """An argparse type: a positive integer."""
     value = int(text)

@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import lmdb
 import msgspec
-from _common import columns, positive, source_revision, subset_of, write_json
+from _common import columns, positive, positive_seconds, source_revision, subset_of, write_json
 
 from cogfabric.actors import Config as RuntimeSettings
 from cogfabric.actors import JournalConfig, Runtime
@@ -144,7 +144,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add("--timeout", type=float, default=600.0, help="seconds a ring may take before it counts as hung")
     add(
         "--switch-interval",
-        type=float,
+        type=positive_seconds,
         default=0.05,
         help="the GIL switch interval (s) of the batch ring's extra row (0.05; the default is 0.005)",
     )
@@ -317,18 +317,24 @@ class CpuMeter:
     ``getrusage`` for the whole process (user and system time, voluntary context
     switches) and the writer thread's own CPU clock (``pthread_getcpuclockid``), read
     around the timed run. The writer is the one live thread named after
-    ``JournalWriterActor`` (Pykka names threads after their actor class); without one
-    (a memory-only runtime) its figure is left out.
+    ``JournalWriterActor`` (Pykka names threads after their actor class) that did not
+    exist before the runtime opened (``existing``: a stopped runtime's writer thread may
+    still be finishing); without one (a memory-only runtime) its figure is left out.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, existing: set[int | None]) -> None:
+        self._existing = existing
         self._usage: resource.struct_rusage | None = None
         self._writer_clock: int | None = None
         self._writer_start = 0.0
         self._figures: dict[str, float] = {}
 
     def start(self) -> None:
-        writers = [t for t in threading.enumerate() if t.name.startswith("JournalWriterActor")]
+        writers = [
+            t
+            for t in threading.enumerate()
+            if t.name.startswith("JournalWriterActor") and t.ident not in self._existing
+        ]
         self._writer_clock = None
         if len(writers) == 1 and writers[0].ident is not None:
             self._writer_clock = time.pthread_getcpuclockid(writers[0].ident)
@@ -373,6 +379,7 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
         for i, a in enumerate(ids)
     ]
     where = None if path is None else path / "journal"
+    existing = {t.ident for t in threading.enumerate()}
     with Runtime.open(where, config=runtime_settings(durability), behaviors=behaviors) as runtime:
         spawn_agents(runtime, specs)
         runtime.flush()
@@ -380,7 +387,7 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
         before = 0 if journal is None else journal.last_seq
         bus = runtime.bus
 
-        cpu = CpuMeter()
+        cpu = CpuMeter(existing)
 
         def body() -> dict[str, int]:
             cpu.start()

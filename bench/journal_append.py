@@ -570,14 +570,6 @@ class HashRow:
 HashScheme = Callable[..., tuple[float, int]]
 
 
-def _us_per_record(config: Config, fn: HashScheme, bodies: Sequence[bytes], *, build: bool) -> list[float]:
-    out = []
-    for _ in range(config.repeat):
-        seconds, done = fn(bodies, build=build)
-        out.append(seconds / done * 1e6)
-    return out
-
-
 def run_hash_table(config: Config, events: list[Event]) -> list[HashRow]:
     bodies = record_bodies(events[: config.hash_records])
     schemes: list[tuple[str, HashScheme]] = [
@@ -588,21 +580,26 @@ def run_hash_table(config: Config, events: list[Event]) -> list[HashRow]:
             crc_per_record_hash_per_commit_threaded,
         ),
     ]
-    out = []
-    for name, fn in schemes:
-        hash_only = _us_per_record(config, fn, bodies, build=False)
-        with_value = _us_per_record(config, fn, bodies, build=True)
-        out.append(
-            HashRow(
-                name,
-                len(bodies),
-                statistics.median(hash_only),
-                statistics.median(with_value),
-                hash_only,
-                with_value,
-            )
+    # Interleaved rounds, as the main table's: a slow spell of the machine hits every scheme.
+    hash_only: dict[str, list[float]] = {name: [] for name, _ in schemes}
+    with_value: dict[str, list[float]] = {name: [] for name, _ in schemes}
+    for _ in range(config.repeat):
+        for name, fn in schemes:
+            seconds, done = fn(bodies, build=False)
+            hash_only[name].append(seconds / done * 1e6)
+            seconds, done = fn(bodies, build=True)
+            with_value[name].append(seconds / done * 1e6)
+    return [
+        HashRow(
+            name,
+            len(bodies),
+            statistics.median(hash_only[name]),
+            statistics.median(with_value[name]),
+            hash_only[name],
+            with_value[name],
         )
-    return out
+        for name, _ in schemes
+    ]
 
 
 # ---------------------------------------------------------------------- reporting
