@@ -19,8 +19,9 @@ the median):
   mailbox. In the runs seen, those where the tokens travel in convoys (near 100%) were
   the fast ones. The same journaled ring runs again under another GIL switch interval
   (``sys.setswitchinterval``, ``--switch-interval``, 50 ms unless told; Python's default
-  is 5 ms), restored after each run: in ad-hoc runs it decided which case a run fell
-  into. Beside each run, its CPU time (``getrusage``: the process's user and system time), the
+  is 5 ms), restored after each run: in the runs we made, the longer interval did away
+  with the spread-out runs (README, "Performance"). Beside each run, its CPU time
+  (``getrusage``: the process's user and system time), the
   journal writer thread's own CPU time (its ``pthread_getcpuclockid`` clock), and the
   voluntary context switches per delivery: what the run spent, and on what.
 * Ring, sync durability, 1,000 agents: acknowledged state changes per second (one
