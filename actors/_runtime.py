@@ -98,7 +98,6 @@ class _Entry:
         self.handle = handle
 
 
-
 _OPEN: set[Runtime] = set()
 """Runtimes not closed yet: closed at interpreter exit (``_close_left_open``)."""
 
@@ -114,6 +113,7 @@ def _close_left_open() -> None:
 
 # Registered at import, so it runs after the program's own exit handlers registered later.
 atexit.register(_close_left_open)
+
 
 class Runtime:
     """The agent fabric: every agent a Pykka actor, every change journaled."""
