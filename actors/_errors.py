@@ -115,7 +115,11 @@ class IpcNoHandlerError(IpcError):
 
 
 class IpcInvalidMessageError(IpcError, ValueError):
-    """Raised for an empty correlation id or topic (``agentipc: invalid message``)."""
+    """Raised for an empty correlation id or topic (``agentipc: invalid message``).
+
+    ``reply`` refuses an empty correlation id and ``subscribe`` an empty topic; ``send``
+    and ``request`` take any topic, as the original does.
+    """
 
 
 class InvalidConfigError(ActorError, ValueError):

@@ -6,6 +6,7 @@ import atexit
 import functools
 import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -430,6 +431,11 @@ class Runtime:
             priority = float(priority)
         except (TypeError, ValueError):
             raise InvalidSpawnSpecError(f"priority must be a number, got {priority!r}") from None
+        if not math.isfinite(priority):
+            raise InvalidSpawnSpecError(f"priority must be a finite number, got {priority!r}")
+        if isinstance(capabilities, str | bytes):
+            msg = f"capabilities is a collection of strings, got the string {capabilities!r}"
+            raise InvalidSpawnSpecError(msg)
         cognitive = CognitiveState()
         if experience_prior is not None:
             cognitive = CognitiveState(schema_version=1, context=copy_value(experience_prior))

@@ -230,6 +230,22 @@ class TestFabric:
         assert runtime.agent("a").capabilities == ("search",)
         assert runtime.agent("b").priority == 0.0
 
+    @pytest.mark.parametrize(
+        ("spec", "match"),
+        [
+            ({"priority": float("nan")}, "finite"),
+            ({"priority": float("inf")}, "finite"),
+            ({"capabilities": "search"}, "collection of strings"),
+        ],
+    )
+    def test_a_non_finite_priority_or_a_bare_string_of_capabilities_is_refused(
+        self, runtime: Runtime, spec: dict[str, Any], match: str
+    ) -> None:
+        with pytest.raises(InvalidSpawnSpecError, match=match):
+            runtime.spawn("a", **spec)
+
+        assert runtime.agents() == []
+
     def test_private_of_a_missing_key_is_none(self, runtime: Runtime) -> None:
         assert runtime.spawn("a").private("nothing") is None
 
