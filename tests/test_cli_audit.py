@@ -289,7 +289,10 @@ def test_bench_quick_runs_every_workload_and_writes_the_samples(tmp_path: Path) 
 
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
-    assert {"cores", "memory_bytes", "python", "packages", "git_commit"} <= set(report["machine"])
+    assert {"cores", "memory_bytes", "python", "packages", "lmdb_library", "git_commit"} <= set(
+        report["machine"]
+    )
+    assert report["machine"]["git_commit"] is None or report["machine"]["git_commit"][:7].isalnum()
     names = {row["workload"] for row in report["results"]}
     assert {
         "raw LMDB append, pre-encoded, 1000/txn",

@@ -327,20 +327,6 @@ def _machine() -> dict[str, Any]:
             versions[name] = version(name)
         except PackageNotFoundError:  # pragma: no cover
             versions[name] = None
-    try:
-        commit = (
-            subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"],  # noqa: S607
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-                cwd=Path(__file__).resolve().parent,
-            ).stdout.strip()
-            or None
-        )
-    except OSError:
-        commit = None
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
     return {
         "cores": os.cpu_count(),
@@ -348,8 +334,32 @@ def _machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "packages": versions,
-        "git_commit": commit,
+        "lmdb_library": ".".join(map(str, lmdb.version())),
+        "git_commit": _commit(),
     }
+
+
+def _commit() -> str | None:
+    """The source tree's commit, with ``+dirty`` when its files differ from it; None outside git."""
+    where = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        done = subprocess.run(  # noqa: S603 - git with our own fixed arguments
+            ["git", *args],  # noqa: S607
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            cwd=where,
+        )
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = head and git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (head + ("+dirty" if dirty else "")) or None
 
 
 def run_bench(
