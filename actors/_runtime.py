@@ -163,6 +163,8 @@ class Runtime:
             JournalIntegrityError: the journal fails verification (unless ``allow_unverified``).
             JournalKeyError: ``key`` differs from the one the journal was written with
                 (also a ``JournalIntegrityError``; ``allow_unverified`` does not waive it).
+            JournalDamagedError: LMDB cannot read a page of the data file (also a
+                ``JournalIntegrityError``; not waived either: nothing can be read past it).
             JournalFormatError: ``path`` is not a cogfabric journal.
             ValueError: a ``key`` without a ``path``.
 
