@@ -91,12 +91,16 @@ def check_agent_id(agent_id: object, error: Callable[[str], Exception] = Invalid
 
 
 class _Entry:
-    __slots__ = ("handle", "ref", "shared")
+    __slots__ = ("behavior", "handle", "ref", "shared")
 
-    def __init__(self, ref: pykka.ActorRef[AgentActor], shared: Shared, handle: Agent) -> None:
+    def __init__(
+        self, ref: pykka.ActorRef[AgentActor], shared: Shared, handle: Agent, behavior: Behavior | None
+    ) -> None:
         self.ref = ref
         self.shared = shared
         self.handle = handle
+        self.behavior = behavior
+        """The behavior the agent started with (an instance given to ``spawn`` stays its own)."""
 
 
 _OPEN: set[Runtime] = set()
@@ -237,7 +241,7 @@ class Runtime:
         with self._lock:
             closed = self._closed
             if not closed:
-                self._agents[state.id] = _Entry(ref, shared, handle)
+                self._agents[state.id] = _Entry(ref, shared, handle, behavior)
         if closed:  # close() began meanwhile and will not see this actor: stop it here
             self._stop_ref(ref)
             msg = "the runtime is closed"
@@ -260,12 +264,14 @@ class Runtime:
         """Spawn an agent and return its handle (journaled before it exists, in sync durability).
 
         ``behavior`` is a registered name, a registered class, or an instance of a
-        registered class: the agent runs that very instance, and after a reopen a fresh
-        one from the class's factory. The journal keeps the registered name.
+        registered class: the agent runs that very instance (one agent's only), and a
+        fresh one from the class's factory after its behavior raised (a restart) or a
+        reopen. The journal keeps the registered name.
 
         Raises:
             InvalidSpawnSpecError: the id contains white space, the behavior is unknown,
-                its class is not registered, or it has no ``on_message``.
+                its class is not registered, it has no ``on_message``, or the instance
+                runs another agent already.
             AgentExistsError: a live agent has that id.
 
         """
@@ -304,6 +310,7 @@ class Runtime:
         if len(set(ids)) != len(ids):
             detail = "two specs share an agent id"
             raise InvalidSpawnSpecError(detail)
+        self._check_instances([s.get("behavior") for s in specs])
         core = self._core
         made = [core.live_behavior(s.get("behavior"), e.behavior) for s, e in zip(specs, events, strict=True)]
         writer = self._core.writer
@@ -366,6 +373,21 @@ class Runtime:
             for agent_id in ids:
                 if agent_id in self._agents and self._agents[agent_id] is None:
                     del self._agents[agent_id]
+
+    def _check_instances(self, given: list[object]) -> None:
+        """Refuse a behavior instance given twice, or one a live agent runs already.
+
+        One object's ``on_message`` would otherwise run on two actors' threads at once.
+        """
+        instances = [b for b in given if b is not None and not isinstance(b, str | type)]
+        if len({id(b) for b in instances}) != len(instances):
+            msg = "one behavior instance is given to two agents; each agent needs its own"
+            raise InvalidSpawnSpecError(msg)
+        with self._lock:
+            for agent_id, entry in self._agents.items():
+                if entry is not None and any(entry.behavior is b for b in instances):
+                    msg = f"this behavior instance runs agent {agent_id!r} already; each agent needs its own"
+                    raise InvalidSpawnSpecError(msg)
 
     def _spawned_late(self, events: list[AgentSpawned], made: list[Behavior | None], committed: bool) -> None:
         """A spawn whose caller timed out is over: start its agents if it was stored."""

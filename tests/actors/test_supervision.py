@@ -133,6 +133,19 @@ class TestBehaviors:
         with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors=behaviors) as runtime:
             assert runtime.bus.request("x", "t", "q", timeout=10).payload == "default"
 
+    def test_one_instance_serves_one_live_agent(self) -> None:
+        gate = Gate()
+        with _open(None) as runtime:
+            with pytest.raises(InvalidSpawnSpecError, match="given to two agents"):
+                runtime.spawn_many([{"agent_id": "a", "behavior": gate}, {"agent_id": "b", "behavior": gate}])
+            runtime.spawn("a", behavior=gate)
+            with pytest.raises(InvalidSpawnSpecError, match="runs agent 'a' already"):
+                runtime.spawn("b", behavior=gate)
+            runtime.kill("a")
+            runtime.spawn("b", behavior=gate)  # free again once its agent is gone
+
+            assert runtime.agents() == ["b"]
+
     def test_a_class_or_a_spec_that_cannot_be_spawned_is_refused_clearly(self) -> None:
         class Stranger:
             def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
