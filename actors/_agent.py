@@ -362,7 +362,12 @@ class AgentActor(pykka.ThreadingActor):
         else:
             writer.submit_nowait(events)
             deliver(True)
-        self._maybe_snapshot()
+        try:
+            self._maybe_snapshot()
+        except (RuntimeClosedError, JournalError) as exc:
+            # The message is handed over (its mailbox slot with it): the sender's send
+            # stands, and the writer's state shows on this agent's next change.
+            log.debug("agent %s: no snapshot after a send: %r", self._state.id, exc)
 
     def flush_outbox(self) -> None:
         """Hand what is waiting to the writer now (before a message leaves this agent)."""

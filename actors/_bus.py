@@ -89,7 +89,7 @@ class IpcBus:
         )
 
     def _admit(self, message: IpcMessage, timeout: float | None = None) -> _Entry:
-        """The recipient's entry with a mailbox slot taken; a full mailbox leaves one dead letter.
+        """The recipient's entry with a mailbox slot taken; a refusal leaves one dead letter.
 
         Raises:
             AgentNotFoundError: the recipient is gone.
@@ -98,6 +98,9 @@ class IpcBus:
         """
         try:
             return self._runtime._admitted(message.recipient, timeout)  # noqa: SLF001
+        except AgentNotFoundError:
+            self.dead_letter(message, "agent not registered", "")
+            raise
         except MailboxFullError as exc:
             self.dead_letter(message, "mailbox full", str(exc))
             raise
@@ -118,7 +121,10 @@ class IpcBus:
                 entry.ref.tell((1, delivered))
             except pykka.ActorDeadError:
                 entry.shared.slots.release()
-                self.dead_letter(message, "agent not registered", "")
+                if message.kind == "request":  # its requester learns it at once
+                    self.refuse(message, "agent not registered", AgentNotFoundError(message.recipient))
+                else:
+                    self.dead_letter(message, "agent not registered", "")
 
         return deliver
 
@@ -145,11 +151,6 @@ class IpcBus:
 
     # ------------------------------------------------------------- primitives
 
-    def _check_recipient(self, message: IpcMessage) -> None:
-        if not self._runtime._has_agent(message.recipient):  # noqa: SLF001
-            self.dead_letter(message, "agent not registered", "")
-            raise AgentNotFoundError(message.recipient)
-
     def send(self, frm: str, to: str, topic: str, payload: object = None) -> IpcMessage:
         """Send a message; returns it as journaled.
 
@@ -161,7 +162,6 @@ class IpcBus:
 
         """
         message = self._message(frm, to, topic, payload, trace_id=new_event_id())
-        self._check_recipient(message)
         entry = self._admit(message)
         try:
             self._journal(message, durable=True)
@@ -178,7 +178,6 @@ class IpcBus:
         is delivered by the writer once it is durable (one commit per hop, not two).
         """
         message = self._message(sender.agent_id, to, topic, payload, trace_id=new_event_id())
-        self._check_recipient(message)
         entry = self._admit(message)
         try:
             sender.emit_and_deliver(message, self._delivery(message, entry))
@@ -214,7 +213,6 @@ class IpcBus:
             trace_id=new_event_id(),
             kind="request",
         )
-        self._check_recipient(message)
         deadline = time.monotonic() + timeout  # waiting for room in the mailbox counts too
         entry = self._admit(message, min(timeout, self._core.call_timeout))
         pending = _Pending(message)

@@ -680,9 +680,6 @@ class Runtime:
             raise AgentNotFoundError(agent_id)
         return entry
 
-    def _has_agent(self, agent_id: str) -> bool:
-        return self._agents.get(agent_id) is not None
-
     def _has_behavior(self, agent_id: str) -> bool:
         with self._lock:
             entry = self._agents.get(agent_id)
@@ -692,6 +689,8 @@ class Runtime:
         """Take a mailbox slot, waiting ``timeout`` (default ``call_timeout``) at most."""
         wait = self._core.call_timeout if timeout is None else timeout
         if not entry.shared.slots.acquire(timeout=wait):
+            if self._agents.get(agent_id) is not entry:
+                raise AgentNotFoundError(agent_id)  # killed while the sender waited
             msg = f"the mailbox of {agent_id!r} stayed full for {wait:g} s"
             raise MailboxFullError(msg)
 

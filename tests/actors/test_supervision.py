@@ -23,6 +23,7 @@ from cogfabric.actors import (
     JournalConfig,
     MailboxFullError,
     Runtime,
+    RuntimeClosedError,
     RuntimeConfig,
 )
 from cogfabric.actors._agent import CALL, AgentActor
@@ -653,6 +654,75 @@ def test_a_publication_to_an_agent_whose_actor_is_gone_is_forgotten(tmp_path: Pa
         writer = runtime._core.writer
         assert writer is not None
         assert writer._publishes == {}
+
+
+class TestSlotsAndDeadLettersAtTheEdges:
+    def test_a_request_whose_recipient_dies_before_delivery_fails_at_once_with_one_dead_letter(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        with _open(None) as runtime:
+            runtime.spawn("a", behavior="gate")
+            admitted = runtime._admitted
+
+            def admitted_then_killed(agent_id: str, timeout: float | None = None) -> Any:
+                entry = admitted(agent_id, timeout)
+                runtime.kill(agent_id)  # lands between the slot and the delivery
+                assert entry.ref.actor_stopped.wait(10)
+                return entry
+
+            monkeypatch.setattr(runtime, "_admitted", admitted_then_killed)
+
+            # were the requester not told, this would wait the whole 30 s and time out
+            with pytest.raises(AgentNotFoundError):
+                runtime.bus.request("x", "a", "q", timeout=30)
+
+            letters = [(d.topic, d.reason) for d in runtime.bus.dead_letters()]
+            assert letters == [("q", "agent not registered")]
+
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_a_snapshot_that_fails_after_a_send_gives_the_slot_back_once(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+    ) -> None:
+        heard = threading.Event()
+        sending = threading.Event()
+        seen: list[str] = []
+
+        class Sender:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                sending.set()
+                try:
+                    ctx.send("r", "hi")
+                finally:
+                    sending.clear()
+
+        class Receiver:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+                seen.append(message.topic)
+                heard.set()
+                return "ok"
+
+        snapshot = AgentActor._maybe_snapshot
+
+        def closed_while_sending(actor: AgentActor) -> None:
+            if sending.is_set() and actor.agent_id == "s":  # as when close() stops the writer right then
+                msg = "the journal writer is stopped"
+                raise RuntimeClosedError(msg)
+            snapshot(actor)
+
+        monkeypatch.setattr(AgentActor, "_maybe_snapshot", closed_while_sending)
+        behaviors: dict[str, Any] = {"s": Sender, "r": Receiver}
+        config = Config(journal=JournalConfig(durability=mode))  # type: ignore[arg-type]
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=behaviors) as runtime:
+            runtime.spawn("s", behavior="s")
+            runtime.spawn("r", behavior="r")
+            runtime.bus.send("x", "s", "go")  # its behavior sends "hi" to r, then snapshots
+            assert heard.wait(10)
+            assert runtime.bus.request("x", "r", "ping", timeout=30).payload == "ok"
+
+            entry = runtime._entry("r")
+            assert entry.ref.is_alive()
+            assert entry.shared.slots.free == runtime._core.mailbox_size  # every slot back, none twice
+            assert seen == ["hi", "ping"]
 
 
 class TestKillAndReloadEdges:
