@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
-from cogfabric._errors import CogfabricError
 from cogfabric.events import ROLE_ASSISTANT, ROLE_USER, LlmOutputRecorded, Message, PromptRejected
 from cogfabric.events._codec import require_str
 
-from ._errors import ActorError
+from ._errors import ActorError, RuntimeClosedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -276,8 +275,8 @@ class LLMClient:
         self.validate(prompt)
         try:
             output = self.provider.generate(prompt, **params)
-        except CogfabricError:
-            raise  # a ProviderError already, or the runtime's own
+        except (ProviderError, RuntimeClosedError):
+            raise  # a provider's error already, or the runtime closing under it
         except Exception as exc:
             name = getattr(self.provider, "name", type(self.provider).__name__)
             msg = f"provider {name} failed: {exc!r}"

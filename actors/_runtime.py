@@ -118,6 +118,8 @@ def _close_left_open() -> None:
 
 # Registered at import, so it runs after the program's own exit handlers registered later.
 atexit.register(_close_left_open)
+# A forked child has none of its parent's actor threads: it must not try to close them.
+os.register_at_fork(after_in_child=_OPEN.clear)
 
 
 class Runtime:
@@ -130,6 +132,7 @@ class Runtime:
         self._lock = threading.RLock()
         self._agents: dict[str, _Entry] = {}
         self._closed = False
+        self._close_done = threading.Event()
         self._tickets = itertools.count(1)
         self._order = threading.Lock()
         """Held while a spawn reserves and submits, and a publication chooses and submits."""
@@ -747,19 +750,44 @@ class Runtime:
         on daemon threads, which would not keep the process alive, nor be waited for).
         """
         with self._lock:
-            if self._closed:
-                return
+            closing = self._closed
             self._closed = True
             entries = [e for e in self._agents.values() if e is not None]
             self._agents.clear()
+        if closing:  # another thread closes it: return once that is over (or looks stuck)
+            if not self._close_done.wait(timeout=3 * self._core.call_timeout):
+                log.warning("close() waited for another thread's close() in vain")
+            return
         _OPEN.discard(self)
+        try:
+            self._stop_agents(entries)
+            self.memory.close()
+            if self._core.writer is not None:
+                self._core.writer.stop()
+        finally:
+            try:
+                if self._journal is not None:
+                    self._journal.close()  # synced and unlocked even if a stop above failed
+            finally:
+                self._close_done.set()
+
+    def _stop_agents(self, entries: list[_Entry]) -> None:
+        """Stop every agent actor at once; all together wait ``call_timeout`` at most."""
+        deadline = time.monotonic() + self._core.call_timeout
+        stopping = []
         for entry in entries:
-            self._stop_ref(entry.ref)
-        self.memory.close()
-        if self._core.writer is not None:
-            self._core.writer.stop()
-        if self._journal is not None:
-            self._journal.close()
+            try:
+                stopping.append(entry.ref.stop(block=False))
+            except pykka.ActorDeadError:
+                continue
+        late = 0
+        for future in stopping:
+            try:
+                future.get(timeout=max(0.0, deadline - time.monotonic()))
+            except (pykka.ActorDeadError, pykka.Timeout):
+                late += 1
+        if late:
+            log.warning("%d agent actors did not stop within %s s", late, self._core.call_timeout)
 
     @property
     def closed(self) -> bool:

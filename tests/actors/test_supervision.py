@@ -305,6 +305,24 @@ class TestBackpressure:
             assert [m.topic for m in Gate.seen] == ["block", "one"]
             assert runtime._entry("a").shared.slots.free == 1  # every slot given back
 
+    def test_close_stops_busy_agents_together_within_one_call_timeout(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        runtime = _open(None, timeout=0.3)
+        for agent_id in ("a", "b", "c"):
+            runtime.spawn(agent_id, behavior="gate")
+            runtime.bus.send("x", agent_id, "block")  # each stays in its behavior until released
+        assert Gate.started.wait(10)
+        try:
+            with caplog.at_level("WARNING", logger="cogfabric.actors._runtime"):
+                runtime.close()
+        finally:
+            Gate.release.set()
+
+        # one wait for all (not call_timeout for each in turn), reported once
+        assert "did not stop within 0.3 s" in caplog.text
+        assert caplog.text.count("did not stop") == 1
+
     def test_a_busy_agent_makes_a_handle_call_time_out(self) -> None:
         with _open(None, timeout=0.2) as runtime:
             agent = runtime.spawn("a", behavior="gate")
