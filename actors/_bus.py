@@ -191,6 +191,9 @@ class IpcBus:
     ) -> IpcMessage:
         """Send a request and wait for the reply message (a timeout <= 0 means 30 s).
 
+        ``timeout`` covers the whole request: room in the recipient's mailbox, the
+        request's journaling (durable first, in sync durability) and the reply.
+
         Raises:
             AgentNotFoundError: ``to`` is no live agent.
             MailboxFullError: ``to``'s mailbox stayed full for ``timeout`` (or ``call_timeout``,
