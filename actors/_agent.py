@@ -149,12 +149,14 @@ class MailboxSlots:
 class Shared:
     """What other threads may read of an agent without asking its actor."""
 
-    __slots__ = ("has_behavior", "lifecycle", "slots")
+    __slots__ = ("has_behavior", "lifecycle", "slots", "thread")
 
     def __init__(self, lifecycle: str, mailbox_size: int, *, has_behavior: bool) -> None:
         self.lifecycle = lifecycle
         self.has_behavior = has_behavior
         self.slots = MailboxSlots(mailbox_size)
+        self.thread: threading.Thread | None = None
+        """The actor's thread, once it runs (``Runtime.close`` called from it must not wait for it)."""
 
 
 class AgentActor(pykka.ThreadingActor):
@@ -272,6 +274,10 @@ class AgentActor(pykka.ThreadingActor):
         """Leave the runtime (the actor stops): the journal has this agent dead."""
         if self._core.on_killed is not None:
             self._core.on_killed(self._state.id, self.actor_ref)
+
+    def on_start(self) -> None:
+        """Pykka's hook, on the actor's own thread before its first message."""
+        self._shared.thread = threading.current_thread()
 
     def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
         """Log; tells are wrapped so that an actor only fails on a bug."""

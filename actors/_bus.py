@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
@@ -12,14 +13,15 @@ import pykka
 
 from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_id
 from cogfabric.events._codec import require_str
+from cogfabric.store import JournalError
 
 from ._errors import (
     AgentNotFoundError,
     IpcHandlerError,
     IpcInvalidMessageError,
-    IpcNoHandlerError,
     IpcTimeoutError,
     MailboxFullError,
+    RuntimeClosedError,
 )
 
 if TYPE_CHECKING:
@@ -32,9 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DEAD_LETTER_CAPACITY", "DEFAULT_REQUEST_TIMEOUT", "IpcBus"]
 
-# A request's failures raised to the requester as they are, not as an IpcHandlerError:
-# the recipient was killed before it got to the request, or it cannot handle requests.
-_RAISED_AS_THEY_ARE = (AgentNotFoundError, IpcNoHandlerError)
+log = logging.getLogger(__name__)
+
 
 DEAD_LETTER_CAPACITY: Final = 1024
 DEFAULT_REQUEST_TIMEOUT: Final = 30.0
@@ -42,13 +43,16 @@ HANDOFF_TOPIC: Final = "handoff-task"
 
 
 class _Pending:
-    __slots__ = ("done", "error", "reply", "request")
+    __slots__ = ("as_is", "done", "error", "reply", "request")
 
     def __init__(self, request: IpcMessage) -> None:
         self.request = request
         self.done = threading.Event()
         self.reply: IpcMessage | None = None
         self.error: BaseException | None = None
+        self.as_is = False
+        """Raise ``error`` to the requester as it is (the bus refused the request), not
+        as the ``__cause__`` of an ``IpcHandlerError`` (the recipient's behavior raised it)."""
 
 
 class IpcBus:
@@ -121,10 +125,13 @@ class IpcBus:
                 entry.ref.tell((1, delivered))
             except pykka.ActorDeadError:
                 entry.shared.slots.release()
-                if message.kind == "request":  # its requester learns it at once
-                    self.refuse(message, "agent not registered", AgentNotFoundError(message.recipient))
-                else:
-                    self.dead_letter(message, "agent not registered", "")
+                try:
+                    if message.kind == "request":  # its requester learns it at once
+                        self.refuse(message, "agent not registered", AgentNotFoundError(message.recipient))
+                    else:
+                        self.dead_letter(message, "agent not registered", "")
+                except (RuntimeClosedError, JournalError) as exc:  # the slot is back already: only log
+                    log.warning("a dead letter for %s could not be journaled: %r", message.id, exc)
 
         return deliver
 
@@ -191,8 +198,9 @@ class IpcBus:
     ) -> IpcMessage:
         """Send a request and wait for the reply message (a timeout <= 0 means 30 s).
 
-        ``timeout`` covers the whole request: room in the recipient's mailbox, the
-        request's journaling (durable first, in sync durability) and the reply.
+        ``timeout`` covers the wait for room in the recipient's mailbox and for the
+        reply; journaling the request (durable first, in sync durability) may take up to
+        ``call_timeout`` of it.
 
         Raises:
             AgentNotFoundError: ``to`` is no live agent.
@@ -238,7 +246,7 @@ class IpcBus:
         finally:
             with self._lock:
                 self._pending.pop(message.correlation_id, None)
-        if isinstance(pending.error, _RAISED_AS_THEY_ARE):
+        if pending.as_is and pending.error is not None:
             raise pending.error  # killed before it got to the request, or it cannot handle it
         if pending.error is not None:
             msg = f"agentipc: handler of {to!r} failed on {topic!r}: {pending.error!r}"
@@ -285,11 +293,14 @@ class IpcBus:
         self.reply(request.correlation_id, result, frm=frm)
 
     def handler_failed(self, message: IpcMessage, error: BaseException) -> None:
-        """A behavior raised on ``message``: one dead letter; a requester gets the error."""
-        self.refuse(message, "handler error", error)
+        """A behavior raised on ``message``: one dead letter; a requester gets ``IpcHandlerError``."""
+        self._fail(message, "handler error", error, as_is=False)
 
     def refuse(self, message: IpcMessage, reason: str, error: BaseException) -> None:
         """``message`` will not be handled: one dead letter; a requester gets ``error`` at once."""
+        self._fail(message, reason, error, as_is=True)
+
+    def _fail(self, message: IpcMessage, reason: str, error: BaseException, *, as_is: bool) -> None:
         self.dead_letter(message, reason, repr(error))
         if message.kind != "request":
             return
@@ -297,6 +308,7 @@ class IpcBus:
             pending = self._pending.pop(message.correlation_id, None)
         if pending is not None:
             pending.error = error
+            pending.as_is = as_is
             pending.done.set()
 
     def delegate(

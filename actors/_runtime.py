@@ -692,6 +692,7 @@ class Runtime:
         """Take a mailbox slot, waiting ``timeout`` (default ``call_timeout``) at most."""
         wait = self._core.call_timeout if timeout is None else timeout
         if not entry.shared.slots.acquire(timeout=wait):
+            self._check_open()  # closed while the sender waited
             if self._agents.get(agent_id) is not entry:
                 raise AgentNotFoundError(agent_id)  # killed while the sender waited
             msg = f"the mailbox of {agent_id!r} stayed full for {wait:g} s"
@@ -754,11 +755,12 @@ class Runtime:
             self._closed = True
             entries = [e for e in self._agents.values() if e is not None]
             self._agents.clear()
-        if closing:  # another thread closes it: return once that is over (or looks stuck)
-            if not self._close_done.wait(timeout=3 * self._core.call_timeout):
+        if closing:
+            # Another thread closes it: return once that is over, unless this is one of
+            # its agents' threads, which that close() waits to stop.
+            if not self._on_agent_thread() and not self._close_done.wait(timeout=5 * self._core.call_timeout):
                 log.warning("close() waited for another thread's close() in vain")
             return
-        _OPEN.discard(self)
         try:
             self._stop_agents(entries)
             self.memory.close()
@@ -769,19 +771,22 @@ class Runtime:
                 if self._journal is not None:
                     self._journal.close()  # synced and unlocked even if a stop above failed
             finally:
+                _OPEN.discard(self)  # only now: a close() at exit waits for this one
                 self._close_done.set()
+
+    @staticmethod
+    def _on_agent_thread() -> bool:
+        return threading.current_thread().name.startswith("AgentActor-")
 
     def _stop_agents(self, entries: list[_Entry]) -> None:
         """Stop every agent actor at once; all together wait ``call_timeout`` at most."""
         deadline = time.monotonic() + self._core.call_timeout
-        stopping = []
-        for entry in entries:
-            try:
-                stopping.append(entry.ref.stop(block=False))
-            except pykka.ActorDeadError:
-                continue
+        stopping = [(entry, entry.ref.stop(block=False)) for entry in entries]  # never raises
+        me = threading.current_thread()
         late = 0
-        for future in stopping:
+        for entry, future in stopping:
+            if entry.shared.thread is me:
+                continue  # close() called from this agent's behavior: it stops once it returns
             try:
                 future.get(timeout=max(0.0, deadline - time.monotonic()))
             except (pykka.ActorDeadError, pykka.Timeout):

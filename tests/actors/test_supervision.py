@@ -323,6 +323,57 @@ class TestBackpressure:
         assert "did not stop within 0.3 s" in caplog.text
         assert caplog.text.count("did not stop") == 1
 
+    def test_a_behavior_that_closes_the_runtime_while_it_is_closing_loses_nothing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        go = threading.Event()
+        stopping = threading.Event()
+        opened: list[Runtime] = []
+
+        class Closer:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                assert go.wait(10)
+                ctx.set_private("k", "v")
+                opened[0].close()  # returns at once: the other close() waits for this agent
+
+        config = Config(journal=JournalConfig(durability="batch"), runtime=RuntimeConfig(call_timeout=10))
+        runtime = Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"c": Closer})
+        opened.append(runtime)
+        runtime.spawn("a", behavior="c")
+        runtime.bus.send("x", "a", "close it")
+        stop_agents = runtime._stop_agents
+
+        def stop_agents_and_say(entries: Any) -> None:
+            stopping.set()
+            stop_agents(entries)
+
+        monkeypatch.setattr(runtime, "_stop_agents", stop_agents_and_say)
+        closer = threading.Thread(target=runtime.close)
+        with caplog.at_level("WARNING", logger="cogfabric.actors._runtime"):
+            closer.start()
+            assert stopping.wait(10)
+            go.set()
+            closer.join(30)
+
+        assert not closer.is_alive()
+        assert "did not stop" not in caplog.text
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"c": Closer}) as reopened:
+            assert reopened.agent("a").private("k") == "v"
+
+    def test_a_request_answered_by_a_behavior_that_raised_a_not_found_error_is_an_ipc_handler_error(
+        self,
+    ) -> None:
+        class Relay:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                return ctx.request("nobody", "q", None, timeout=5)  # AgentNotFoundError inside
+
+        with Runtime.open(None, clock=FakeClock(), behaviors={"relay": Relay}) as runtime:
+            runtime.spawn("r", behavior="relay")
+            with pytest.raises(IpcHandlerError) as info:
+                runtime.bus.request("x", "r", "q", timeout=30)
+
+        assert isinstance(info.value.__cause__, AgentNotFoundError)
+
     def test_a_busy_agent_makes_a_handle_call_time_out(self) -> None:
         with _open(None, timeout=0.2) as runtime:
             agent = runtime.spawn("a", behavior="gate")
