@@ -81,7 +81,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
-from _common import columns, write_json
+from _common import columns, source_revision, write_json
 from journal_append import raw_append_encoding, raw_scan
 
 from cogfabric.events import Event, PrivateSet
@@ -722,6 +722,7 @@ def environment(config: Config, events: list[Event]) -> dict[str, Any]:
     encoder = msgspec.msgpack.Encoder()
     tmp_parent = config.tmp_parent or tempfile.gettempdir()
     info: dict[str, Any] = {
+        "commit": source_revision(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "machine": platform.machine(),
