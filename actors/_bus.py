@@ -169,14 +169,20 @@ class IpcBus:
 
         """
         message = self._message(frm, to, topic, payload, trace_id=new_event_id())
-        entry = self._admit(message)
+        self._journal_and_deliver(message, self._admit(message))
+        return message
+
+    def _journal_and_deliver(self, message: IpcMessage, entry: _Entry) -> None:
+        """Journal ``message`` (durable first), then put it in its admitted mailbox.
+
+        If journaling fails, the mailbox slot is given back and the error raised.
+        """
         try:
             self._journal(message, durable=True)
         except BaseException:
             entry.shared.slots.release()
             raise
         self._delivery(message, entry)(True)
-        return message
 
     def send_from(self, sender: AgentActor, to: str, topic: str, payload: object = None) -> IpcMessage:
         """``send`` from inside an agent: journaled with the agent's waiting events.
@@ -225,17 +231,11 @@ class IpcBus:
             kind="request",
         )
         deadline = time.monotonic() + timeout  # waiting for room in the mailbox counts too
-        entry = self._admit(message, min(timeout, self._core.call_timeout))
         pending = _Pending(message)
         with self._lock:
             self._pending[message.correlation_id] = pending
         try:
-            try:
-                self._journal(message, durable=True)
-            except BaseException:
-                entry.shared.slots.release()
-                raise
-            self._delivery(message, entry)(True)
+            self._journal_and_deliver(message, self._admit(message, min(timeout, self._core.call_timeout)))
             if not pending.done.wait(max(0.0, deadline - time.monotonic())):
                 with self._lock:
                     self._pending.pop(message.correlation_id, None)
