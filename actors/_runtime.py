@@ -749,7 +749,18 @@ class Runtime:
 
         A runtime still open when the interpreter exits is closed then (its actors run
         on daemon threads, which would not keep the process alive, nor be waited for).
+        Called from one of its agents' behaviors, it returns at once and closes the
+        runtime on a helper thread, once that behavior has returned and its changes are
+        handed to the journal.
         """
+        me = threading.current_thread()
+        with self._lock:
+            own = not self._closed and any(
+                e is not None and e.shared.thread is me for e in self._agents.values()
+            )
+        if own:
+            threading.Thread(target=self.close, name="cogfabric-close", daemon=True).start()
+            return
         with self._lock:
             closing = self._closed
             self._closed = True

@@ -360,6 +360,24 @@ class TestBackpressure:
         with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"c": Closer}) as reopened:
             assert reopened.agent("a").private("k") == "v"
 
+    def test_a_behavior_that_closes_its_runtime_loses_nothing(self, tmp_path: Path) -> None:
+        opened: list[Runtime] = []
+
+        class Closer:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                ctx.set_private("k", "v")
+                opened[0].close()  # returns at once; the runtime closes once this returns
+
+        config = Config(journal=JournalConfig(durability="batch"), runtime=RuntimeConfig(call_timeout=10))
+        runtime = Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"c": Closer})
+        opened.append(runtime)
+        runtime.spawn("a", behavior="c")
+        runtime.bus.send("x", "a", "close it")
+
+        assert runtime._close_done.wait(30)
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"c": Closer}) as reopened:
+            assert reopened.agent("a").private("k") == "v"
+
     def test_a_request_answered_by_a_behavior_that_raised_a_not_found_error_is_an_ipc_handler_error(
         self,
     ) -> None:
