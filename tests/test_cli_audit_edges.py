@@ -145,6 +145,10 @@ def test_replay_json_is_strict_and_encodes_values_as_export_does(tmp_path: Path)
     lines = [json.loads(line, parse_constant=_no_constants) for line in exported.output.splitlines()]
     assert view["private"] == {line["data"]["key"]: line["data"]["value"] for line in lines}
     assert view["private"] == {"nan": None, "inf": None, "bytes": "AP8="}
+    table = runner.invoke(main, ["replay", str(path), "--agent", "a"])
+    assert table.exit_code == 0, table.output
+    assert '"AP8="' in table.output  # the table shows values as --json does
+    assert "b'" not in table.output
 
 
 def test_replay_refuses_an_at_past_the_last_seq(tmp_path: Path) -> None:

@@ -300,6 +300,8 @@ def _print_view(view: dict[str, Any]) -> None:
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
+    from cogfabric._audit import encode_json  # noqa: PLC0415 - values as --json shows them
+
     title = f"agent {view['agent']}" if "agent" in view else f"session {view['session']}"
     table = Table(title=f"{title} at seq {view['at']}", show_lines=False)
     table.add_column("field", style="bold")
@@ -307,7 +309,7 @@ def _print_view(view: dict[str, Any]) -> None:
     for name, value in view.items():
         if name in ("agent", "session", "at"):
             continue
-        table.add_row(name, json.dumps(value, default=str) if not isinstance(value, str) else value)
+        table.add_row(name, value if isinstance(value, str) else encode_json(value).decode())
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:  # rich's own exits 1: here that means a bad journal
