@@ -750,8 +750,10 @@ class Runtime:
         A runtime still open when the interpreter exits is closed then (its actors run
         on daemon threads, which would not keep the process alive, nor be waited for).
         Called from one of its agents' behaviors, it returns at once and closes the
-        runtime on a helper thread, once that behavior has returned and its changes are
-        handed to the journal.
+        runtime on a helper thread: closed to other calls at once, its journal closed once
+        that behavior has returned and its changes are handed over (``call_timeout`` at
+        most). A second caller waits for the first (``5 * call_timeout`` at most), unless
+        it is an agent's thread, which that close() may be waiting for.
         """
         me = threading.current_thread()
         with self._lock:
@@ -759,8 +761,12 @@ class Runtime:
                 e is not None and e.shared.thread is me for e in self._agents.values()
             )
         if own:
-            threading.Thread(target=self.close, name="cogfabric-close", daemon=True).start()
-            return
+            try:
+                threading.Thread(target=self.close, name="cogfabric-close", daemon=True).start()
+            except RuntimeError:  # no new threads at interpreter shutdown (Python 3.12.0-3.12.2)
+                pass  # close here: _stop_agents does not wait for this agent's own actor
+            else:
+                return
         with self._lock:
             closing = self._closed
             self._closed = True
