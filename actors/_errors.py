@@ -106,11 +106,13 @@ class IpcHandlerError(IpcError):
     """Raised to a requester when the recipient's behavior raised; ``__cause__`` is the error."""
 
 
-class IpcNoHandlerError(IpcError):
+class IpcNoHandlerError(IpcTimeoutError):
     """Raised at once to a requester whose recipient cannot handle the request.
 
     ``agentipc: no handler``: the recipient has no behavior, or is suspended or retired;
-    the request is dead-lettered (journaled) instead of waiting out its timeout.
+    the request is dead-lettered (journaled) instead of waiting out its timeout. It is
+    an ``IpcTimeoutError``, what the request would have ended in, so code that handles
+    a request's timeout handles it too, without the wait.
     """
 
 
