@@ -191,41 +191,68 @@ class AgentActor(pykka.ThreadingActor):
         """Dispatch one mailbox message."""
         self._shared.slots.release()
         kind = message[0]
+        if self._core.stopped:
+            return self._after_close(kind)
         try:
-            if self._stale and not self._killed:
-                self._catch_up()
-            if self._killed:
-                self._after_death(message)
-                return None
+            return self._dispatch(kind, message)
+        except Exception as exc:  # noqa: BLE001 - _failed re-raises to a caller, or recovers
+            return self._failed(kind, exc)
+
+    def _dispatch(self, kind: object, message: Any) -> Any:  # noqa: ANN401 - replies are any value
+        if self._stale and not self._killed:
+            self._catch_up()
+        if self._killed:
+            self._after_death(message)
+            return None
+        if kind == CALL:
+            try:
+                return getattr(self, "op_" + message[1])(*message[2])
+            finally:
+                self._flush_outbox()
+        if kind == IPC:
+            self._on_ipc(message[1])
+        elif kind == PUBLISH:
+            self._on_publish(message[1], message[2], message[3])
+        self._flush_outbox()
+        return None
+
+    def _failed(self, kind: object, exc: Exception) -> None:
+        """Handling a message failed outside a behavior: re-raise to a caller, or recover."""
+        if self._core.stopped or isinstance(exc, RuntimeClosedError):
             if kind == CALL:
-                try:
-                    return getattr(self, "op_" + message[1])(*message[2])
-                finally:
-                    self._flush_outbox()
-            if kind == IPC:
-                self._on_ipc(message[1])
-            elif kind == PUBLISH:
-                self._on_publish(message[1], message[2], message[3])
-            self._flush_outbox()
-        except JournalError:
+                raise exc
+            return self._after_close(kind)  # the runtime closed its journal meanwhile
+        if isinstance(exc, JournalError):
             # The journal is fail-stop: forget what it did not take, so this agent
             # never runs ahead of it; the caller of a state change gets the error.
             self._reload_after_journal_failure()
             if kind == CALL:
-                raise
-            log.exception("agent %s: the journal failed; state reloaded from it", self._state.id)
+                raise exc
+            log.error("agent %s: the journal failed; state reloaded from it", self._state.id, exc_info=exc)
+            return None
+        if kind == CALL:
+            raise exc  # the caller gets it; the actor goes on
+        # A message nobody waits for failed outside the behavior (a timeout while
+        # restarting, say). Pykka would stop the actor while the runtime still lists
+        # it: restart it from the journal instead, as after a behavior's failure.
+        log.error("agent %s: handling a %s message failed; restarting it", self._state.id, kind, exc_info=exc)
+        try:
+            self._restart()
         except Exception:
-            if kind == CALL:
-                raise  # the caller gets it; the actor goes on
-            # A message nobody waits for failed outside the behavior (a timeout while
-            # restarting, say). Pykka would stop the actor while the runtime still lists
-            # it: restart it from the journal instead, as after a behavior's failure.
-            log.exception("agent %s: handling a %s message failed; restarting it", self._state.id, kind)
-            try:
-                self._restart()
-            except Exception:
-                log.exception("agent %s: the restart failed too", self._state.id)
+            log.exception("agent %s: the restart failed too", self._state.id)
         return None
+
+    def _after_close(self, kind: object) -> None:
+        """The runtime closed while this agent still had mail: drop it, quietly.
+
+        ``close()`` gave every agent ``call_timeout`` to finish its mailbox; what is
+        left is not handled (nothing could be journaled now). A caller still waiting
+        for an answer gets ``RuntimeClosedError``.
+        """
+        log.debug("agent %s: the runtime is closed; a %s message is dropped", self._state.id, kind)
+        if kind == CALL:
+            msg = "the runtime is closed"
+            raise RuntimeClosedError(msg)
 
     def _catch_up(self) -> None:
         """Reload this agent from the journal once what it handed over is committed.

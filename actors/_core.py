@@ -55,6 +55,9 @@ class Core:
         self.llm_provider: LLMProvider | None = None
         self.on_killed: Callable[[str, Any], None] | None = None
         """Set by the runtime: an agent's actor calls it once its death is journaled."""
+        self.stopped = False
+        """Set by ``Runtime.close`` once its agents had ``call_timeout`` to finish: an agent
+        still running drops what is left in its mailbox instead of handling it."""
 
     def persist(self, events: Sequence[Event], *, durable: bool = True) -> None:
         """Journal ``events`` through the writer.

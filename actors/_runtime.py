@@ -780,6 +780,7 @@ class Runtime:
             return
         try:
             self._stop_agents(entries)
+            self._core.stopped = True  # an agent still busy drops the rest of its mailbox
             self.memory.close()
             if self._core.writer is not None:
                 self._core.writer.stop()

@@ -392,6 +392,26 @@ class TestBackpressure:
 
         assert isinstance(info.value.__cause__, AgentNotFoundError)
 
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_mail_left_when_close_gives_up_on_an_agent_is_dropped_quietly(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: str
+    ) -> None:
+        runtime = _open(tmp_path / "j", timeout=0.3, mode=mode)
+        runtime.spawn("a", behavior="gate")
+        entry = runtime._entry("a")
+        runtime.bus.send("x", "a", "block")  # busy past close()'s wait
+        assert Gate.started.wait(10)
+        for n in range(20):
+            runtime.bus.send("x", "a", "later", n)
+        with caplog.at_level("DEBUG", logger="cogfabric"):
+            runtime.close()
+            Gate.release.set()  # the behavior returns after close(): nothing can be journaled
+            assert entry.ref.actor_stopped.wait(10)
+
+        assert [m.topic for m in Gate.seen] == ["block"]  # the 20 later ones were dropped, not handled
+        assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+        assert "did not stop within 0.3 s" in caplog.text
+
     def test_a_busy_agent_makes_a_handle_call_time_out(self) -> None:
         with _open(None, timeout=0.2) as runtime:
             agent = runtime.spawn("a", behavior="gate")
