@@ -103,7 +103,7 @@ class Core:
         """
         if given is None or isinstance(given, str | type):
             return self.make_behavior(name, strict=True)
-        if not callable(getattr(given, "on_message", None)):
+        if not _handles_messages(given):
             msg = f"behavior {type(given).__name__} has no on_message(ctx, message)"
             raise InvalidSpawnSpecError(msg)
         return given
@@ -135,7 +135,7 @@ class Core:
                 raise InvalidSpawnSpecError(f"behavior {name!r} could not be made: {exc!r}") from exc
             log.exception("behavior %r could not be made: the agent runs without one", name)
             return None
-        if not callable(getattr(behavior, "on_message", None)):
+        if not _handles_messages(behavior):
             msg = f"behavior {name!r} made a {type(behavior).__name__} with no on_message(ctx, message)"
             if strict:
                 raise InvalidSpawnSpecError(msg)
@@ -147,6 +147,11 @@ class Core:
         """Rebuild one agent from the journal (latest snapshot plus tail)."""
         assert self.writer is not None
         return replay_agent(self.writer.journal, agent_id)
+
+
+def _handles_messages(behavior: object) -> bool:
+    """Whether ``behavior`` has the one method a behavior needs: ``on_message(ctx, message)``."""
+    return callable(getattr(behavior, "on_message", None))
 
 
 def replay_agent(journal: Journal, agent_id: str, until: int | None = None) -> AgentSnapshot | None:

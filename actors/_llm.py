@@ -251,13 +251,12 @@ class LLMClient:
             self._reject(len(prompt), limit, "blank")
             msg = "invalid argument: prompt is only white space"
             raise InvalidArgumentError(msg)
-        if not prompt.isascii():
-            try:
-                prompt.encode()
-            except UnicodeEncodeError:  # a lone surrogate: no provider, journal or hash takes it
-                self._reject(len(prompt), limit, "not_utf8")
-                msg = "invalid argument: the prompt is not valid UTF-8 text (it holds a lone surrogate)"
-                raise InvalidArgumentError(msg) from None
+        try:
+            require_str(prompt, "prompt")
+        except TypeError:  # a lone surrogate: no provider, journal or hash takes it
+            self._reject(len(prompt), limit, "not_utf8")
+            msg = "invalid argument: the prompt is not valid UTF-8 text (it holds a lone surrogate)"
+            raise InvalidArgumentError(msg) from None
 
     def _reject(self, length: int, limit: int, reason: str) -> None:
         if self._on_reject is not None:
