@@ -56,12 +56,14 @@ class CognitiveState(msgspec.Struct, frozen=True, kw_only=True):
     """A durable progress pointer (a task checkpoint, when executing a task)."""
 
 
+_MISMATCH: Final = "agentfabric: cognitive state schema version mismatch"
+"""The original's sentinel string (spec §2.1); every refusal's message starts with it."""
+
+
 def _check_version(version: int) -> None:
-    if version > COGNITIVE_STATE_SCHEMA_VERSION or version < 0:
-        msg = (
-            "cognitive state schema version mismatch: "
-            f"got {version}, this code reads 0 to {COGNITIVE_STATE_SCHEMA_VERSION}"
-        )
+    # Only newer versions are refused: the original accepts negative ones (spec §2.3).
+    if version > COGNITIVE_STATE_SCHEMA_VERSION:
+        msg = f"{_MISMATCH}: got {version}, this code reads up to {COGNITIVE_STATE_SCHEMA_VERSION}"
         raise CognitiveStateSchemaVersionError(msg)
 
 
@@ -69,10 +71,11 @@ def upgrade_cognitive_state(state: CognitiveState) -> CognitiveState:
     """Return ``state`` ready to store: version 0 becomes the current version.
 
     Raises:
-        CognitiveStateSchemaVersionError: the version is newer than this code knows,
-            or negative. cogfabric refuses these on write as well as on decode, so a
-            journal never holds a state it cannot replay (a deliberate difference
-            from the original, which stores them).
+        CognitiveStateSchemaVersionError: the version is newer than this code knows.
+            cogfabric refuses it on write as well as on decode, so a journal never
+            holds a state it cannot replay (a deliberate difference from the
+            original, which stores it). A negative version is stored as it is, as
+            in the original.
 
     """
     if not isinstance(state, CognitiveState):
@@ -87,13 +90,10 @@ def upgrade_cognitive_state(state: CognitiveState) -> CognitiveState:
 def _mapping_version(raw: object) -> int:
     # bool is an int subclass, but True is not a version: refuse it like any non-number.
     if isinstance(raw, bool) or not isinstance(raw, int | float):
-        msg = (
-            "cognitive state schema version mismatch: schema_version must be a "
-            f"number, got {type(raw).__name__} {raw!r}"
-        )
+        msg = f"{_MISMATCH}: schema_version must be a number, got {type(raw).__name__} {raw!r}"
         raise CognitiveStateSchemaVersionError(msg)
     if isinstance(raw, float) and not raw.is_integer():
-        msg = f"cognitive state schema version mismatch: schema_version {raw!r} is not whole"
+        msg = f"{_MISMATCH}: schema_version {raw!r} is not whole"
         raise CognitiveStateSchemaVersionError(msg)
     return int(raw)
 
@@ -116,9 +116,9 @@ def decode_cognitive_state(value: object) -> CognitiveState:
 
     Raises:
         CognitiveStateSchemaVersionError: a version newer than
-            ``COGNITIVE_STATE_SCHEMA_VERSION`` or negative, or a non-numeric
-            ``schema_version``.
-        ValueError: a versioned mapping with keys other than the six fields.
+            ``COGNITIVE_STATE_SCHEMA_VERSION``, a non-numeric ``schema_version``, or
+            a versioned mapping with keys other than the six fields (it is a
+            ``ValueError`` too). A negative version is accepted, as in the original.
 
     """
     if value is None:
@@ -133,8 +133,11 @@ def decode_cognitive_state(value: object) -> CognitiveState:
         _check_version(version)
         unknown = sorted(str(k) for k in value if k != "schema_version" and k not in COGNITIVE_STATE_FIELDS)
         if unknown:
-            msg = f"unknown cognitive state keys {unknown}; expected {list(COGNITIVE_STATE_FIELDS)}"
-            raise ValueError(msg)
+            msg = (
+                f"{_MISMATCH}: unknown cognitive state keys {unknown} at schema_version {version}; "
+                f"expected {list(COGNITIVE_STATE_FIELDS)}"
+            )
+            raise CognitiveStateSchemaVersionError(msg)
         fields = {name: value[name] for name in COGNITIVE_STATE_FIELDS if name in value}
         return CognitiveState(schema_version=version, **fields)
     return CognitiveState(context=value)

@@ -61,6 +61,8 @@ class UnencodableValueError(EventError, TypeError):
 class CognitiveStateSchemaVersionError(EventError, ValueError):
     """Raised when a CognitiveState claims a schema version this code cannot accept.
 
-    That is a version newer than ``COGNITIVE_STATE_SCHEMA_VERSION``, a negative one,
-    or a ``schema_version`` that is not a whole number.
+    That is a version newer than ``COGNITIVE_STATE_SCHEMA_VERSION``, a
+    ``schema_version`` that is not a whole number, or keys other than the six fields
+    in a versioned mapping. The message starts with the original's sentinel string,
+    ``"agentfabric: cognitive state schema version mismatch"``.
     """

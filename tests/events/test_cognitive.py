@@ -194,13 +194,21 @@ class TestDecodeRejections:
         with pytest.raises(CognitiveStateSchemaVersionError, match=MISMATCH):
             decode_cognitive_state({"schema_version": 2.0})
 
-    def test_a_struct_with_a_negative_version_raises_a_schema_version_mismatch(self) -> None:
-        with pytest.raises(CognitiveStateSchemaVersionError, match=MISMATCH):
-            decode_cognitive_state(CognitiveState(schema_version=-1))
+    def test_a_struct_with_a_negative_version_is_returned_as_it_is(self) -> None:
+        state = CognitiveState(schema_version=-1, context="c")
 
-    def test_a_mapping_with_a_negative_version_raises_a_schema_version_mismatch(self) -> None:
-        with pytest.raises(CognitiveStateSchemaVersionError, match=MISMATCH):
-            decode_cognitive_state({"schema_version": -1})
+        assert decode_cognitive_state(state) is state
+
+    def test_a_mapping_with_a_negative_version_is_accepted_as_in_the_original(self) -> None:
+        state = decode_cognitive_state({"schema_version": -1, "context": "c"})
+
+        assert state == CognitiveState(schema_version=-1, context="c")
+
+    def test_every_refusal_starts_with_the_originals_sentinel_string(self) -> None:
+        for value in ({"schema_version": 2}, {"schema_version": "1"}, {"schema_version": 1, "mood": 1}):
+            with pytest.raises(CognitiveStateSchemaVersionError) as info:
+                decode_cognitive_state(value)
+            assert str(info.value).startswith("agentfabric: cognitive state schema version mismatch: ")
 
     @pytest.mark.parametrize(
         "version",
@@ -225,7 +233,7 @@ class TestDecodeRejections:
             decode_cognitive_state({"schema_version": 1, "context": "c", "mood": "happy"})
 
         assert "mood" in str(info.value)
-        assert not isinstance(info.value, CognitiveStateSchemaVersionError)
+        assert isinstance(info.value, CognitiveStateSchemaVersionError)
 
     def test_pascal_case_keys_in_a_versioned_mapping_raise(self) -> None:
         with pytest.raises(ValueError, match="Context"):
@@ -283,10 +291,15 @@ class TestUpgradeCognitiveState:
 
         assert upgrade_cognitive_state(original) == original
 
-    @pytest.mark.parametrize("version", [2, 99, -1], ids=["two", "ninety-nine", "negative"])
+    @pytest.mark.parametrize("version", [2, 99], ids=["two", "ninety-nine"])
     def test_a_version_it_cannot_replay_is_refused_on_write(self, version: int) -> None:
         with pytest.raises(CognitiveStateSchemaVersionError, match=MISMATCH):
             upgrade_cognitive_state(CognitiveState(schema_version=version))
+
+    def test_a_negative_version_is_stored_as_it_is_as_in_the_original(self) -> None:
+        state = CognitiveState(schema_version=-1, context="c")
+
+        assert upgrade_cognitive_state(state) == state
 
     @pytest.mark.parametrize(
         "value",
