@@ -41,6 +41,7 @@ from ._errors import (
     IpcNoHandlerError,
     RuntimeClosedError,
 )
+from ._handle import ContextView
 from ._llm import JournaledLLM
 from ._state import AgentSnapshot, AgentState, apply_event, decode_snapshot, encode_snapshot
 
@@ -180,7 +181,6 @@ class AgentActor(pykka.ThreadingActor):
         self._stream = "agent/" + state.id
         self._outbox: list[Event] = []
         self._task_ticket = 0
-        self._snapshot_at = state.events
         self._killed = False
         self._stale = False  # a commit it stopped waiting for may have happened
         self.ctx = AgentContext(self)
@@ -293,7 +293,6 @@ class AgentActor(pykka.ThreadingActor):
             self._leave()
             return
         self._state = state
-        self._snapshot_at = state.events
         self._shared.lifecycle = state.lifecycle
         self._core.bus._reindex(state.id, state.topics)  # noqa: SLF001
 
@@ -367,9 +366,9 @@ class AgentActor(pykka.ThreadingActor):
         if (
             not self._killed  # a snapshot of it alive, covering its kill, would revive it on replay
             and self._core.writer is not None
-            and self._state.events - self._snapshot_at >= self._core.snapshot_interval
+            and self._state.events - self._state.snapshot_events >= self._core.snapshot_interval
         ):
-            self._snapshot_at = self._state.events
+            self._state.snapshot_events = self._state.events
             self._core.writer.submit_snapshot(
                 self._stream,
                 encode_snapshot(self._state),
@@ -660,6 +659,11 @@ class AgentContext:
     def task_context(self) -> dict[str, Any]:
         """A deep copy of the task layer."""
         return self._actor.op_task_context()
+
+    def context_view(self) -> ContextView:
+        """The task and private layers side by side, read-only (copies)."""
+        task, private = self._actor.op_context_view()
+        return ContextView(task, private)
 
     def set_cognitive_state(self, state: CognitiveState) -> None:
         """Replace the cognitive state."""

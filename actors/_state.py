@@ -62,7 +62,10 @@ class AgentSnapshot(msgspec.Struct, kw_only=True):
     publish_seq: int = 0
     """The seq of the last task context published to this agent that it handled."""
     events: int = 0
-    """How many events of its stream this state has applied (for snapshot intervals)."""
+    """How many events of its stream this state has applied, its spawn included."""
+    snapshot_events: int = 0
+    """``events`` when the agent's latest snapshot was taken (0: none yet), so a snapshot
+    comes every ``snapshot_interval`` of its events, counted across a reopen too."""
 
 
 _encoder = msgspec.msgpack.Encoder()

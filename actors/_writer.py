@@ -431,14 +431,17 @@ class JournalWriter:
                 if self._carried:
                     self._commit([])
                 return
+            # At most group_commit_max events a commit; a submission is never split (it
+            # is one atomic change), so one larger than the limit is a commit of its own.
             group: list[_Submission] = []
             count = 0
             for submission in taken:
-                group.append(submission)
-                count += len(submission.events)
-                if count >= self._group_max:
+                size = len(submission.events)
+                if group and count + size > self._group_max:
                     self._commit(group)
                     group, count = [], 0
+                group.append(submission)
+                count += size
             if group:
                 self._commit(group)
 

@@ -383,6 +383,47 @@ class TestRecovery:
         assert plain.read_text() == "notes"
 
 
+class TestSnapshotInterval:
+    @staticmethod
+    def _snapshot_seq(runtime: Runtime, agent: str) -> int | None:
+        runtime.flush()
+        journal = runtime._journal
+        assert journal is not None
+        snapshot = journal.load_snapshot("agent/" + agent)
+        return None if snapshot is None else snapshot.seq
+
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_a_snapshot_comes_with_the_agents_snapshot_interval_th_event_its_spawn_counted(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        config = Config(journal=JournalConfig(durability=mode, snapshot_interval=10))  # type: ignore[arg-type]
+        with Runtime.open(tmp_path / "j", config=config) as runtime:
+            a = runtime.spawn("a")  # seq 1, its first event
+            for i in range(8):
+                a.set_private(f"k{i}", i)  # seqs 2..9
+            runtime.flush()
+            assert self._snapshot_seq(runtime, "a") is None
+            a.set_private("k8", 8)  # seq 10, its tenth event
+            runtime.flush()
+            assert self._snapshot_seq(runtime, "a") == 10
+
+    def test_the_interval_counts_on_across_a_reopen(self, tmp_path: Path) -> None:
+        config = Config(journal=JournalConfig(snapshot_interval=10))
+        with Runtime.open(tmp_path / "j", config=config) as runtime:
+            a = runtime.spawn("a")
+            for i in range(5):
+                a.set_private(f"k{i}", i)  # the agent's events 2..6
+        with Runtime.open(tmp_path / "j", config=config) as runtime:
+            a = runtime.agent("a")
+            for i in range(3):
+                a.set_private(f"m{i}", i)  # 7..9
+            runtime.flush()
+            assert self._snapshot_seq(runtime, "a") is None
+            a.set_private("m3", 3)  # 10
+            a.set_private("m4", 4)  # 11
+            runtime.flush()
+            assert self._snapshot_seq(runtime, "a") == 10
+
 class TestBus:
     def test_send_delivers_to_target(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")

@@ -177,6 +177,23 @@ class TestBehaviors:
             assert running == AgentState.RUNNING
             assert agent.lifecycle == AgentState.IDLE
 
+    def test_a_behavior_sees_its_own_layers_side_by_side_in_a_read_only_view(self) -> None:
+        class Viewer:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> object:  # noqa: ARG002
+                ctx.set_private("note", {"n": 1})
+                view = ctx.context_view()
+                with pytest.raises(TypeError):
+                    view.private["note"] = 2  # type: ignore[index]
+                return {"task": dict(view.task_shared), "private": dict(view.private)}
+
+        with Runtime.open(None, clock=FakeClock(), behaviors={"viewer": Viewer}) as runtime:
+            runtime.spawn("v", task_context={"goal": "g"}, behavior="viewer")
+
+            reply = runtime.bus.request("x", "v", "look", timeout=10)
+
+            assert reply.payload == {"task": {"goal": "g"}, "private": {"note": {"n": 1}}}
+            assert runtime.agent("v").context_view() == runtime.agent("v").context_view()
+
     def test_send_returns_before_the_recipient_handles_the_message(self) -> None:
         with _open(None) as runtime:
             runtime.spawn("a", behavior="gate")

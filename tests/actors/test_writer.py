@@ -280,3 +280,25 @@ def test_a_submission_the_journal_refuses_does_not_take_the_rest_of_its_group_wi
     finally:
         gated.gate.set()
         writer.stop(WAIT)
+
+
+def test_a_group_commit_holds_at_most_group_commit_max_events_and_never_splits_a_submission(
+    gated: GatedJournal,
+) -> None:
+    writer = JournalWriter(gated, group_commit_max=3, call_timeout=WAIT, backlog_max=100)  # type: ignore[arg-type]
+    try:
+        writer.submit_nowait([event(0)])
+        assert gated.entered.wait(WAIT)  # the writer is stuck in event 0's append
+        sizes = [2, 2, 1, 5, 1, 1, 1]  # all wait together behind event 0
+        n = 1
+        for size in sizes:
+            writer.submit_nowait([event(i) for i in range(n, n + size)])
+            n += size
+        gated.gate.set()
+        writer.flush(WAIT)
+
+        assert gated.batches == [1, 2, 3, 5, 3]  # 2 | 2+1 | 5 alone (atomic) | 1+1+1
+        assert [r.event.key for r in gated.read()] == [f"k{i}" for i in range(n)]
+    finally:
+        gated.gate.set()
+        writer.stop(WAIT)
