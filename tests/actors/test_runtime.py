@@ -424,6 +424,7 @@ class TestSnapshotInterval:
             runtime.flush()
             assert self._snapshot_seq(runtime, "a") == 10
 
+
 class TestBus:
     def test_send_delivers_to_target(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
