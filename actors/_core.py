@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from cogfabric.events import TaskContextPublished
+from cogfabric.store import JournalRecordError
 
 from ._errors import InvalidSpawnSpecError
 from ._state import AgentSnapshot, apply_event, decode_snapshot
@@ -163,7 +164,14 @@ def replay_agent(journal: Journal, agent_id: str, until: int | None = None) -> A
     stream = "agent/" + agent_id
     state: AgentSnapshot | None = None
     after = 0
-    snapshot = journal.load_snapshot(stream)
+    try:
+        snapshot = journal.load_snapshot(stream)
+    except JournalRecordError as exc:
+        # Verification refuses a damaged snapshot, so this is a journal opened with
+        # allow_unverified (or damaged since): the events are the truth, the snapshot
+        # only a shortcut.
+        log.warning("the snapshot of %s is damaged (%s); replaying its events from the start", stream, exc)
+        snapshot = None
     if snapshot is not None and (until is None or snapshot.seq <= until):
         state = decode_snapshot(snapshot.data)
         after = snapshot.seq

@@ -24,7 +24,7 @@ from cogfabric.events import (
     upgrade_cognitive_state,
 )
 from cogfabric.events._codec import require_str
-from cogfabric.store import Journal, JournalIntegrityError
+from cogfabric.store import Journal, JournalIntegrityError, JournalRecordError
 
 from ._agent import CALL, PUBLISH, AgentActor, Shared
 from ._bus import IpcBus
@@ -162,6 +162,11 @@ class Runtime:
     ) -> Runtime:
         """Open a runtime on the journal at ``path`` (None: memory only), recovering its agents.
 
+        ``verify="full"`` checks the whole hash chain before recovery; ``"tail"`` checks
+        the chain head and every record recovery replays (from the earliest latest
+        snapshot of an agent, or the first record of an agent without one or of a
+        session), which is what makes reopening a long journal with snapshots fast.
+
         ``key`` makes the journal's hash chain keyed (a BLAKE2b MAC, see
         ``cogfabric.store.Journal.open``): only a holder of the key can re-chain it
         undetected. A journal written with a key must be opened with the same key.
@@ -214,19 +219,36 @@ class Runtime:
 
     @staticmethod
     def _verify(journal: Journal, mode: str, *, allow_unverified: bool) -> None:
-        after = 0
-        if mode == "tail":
-            seqs = [s.seq for st in journal.streams("agent/") if (s := journal.load_snapshot(st)) is not None]
-            after = min(seqs) if seqs else 0
-        elif mode != "full":
+        if mode not in ("full", "tail"):
             msg = f"verify must be 'full' or 'tail', not {mode!r}"
             raise ValueError(msg)
+        after = 0 if mode == "full" else Runtime._replay_start(journal, allow_unverified=allow_unverified)
         report = journal.verify(after=after)
         if not report.ok:
             if not allow_unverified:
                 msg = f"the journal failed verification at seq {report.first_bad_seq}: {report.reason}"
                 raise JournalIntegrityError(msg, report)
             log.warning("opening an unverified journal: %s", report.reason)
+
+    @staticmethod
+    def _replay_start(journal: Journal, *, allow_unverified: bool) -> int:
+        """The seq before the first record recovery replays: a tail check starts after it.
+
+        An agent is replayed from its latest snapshot, or from its first record when it
+        has none (or a damaged one); a session from its first record. With none of
+        them, only the chain head is checked.
+        """
+        starts: list[int] = []
+        for stream in journal.streams("agent/"):
+            try:
+                snapshot = journal.load_snapshot(stream)
+            except JournalRecordError:
+                if not allow_unverified:
+                    raise
+                snapshot = None  # recovery replays its events instead (replay_agent)
+            starts.append(snapshot.seq if snapshot is not None else journal.stream_start(stream) - 1)
+        starts.extend(journal.stream_start(stream) - 1 for stream in journal.streams("session/"))
+        return max(0, min(starts, default=journal.last_seq))
 
     def _recover(self, journal: Journal) -> None:
         for stream in journal.streams("agent/"):

@@ -127,6 +127,13 @@ class Journal(abc.ABC):
             last = record.seq
         return last
 
+    def stream_start(self, stream: str) -> int:
+        """The seq of ``stream``'s first record, 0 when it has none.
+
+        This default reads the stream's first record; backends with an index override it.
+        """
+        return next((record.seq for record in self.read(stream=stream)), 0)
+
     @abc.abstractmethod
     def streams(self, prefix: str = "") -> list[str]:
         """Return the names of the streams that hold records, sorted, optionally by prefix."""

@@ -226,6 +226,15 @@ class JournalContract:
         assert journal.stream_head("agent/a2") == 9
         assert journal.stream_head("agent/nobody") == 0
 
+    def test_stream_start_is_the_seq_of_a_streams_first_record(self, journal: Journal) -> None:
+        journal.append(make_events(2, agents=1, start=0))  # a0 at seqs 1, 2
+        journal.append(make_events(300, agents=3, start=0))  # a0, a1, a2 in turn: seqs 3..302
+
+        assert journal.stream_start("agent/a0") == 1
+        assert journal.stream_start("agent/a1") == 4
+        assert journal.stream_start("agent/a2") == 5
+        assert journal.stream_start("agent/nobody") == 0
+
     def test_streams_lists_each_stream_once_by_prefix(self, journal: Journal) -> None:
         journal.append(make_events(9, agents=3))
         journal.append([TaskContextSet(at=0.0, agent="b", context={})])

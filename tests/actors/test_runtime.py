@@ -383,6 +383,87 @@ class TestRecovery:
         assert plain.read_text() == "notes"
 
 
+def _tamper(path: Path, db: bytes, old: bytes, new: bytes) -> int:
+    """Replace ``old`` with ``new`` in every value of ``db`` that holds it, as plain LMDB can."""
+    env = lmdb.open(str(path), max_dbs=8)
+    changed = 0
+    with env.begin(write=True, db=env.open_db(db)) as txn:
+        for key, value in list(txn.cursor()):
+            if old in value:
+                txn.put(key, value.replace(old, new))
+                changed += 1
+    env.close()
+    return changed
+
+
+class TestTailVerification:
+    """``verify="tail"`` checks the chain head and every record recovery replays."""
+
+    CONFIG = Config(journal=JournalConfig(snapshot_interval=5))
+
+    def test_it_checks_an_agent_that_has_no_snapshot_from_its_first_record(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            b = runtime.spawn("b")
+            b.set_private("secret", "abcdef")  # b never reaches a snapshot
+            a = runtime.spawn("a")
+            for i in range(12):
+                a.set_private(f"k{i}", i)  # a has one, past b's records
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+
+        with pytest.raises(JournalIntegrityError, match="seq 2"):
+            Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
+
+    def test_it_checks_every_record_of_a_session(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            session = runtime.memory.create_session("u")
+            runtime.memory.add_message(session, "user", "abcdef")
+            a = runtime.spawn("a")
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+
+        with pytest.raises(JournalIntegrityError):
+            Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
+
+    def test_it_starts_at_the_first_record_replayed(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            a = runtime.spawn("a")
+            a.set_private("old", "abcdef")  # seq 2, covered by a's snapshots
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+
+        with pytest.raises(JournalIntegrityError):
+            Runtime.open(tmp_path / "j", config=self.CONFIG)  # full
+        with Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail") as runtime:
+            assert runtime.agent("a").private("old") == "abcdef"  # from the snapshot
+
+    def test_a_damaged_snapshot_is_refused_and_allow_unverified_replays_the_events(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            a = runtime.spawn("a")
+            a.set_private("kept", "abcdef")
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+        assert _tamper(tmp_path / "j", b"snapshots", b"abcdef", b"abcdeX") == 1
+
+        for mode in ("full", "tail"):
+            with pytest.raises(JournalIntegrityError):
+                Runtime.open(tmp_path / "j", config=self.CONFIG, verify=mode)
+            with Runtime.open(tmp_path / "j", config=self.CONFIG, verify=mode, allow_unverified=True) as rt:
+                assert rt.agent("a").private("kept") == "abcdef"  # the events, not the snapshot
+                assert rt.agent("a").private("k11") == 11
+        assert "the snapshot of agent/a is damaged" in caplog.text
+
+    def test_a_journal_with_nothing_to_replay_has_its_head_checked(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j") as runtime:
+            runtime.spawn("a")
+            runtime.kill("a")
+        with Runtime.open(tmp_path / "j", verify="tail") as runtime:
+            assert runtime.agents() == []
+
+
 class TestSnapshotInterval:
     @staticmethod
     def _snapshot_seq(runtime: Runtime, agent: str) -> int | None:
