@@ -19,7 +19,11 @@ from ._errors import (
     JournalLockedError,
     JournalNotFoundError,
     JournalReadOnlyError,
+    JournalRecordDecodeError,
     JournalRecordError,
+    JournalRecordTypeError,
+    JournalRecordVersionError,
+    JournalStillFullError,
     JournalUnavailableError,
 )
 from ._journal import Journal, Record, Snapshot, VerifyReport
@@ -40,7 +44,11 @@ __all__ = [
     "JournalLockedError",
     "JournalNotFoundError",
     "JournalReadOnlyError",
+    "JournalRecordDecodeError",
     "JournalRecordError",
+    "JournalRecordTypeError",
+    "JournalRecordVersionError",
+    "JournalStillFullError",
     "JournalUnavailableError",
     "LmdbJournal",
     "Record",

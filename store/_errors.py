@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cogfabric._errors import CogfabricError
+from cogfabric.events import EventDecodeError, EventVersionError, UnknownEventTypeError
 
 __all__ = [
     "InvalidStreamError",
@@ -16,7 +17,11 @@ __all__ = [
     "JournalLockedError",
     "JournalNotFoundError",
     "JournalReadOnlyError",
+    "JournalRecordDecodeError",
     "JournalRecordError",
+    "JournalRecordTypeError",
+    "JournalRecordVersionError",
+    "JournalStillFullError",
     "JournalUnavailableError",
 ]
 
@@ -85,6 +90,49 @@ class JournalRecordError(JournalIntegrityError, ValueError):
         self.reason = reason
 
 
+class JournalRecordDecodeError(JournalRecordError, EventDecodeError):
+    """A stored record whose bytes do not decode to an event (also an ``EventDecodeError``)."""
+
+    def __init__(self, seq: int, cause: EventDecodeError) -> None:
+        # Not super().__init__: the two parents' initialisers take different arguments.
+        Exception.__init__(self, f"record at seq {seq}: {cause}")
+        self.seq = seq
+        self.reason = str(cause)
+        self.report = None
+
+
+class JournalRecordTypeError(JournalRecordDecodeError, UnknownEventTypeError):
+    """A stored record whose type tag this code does not know (also an ``UnknownEventTypeError``)."""
+
+    def __init__(self, seq: int, cause: UnknownEventTypeError) -> None:
+        super().__init__(seq, cause)
+        self.type_name = cause.type_name
+
+
+class JournalRecordVersionError(JournalRecordDecodeError, EventVersionError):
+    """A stored record of a version this code cannot read (also an ``EventVersionError``).
+
+    ``type_name``, ``stored`` and ``known`` are as on ``EventVersionError``.
+    """
+
+    def __init__(self, seq: int, cause: EventVersionError) -> None:
+        super().__init__(seq, cause)
+        self.type_name = cause.type_name
+        self.stored = cause.stored
+        self.known = cause.known
+
+
+def record_error(seq: int, cause: Exception) -> JournalRecordError:
+    """The error for record ``seq`` that failed to decode with ``cause``: of both layers' types."""
+    if isinstance(cause, EventVersionError):
+        return JournalRecordVersionError(seq, cause)
+    if isinstance(cause, UnknownEventTypeError):
+        return JournalRecordTypeError(seq, cause)
+    if isinstance(cause, EventDecodeError):
+        return JournalRecordDecodeError(seq, cause)
+    return JournalRecordError(seq, str(cause))
+
+
 class JournalUnavailableError(JournalError):
     """Raised when an append fails in the storage (an I/O error, a full disk).
 
@@ -101,3 +149,10 @@ class JournalFullError(JournalUnavailableError):
 
 class JournalFailedError(JournalUnavailableError):
     """Raised by every append after an earlier append failed; reopen the journal."""
+
+
+class JournalStillFullError(JournalFullError, JournalFailedError):
+    """Raised by every append after a ``JournalFullError``: both a full and a failed journal.
+
+    Reopen the journal with a larger ``max_map_size`` (or none) to append again.
+    """

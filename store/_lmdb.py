@@ -58,7 +58,9 @@ from ._errors import (
     JournalNotFoundError,
     JournalReadOnlyError,
     JournalRecordError,
+    JournalStillFullError,
     JournalUnavailableError,
+    record_error,
 )
 from ._journal import Journal, Record, Snapshot, VerifyReport
 from ._verify import verify_journal
@@ -458,7 +460,9 @@ class LmdbJournal(Journal):
             JournalReadOnlyError: the journal is read-only.
             InvalidStreamError: an event's stream or id is empty, has NUL, or is too long.
             UnencodableValueError: an event holds a value msgspec cannot encode.
-            JournalFullError: the map cannot grow past ``max_map_size`` (fail-stop).
+            JournalFullError: the map cannot grow past ``max_map_size`` (fail-stop: every
+                later append raises ``JournalStillFullError``, both a ``JournalFullError``
+                and a ``JournalFailedError``).
             JournalUnavailableError: the storage failed (fail-stop).
             JournalFailedError: an earlier append failed; reopen the journal.
 
@@ -474,6 +478,12 @@ class LmdbJournal(Journal):
             if self._closed:
                 raise JournalClosedError(f"{self._path} is closed")
             if self._failed is not None:
+                if isinstance(self._failed, lmdb.MapFullError):
+                    msg = (
+                        f"{self._path} reached max_map_size ({self._max_map_size} bytes) earlier; "
+                        "reopen it with a larger one"
+                    )
+                    raise JournalStillFullError(msg) from self._failed
                 msg = f"{self._path} is fail-stop after an earlier append failed; reopen it"
                 raise JournalFailedError(msg) from self._failed
             return self._append_locked(batch, payloads, snapshots)
@@ -690,7 +700,10 @@ class LmdbJournal(Journal):
 
         Raises:
             JournalRecordError: a record cannot be decoded (names the seq; raised when
-                the iterator reaches it).
+                the iterator reaches it). For a record of a newer version or an unknown
+                type it is also the event layer's ``EventVersionError`` or
+                ``UnknownEventTypeError`` (``JournalRecordVersionError``,
+                ``JournalRecordTypeError``).
 
         """
         self._check_open()
@@ -715,7 +728,7 @@ class LmdbJournal(Journal):
                 # Hand out the good records before the bad one, then name it.
                 good = decode_many(payloads[:index])
                 yield [Record(seq, event, value) for seq, event, value in zip(seqs, good, values)]  # noqa: B905
-                raise JournalRecordError(seqs[index], str(exc)) from exc
+                raise record_error(seqs[index], exc) from exc
             yield [Record(seq, event, value) for seq, event, value in zip(seqs, events, values, strict=True)]
             if len(values) < _READ_CHUNK:
                 return  # a short chunk is the end: no second, empty read transaction

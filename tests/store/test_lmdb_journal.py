@@ -12,7 +12,7 @@ import lmdb
 import msgspec
 import pytest
 
-from cogfabric.events import AgentEvent, EventCodec, PrivateSet
+from cogfabric.events import AgentEvent, EventCodec, EventVersionError, PrivateSet, UnknownEventTypeError
 from cogfabric.store import (
     FORMAT_VERSION,
     InvalidStreamError,
@@ -341,6 +341,8 @@ class TestSchemaVersionsOnRead:
             report = journal.verify(decode=True)
 
         assert info.value.seq == 1
+        assert isinstance(info.value, EventVersionError)  # the event layer's type, too
+        assert (info.value.type_name, info.value.stored, info.value.known) == ("PrivateSet", 2, 1)
         assert report.first_bad_seq == 1
         assert "version 2" in report.reason
 
@@ -356,6 +358,8 @@ class TestSchemaVersionsOnRead:
                 next(records)
 
         assert info.value.seq == 3
+        assert isinstance(info.value, UnknownEventTypeError)
+        assert info.value.type_name == "_Alien"
 
     def test_an_upcaster_is_applied_on_read(self, tmp_path: Path) -> None:
         class Renamed(AgentEvent, frozen=True, kw_only=True):
@@ -565,8 +569,10 @@ class TestMapGrowth:
 
         with pytest.raises(JournalFullError):
             fill()
-        with pytest.raises(JournalFailedError):
+        with pytest.raises(JournalFailedError) as later:
             journal.append(make_events(1, start=stored))
+        assert isinstance(later.value, JournalFullError)  # still full, and fail-stop
+        assert "max_map_size" in str(later.value)
         journal.close()
 
         with Journal.open(path, map_size=16 << 20) as reopened:
