@@ -301,15 +301,19 @@ class IpcBus:
         self._fail(message, reason, error, as_is=True)
 
     def _fail(self, message: IpcMessage, reason: str, error: BaseException, *, as_is: bool) -> None:
-        self.dead_letter(message, reason, repr(error))
         if message.kind != "request":
+            self.dead_letter(message, reason, repr(error))
             return
         with self._lock:
             pending = self._pending.pop(message.correlation_id, None)
-        if pending is not None:
-            pending.error = error
-            pending.as_is = as_is
-            pending.done.set()
+        if pending is None:
+            # Timed out (or answered) already, and that left its own record: one
+            # dead letter a failure. The behavior's error is journaled as AgentFailed.
+            return
+        self.dead_letter(message, reason, repr(error))
+        pending.error = error
+        pending.as_is = as_is
+        pending.done.set()
 
     def delegate(
         self, frm: str, to: str, topic: str, payload: object = None, timeout: float = DEFAULT_REQUEST_TIMEOUT

@@ -20,6 +20,7 @@ from cogfabric.actors import (
     FakeClock,
     InvalidSpawnSpecError,
     IpcHandlerError,
+    IpcTimeoutError,
     JournalConfig,
     MailboxFullError,
     Runtime,
@@ -408,6 +409,32 @@ class TestBackpressure:
                 runtime.bus.request("x", "r", "q", timeout=30)
 
         assert isinstance(info.value.__cause__, AgentNotFoundError)
+
+    def test_a_request_that_timed_out_and_then_failed_its_handler_leaves_one_dead_letter(
+        self, tmp_path: Path
+    ) -> None:
+        class SlowFailure:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                Gate.started.set()
+                assert Gate.release.wait(10)
+                msg = "too late"
+                raise ValueError(msg)
+
+        path = tmp_path / "j"
+        with Runtime.open(path, clock=FakeClock(), behaviors={"slow": SlowFailure}) as runtime:
+            agent = runtime.spawn("s", behavior="slow")
+            with pytest.raises(IpcTimeoutError):
+                runtime.bus.request("x", "s", "q", timeout=0.05)
+            assert Gate.started.wait(10)
+            Gate.release.set()
+            agent.private("k")  # queued behind the request: returns once the behavior failed
+            runtime.flush()
+
+            assert [d.reason for d in runtime.bus.dead_letters()] == ["timeout"]
+        with Journal.open(path, readonly=True) as journal:
+            events = [r.event for r in journal.read()]
+        assert [e.reason for e in events if isinstance(e, IpcDeadLettered)] == ["timeout"]
+        assert [e.error for e in events if isinstance(e, AgentFailed)] == ["ValueError"]
 
     @pytest.mark.parametrize("mode", ["sync", "batch"])
     def test_mail_left_when_close_gives_up_on_an_agent_is_dropped_quietly(
