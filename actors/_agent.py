@@ -183,6 +183,7 @@ class AgentActor(pykka.ThreadingActor):
         self._task_ticket = 0
         self._killed = False
         self._stale = False  # a commit it stopped waiting for may have happened
+        self._saw_failure = False  # reloaded once the journal writer failed
         self.ctx = AgentContext(self)
 
     # ------------------------------------------------------------- dispatch
@@ -201,6 +202,13 @@ class AgentActor(pykka.ThreadingActor):
     def _dispatch(self, kind: object, message: Any) -> Any:  # noqa: ANN401 - replies are any value
         if self._stale and not self._killed:
             self._catch_up()
+        writer = self._core.writer
+        if writer is not None and writer.failure is not None and not self._saw_failure:
+            # The journal went fail-stop: in batch durability this agent may hold changes
+            # it never took. Take the journal's word before anything else, reads too.
+            self._saw_failure = True
+            if not self._killed:
+                self._reload_after_journal_failure()
         if self._killed:
             self._after_death(message)
             return None

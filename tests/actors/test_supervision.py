@@ -554,9 +554,10 @@ class TestJournalFailure:
 
             with pytest.raises(JournalError):
                 fill()
+            live = [k for k in (f"k{i}" for i in range(100)) if agent.private(k) is not None]  # reads first
             with pytest.raises(JournalError):
                 agent.set_private("after", 1)
-            live = [k for k in (f"k{i}" for i in range(100)) if agent.private(k) is not None]
+            assert agent.private("after") is None
             assert runtime._journal is not None
             stored = {
                 r.event.key
@@ -567,6 +568,24 @@ class TestJournalFailure:
         assert 0 < len(live) < 100
         assert set(live) == stored
 
+
+    def test_in_batch_durability_a_read_after_the_failed_flush_shows_what_the_journal_holds(
+        self, tmp_path: Path
+    ) -> None:
+        config = Config(journal=JournalConfig(durability="batch", map_size=1 << 20, max_map_size=1 << 20))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            agent = runtime.spawn("a")
+            other = runtime.spawn("b")
+            last = -1
+            with pytest.raises(JournalFullError):
+                for i in range(100):
+                    last = i
+                    agent.set_private(f"k{i}", "x" * 100_000)  # applied at once...
+                    runtime.flush()  # ...and refused by the journal here, at some i
+
+            assert agent.private(f"k{last}") is None  # not the change the journal refused
+            assert agent.private("k0") is not None
+            assert other.private("k") is None
 
 class TestSnapshotsAndPublications:
     @pytest.mark.parametrize("mode", ["sync", "batch"])
