@@ -568,7 +568,6 @@ class TestJournalFailure:
         assert 0 < len(live) < 100
         assert set(live) == stored
 
-
     def test_in_batch_durability_a_read_after_the_failed_flush_shows_what_the_journal_holds(
         self, tmp_path: Path
     ) -> None:
@@ -577,15 +576,21 @@ class TestJournalFailure:
             agent = runtime.spawn("a")
             other = runtime.spawn("b")
             last = -1
-            with pytest.raises(JournalFullError):
+
+            def fill() -> None:
+                nonlocal last
                 for i in range(100):
                     last = i
                     agent.set_private(f"k{i}", "x" * 100_000)  # applied at once...
                     runtime.flush()  # ...and refused by the journal here, at some i
 
+            with pytest.raises(JournalFullError):
+                fill()
+
             assert agent.private(f"k{last}") is None  # not the change the journal refused
             assert agent.private("k0") is not None
             assert other.private("k") is None
+
 
 class TestSnapshotsAndPublications:
     @pytest.mark.parametrize("mode", ["sync", "batch"])
