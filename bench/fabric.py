@@ -648,7 +648,7 @@ def build_recovery_journal(path: Path, agents: int, events: int, *, snapshots: b
                 state = apply_event(None, spawn)
                 assert state is not None
                 states[spawn.agent] = state
-                snapshot_at[spawn.agent] = state.events
+                snapshot_at[spawn.agent] = 0  # as the runtime counts: the spawn is the first event
         for start in range(0, events, RECOVERY_BATCH):
             chunk = [
                 PrivateSet(
@@ -666,7 +666,7 @@ def build_recovery_journal(path: Path, agents: int, events: int, *, snapshots: b
                     state = apply_event(states[event.agent], event)
                     assert state is not None
                     if state.events - snapshot_at[event.agent] >= SNAPSHOT_EVERY:
-                        snapshot_at[event.agent] = state.events
+                        snapshot_at[event.agent] = state.snapshot_events = state.events
                         data = encode_snapshot(state)
                         saved[event.stream] = Snapshot(event.stream, base + offset + 1, data)
             seqs = journal.append(chunk, snapshots=list(saved.values()))
