@@ -26,7 +26,13 @@ from cogfabric.events import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["CleanOptions", "clean", "clean_with_turns", "extract_gist", "with_ellipsis"]
+__all__ = ["GO_SPACE", "CleanOptions", "clean", "clean_with_turns", "extract_gist", "with_ellipsis"]
+
+GO_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+)
+"""What Go's ``strings.TrimSpace`` trims (``unicode.IsSpace``): ``str.strip()`` without
+arguments also trims U+001C to U+001F, which Go keeps."""
 
 _CODE_BLOCK = re.compile(r"```([^`]*)```")
 _SENTENCE_END = re.compile(r"[.!?\n]+\s*")
@@ -58,15 +64,18 @@ def with_ellipsis(text: str, limit: int) -> str:
 
 
 def _code_block_label(match: re.Match[str]) -> str:
-    first_line = match.group(1).split("\n", 1)[0].strip()
-    return f"<code block {first_line}>" if first_line else "<code block>"
+    lang = match.group(1).split("\n", 1)[0].strip(GO_SPACE)
+    return f"<code block [{lang}]>" if lang else "<code block>"
 
 
 def extract_gist(content: str, limit: int) -> str:
-    """The first sentence of ``content`` (code removed) if it fits ``limit``, else a cut."""
-    trimmed = _CODE_BLOCK.sub("", content).strip()
+    """The first sentence of ``content`` (code removed) if it fits ``limit``, else a cut.
+
+    Content that is nothing but code keeps its code, as in the original.
+    """
+    trimmed = _CODE_BLOCK.sub("", content).strip(GO_SPACE) or content.strip(GO_SPACE)
     match = _SENTENCE_END.search(trimmed)
-    first = trimmed[: match.end()].strip() if match else trimmed
+    first = trimmed[: match.end()].strip(GO_SPACE) if match else trimmed
     if len(first) <= limit:
         return first
     return with_ellipsis(trimmed, limit)

@@ -20,6 +20,7 @@ import msgspec
 from cogfabric.events import ROLE_ASSISTANT, ROLE_USER, LlmOutputRecorded, Message, PromptRejected
 from cogfabric.events._codec import require_str
 
+from ._cleaner import GO_SPACE
 from ._errors import ActorError, RuntimeClosedError
 
 if TYPE_CHECKING:
@@ -247,7 +248,7 @@ class LLMClient:
             self._reject(0, limit, "empty")
             msg = "invalid argument: empty prompt"
             raise InvalidArgumentError(msg)
-        if not prompt.strip():
+        if not prompt.strip(GO_SPACE):  # Go's TrimSpace, as the original's gate
             self._reject(len(prompt), limit, "blank")
             msg = "invalid argument: prompt is only white space"
             raise InvalidArgumentError(msg)

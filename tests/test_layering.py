@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -123,3 +124,17 @@ def test_every_name_the_package_root_exports_resolves() -> None:
     assert {"Runtime", "Config", "FakeClock", "Agent", "ContextView", "JournalIntegrityError"} <= set(
         cogfabric.__all__
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [
+        ("PromptRejected", "cogfabric.events"),
+        ("LlmOutputRecorded", "cogfabric.events"),
+        ("Journal", "cogfabric.store"),
+        ("Record", "cogfabric.store"),
+        ("JournalRecordError", "cogfabric.store"),
+    ],
+)
+def test_the_names_the_issues_give_are_exported_from_the_root(name: str, module: str) -> None:
+    assert getattr(cogfabric, name) is getattr(importlib.import_module(module), name)

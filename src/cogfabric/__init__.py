@@ -68,13 +68,25 @@ if TYPE_CHECKING:
         CognitiveState,
         CognitiveStateSchemaVersionError,
         ContextLayer,
+        LlmOutputRecorded,
         Message,
+        PromptRejected,
         ToolCall,
         ToolCallFunction,
         UnencodableValueError,
         decode_cognitive_state,
     )
-    from cogfabric.store import JournalError, JournalIntegrityError
+    from cogfabric.store import (
+        Journal,
+        JournalError,
+        JournalFullError,
+        JournalIntegrityError,
+        JournalKeyError,
+        JournalRecordError,
+        Record,
+        Snapshot,
+        VerifyReport,
+    )
 
 # A library never configures logging; applications attach their own handlers.
 logging.getLogger("cogfabric").addHandler(logging.NullHandler())
@@ -95,6 +107,8 @@ _LAZY: dict[str, str] = {
     "ToolCallFunction": "cogfabric.events",
     "UnencodableValueError": "cogfabric.events",
     "decode_cognitive_state": "cogfabric.events",
+    "PromptRejected": "cogfabric.events",
+    "LlmOutputRecorded": "cogfabric.events",
     "ActorError": "cogfabric.actors",
     "ActorTimeoutError": "cogfabric.actors",
     "Agent": "cogfabric.actors",
@@ -142,8 +156,15 @@ _LAZY: dict[str, str] = {
     "RuntimeClosedError": "cogfabric.actors",
     "RuntimeConfig": "cogfabric.actors",
     "SystemClock": "cogfabric.actors",
+    "Journal": "cogfabric.store",
+    "Record": "cogfabric.store",
+    "Snapshot": "cogfabric.store",
+    "VerifyReport": "cogfabric.store",
     "JournalError": "cogfabric.store",
     "JournalIntegrityError": "cogfabric.store",
+    "JournalRecordError": "cogfabric.store",
+    "JournalKeyError": "cogfabric.store",
+    "JournalFullError": "cogfabric.store",
 }
 
 __all__ = [  # noqa: RUF022 - grouped: events, then the runtime, then the journal
@@ -158,6 +179,8 @@ __all__ = [  # noqa: RUF022 - grouped: events, then the runtime, then the journa
     "UnencodableValueError",
     "__version__",
     "decode_cognitive_state",
+    "PromptRejected",
+    "LlmOutputRecorded",
     "ActorError",
     "ActorTimeoutError",
     "Agent",
@@ -205,8 +228,15 @@ __all__ = [  # noqa: RUF022 - grouped: events, then the runtime, then the journa
     "RuntimeClosedError",
     "RuntimeConfig",
     "SystemClock",
+    "Journal",
+    "Record",
+    "Snapshot",
+    "VerifyReport",
     "JournalError",
     "JournalIntegrityError",
+    "JournalRecordError",
+    "JournalKeyError",
+    "JournalFullError",
 ]
 
 

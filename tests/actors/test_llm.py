@@ -49,6 +49,15 @@ class TestGate:
 
         assert provider.calls == []
 
+    def test_white_space_is_what_go_trims_so_information_separators_pass(
+        self, provider: ScriptedProvider
+    ) -> None:
+        client = LLMClient(provider)
+
+        with pytest.raises(InvalidArgumentError):
+            client.generate("\x85\xa0\u2028\u202f")  # all white space to Go's unicode.IsSpace
+        assert client.generate("\x1c\x1f") == "first"  # Python's str.strip() would trim these
+
     def test_8192_cjk_characters_pass_and_8193_are_refused(self, provider: ScriptedProvider) -> None:
         client = LLMClient(provider)
 

@@ -367,6 +367,19 @@ class TestCleaner:
         assert extract_gist("```py\ncode\n``` Result is 4! yes", 50) == "Result is 4!"
         assert extract_gist("x" * 80, 10) == "xxxxxxx..."
 
+    def test_extract_gist_of_nothing_but_code_keeps_the_code(self) -> None:
+        assert extract_gist("```code```", 50) == "```code```"
+        assert extract_gist("  ```py\nx = 1\n```  ", 50) == "```py"  # its first line
+
+    def test_a_code_block_of_an_assistant_message_becomes_its_label_with_the_language(self) -> None:
+        messages = [
+            Message(role="assistant", content="See:\n```python\nprint(1)\n```\nand ```\nplain\n```."),
+        ]
+
+        cleaned = clean_with_turns(messages, CleanOptions())
+
+        assert cleaned[0].content == "See:\n<code block [python]>\nand <code block>."
+
     def test_the_active_turn_keeps_tool_traffic_and_earlier_turns_are_summarised(self) -> None:
         call = ToolCall(
             id="c1", function=ToolCallFunction(name="http_request", arguments='{"url": "http://x"}')
