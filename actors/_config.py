@@ -6,10 +6,11 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from ._errors import InvalidConfigError
 from ._llm import LLMConfig
 from ._memory_config import MemoryConfig
 
-__all__ = ["Config", "JournalConfig", "RuntimeConfig"]
+__all__ = ["Config", "JournalConfig", "RuntimeConfig", "config_error"]
 
 _Positive = Annotated[int, msgspec.Meta(gt=0)]
 _PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
@@ -54,13 +55,27 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     llm: LLMConfig = LLMConfig()
 
     def validated(self) -> Config:
-        """Return this config after checking its constraints (constructors do not).
+        """Return this config after checking its constraints.
+
+        The ``memory`` section checks itself as it is made; the other sections' ranges
+        (``msgspec.Meta``) are checked here, as msgspec checks them only when decoding.
 
         Raises:
-            msgspec.ValidationError: a field is out of range; the message names it.
-            InvalidConfigError: a ``memory`` limit is out of range; the message names it.
+            InvalidConfigError: a field is out of range; the message names it and its
+                path (e.g. ``$.journal.snapshot_interval``).
 
         """
-        checked = msgspec.convert(msgspec.to_builtins(self), Config)
-        checked.memory.validate(at="$.memory")
-        return checked
+        try:
+            return msgspec.convert(msgspec.to_builtins(self), Config)
+        except msgspec.ValidationError as exc:
+            raise config_error(exc) from exc
+
+
+def config_error(exc: msgspec.ValidationError) -> InvalidConfigError:
+    """Turn msgspec's error into ``InvalidConfigError``; a ``memory`` limit keeps its own message.
+
+    msgspec wraps an error raised while a section is made (``MemoryConfig``'s checks)
+    and adds the section's path; that error already names the field's whole path.
+    """
+    cause = exc.__cause__
+    return cause if isinstance(cause, InvalidConfigError) else InvalidConfigError(str(exc))

@@ -23,6 +23,16 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     rag_top_k: int = 5
     rag_min_score: float = 0.4
 
+    def __post_init__(self) -> None:
+        """Check the limits as the config is made (spec §5.2: each must be positive).
+
+        Raises:
+            InvalidConfigError: a limit is out of range; the message names the field,
+                its value and its path in a ``Config`` (``$.memory.<field>``).
+
+        """
+        self.validate(at="$.memory")
+
     def validate(self, *, at: str = "$") -> MemoryConfig:
         """Return this config, or raise ``InvalidConfigError`` naming the field and value.
 

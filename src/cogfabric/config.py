@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cogfabric.actors import Config, InvalidConfigError, LLMConfig
+from cogfabric.actors._config import config_error
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -29,14 +30,17 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
     """
     try:
         config = msgspec.yaml.decode(text, type=Config) if text.strip() else Config()
-    except msgspec.DecodeError as exc:
+        config = config.validated()
+    except msgspec.ValidationError as exc:
+        msg = f"{source}: {config_error(exc)}"
+        raise InvalidConfigError(msg) from exc
+    except msgspec.DecodeError as exc:  # not YAML at all
         msg = f"{source}: {exc}"
         raise InvalidConfigError(msg) from exc
-    try:
-        return config.validated()
-    except (msgspec.ValidationError, InvalidConfigError) as exc:
+    except InvalidConfigError as exc:
         msg = f"{source}: {exc}"
         raise InvalidConfigError(msg) from exc
+    return config
 
 
 def load_config(path: str | PathLike[str]) -> Config:

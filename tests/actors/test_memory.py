@@ -71,13 +71,19 @@ class TestConfig:
 
     @pytest.mark.parametrize("field", ["max_history", "max_sessions", "session_ttl"])
     def test_each_limit_must_be_positive_and_the_error_names_it(self, field: str) -> None:
-        with pytest.raises(InvalidConfigError, match=f"{field} must be positive, got 0"):
-            Runtime.open(config=_config(**{field: 0}))
+        with pytest.raises(
+            InvalidConfigError, match=rf"{field} must be positive, got 0.*\$\.memory\.{field}"
+        ):
+            MemoryConfig(**{field: 0})  # type: ignore[arg-type]
 
     def test_a_cleaner_limit_must_be_positive(self) -> None:
-        config = Config(memory=MemoryConfig(clean=CleanOptions(max_user_len=-1)))
-
         with pytest.raises(InvalidConfigError, match=r"clean\.max_user_len must be positive, got -1"):
+            MemoryConfig(clean=CleanOptions(max_user_len=-1))
+
+    def test_another_sections_range_is_an_invalid_config_naming_it(self) -> None:
+        config = Config(journal=JournalConfig(snapshot_interval=0))  # msgspec checks ranges on decode
+
+        with pytest.raises(InvalidConfigError, match=r"\$\.journal\.snapshot_interval"):
             Runtime.open(config=config)
 
 
