@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from cogfabric.events import Event
 
     from ._core import Core
+    from ._memory import MemoryManager
 
 __all__ = ["AgentActor", "AgentContext", "Behavior", "Shared"]
 
@@ -684,6 +685,11 @@ class AgentContext:
     def checkpoint_cognitive(self) -> CognitiveState:
         """Journal and return a copy of the cognitive state."""
         return self._actor.op_checkpoint_cognitive()
+
+    @property
+    def memory(self) -> MemoryManager:
+        """The runtime's session memory (``runtime.memory``): sessions and prompt windows."""
+        return self._actor._core.memory  # noqa: SLF001
 
     @property
     def llm(self) -> JournaledLLM:

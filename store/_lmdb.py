@@ -38,6 +38,7 @@ import fcntl
 import hashlib
 import itertools
 import os
+import struct
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
@@ -177,6 +178,59 @@ def _translated(path: Path) -> Iterator[None]:
         raise JournalUnavailableError(f"{path}: {msg}") from exc
 
 
+_META_MAGIC: Final = 0xBEEFC0DE
+_META = struct.Struct("<I20xI92xQQ")
+"""LMDB's meta page (64-bit): after the 16-byte page header, ``mm_magic``, then past the
+version, address and map size ``mm_dbs[0].md_pad`` (the page size), then past the rest
+of the two database records ``mm_last_pg`` and ``mm_txnid``."""
+_PAGE_HEADER: Final = 16
+
+
+def _check_length(where: Path, *, readonly: bool) -> None:
+    """Refuse a data file shorter than its header says, before LMDB maps it.
+
+    LMDB maps the file and trusts its meta pages (its first two pages): a page past the
+    end of a truncated file is a SIGBUS that kills the process, not an error. The newer
+    meta page names the last page in use, so how long the file must be. A file whose
+    header is not LMDB's is left to LMDB to refuse (``JournalFormatError``).
+
+    Raises:
+        JournalDamagedError: the file is shorter than its last page in use.
+        JournalFormatError: ``readonly`` and the data file is empty.
+
+    """
+    data = where / "data.mdb"
+    try:
+        with data.open("rb") as file:
+            head = file.read(2 * 65536)  # both meta pages, whatever the page size
+            size = os.fstat(file.fileno()).st_size  # after the meta: the file only grows meanwhile
+    except FileNotFoundError:
+        return  # a new journal
+    except OSError as exc:
+        raise JournalUnavailableError(f"{where}: cannot read its data file: {exc}") from exc
+    if not head and readonly:
+        raise JournalFormatError(f"{where} is not a journal: its data file is empty")
+    if len(head) < _PAGE_HEADER + _META.size:
+        return  # empty (LMDB writes a new header) or not LMDB's
+    magic, page, *_ = _META.unpack_from(head, _PAGE_HEADER)
+    if magic != _META_MAGIC or page < _PAGE_HEADER + _META.size:
+        return
+    newest: tuple[int, int] | None = None
+    for offset in (0, page):
+        if len(head) >= offset + _PAGE_HEADER + _META.size:
+            magic, _, last_page, txn = _META.unpack_from(head, offset + _PAGE_HEADER)
+            if magic == _META_MAGIC and (newest is None or txn > newest[0]):
+                newest = (txn, last_page)
+    assert newest is not None  # the first meta page's magic matched
+    needed = (newest[1] + 1) * page
+    if size < needed:
+        msg = (
+            f"{where} is damaged: its data file is {size:,} bytes, shorter than the {needed:,} "
+            "its header names (truncated?)"
+        )
+        raise JournalDamagedError(msg)
+
+
 class LmdbJournal(Journal):
     """The journal on an embedded LMDB environment (a directory of two files).
 
@@ -276,6 +330,7 @@ class LmdbJournal(Journal):
             cls._make_directory(where)
             lock_fd = cls._take_writer_lock(where)
         try:
+            _check_length(where, readonly=readonly)
             with _translated(where):
                 env = lmdb.open(
                     str(where),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -109,6 +110,15 @@ def test_inspect_counts_records_types_and_streams(simulated: Path) -> None:
     assert summary["format"] == FORMAT_VERSION
     assert sum(summary["types"].values()) == summary["records"]
     assert {"agent", "bus", "session", "runtime"} <= set(summary["stream_kinds"])
+    with Journal.open(simulated, readonly=True) as journal:
+        streams = journal.streams()
+        assert summary["streams"] == {s: sum(1 for _ in journal.read(stream=s)) for s in streams}
+    assert summary["stream_count"] == len(streams)
+    assert sum(summary["streams"].values()) == summary["records"]
+
+    text = CliRunner().invoke(main, ["inspect", str(simulated)]).output
+    for stream, count in summary["streams"].items():  # every stream, with its count
+        assert re.search(rf"^ +{count:,}  {re.escape(stream)}$", text, re.MULTILINE), stream
 
 
 def test_export_has_one_line_per_record_with_stable_fields(simulated: Path, tmp_path: Path) -> None:

@@ -41,13 +41,16 @@ def _claims(path: Path) -> dict[str, list[str]]:
 
 
 def _outputs(path: Path) -> dict[str, list[str]]:
-    """Each agent's model answers, in order."""
+    """Each agent's model answers: a researcher's in order, a reviewer's sorted.
+
+    Reviews reach a reviewer in whatever order the researchers' requests arrive.
+    """
     outputs: dict[str, list[str]] = {}
     with Journal.open(path, readonly=True) as journal:
         for record in journal.read():
             if isinstance(record.event, LlmOutputRecorded):
                 outputs.setdefault(str(record.event.agent), []).append(record.event.output)
-    return outputs
+    return {a: sorted(o) if a.startswith("reviewer-") else o for a, o in outputs.items()}
 
 
 def _assert_one_line_error(result: Result, *, naming: str) -> None:
@@ -90,7 +93,7 @@ def test_the_same_seed_gives_the_same_answers_and_another_seed_other_ones(tmp_pa
     a, b, c = (_outputs(tmp_path / name) for name in ("a", "b", "c"))
     assert a == b
     assert a != c
-    assert len({answers[0] for answers in a.values()}) == len(a) == 5
+    assert len({answers[0] for answers in a.values()}) == len(a) == 6  # researchers and the reviewer
     figures = ("refusals", "reviews", "broadcasts", "checkpoints", "events", "sessions")
     assert [getattr(runs["a"], f) for f in figures] == [getattr(runs["b"], f) for f in figures]
 
@@ -186,3 +189,53 @@ def test_a_bad_config_is_reported_as_the_config_not_as_the_journal(tmp_path: Pat
 
     _assert_one_line_error(result, naming="max_history")
     assert "cannot open the journal" not in result.output
+
+
+def _types(path: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    with Journal.open(path, readonly=True) as journal:
+        for record in journal.read():
+            name = type(record.event).__name__
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize(("agents", "turns"), [(3, 4), (4, 20), (10, 30)])
+def test_even_a_small_run_has_a_session_per_agent_a_refusal_and_a_checkpoint(
+    tmp_path: Path, agents: int, turns: int
+) -> None:
+    report = run_simulation(tmp_path / "j", agents=agents, turns=turns)
+
+    counts = _types(tmp_path / "j")
+    assert report.sessions == agents == counts["SessionCreated"]
+    assert report.refusals >= 1
+    assert report.refusals == counts["PromptRejected"]
+    assert report.checkpoints >= 1
+    assert report.checkpoints == counts["CheckpointTaken"]
+    assert "AgentFailed" not in counts
+
+
+def test_more_agents_than_the_session_limit_keep_their_sessions(tmp_path: Path) -> None:
+    config = Config(memory=MemoryConfig(max_sessions=5))
+
+    report = run_simulation(tmp_path / "j", agents=12, turns=24, config=config)
+
+    counts = _types(tmp_path / "j")
+    assert report.sessions == 12
+    assert "SessionEvicted" not in counts
+    assert "AgentFailed" not in counts
+    assert counts["LlmOutputRecorded"] == 24 + report.reviews
+
+
+def test_a_session_that_expires_during_a_run_is_replaced(tmp_path: Path) -> None:
+    from cogfabric.actors import FakeClock  # noqa: PLC0415
+
+    run_simulation(tmp_path / "j", agents=4, turns=6)
+    clock = FakeClock(start=10**10)  # far past every session's TTL
+    with Runtime.open(tmp_path / "j", clock=clock) as runtime:
+        assert runtime.memory.size() == 0  # all expired while closed
+
+    report = run_simulation(tmp_path / "j", turns=6)
+
+    assert report.sessions == 4
+    assert "AgentFailed" not in _types(tmp_path / "j")

@@ -117,9 +117,9 @@ def inspect_journal(journal: LmdbJournal, path: Path) -> dict[str, Any]:
         "first_time": first,
         "last_time": last,
         "types": dict(types.most_common()),
-        "streams": len(streams),
+        "stream_count": len(streams),
         "stream_kinds": dict(Counter(s.split("/", 1)[0] for s in streams.elements()).most_common()),
-        "busiest_streams": dict(streams.most_common(10)),
+        "streams": dict(sorted(streams.items())),
         "bytes_on_disk": sum(f.stat().st_size for f in path.glob("*.mdb")),
     }
 

@@ -2,11 +2,14 @@
 
 Researchers share a task context, keep private hypotheses and a cognitive state, take
 LLM turns in their own sessions through the prompt gate (a scripted provider, so a
-seed gives the same run; a few prompts are too long and are refused), ask reviewers
-for reviews (IPC request/reply), broadcast findings, and checkpoint. Reviewers only
-answer, so no two agents ever wait on each other. Running it again on the same
-journal continues from the recovered state; a journal the simulation did not write is
-refused, untouched.
+seed gives the same run; every twentieth round of a researcher also tries a raw
+evidence dump that the gate refuses), ask reviewers for reviews (IPC request/reply),
+broadcast findings, and checkpoint (in their first round, then every fifth). Reviewers
+only answer, each review an LLM turn in the reviewer's own session, so no two agents
+ever wait on each other. Every agent has a session (``max_sessions`` is raised to the
+number of agents); one that expires is replaced. Running it again on the same journal
+continues from the recovered state; a journal the simulation did not write is refused,
+untouched.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from cogfabric.actors import (
     PromptTooLongError,
     Runtime,
     ScriptedProvider,
+    SessionNotFoundError,
 )
 from cogfabric.events import CognitiveState, IpcMessage
 from cogfabric.store import Journal, JournalError, JournalNotFoundError
@@ -129,19 +133,19 @@ class Researcher:
     def _turn(self, ctx: AgentContext, round_no: int) -> None:
         rng = random.Random(f"{self._seed}:{ctx.agent_id}:{round_no}")  # noqa: S311 - a simulation
         ctx.set_private("rounds", round_no)
-        session = ctx.private("session")
         task = ctx.task_context()
         prompt = (
             f"You are {ctx.agent_id}. Round {round_no}. Goal: {task.get('goal')}. "
             f"Previous: {ctx.private('hypothesis')}"
         )
-        if rng.random() < 0.05:  # noqa: PLR2004 - now and then a raw evidence dump, far too long
+        index = int(ctx.agent_id.rsplit("-", 1)[1])
+        if (round_no + index) % 20 == 3:  # noqa: PLR2004 - staggered: a few refusals in any run
             try:
-                ctx.llm.generate(prompt + " evidence" * 1200)
+                ctx.llm.generate(prompt + " evidence" * 1200)  # a raw evidence dump, far too long
             except (PromptTooLongError, InvalidArgumentError):
                 with self._tally.lock:
                     self._tally.refusals += 1
-        output = ctx.llm.turn(session, prompt)
+        output = _session_turn(ctx, prompt)
         claim = output.split(" with ")[0]
         confidence = float(output.rsplit(" ", 1)[1])
         ctx.set_private("hypothesis", {"claim": claim, "confidence": confidence, "round": round_no})
@@ -166,14 +170,17 @@ class Researcher:
             ctx.broadcast(FINDINGS, {"claim": claim, "by": ctx.agent_id})
             with self._tally.lock:
                 self._tally.broadcasts += 1
-        if round_no % 5 == 0:
+        if round_no % 5 == 1:  # its first round, then every fifth
             ctx.checkpoint_cognitive()
             with self._tally.lock:
                 self._tally.checkpoints += 1
 
 
 class Reviewer:
-    """Answers review requests; never asks anyone, so requests cannot wait in a cycle."""
+    """Answers review requests, each after an LLM turn in its session.
+
+    It never asks anyone, so requests cannot wait in a cycle.
+    """
 
     def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ANN401 - a reply
         if message.topic != "review":
@@ -181,8 +188,37 @@ class Reviewer:
         claim = message.payload
         reviewed = (ctx.private("reviewed") or 0) + 1
         ctx.set_private("reviewed", reviewed)
+        prompt = f"You are {ctx.agent_id}. Review the claim: {claim['claim']}"
+        # The answer depends on the claim alone (reviews arrive in any order), then both
+        # go to the reviewer's session, which a turn() would feed back into the prompt.
+        opinion = ctx.llm.generate(prompt)
+        _in_session(ctx, lambda session: _note_review(ctx, session, prompt, opinion))
         verdict = "plausible" if claim["confidence"] >= 0.4 else "weak"  # noqa: PLR2004
-        return {"verdict": verdict, "reviewer": ctx.agent_id, "n": reviewed}
+        return {"verdict": verdict, "reviewer": ctx.agent_id, "n": reviewed, "note": opinion}
+
+
+def _note_review(ctx: AgentContext, session: str, prompt: str, opinion: str) -> str:
+    ctx.memory.add_message(session, "user", prompt)
+    ctx.memory.add_message(session, "assistant", opinion)
+    return opinion
+
+
+def _session_turn(ctx: AgentContext, prompt: str) -> str:
+    """An LLM turn in the agent's session."""
+    return _in_session(ctx, lambda session: ctx.llm.turn(session, prompt))
+
+
+def _in_session(ctx: AgentContext, step: Callable[[str], str]) -> str:
+    """``step`` on the agent's session; a session that expired is replaced first."""
+    session = ctx.private("session")
+    if session is not None:
+        try:
+            return step(session)
+        except SessionNotFoundError:
+            pass  # its TTL passed (or it was evicted): a new one, as at start-up
+    session = ctx.memory.create_session(ctx.agent_id, agent_id=ctx.agent_id)
+    ctx.set_private("session", session)
+    return step(session)
 
 
 def _journal_bytes(path: Path) -> int:
@@ -223,6 +259,7 @@ def run_simulation(
     tally = _Tally()
     reviewers = [f"reviewer-{i:03d}" for i in range(max(1, agents // REVIEWER_SHARE))]
     researchers = [f"researcher-{i:03d}" for i in range(max(1, agents - len(reviewers)))]
+    config = _room_for_sessions(config, max(agents, len(reviewers) + len(researchers)))
     behaviors: dict[str, Callable[[], Behavior]] = {
         "researcher": lambda: Researcher(tally, seed, reviewers),
         "reviewer": Reviewer,
@@ -250,7 +287,7 @@ def run_simulation(
                 raise SimulationError(_foreign_message(path, foreign))
         else:
             _set_up(rt, researchers, reviewers)
-        _ensure_sessions(rt, researchers)
+        _ensure_sessions(rt, [*reviewers, *researchers])
         started = time.perf_counter()
         first_round = max((rt.agent(a).private("rounds") or 0) for a in researchers)
         for n in range(turns):
@@ -342,8 +379,16 @@ def _set_up(rt: Runtime, researchers: list[str], reviewers: list[str]) -> None:
         rt.bus.subscribe(a, FINDINGS)
 
 
-def _ensure_sessions(rt: Runtime, researchers: list[str]) -> None:
-    for a in researchers:
+def _room_for_sessions(config: Config, agents: int) -> Config:
+    """``config`` with room for one live session per agent (a smaller limit would evict them)."""
+    if config.memory.max_sessions >= agents:
+        return config
+    memory = msgspec.structs.replace(config.memory, max_sessions=agents)
+    return msgspec.structs.replace(config, memory=memory)
+
+
+def _ensure_sessions(rt: Runtime, agents: list[str]) -> None:
+    for a in agents:
         agent = rt.agent(a)
         session = agent.private("session")
         try:

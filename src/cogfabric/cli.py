@@ -413,12 +413,15 @@ def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify
         return
     click.echo(f"journal   {summary['path']}")
     click.echo(f"format    {summary['format']} ({summary['hash']}{', keyed' if summary['keyed'] else ''})")
-    click.echo(f"records   {summary['records']:,} in {summary['streams']:,} streams")
+    click.echo(f"records   {summary['records']:,} in {summary['stream_count']:,} streams")
     click.echo(f"head      seq {summary['head_seq']}, chain {summary['head_chain'] or '-'}")
     click.echo(f"time      {_when(summary['first_time'])} .. {_when(summary['last_time'])}")
     click.echo(f"on disk   {summary['bytes_on_disk'] / 1e6:.1f} MB")
     click.echo("types     " + ", ".join(f"{k} {v:,}" for k, v in summary["types"].items()))
     click.echo("streams   " + ", ".join(f"{k} {v:,}" for k, v in summary["stream_kinds"].items()))
+    width = max((len(f"{v:,}") for v in summary["streams"].values()), default=0)
+    for stream, count in summary["streams"].items():
+        click.echo(f"  {count:>{width},}  {stream}")
 
 
 def _when(seconds: float | None) -> str:

@@ -542,6 +542,55 @@ class TestFilesAndFormat:
         assert info.value.__cause__ is raised
 
 
+class TestTruncatedDataFile:
+    """A data file shorter than its header says is refused before LMDB maps it (a SIGBUS otherwise)."""
+
+    OPEN = textwrap.dedent(
+        """
+        import sys
+        from cogfabric.store import Journal
+        try:
+            with Journal.open(sys.argv[1], readonly=sys.argv[2] == "ro") as journal:
+                print("opened", journal.verify().ok)
+        except Exception as exc:
+            print(type(exc).__name__, exc)
+        """
+    )
+
+    def _open(self, path: Path, mode: str) -> str:
+        done = subprocess.run(  # a child: were the check missing, LMDB would kill it, not the tests
+            [sys.executable, "-c", self.OPEN, str(path), mode],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, (done.returncode, done.stderr)
+        return done.stdout.strip()
+
+    @pytest.mark.parametrize("mode", ["ro", "rw"])
+    def test_a_truncated_data_file_is_damaged_not_a_crash(self, tmp_path: Path, mode: str) -> None:
+        path = tmp_path / "j"
+        with Journal.open(path) as journal:
+            for start in range(0, 3000, 500):
+                journal.append(make_events(500, start=start, value="v" * 200))
+        data = path / "data.mdb"
+        whole = data.read_bytes()
+        data.write_bytes(whole[: len(whole) // 2])
+
+        assert self._open(path, mode).startswith("JournalDamagedError")
+        assert "shorter than" in self._open(path, mode)
+
+    def test_an_empty_data_file_is_not_a_journal(self, tmp_path: Path) -> None:
+        (tmp_path / "j").mkdir()
+        (tmp_path / "j" / "data.mdb").write_bytes(b"")
+
+        assert self._open(tmp_path / "j", "ro").startswith("JournalFormatError")
+
+    def test_an_intact_file_opens(self, closed_journal: Path) -> None:
+        assert self._open(closed_journal, "ro") == "opened True"
+
+
 class TestMapGrowth:
     def test_a_one_mib_map_grows_past_fifty_mib_of_events(self, tmp_path: Path) -> None:
         value = "x" * 200
