@@ -1,8 +1,8 @@
 """Chart benchmark results: a PNG bar chart of events/s (or ops/s) per workload.
 
 Reads the ``--json`` output of bench/peers.py, and optionally that of
-bench/journal_append.py and bench/fabric.py (any number of files, in any order; each is
-recognised by its rows), and draws one horizontal bar per workload on a log scale,
+bench/journal_append.py, bench/fabric.py and ``cogfabric bench`` (any number of files, in
+any order; each is recognised by its rows), and draws one horizontal bar per workload on a log scale,
 coloured by system: cogfabric, its raw-LMDB references, and each peer. Skipped
 workloads are left out.
 
@@ -36,6 +36,7 @@ COLOURS: Final = {
     "raw LMDB": "#9ecae1",
     "eventsourcing": "#ff7f0e",
     "langgraph": "#2ca02c",
+    "Pykka": "#bcbddc",
 }
 OTHER_COLOUR: Final = "#7f7f7f"
 
@@ -54,6 +55,8 @@ def _system(row: dict[str, Any]) -> str:
     if row.get("system"):
         return str(row["system"])
     name = str(row.get("workload", "")).lower()
+    if name.startswith("bare pykka"):
+        return "Pykka"
     return "raw LMDB" if name.startswith("raw") else "cogfabric"
 
 
@@ -64,13 +67,19 @@ def _source(document: dict[str, Any], path: Path) -> str:
         return "journal_append"
     if "settings" in document:
         return "fabric"
+    if "repeat" in document and "machine" in document:
+        return "bench"
     return path.stem
 
 
 def load_bars(paths: Sequence[Path]) -> list[Bar]:
     bars = []
     for path in paths:
-        document = json.loads(path.read_text())
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            msg = f"cannot read {path}: {exc}"
+            raise SystemExit(msg) from exc
         source = _source(document, path)
         prefix = "" if source == "peers" or len(paths) == 1 else f"[{source}] "
         for row in document.get("results", []):

@@ -299,19 +299,37 @@ def test_bench_quick_runs_every_workload_and_writes_the_samples(tmp_path: Path) 
 
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
-    assert {"cores", "memory_bytes", "python", "packages", "lmdb_library", "git_commit"} <= set(
+    assert {"cores", "memory_bytes", "python", "package_versions", "lmdb_library", "git_commit"} <= set(
         report["machine"]
     )
+    assert set(report["machine"]["package_versions"]) == {"cogfabric", "pykka", "msgspec", "lmdb"}
     assert report["machine"]["git_commit"] is None or report["machine"]["git_commit"][:7].isalnum()
+    assert (report["repeat"], report["quick"]) == (1, True)
     names = {row["workload"] for row in report["results"]}
-    assert {
+    references = {
         "raw LMDB append, pre-encoded, 1000/txn",
-        "replay (read + decode)",
+        "raw LMDB scan + typed decode",
         "bare Pykka tell loop",
-    } <= names
+    }
+    assert references | {"replay (read + decode)", "verify() (full chain)"} <= names
     assert any(name.startswith("ring") for name in names)
-    assert all(row["samples_seconds"] and row["count"] > 0 for row in report["results"])
-    assert all(row["ratio"] > 0 for row in report["results"] if row["reference"])
+    for row in report["results"]:
+        assert len(row["samples"]) == 1, row
+        assert row["count"] > 0, row
+        assert row["min"] <= row["median"] <= row["max"]
+        assert (row["reference"] is None) == (row["workload"] in references), row  # every figure has one
+        assert row["reference"] is None or row["ratio"] > 0
+    spawn = next(row for row in report["results"] if row["workload"].startswith("spawn_many"))
+    assert spawn["peak_rss_growth_bytes"][0] > 0
+    assert re.search(r" 0\.0*[1-9]\d*x ", result.output)  # a tiny ratio shows its digits, not 0.00x
+
+
+def test_bench_refuses_a_json_path_it_could_not_write_before_running(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["bench", "--quick", "--json", str(tmp_path / "missing" / "b.json")])
+
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+    assert "raw LMDB" not in result.output  # nothing was measured
 
 
 def test_bench_ratios_pair_the_runs_of_each_round() -> None:

@@ -147,11 +147,14 @@ def _journal_append(tmp: Path, events: list[PrivateSet], batch: int) -> float:
         return _timed(lambda: [journal.append(events[s : s + batch]) for s in range(0, len(events), batch)])
 
 
-def _journal_replay(tmp: Path, events: list[PrivateSet]) -> float:
+def _journal_replay(tmp: Path, events: list[PrivateSet]) -> tuple[float, float]:
+    """Seconds to read and decode every record, and to verify the whole chain."""
     with Journal.open(tmp / "journal", sync=False) as journal:
         for s in range(0, len(events), 10_000):
             journal.append(events[s : s + 10_000])
-        return _timed(lambda: sum(1 for _ in journal.read()))
+        replay = _timed(lambda: sum(1 for _ in journal.read()))
+        verify = _timed(journal.verify)
+        return replay, verify
 
 
 class _Teller(pykka.ThreadingActor):
@@ -269,22 +272,37 @@ def _sessions(tmp: Path, n: int) -> tuple[float, float]:
     return add, build
 
 
-def _rss_bytes() -> int:
-    """The resident memory of this process now (Linux), 0 where /proc is missing."""
+def _status_bytes(field: str) -> int:
+    """A memory figure of this process from /proc/self/status (Linux); 0 where missing."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
 
 
+def _reset_peak() -> bool:
+    """Reset this process's peak resident memory (``VmHWM``) to its current one (Linux >= 4.0)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
 def _spawn(tmp: Path, n: int) -> tuple[float, int]:
+    """Seconds to spawn ``n`` agents, and the peak resident memory it added.
+
+    The peak is ``VmHWM`` after, reset to the resident memory just before; where the
+    reset is not allowed, the growth of the resident memory instead.
+    """
     with Runtime.open(tmp / "spawn", clock=FakeClock()) as rt:
-        before = _rss_bytes()
+        peak = _reset_peak()
+        before = _status_bytes("VmRSS")
         seconds = _timed(lambda: rt.spawn_many([{"agent_id": f"s{i}"} for i in range(n)]))
-        return seconds, _rss_bytes() - before
+        return seconds, _status_bytes("VmHWM" if peak else "VmRSS") - before
 
 
 def _build_recovery_journal(path: Path, agents: int, events: int, *, snapshots: bool) -> None:
@@ -308,6 +326,7 @@ def _build_recovery_journal(path: Path, agents: int, events: int, *, snapshots: 
                 for offset, event in enumerate(chunk):
                     state = apply_event(states[event.agent], event)
                     if state is not None and state.events % 200 == 0:
+                        state.snapshot_events = state.events
                         saved[event.stream] = Snapshot(
                             event.stream, base + offset + 1, encode_snapshot(state)
                         )
@@ -333,7 +352,7 @@ def _machine() -> dict[str, Any]:
         "memory_bytes": memory,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "packages": versions,
+        "package_versions": versions,
         "lmdb_library": ".".join(map(str, lmdb.version())),
         "git_commit": _commit(),
     }
@@ -399,27 +418,30 @@ def run_bench(
         for label, flag in (("snapshots", True), ("no snapshots", False)):
             seconds = _recovery(t, sizes.recovery_agents, sizes.recovery_events, snapshots=flag)
             add(
-                f"recovery of {sizes.recovery_agents} agents, {label}, verify=tail",
+                f"recovery of {sizes.recovery_agents:,} agents, {label}, verify=tail",
                 sizes.recovery_events,
                 "events",
                 seconds,
+                read_ref,
             )
+
+    def replays(t: Path) -> None:
+        replay, verify = _journal_replay(t, events)
+        add("replay (read + decode)", sizes.events, "events", replay, read_ref)
+        add("verify() (full chain)", sizes.events, "records", verify, read_ref)
 
     def spawns(t: Path) -> None:
         seconds, grown = _spawn(t, sizes.spawn)
-        add("spawn_many agents", sizes.spawn, "agents", seconds)
-        results["spawn_many agents"].extra.setdefault("rss_growth_bytes", []).append(grown)
+        add(f"spawn_many {sizes.spawn:,} agents", sizes.spawn, "agents", seconds, actor_ref)
+        results[f"spawn_many {sizes.spawn:,} agents"].extra.setdefault("peak_rss_growth_bytes", []).append(
+            grown
+        )
 
     steps: list[tuple[str, Callable[[Path], None]]] = [
         ("raw append", lambda t: add(write_ref, sizes.events, "events", _raw_append(t, values, 1000))),
         ("append", appends),
         ("raw scan", lambda t: add(read_ref, sizes.events, "events", _raw_scan(t, values))),
-        (
-            "replay",
-            lambda t: add(
-                "replay (read + decode)", sizes.events, "events", _journal_replay(t, events), read_ref
-            ),
-        ),
+        ("replay", replays),
         ("tell loop", lambda _t: add(actor_ref, sizes.events, "messages", _tell_loop(sizes.events))),
         ("ring", lambda t: _ring_results(t, sizes, add)),
         ("handle", handles),
@@ -451,7 +473,7 @@ def run_bench(
 def _ring_results(tmp: Path, sizes: Sizes, add: Callable[..., None]) -> None:
     seconds, count = _ring(tmp / "batch", sizes.ring_agents, sizes.ring_hops, "batch")
     add(
-        f"ring {sizes.ring_agents} agents, batch: journaled events",
+        f"ring {sizes.ring_agents:,} agents, batch: journaled events",
         count,
         "events",
         seconds,
@@ -459,36 +481,50 @@ def _ring_results(tmp: Path, sizes: Sizes, add: Callable[..., None]) -> None:
     )
     seconds, count = _ring(tmp / "sync", sizes.sync_agents, sizes.sync_hops, "sync")
     add(
-        f"ring {sizes.sync_agents} agents, sync: acked changes",
+        f"ring {sizes.sync_agents:,} agents, sync: acked changes",
         sizes.sync_agents * sizes.sync_hops,
         "changes",
         seconds,
+        "bare Pykka tell loop",
     )
 
 
 def _session_results(tmp: Path, sizes: Sizes, add: Callable[..., None]) -> None:
     adding, building = _sessions(tmp, sizes.session_ops)
-    add("session add_message (sync)", sizes.session_ops, "ops", adding)
-    add("session build_prompt_messages", sizes.session_ops, "ops", building)
+    add(
+        "session add_message (sync)",
+        sizes.session_ops,
+        "ops",
+        adding,
+        "raw LMDB append, pre-encoded, 1000/txn",
+    )
+    add("session build_prompt_messages", sizes.session_ops, "ops", building, "bare Pykka tell loop")
 
 
-def to_json(results: list[Result], machine: dict[str, Any]) -> str:
-    """Every sample, the medians, the paired ratios and the machine, as one JSON document."""
+def to_json(results: list[Result], machine: dict[str, Any], *, repeat: int, quick: bool) -> str:
+    """Every sample, the medians, the paired ratios and the machine, as one JSON document.
+
+    Each workload: ``samples`` (seconds, one a run), their ``median``, ``min`` and
+    ``max``; ``count`` items of ``unit`` a run; ``rate`` (per second, at the median);
+    its ``reference`` workload and the ``ratio`` to it (the median of the runs' paired
+    ratios).
+    """
     by_name = {r.name: r for r in results}
     rows = [
         {
             "workload": r.name,
             "count": r.count,
             "unit": r.unit,
-            "samples_seconds": r.samples,
-            "median_seconds": statistics.median(r.samples),
-            "min_seconds": min(r.samples),
-            "max_seconds": max(r.samples),
-            "rate_per_second": r.rate,
+            "samples": r.samples,
+            "median": statistics.median(r.samples),
+            "min": min(r.samples),
+            "max": max(r.samples),
+            "rate": r.rate,
             "reference": r.reference,
             "ratio": r.ratio_to(by_name[r.reference]) if r.reference in by_name else None,
             **r.extra,
         }
         for r in results
     ]
-    return json.dumps({"machine": machine, "results": rows}, indent=2)
+    document = {"machine": machine, "repeat": repeat, "quick": quick, "time_unit": "s", "results": rows}
+    return json.dumps(document, indent=2)

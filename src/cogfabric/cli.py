@@ -454,6 +454,13 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
     """
     from cogfabric._bench import Sizes, run_bench, to_json  # noqa: PLC0415
 
+    if json_path is not None and (json_path.is_dir() or not json_path.parent.is_dir()):
+        what = (
+            "a directory"
+            if json_path.is_dir()
+            else f"in a directory that does not exist ({json_path.parent})"
+        )
+        raise click.BadParameter(f"{json_path} is {what}; name a file", param_hint="'--json'")
     sizes = Sizes.quick() if quick else Sizes()
     runs = repeat or (1 if quick else 3)
     results, machine = run_bench(sizes, runs, progress=lambda label: click.echo(f"  {label}...", err=True))
@@ -462,19 +469,24 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
         f"cogfabric bench: median of {runs} ({machine['cores']} cores, Python {machine['python']}, "
         f"commit {machine['git_commit'] or '?'})"
     )
-    click.echo(f"{'workload':<52} {'count':>9} {'median s':>9} {'rate/s':>11}  {'ratio':>6}  reference")
+    click.echo(f"{'workload':<52} {'count':>9} {'median s':>9} {'rate/s':>11}  {'ratio':>8}  reference")
     for result in results:
         reference = by_name.get(result.reference or "")
-        ratio = f"{result.ratio_to(reference):.2f}x" if reference is not None else ""
+        ratio = _ratio(result.ratio_to(reference)) if reference is not None else ""
         click.echo(
             f"{result.name:<52} {result.count:>9,} {statistics.median(result.samples):>9.3f} "
-            f"{result.rate:>11,.0f}  {ratio:>6}  {result.reference or ''}"
+            f"{result.rate:>11,.0f}  {ratio:>8}  {result.reference or ''}"
         )
-    grown = (
-        by_name["spawn_many agents"].extra.get("rss_growth_bytes") if "spawn_many agents" in by_name else None
-    )
-    if grown:
-        click.echo(f"spawn_many: resident memory grew {statistics.median(grown) / 2**20:.0f} MiB (median)")
+    for result in results:
+        grown = result.extra.get("peak_rss_growth_bytes")
+        if grown:
+            median = statistics.median(grown) / 2**20
+            click.echo(f"{result.name}: peak resident memory +{median:.0f} MiB (median)")
     if json_path is not None:
-        json_path.write_text(to_json(results, machine))
+        json_path.write_text(to_json(results, machine, repeat=runs, quick=quick))
         click.echo(f"wrote {json_path}")
+
+
+def _ratio(value: float) -> str:
+    """Two decimals, or two significant digits below 0.1 (a tiny ratio is not 0.00x)."""
+    return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"  # noqa: PLR2004
