@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from cogfabric.cli import main
-from cogfabric.events import AgentSpawned, PrivateSet
-from cogfabric.store import Journal
+from cogfabric.events import AgentEvent, AgentSpawned, EventCodec, PrivateSet
+from cogfabric.store import Journal, LmdbJournal
 from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
@@ -188,3 +188,25 @@ def test_inspect_of_an_empty_journal_has_no_head_chain(tmp_path: Path) -> None:
 
     assert summary["head_seq"] == 0
     assert summary["head_chain"] is None
+
+
+class _Teleported(AgentEvent, frozen=True, kw_only=True):
+    """An event type the reading code does not know (written by a newer program, say)."""
+
+    where: str
+
+
+def test_an_export_to_a_file_that_fails_half_way_leaves_no_partial_file(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    codec = EventCodec([AgentSpawned, PrivateSet, _Teleported])
+    with LmdbJournal.open(path, codec=codec) as journal:  # a valid chain over a record we cannot decode
+        journal.append(
+            [AgentSpawned(at=0.0, agent="a0"), *make_events(9), _Teleported(at=1.0, agent="a0", where="x")]
+        )
+    out = tmp_path / "all.jsonl"
+
+    result = CliRunner().invoke(main, ["export", str(path), "-o", str(out)])
+
+    assert result.exit_code == 1
+    assert "seq 11" in result.output
+    assert list(tmp_path.iterdir()) == [path]  # neither the export nor a partial one

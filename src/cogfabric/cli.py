@@ -356,20 +356,28 @@ def export(
     """
     from cogfabric._audit import export_lines  # noqa: PLC0415
 
+    # A file is written beside its name and renamed once whole: a record that fails to
+    # decode half-way leaves no partial export behind (on stdout the lines stream).
+    partial = None if output is None else output.with_name(f".{output.name}.partial")
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             _check(opened, skip=no_verify)
-            sink = output.open("wb") if output is not None else sys.stdout.buffer
+            sink = partial.open("wb") if partial is not None else sys.stdout.buffer
             try:
                 for line in export_lines(opened, stream=stream, layer=layer, after=after):
                     sink.write(line)
             finally:
-                if output is not None:
+                if partial is not None:
                     sink.close()
                 else:
                     sink.flush()
+            if partial is not None and output is not None:
+                partial.replace(output)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
+    finally:
+        if partial is not None:
+            partial.unlink(missing_ok=True)
 
 
 def _stdout_closed() -> NoReturn:
