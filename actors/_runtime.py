@@ -163,9 +163,11 @@ class Runtime:
         """Open a runtime on the journal at ``path`` (None: memory only), recovering its agents.
 
         ``verify="full"`` checks the whole hash chain before recovery; ``"tail"`` checks
-        the chain head and every record recovery replays (from the earliest latest
-        snapshot of an agent, or the first record of an agent without one or of a
-        session), which is what makes reopening a long journal with snapshots fast.
+        the chain head and every record recovery replays: from the earliest of the
+        agents' latest snapshots, or from the first record of an agent without one or
+        of a session (every session stream is replayed whole: sessions have no
+        snapshots). It is faster only where that start is late: a long journal whose
+        agents all have recent snapshots and which holds no early sessions.
 
         ``key`` makes the journal's hash chain keyed (a BLAKE2b MAC, see
         ``cogfabric.store.Journal.open``): only a holder of the key can re-chain it

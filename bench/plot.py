@@ -128,9 +128,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no measured rows in the given files")
     title = args.title
     if title is None:
-        env = json.loads(args.results[0].read_text()).get("environment", {})
-        repeat = env.get("repeat", "?")
-        title = f"cogfabric vs peers: median of {repeat}, durable on disk (fsync per commit)"
+        first = json.loads(args.results[0].read_text())
+        if _source(first, args.results[0]) == "bench":  # cogfabric bench --json
+            commit = first.get("machine", {}).get("git_commit") or "?"
+            repeat = first.get("repeat", "?")
+            title = f"cogfabric bench --repeat {repeat} at {commit}: rate per workload, log scale"
+        else:
+            repeat = first.get("environment", {}).get("repeat", "?")
+            title = f"cogfabric vs peers: median of {repeat}, durable on disk (fsync per commit)"
     draw(bars, args.output, title)
     print(f"wrote {args.output} ({len(bars)} bars)")
     return 0

@@ -37,8 +37,11 @@ import errno
 import fcntl
 import hashlib
 import itertools
+import logging
 import os
+import shutil
 import struct
+import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
@@ -75,6 +78,8 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT_VERSION", "LmdbJournal"]
 
 _T = TypeVar("_T")
+
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION: Final = 2
 """The on-disk format this code reads and writes; a journal of another format is refused.
@@ -186,17 +191,19 @@ of the two database records ``mm_last_pg`` and ``mm_txnid``."""
 _PAGE_HEADER: Final = 16
 
 
-def _check_length(where: Path, *, readonly: bool) -> None:
-    """Refuse a data file shorter than its header says, before LMDB maps it.
+def _short_by(where: Path, *, readonly: bool) -> int:
+    """How many bytes the data file lacks of the length its header names (0: none).
 
-    LMDB maps the file and trusts its meta pages (its first two pages): a page past the
-    end of a truncated file is a SIGBUS that kills the process, not an error. The newer
-    meta page names the last page in use, so how long the file must be. A file whose
-    header is not LMDB's is left to LMDB to refuse (``JournalFormatError``).
+    LMDB maps the file and trusts its meta pages (its first two pages): reading a page
+    past the end of the file is a SIGBUS that kills the process, not an error. The
+    newer meta page names the last page allocated, so how long the file may need to
+    be. A shorter file is not always damaged: pages allocated and freed within one
+    transaction are never written, and sit in the free list. A file whose header is
+    not LMDB's is left to LMDB to refuse (``JournalFormatError``).
 
     Raises:
-        JournalDamagedError: the file is shorter than its last page in use.
         JournalFormatError: ``readonly`` and the data file is empty.
+        JournalUnavailableError: the data file cannot be read.
 
     """
     data = where / "data.mdb"
@@ -205,16 +212,16 @@ def _check_length(where: Path, *, readonly: bool) -> None:
             head = file.read(2 * 65536)  # both meta pages, whatever the page size
             size = os.fstat(file.fileno()).st_size  # after the meta: the file only grows meanwhile
     except FileNotFoundError:
-        return  # a new journal
+        return 0  # a new journal
     except OSError as exc:
         raise JournalUnavailableError(f"{where}: cannot read its data file: {exc}") from exc
     if not head and readonly:
         raise JournalFormatError(f"{where} is not a journal: its data file is empty")
     if len(head) < _PAGE_HEADER + _META.size:
-        return  # empty (LMDB writes a new header) or not LMDB's
+        return 0  # empty (LMDB writes a new header) or not LMDB's
     magic, page, *_ = _META.unpack_from(head, _PAGE_HEADER)
     if magic != _META_MAGIC or page < _PAGE_HEADER + _META.size:
-        return
+        return 0
     newest: tuple[int, int] | None = None
     for offset in (0, page):
         if len(head) >= offset + _PAGE_HEADER + _META.size:
@@ -222,13 +229,40 @@ def _check_length(where: Path, *, readonly: bool) -> None:
             if magic == _META_MAGIC and (newest is None or txn > newest[0]):
                 newest = (txn, last_page)
     assert newest is not None  # the first meta page's magic matched
-    needed = (newest[1] + 1) * page
-    if size < needed:
-        msg = (
-            f"{where} is damaged: its data file is {size:,} bytes, shorter than the {needed:,} "
-            "its header names (truncated?)"
-        )
-        raise JournalDamagedError(msg)
+    needed: int = (newest[1] + 1) * page
+    return max(0, needed - size)
+
+
+def _padded(where: Path, *, readonly: bool) -> Path | None:
+    """Make sure LMDB never maps a page past the end of the data file.
+
+    A file shorter than its header names is padded with zero pages up to that length:
+    in place when writing (LMDB would write those pages itself), in a private copy
+    when reading (the file is never changed). A padded page that the journal does use
+    (a truncated file) then reads as a damaged page, which LMDB reports and ``verify``
+    names, instead of killing the process. Returns the copy's directory, if any.
+    """
+    missing = _short_by(where, readonly=readonly)
+    if not missing:
+        return None
+    data = where / "data.mdb"
+    length = data.stat().st_size + missing
+    log.warning(
+        "%s: the data file is %d bytes shorter than its header names; padding %s with zero pages",
+        where,
+        missing,
+        "a private copy" if readonly else "it",
+    )
+    try:
+        if not readonly:
+            os.truncate(data, length)
+            return None
+        scratch = Path(tempfile.mkdtemp(prefix="cogfabric-padded-"))
+        shutil.copyfile(data, scratch / "data.mdb")
+        os.truncate(scratch / "data.mdb", length)
+    except OSError as exc:
+        raise JournalUnavailableError(f"{where}: cannot pad its short data file: {exc}") from exc
+    return scratch
 
 
 class LmdbJournal(Journal):
@@ -250,8 +284,10 @@ class LmdbJournal(Journal):
         key: bytes,
         lock_fd: int | None,
         codec: EventCodec,
+        scratch: Path | None = None,
     ) -> None:
         """Use ``LmdbJournal.open`` or ``Journal.open``; this wraps an opened environment."""
+        self._scratch = scratch  # a padded private copy of a short data file, removed on close
         self._env = env
         self._path = path
         self._readonly = readonly
@@ -329,11 +365,12 @@ class LmdbJournal(Journal):
         else:
             cls._make_directory(where)
             lock_fd = cls._take_writer_lock(where)
+        scratch: Path | None = None
         try:
-            _check_length(where, readonly=readonly)
+            scratch = _padded(where, readonly=readonly)
             with _translated(where):
                 env = lmdb.open(
-                    str(where),
+                    str(scratch or where),
                     map_size=size,
                     subdir=True,
                     readonly=readonly,
@@ -359,6 +396,7 @@ class LmdbJournal(Journal):
                         key=raw_key,
                         lock_fd=lock_fd,
                         codec=codec or DEFAULT_CODEC,
+                        scratch=scratch,
                     )
             except BaseException:
                 env.close()
@@ -366,6 +404,8 @@ class LmdbJournal(Journal):
         except BaseException:
             if lock_fd is not None:
                 os.close(lock_fd)
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             raise
 
     @staticmethod
@@ -421,6 +461,14 @@ class LmdbJournal(Journal):
 
     @classmethod
     def _check_existing(cls, env: lmdb.Environment, where: Path, key: bytes) -> None:
+        try:
+            cls._check_existing_once(env, where, key)
+        except lmdb.MapResizedError:  # a writer grew the map meanwhile: adopt its size, once
+            env.set_mapsize(0)
+            cls._check_existing_once(env, where, key)
+
+    @classmethod
+    def _check_existing_once(cls, env: lmdb.Environment, where: Path, key: bytes) -> None:
         with env.begin() as txn:
             if txn.get(_DB_META) is None:
                 raise JournalFormatError(f"{where} is not a cogfabric journal")
@@ -1052,6 +1100,8 @@ class LmdbJournal(Journal):
                 if self._lock_fd is not None:
                     os.close(self._lock_fd)
                     self._lock_fd = None
+                if self._scratch is not None:
+                    shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self._readonly else "open")

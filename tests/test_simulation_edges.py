@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 from click.testing import CliRunner
@@ -227,7 +227,7 @@ def test_more_agents_than_the_session_limit_keep_their_sessions(tmp_path: Path) 
     assert counts["LlmOutputRecorded"] == 24 + report.reviews
 
 
-def test_a_session_that_expires_during_a_run_is_replaced(tmp_path: Path) -> None:
+def test_a_session_that_expired_before_a_run_is_replaced_at_its_start(tmp_path: Path) -> None:
     from cogfabric.actors import FakeClock  # noqa: PLC0415
 
     run_simulation(tmp_path / "j", agents=4, turns=6)
@@ -239,3 +239,45 @@ def test_a_session_that_expires_during_a_run_is_replaced(tmp_path: Path) -> None
 
     assert report.sessions == 4
     assert "AgentFailed" not in _types(tmp_path / "j")
+
+
+def test_a_session_that_expires_in_the_middle_of_a_run_is_replaced_by_the_agent() -> None:
+    from cogfabric.actors import SessionNotFoundError  # noqa: PLC0415
+
+    class Memory:
+        def create_session(self, user_id: str, *, agent_id: str | None = None) -> str:
+            assert user_id == agent_id == "researcher-001"
+            return "fresh"
+
+    class Ctx:
+        agent_id = "researcher-001"
+        memory = Memory()
+        privates: ClassVar[dict[str, Any]] = {"session": "expired"}
+
+        def private(self, key: str) -> Any:
+            return self.privates.get(key)
+
+        def set_private(self, key: str, value: object) -> None:
+            self.privates[key] = value
+
+    def step(session: str) -> str:
+        if session == "expired":
+            raise SessionNotFoundError(session)
+        return f"answered in {session}"
+
+    assert cogfabric._simulation._in_session(Ctx(), step) == "answered in fresh"  # type: ignore[arg-type]
+    assert Ctx.privates["session"] == "fresh"
+
+
+def test_a_continued_run_keeps_a_session_for_every_agent_of_its_journal(tmp_path: Path) -> None:
+    from cogfabric.actors import FakeClock  # noqa: PLC0415
+
+    config = Config(memory=MemoryConfig(max_sessions=5))
+    run_simulation(tmp_path / "j", agents=12, turns=12, config=config)
+    with Runtime.open(tmp_path / "j", clock=FakeClock(start=10**10)):
+        pass  # every session expires: the next run makes 12 new ones
+
+    report = run_simulation(tmp_path / "j", agents=3, turns=24, config=config)  # its own 12 agents go on
+
+    assert report.agents == report.sessions == 12
+    assert "SessionEvicted" not in _types(tmp_path / "j")

@@ -259,14 +259,14 @@ def run_simulation(
     tally = _Tally()
     reviewers = [f"reviewer-{i:03d}" for i in range(max(1, agents // REVIEWER_SHARE))]
     researchers = [f"researcher-{i:03d}" for i in range(max(1, agents - len(reviewers)))]
-    config = _room_for_sessions(config, max(agents, len(reviewers) + len(researchers)))
     behaviors: dict[str, Callable[[], Behavior]] = {
         "researcher": lambda: Researcher(tally, seed, reviewers),
         "reviewer": Reviewer,
     }
     provider = ScriptedProvider(_answer(seed), name="scripted", model=f"seed-{seed}")
     try:
-        _refuse_a_foreign_journal(path)
+        stored = _refuse_a_foreign_journal(path)  # a journal it continues keeps its own agents
+        config = _room_for_sessions(config, stored or len(reviewers) + len(researchers))
         opened = Runtime.open(path, config=config, behaviors=behaviors, llm_provider=provider)
     except (JournalError, SimulationError, InvalidConfigError):
         raise  # the command reports these itself
@@ -321,26 +321,27 @@ def run_simulation(
     )
 
 
-def _refuse_a_foreign_journal(path: Path) -> None:
+def _refuse_a_foreign_journal(path: Path) -> int:
     """Refuse, before writing anything to it, a journal the simulation did not write.
 
     A journal is the simulation's when it is new or empty, or when its agents are all
     researchers and reviewers (and it has both). Continuing any other one would run the
     simulation beside another program's agents and count their sessions and records as
-    its own.
+    its own. Returns how many agents the journal holds (0 for a new one).
     """
     try:
         with Journal.open(path, readonly=True) as journal:
             records = journal.last_seq
             agents = [s.removeprefix("agent/") for s in journal.streams("agent/")]
     except JournalNotFoundError:
-        return  # a new journal (or no directory at all: opening it for writing says why)
+        return 0  # a new journal (or no directory at all: opening it for writing says why)
     if records == 0:
-        return
+        return 0
     foreign = [a for a in agents if not _AGENT_ID.fullmatch(a)]
     kinds = {a.split("-", 1)[0] for a in agents}
     if foreign or kinds != {"researcher", "reviewer"}:
         raise SimulationError(_foreign_message(path, foreign, records))
+    return len(agents)
 
 
 def _foreign_message(path: Path, foreign: list[str], records: int | None = None) -> str:

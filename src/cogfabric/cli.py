@@ -356,18 +356,22 @@ def export(
     """
     from cogfabric._audit import export_lines  # noqa: PLC0415
 
-    # A file is written beside its name and renamed once whole: a record that fails to
-    # decode half-way leaves no partial export behind (on stdout the lines stream).
-    partial = None if output is None else output.with_name(f".{output.name}.partial")
+    # A new or regular file is written beside its name and renamed once whole: a record
+    # that fails to decode half-way leaves no partial export behind. Anything else (a
+    # pipe, a device, a link) is written in place, as stdout is.
+    partial = None
+    if output is not None and _replaceable(output):
+        partial = output.with_name(f".{output.name}.partial")
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             _check(opened, skip=no_verify)
-            sink = partial.open("wb") if partial is not None else sys.stdout.buffer
+            target = partial or output
+            sink = target.open("wb") if target is not None else sys.stdout.buffer
             try:
                 for line in export_lines(opened, stream=stream, layer=layer, after=after):
                     sink.write(line)
             finally:
-                if partial is not None:
+                if target is not None:
                     sink.close()
                 else:
                     sink.flush()
@@ -378,6 +382,12 @@ def export(
     finally:
         if partial is not None:
             partial.unlink(missing_ok=True)
+
+
+def _replaceable(output: Path) -> bool:
+    """Whether ``output`` may be written beside and renamed: new or a plain file, its directory writable."""
+    plain = not output.exists() or (output.is_file() and not output.is_symlink())
+    return plain and not output.is_symlink() and os.access(output.parent, os.W_OK)
 
 
 def _stdout_closed() -> NoReturn:
@@ -462,13 +472,8 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
     """
     from cogfabric._bench import Sizes, run_bench, to_json  # noqa: PLC0415
 
-    if json_path is not None and (json_path.is_dir() or not json_path.parent.is_dir()):
-        what = (
-            "a directory"
-            if json_path.is_dir()
-            else f"in a directory that does not exist ({json_path.parent})"
-        )
-        raise click.BadParameter(f"{json_path} is {what}; name a file", param_hint="'--json'")
+    if json_path is not None:
+        _check_writable(json_path)
     sizes = Sizes.quick() if quick else Sizes()
     runs = repeat or (1 if quick else 3)
     results, machine = run_bench(sizes, runs, progress=lambda label: click.echo(f"  {label}...", err=True))
@@ -493,6 +498,19 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
     if json_path is not None:
         json_path.write_text(to_json(results, machine, repeat=runs, quick=quick))
         click.echo(f"wrote {json_path}")
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse, before minutes of measuring, a ``--json`` path that could not be written."""
+    if path.is_dir():
+        problem = "is a directory"
+    elif not path.parent.is_dir():
+        problem = f"is in a directory that does not exist ({path.parent})"
+    elif not os.access(path if path.exists() else path.parent, os.W_OK):
+        problem = "cannot be written" if path.exists() else f"cannot be created in {path.parent}"
+    else:
+        return
+    raise click.BadParameter(f"{path} {problem}; name a file you can write", param_hint="'--json'")
 
 
 def _ratio(value: float) -> str:

@@ -27,7 +27,12 @@ from cogfabric.actors import (
     JournalConfig,
     Runtime,
 )
-from cogfabric.events import CognitiveState, CognitiveStateSchemaVersionError, IpcMessage
+from cogfabric.events import (
+    CognitiveState,
+    CognitiveStateSchemaVersionError,
+    IpcMessage,
+    TaskContextPublished,
+)
 from cogfabric.store import Journal, JournalFormatError, JournalIntegrityError, JournalKeyError
 
 if TYPE_CHECKING:
@@ -456,12 +461,25 @@ class TestTailVerification:
                 assert rt.agent("a").private("k11") == 11
         assert "the snapshot of agent/a is damaged" in caplog.text
 
-    def test_a_journal_with_nothing_to_replay_has_its_head_checked(self, tmp_path: Path) -> None:
-        with Runtime.open(tmp_path / "j") as runtime:
-            runtime.spawn("a")
-            runtime.kill("a")
+    def test_a_journal_with_nothing_to_replay_has_only_its_head_checked(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path / "j") as journal:  # records of no agent and no session
+            journal.append([TaskContextPublished(at=0.0, task_id="t", context={"goal": "abcdef"})])
+            journal.append([TaskContextPublished(at=1.0, task_id="t", context={"goal": "g"})])
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+
+        with pytest.raises(JournalIntegrityError):
+            Runtime.open(tmp_path / "j")  # full
         with Runtime.open(tmp_path / "j", verify="tail") as runtime:
             assert runtime.agents() == []
+
+    def test_a_killed_agents_records_are_checked_too(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j") as runtime:
+            runtime.spawn("a").set_private("k", "abcdef")
+            runtime.kill("a")  # recovery still replays its stream, to find it dead
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+
+        with pytest.raises(JournalIntegrityError):
+            Runtime.open(tmp_path / "j", verify="tail")
 
 
 class TestSnapshotInterval:
