@@ -39,9 +39,7 @@ import hashlib
 import itertools
 import logging
 import os
-import shutil
 import struct
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
@@ -191,8 +189,8 @@ of the two database records ``mm_last_pg`` and ``mm_txnid``."""
 _PAGE_HEADER: Final = 16
 
 
-def _short_by(where: Path, *, readonly: bool) -> int:
-    """How many bytes the data file lacks of the length its header names (0: none).
+def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
+    """The data file's length and how many bytes it lacks of what its header names.
 
     LMDB maps the file and trusts its meta pages (its first two pages): reading a page
     past the end of the file is a SIGBUS that kills the process, not an error. The
@@ -212,16 +210,16 @@ def _short_by(where: Path, *, readonly: bool) -> int:
             head = file.read(2 * 65536)  # both meta pages, whatever the page size
             size = os.fstat(file.fileno()).st_size  # after the meta: the file only grows meanwhile
     except FileNotFoundError:
-        return 0  # a new journal
+        return 0, 0  # a new journal
     except OSError as exc:
         raise JournalUnavailableError(f"{where}: cannot read its data file: {exc}") from exc
     if not head and readonly:
         raise JournalFormatError(f"{where} is not a journal: its data file is empty")
     if len(head) < _PAGE_HEADER + _META.size:
-        return 0  # empty (LMDB writes a new header) or not LMDB's
+        return size, 0  # empty (LMDB writes a new header) or not LMDB's
     magic, page, *_ = _META.unpack_from(head, _PAGE_HEADER)
     if magic != _META_MAGIC or page < _PAGE_HEADER + _META.size:
-        return 0
+        return size, 0
     newest: tuple[int, int] | None = None
     for offset in (0, page):
         if len(head) >= offset + _PAGE_HEADER + _META.size:
@@ -230,39 +228,38 @@ def _short_by(where: Path, *, readonly: bool) -> int:
                 newest = (txn, last_page)
     assert newest is not None  # the first meta page's magic matched
     needed: int = (newest[1] + 1) * page
-    return max(0, needed - size)
+    return size, max(0, needed - size)
 
 
-def _padded(where: Path, *, readonly: bool) -> Path | None:
+def _check_length(where: Path, *, readonly: bool) -> None:
     """Make sure LMDB never maps a page past the end of the data file.
 
-    A file shorter than its header names is padded with zero pages up to that length:
-    in place when writing (LMDB would write those pages itself), in a private copy
-    when reading (the file is never changed). A padded page that the journal does use
-    (a truncated file) then reads as a damaged page, which LMDB reports and ``verify``
-    names, instead of killing the process. Returns the copy's directory, if any.
+    Writing, a short file is padded with zero pages up to the length its header names
+    (under the writer lock; LMDB would write those pages itself): pages that are free
+    are never read, and a page in use that a truncation cut off then reads as a damaged
+    page, which LMDB reports and ``verify`` names, instead of killing the process.
+    Reading, the file is never changed, so a short one is refused.
+
+    Raises:
+        JournalDamagedError: ``readonly`` and the data file is short.
+        JournalUnavailableError: the file cannot be padded.
+
     """
-    missing = _short_by(where, readonly=readonly)
+    size, missing = _short_by(where, readonly=readonly)
     if not missing:
-        return None
-    data = where / "data.mdb"
-    length = data.stat().st_size + missing
-    log.warning(
-        "%s: the data file is %d bytes shorter than its header names; padding %s with zero pages",
-        where,
-        missing,
-        "a private copy" if readonly else "it",
-    )
+        return
+    if readonly:
+        msg = (
+            f"{where} is damaged: its data file is {size:,} bytes, {missing:,} short of what its "
+            "header names, and reading it could crash the process. It was truncated, or (rarely) LMDB "
+            "left pages it freed before writing them: opening it for writing pads it"
+        )
+        raise JournalDamagedError(msg)
+    log.warning("%s: the data file is %d bytes short of what its header names; padding it", where, missing)
     try:
-        if not readonly:
-            os.truncate(data, length)
-            return None
-        scratch = Path(tempfile.mkdtemp(prefix="cogfabric-padded-"))
-        shutil.copyfile(data, scratch / "data.mdb")
-        os.truncate(scratch / "data.mdb", length)
+        os.truncate(where / "data.mdb", size + missing)
     except OSError as exc:
         raise JournalUnavailableError(f"{where}: cannot pad its short data file: {exc}") from exc
-    return scratch
 
 
 class LmdbJournal(Journal):
@@ -284,10 +281,8 @@ class LmdbJournal(Journal):
         key: bytes,
         lock_fd: int | None,
         codec: EventCodec,
-        scratch: Path | None = None,
     ) -> None:
         """Use ``LmdbJournal.open`` or ``Journal.open``; this wraps an opened environment."""
-        self._scratch = scratch  # a padded private copy of a short data file, removed on close
         self._env = env
         self._path = path
         self._readonly = readonly
@@ -365,12 +360,11 @@ class LmdbJournal(Journal):
         else:
             cls._make_directory(where)
             lock_fd = cls._take_writer_lock(where)
-        scratch: Path | None = None
         try:
-            scratch = _padded(where, readonly=readonly)
+            _check_length(where, readonly=readonly)
             with _translated(where):
                 env = lmdb.open(
-                    str(scratch or where),
+                    str(where),
                     map_size=size,
                     subdir=True,
                     readonly=readonly,
@@ -396,7 +390,6 @@ class LmdbJournal(Journal):
                         key=raw_key,
                         lock_fd=lock_fd,
                         codec=codec or DEFAULT_CODEC,
-                        scratch=scratch,
                     )
             except BaseException:
                 env.close()
@@ -404,8 +397,6 @@ class LmdbJournal(Journal):
         except BaseException:
             if lock_fd is not None:
                 os.close(lock_fd)
-            if scratch is not None:
-                shutil.rmtree(scratch, ignore_errors=True)
             raise
 
     @staticmethod
@@ -1100,8 +1091,6 @@ class LmdbJournal(Journal):
                 if self._lock_fd is not None:
                     os.close(self._lock_fd)
                     self._lock_fd = None
-                if self._scratch is not None:
-                    shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self._readonly else "open")

@@ -359,6 +359,8 @@ def export(
     # A new or regular file is written beside its name and renamed once whole: a record
     # that fails to decode half-way leaves no partial export behind. Anything else (a
     # pipe, a device, a link) is written in place, as stdout is.
+    if output is not None and output.is_dir():
+        _fail(f"{output} is a directory; name a file for --output")
     partial = None
     if output is not None and _replaceable(output):
         partial = output.with_name(f".{output.name}.partial")
