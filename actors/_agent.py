@@ -204,7 +204,8 @@ class AgentActor(pykka.ThreadingActor):
         if self._stale and not self._killed:
             self._catch_up()
         writer = self._core.writer
-        if writer is not None and writer.failure is not None and not self._saw_failure:
+        # every message passes here: the attribute, not the property
+        if writer is not None and writer._failure is not None and not self._saw_failure:  # noqa: SLF001
             # The journal went fail-stop: in batch durability this agent may hold changes
             # it never took. Take the journal's word before anything else, reads too.
             self._saw_failure = True

@@ -346,6 +346,8 @@ class LmdbJournal(Journal):
             JournalKeyError: the key differs from the one the journal was written with.
             JournalLockedError: another writer holds the journal.
             JournalUnavailableError: the directory cannot be created or written to.
+            JournalDamagedError: ``readonly`` and the data file is shorter than its header
+                names (truncated; opening it for writing pads it with empty pages).
 
         """
         where = Path(path)

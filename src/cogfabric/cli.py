@@ -388,8 +388,8 @@ def export(
 
 def _replaceable(output: Path) -> bool:
     """Whether ``output`` may be written beside and renamed: new or a plain file, its directory writable."""
-    plain = not output.exists() or (output.is_file() and not output.is_symlink())
-    return plain and not output.is_symlink() and os.access(output.parent, os.W_OK)
+    plain = not output.is_symlink() and (output.is_file() or not output.exists())
+    return plain and os.access(output.parent, os.W_OK)
 
 
 def _stdout_closed() -> NoReturn:
