@@ -593,7 +593,9 @@ class AgentActor(pykka.ThreadingActor):
             self._shared.lifecycle = self._state.lifecycle
             log.debug("agent %s: the runtime closed while it handled %s", self._state.id, message.topic)
             return
-        except Exception as exc:  # noqa: BLE001 - a behavior's failure is journaled, not fatal
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a behavior's failure is journaled, not fatal
+            # SystemExit too (a sys.exit() in a behavior): Pykka would stop every actor of
+            # the process on it, while the runtime went on listing its agents.
             self._shared.lifecycle = self._state.lifecycle
             self._on_behavior_failure(message, exc)
             return
@@ -605,7 +607,7 @@ class AgentActor(pykka.ThreadingActor):
             except TypeError as exc:  # a reply msgspec cannot encode: the behavior's fault
                 self._on_behavior_failure(message, exc)
 
-    def _on_behavior_failure(self, message: IpcMessage, exc: Exception) -> None:
+    def _on_behavior_failure(self, message: IpcMessage, exc: BaseException) -> None:
         log.warning("behavior of agent %s raised on %s: %r", self._state.id, message.topic, exc)
         self._flush_outbox()
         self._core.bus.handler_failed(message, exc)

@@ -111,15 +111,15 @@ class IpcBus:
 
     def _delivery(self, message: IpcMessage, entry: _Entry) -> Callable[[bool], None]:
         """Put ``message`` into an admitted mailbox, once its journaling is over."""
-        sync = self._core.sync
 
         def deliver(committed: bool) -> None:
             if not committed:
                 entry.shared.slots.release()
                 return
             delivered = message
-            if not sync and isinstance(message.payload, dict | list):
-                # The writer may still be encoding the sent message: the recipient gets its own copy.
+            if isinstance(message.payload, dict | list):
+                # The recipient gets its own copy: the sender holds the sent message (send
+                # returns it), and in batch durability the writer may still be encoding it.
                 delivered = msgspec.structs.replace(message, payload=copy_value(message.payload))
             try:
                 entry.ref.tell((1, delivered))

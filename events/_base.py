@@ -50,9 +50,22 @@ class ContextLayer(enum.IntEnum):
 # Ids are a per-process random prefix plus a counter: unique across processes and
 # restarts, cheap to make (no uuid4 syscall per event), and close to sorted within a
 # process, which keeps the journal's id index appends local in its B-tree.
-_ID_PREFIX = os.urandom(8).hex()
-_ID_FORMAT = _ID_PREFIX + "-%012x"  # fixed width: byte order is counter order
+_ID_FORMAT = os.urandom(8).hex() + "-%012x"  # fixed width: byte order is counter order
 _id_counter = itertools.count(1)
+
+
+def _new_prefix() -> None:
+    """Give a forked child ids of its own.
+
+    A copied prefix and counter would repeat the parent's ids, and the journal would
+    take a child's event for a retry of the parent's.
+    """
+    global _ID_FORMAT, _id_counter  # noqa: PLW0603 - the per-process id state
+    _ID_FORMAT = os.urandom(8).hex() + "-%012x"
+    _id_counter = itertools.count(1)
+
+
+os.register_at_fork(after_in_child=_new_prefix)
 
 
 def new_event_id() -> str:

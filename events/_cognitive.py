@@ -60,8 +60,17 @@ _MISMATCH: Final = "agentfabric: cognitive state schema version mismatch"
 """The original's sentinel string (spec §2.1); every refusal's message starts with it."""
 
 
+class _VersionTypeError(CognitiveStateSchemaVersionError, TypeError):
+    """A ``schema_version`` that is not an int: a schema version mismatch and a ``TypeError``."""
+
+
 def _check_version(version: int) -> None:
     # Only newer versions are refused: the original accepts negative ones (spec §2.3).
+    # A version that is not an int (True, 1.0) would be journaled and then refused by
+    # the typed decoder on every read: the journal could not be replayed.
+    if type(version) is not int:
+        msg = f"{_MISMATCH}: schema_version must be an int, got {type(version).__name__} {version!r}"
+        raise _VersionTypeError(msg)
     if version > COGNITIVE_STATE_SCHEMA_VERSION:
         msg = f"{_MISMATCH}: got {version}, this code reads up to {COGNITIVE_STATE_SCHEMA_VERSION}"
         raise CognitiveStateSchemaVersionError(msg)

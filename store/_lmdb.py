@@ -294,6 +294,7 @@ class LmdbJournal(Journal):
         """An empty keyed hash: copied per record, cheaper than a new one (bench/journal_append.py)."""
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()  # LMDB's environment must not be used by a forked child
         self._failed: BaseException | None = None
         self._db_events = env.open_db(_DB_EVENTS, create=False)
         self._db_heads = env.open_db(_DB_HEADS, create=False)
@@ -541,6 +542,12 @@ class LmdbJournal(Journal):
     def _check_open(self) -> None:
         if self._closed:
             raise JournalClosedError(f"{self._path} is closed")
+        if os.getpid() != self._pid:
+            msg = (
+                f"{self._path} was opened by process {self._pid}; LMDB forbids using it in a forked "
+                "child: open the journal again in this process"
+            )
+            raise JournalUnavailableError(msg)
 
     # ------------------------------------------------------------------ writing
 
@@ -1084,6 +1091,8 @@ class LmdbJournal(Journal):
             if self._closed:
                 return
             self._closed = True
+            if os.getpid() != self._pid:  # a forked child: the environment is the parent's
+                return
             try:
                 if not self._readonly and self._failed is None:
                     with contextlib.suppress(lmdb.Error):

@@ -195,6 +195,43 @@ class TestBehaviors:
             assert reply.payload == {"task": {"goal": "g"}, "private": {"note": {"n": 1}}}
             assert runtime.agent("v").context_view() == runtime.agent("v").context_view()
 
+    def test_a_behavior_that_calls_sys_exit_fails_like_any_other_and_the_runtime_goes_on(
+        self, tmp_path: Path
+    ) -> None:
+        class Quitter:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                raise SystemExit(3)
+
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"quit": Quitter, "gate": Gate}) as rt:
+            rt.spawn("q", behavior="quit")
+            other = rt.spawn("o", behavior="gate")
+            with pytest.raises(IpcHandlerError):
+                rt.bus.request("x", "q", "go", timeout=10)
+
+            assert rt.bus.request("x", "o", "hello", timeout=10).payload == "ok"  # every actor still runs
+            other.set_private("k", 1)
+            assert sorted(rt.agents()) == ["o", "q"]
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            failures = [r.event for r in journal.read() if isinstance(r.event, AgentFailed)]
+        assert [(f.agent, f.error) for f in failures] == [("q", "SystemExit")]
+
+    def test_a_recipient_that_changes_a_payload_never_changes_the_senders_message(self) -> None:
+        class Scribbler:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                message.payload["list"].append("recipient-wrote")
+                Gate.release.set()
+
+        for mode in ("sync", "batch"):
+            Gate.release = threading.Event()
+            config = Config(journal=JournalConfig(durability=mode))
+            with Runtime.open(None, config=config, behaviors={"scribble": Scribbler}) as rt:
+                rt.spawn("s", behavior="scribble")
+
+                sent = rt.bus.send("x", "s", "note", {"list": ["sender"]})
+                assert Gate.release.wait(10)
+
+                assert sent.payload == {"list": ["sender"]}, mode
+
     def test_send_returns_before_the_recipient_handles_the_message(self) -> None:
         with _open(None) as runtime:
             runtime.spawn("a", behavior="gate")

@@ -296,6 +296,12 @@ class TestUpgradeCognitiveState:
         with pytest.raises(CognitiveStateSchemaVersionError, match=MISMATCH):
             upgrade_cognitive_state(CognitiveState(schema_version=version))
 
+    @pytest.mark.parametrize("version", [True, 1.0, 0.5], ids=["bool", "float-one", "half"])
+    def test_a_version_that_is_not_an_int_is_refused_on_write(self, version: Any) -> None:
+        with pytest.raises(CognitiveStateSchemaVersionError, match="must be an int") as info:
+            upgrade_cognitive_state(CognitiveState(schema_version=version))
+        assert isinstance(info.value, TypeError)
+
     def test_a_negative_version_is_stored_as_it_is_as_in_the_original(self) -> None:
         state = CognitiveState(schema_version=-1, context="c")
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import stat
 import subprocess
@@ -823,3 +824,32 @@ def test_an_append_never_skips_records_the_file_holds_already(tmp_path: Path) ->
     with Journal.open(tmp_path / "j") as journal:
         assert journal.verify().ok
         assert journal.last_seq == 3
+
+
+def test_a_forked_child_cannot_use_its_parents_journal_and_makes_ids_of_its_own(tmp_path: Path) -> None:
+    from cogfabric.events import new_event_id  # noqa: PLC0415
+
+    with Journal.open(tmp_path / "j") as journal:
+        journal.append(make_events(1))
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, and leave without running anything of the parent's
+            code = 2
+            try:
+                try:
+                    journal.append(make_events(1, start=1))
+                except JournalUnavailableError:
+                    code = 0
+                journal.close()  # leaves the parent's environment alone
+                os.write(write_end, new_event_id().encode())
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        child_id = os.read(read_end, 200).decode()
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+
+        assert os.waitstatus_to_exitcode(status) == 0  # the child's append was refused
+        assert child_id.split("-")[0] != new_event_id().split("-")[0]  # a prefix of its own
+        assert journal.append(make_events(1, start=1)) == [2]  # the parent's journal goes on
+        assert journal.verify().ok
