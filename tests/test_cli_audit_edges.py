@@ -234,3 +234,41 @@ def test_an_export_into_a_directory_is_a_usage_error(tmp_path: Path) -> None:
 
     assert result.exit_code == 2
     assert "is a directory" in result.output
+
+
+def test_an_export_of_a_stream_the_journal_does_not_hold_is_a_usage_error(tmp_path: Path) -> None:
+    path = _journal(tmp_path, 5)
+
+    result = CliRunner().invoke(main, ["export", str(path), "--stream", "a0"])  # agent/a0 is meant
+
+    assert result.exit_code == 2
+    assert "has no stream 'a0'" in result.output
+    assert CliRunner().invoke(main, ["export", str(path), "--stream", "agent/a0"]).exit_code == 0
+
+
+class _Listener:
+    def on_message(self, ctx: object, message: object) -> None:
+        pass
+
+
+def test_replay_shows_the_broadcasts_an_agent_received(tmp_path: Path) -> None:
+    from cogfabric.actors import Runtime  # noqa: PLC0415
+
+    with Runtime.open(tmp_path / "j", behaviors={"listen": _Listener}) as runtime:
+        runtime.spawn("a", behavior="listen")
+        runtime.spawn("b", behavior="listen")
+        runtime.bus.subscribe("a", "news")
+        assert runtime.bus.broadcast("x", "news", {"n": 1}) == 1
+        runtime.flush()
+
+    shown = {
+        agent: json.loads(
+            CliRunner().invoke(main, ["replay", str(tmp_path / "j"), "--agent", agent, "--json"]).output
+        )
+        for agent in ("a", "b")
+    }
+
+    assert [(m["from"], m["topic"], m["kind"]) for m in shown["a"]["ipc"]["latest"]] == [
+        ("x", "news", "broadcast")
+    ]
+    assert shown["b"]["ipc"] == {"messages": 0, "latest": []}  # not a subscriber: it never got it

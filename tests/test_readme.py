@@ -44,3 +44,13 @@ def test_the_readme_names_the_commands_ci_runs() -> None:
 
     assert test_command in _README.read_text()
     assert test_command in ci
+
+
+def test_the_readme_configuration_block_is_every_default() -> None:
+    from cogfabric import Config  # noqa: PLC0415
+    from cogfabric.config import parse_config  # noqa: PLC0415
+
+    (block,) = re.findall(r"```yaml\n(.*?)```", _README.read_text(), flags=re.DOTALL)
+
+    assert parse_config(block) == Config()
+    assert set(re.findall(r"^(\w+):", block, flags=re.MULTILINE)) == set(Config.__struct_fields__)

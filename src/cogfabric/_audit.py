@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from cogfabric.actors import apply_session_event, replay_agent
-from cogfabric.events import ContextLayer, IpcMessage
+from cogfabric.events import ContextLayer, IpcDelivered, IpcMessage
 from cogfabric.store import JournalError, LmdbJournal
 
 if TYPE_CHECKING:
@@ -129,11 +129,7 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
     state = replay_agent(journal, agent_id, until=at)
     if state is None:
         return None
-    ipc = [
-        r.event
-        for r in journal.read(until=at, stream="bus")
-        if isinstance(r.event, IpcMessage) and agent_id in (r.event.sender, r.event.recipient)
-    ]
+    ipc = _ipc_of(journal, agent_id, at)
     return {
         "agent": agent_id,
         "at": at if at is not None else journal.last_seq,
@@ -153,6 +149,24 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
             ],
         },
     }
+
+
+def _ipc_of(journal: LmdbJournal, agent_id: str, at: int | None) -> list[IpcMessage]:
+    """The messages ``agent_id`` sent or was sent up to ``at``, broadcasts it received included.
+
+    A broadcast names no recipient: its deliveries (``IpcDelivered``) say who got it.
+    """
+    messages: list[IpcMessage] = []
+    delivered: set[str] = set()
+    for record in journal.read(until=at, stream="bus"):
+        event = record.event
+        if isinstance(event, IpcMessage) and (
+            agent_id in (event.sender, event.recipient) or not event.recipient
+        ):
+            messages.append(event)
+        elif isinstance(event, IpcDelivered) and event.recipient == agent_id:
+            delivered.add(event.message_id)
+    return [m for m in messages if m.recipient or m.sender == agent_id or m.id in delivered]
 
 
 def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[str, Any] | None:

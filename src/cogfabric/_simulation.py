@@ -14,6 +14,8 @@ untouched.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import hashlib
 import random
 import re
@@ -69,6 +71,7 @@ class SimulationReport:
     seconds: float
     sessions: int
     refusals: int
+    failures: int
     reviews: int
     broadcasts: int
     checkpoints: int
@@ -88,7 +91,6 @@ class _Tally:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.done = threading.Semaphore(0)
-        self.refusals = 0
         self.reviews = 0
         self.broadcasts = 0
         self.checkpoints = 0
@@ -140,11 +142,8 @@ class Researcher:
         )
         index = int(ctx.agent_id.rsplit("-", 1)[1])
         if (round_no + index) % 20 == 3:  # noqa: PLR2004 - staggered: a few refusals in any run
-            try:
+            with contextlib.suppress(PromptTooLongError, InvalidArgumentError):  # journaled as refused
                 ctx.llm.generate(prompt + " evidence" * 1200)  # a raw evidence dump, far too long
-            except (PromptTooLongError, InvalidArgumentError):
-                with self._tally.lock:
-                    self._tally.refusals += 1
         output = _session_turn(ctx, prompt)
         claim = output.split(" with ")[0]
         confidence = float(output.rsplit(" ", 1)[1])
@@ -247,15 +246,7 @@ def run_simulation(
             ``JournalError`` (those propagate as they are).
 
     """
-    config = config or Config()
-    if durability is not None:
-        config = msgspec.structs.replace(
-            config, journal=msgspec.structs.replace(config.journal, durability=durability)
-        )
-    if config.llm.max_prompt_length == 0:
-        config = msgspec.structs.replace(
-            config, llm=msgspec.structs.replace(config.llm, max_prompt_length=4000)
-        )
+    config = _settings(config or Config(), durability)
     tally = _Tally()
     reviewers = [f"reviewer-{i:03d}" for i in range(max(1, agents // REVIEWER_SHARE))]
     researchers = [f"researcher-{i:03d}" for i in range(max(1, agents - len(reviewers)))]
@@ -304,6 +295,7 @@ def run_simulation(
         seconds = time.perf_counter() - started
         after = journal.last_seq
         sessions = rt.memory.size()
+        counts = _event_counts(journal, after=before)
     return SimulationReport(
         agents=len(researchers) + len(reviewers),
         turns=turns,
@@ -311,7 +303,8 @@ def run_simulation(
         total_events=after,
         seconds=seconds,
         sessions=sessions,
-        refusals=tally.refusals,
+        refusals=counts["PromptRejected"],
+        failures=counts["AgentFailed"],
         reviews=tally.reviews,
         broadcasts=tally.broadcasts,
         checkpoints=tally.checkpoints,
@@ -319,6 +312,16 @@ def run_simulation(
         path=path,
         resumed=resumed,
     )
+
+
+def _event_counts(journal: Journal, *, after: int) -> collections.Counter[str]:
+    """Count the events after ``after`` by type.
+
+    From the journal rather than from the behaviors: a prompt the gate refused in the
+    middle of a turn fails that turn (its agent is restarted) and counts as both a
+    refusal and a failure.
+    """
+    return collections.Counter(type(r.event).__name__ for r in journal.read(after=after))
 
 
 def _refuse_a_foreign_journal(path: Path) -> int:
@@ -378,6 +381,19 @@ def _set_up(rt: Runtime, researchers: list[str], reviewers: list[str]) -> None:
     rt.publish_task_context(TASK, GOAL)
     for a in researchers:
         rt.bus.subscribe(a, FINDINGS)
+
+
+def _settings(config: Config, durability: str | None) -> Config:
+    """``config`` with ``durability`` if given, and a 4,000-code-point gate unless one is set."""
+    if durability is not None:
+        config = msgspec.structs.replace(
+            config, journal=msgspec.structs.replace(config.journal, durability=durability)
+        )
+    if config.llm.max_prompt_length == 0:
+        config = msgspec.structs.replace(
+            config, llm=msgspec.structs.replace(config.llm, max_prompt_length=4000)
+        )
+    return config
 
 
 def _room_for_sessions(config: Config, agents: int) -> Config:

@@ -99,6 +99,7 @@ def simulate(
     Example:
         cogfabric simulate --agents 50 --turns 200 --journal ./cogfabric-journal
     """
+    from cogfabric._errors import CogfabricError  # noqa: PLC0415
     from cogfabric._simulation import SimulationError, run_simulation  # noqa: PLC0415 - keep --help fast
     from cogfabric.actors import InvalidConfigError  # noqa: PLC0415
     from cogfabric.config import load_config  # noqa: PLC0415
@@ -121,6 +122,8 @@ def simulate(
             )
         except (JournalError, SimulationError, InvalidConfigError) as exc:
             _fail(str(exc))
+        except (CogfabricError, TimeoutError) as exc:  # the run itself could not go on
+            _fail(f"the simulation stopped: {exc}", EXIT_PROBLEM)
     verb = "continued" if report.resumed else "ran"
     click.echo(
         f"{verb} {report.turns} turns of {report.agents} agents: {report.events:,} events in "
@@ -134,6 +137,13 @@ def simulate(
         f"  journal {report.path}: {report.total_events:,} events, {report.journal_bytes / 1e6:.1f} MB"
     )
     click.echo(f"audit it: cogfabric inspect {report.path} && cogfabric verify {report.path}")
+    if report.failures:
+        click.echo(
+            f"error: {report.failures} turns failed: their agents raised and were restarted (AgentFailed "
+            f"in the journal: cogfabric export {report.path} --after {report.total_events - report.events})",
+            err=True,
+        )
+        sys.exit(EXIT_PROBLEM)
 
 
 class _Progress:
@@ -367,6 +377,10 @@ def export(
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             _check(opened, skip=no_verify)
+            if stream is not None and not opened.stream_head(stream):
+                _fail(
+                    f"{journal} has no stream {stream!r}; streams are agent/<id>, session/<id>, bus, runtime"
+                )
             target = partial or output
             sink = target.open("wb") if target is not None else sys.stdout.buffer
             try:
