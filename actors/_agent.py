@@ -185,6 +185,8 @@ class AgentActor(pykka.ThreadingActor):
         self._killed = False
         self._stale = False  # a commit it stopped waiting for may have happened
         self._saw_failure = False  # reloaded once the journal writer failed
+        self.cause: str | None = None
+        """The id of the IPC message the behavior is handling: the cause of what it does."""
         self.ctx = AgentContext(self)
 
     # ------------------------------------------------------------- dispatch
@@ -427,7 +429,9 @@ class AgentActor(pykka.ThreadingActor):
 
     def op_set_task_context(self, context: Mapping[str, Any] | None) -> None:
         """Replace the task layer with a deep copy of ``context``."""
-        event = TaskContextSet(at=self._now(), agent=self._state.id, context=copy_mapping(context))
+        event = TaskContextSet(
+            at=self._now(), agent=self._state.id, context=copy_mapping(context), cause=self.cause
+        )
         ticket = self.journal(event) or self._flush_outbox()
         self._task_ticket = max(self._task_ticket, ticket)
 
@@ -441,7 +445,11 @@ class AgentActor(pykka.ThreadingActor):
             msg = f"private keys are strings, got {type(key).__name__}"
             raise TypeError(msg)
         require_str(key, "private key")
-        self.journal(PrivateSet(at=self._now(), agent=self._state.id, key=key, value=copy_value(value)))
+        self.journal(
+            PrivateSet(
+                at=self._now(), agent=self._state.id, key=key, value=copy_value(value), cause=self.cause
+            )
+        )
 
     def op_private(self, key: str) -> Any:  # noqa: ANN401 - stored values are any encodable value
         """A deep copy of one private value; None when missing."""
@@ -455,7 +463,7 @@ class AgentActor(pykka.ThreadingActor):
     def op_set_cognitive_state(self, state: CognitiveState) -> None:
         """Replace the cognitive state (version 0 upgraded; future versions refused)."""
         stored = _copy_cognitive(upgrade_cognitive_state(state))
-        self.journal(CognitiveStateSet(at=self._now(), agent=self._state.id, state=stored))
+        self.journal(CognitiveStateSet(at=self._now(), agent=self._state.id, state=stored, cause=self.cause))
 
     def op_cognitive_state(self) -> CognitiveState:
         """A deep copy of the cognitive state."""
@@ -464,7 +472,7 @@ class AgentActor(pykka.ThreadingActor):
     def op_checkpoint_cognitive(self) -> CognitiveState:
         """Journal and return a deep copy of the cognitive state."""
         copy = _copy_cognitive(self._state.cognitive)
-        self.journal(CheckpointTaken(at=self._now(), agent=self._state.id, state=copy))
+        self.journal(CheckpointTaken(at=self._now(), agent=self._state.id, state=copy, cause=self.cause))
         return _copy_cognitive(copy)
 
     def op_snapshot(self) -> AgentSnapshot:
@@ -548,7 +556,7 @@ class AgentActor(pykka.ThreadingActor):
         """Subscribe to ``topic``; False when already subscribed."""
         if topic in self._state.topics:
             return False
-        self.journal(IpcSubscribed(at=self._now(), agent=self._state.id, topic=topic))
+        self.journal(IpcSubscribed(at=self._now(), agent=self._state.id, topic=topic, cause=self.cause))
         self._core.bus._subscribed(self._state.id, topic, subscribed=True)  # noqa: SLF001
         return True
 
@@ -556,7 +564,7 @@ class AgentActor(pykka.ThreadingActor):
         """Unsubscribe from ``topic``; False when not subscribed."""
         if topic not in self._state.topics:
             return False
-        self.journal(IpcUnsubscribed(at=self._now(), agent=self._state.id, topic=topic))
+        self.journal(IpcUnsubscribed(at=self._now(), agent=self._state.id, topic=topic, cause=self.cause))
         self._core.bus._subscribed(self._state.id, topic, subscribed=False)  # noqa: SLF001
         return True
 
@@ -576,7 +584,9 @@ class AgentActor(pykka.ThreadingActor):
 
     def _on_ipc(self, message: IpcMessage) -> None:
         bus = self._core.bus
-        self.note(IpcDelivered(at=self._now(), message_id=message.id, recipient=self._state.id))
+        self.note(
+            IpcDelivered(at=self._now(), message_id=message.id, recipient=self._state.id, cause=message.id)
+        )
         lifecycle = self._state.lifecycle
         if self._behavior is None or lifecycle in (AgentState.SUSPENDED, AgentState.RETIRED):
             reason = "no behavior" if self._behavior is None else f"agent {lifecycle.lower()}"
@@ -587,6 +597,7 @@ class AgentActor(pykka.ThreadingActor):
             bus.refuse(message, reason, IpcNoHandlerError(why))  # the requester fails at once
             return
         self._shared.lifecycle = AgentState.RUNNING
+        self.cause = message.id
         try:
             result = self._behavior.on_message(self.ctx, message)
         except RuntimeClosedError:
@@ -599,6 +610,8 @@ class AgentActor(pykka.ThreadingActor):
             self._shared.lifecycle = self._state.lifecycle
             self._on_behavior_failure(message, exc)
             return
+        finally:
+            self.cause = None
         self._shared.lifecycle = self._state.lifecycle
         if message.kind == "request" and result is not None:
             self._flush_outbox()
@@ -613,7 +626,11 @@ class AgentActor(pykka.ThreadingActor):
         self._core.bus.handler_failed(message, exc)
         self._outbox.append(
             AgentFailed(
-                at=self._now(), agent=self._state.id, error=type(exc).__name__, detail=str(exc)[:1000]
+                at=self._now(),
+                agent=self._state.id,
+                error=type(exc).__name__,
+                detail=str(exc)[:1000],
+                cause=message.id,
             )
         )
         self._restart()
@@ -713,6 +730,7 @@ class AgentContext:
             journal=self._actor.note,
             memory=core.memory,
             agent_id=self.agent_id,
+            cause=self._actor.cause,
         )
 
     def send(self, to: str, topic: str, payload: object = None) -> None:
@@ -722,9 +740,10 @@ class AgentContext:
     def request(self, to: str, topic: str, payload: object = None, timeout: float = 30.0) -> IpcMessage:
         """Send a request and wait for the reply (blocks this agent meanwhile)."""
         self._actor.flush_outbox()
-        return self._actor._core.bus.request(self.agent_id, to, topic, payload, timeout)  # noqa: SLF001
+        bus = self._actor._core.bus  # noqa: SLF001
+        return bus.request(self.agent_id, to, topic, payload, timeout, cause=self._actor.cause)
 
     def broadcast(self, topic: str, payload: object = None) -> int:
         """Broadcast to ``topic``'s subscribers; returns how many mailboxes took it."""
         self._actor.flush_outbox()
-        return self._actor._core.bus.broadcast(self.agent_id, topic, payload)  # noqa: SLF001
+        return self._actor._core.bus.broadcast(self.agent_id, topic, payload, cause=self._actor.cause)  # noqa: SLF001

@@ -190,7 +190,9 @@ class IpcBus:
         The sending agent does not wait for durability: in sync durability the message
         is delivered by the writer once it is durable (one commit per hop, not two).
         """
-        message = self._message(sender.agent_id, to, topic, payload, trace_id=new_event_id())
+        message = self._message(
+            sender.agent_id, to, topic, payload, trace_id=new_event_id(), cause=sender.cause
+        )
         entry = self._admit(message)
         try:
             sender.emit_and_deliver(message, self._delivery(message, entry))
@@ -200,9 +202,19 @@ class IpcBus:
         return message
 
     def request(
-        self, frm: str, to: str, topic: str, payload: object = None, timeout: float = DEFAULT_REQUEST_TIMEOUT
+        self,
+        frm: str,
+        to: str,
+        topic: str,
+        payload: object = None,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        *,
+        cause: str | None = None,
     ) -> IpcMessage:
         """Send a request and wait for the reply message (a timeout <= 0 means 30 s).
+
+        ``cause`` is the id of the event that led to it (a behavior's request carries the
+        message its agent is handling).
 
         ``timeout`` covers the wait for room in the recipient's mailbox and for the
         reply; journaling the request (durable first, in sync durability) may take up to
@@ -229,6 +241,7 @@ class IpcBus:
             correlation_id=new_event_id() + "-corr",
             trace_id=new_event_id(),
             kind="request",
+            cause=cause,
         )
         deadline = time.monotonic() + timeout  # waiting for room in the mailbox counts too
         pending = _Pending(message)
@@ -396,7 +409,7 @@ class IpcBus:
         with self._lock:
             return list(self._topics.get(topic, ()))
 
-    def broadcast(self, frm: str, topic: str, payload: object = None) -> int:
+    def broadcast(self, frm: str, topic: str, payload: object = None, *, cause: str | None = None) -> int:
         """Deliver one message to every subscriber with a behavior; returns how many took it.
 
         Subscribers without a behavior are skipped and not counted, as in the
@@ -404,7 +417,9 @@ class IpcBus:
         subscriber whose mailbox stays full is dead-lettered and not counted; all of
         them together wait ``call_timeout`` at most for room.
         """
-        message = self._message(frm, "", topic, payload, trace_id=new_event_id(), kind="broadcast")
+        message = self._message(
+            frm, "", topic, payload, trace_id=new_event_id(), kind="broadcast", cause=cause
+        )
         targets = [a for a in self.subscribers(topic) if self._runtime._has_behavior(a)]  # noqa: SLF001
         self._journal(message, durable=True)
         deadline = time.monotonic() + self._core.call_timeout

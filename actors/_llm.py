@@ -304,19 +304,30 @@ class JournaledLLM(LLMClient):
         journal: Callable[[Event], None],
         memory: MemoryManager,
         agent_id: str | None = None,
+        cause: str | None = None,
     ) -> None:
-        """Journal through ``journal`` (one event at a time) on behalf of ``agent_id``."""
+        """Journal through ``journal`` (one event at a time) on behalf of ``agent_id``.
+
+        ``cause`` is the id of what the journaled outputs and refusals answer (for a
+        behavior's ``ctx.llm``, the message its agent is handling).
+        """
         super().__init__(provider, config, on_reject=self._rejected, on_output=self._answered)
         self._clock = clock
         self._journal = journal
         self._memory = memory
         self._agent_id = agent_id
+        self._cause = cause
         self._session: str | None = None
 
     def _rejected(self, length: int, limit: int, reason: str) -> None:
         self._journal(
             PromptRejected(
-                at=self._clock.now(), agent=self._agent_id, length=length, limit=limit, reason=reason
+                at=self._clock.now(),
+                agent=self._agent_id,
+                length=length,
+                limit=limit,
+                reason=reason,
+                cause=self._cause,
             )
         )
 
@@ -335,6 +346,7 @@ class JournaledLLM(LLMClient):
                 prompt_hash=prompt_hash(prompt),
                 output=output,
                 session=self._session,
+                cause=self._cause,
             )
         )
 

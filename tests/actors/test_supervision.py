@@ -232,6 +232,48 @@ class TestBehaviors:
 
                 assert sent.payload == {"list": ["sender"]}, mode
 
+    def test_what_a_behavior_does_for_a_message_names_that_message_as_its_cause(self, tmp_path: Path) -> None:
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.events import CheckpointTaken, CognitiveStateSet, LlmOutputRecorded  # noqa: PLC0415
+
+        class Peer:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                return "done"
+
+        class Worker:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+                ctx.set_private("seen", message.topic)
+                ctx.set_cognitive_state(CognitiveState(context="c"))
+                ctx.checkpoint_cognitive()
+                ctx.llm.generate("think")
+                ctx.send("peer", "note", 1)
+                ctx.broadcast("news", 2)
+                ctx.request("peer", "reply-me", 3, timeout=10)
+
+        provider = ScriptedProvider(["out"])
+        with Runtime.open(
+            tmp_path / "j", behaviors={"worker": Worker, "peer": Peer}, llm_provider=provider
+        ) as rt:
+            rt.spawn("w", behavior="worker")
+            rt.spawn("peer", behavior="peer")
+            rt.agent("w").set_private("before", 1)  # a handle call: caused by no message
+            tick = rt.bus.send("x", "w", "tick")
+            rt.agent("w").private("seen")  # queued behind the tick: returns once it was handled
+            rt.flush()
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            events = [r.event for r in journal.read()]
+
+        kinds = (PrivateSet, CognitiveStateSet, CheckpointTaken, LlmOutputRecorded)
+        caused = [e for e in events if e.cause == tick.id]
+        assert {type(e) for e in caused if isinstance(e, kinds)} == set(kinds)
+        assert {(e.topic, e.kind) for e in caused if isinstance(e, IpcMessage)} == {
+            ("note", "send"),
+            ("news", "broadcast"),
+            ("reply-me", "request"),
+        }
+        before = next(e for e in events if isinstance(e, PrivateSet) and e.key == "before")
+        assert before.cause is None
+
     def test_send_returns_before_the_recipient_handles_the_message(self) -> None:
         with _open(None) as runtime:
             runtime.spawn("a", behavior="gate")
