@@ -118,6 +118,17 @@ def _id_part(user_id: str) -> str:
     return part
 
 
+def session_ended(journal: Journal, stream: str) -> bool:
+    """Whether the session of ``stream`` was deleted, expired or evicted: its last record says.
+
+    One record read: recovery skips such a stream rather than replaying it whole, and a
+    tail verification need not start at its first record.
+    """
+    head = journal.stream_head(stream)
+    last = next(iter(journal.read(after=head - 1, until=head, stream=stream)), None)
+    return last is not None and isinstance(last.event, SessionDeleted | SessionExpired | SessionEvicted)
+
+
 def apply_session_event(state: SessionState | None, event: Event) -> SessionState | None:
     """Return a session's state after ``event``; None once it is deleted, expired or evicted."""
     match event:
@@ -296,6 +307,8 @@ class MemoryManager:
             return
         recovered: list[SessionState] = []
         for stream in journal.streams("session/"):
+            if session_ended(journal, stream):
+                continue  # replaying it would end in nothing
             state: SessionState | None = None
             for record in journal.read(stream=stream):
                 state = apply_session_event(state, record.event)

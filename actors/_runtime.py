@@ -42,7 +42,7 @@ from ._errors import (
 )
 from ._handle import Agent
 from ._llm import JournaledLLM, LLMProvider, OpenAICompatibleProvider
-from ._memory import MemoryManager
+from ._memory import MemoryManager, session_ended
 from ._state import AgentSnapshot, AgentState, apply_event
 from ._writer import Ack, JournalWriter
 
@@ -165,9 +165,9 @@ class Runtime:
         ``verify="full"`` checks the whole hash chain before recovery; ``"tail"`` checks
         the chain head and every record recovery replays: from the earliest of the
         agents' latest snapshots, or from the first record of an agent without one or
-        of a session (every session stream is replayed whole: sessions have no
+        of a live session (a live session's stream is replayed whole: sessions have no
         snapshots). It is faster only where that start is late: a long journal whose
-        agents all have recent snapshots and which holds no early sessions.
+        agents all have recent snapshots and whose early sessions have ended.
 
         ``key`` makes the journal's hash chain keyed (a BLAKE2b MAC, see
         ``cogfabric.store.Journal.open``): only a holder of the key can re-chain it
@@ -237,8 +237,8 @@ class Runtime:
         """The seq before the first record recovery replays: a tail check starts after it.
 
         An agent is replayed from its latest snapshot, or from its first record when it
-        has none (or a damaged one); a session from its first record. With none of
-        them, only the chain head is checked.
+        has none (or a damaged one); a live session from its first record (one that
+        ended is not replayed). With none of them, only the chain head is checked.
         """
         starts: list[int] = []
         for stream in journal.streams("agent/"):
@@ -249,7 +249,11 @@ class Runtime:
                     raise
                 snapshot = None  # recovery replays its events instead (replay_agent)
             starts.append(snapshot.seq if snapshot is not None else journal.stream_start(stream) - 1)
-        starts.extend(journal.stream_start(stream) - 1 for stream in journal.streams("session/"))
+        starts.extend(
+            journal.stream_start(stream) - 1
+            for stream in journal.streams("session/")
+            if not session_ended(journal, stream)  # recovery skips a session that ended
+        )
         return max(0, min(starts, default=journal.last_seq))
 
     def _recover(self, journal: Journal) -> None:

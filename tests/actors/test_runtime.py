@@ -430,6 +430,24 @@ class TestTailVerification:
         with pytest.raises(JournalIntegrityError):
             Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
 
+    def test_a_session_that_ended_is_not_replayed_so_not_checked(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            gone = runtime.memory.create_session("u")
+            runtime.memory.add_message(gone, "user", "abcdef")
+            runtime.memory.delete_session(gone)
+            kept = runtime.memory.create_session("v")
+            a = runtime.spawn("a")
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+            runtime.memory.add_message(kept, "user", "later")
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+
+        with pytest.raises(JournalIntegrityError):
+            Runtime.open(tmp_path / "j", config=self.CONFIG)  # full
+        with Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail") as runtime:
+            assert runtime.memory.size() == 1
+            assert [m.content for m in runtime.memory.get_messages(kept)][-1] == "later"
+
     def test_it_starts_at_the_first_record_replayed(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
             a = runtime.spawn("a")
