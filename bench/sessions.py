@@ -510,13 +510,13 @@ def sweep_workloads(settings: Settings) -> list[Workload]:
             "reopen after the sweep: Runtime.open returns",
             "records",
             seconds="reopen_seconds",
-            note=lambda _: "verify=full; sessions replayed before it returns",
+            note=lambda _: "verify=full; sessions recovered before it returns",
         ),
         RowSpec(
             "reopen after the sweep: + first memory call answers",
             "records",
             seconds="recovered_seconds",
-            note=lambda _: f"{n:,} session streams replayed, none live",
+            note=lambda _: f"{n:,} session streams, none live (each read once: its last record ends it)",
         ),
     )
     return [Workload(name, "sweep", timed, rows)]
