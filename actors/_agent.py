@@ -38,6 +38,7 @@ from ._errors import (
     AgentNotSuspendedError,
     AgentRetiredError,
     AgentRunningError,
+    IpcInvalidMessageError,
     IpcNoHandlerError,
     RuntimeClosedError,
 )
@@ -738,7 +739,16 @@ class AgentContext:
         self._actor._core.bus.send_from(self._actor, to, topic, payload)  # noqa: SLF001
 
     def request(self, to: str, topic: str, payload: object = None, timeout: float = 30.0) -> IpcMessage:
-        """Send a request and wait for the reply (blocks this agent meanwhile)."""
+        """Send a request and wait for the reply (blocks this agent meanwhile).
+
+        Raises:
+            IpcInvalidMessageError: ``to`` is this agent: it would wait for its own
+                mailbox, which it is blocking, until the timeout.
+
+        """
+        if to == self.agent_id:
+            msg = f"agentipc: invalid message: {to!r} cannot request itself from its own behavior"
+            raise IpcInvalidMessageError(msg)
         self._actor.flush_outbox()
         bus = self._actor._core.bus  # noqa: SLF001
         return bus.request(self.agent_id, to, topic, payload, timeout, cause=self._actor.cause)

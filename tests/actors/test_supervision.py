@@ -20,6 +20,7 @@ from cogfabric.actors import (
     FakeClock,
     InvalidSpawnSpecError,
     IpcHandlerError,
+    IpcInvalidMessageError,
     IpcTimeoutError,
     JournalConfig,
     MailboxFullError,
@@ -273,6 +274,22 @@ class TestBehaviors:
         }
         before = next(e for e in events if isinstance(e, PrivateSet) and e.key == "before")
         assert before.cause is None
+
+    def test_a_behavior_that_requests_its_own_agent_is_refused_at_once(self) -> None:
+        class Narcissus:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                try:
+                    ctx.request(ctx.agent_id, "mirror", timeout=30)
+                except IpcInvalidMessageError as exc:
+                    return str(exc)
+                return "waited"
+
+        with Runtime.open(None, behaviors={"n": Narcissus}) as rt:
+            rt.spawn("n", behavior="n")
+
+            answer = rt.bus.request("x", "n", "look", timeout=5).payload
+
+        assert "cannot request itself" in answer
 
     def test_send_returns_before_the_recipient_handles_the_message(self) -> None:
         with _open(None) as runtime:
