@@ -7,6 +7,7 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
+import msgspec
 import pykka
 
 from cogfabric.events import (
@@ -355,7 +356,13 @@ class AgentActor(pykka.ThreadingActor):
         return 0
 
     def note(self, event: Event) -> None:
-        """Journal a fact that changes no state, with the next commit, without waiting."""
+        """Journal a fact that changes no state, with the next commit, without waiting.
+
+        While a behavior handles a message, that message is the fact's cause (an LLM
+        output or refusal, through ``ctx.llm``, whenever the client was made).
+        """
+        if self.cause is not None and event.cause is None:
+            event = msgspec.structs.replace(event, cause=self.cause)
         self._outbox.append(event)
 
     def _apply(self, event: Event) -> None:
@@ -585,9 +592,7 @@ class AgentActor(pykka.ThreadingActor):
 
     def _on_ipc(self, message: IpcMessage) -> None:
         bus = self._core.bus
-        self.note(
-            IpcDelivered(at=self._now(), message_id=message.id, recipient=self._state.id, cause=message.id)
-        )
+        self.note(IpcDelivered(at=self._now(), message_id=message.id, recipient=self._state.id))
         lifecycle = self._state.lifecycle
         if self._behavior is None or lifecycle in (AgentState.SUSPENDED, AgentState.RETIRED):
             reason = "no behavior" if self._behavior is None else f"agent {lifecycle.lower()}"
@@ -731,7 +736,6 @@ class AgentContext:
             journal=self._actor.note,
             memory=core.memory,
             agent_id=self.agent_id,
-            cause=self._actor.cause,
         )
 
     def send(self, to: str, topic: str, payload: object = None) -> None:

@@ -83,6 +83,8 @@ class IpcBus:
         require_str(frm, "sender")
         require_str(to, "recipient")
         require_str(topic, "topic")
+        if fields.get("cause") is not None:
+            require_str(fields["cause"], "cause")
         return IpcMessage(
             at=self._core.clock.now(),
             sender=frm,
@@ -109,17 +111,24 @@ class IpcBus:
             self.dead_letter(message, "mailbox full", str(exc))
             raise
 
-    def _delivery(self, message: IpcMessage, entry: _Entry) -> Callable[[bool], None]:
-        """Put ``message`` into an admitted mailbox, once its journaling is over."""
+    def _delivery(
+        self, message: IpcMessage, entry: _Entry, *, shared: bool = False
+    ) -> Callable[[bool], None]:
+        """Put ``message`` into an admitted mailbox, once its journaling is over.
+
+        ``shared``: the caller keeps ``message`` (``send`` returns it).
+        """
+        own_copy = shared or not self._core.sync
 
         def deliver(committed: bool) -> None:
             if not committed:
                 entry.shared.slots.release()
                 return
             delivered = message
-            if isinstance(message.payload, dict | list):
-                # The recipient gets its own copy: the sender holds the sent message (send
-                # returns it), and in batch durability the writer may still be encoding it.
+            if own_copy and isinstance(message.payload, dict | list):
+                # The recipient gets its own copy where anyone else could see a change to
+                # it: the sender holds the sent message (send returns it), and in batch
+                # durability the writer may still be encoding it.
                 delivered = msgspec.structs.replace(message, payload=copy_value(message.payload))
             try:
                 entry.ref.tell((1, delivered))
@@ -169,10 +178,10 @@ class IpcBus:
 
         """
         message = self._message(frm, to, topic, payload, trace_id=new_event_id())
-        self._journal_and_deliver(message, self._admit(message))
+        self._journal_and_deliver(message, self._admit(message), shared=True)
         return message
 
-    def _journal_and_deliver(self, message: IpcMessage, entry: _Entry) -> None:
+    def _journal_and_deliver(self, message: IpcMessage, entry: _Entry, *, shared: bool = False) -> None:
         """Journal ``message`` (durable first), then put it in its admitted mailbox.
 
         If journaling fails, the mailbox slot is given back and the error raised.
@@ -182,7 +191,7 @@ class IpcBus:
         except BaseException:
             entry.shared.slots.release()
             raise
-        self._delivery(message, entry)(True)
+        self._delivery(message, entry, shared=shared)(True)
 
     def send_from(self, sender: AgentActor, to: str, topic: str, payload: object = None) -> IpcMessage:
         """``send`` from inside an agent: journaled with the agent's waiting events.
@@ -434,6 +443,7 @@ class IpcBus:
                 payload=copy_value(message.payload),
                 trace_id=message.trace_id,
                 kind="broadcast",
+                cause=message.cause,
             )
             try:
                 self._runtime._tell(agent_id, (1, copy), max(0.0, deadline - time.monotonic()))  # noqa: SLF001

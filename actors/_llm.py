@@ -304,19 +304,17 @@ class JournaledLLM(LLMClient):
         journal: Callable[[Event], None],
         memory: MemoryManager,
         agent_id: str | None = None,
-        cause: str | None = None,
     ) -> None:
         """Journal through ``journal`` (one event at a time) on behalf of ``agent_id``.
 
-        ``cause`` is the id of what the journaled outputs and refusals answer (for a
-        behavior's ``ctx.llm``, the message its agent is handling).
+        A behavior's ``ctx.llm`` journals through its agent, which names the message the
+        behavior is handling as the cause of each output and refusal.
         """
         super().__init__(provider, config, on_reject=self._rejected, on_output=self._answered)
         self._clock = clock
         self._journal = journal
         self._memory = memory
         self._agent_id = agent_id
-        self._cause = cause
         self._session: str | None = None
 
     def _rejected(self, length: int, limit: int, reason: str) -> None:
@@ -327,7 +325,6 @@ class JournaledLLM(LLMClient):
                 length=length,
                 limit=limit,
                 reason=reason,
-                cause=self._cause,
             )
         )
 
@@ -346,7 +343,6 @@ class JournaledLLM(LLMClient):
                 prompt_hash=prompt_hash(prompt),
                 output=output,
                 session=self._session,
-                cause=self._cause,
             )
         )
 

@@ -1092,6 +1092,9 @@ class LmdbJournal(Journal):
                 return
             self._closed = True
             if os.getpid() != self._pid:  # a forked child: the environment is the parent's
+                if self._lock_fd is not None:  # its copy of the lock's descriptor; the parent's holds it
+                    os.close(self._lock_fd)
+                    self._lock_fd = None
                 return
             try:
                 if not self._readonly and self._failed is None:

@@ -304,7 +304,7 @@ def test_turns_that_fail_are_counted_from_the_journal_and_make_the_command_fail(
 
     counts = _types(tmp_path / "j")
     assert result.exit_code == 1
-    assert f"error: {counts['AgentFailed']} turns failed" in result.output
+    assert f"error: agents raised {counts['AgentFailed']} times" in result.output
     assert f"prompts refused {counts['PromptRejected']}," in result.output
     assert counts["AgentFailed"] == 6
 

@@ -143,30 +143,36 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
         "cognitive": msgspec.to_builtins(state.cognitive),
         "ipc": {
             "messages": len(ipc),
-            "latest": [
-                {"id": m.id, "from": m.sender, "to": m.recipient, "topic": m.topic, "kind": m.kind}
-                for m in ipc[-_IPC_SHOWN:]
-            ],
+            "latest": ipc[-_IPC_SHOWN:],
         },
     }
 
 
-def _ipc_of(journal: LmdbJournal, agent_id: str, at: int | None) -> list[IpcMessage]:
+def _ipc_of(journal: LmdbJournal, agent_id: str, at: int | None) -> list[dict[str, str]]:
     """The messages ``agent_id`` sent or was sent up to ``at``, broadcasts it received included.
 
     A broadcast names no recipient: its deliveries (``IpcDelivered``) say who got it.
+    Only the fields shown are kept, not the payloads, so memory follows the count.
     """
-    messages: list[IpcMessage] = []
+    messages: list[dict[str, str]] = []
     delivered: set[str] = set()
     for record in journal.read(until=at, stream="bus"):
         event = record.event
         if isinstance(event, IpcMessage) and (
             agent_id in (event.sender, event.recipient) or not event.recipient
         ):
-            messages.append(event)
+            messages.append(
+                {
+                    "id": event.id,
+                    "from": event.sender,
+                    "to": event.recipient,
+                    "topic": event.topic,
+                    "kind": event.kind,
+                }
+            )
         elif isinstance(event, IpcDelivered) and event.recipient == agent_id:
             delivered.add(event.message_id)
-    return [m for m in messages if m.recipient or m.sender == agent_id or m.id in delivered]
+    return [m for m in messages if m["to"] or m["from"] == agent_id or m["id"] in delivered]
 
 
 def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[str, Any] | None:

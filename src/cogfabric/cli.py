@@ -139,8 +139,9 @@ def simulate(
     click.echo(f"audit it: cogfabric inspect {report.path} && cogfabric verify {report.path}")
     if report.failures:
         click.echo(
-            f"error: {report.failures} turns failed: their agents raised and were restarted (AgentFailed "
-            f"in the journal: cogfabric export {report.path} --after {report.total_events - report.events})",
+            f"error: agents raised {report.failures} times and were restarted, failing their turns "
+            f"(AgentFailed in the journal: cogfabric export {report.path} --after "
+            f"{report.total_events - report.events})",
             err=True,
         )
         sys.exit(EXIT_PROBLEM)

@@ -448,6 +448,30 @@ class TestTailVerification:
             assert runtime.memory.size() == 1
             assert [m.content for m in runtime.memory.get_messages(kept)][-1] == "later"
 
+    def test_the_record_that_ends_a_session_is_checked_since_recovery_acts_on_it(
+        self, tmp_path: Path
+    ) -> None:
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            gone = runtime.memory.create_session("u")
+            runtime.memory.delete_session(gone)
+            a = runtime.spawn("a")
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            ended = journal.stream_head("session/" + gone)
+        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
+        with env.begin(write=True, db=env.open_db(b"events")) as txn:
+            key = ended.to_bytes(8, "big")
+            stored = txn.get(key)
+            assert stored is not None
+            value = bytearray(stored)
+            value[-1] ^= 0x01  # one bit of the SessionDeleted record
+            txn.put(key, bytes(value))
+        env.close()
+
+        with pytest.raises(JournalIntegrityError, match=f"seq {ended}"):
+            Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
+
     def test_it_starts_at_the_first_record_replayed(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
             a = runtime.spawn("a")

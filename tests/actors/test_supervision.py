@@ -291,6 +291,36 @@ class TestBehaviors:
 
         assert "cannot request itself" in answer
 
+    def test_an_llm_client_kept_across_messages_names_the_message_at_hand(self, tmp_path: Path) -> None:
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.events import LlmOutputRecorded  # noqa: PLC0415
+
+        class Keeper:
+            def __init__(self) -> None:
+                self.llm: Any = None
+
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                self.llm = self.llm or ctx.llm
+                self.llm.generate("think")
+
+        provider = ScriptedProvider(["one", "two"])
+        with Runtime.open(tmp_path / "j", behaviors={"keep": Keeper}, llm_provider=provider) as rt:
+            rt.spawn("k", behavior="keep")
+            first = rt.bus.send("x", "k", "a")
+            second = rt.bus.send("x", "k", "b")
+            rt.agent("k").private("z")  # behind both
+            rt.flush()
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            causes = [r.event.cause for r in journal.read() if isinstance(r.event, LlmOutputRecorded)]
+
+        assert causes == [first.id, second.id]
+
+    def test_a_cause_that_is_not_a_string_is_refused(self) -> None:
+        with Runtime.open(None) as rt:
+            rt.spawn("a")
+            with pytest.raises(TypeError):
+                rt.bus.broadcast("x", "news", 1, cause=b"raw")  # type: ignore[arg-type]
+
     def test_send_returns_before_the_recipient_handles_the_message(self) -> None:
         with _open(None) as runtime:
             runtime.spawn("a", behavior="gate")
@@ -1122,8 +1152,8 @@ class TestKillAndReloadEdges:
             bus = runtime.bus
             original = bus._delivery
 
-            def delivery_that_says(message: IpcMessage, entry: Any) -> Callable[[bool], None]:
-                deliver = original(message, entry)
+            def delivery_that_says(message: IpcMessage, entry: Any, **options: Any) -> Callable[[bool], None]:
+                deliver = original(message, entry, **options)
 
                 def deliver_and_say(committed: bool) -> None:
                     deliver(committed)

@@ -853,3 +853,27 @@ def test_a_forked_child_cannot_use_its_parents_journal_and_makes_ids_of_its_own(
         assert child_id.split("-")[0] != new_event_id().split("-")[0]  # a prefix of its own
         assert journal.append(make_events(1, start=1)) == [2]  # the parent's journal goes on
         assert journal.verify().ok
+
+
+def test_a_forked_child_that_closes_its_copy_leaves_the_parent_its_lock(tmp_path: Path) -> None:
+    journal = Journal.open(tmp_path / "j")
+    from_child, to_parent = os.pipe()
+    from_parent, to_child = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            journal.close()  # the child's copy only
+            os.write(to_parent, b"closed")
+            os.read(from_parent, 1)  # stay alive until the parent has reopened
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(from_child, 6) == b"closed"
+        journal.close()
+        with Journal.open(tmp_path / "j") as reopened:  # the child lives on, without the lock
+            assert reopened.last_seq == 0
+    finally:
+        os.write(to_child, b"x")
+        os.waitpid(pid, 0)
+        for fd in (from_child, to_parent, from_parent, to_child):
+            os.close(fd)
