@@ -193,11 +193,12 @@ class IpcBus:
             raise
         self._delivery(message, entry, shared=shared)(True)
 
-    def send_from(self, sender: AgentActor, to: str, topic: str, payload: object = None) -> IpcMessage:
+    def send_from(self, sender: AgentActor, to: str, topic: str, payload: object = None) -> None:
         """``send`` from inside an agent: journaled with the agent's waiting events.
 
         The sending agent does not wait for durability: in sync durability the message
-        is delivered by the writer once it is durable (one commit per hop, not two).
+        is delivered by the writer once it is durable (one commit per hop, not two). It
+        returns nothing: in sync durability the recipient gets the message itself.
         """
         message = self._message(
             sender.agent_id, to, topic, payload, trace_id=new_event_id(), cause=sender.cause
@@ -208,7 +209,6 @@ class IpcBus:
         except BaseException:
             entry.shared.slots.release()
             raise
-        return message
 
     def request(
         self,

@@ -238,8 +238,8 @@ class Runtime:
 
         An agent is replayed from its latest snapshot, or from its first record when it
         has none (or a damaged one); a live session from its first record (one that
-        ended is not replayed, but the last record that says so is checked). With none
-        of them, only the chain head is checked.
+        ended is not replayed; the last record that says so is checked on its own).
+        With none of them, only the chain head is checked.
         """
         starts: list[int] = []
         for stream in journal.streams("agent/"):
@@ -252,9 +252,10 @@ class Runtime:
             starts.append(snapshot.seq if snapshot is not None else journal.stream_start(stream) - 1)
         for stream in journal.streams("session/"):
             # Recovery skips a session that ended, on its last record's word: that record
-            # is checked, a session still live from its first.
-            ended = session_ended(journal, stream)
-            starts.append((journal.stream_head(stream) if ended else journal.stream_start(stream)) - 1)
+            # must match its chain link, or the whole stream is checked.
+            if session_ended(journal, stream) and journal.record_intact(journal.stream_head(stream)):
+                continue
+            starts.append(journal.stream_start(stream) - 1)
         return max(0, min(starts, default=journal.last_seq))
 
     def _recover(self, journal: Journal) -> None:

@@ -68,7 +68,7 @@ def _check_version(version: int) -> None:
     # Only newer versions are refused: the original accepts negative ones (spec §2.3).
     # A version that is not an int (True, 1.0) would be journaled and then refused by
     # the typed decoder on every read: the journal could not be replayed.
-    if not isinstance(version, int) or isinstance(version, bool):
+    if type(version) is not int:  # not a bool, nor an int subclass msgspec cannot encode
         msg = f"{_MISMATCH}: schema_version must be an int, got {type(version).__name__} {version!r}"
         raise _VersionTypeError(msg)
     if version > COGNITIVE_STATE_SCHEMA_VERSION:

@@ -127,6 +127,14 @@ class Journal(abc.ABC):
             last = record.seq
         return last
 
+    def record_intact(self, seq: int) -> bool:
+        """Whether record ``seq`` matches its hash-chain link (False when it is missing).
+
+        A check of one record against the one before it, for a decision taken on a
+        record outside a verified range. This default verifies from ``seq`` to the end.
+        """
+        return 0 < seq <= self.last_seq and self.verify(after=seq - 1).ok
+
     def stream_start(self, stream: str) -> int:
         """The seq of ``stream``'s first record, 0 when it has none.
 

@@ -950,6 +950,33 @@ class LmdbJournal(Journal):
                 stored = self._txn_call(lambda: self._get(self._db_heads, stream_raw))
         return 0 if stored is None else int.from_bytes(stored[:8], "big")
 
+    def record_intact(self, seq: int) -> bool:
+        """Whether record ``seq`` matches its hash-chain link (False when it is missing).
+
+        Two lookups and one hash: the record's body, chained to the link of the record
+        before it, must give its own link (keyed, when the journal is).
+        """
+        self._check_open()
+        if seq <= 0:
+            return False
+        with self._lock, _translated(self._path):
+            pair = self._txn_call(lambda: self._record_and_link_before(seq))
+        if pair is None:
+            return False
+        record, prev = pair
+        h = self._hasher.copy()
+        h.update(prev)
+        h.update(record[16:])
+        return len(record) > 16 and h.digest() == record[:16]  # noqa: PLR2004 - the link's length
+
+    def _record_and_link_before(self, seq: int) -> tuple[bytes, bytes] | None:
+        with self._env.begin(db=self._db_events) as txn:
+            record = txn.get(_seq_key(seq))
+            before = txn.get(_seq_key(seq - 1)) if seq > 1 else _ZERO_CHAIN
+        if record is None or before is None:
+            return None
+        return bytes(record), bytes(before[:16])
+
     def stream_start(self, stream: str) -> int:
         """The seq of ``stream``'s first record, 0 when it has none.
 

@@ -226,6 +226,19 @@ class JournalContract:
         assert journal.stream_head("agent/a2") == 9
         assert journal.stream_head("agent/nobody") == 0
 
+    def test_record_intact_checks_one_record_and_refuses_a_missing_one(self, journal: Journal) -> None:
+        journal.append(make_events(5))
+
+        assert [journal.record_intact(seq) for seq in range(7)] == [
+            False,
+            True,
+            True,
+            True,
+            True,
+            True,
+            False,
+        ]
+
     def test_stream_start_is_the_seq_of_a_streams_first_record(self, journal: Journal) -> None:
         journal.append(make_events(2, agents=1, start=0))  # a0 at seqs 1, 2
         journal.append(make_events(300, agents=3, start=0))  # a0, a1, a2 in turn: seqs 3..302

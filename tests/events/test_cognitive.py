@@ -296,7 +296,11 @@ class TestUpgradeCognitiveState:
         with pytest.raises(CognitiveStateSchemaVersionError, match=MISMATCH):
             upgrade_cognitive_state(CognitiveState(schema_version=version))
 
-    @pytest.mark.parametrize("version", [True, 1.0, 0.5], ids=["bool", "float-one", "half"])
+    @pytest.mark.parametrize(
+        "version",
+        [True, 1.0, 0.5, type("MyInt", (int,), {})(1)],
+        ids=["bool", "float-one", "half", "int-subclass"],
+    )
     def test_a_version_that_is_not_an_int_is_refused_on_write(self, version: Any) -> None:
         with pytest.raises(CognitiveStateSchemaVersionError, match="must be an int") as info:
             upgrade_cognitive_state(CognitiveState(schema_version=version))

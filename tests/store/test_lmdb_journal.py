@@ -328,6 +328,24 @@ class _Alien(AgentEvent, frozen=True, kw_only=True):
     what: str
 
 
+class TestRecordIntact:
+    def test_a_changed_record_is_not_intact_and_its_neighbours_are(self, closed_journal: Path) -> None:
+        def flip(txn: Any, events: Any, _: Any) -> None:
+            value = bytearray(txn.get(_seq(7), db=events))
+            value[-1] ^= 0x01
+            txn.put(_seq(7), bytes(value), db=events)
+
+        _raw_edit(closed_journal, flip)
+
+        with Journal.open(closed_journal, readonly=True) as journal:
+            assert [journal.record_intact(seq) for seq in (6, 7, 8)] == [True, False, True]
+
+    def test_a_keyed_journal_checks_with_its_key(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path / "j", key="k") as journal:
+            journal.append(make_events(3))
+            assert all(journal.record_intact(seq) for seq in (1, 2, 3))
+
+
 class TestSchemaVersionsOnRead:
     def test_a_record_of_a_newer_schema_version_is_refused_by_name(self, tmp_path: Path) -> None:
         path = tmp_path / "j"
