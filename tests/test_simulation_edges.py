@@ -283,24 +283,16 @@ def test_a_continued_run_keeps_a_session_for_every_agent_of_its_journal(tmp_path
     assert "SessionEvicted" not in _types(tmp_path / "j")
 
 
-def test_turns_that_fail_are_counted_from_the_journal_and_make_the_command_fail(tmp_path: Path) -> None:
-    config = tmp_path / "tight.yaml"
-    config.write_text("llm:\n  max_prompt_length: 50\n")  # every turn's prompt is longer
+def _simulate_with(tmp_path: Path, settings: str) -> Result:
+    """``simulate`` of 4 agents and 6 turns with ``settings`` as its YAML config file."""
+    config = tmp_path / "settings.yaml"
+    config.write_text(settings)
+    arguments = ["--agents", "4", "--turns", "6", "--journal", str(tmp_path / "j"), "--config", str(config)]
+    return CliRunner().invoke(main, ["simulate", *arguments])
 
-    result = CliRunner().invoke(
-        main,
-        [
-            "simulate",
-            "--agents",
-            "4",
-            "--turns",
-            "6",
-            "--journal",
-            str(tmp_path / "j"),
-            "--config",
-            str(config),
-        ],
-    )
+
+def test_turns_that_fail_are_counted_from_the_journal_and_make_the_command_fail(tmp_path: Path) -> None:
+    result = _simulate_with(tmp_path, "llm:\n  max_prompt_length: 50\n")  # every turn's prompt is longer
 
     counts = _types(tmp_path / "j")
     assert result.exit_code == 1
@@ -310,22 +302,6 @@ def test_turns_that_fail_are_counted_from_the_journal_and_make_the_command_fail(
 
 
 def test_a_run_that_cannot_go_on_is_a_one_line_error(tmp_path: Path) -> None:
-    config = tmp_path / "hasty.yaml"
-    config.write_text("runtime:\n  call_timeout: 0.000001\n")
-
-    result = CliRunner().invoke(
-        main,
-        [
-            "simulate",
-            "--agents",
-            "4",
-            "--turns",
-            "6",
-            "--journal",
-            str(tmp_path / "j"),
-            "--config",
-            str(config),
-        ],
-    )
+    result = _simulate_with(tmp_path, "runtime:\n  call_timeout: 0.000001\n")
 
     _assert_one_line_error(result, naming="the simulation stopped")
