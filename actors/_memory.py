@@ -118,15 +118,16 @@ def _id_part(user_id: str) -> str:
     return part
 
 
-def session_ended(journal: Journal, stream: str) -> bool:
-    """Whether the session of ``stream`` was deleted, expired or evicted: its last record says.
+def session_end(journal: Journal, stream: str) -> int:
+    """The seq of the record that deleted, expired or evicted the session of ``stream``; 0 while it lives.
 
     One record read: recovery skips such a stream rather than replaying it whole, and a
     tail verification need not start at its first record.
     """
     head = journal.stream_head(stream)
     last = next(iter(journal.read(after=head - 1, until=head, stream=stream)), None)
-    return last is not None and isinstance(last.event, SessionDeleted | SessionExpired | SessionEvicted)
+    ended = last is not None and isinstance(last.event, SessionDeleted | SessionExpired | SessionEvicted)
+    return head if ended else 0
 
 
 def apply_session_event(state: SessionState | None, event: Event) -> SessionState | None:
@@ -307,7 +308,7 @@ class MemoryManager:
             return
         recovered: list[SessionState] = []
         for stream in journal.streams("session/"):
-            if session_ended(journal, stream):
+            if session_end(journal, stream):
                 continue  # replaying it would end in nothing
             state: SessionState | None = None
             for record in journal.read(stream=stream):

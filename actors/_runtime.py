@@ -42,7 +42,7 @@ from ._errors import (
 )
 from ._handle import Agent
 from ._llm import JournaledLLM, LLMProvider, OpenAICompatibleProvider
-from ._memory import MemoryManager, session_ended
+from ._memory import MemoryManager, session_end
 from ._state import AgentSnapshot, AgentState, apply_event
 from ._writer import Ack, JournalWriter
 
@@ -253,7 +253,8 @@ class Runtime:
         for stream in journal.streams("session/"):
             # Recovery skips a session that ended, on its last record's word: that record
             # must match its chain link, or the whole stream is checked.
-            if session_ended(journal, stream) and journal.record_intact(journal.stream_head(stream)):
+            end = session_end(journal, stream)
+            if end and journal.record_intact(end):
                 continue
             starts.append(journal.stream_start(stream) - 1)
         return max(0, min(starts, default=journal.last_seq))

@@ -5,7 +5,7 @@ LLM turns in their own sessions through the prompt gate (a scripted provider, so
 seed gives the same run; every twentieth round of a researcher also tries a raw
 evidence dump that the gate refuses), ask reviewers for reviews (IPC request/reply),
 broadcast findings, and checkpoint (in their first round, then every fifth). Reviewers
-only answer, each review an LLM turn in the reviewer's own session, so no two agents
+only answer, each review an LLM call noted in the reviewer's own session, so no two agents
 ever wait on each other. Every agent has a session (``max_sessions`` is raised to the
 number of agents); one that expires is replaced. Running it again on the same journal
 continues from the recovered state; a journal the simulation did not write is refused,
@@ -93,7 +93,6 @@ class _Tally:
         self.done = threading.Semaphore(0)
         self.reviews = 0
         self.broadcasts = 0
-        self.checkpoints = 0
 
 
 def _answer(seed: int) -> Callable[[str], str]:
@@ -171,8 +170,6 @@ class Researcher:
                 self._tally.broadcasts += 1
         if round_no % 5 == 1:  # its first round, then every fifth
             ctx.checkpoint_cognitive()
-            with self._tally.lock:
-                self._tally.checkpoints += 1
 
 
 class Reviewer:
@@ -307,7 +304,7 @@ def run_simulation(
         failures=counts["AgentFailed"],
         reviews=tally.reviews,
         broadcasts=tally.broadcasts,
-        checkpoints=tally.checkpoints,
+        checkpoints=counts["CheckpointTaken"],
         journal_bytes=_journal_bytes(path),
         path=path,
         resumed=resumed,
