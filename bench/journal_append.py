@@ -160,13 +160,17 @@ def make_events(count: int, agents: int, event_bytes: int) -> list[Event]:
 
 
 def record_bodies(events: Sequence[Event]) -> list[bytes]:
-    """The record bodies the journal hashes: stream, back link and id headers plus the msgpack event."""
+    """The record bodies the journal hashes (format 3, store/_record.py): the seq, the msgpack
+    event and the trailer up to its chain link (stream, back link)."""
     out = []
-    for event in events:
+    for seq, event in enumerate(events, 1):
         stream = event.stream.encode()
-        id_raw = event.id.encode()
         link = bytes(8)  # the seq of the stream's previous record; its value does not change the cost
-        out.append(b"%c%s%s%c%s%s" % (len(stream), stream, link, len(id_raw), id_raw, _encoder.encode(event)))
+        trailer = b"%s%c%s" % (stream, len(stream), link)
+        out.append(
+            b"\x93\xcf%s%s\xc5%s%s"
+            % (_seq_key(seq), _encoder.encode(event), (len(trailer) + 16).to_bytes(2, "big"), trailer)
+        )
     return out
 
 
@@ -382,7 +386,7 @@ def journal_verify(events: Sequence[Event]) -> Timed:
 
 def chain_per_record(bodies: Sequence[bytes], *, build: bool) -> tuple[float, int]:
     """Chained BLAKE2b-128 per record, as ``LmdbJournal._write`` does it (a copy of one
-    prepared hasher per record); with ``build``, also each stored value ``chain | body``."""
+    prepared hasher per record); with ``build``, also each stored value ``body | chain``."""
     copy = hashlib.blake2b(digest_size=16).copy
     commits = [bodies[i : i + HASH_COMMIT] for i in range(0, len(bodies), HASH_COMMIT)]
 
@@ -397,7 +401,7 @@ def chain_per_record(bodies: Sequence[bytes], *, build: bool) -> tuple[float, in
                 h.update(record)
                 prev = h.digest()
                 if build:
-                    stored.append(prev + record)
+                    stored.append(record + prev)
             done += len(commit)
         return done
 
@@ -407,7 +411,7 @@ def chain_per_record(bodies: Sequence[bytes], *, build: bool) -> tuple[float, in
 def crc_per_record_hash_per_commit(bodies: Sequence[bytes], *, build: bool) -> tuple[float, int]:
     """CRC32 per record and one chained BLAKE2b-128 per commit of 1000 (over the bodies).
 
-    With ``build``, also each stored value ``crc | body``.
+    With ``build``, also each stored value ``body | crc``.
     """
     blake2b = hashlib.blake2b
     crc32 = zlib.crc32
@@ -418,7 +422,7 @@ def crc_per_record_hash_per_commit(bodies: Sequence[bytes], *, build: bool) -> t
         done = 0
         for commit in commits:
             if build:
-                stored: list[Any] = [crc32(record).to_bytes(4, "big") + record for record in commit]
+                stored: list[Any] = [record + crc32(record).to_bytes(4, "big") for record in commit]
             else:
                 stored = [crc32(record) for record in commit]
             prev = blake2b(prev + b"".join(commit), digest_size=16).digest()
@@ -449,7 +453,7 @@ def crc_per_record_hash_per_commit_threaded(bodies: Sequence[bytes], *, build: b
             for commit in commits:
                 digest = pool.submit(one_shot, prev + b"".join(commit))
                 if build:
-                    stored: list[Any] = [crc32(record).to_bytes(4, "big") + record for record in commit]
+                    stored: list[Any] = [record + crc32(record).to_bytes(4, "big") for record in commit]
                 else:
                     stored = [crc32(record) for record in commit]
                 prev = digest.result()

@@ -18,18 +18,19 @@ __all__ = ["Journal", "Record", "Snapshot", "VerifyReport"]
 
 
 class Record(msgspec.Struct, frozen=True, gc=False):
-    """One stored event with its global sequence number and its stored bytes."""
+    """One stored event with its global sequence number and the bytes stored beside it."""
 
     seq: int
     event: Event
     raw: bytes = b""
-    """The record exactly as stored (backend-specific; the LMDB journal's starts with
-    the 16-byte chain link), empty where a backend keeps none."""
+    """What the backend stores beside the event, empty where it keeps nothing. The
+    LMDB journal's is the record's trailer: the event id, the stream link, the stream
+    and, last, the 16-byte hash-chain link (layout in ``store/_record.py``)."""
 
     @property
     def chain(self) -> bytes:
         """The hash-chain link of this record (BLAKE2b-128), empty where a backend has none."""
-        return self.raw[:16]
+        return self.raw[-16:]
 
     @property
     def stream(self) -> str:

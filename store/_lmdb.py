@@ -2,12 +2,14 @@
 
 Layout (named databases; nothing in LMDB's main database but their descriptors):
 
-* ``events``: 8-byte big-endian seq -> record. A record is
-  ``chain(16) | len(stream) (1) | stream | prev(8) | len(id) (1) | id | msgpack event``,
-  where ``prev`` is the seq of the stream's previous record (0 for its first) and
-  ``chain = BLAKE2b-128(previous chain | everything after the chain)``, keyed when the
-  journal has a key. The chain makes every record's bytes, their order and the
-  stream links tamper-evident; LMDB itself has no checksums (PITFALLS.md §1.11).
+* ``events``: 8-byte big-endian seq -> record. A record is one msgpack array,
+  ``[seq, event, trailer]``, whose trailer holds the stream, the seq of the stream's
+  previous record (0 for its first), and last the chain link
+  ``BLAKE2b-128(previous chain | every byte before this chain)``, keyed when the
+  journal has a key (the byte layout is in ``store/_record.py``). Replay decodes a
+  record straight into a ``Record`` in one msgspec call. The chain makes every
+  record's bytes, their order and the stream links tamper-evident; LMDB itself has
+  no checksums (PITFALLS.md §1.11).
 * ``heads``: ``stream`` -> ``last seq(8) | count(8)``: where each stream ends.
 * ``anchors``: ``stream | NUL | seq`` -> empty, for every 64th record of a stream.
   A stream is read by walking the back links from the next anchor (or the head) down
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
 import lmdb
+import msgspec
 
 from cogfabric.events import DEFAULT_CODEC, EventCodec, EventError
 
@@ -65,6 +68,7 @@ from ._errors import (
     record_error,
 )
 from ._journal import Journal, Record, Snapshot, VerifyReport
+from ._record import CHAIN_LEN, LINK_AT, PREFIX, link_of, parts, stream_part
 from ._verify import verify_journal
 
 if TYPE_CHECKING:
@@ -79,11 +83,13 @@ _T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION: Final = 2
+FORMAT_VERSION: Final = 3
 """The on-disk format this code reads and writes; a journal of another format is refused.
 
-Format 1 (development versions before the linked stream index) kept one index entry
-per record; read such a journal with the version that wrote it."""
+Formats 1 and 2 are development formats: 1 kept one index entry per record (before
+the linked stream index), 2 put the chain and the stream header before the event, so
+replay had to cut every record apart in Python. Read such a journal with the version
+that wrote it."""
 
 HASH_NAME: Final = "blake2b-128"
 _DEFAULT_MAP_SIZE: Final = 1 << 30  # sparse on 64-bit: costs no disk until used
@@ -112,6 +118,30 @@ _META_HEAD: Final = b"head"
 
 def _seq_key(seq: int) -> bytes:
     return seq.to_bytes(8, "big")
+
+
+_RECORD_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
+
+
+def _record_decoder(codec: EventCodec) -> Callable[[bytes], Record] | None:
+    """A decoder of a stored record straight into a ``Record`` (None: the codec must check versions).
+
+    The record is the msgpack array ``[seq, event, trailer]``; a ``Record`` subclass of
+    the codec's event union, decoded array-like, takes it in one call.
+    """
+    if not codec.pinned:
+        return None
+    stored = msgspec.defstruct(
+        "Record",
+        [("event", codec.union)],
+        bases=(Record,),
+        array_like=True,
+        frozen=True,
+        gc=False,
+        module=__name__,
+    )
+    decoder: msgspec.msgpack.Decoder[Record] = msgspec.msgpack.Decoder(stored)
+    return decoder.decode
 
 
 def _normalise_key(key: bytes | str | None) -> bytes:
@@ -292,6 +322,7 @@ class LmdbJournal(Journal):
         self._codec = codec
         self._hasher = hashlib.blake2b(digest_size=16, key=key)
         """An empty keyed hash: copied per record, cheaper than a new one (bench/journal_append.py)."""
+        self._record_decoder = _record_decoder(codec)
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()  # LMDB's environment must not be used by a forked child
@@ -500,7 +531,7 @@ class LmdbJournal(Journal):
             cursor = txn.cursor()
             if not cursor.last():
                 return 0, _ZERO_CHAIN
-            return int.from_bytes(cursor.key(), "big"), bytes(cursor.value()[:16])
+            return int.from_bytes(cursor.key(), "big"), bytes(cursor.value()[-CHAIN_LEN:])
 
     # ------------------------------------------------------------------ properties
 
@@ -660,7 +691,7 @@ class LmdbJournal(Journal):
         keys = [n.to_bytes(8, "big") for n in range(first, first + len(batch))]
         prev = self._head_chain
         with self._env.begin(write=True) as txn:
-            bodies, anchors, touched = self._bodies(txn, batch, payloads, id_raws, keys)
+            bodies, anchors, touched = self._bodies(txn, batch, payloads, keys)
             records: list[tuple[bytes, bytes]] = []
             copy = self._hasher.copy
             for key, body in zip(keys, bodies, strict=True):
@@ -668,7 +699,7 @@ class LmdbJournal(Journal):
                 h.update(prev)
                 h.update(body)
                 prev = h.digest()
-                records.append((key, prev + body))
+                records.append((key, body + prev))
             ids = list(zip(id_raws, keys, strict=True))
             if ids and not self._put_records(txn, ids, records, anchors, touched):
                 txn.abort()
@@ -686,34 +717,30 @@ class LmdbJournal(Journal):
         txn: lmdb.Transaction[bytes],
         batch: list[Event],
         payloads: list[bytes],
-        id_raws: list[bytes],
         keys: list[bytes],
     ) -> tuple[list[bytes], list[tuple[bytes, bytes]], dict[str, list[Any]]]:
-        """Each record's body (stream, back link, id, payload), the anchors, the moved heads.
+        """Each record without its chain link, the anchors, the moved heads.
 
         The heads are copies, adopted by the cache only once the transaction commits.
         """
         touched: dict[str, list[Any]] = {}
         cached = self._heads
-        headers: list[bytes] = []
-        links: list[bytes] = []
+        bodies: list[bytes] = []
+        append = bodies.append
         anchors: list[tuple[bytes, bytes]] = []
-        for event, key in zip(batch, keys, strict=True):
+        join = b"".join
+        for event, key, payload in zip(batch, keys, payloads, strict=True):
             stream = event.stream
             head = touched.get(stream)
             if head is None:
                 base = cached.get(stream)
                 head = touched[stream] = list(base) if base is not None else self._load_head(txn, stream)
-            headers.append(head[0])
-            links.append(head[1])
+            # [seq, event, bin16(stream | len(stream) | link | chain)], all but the chain
+            append(join((PREFIX, key, payload, head[0], head[1])))
             head[1] = key
             count = head[2] = head[2] + 1
             if not count & (_ANCHOR_EVERY - 1):
                 anchors.append((head[3] + key, b""))
-        bodies = [
-            b"%s%s%c%s%s" % (header, link, len(id_raw), id_raw, payload)
-            for header, link, id_raw, payload in zip(headers, links, id_raws, payloads, strict=True)
-        ]
         return bodies, anchors, touched
 
     def _committed(self, seq: int, chain: bytes, touched: dict[str, list[Any]]) -> None:
@@ -753,12 +780,13 @@ class LmdbJournal(Journal):
     def _load_head(self, txn: lmdb.Transaction[bytes], stream: str) -> list[Any]:
         """A stream's cache entry, from the ``heads`` database (a new stream: no records).
 
-        ``[len(stream) | stream, last seq key, count, stream | NUL]``; checks the name.
+        ``[what its records hold before their link (see store/_record.py), last seq key,
+        count, stream | NUL]``; checks the name.
         """
         stream_raw = _name_bytes(stream, "stream")
         stored = txn.get(stream_raw, db=self._db_heads)
         last, count = (stored[:8], int.from_bytes(stored[8:16], "big")) if stored else (bytes(8), 0)
-        return [b"%c%s" % (len(stream_raw), stream_raw), bytes(last), count, stream_raw + b"\0"]
+        return [stream_part(stream_raw), bytes(last), count, stream_raw + b"\0"]
 
     def _stored_seqs(self, id_list: list[bytes], known: dict[bytes, int]) -> dict[bytes, int]:
         found = dict(known)
@@ -817,25 +845,57 @@ class LmdbJournal(Journal):
         return itertools.chain.from_iterable(self._iter_chunks(max(after, 0), end, stream_raw))
 
     def _iter_chunks(self, after: int, end: int, stream_raw: bytes | None) -> Iterator[list[Record]]:
-        decode_many = self._codec.decode_many
+        decode_record = self._record_decoder
         while after < end:
             seqs, values = self._read_chunk(after, end, stream_raw)
             if not values:
                 return
-            # the payload starts after chain(16), len+stream, link(8), len+id
-            payloads = [v[26 + v[16] + v[25 + v[16]] :] for v in values]
-            try:
-                events = decode_many(payloads)
-            except EventError as exc:
-                index = getattr(exc, "index", 0)
-                # Hand out the good records before the bad one, then name it.
-                good = decode_many(payloads[:index])
-                yield [Record(seq, event, value) for seq, event, value in zip(seqs, good, values)]  # noqa: B905
-                raise record_error(seqs[index], exc) from exc
-            yield [Record(seq, event, value) for seq, event, value in zip(seqs, events, values, strict=True)]
+            records: list[Record] | None = None
+            if decode_record is not None:
+                try:
+                    records = [decode_record(value) for value in values]
+                except _RECORD_DECODE_ERRORS:
+                    records = None  # an older version to upcast, or a bad record: one by one
+                else:
+                    # a record's own seq must be its key's: checked at both ends here,
+                    # everywhere by verify() and by the slow path
+                    if records[0].seq != seqs[0] or records[-1].seq != seqs[-1]:
+                        records = None
+            if records is None:
+                yield from self._records_one_by_one(seqs, values)
+            else:
+                yield records
             if len(values) < _READ_CHUNK:
                 return  # a short chunk is the end: no second, empty read transaction
             after = seqs[-1]
+
+    def _records_one_by_one(self, seqs: Sequence[int], values: list[bytes]) -> Iterator[list[Record]]:
+        """Records through the codec's checked decode: upcasts old versions, names a bad record.
+
+        Yields the good records before a bad one, then raises ``JournalRecordError`` for it.
+        """
+        decode_many = self._codec.decode_many
+        payloads: list[bytes] = []
+        trailers: list[bytes] = []
+        malformed: JournalRecordError | None = None
+        for seq, value in zip(seqs, values, strict=True):
+            record = parts(value)
+            if record is None or record.seq != seq:
+                why = "the record is malformed" if record is None else "the record's seq is not its key's"
+                malformed = JournalRecordError(seq, why)
+                break
+            payloads.append(record.event)
+            trailers.append(record.trailer)
+        try:
+            events = decode_many(payloads)
+        except EventError as exc:
+            index = getattr(exc, "index", 0)
+            good = decode_many(payloads[:index])
+            yield [Record(seq, event, tail) for seq, event, tail in zip(seqs, good, trailers)]  # noqa: B905
+            raise record_error(seqs[index], exc) from exc
+        yield [Record(seq, event, tail) for seq, event, tail in zip(seqs, events, trailers)]  # noqa: B905
+        if malformed is not None:
+            raise malformed
 
     def _read_chunk(
         self, after: int, end: int, stream_raw: bytes | None
@@ -891,8 +951,8 @@ class LmdbJournal(Journal):
         anchors = txn.cursor(db=self._db_anchors)
         get = txn.get
         events_db = self._db_events
-        link_at = 17 + len(stream_raw)
-        header = b"%c%s" % (len(stream_raw), stream_raw)
+        part = stream_part(stream_raw)
+        part_at = LINK_AT - len(part)
         position = after
         while len(values) < _READ_CHUNK and position < min(last, end):
             top = last
@@ -906,10 +966,10 @@ class LmdbJournal(Journal):
                 record = get(_seq_key(seq), db=events_db)
                 if record is None:
                     raise JournalRecordError(seq, "the stream index names a record that is missing")
-                if record[16:link_at] != header:
+                if record[part_at:LINK_AT] != part or record[:2] != PREFIX:
                     raise JournalRecordError(seq, "the stream index names a record of another stream")
                 walked.append((seq, record))
-                back = int.from_bytes(record[link_at : link_at + 8], "big")
+                back = link_of(record)
                 if back >= seq:
                     raise JournalRecordError(seq, "the record's stream link does not point back")
                 seq = back
@@ -966,8 +1026,8 @@ class LmdbJournal(Journal):
         record, prev = pair
         h = self._hasher.copy()
         h.update(prev)
-        h.update(record[16:])
-        return len(record) > 16 and h.digest() == record[:16]  # noqa: PLR2004 - the link's length
+        h.update(record[:-CHAIN_LEN])
+        return len(record) > CHAIN_LEN and h.digest() == record[-CHAIN_LEN:]
 
     def _record_and_link_before(self, seq: int) -> tuple[bytes, bytes] | None:
         with self._env.begin(db=self._db_events) as txn:
@@ -975,7 +1035,7 @@ class LmdbJournal(Journal):
             before = txn.get(_seq_key(seq - 1)) if seq > 1 else _ZERO_CHAIN
         if record is None or before is None:
             return None
-        return bytes(record), bytes(before[:16])
+        return bytes(record), bytes(before[-CHAIN_LEN:])
 
     def stream_start(self, stream: str) -> int:
         """The seq of ``stream``'s first record, 0 when it has none.
@@ -1005,15 +1065,15 @@ class LmdbJournal(Journal):
                 key = anchors.key()
                 if key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN:
                     seq = min(seq, int.from_bytes(key[-8:], "big"))
-            link_at = 17 + len(stream_raw)
-            header = b"%c%s" % (len(stream_raw), stream_raw)
+            part = stream_part(stream_raw)
+            part_at = LINK_AT - len(part)
             while True:
                 record = txn.get(_seq_key(seq), db=self._db_events)
                 if record is None:
                     raise JournalRecordError(seq, "the stream index names a record that is missing")
-                if record[16:link_at] != header:
+                if record[part_at:LINK_AT] != part or record[:2] != PREFIX:
                     raise JournalRecordError(seq, "the stream index names a record of another stream")
-                back = int.from_bytes(record[link_at : link_at + 8], "big")
+                back = link_of(record)
                 if back == 0:
                     return seq
                 if back >= seq:

@@ -16,6 +16,7 @@ import msgspec
 from cogfabric.events import EventError
 
 from ._journal import VerifyReport
+from ._record import CHAIN_LEN, event_id, parts, summary
 
 if TYPE_CHECKING:
     import lmdb
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["verify_journal"]
 
-_CHAIN: Final = 16
+_CHAIN: Final = CHAIN_LEN
 # The record layout of store/_lmdb.py (kept here too: _lmdb imports this module).
 _SEQ_LEN: Final = 8
 _HEAD_LEN: Final = 24
@@ -55,7 +56,7 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
         if start is None:
             where = "missing" if after <= stored_last else f"past the last record, {stored_last}"
             return VerifyReport(False, 0, after, f"record {after} to verify from is {where}", stored_last)
-        state.prev = start[:16]
+        state.prev = start[-_CHAIN:]
     while state.expected <= stored_last:
         chunk = [(seq, value) for seq, value in journal._read_pairs(state.expected - 1) if seq <= stored_last]
         if not chunk:
@@ -100,20 +101,21 @@ def _verify_chunk(
     for seq, value in chunk:
         if seq != expected:
             return VerifyReport(False, state.checked, expected, f"record {expected} is missing", seq)
-        chain, body = value[:16], value[16:]
+        chain = value[-_CHAIN:]
         h = hasher.copy()
         h.update(prev)
-        h.update(body)
-        if h.digest() != chain:
+        h.update(value[:-_CHAIN])
+        if len(value) <= _CHAIN or h.digest() != chain:
             return VerifyReport(
                 False, state.checked, seq, "the record does not match its hash chain link", seq
             )
-        header = _header(body)
-        if header is None:
-            return VerifyReport(False, state.checked, seq, "the record header is malformed", seq)
-        stream_end, link_end, id_end = header
-        stream_raw = body[1:stream_end]
-        back = int.from_bytes(body[stream_end:link_end], "big")
+        record = summary(value)
+        if record is None or record[0] != seq:
+            why = "the record's framing is malformed"
+            if record is not None:
+                why = f"the record holds seq {record[0]}, not the seq it is stored at"
+            return VerifyReport(False, state.checked, seq, why, seq)
+        _, id_raw, stream_raw, back = record
         key = seq.to_bytes(8, "big")
         known = streams.get(stream_raw)
         if known is None:
@@ -129,10 +131,11 @@ def _verify_chunk(
         if not count % _ANCHOR_EVERY:
             anchors_sum += hash(stream_raw + b"\0" + key)
             anchors_count += 1
-        ids_sum += hash(body[link_end + 1 : id_end] + key)
+        ids_sum += hash(id_raw + key)
         if decode:
+            taken = parts(value)
             try:
-                codec_decode(memoryview(body)[id_end:])
+                codec_decode(b"" if taken is None else taken.event)
             except EventError as exc:
                 return VerifyReport(False, state.checked, seq, f"the record does not decode: {exc}", seq)
         prev = chain
@@ -144,18 +147,6 @@ def _verify_chunk(
     state.anchors_count = anchors_count
     state.ids_sum = ids_sum
     return None
-
-
-def _header(body: bytes) -> tuple[int, int, int] | None:
-    """Where the stream, the stream link and the id end in a record's body; None if malformed."""
-    if not body:
-        return None
-    stream_end = 1 + body[0]
-    link_end = stream_end + _SEQ_LEN
-    if link_end >= len(body):
-        return None
-    id_end = link_end + 1 + body[link_end]
-    return None if id_end > len(body) else (stream_end, link_end, id_end)
 
 
 def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tuple[int | None, str] | None:
@@ -286,19 +277,15 @@ def _locate_anchor_problem(journal: LmdbJournal, last: int) -> int | None:
 
 
 def _stream_of(record: bytes | None) -> bytes | None:
-    """The stream in a stored record's header; None if there is no record or header."""
-    header = None if record is None else _header(record[_CHAIN:])
-    if record is None or header is None:
-        return None
-    return record[_CHAIN + 1 : _CHAIN + header[0]]
+    """The stream in a stored record's trailer; None if there is no record or it is malformed."""
+    taken = None if record is None else parts(bytes(record))
+    return None if taken is None else taken.stream
 
 
 def _id_of(record: bytes | None) -> bytes | None:
-    """The event id in a stored record's header; None if there is no record or header."""
-    header = None if record is None else _header(record[_CHAIN:])
-    if record is None or header is None:
-        return None
-    return record[_CHAIN + header[1] + 1 : _CHAIN + header[2]]
+    """The event id in a stored record's trailer; None if there is no record or it is malformed."""
+    taken = None if record is None else parts(bytes(record))
+    return None if taken is None else event_id(taken.event)
 
 
 def _locate_id_problem(journal: LmdbJournal, last: int) -> int | None:

@@ -126,10 +126,19 @@ def test_a_crafted_record_with_a_valid_chain_is_refused_by_name_on_read(tmp_path
     env = lmdb.open(str(path), max_dbs=8)
     events = env.open_db(b"events")
     with env.begin(write=True, db=events) as txn:
-        prev = bytes(txn.get((3).to_bytes(8, "big")) or b"")[:16]
-        body = b"%c%s%s%c%s" % (7, b"agent/x", bytes(8), 2, b"id") + b"\x82\xa4type\xa6Hostil\xa1v\x01"
+        prev = bytes(txn.get((3).to_bytes(8, "big")) or b"")[-16:]
+        # format 3: [seq, event, bin16(stream | len(stream) | link | chain)]
+        trailer = b"agent/x" + b"\x07" + bytes(8)
+        body = (
+            b"\x93\xcf"
+            + (4).to_bytes(8, "big")
+            + b"\x82\xa4type\xa6Hostil\xa1v\x01"
+            + b"\xc5"
+            + (len(trailer) + 16).to_bytes(2, "big")
+            + trailer
+        )
         chain = hashlib.blake2b(prev + body, digest_size=16).digest()
-        txn.put((4).to_bytes(8, "big"), chain + body)
+        txn.put((4).to_bytes(8, "big"), body + chain)
     env.close()
 
     with Journal.open(path, readonly=True) as journal:

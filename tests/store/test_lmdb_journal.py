@@ -332,7 +332,7 @@ class TestRecordIntact:
     def test_a_changed_record_is_not_intact_and_its_neighbours_are(self, closed_journal: Path) -> None:
         def flip(txn: Any, events: Any, _: Any) -> None:
             value = bytearray(txn.get(_seq(7), db=events))
-            value[-1] ^= 0x01
+            value[len(value) // 2] ^= 0x01  # a byte of the event
             txn.put(_seq(7), bytes(value), db=events)
 
         _raw_edit(closed_journal, flip)
@@ -715,22 +715,53 @@ def test_a_reader_in_a_second_process_sees_consistent_prefixes_while_a_writer_ap
     assert reads >= 1
 
 
-def test_record_values_hold_the_stream_its_back_link_and_id_before_the_payload(tmp_path: Path) -> None:
+def test_a_record_is_one_msgpack_array_of_its_seq_event_and_trailer(tmp_path: Path) -> None:
     events = make_events(4)
     with Journal.open(tmp_path / "j") as journal:
         journal.append(events)
+        replayed = list(journal.read())
     env = lmdb.open(str(tmp_path / "j"), max_dbs=8, readonly=True)
     with env.begin(db=env.open_db(b"events", create=False)) as txn:
-        values: list[Any] = [txn.get(_seq(n)) for n in (1, 4)]
+        values: list[Any] = [bytes(txn.get(_seq(n)) or b"") for n in (1, 4)]
     env.close()
 
-    for value, back, event in zip(values, (0, 1), (events[0], events[3]), strict=True):
-        link_at = 17 + value[16]
-        id_at = link_at + 8
-        assert value[17:link_at] == b"agent/a0"
-        assert int.from_bytes(value[link_at:id_at], "big") == back
-        assert value[id_at + 1 : id_at + 1 + value[id_at]] == event.id.encode()
-        assert msgspec.msgpack.decode(value[id_at + 1 + value[id_at] :])["type"] == "PrivateSet"
+    for value, seq, back, event in zip(values, (1, 4), (0, 1), (events[0], events[3]), strict=True):
+        stored_seq, stored_event, trailer = msgspec.msgpack.decode(value)
+        assert value[:2] == b"\x93\xcf"  # the seq at a fixed width, so the layout is fixed too
+        assert stored_seq == seq
+        assert stored_event["type"] == "PrivateSet"
+        assert stored_event["id"] == event.id
+        # trailer: stream | len(stream) | link(8) | chain(16), the chain last
+        assert value.endswith(trailer)
+        stream = b"agent/a0"
+        assert trailer[:-16] == stream + bytes([len(stream)]) + back.to_bytes(8, "big")
+        assert trailer[-16:] == replayed[seq - 1].chain
+        assert replayed[seq - 1].raw == trailer
+
+
+def test_a_record_holding_another_seq_is_named_by_verify_and_refused_by_read(closed_journal: Path) -> None:
+    def forge(txn: Any, events: Any, dbs: dict[bytes, Any]) -> None:
+        # record 20 claims to be record 7, re-chained as a forger of an unkeyed journal could
+        value = bytes(txn.get(_seq(20), db=events))
+        body = value[:2] + _seq(7) + value[10:-16]
+        prev = bytes(txn.get(_seq(19), db=events))[-16:]
+        chain = hashlib.blake2b(prev + body, digest_size=16).digest()
+        txn.put(_seq(20), body + chain, db=events)
+        txn.put(b"head", _seq(20) + chain, db=dbs[b"meta"])
+
+    _raw_edit(closed_journal, forge)
+
+    with Journal.open(closed_journal, readonly=True) as journal:
+        report = journal.verify()
+        seen: list[int] = []
+        with pytest.raises(JournalRecordError, match="seq 20") as info:
+            seen.extend(record.seq for record in journal.read())
+
+    assert not report.ok
+    assert report.first_bad_seq == 20
+    assert "holds seq 7" in report.reason
+    assert info.value.seq == 20
+    assert seen == list(range(1, 20))  # the good records before it are handed out
 
 
 def test_verify_passes_while_another_process_appends(tmp_path: Path) -> None:

@@ -1,0 +1,138 @@
+"""The LMDB journal's record layout (format 3), in one place for the writer, the readers and verify.
+
+A record is one msgpack array of three elements, so that replay decodes it straight
+into a ``Record`` in one msgspec call, with no slicing in Python::
+
+    0x93 | 0xcf seq(8) | event (msgpack) | 0xc5 len(2) | trailer
+
+    trailer = stream | len(stream)(1) | link(8) | chain(16)
+
+``link`` is the seq of the stream's previous record (0 for its first) and
+``chain = BLAKE2b-128(previous record's chain | every byte of this record before its
+chain)``, keyed when the journal has a key. The trailer is read from its end, so a
+stream walk finds a link at a fixed place. Everything in front of the link is the same
+for every record of a stream, so the writer joins five pieces per record.
+
+The event id is not repeated in the trailer (the event holds it): verify reads it from
+the event with a decoder that skips every other field.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+import msgspec
+
+__all__ = [
+    "CHAIN_LEN",
+    "LINK_AT",
+    "MIN_TRAILER_AT",
+    "PREFIX",
+    "TRAILER_FIXED",
+    "TRAILER_HEADERS",
+    "RecordParts",
+    "event_id",
+    "link_of",
+    "parts",
+    "stream_part",
+    "summary",
+]
+
+CHAIN_LEN: Final = 16
+PREFIX: Final = b"\x93\xcf"  # a 3-element array, then the seq as a uint64
+_EVENT_AT: Final = 10  # after the prefix and the 8-byte seq
+LINK_AT: Final = -CHAIN_LEN - 8
+"""Where a record's stream link starts, counted from its end."""
+TRAILER_FIXED: Final = 1 + 8 + CHAIN_LEN
+"""The trailer's bytes beside the stream's name: len(stream) | link | chain."""
+MIN_TRAILER_AT: Final = 10 + 1 + 3
+"""The least offset of a trailer: the prefix and the seq, an event of one byte, the bin16 header."""
+TRAILER_HEADERS: Final = tuple(b"\xc5" + (n + TRAILER_FIXED).to_bytes(2, "big") for n in range(256))
+"""The trailer's bin16 header of a record, for each length of its stream's name."""
+
+
+def stream_part(stream_raw: bytes) -> bytes:
+    """What every record of ``stream_raw`` holds between its event and its link.
+
+    The trailer's bin16 header, the stream's name and its length: the writer's
+    per-stream constant, and what a stream walk compares.
+    """
+    return b"%s%s%c" % (TRAILER_HEADERS[len(stream_raw)], stream_raw, len(stream_raw))
+
+
+def link_of(record: bytes) -> int:
+    """The stream link of a record (the seq of its stream's previous record)."""
+    return int.from_bytes(record[LINK_AT:-CHAIN_LEN], "big")
+
+
+class RecordParts(NamedTuple):
+    """A record taken apart (for verify and the slow read path)."""
+
+    seq: int
+    event: bytes
+    trailer: bytes
+    link: int
+    stream: bytes
+
+
+def parts(record: bytes) -> RecordParts | None:
+    """Take a stored record apart; None when its framing is malformed."""
+    size = len(record)
+    if size < _EVENT_AT + 1 + 3 + 1 + TRAILER_FIXED or record[:2] != PREFIX:
+        return None
+    stream_len = record[LINK_AT - 1]
+    trailer_at = size - TRAILER_FIXED - stream_len
+    bin_at = trailer_at - 3
+    if trailer_at < MIN_TRAILER_AT or record[bin_at:trailer_at] != TRAILER_HEADERS[stream_len]:
+        return None
+    return RecordParts(
+        seq=int.from_bytes(record[2:_EVENT_AT], "big"),
+        event=record[_EVENT_AT:bin_at],
+        trailer=record[trailer_at:],
+        link=int.from_bytes(record[LINK_AT:-CHAIN_LEN], "big"),
+        stream=record[trailer_at : trailer_at + stream_len],
+    )
+
+
+class _EventId(msgspec.Struct, gc=False):
+    id: str
+
+
+class _SeqAndId(msgspec.Struct, array_like=True, gc=False):
+    """A record's seq and its event's id; the event's other fields and the trailer are skipped."""
+
+    seq: int
+    event: _EventId
+
+
+_id_decoder: Final = msgspec.msgpack.Decoder(_EventId)
+
+_seq_and_id: Final = msgspec.msgpack.Decoder(_SeqAndId)
+
+
+def summary(record: bytes) -> tuple[int, bytes, bytes, int] | None:
+    """A record's seq, event id, stream and link, for verify; None when its framing is malformed.
+
+    Cheaper than ``parts``: one msgspec call that skips the event's other fields, and
+    two slices. It checks the framing that names these: the array's head, the event's
+    id and the trailer's header. Whether the event decodes is ``verify(decode=True)``'s check.
+    """
+    try:
+        head = _seq_and_id.decode(record)
+        id_raw = head.event.id.encode()
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        return None
+    stream_len = record[LINK_AT - 1]
+    trailer_at = len(record) - TRAILER_FIXED - stream_len
+    if trailer_at < MIN_TRAILER_AT or record[trailer_at - 3 : trailer_at] != TRAILER_HEADERS[stream_len]:
+        return None
+    link = int.from_bytes(record[LINK_AT:-CHAIN_LEN], "big")
+    return head.seq, id_raw, record[trailer_at : trailer_at + stream_len], link
+
+
+def event_id(event: bytes) -> bytes | None:
+    """The id inside an encoded event, every other field skipped; None if it has none."""
+    try:
+        return _id_decoder.decode(event).id.encode()
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        return None
