@@ -14,18 +14,29 @@ if TYPE_CHECKING:
     from os import PathLike
     from types import TracebackType
 
+    _StoredEvent = Event
+else:
+    # What msgspec decodes a Record's event as: the union of the built-in event types,
+    # so the LMDB journal decodes a stored record straight into a Record. To type
+    # checkers (and to code that builds a Record) the field is any Event.
+    from cogfabric.events import AnyEvent as _StoredEvent
+
 __all__ = ["Journal", "Record", "Snapshot", "VerifyReport"]
 
 
-class Record(msgspec.Struct, frozen=True, gc=False):
-    """One stored event with its global sequence number and the bytes stored beside it."""
+class Record(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """One stored event with its global sequence number and the bytes stored beside it.
+
+    msgspec encodes a Record as the array ``[seq, event, raw]`` (the LMDB journal
+    stores its records in that shape and decodes them straight into Records).
+    """
 
     seq: int
-    event: Event
+    event: _StoredEvent
     raw: bytes = b""
     """What the backend stores beside the event, empty where it keeps nothing. The
-    LMDB journal's is the record's trailer: the event id, the stream link, the stream
-    and, last, the 16-byte hash-chain link (layout in ``store/_record.py``)."""
+    LMDB journal's is the record's trailer: the stream, the stream link and, last, the
+    16-byte hash-chain link (layout in ``store/_record.py``)."""
 
     @property
     def chain(self) -> bytes:

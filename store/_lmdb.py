@@ -7,7 +7,8 @@ Layout (named databases; nothing in LMDB's main database but their descriptors):
   previous record (0 for its first), and last the chain link
   ``BLAKE2b-128(previous chain | every byte before this chain)``, keyed when the
   journal has a key (the byte layout is in ``store/_record.py``). Replay decodes a
-  record straight into a ``Record`` in one msgspec call. The chain makes every
+  record straight into a ``Record`` in one msgspec call (with the built-in event
+  types; a custom codec's records are taken apart first). The chain makes every
   record's bytes, their order and the stream links tamper-evident; LMDB itself has
   no checksums (PITFALLS.md §1.11).
 * ``heads``: ``stream`` -> ``last seq(8) | count(8)``: where each stream ends.
@@ -49,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 import lmdb
 import msgspec
 
-from cogfabric.events import DEFAULT_CODEC, EventCodec, EventError
+from cogfabric.events import DEFAULT_CODEC, EVENT_TYPES, EventCodec, EventError
 
 from ._errors import (
     InvalidStreamError,
@@ -124,23 +125,17 @@ _RECORD_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, Re
 
 
 def _record_decoder(codec: EventCodec) -> Callable[[bytes], Record] | None:
-    """A decoder of a stored record straight into a ``Record`` (None: the codec must check versions).
+    """A decoder of a stored record straight into a ``Record``, or None to take records apart.
 
-    The record is the msgpack array ``[seq, event, trailer]``; a ``Record`` subclass of
-    the codec's event union, decoded array-like, takes it in one call.
+    A record is the msgpack array ``[seq, event, trailer]``, the shape of a ``Record``,
+    whose event msgspec decodes as the built-in events' union. So this works for a
+    codec of exactly the built-in types whose versions the typed decode pins (an older
+    version fails it, and the chunk takes the checked path); any other codec takes
+    every record apart and decodes its event with the codec.
     """
-    if not codec.pinned:
+    if not codec.pinned or set(codec.types.values()) != set(EVENT_TYPES):
         return None
-    stored = msgspec.defstruct(
-        "Record",
-        [("event", codec.union)],
-        bases=(Record,),
-        array_like=True,
-        frozen=True,
-        gc=False,
-        module=__name__,
-    )
-    decoder: msgspec.msgpack.Decoder[Record] = msgspec.msgpack.Decoder(stored)
+    decoder: msgspec.msgpack.Decoder[Record] = msgspec.msgpack.Decoder(Record)
     return decoder.decode
 
 
@@ -857,9 +852,8 @@ class LmdbJournal(Journal):
                 except _RECORD_DECODE_ERRORS:
                     records = None  # an older version to upcast, or a bad record: one by one
                 else:
-                    # a record's own seq must be its key's: checked at both ends here,
-                    # everywhere by verify() and by the slow path
-                    if records[0].seq != seqs[0] or records[-1].seq != seqs[-1]:
+                    # a record's seq is stored in it: it must be its key's, in order
+                    if [record.seq for record in records] != list(seqs):
                         records = None
             if records is None:
                 yield from self._records_one_by_one(seqs, values)

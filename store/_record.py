@@ -78,7 +78,7 @@ class RecordParts(NamedTuple):
 def parts(record: bytes) -> RecordParts | None:
     """Take a stored record apart; None when its framing is malformed."""
     size = len(record)
-    if size < _EVENT_AT + 1 + 3 + 1 + TRAILER_FIXED or record[:2] != PREFIX:
+    if size < MIN_TRAILER_AT + TRAILER_FIXED + 1 or record[:2] != PREFIX:
         return None
     stream_len = record[LINK_AT - 1]
     trailer_at = size - TRAILER_FIXED - stream_len
@@ -114,9 +114,12 @@ def summary(record: bytes) -> tuple[int, bytes, bytes, int] | None:
     """A record's seq, event id, stream and link, for verify; None when its framing is malformed.
 
     Cheaper than ``parts``: one msgspec call that skips the event's other fields, and
-    two slices. It checks the framing that names these: the array's head, the event's
-    id and the trailer's header. Whether the event decodes is ``verify(decode=True)``'s check.
+    a few slices. It checks the framing ``parts`` checks (the array's head, the
+    trailer's header) and that the event has an id. Whether the event decodes is
+    ``verify(decode=True)``'s check.
     """
+    if len(record) < MIN_TRAILER_AT + TRAILER_FIXED + 1 or record[:2] != PREFIX:
+        return None
     try:
         head = _seq_and_id.decode(record)
         id_raw = head.event.id.encode()

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 __all__ = ["verify_journal"]
 
 _CHAIN: Final = CHAIN_LEN
-# The record layout of store/_lmdb.py (kept here too: _lmdb imports this module).
+# The database layout of store/_lmdb.py (kept here too: _lmdb imports this module); the
+# record layout is store/_record.py's.
 _SEQ_LEN: Final = 8
 _HEAD_LEN: Final = 24
 _SNAPSHOT_HEADER: Final = 24
@@ -283,7 +284,7 @@ def _stream_of(record: bytes | None) -> bytes | None:
 
 
 def _id_of(record: bytes | None) -> bytes | None:
-    """The event id in a stored record's trailer; None if there is no record or it is malformed."""
+    """The event id in a stored record's event; None if there is no record or it is malformed."""
     taken = None if record is None else parts(bytes(record))
     return None if taken is None else event_id(taken.event)
 

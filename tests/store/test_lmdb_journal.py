@@ -160,7 +160,7 @@ class TestTamperEvidence:
 
     def test_a_rolled_back_chain_head_is_reported(self, closed_journal: Path) -> None:
         def roll_back(txn: Any, events: Any, dbs: dict[bytes, Any]) -> None:
-            chain = txn.get(_seq(10), db=events)[:16]
+            chain = txn.get(_seq(10), db=events)[-16:]
             txn.put(b"head", _seq(10) + chain, db=dbs[b"meta"])
 
         _raw_edit(closed_journal, roll_back)
@@ -220,14 +220,13 @@ class TestTamperEvidence:
     def test_a_stream_read_refuses_a_link_that_does_not_point_back(self, closed_journal: Path) -> None:
         def loop(txn: Any, events: Any, _: dict[bytes, Any]) -> None:
             value = bytearray(txn.get(_seq(8), db=events))  # a1's third record, linked to 5
-            at = 17 + value[16]
-            value[at : at + 8] = _seq(8)
+            value[-24:-16] = _seq(8)  # the trailer ends: stream link(8) | chain(16)
             txn.put(_seq(8), bytes(value), db=events)
 
         _raw_edit(closed_journal, loop)
 
         with Journal.open(closed_journal, readonly=True) as journal:
-            with pytest.raises(JournalRecordError, match="record at seq 8"):
+            with pytest.raises(JournalRecordError, match=r"seq 8: the record's stream link does not"):
                 list(journal.read(stream="agent/a1"))
             report = journal.verify()
         assert report.first_bad_seq == 8
@@ -280,11 +279,11 @@ class TestTamperEvidence:
         def rechain(txn: Any, events: Any, dbs: dict[bytes, Any]) -> None:
             prev = bytes(16)
             for n in range(1, 6):
-                body = bytearray(txn.get(_seq(n), db=events)[16:])
+                body = bytearray(txn.get(_seq(n), db=events)[:-16])  # the chain link is last
                 if n == 3:
-                    body[-2] ^= 0x01
+                    body[len(body) // 2] ^= 0x01
                 prev = hashlib.blake2b(prev + bytes(body), digest_size=16).digest()
-                txn.put(_seq(n), prev + bytes(body), db=events)
+                txn.put(_seq(n), bytes(body) + prev, db=events)
             txn.put(b"head", _seq(5) + prev, db=dbs[b"meta"])
 
         _raw_edit(path, rechain)
@@ -762,6 +761,28 @@ def test_a_record_holding_another_seq_is_named_by_verify_and_refused_by_read(clo
     assert "holds seq 7" in report.reason
     assert info.value.seq == 20
     assert seen == list(range(1, 20))  # the good records before it are handed out
+
+
+@pytest.mark.parametrize("edit", ["copy", "swap"])
+def test_read_refuses_a_record_moved_within_a_chunk(closed_journal: Path, edit: str) -> None:
+    def move(txn: Any, events: Any, _: dict[bytes, Any]) -> None:
+        fourth, sixth = bytes(txn.get(_seq(4), db=events)), bytes(txn.get(_seq(6), db=events))
+        if edit == "copy":
+            txn.put(_seq(5), fourth, db=events)
+        else:
+            txn.put(_seq(4), sixth, db=events)
+            txn.put(_seq(6), fourth, db=events)
+
+    _raw_edit(closed_journal, move)
+
+    with Journal.open(closed_journal, readonly=True) as journal:
+        seen: list[int] = []
+        with pytest.raises(JournalRecordError, match="is not its key's") as info:
+            seen.extend(record.seq for record in journal.read())
+
+    bad = 5 if edit == "copy" else 4
+    assert info.value.seq == bad
+    assert seen == list(range(1, bad))
 
 
 def test_verify_passes_while_another_process_appends(tmp_path: Path) -> None:
