@@ -50,6 +50,7 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             ("rag_top_k", self.rag_top_k),
         ]
         for name, value in positive:
+            _check_number(name, value, at)
             if not value > 0:
                 msg = f"{name} must be positive, got {value!r} - at `{at}.{name}`"
                 raise InvalidConfigError(msg)
@@ -57,10 +58,22 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             ("clean.max_summarized_turns", self.clean.max_summarized_turns),
             ("rag_min_score", self.rag_min_score),
         ):
+            _check_number(name, value, at)
             if value < 0:
                 msg = f"{name} must not be negative, got {value!r} - at `{at}.{name}`"
                 raise InvalidConfigError(msg)
         return self
+
+
+def _check_number(name: str, value: object, at: str) -> None:
+    """Refuse a limit that is not a number (a string from a hand-built config, say).
+
+    Which kind of number a field takes (``int`` or ``float``) is checked where the
+    whole ``Config`` is (``Config.validated``), as msgspec checks it.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"{name} must be a number, got {value!r} - at `{at}.{name}`"
+        raise InvalidConfigError(msg)
 
 
 def default_memory_config() -> MemoryConfig:

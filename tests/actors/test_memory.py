@@ -76,6 +76,15 @@ class TestConfig:
         ):
             MemoryConfig(**{field: 0})  # type: ignore[arg-type]
 
+    @pytest.mark.parametrize(
+        ("field", "value"), [("max_history", "3"), ("session_ttl", None), ("rag_top_k", True)]
+    )
+    def test_a_limit_that_is_no_number_is_an_invalid_config_naming_it(
+        self, field: str, value: object
+    ) -> None:
+        with pytest.raises(InvalidConfigError, match=rf"{field} must be a number, got .*\$\.memory\.{field}"):
+            MemoryConfig(**{field: value})  # type: ignore[arg-type]
+
     def test_a_cleaner_limit_must_be_positive(self) -> None:
         with pytest.raises(InvalidConfigError, match=r"clean\.max_user_len must be positive, got -1"):
             MemoryConfig(clean=CleanOptions(max_user_len=-1))
