@@ -260,7 +260,8 @@ class Runtime:
         return max(0, min(starts, default=journal.last_seq))
 
     def _recover(self, journal: Journal) -> None:
-        for stream in journal.streams("agent/"):
+        # in the order the agents were first spawned, as agents() listed them before
+        for stream in sorted(journal.streams("agent/"), key=journal.stream_start):
             state = replay_agent(journal, stream.removeprefix("agent/"))
             if state is not None:
                 self._start(state, self._core.make_behavior(state.behavior))
@@ -519,7 +520,7 @@ class Runtime:
         return self._entry(agent_id).handle
 
     def agents(self) -> list[str]:
-        """The ids of the live agents, in spawn (or recovery) order."""
+        """The ids of the live agents, in the order they were first spawned (after a reopen too)."""
         with self._lock:
             return [a for a, e in self._agents.items() if e is not None]
 

@@ -11,7 +11,8 @@ Layout (named databases; nothing in LMDB's main database but their descriptors):
   types; a custom codec's records are taken apart first). The chain makes every
   record's bytes, their order and the stream links tamper-evident; LMDB itself has
   no checksums (PITFALLS.md §1.11).
-* ``heads``: ``stream`` -> ``last seq(8) | count(8)``: where each stream ends.
+* ``heads``: ``stream`` -> ``last seq(8) | count(8) | first seq(8)``: where each stream
+  ends and where it starts.
 * ``anchors``: ``stream | NUL | seq`` -> empty, for every 64th record of a stream.
   A stream is read by walking the back links from the next anchor (or the head) down
   to where the reader is, 64 records at most, so memory stays bounded.
@@ -84,13 +85,14 @@ _T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION: Final = 3
+FORMAT_VERSION: Final = 4
 """The on-disk format this code reads and writes; a journal of another format is refused.
 
-Formats 1 and 2 are development formats: 1 kept one index entry per record (before
-the linked stream index), 2 put the chain and the stream header before the event, so
-replay had to cut every record apart in Python. Read such a journal with the version
-that wrote it."""
+Formats 1 to 3 are development formats: 1 kept one index entry per record (before the
+linked stream index), 2 put the chain and the stream header before the event, so
+replay had to cut every record apart in Python, and 3 (the record layout of today)
+did not keep each stream's first seq in its head. Read such a journal with the
+version that wrote it."""
 
 HASH_NAME: Final = "blake2b-128"
 _DEFAULT_MAP_SIZE: Final = 1 << 30  # sparse on 64-bit: costs no disk until used
@@ -99,6 +101,7 @@ _ZERO_CHAIN: Final = bytes(16)
 _SEQ_LEN: Final = 8
 _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
 _HEAD_LEN: Final = 24  # seq(8) | chain(16)
+_HEAD_VALUE_LEN: Final = 24  # a stream's head: last seq(8) | count(8) | first seq(8)
 _MAX_NAME: Final = 255
 
 _DB_EVENTS: Final = b"events"
@@ -730,6 +733,8 @@ class LmdbJournal(Journal):
             if head is None:
                 base = cached.get(stream)
                 head = touched[stream] = list(base) if base is not None else self._load_head(txn, stream)
+                if not head[2]:
+                    head[4] = key  # a new stream: this record is its first
             # [seq, event, bin16(stream | len(stream) | link | chain)], all but the chain
             append(join((PREFIX, key, payload, head[0], head[1])))
             head[1] = key
@@ -767,7 +772,8 @@ class LmdbJournal(Journal):
         if anchors:
             txn.cursor(db=self._db_anchors).putmulti(anchors)
         heads = sorted(
-            (head[3][:-1], b"%s%s" % (head[1], head[2].to_bytes(8, "big"))) for head in touched.values()
+            (head[3][:-1], b"%s%s%s" % (head[1], head[2].to_bytes(8, "big"), head[4]))
+            for head in touched.values()
         )
         txn.cursor(db=self._db_heads).putmulti(heads)
         return True
@@ -776,12 +782,15 @@ class LmdbJournal(Journal):
         """A stream's cache entry, from the ``heads`` database (a new stream: no records).
 
         ``[what its records hold before their link (see store/_record.py), last seq key,
-        count, stream | NUL]``; checks the name.
+        count, stream | NUL, first seq key]``; checks the name.
         """
         stream_raw = _name_bytes(stream, "stream")
         stored = txn.get(stream_raw, db=self._db_heads)
-        last, count = (stored[:8], int.from_bytes(stored[8:16], "big")) if stored else (bytes(8), 0)
-        return [stream_part(stream_raw), bytes(last), count, stream_raw + b"\0"]
+        if stored is None:
+            last, count, first = bytes(8), 0, bytes(8)
+        else:
+            last, count, first = stored[:8], int.from_bytes(stored[8:16], "big"), stored[16:24]
+        return [stream_part(stream_raw), bytes(last), count, stream_raw + b"\0", bytes(first)]
 
     def _stored_seqs(self, id_list: list[bytes], known: dict[bytes, int]) -> dict[bytes, int]:
         found = dict(known)
@@ -1034,8 +1043,10 @@ class LmdbJournal(Journal):
     def stream_start(self, stream: str) -> int:
         """The seq of ``stream``'s first record, 0 when it has none.
 
-        Walks the back links down from the stream's first anchor (or its head): 64
-        lookups at most, nothing decoded.
+        Two lookups: the stream's head names its first seq, and the record there must
+        be of this stream with no back link. Should it not be (a damaged index), walks
+        the back links down from the stream's first anchor (or its last record): 64
+        lookups at most. Nothing is decoded.
 
         Raises:
             JournalRecordError: the stream's links name a missing record, a record of
@@ -1052,6 +1063,17 @@ class LmdbJournal(Journal):
             head = txn.get(stream_raw, db=self._db_heads)
             if head is None:
                 return 0
+            part = stream_part(stream_raw)
+            part_at = LINK_AT - len(part)
+            first = txn.get(head[16:24], db=self._db_events) if len(head) == _HEAD_VALUE_LEN else None
+            if (
+                first is not None
+                and first[part_at:LINK_AT] == part
+                and first[:2] == PREFIX
+                and not link_of(first)
+            ):
+                # the head's first seq holds a record of this stream with no back link
+                return int.from_bytes(head[16:24], "big")
             seq = int.from_bytes(head[:8], "big")
             anchors = txn.cursor(db=self._db_anchors)
             prefix = stream_raw + b"\0"
@@ -1059,8 +1081,6 @@ class LmdbJournal(Journal):
                 key = anchors.key()
                 if key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN:
                     seq = min(seq, int.from_bytes(key[-8:], "big"))
-            part = stream_part(stream_raw)
-            part_at = LINK_AT - len(part)
             while True:
                 record = txn.get(_seq_key(seq), db=self._db_events)
                 if record is None:

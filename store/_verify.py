@@ -2,7 +2,7 @@
 
 The stream links inside the records are covered by the chain; the ``anchors`` and
 ``ids`` databases are compared with what the records imply by order-free digests, and
-every stream's entry in ``heads`` with its last record and count.
+every stream's entry in ``heads`` with its last record, count and first record.
 
 A module of ``LmdbJournal``'s own: it reads the journal's private state.
 """
@@ -120,7 +120,7 @@ def _verify_chunk(
         key = seq.to_bytes(8, "big")
         known = streams.get(stream_raw)
         if known is None:
-            known = streams[stream_raw] = [0, 0]
+            known = streams[stream_raw] = [0, 0, seq]
             expected_back = 0 if state.complete else back  # a tail check starts mid-stream
         else:
             expected_back = known[0]
@@ -176,7 +176,7 @@ def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tup
 def _heads_problem(
     heads: list[tuple[bytes, bytes]], streams: dict[bytes, list[int]], last: int
 ) -> tuple[int | None, str] | None:
-    """Every stream's head must name its last record and count; none may be extra or missing."""
+    """Every stream's head must name its last record, count and first record; none may be extra or missing."""
     matched = 0
     for stream_raw, value in heads:
         name = stream_raw.decode(errors="replace")
@@ -187,12 +187,13 @@ def _heads_problem(
         expected = streams.get(stream_raw)
         if expected is None:
             return head_last or None, f"the stream index names stream {name!r}, which has no records"
-        if len(value) != 2 * _SEQ_LEN or [head_last, int.from_bytes(value[8:], "big")] != expected:
+        stored = [head_last, int.from_bytes(value[8:16], "big"), int.from_bytes(value[16:], "big")]
+        if len(value) != 3 * _SEQ_LEN or stored != expected:
             return expected[0], f"the stream index's head of {name!r} does not match its records"
         matched += 1
     if matched != len(streams):
         listed = {stream_raw for stream_raw, _ in heads}
-        missing = min(seq for stream_raw, (seq, _) in streams.items() if stream_raw not in listed)
+        missing = min(known[0] for stream_raw, known in streams.items() if stream_raw not in listed)
         return missing, "a stream is missing from the stream index"
     return None
 

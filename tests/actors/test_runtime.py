@@ -336,6 +336,20 @@ class TestRecovery:
         with Runtime.open(tmp_path / "j", allow_unverified=True) as runtime:
             assert runtime.agent("a").private("secret") == "abcdeX"
 
+    def test_agents_are_listed_in_spawn_order_after_a_reopen(self, tmp_path: Path) -> None:
+        names = ["zeta", "alpha", "mid", "b2", "b10"]
+        with Runtime.open(tmp_path / "j") as runtime:
+            for name in names:
+                runtime.spawn(name)
+            runtime.kill("mid")
+            runtime.agent("alpha").set_private("k", 1)
+            before = runtime.agents()
+
+        with Runtime.open(tmp_path / "j") as runtime:
+            after = runtime.agents()
+
+        assert before == after == ["zeta", "alpha", "b2", "b10"]
+
     def test_a_runtime_writes_and_reopens_a_keyed_journal_only_with_its_key(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j", key="s3cret") as runtime:
             runtime.spawn("a").set_private("k", 1)

@@ -190,6 +190,23 @@ class TestTamperEvidence:
         assert report.first_bad_seq == 18  # a2's real last record
         assert "head of 'agent/a2'" in report.reason
 
+    @pytest.mark.parametrize("first", [6, 1, 99])  # a later a2 record, another stream's, none
+    def test_a_stream_head_naming_another_first_record_is_reported_and_not_trusted(
+        self, closed_journal: Path, first: int
+    ) -> None:
+        def refirst(txn: Any, _: Any, dbs: dict[bytes, Any]) -> None:
+            txn.put(b"agent/a2", _seq(18) + (6).to_bytes(8, "big") + _seq(first), db=dbs[b"heads"])
+
+        _raw_edit(closed_journal, refirst)
+        report = _verify(closed_journal)
+        with Journal.open(closed_journal, readonly=True) as journal:
+            start = journal.stream_start("agent/a2")  # a2's records: 3, 6, ..., 18
+
+        assert not report.ok
+        assert report.first_bad_seq == 18
+        assert "head of 'agent/a2'" in report.reason
+        assert start == 3  # found by walking the back links instead
+
     def test_a_stream_head_for_a_stream_without_records_is_reported(self, closed_journal: Path) -> None:
         ghost = _seq(3) + _seq(1)
         _raw_edit(closed_journal, lambda txn, _, dbs: txn.put(b"agent/ghost", ghost, db=dbs[b"heads"]))

@@ -44,6 +44,7 @@ def _check(journal: LmdbJournal, model: Model, data: st.DataObject) -> None:
         stream = "agent/" + agent
         mine = [seq for seq, s, _ in model if s == stream]
         assert journal.stream_head(stream) == (mine[-1] if mine else 0)
+        assert journal.stream_start(stream) == (mine[0] if mine else 0)
         drawn = data.draw(st.lists(st.integers(-1, last + 2), max_size=6))
         points = sorted({0, last, *mine[:3], *mine[-3:], *drawn})
         for after in points:
@@ -56,7 +57,8 @@ def _check(journal: LmdbJournal, model: Model, data: st.DataObject) -> None:
                 )
     with journal._env.begin() as txn:
         for stream, head in journal._heads.items():
-            assert txn.get(stream.encode(), db=journal._db_heads) == head[1] + head[2].to_bytes(8, "big")
+            stored = head[1] + head[2].to_bytes(8, "big") + head[4]  # last | count | first
+            assert txn.get(stream.encode(), db=journal._db_heads) == stored
     report = journal.verify(decode=True)
     assert report.ok, report
     if last > 3:
