@@ -163,7 +163,8 @@ class Runtime:
         """Open a runtime on the journal at ``path`` (None: memory only), recovering its agents.
 
         ``verify="full"`` checks the whole hash chain before recovery; ``"tail"`` checks
-        the chain head and every record recovery replays: from the earliest of the
+        the chain head, each stream's head (where recovery starts to read the stream)
+        and every record recovery replays: from the earliest of the
         agents' latest snapshots, or from the first record of an agent without one or
         of a live session (a live session's stream is replayed whole: sessions have no
         snapshots). It is faster only where that start is late: a long journal whose

@@ -1175,8 +1175,10 @@ class LmdbJournal(Journal):
         unkeyed journal, by anyone): anchor the head elsewhere for that.
 
         Args:
-            after: start after this seq, trusting its chain link (a tail check); the
-                indexes and snapshots are only checked when ``after`` is 0.
+            after: start after this seq, trusting its chain link (a tail check). A tail
+                check also holds every stream's head (where a reader starts to walk the
+                stream) against the records it saw; the other indexes and the snapshots
+                are only checked when ``after`` is 0.
             decode: also decode every record (type known, schema version known).
 
         """

@@ -73,9 +73,40 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
         return VerifyReport(False, state.checked, problem[0], problem[1], last)
     if after == 0:
         problem = _verify_indexes(journal, state, last)
-        if problem is not None:
-            return VerifyReport(False, state.checked, problem[0], problem[1], last)
+    else:
+        problem = _tail_heads_problem(journal, state.streams, after, last)
+    if problem is not None:
+        return VerifyReport(False, state.checked, problem[0], problem[1], last)
     return VerifyReport(True, state.checked, None, "", last)
+
+
+def _tail_heads_problem(
+    journal: LmdbJournal, streams: dict[bytes, list[int]], after: int, last: int
+) -> tuple[int | None, str] | None:
+    """In a tail check, each stream's head must name the last record of it the check saw.
+
+    A stream is read by walking down from its head, so a head set back would hide the
+    records after it from a reader (recovery) that trusts the tail check. A stream the
+    tail holds no record of must have its head before the tail.
+    """
+    with journal._lock:
+        heads = journal._txn_call(lambda: _all_items(journal, journal._db_heads))
+    for stream_raw, value in heads:
+        head_last = int.from_bytes(value[:8], "big")
+        if head_last > last:
+            continue  # moved by an append after this check began
+        known = streams.get(stream_raw)
+        seen_last = known[0] if known is not None else 0
+        if seen_last == 0 and head_last <= after:
+            continue  # no record of it in the tail
+        if head_last != seen_last:
+            name = stream_raw.decode(errors="replace")
+            return seen_last or head_last, f"the stream index's head of {name!r} does not match its records"
+    listed = {stream_raw for stream_raw, _ in heads}
+    unlisted = [known[0] for stream_raw, known in streams.items() if stream_raw not in listed]
+    if unlisted:
+        return min(unlisted), "a stream is missing from the stream index"
+    return None
 
 
 def _head_and_last(journal: LmdbJournal, after: int) -> tuple[bytes | None, int, bytes | None]:

@@ -336,6 +336,23 @@ class TestRecovery:
         with Runtime.open(tmp_path / "j", allow_unverified=True) as runtime:
             assert runtime.agent("a").private("secret") == "abcdeX"
 
+    def test_a_tail_check_refuses_a_stream_head_that_would_hide_changes(self, tmp_path: Path) -> None:
+        config = Config(journal=JournalConfig(snapshot_interval=5))
+        with Runtime.open(tmp_path / "j", config=config) as runtime:
+            agent = runtime.spawn("a")
+            for i in range(12):
+                agent.set_private(f"k{i}", i)  # agent/a: seqs 1..13, its snapshot at 10
+        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
+        with env.begin(write=True) as txn:  # its head set back one record
+            heads = env.open_db(b"heads", txn=txn)
+            value = bytes(txn.get(b"agent/a", db=heads) or b"")
+            count = int.from_bytes(value[8:16], "big") - 1
+            txn.put(b"agent/a", (12).to_bytes(8, "big") + count.to_bytes(8, "big") + value[16:], db=heads)
+        env.close()
+
+        with pytest.raises(JournalIntegrityError, match="seq 13: the stream index's head of 'agent/a'"):
+            Runtime.open(tmp_path / "j", config=config, verify="tail")
+
     def test_agents_are_listed_in_spawn_order_after_a_reopen(self, tmp_path: Path) -> None:
         names = ["zeta", "alpha", "mid", "b2", "b10"]
         with Runtime.open(tmp_path / "j") as runtime:

@@ -207,6 +207,19 @@ class TestTamperEvidence:
         assert "head of 'agent/a2'" in report.reason
         assert start == 3  # found by walking the back links instead
 
+    @pytest.mark.parametrize("head", [15, 9])  # set back within the tail, and to before it
+    def test_a_tail_check_reports_a_stream_head_set_back(self, closed_journal: Path, head: int) -> None:
+        def rewind(txn: Any, _: Any, dbs: dict[bytes, Any]) -> None:
+            txn.put(b"agent/a2", _seq(head) + (head // 3).to_bytes(8, "big") + _seq(3), db=dbs[b"heads"])
+
+        _raw_edit(closed_journal, rewind)
+        with Journal.open(closed_journal, readonly=True) as journal:
+            report = journal.verify(after=10)  # a2's records: 3, 6, ..., 18
+
+        assert not report.ok
+        assert report.first_bad_seq == 18
+        assert "head of 'agent/a2'" in report.reason
+
     def test_a_stream_head_for_a_stream_without_records_is_reported(self, closed_journal: Path) -> None:
         ghost = _seq(3) + _seq(1)
         _raw_edit(closed_journal, lambda txn, _, dbs: txn.put(b"agent/ghost", ghost, db=dbs[b"heads"]))
