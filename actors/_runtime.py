@@ -180,6 +180,10 @@ class Runtime:
                 (also a ``JournalIntegrityError``; ``allow_unverified`` does not waive it).
             JournalDamagedError: LMDB cannot read a page of the data file (also a
                 ``JournalIntegrityError``; not waived either: nothing can be read past it).
+            JournalRecordError: a record recovery must read cannot be read: missing,
+                malformed, of an unknown type or a newer version (also a
+                ``JournalIntegrityError``; not waived either: recovery would leave the
+                agent's changes out unannounced).
             JournalFormatError: ``path`` is not a cogfabric journal.
             ValueError: a ``key`` without a ``path``.
 

@@ -142,6 +142,13 @@ def _record_decoder(codec: EventCodec) -> Callable[[bytes], Record] | None:
     return decoder.decode
 
 
+def _not_of_stream(seq: int, record: bytes) -> JournalRecordError:
+    """The error for a record a stream walk reached that is not of the stream."""
+    if parts(record) is None:
+        return JournalRecordError(seq, "the record is malformed")
+    return JournalRecordError(seq, "the stream index names a record of another stream")
+
+
 def _normalise_key(key: bytes | str | None) -> bytes:
     if key is None:
         return b""
@@ -970,7 +977,7 @@ class LmdbJournal(Journal):
                 if record is None:
                     raise JournalRecordError(seq, "the stream index names a record that is missing")
                 if record[part_at:LINK_AT] != part or record[:2] != PREFIX:
-                    raise JournalRecordError(seq, "the stream index names a record of another stream")
+                    raise _not_of_stream(seq, record)
                 walked.append((seq, record))
                 back = link_of(record)
                 if back >= seq:
@@ -1086,7 +1093,7 @@ class LmdbJournal(Journal):
                 if record is None:
                     raise JournalRecordError(seq, "the stream index names a record that is missing")
                 if record[part_at:LINK_AT] != part or record[:2] != PREFIX:
-                    raise JournalRecordError(seq, "the stream index names a record of another stream")
+                    raise _not_of_stream(seq, record)
                 back = link_of(record)
                 if back == 0:
                     return seq

@@ -10,7 +10,13 @@ import msgspec
 import pytest
 
 from cogfabric.actors import FakeClock, Runtime
-from cogfabric.store import FORMAT_VERSION, Journal, JournalFormatError, JournalIntegrityError
+from cogfabric.store import (
+    FORMAT_VERSION,
+    Journal,
+    JournalFormatError,
+    JournalIntegrityError,
+    JournalRecordError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -131,3 +137,20 @@ def test_allow_unverified_opens_a_journal_with_a_flipped_bit(journal_path: Path)
 
     with Runtime.open(journal_path, clock=FakeClock(), allow_unverified=True) as rt:
         assert "a" in rt.agents()
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [(truncated, "the record is malformed"), (garbage, "the record is malformed")],
+    ids=["truncated", "garbage"],
+)
+def test_allow_unverified_still_refuses_a_record_recovery_cannot_read(
+    journal_path: Path, damage: Callable[[Any, Any, Any], None], why: str
+) -> None:
+    env = lmdb.open(str(journal_path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        damage(txn, env.open_db(b"events", txn=txn), None)
+    env.close()
+
+    with pytest.raises(JournalRecordError, match=f"seq {SEQ}: {why}"):
+        Runtime.open(journal_path, clock=FakeClock(), allow_unverified=True)
