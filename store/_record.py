@@ -1,4 +1,4 @@
-"""The LMDB journal's record layout (format 3), in one place for the writer, the readers and verify.
+"""The LMDB journal's record layout (since format 3), in one place for the writer, readers and verify.
 
 A record is one msgpack array of three elements, so that replay decodes it straight
 into a ``Record`` in one msgspec call, with no slicing in Python::
@@ -75,22 +75,32 @@ class RecordParts(NamedTuple):
     stream: bytes
 
 
-def parts(record: bytes) -> RecordParts | None:
-    """Take a stored record apart; None when its framing is malformed."""
-    size = len(record)
-    if size < MIN_TRAILER_AT + TRAILER_FIXED + 1 or record[:2] != PREFIX:
+def _trailer_at(record: bytes) -> int | None:
+    """Where a record's trailer starts; None when its framing is malformed.
+
+    The framing: the array's head, a length that holds a trailer, and the trailer's
+    bin16 header, which must give the length the stream's name implies.
+    """
+    if len(record) < MIN_TRAILER_AT + TRAILER_FIXED + 1 or record[:2] != PREFIX:
         return None
     stream_len = record[LINK_AT - 1]
-    trailer_at = size - TRAILER_FIXED - stream_len
-    bin_at = trailer_at - 3
-    if trailer_at < MIN_TRAILER_AT or record[bin_at:trailer_at] != TRAILER_HEADERS[stream_len]:
+    trailer_at = len(record) - TRAILER_FIXED - stream_len
+    if trailer_at < MIN_TRAILER_AT or record[trailer_at - 3 : trailer_at] != TRAILER_HEADERS[stream_len]:
+        return None
+    return trailer_at
+
+
+def parts(record: bytes) -> RecordParts | None:
+    """Take a stored record apart; None when its framing is malformed."""
+    trailer_at = _trailer_at(record)
+    if trailer_at is None:
         return None
     return RecordParts(
         seq=int.from_bytes(record[2:_EVENT_AT], "big"),
-        event=record[_EVENT_AT:bin_at],
+        event=record[_EVENT_AT : trailer_at - 3],
         trailer=record[trailer_at:],
-        link=int.from_bytes(record[LINK_AT:-CHAIN_LEN], "big"),
-        stream=record[trailer_at : trailer_at + stream_len],
+        link=link_of(record),
+        stream=record[trailer_at : LINK_AT - 1],
     )
 
 
@@ -114,23 +124,18 @@ def summary(record: bytes) -> tuple[int, bytes, bytes, int] | None:
     """A record's seq, event id, stream and link, for verify; None when its framing is malformed.
 
     Cheaper than ``parts``: one msgspec call that skips the event's other fields, and
-    a few slices. It checks the framing ``parts`` checks (the array's head, the
-    trailer's header) and that the event has an id. Whether the event decodes is
-    ``verify(decode=True)``'s check.
+    a few slices. It checks the framing ``parts`` checks and that the event has an id.
+    Whether the event decodes is ``verify(decode=True)``'s check.
     """
-    if len(record) < MIN_TRAILER_AT + TRAILER_FIXED + 1 or record[:2] != PREFIX:
+    trailer_at = _trailer_at(record)
+    if trailer_at is None:
         return None
     try:
         head = _seq_and_id.decode(record)
         id_raw = head.event.id.encode()
     except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
         return None
-    stream_len = record[LINK_AT - 1]
-    trailer_at = len(record) - TRAILER_FIXED - stream_len
-    if trailer_at < MIN_TRAILER_AT or record[trailer_at - 3 : trailer_at] != TRAILER_HEADERS[stream_len]:
-        return None
-    link = int.from_bytes(record[LINK_AT:-CHAIN_LEN], "big")
-    return head.seq, id_raw, record[trailer_at : trailer_at + stream_len], link
+    return head.seq, id_raw, record[trailer_at : LINK_AT - 1], link_of(record)
 
 
 def event_id(event: bytes) -> bytes | None:
