@@ -70,7 +70,7 @@ from ._errors import (
     record_error,
 )
 from ._journal import Journal, Record, Snapshot, VerifyReport
-from ._record import CHAIN_LEN, LINK_AT, PREFIX, link_of, parts, stream_part
+from ._record import CHAIN_LEN, PREFIX, link_of, of_stream, parts, stream_part
 from ._verify import verify_journal
 
 if TYPE_CHECKING:
@@ -962,7 +962,6 @@ class LmdbJournal(Journal):
         get = txn.get
         events_db = self._db_events
         part = stream_part(stream_raw)
-        part_at = LINK_AT - len(part)
         position = after
         while len(values) < _READ_CHUNK and position < min(last, end):
             top = last
@@ -976,7 +975,7 @@ class LmdbJournal(Journal):
                 record = get(_seq_key(seq), db=events_db)
                 if record is None:
                     raise JournalRecordError(seq, "the stream index names a record that is missing")
-                if record[part_at:LINK_AT] != part or record[:2] != PREFIX:
+                if not of_stream(record, part):
                     raise _not_of_stream(seq, record)
                 walked.append((seq, record))
                 back = link_of(record)
@@ -1071,14 +1070,8 @@ class LmdbJournal(Journal):
             if head is None:
                 return 0
             part = stream_part(stream_raw)
-            part_at = LINK_AT - len(part)
             first = txn.get(head[16:24], db=self._db_events) if len(head) == _HEAD_VALUE_LEN else None
-            if (
-                first is not None
-                and first[part_at:LINK_AT] == part
-                and first[:2] == PREFIX
-                and not link_of(first)
-            ):
+            if first is not None and of_stream(first, part) and not link_of(first):
                 # the head's first seq holds a record of this stream with no back link
                 return int.from_bytes(head[16:24], "big")
             seq = int.from_bytes(head[:8], "big")
@@ -1092,7 +1085,7 @@ class LmdbJournal(Journal):
                 record = txn.get(_seq_key(seq), db=self._db_events)
                 if record is None:
                     raise JournalRecordError(seq, "the stream index names a record that is missing")
-                if record[part_at:LINK_AT] != part or record[:2] != PREFIX:
+                if not of_stream(record, part):
                     raise _not_of_stream(seq, record)
                 back = link_of(record)
                 if back == 0:

@@ -33,6 +33,7 @@ __all__ = [
     "RecordParts",
     "event_id",
     "link_of",
+    "of_stream",
     "parts",
     "stream_part",
     "summary",
@@ -58,6 +59,11 @@ def stream_part(stream_raw: bytes) -> bytes:
     per-stream constant, and what a stream walk compares.
     """
     return b"%s%s%c" % (TRAILER_HEADERS[len(stream_raw)], stream_raw, len(stream_raw))
+
+
+def of_stream(record: bytes, part: bytes) -> bool:
+    """Whether ``record`` is framed as a record of the stream whose ``stream_part`` is ``part``."""
+    return record[:2] == PREFIX and record[LINK_AT - len(part) : LINK_AT] == part
 
 
 def link_of(record: bytes) -> int:
