@@ -107,6 +107,18 @@ _OPEN: set[Runtime] = set()
 """Runtimes not closed yet: closed at interpreter exit (``_close_left_open``)."""
 
 
+def _first_seq(journal: Journal, stream: str) -> int:
+    """Where ``stream`` starts, to recover agents in the order they were first spawned.
+
+    Recovery needs no record before an agent's snapshot, so a damaged first record
+    does not stop it here: such an agent is placed by its last record instead.
+    """
+    try:
+        return journal.stream_start(stream)
+    except JournalRecordError:
+        return journal.stream_head(stream)
+
+
 def _close_left_open() -> None:
     """Close every runtime still open, so its batch-durability events reach the journal."""
     for runtime in list(_OPEN):
@@ -265,8 +277,7 @@ class Runtime:
         return max(0, min(starts, default=journal.last_seq))
 
     def _recover(self, journal: Journal) -> None:
-        # in the order the agents were first spawned, as agents() listed them before
-        for stream in sorted(journal.streams("agent/"), key=journal.stream_start):
+        for stream in sorted(journal.streams("agent/"), key=lambda stream: _first_seq(journal, stream)):
             state = replay_agent(journal, stream.removeprefix("agent/"))
             if state is not None:
                 self._start(state, self._core.make_behavior(state.behavior))
@@ -525,7 +536,11 @@ class Runtime:
         return self._entry(agent_id).handle
 
     def agents(self) -> list[str]:
-        """The ids of the live agents, in the order they were first spawned (after a reopen too)."""
+        """The ids of the live agents, in spawn order.
+
+        After a reopen, in the order their ids were first spawned: an agent killed and
+        spawned again, listed last before the reopen, comes back at its first place.
+        """
         with self._lock:
             return [a for a, e in self._agents.items() if e is not None]
 

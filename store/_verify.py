@@ -74,39 +74,38 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
     if after == 0:
         problem = _verify_indexes(journal, state, last)
     else:
-        problem = _tail_heads_problem(journal, state.streams, after, last)
+        problem = _tail_heads_problem(journal, state.streams, last)
     if problem is not None:
         return VerifyReport(False, state.checked, problem[0], problem[1], last)
     return VerifyReport(True, state.checked, None, "", last)
 
 
 def _tail_heads_problem(
-    journal: LmdbJournal, streams: dict[bytes, list[int]], after: int, last: int
+    journal: LmdbJournal, streams: dict[bytes, list[int]], last: int
 ) -> tuple[int | None, str] | None:
-    """In a tail check, each stream's head must name the last record of it the check saw.
+    """In a tail check, each stream the tail holds records of must have its head at the last.
 
     A stream is read by walking down from its head, so a head set back would hide the
-    records after it from a reader (recovery) that trusts the tail check. A stream the
-    tail holds no record of must have its head before the tail.
+    records after it from a reader (recovery) that trusts the tail check. One lookup
+    per stream in the tail; a head that names a record of another stream, or none, is
+    refused by the walk itself when the stream is read.
     """
     with journal._lock:
-        heads = journal._txn_call(lambda: _all_items(journal, journal._db_heads))
-    for stream_raw, value in heads:
-        head_last = int.from_bytes(value[:8], "big")
-        if head_last > last:
-            continue  # moved by an append after this check began
-        known = streams.get(stream_raw)
-        seen_last = known[0] if known is not None else 0
-        if seen_last == 0 and head_last <= after:
-            continue  # no record of it in the tail
-        if head_last != seen_last:
-            name = stream_raw.decode(errors="replace")
-            return seen_last or head_last, f"the stream index's head of {name!r} does not match its records"
-    listed = {stream_raw for stream_raw, _ in heads}
-    unlisted = [known[0] for stream_raw, known in streams.items() if stream_raw not in listed]
-    if unlisted:
-        return min(unlisted), "a stream is missing from the stream index"
-    return None
+        heads = journal._txn_call(lambda: _heads_of(journal, list(streams)))
+    problems: list[tuple[int, str]] = []
+    for (stream_raw, known), value in zip(streams.items(), heads, strict=True):
+        name = stream_raw.decode(errors="replace")
+        head_last = None if value is None else int.from_bytes(value[:8], "big")
+        if head_last is None:
+            problems.append((known[0], f"stream {name!r} is missing from the stream index"))
+        elif head_last != known[0] and head_last <= last:  # past last: appended since the scan
+            problems.append((known[0], f"the stream index's head of {name!r} does not match its records"))
+    return min(problems, default=None)
+
+
+def _heads_of(journal: LmdbJournal, names: list[bytes]) -> list[bytes | None]:
+    with journal._env.begin(db=journal._db_heads) as txn:
+        return [None if (value := txn.get(name)) is None else bytes(value) for name in names]
 
 
 def _head_and_last(journal: LmdbJournal, after: int) -> tuple[bytes | None, int, bytes | None]:

@@ -354,18 +354,35 @@ class TestRecovery:
             Runtime.open(tmp_path / "j", config=config, verify="tail")
 
     def test_agents_are_listed_in_spawn_order_after_a_reopen(self, tmp_path: Path) -> None:
-        names = ["zeta", "alpha", "mid", "b2", "b10"]
+        names = ["zeta", "alpha", "mid", "b2", "b10", "gone"]
         with Runtime.open(tmp_path / "j") as runtime:
             for name in names:
                 runtime.spawn(name)
+            runtime.kill("gone")
             runtime.kill("mid")
+            runtime.spawn("mid")  # spawned again: last now, at its first place after a reopen
             runtime.agent("alpha").set_private("k", 1)
             before = runtime.agents()
 
         with Runtime.open(tmp_path / "j") as runtime:
             after = runtime.agents()
 
-        assert before == after == ["zeta", "alpha", "b2", "b10"]
+        assert before == ["zeta", "alpha", "b2", "b10", "mid"]
+        assert after == ["zeta", "alpha", "mid", "b2", "b10"]
+
+    def test_a_damaged_record_a_snapshot_covers_does_not_stop_recovery(self, tmp_path: Path) -> None:
+        config = Config(journal=JournalConfig(snapshot_interval=5))
+        with Runtime.open(tmp_path / "j", config=config) as runtime:
+            agent = runtime.spawn("a")
+            for i in range(12):
+                agent.set_private(f"k{i}", i)  # agent/a: seqs 1..13, its snapshot at 10
+        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
+        with env.begin(write=True) as txn:  # its first record, which recovery need not read
+            txn.put((1).to_bytes(8, "big"), b"\xff" * 64, db=env.open_db(b"events", txn=txn))
+        env.close()
+
+        with Runtime.open(tmp_path / "j", config=config, verify="tail") as runtime:
+            assert runtime.agent("a").private("k11") == 11
 
     def test_a_runtime_writes_and_reopens_a_keyed_journal_only_with_its_key(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j", key="s3cret") as runtime:
