@@ -291,6 +291,16 @@ class TestFabric:
         assert runtime.agent("b").task_context() == {"goal": "mine"}
 
 
+def _one_agent_with_a_snapshot(path: Path) -> Config:
+    """A journal at ``path`` of agent "a" and 12 private values: seqs 1..13, a snapshot at 10."""
+    config = Config(journal=JournalConfig(snapshot_interval=5))
+    with Runtime.open(path, config=config) as runtime:
+        agent = runtime.spawn("a")
+        for i in range(12):
+            agent.set_private(f"k{i}", i)
+    return config
+
+
 class TestRecovery:
     def test_reopening_restores_every_agent_exactly(self, runtime: Runtime, tmp_path: Path) -> None:
         a = runtime.spawn(
@@ -337,11 +347,7 @@ class TestRecovery:
             assert runtime.agent("a").private("secret") == "abcdeX"
 
     def test_a_tail_check_refuses_a_stream_head_that_would_hide_changes(self, tmp_path: Path) -> None:
-        config = Config(journal=JournalConfig(snapshot_interval=5))
-        with Runtime.open(tmp_path / "j", config=config) as runtime:
-            agent = runtime.spawn("a")
-            for i in range(12):
-                agent.set_private(f"k{i}", i)  # agent/a: seqs 1..13, its snapshot at 10
+        config = _one_agent_with_a_snapshot(tmp_path / "j")  # agent/a: seqs 1..13, its snapshot at 10
         env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
         with env.begin(write=True) as txn:  # its head set back one record
             heads = env.open_db(b"heads", txn=txn)
@@ -371,11 +377,7 @@ class TestRecovery:
         assert after == ["zeta", "alpha", "mid", "b2", "b10"]
 
     def test_a_damaged_record_a_snapshot_covers_does_not_stop_recovery(self, tmp_path: Path) -> None:
-        config = Config(journal=JournalConfig(snapshot_interval=5))
-        with Runtime.open(tmp_path / "j", config=config) as runtime:
-            agent = runtime.spawn("a")
-            for i in range(12):
-                agent.set_private(f"k{i}", i)  # agent/a: seqs 1..13, its snapshot at 10
+        config = _one_agent_with_a_snapshot(tmp_path / "j")  # agent/a: seqs 1..13, its snapshot at 10
         env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
         with env.begin(write=True) as txn:  # its first record, which recovery need not read
             txn.put((1).to_bytes(8, "big"), b"\xff" * 64, db=env.open_db(b"events", txn=txn))
