@@ -91,8 +91,7 @@ class EventCodec:
         type_list = tuple(types)
         self._types: dict[str, type[Event]] = {_tag_of(cls): cls for cls in type_list}
         self._versions: dict[type[Event], int] = {cls: _version_of(cls) for cls in type_list}
-        self._union: Any = Union[type_list]  # noqa: UP007
-        self._decoder = msgspec.msgpack.Decoder(self._union)
+        self._decoder = msgspec.msgpack.Decoder(Union[type_list])  # noqa: UP007
         self._upcasters: dict[tuple[str, int], Upcaster] = dict(upcasters or {})
         self._pinned = all(_is_pinned(cls) for cls in type_list)
 
@@ -100,11 +99,6 @@ class EventCodec:
     def types(self) -> Mapping[str, type[Event]]:
         """The event types this codec knows, by type name."""
         return self._types
-
-    @property
-    def union(self) -> Any:  # noqa: ANN401 - a typing special form
-        """The union of this codec's event types, for a decoder of a type that holds an event."""
-        return self._union
 
     @property
     def pinned(self) -> bool:

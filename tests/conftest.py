@@ -2,14 +2,33 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import lmdb
 import pykka
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
 
 
 @pytest.fixture(autouse=True)
 def _stop_all_actors() -> Iterator[None]:
     yield
     pykka.ActorRegistry.stop_all(block=True, timeout=10)
+
+
+def _damage_page(directory: Path, marker: bytes) -> None:
+    env = lmdb.open(str(directory), readonly=True, max_dbs=8)
+    page_size = env.stat()["psize"]
+    env.close()
+    data = bytearray((directory / "data.mdb").read_bytes())
+    page = data.index(marker) // page_size * page_size  # the leaf page that holds ``marker``
+    data[page + 10] ^= 0xFF  # its page flags: LMDB finds a page of the wrong type
+    (directory / "data.mdb").write_bytes(bytes(data))
+
+
+@pytest.fixture
+def damage_page() -> Callable[[Path, bytes], None]:
+    """``damage_page(directory, marker)`` breaks the LMDB page that holds ``marker`` in
+    ``directory/data.mdb``, as a damaged disk would: LMDB itself refuses to read it."""
+    return _damage_page

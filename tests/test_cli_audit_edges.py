@@ -9,7 +9,6 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-import lmdb
 import pytest
 from click.testing import CliRunner
 
@@ -19,6 +18,7 @@ from cogfabric.store import Journal, LmdbJournal
 from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 AUDITS = (["verify"], ["inspect"], ["export"], ["replay", "--agent", "a0"])
@@ -61,20 +61,16 @@ def test_a_wrong_chain_key_names_the_journal_not_the_private_copy(tmp_path: Path
     assert "cogfabric-audit-" not in result.output
 
 
-def test_a_damaged_lmdb_page_exits_one_naming_the_path(tmp_path: Path) -> None:
+def test_a_damaged_lmdb_page_exits_one_naming_the_path(
+    tmp_path: Path, damage_page: Callable[[Path, bytes], None]
+) -> None:
     path = _journal(tmp_path)
     with Journal.open(path, readonly=True) as journal:
         link = next(r.chain for r in journal.read() if r.seq == 20)
     damaged = tmp_path / "damaged"
     damaged.mkdir()
     shutil.copyfile(path / "data.mdb", damaged / "data.mdb")
-    env = lmdb.open(str(damaged), readonly=True, max_dbs=8)
-    page_size = env.stat()["psize"]
-    env.close()
-    data = bytearray((damaged / "data.mdb").read_bytes())
-    page = data.index(link) // page_size * page_size  # the leaf page that holds seq 20
-    data[page + 10] ^= 0xFF  # its page flags: LMDB finds the page of the wrong type
-    (damaged / "data.mdb").write_bytes(bytes(data))
+    damage_page(damaged, link)  # the leaf page that holds seq 20
     runner = CliRunner()
 
     results = [runner.invoke(main, [command[0], str(damaged), *command[1:]]) for command in AUDITS]

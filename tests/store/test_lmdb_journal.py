@@ -497,18 +497,14 @@ class TestFilesAndFormat:
 
         assert plain.read_bytes() == b"not a journal"
 
-    def test_a_damaged_lmdb_page_is_a_journal_damaged_error_naming_the_path(self, tmp_path: Path) -> None:
+    def test_a_damaged_lmdb_page_is_a_journal_damaged_error_naming_the_path(
+        self, tmp_path: Path, damage_page: Callable[[Path, bytes], None]
+    ) -> None:
         path = tmp_path / "j"
         with Journal.open(path) as journal:
             journal.append(make_events(40))
             link = next(r.chain for r in journal.read() if r.seq == 20)
-        env = lmdb.open(str(path), readonly=True, max_dbs=8)
-        page_size = env.stat()["psize"]
-        env.close()
-        data = bytearray((path / "data.mdb").read_bytes())
-        page = data.index(link) // page_size * page_size  # the leaf page that holds seq 20
-        data[page + 10] ^= 0xFF  # its page flags: LMDB finds a page of the wrong type
-        (path / "data.mdb").write_bytes(bytes(data))
+        damage_page(path, link)  # the leaf page that holds seq 20
 
         def read_everything() -> None:
             with Journal.open(path, readonly=True) as journal:
