@@ -7,7 +7,7 @@ only the types it is told to.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, TypeVar, Union
+from typing import Any, Final, NoReturn, TypeVar, Union
 
 import msgspec
 
@@ -148,17 +148,44 @@ class EventCodec:
             raise UnencodableValueError(msg) from exc
 
     def encode_many(self, events: list[Event]) -> list[bytes]:
-        """Encode a batch of events in one tight loop (the append hot path).
+        """Encode a batch of events to store, in one tight loop (the append hot path).
+
+        Refuses an event this codec could not read back: one of a type it does not
+        know, or whose ``v`` is not its type's current version (msgspec checks ``v``
+        when it decodes, not when an event is built, so ``PrivateSet(..., v=2)`` would
+        otherwise be stored and then refused by every replay).
 
         Raises:
+            TypeError: an item is not an ``Event``.
+            UnknownEventTypeError: an event's type is not one of this codec's types.
+            EventVersionError: an event's ``v`` is not its type's current version.
             UnencodableValueError: as ``encode``, for the first event that cannot be encoded.
 
         """
+        versions = self._versions
+        try:
+            stray = [event for event in events if versions.get(type(event)) != event.v]
+        except AttributeError:  # something that is not an event at all
+            stray = [event for event in events if not isinstance(event, Event)]
+        if stray:
+            self._refuse(stray[0])
         enc = _encoder.encode
         try:
             return [enc(event) for event in events]
         except _ENCODE_ERRORS:
             return [self.encode(event) for event in events]  # names the bad one
+
+    def _refuse(self, event: Event) -> NoReturn:
+        """Raise the error for an event that ``encode_many`` will not store."""
+        cls = type(event)
+        if not isinstance(event, Event):
+            msg = f"only events can be stored, not {cls.__name__}"
+            raise TypeError(msg)
+        known = self._versions.get(cls)
+        if known is None:
+            raise UnknownEventTypeError(_tag_of(cls))
+        detail = "an event is stored at its type's current version"
+        raise EventVersionError(_tag_of(cls), event.v, known, detail)
 
     def decode(self, data: bytes | memoryview) -> Event:
         """Decode one event, upcasting an older version.

@@ -90,7 +90,17 @@ class Journal(abc.ABC):
         max_map_size: int | None = None,
         key: bytes | str | None = None,
     ) -> Journal:
-        """Open (or create) the LMDB journal at ``path``; see ``LmdbJournal.open``."""
+        """Open (or create) the LMDB journal in directory ``path``.
+
+        ``readonly`` never changes the data file and works while another process
+        appends. ``sync=True`` syncs every commit to disk before ``append`` returns;
+        ``sync=False`` leaves syncing to the OS: a process crash loses nothing, but a
+        power cut or OS crash can lose the last commits, for simulations that accept
+        that. ``map_size`` is the initial map; when it fills, it grows invisibly up to
+        ``max_map_size`` (None: no limit but the disk), past which appends raise
+        ``JournalFullError``. ``key`` makes the hash chain keyed. Every argument and
+        error in full: ``LmdbJournal.open``.
+        """
         from ._lmdb import LmdbJournal  # noqa: PLC0415 - the ABC must not import its backend eagerly
 
         return LmdbJournal.open(

@@ -378,10 +378,12 @@ class LmdbJournal(Journal):
 
         Raises:
             JournalNotFoundError: ``readonly`` and there is no journal at ``path``.
-            JournalFormatError: not a cogfabric journal (a file in its place, too), or of a
-                newer format.
+            JournalFormatError: not a cogfabric journal (a file in its place, too), of a
+                newer format, or its header names a hash other than this code's.
             JournalKeyError: the key differs from the one the journal was written with.
-            JournalLockedError: another writer holds the journal.
+            JournalLockedError: another writer holds the journal, or this process has
+                it open already (LMDB allows one open of a file per process: share
+                the open journal instead).
             JournalUnavailableError: the directory cannot be created or written to.
             JournalDamagedError: ``readonly`` and the data file is shorter than its header
                 names (truncated; opening it for writing pads it with empty pages).
@@ -477,6 +479,14 @@ class LmdbJournal(Journal):
             msg = (
                 f"{where} is at format version {version}, older than this code's {FORMAT_VERSION} "
                 "(a development format); read it with the version that wrote it"
+            )
+            raise JournalFormatError(msg)
+        hash_name = meta.get(_META_HASH, b"").decode(errors="replace")
+        if hash_name != HASH_NAME:
+            # The chain does not cover the header; a label that lies is refused here instead.
+            msg = (
+                f"{where} names its hash {hash_name!r}, not this format's {HASH_NAME!r} "
+                "(its header was changed, or another program wrote it)"
             )
             raise JournalFormatError(msg)
         stored_check = meta.get(_META_KEYCHECK, b"")
@@ -592,13 +602,20 @@ class LmdbJournal(Journal):
 
         All or nothing: on any error nothing of the batch is stored. Encoding happens
         before the transaction, so an unencodable event fails the call with
-        ``UnencodableValueError`` and leaves the journal usable.
+        ``UnencodableValueError`` and leaves the journal usable; so does an event this
+        journal's codec could not read back (of an unknown type, or not at its type's
+        current version ``v``). Field types are not checked here (msgspec checks them
+        when it decodes): the runtime checks what it journals at its boundary, and a
+        direct caller must build events with their declared types.
 
         Raises:
             JournalClosedError: after ``close()``.
             JournalReadOnlyError: the journal is read-only.
             InvalidStreamError: an event's stream or id is empty, has NUL, or is too long.
             UnencodableValueError: an event holds a value msgspec cannot encode.
+            TypeError: an item is not an ``Event``.
+            UnknownEventTypeError: an event's type is not one of the codec's.
+            EventVersionError: an event's ``v`` is not its type's current version.
             JournalFullError: the map cannot grow past ``max_map_size`` (fail-stop: every
                 later append raises ``JournalStillFullError``, both a ``JournalFullError``
                 and a ``JournalFailedError``).
@@ -1138,7 +1155,12 @@ class LmdbJournal(Journal):
         return Snapshot(stream, seq, data)
 
     def info(self) -> dict[str, object]:
-        """The journal's header: format version, engine, hash, whether keyed, chain head."""
+        """The journal's header: format version, engine, hash, whether keyed, chain head.
+
+        ``engine`` is the LMDB version that created the file: a label for audits, which
+        nothing acts on and the chain does not cover. ``hash`` is checked when the
+        journal is opened (``JournalFormatError`` if it is not this code's).
+        """
         self._check_open()
         with self._lock, _translated(self._path):
             meta = self._txn_call(self._all_meta)

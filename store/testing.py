@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cogfabric.events import PrivateSet, TaskContextSet, UnencodableValueError
+from cogfabric.events import EventVersionError, PrivateSet, TaskContextSet, UnencodableValueError
 
 from ._errors import InvalidStreamError, JournalClosedError
 from ._journal import Journal, Snapshot
@@ -115,6 +115,13 @@ class JournalContract:
 
         assert journal.last_seq == 0
         assert journal.append(good) == [1, 2]
+
+    def test_an_event_not_at_its_types_current_version_writes_nothing(self, journal: Journal) -> None:
+        # it could never be read back: msgspec checks ``v`` only when it decodes
+        with pytest.raises(EventVersionError):
+            journal.append([*make_events(2), PrivateSet(at=0.0, agent="a0", key="k", v=2)])
+
+        assert journal.last_seq == 0
 
     def test_an_event_whose_stream_cannot_be_stored_is_refused(self, journal: Journal) -> None:
         with pytest.raises(InvalidStreamError):

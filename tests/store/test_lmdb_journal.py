@@ -434,6 +434,39 @@ class TestSchemaVersionsOnRead:
         assert record.event.v == 2
 
 
+class TestAppendRefusesWhatItCouldNotReadBack:
+    """msgspec checks ``v`` and the type only on decode: append checks them, so replay never fails on them."""
+
+    def test_an_event_at_a_newer_version_is_refused_and_nothing_is_stored(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path / "j") as journal:
+            journal.append(make_events(1))
+            future = PrivateSet(at=0.0, agent="a", key="k", v=2)
+
+            with pytest.raises(EventVersionError, match=r"'PrivateSet' is at version 2.*version 1") as info:
+                journal.append([*make_events(2), future])
+
+            assert (info.value.type_name, info.value.stored, info.value.known) == ("PrivateSet", 2, 1)
+            assert journal.last_seq == 1  # the whole batch was refused, and the journal goes on
+            assert journal.append(make_events(1)) == [2]
+            assert [r.seq for r in journal.read()] == [1, 2]
+
+    def test_an_event_at_an_older_version_is_refused(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path / "j") as journal, pytest.raises(EventVersionError, match="version 0"):
+            journal.append([PrivateSet(at=0.0, agent="a", key="k", v=0)])
+
+    def test_an_event_type_the_codec_does_not_know_is_refused_by_name(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path / "j") as journal:
+            with pytest.raises(UnknownEventTypeError, match="'_Alien'"):
+                journal.append([_Alien(at=0.0, agent="a", what="?")])
+            assert journal.last_seq == 0
+
+    def test_something_that_is_not_an_event_is_a_type_error(self, tmp_path: Path) -> None:
+        with Journal.open(tmp_path / "j") as journal:
+            with pytest.raises(TypeError, match="only events can be stored, not dict"):
+                journal.append([*make_events(1), {"type": "PrivateSet"}])  # type: ignore[list-item]
+            assert journal.last_seq == 0
+
+
 class TestFilesAndFormat:
     def test_journal_files_are_owner_only(self, tmp_path: Path) -> None:
         path = tmp_path / "j"
@@ -466,6 +499,15 @@ class TestFilesAndFormat:
             Journal.open(closed_journal)
 
         assert (closed_journal / "data.mdb").read_bytes() == before
+
+    def test_a_header_naming_another_hash_is_refused(self, closed_journal: Path) -> None:
+        # the chain does not cover the header's labels; the one that names the hash is checked instead
+        _raw_edit(closed_journal, lambda txn, _, dbs: txn.put(b"hash", b"sha1", db=dbs[b"meta"]))
+
+        with pytest.raises(JournalFormatError, match="its hash 'sha1', not this format's 'blake2b-128'"):
+            Journal.open(closed_journal, readonly=True)
+        with pytest.raises(JournalFormatError, match="sha1"):
+            Journal.open(closed_journal)
 
     def test_an_lmdb_database_that_is_not_a_journal_is_refused(self, tmp_path: Path) -> None:
         env = lmdb.open(str(tmp_path / "other"))
