@@ -8,12 +8,12 @@ import msgspec
 
 from ._errors import InvalidConfigError
 from ._llm import LLMConfig
-from ._memory_config import MemoryConfig
+from ._memory_config import MAX_WAIT, MemoryConfig
 
 __all__ = ["Config", "JournalConfig", "RuntimeConfig", "config_error"]
 
 _Positive = Annotated[int, msgspec.Meta(gt=0)]
-_PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+_Timeout = Annotated[float, msgspec.Meta(gt=0, le=MAX_WAIT)]
 
 
 class JournalConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -42,8 +42,8 @@ class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
     mailbox_size: _Positive = 10_000
     """Messages an agent's mailbox holds before senders wait."""
-    call_timeout: _PositiveFloat = 30.0
-    """Seconds a blocking call waits (an actor's answer, room in a full mailbox)."""
+    call_timeout: _Timeout = 30.0
+    """Seconds a blocking call waits (an actor's answer, room in a full mailbox); at most 1e9."""
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

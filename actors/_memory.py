@@ -49,6 +49,7 @@ from ._errors import (
     RuntimeClosedError,
     SessionNotFoundError,
 )
+from ._memory_config import MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -538,8 +539,12 @@ class MemoryManager:
     # ------------------------------------------------------------- lifecycle
 
     def start_ticker(self, sleep: Callable[[float], bool] | None = None) -> None:
-        """Sweep every ``session_ttl / 2`` seconds of real time, on a daemon thread."""
-        interval = self._config.session_ttl / 2
+        """Sweep every ``session_ttl / 2`` seconds of real time, on a daemon thread.
+
+        At most every ``MAX_WAIT`` seconds (~31 years): a thread cannot wait much
+        longer, and a TTL that long (or ``inf``: sessions never expire) needs no sooner sweep.
+        """
+        interval = min(self._config.session_ttl / 2, MAX_WAIT)
         wait = sleep or self._stop_ticker.wait
 
         def tick() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import TYPE_CHECKING
 
@@ -17,11 +18,13 @@ from cogfabric.actors import (
     JournalConfig,
     MemoryConfig,
     Runtime,
+    RuntimeConfig,
     SessionNotFoundError,
     Snippet,
     default_memory_config,
 )
 from cogfabric.actors._cleaner import clean_with_turns, extract_gist, with_ellipsis
+from cogfabric.actors._memory_config import MAX_WAIT
 from cogfabric.events import (
     Message,
     SessionCreated,
@@ -94,6 +97,30 @@ class TestConfig:
 
         with pytest.raises(InvalidConfigError, match=r"\$\.journal\.snapshot_interval"):
             Runtime.open(config=config)
+
+    @pytest.mark.parametrize("value", [math.inf, 2e9])
+    def test_a_call_timeout_longer_than_a_thread_can_wait_is_an_invalid_config(self, value: float) -> None:
+        config = Config(runtime=RuntimeConfig(call_timeout=value))
+
+        with pytest.raises(InvalidConfigError, match=r"<= 1000000000.0 - at `\$\.runtime\.call_timeout`"):
+            Runtime.open(config=config)
+
+    @pytest.mark.parametrize("ttl", [math.inf, 1e12])
+    def test_a_ttl_past_what_a_thread_can_wait_sweeps_every_max_wait(self, ttl: float) -> None:
+        waited: list[float] = []
+        done = threading.Event()
+
+        def sleep(seconds: float) -> bool:  # the ticker's wait; True stops it
+            waited.append(seconds)
+            done.set()
+            return True
+
+        with Runtime.open(config=_config(session_ttl=ttl), clock=FakeClock()) as rt:  # no ticker of its own
+            rt.memory.start_ticker(sleep=sleep)
+            assert done.wait(5)
+
+        assert waited == [MAX_WAIT]  # ttl / 2 would overflow the thread's wait and kill the ticker
+        assert 5 * MAX_WAIT <= threading.TIMEOUT_MAX  # close waits five call_timeouts at most
 
 
 class TestSessions:
