@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NoReturn
 import pytest
 from click.testing import CliRunner
 
+import cogfabric._audit
 from cogfabric.cli import main
 from cogfabric.events import AgentEvent, AgentSpawned, EventCodec, PrivateSet
 from cogfabric.store import Journal, LmdbJournal
@@ -268,3 +269,41 @@ def test_replay_shows_the_broadcasts_an_agent_received(tmp_path: Path) -> None:
         ("x", "news", "broadcast")
     ]
     assert shown["b"]["ipc"] == {"messages": 0, "latest": []}  # not a subscriber: it never got it
+
+
+@pytest.mark.parametrize("args", AUDITS)
+def test_a_data_file_that_cannot_be_copied_is_an_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    path = _journal(tmp_path)
+
+    def refuse(*_args: object, **_kwargs: object) -> NoReturn:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(shutil, "copyfile", refuse)
+    result = CliRunner().invoke(main, [*args, str(path), "--copy"])
+
+    assert result.exit_code == 2, result.output
+    assert f"{path}: cannot copy its data file: Permission denied" in result.output
+    assert isinstance(result.exception, SystemExit)  # reported, not raised
+
+
+@pytest.mark.parametrize("copy", [[], ["--copy"]])
+def test_an_unreadable_data_file_is_named_before_any_advice_to_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy: list[str]
+) -> None:
+    path = _journal(tmp_path)
+    real_access = os.access
+
+    def access(where: object, mode: int, **kwargs: object) -> bool:
+        if str(where).endswith("data.mdb") and mode == os.R_OK:
+            return False  # as for an auditor who does not own a 0600 file (tests run as root)
+        return real_access(where, mode, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cogfabric._audit, "_writable", lambda _path: False)
+    monkeypatch.setattr(os, "access", access)
+    result = CliRunner().invoke(main, ["verify", str(path), *copy])
+
+    assert result.exit_code == 2, result.output
+    assert f"{path}: cannot read its data file: permission denied" in result.output
+    assert "rerun with --copy" not in result.output

@@ -14,7 +14,7 @@ import msgspec
 
 from cogfabric.actors import apply_session_event, replay_agent
 from cogfabric.events import ContextLayer, IpcDelivered, IpcMessage
-from cogfabric.store import JournalError, LmdbJournal
+from cogfabric.store import JournalError, JournalUnavailableError, LmdbJournal
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -54,11 +54,15 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
     Raises:
         AuditAccessError: the directory (or its lock file) is not writable and
             ``copy`` is not set.
+        JournalUnavailableError: the data file cannot be read (or copied).
         JournalError: as the store raises it, naming ``path`` (not the private copy).
 
     """
+    source = path / "data.mdb"
+    if source.is_file() and not os.access(source, os.R_OK):  # before suggesting --copy, which must read it
+        raise JournalUnavailableError(f"{path}: cannot read its data file: permission denied")
     if not copy:
-        if (path / "data.mdb").is_file() and not _writable(path):
+        if source.is_file() and not _writable(path):
             msg = (
                 f"cannot audit {path} in place: LMDB writes its lock file even when reading, "
                 "and this directory is not writable; rerun with --copy to audit a private copy"
@@ -70,12 +74,15 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
     with tempfile.TemporaryDirectory(prefix="cogfabric-audit-") as tmp:
         target = Path(tmp) / "journal"
         target.mkdir(mode=0o700)
-        source = path / "data.mdb"
         if not source.is_file():
             with LmdbJournal.open(path, readonly=True, key=key) as journal:  # raises "no journal"
                 yield journal
             return
-        shutil.copyfile(source, target / "data.mdb")
+        try:
+            shutil.copyfile(source, target / "data.mdb")
+        except OSError as exc:  # unreadable, or no room for the copy
+            msg = f"{path}: cannot copy its data file: {exc.strerror or exc}"
+            raise JournalUnavailableError(msg) from exc
         (target / "data.mdb").chmod(0o600)
         try:
             with LmdbJournal.open(target, readonly=True, key=key) as journal:
