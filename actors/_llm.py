@@ -22,6 +22,7 @@ from cogfabric.events._codec import require_str
 
 from ._cleaner import GO_SPACE
 from ._errors import ActorError, RuntimeClosedError
+from ._memory_config import MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -48,6 +49,8 @@ __all__ = [
 
 DEFAULT_MAX_PROMPT_LENGTH: Final = 8192
 """The original's ``maxPromptLength``, in code points."""
+DEFAULT_TIMEOUT: Final = 60.0
+"""The original's ``defaultTimeoutSeconds``."""
 
 
 class InvalidArgumentError(ActorError, ValueError):
@@ -74,8 +77,8 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     api_key: str = ""
     base_url: str = ""
     model: str = ""
-    timeout: float = 60.0
-    """Seconds an HTTP provider waits for an answer."""
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds an HTTP provider waits for an answer; 0 (or less) means 60, and at most 1e9."""
     max_tokens: int = 4096
     max_prompt_length: int = 0
     """Code points a prompt may have; 0 (or less) means 8192."""
@@ -85,6 +88,14 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     def prompt_limit(self) -> int:
         """The effective limit: ``max_prompt_length`` when positive, else 8192."""
         return self.max_prompt_length if self.max_prompt_length > 0 else DEFAULT_MAX_PROMPT_LENGTH
+
+    @property
+    def request_timeout(self) -> float:
+        """The effective timeout: ``timeout`` when positive (at most ``MAX_WAIT``, 1e9 s), else 60.
+
+        A socket cannot wait longer than about 9.2e9 s, and 0 would make it non-blocking.
+        """
+        return min(self.timeout, MAX_WAIT) if self.timeout > 0 else DEFAULT_TIMEOUT
 
     def __repr__(self) -> str:
         key = "***" if self.api_key else ""
@@ -170,7 +181,7 @@ class OpenAICompatibleProvider:
             raise ProviderError(msg)
         request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")  # noqa: S310 - scheme checked above
         try:
-            with urllib.request.urlopen(request, timeout=self._config.timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=self._config.request_timeout) as response:  # noqa: S310
                 answer = json.loads(response.read())
         except (urllib.error.URLError, TimeoutError, ValueError) as exc:
             msg = f"{self.name} at {url} failed: {exc}"

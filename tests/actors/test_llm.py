@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import math
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -278,3 +279,14 @@ def test_a_refused_prompt_never_reaches_the_http_server(server: str) -> None:
         LLMClient(provider, LLMConfig(max_prompt_length=3)).generate("four")
 
     assert _Completions.received == []
+
+
+@pytest.mark.parametrize(("timeout", "effective"), [(5.0, 5.0), (0.0, 60.0), (-1.0, 60.0), (math.inf, 1e9)])
+def test_a_timeout_of_zero_or_less_means_sixty_seconds_and_a_huge_one_is_capped(
+    server: str, timeout: float, effective: float
+) -> None:
+    config = LLMConfig(base_url=server, timeout=timeout)
+
+    assert config.request_timeout == effective
+    # 0 made the socket non-blocking, a negative one a ValueError, inf an OverflowError: each failed the call
+    assert OpenAICompatibleProvider(config).generate("hi") == "ok: hi"
