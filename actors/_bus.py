@@ -23,6 +23,7 @@ from ._errors import (
     MailboxFullError,
     RuntimeClosedError,
 )
+from ._memory_config import MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -220,7 +221,10 @@ class IpcBus:
         *,
         cause: str | None = None,
     ) -> IpcMessage:
-        """Send a request and wait for the reply message (a timeout <= 0 means 30 s).
+        """Send a request and wait for the reply message.
+
+        A timeout <= 0 means 30 s (the original's default); one past ``MAX_WAIT``
+        (1e9 s), ``inf`` included, waits that long, as long as a thread can.
 
         ``cause`` is the id of the event that led to it (a behavior's request carries the
         message its agent is handling).
@@ -240,8 +244,7 @@ class IpcBus:
                 (raised as soon as it reaches the request; one dead letter is journaled).
 
         """
-        if timeout <= 0:
-            timeout = DEFAULT_REQUEST_TIMEOUT
+        timeout = min(timeout, MAX_WAIT) if timeout > 0 else DEFAULT_REQUEST_TIMEOUT
         message = self._message(
             frm,
             to,

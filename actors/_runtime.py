@@ -780,7 +780,18 @@ class Runtime:
     # ------------------------------------------------------------- closing
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until every change handed over so far is durable (batch durability)."""
+        """Wait until every change handed over so far is durable (batch durability).
+
+        Each agent first hands over what its mailbox led to (``call_timeout`` at most
+        each); then the journal gets ``timeout`` seconds (default ``call_timeout``; see
+        ``Ack.wait``) to commit it all.
+
+        Raises:
+            RuntimeClosedError: the runtime is closed.
+            ActorTimeoutError: not durable within the timeout (the outcome is unknown).
+            JournalError: the journal failed (fail-stop).
+
+        """
         self._check_open()
         for agent_id in self.agents():
             try:

@@ -37,6 +37,7 @@ from cogfabric.events import TaskContextPublished
 from cogfabric.store import JournalError, JournalFailedError, Snapshot
 
 from ._errors import ActorTimeoutError, RuntimeClosedError
+from ._memory_config import MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -70,12 +71,15 @@ class Ack:
     def wait(self, timeout: float) -> list[int]:
         """Block until committed and return the seqs.
 
+        ``timeout`` is in seconds: 0 or less does not wait, and past ``MAX_WAIT`` (1e9
+        s; ``inf`` too) it waits that long, as long as a thread can.
+
         Raises:
             ActorTimeoutError: not committed within ``timeout`` seconds (outcome unknown).
             JournalError: the append failed (the journal is fail-stop).
 
         """
-        if not self._lock.acquire(timeout=timeout):
+        if not self._lock.acquire(timeout=min(max(timeout, 0.0), MAX_WAIT)):
             msg = f"the journal did not acknowledge within {timeout} s; the outcome is unknown"
             raise ActorTimeoutError(msg)
         self._lock.release()  # let a second wait() return at once too

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import textwrap
@@ -617,6 +618,19 @@ class TestSnapshotInterval:
 
 
 class TestBus:
+    @pytest.mark.parametrize("timeout", [math.inf, 1e12])
+    def test_a_timeout_past_what_a_thread_can_wait_is_waited_as_long_as_it_can(
+        self, runtime: Runtime, timeout: float
+    ) -> None:
+        # each overflowed the thread's wait (OverflowError) before it was capped at MAX_WAIT
+        runtime.spawn("b", behavior="rec")
+        runtime.spawn("c").set_private("k", 1)
+
+        reply = runtime.bus.request("a", "b", "q", 1, timeout=timeout)
+        runtime.flush(timeout=timeout)
+
+        assert reply.payload == {"echo": 1, "by": "b"}
+
     def test_send_delivers_to_target(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
 
