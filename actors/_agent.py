@@ -642,7 +642,11 @@ class AgentActor(pykka.ThreadingActor):
         self._restart()
 
     def _restart(self) -> None:
-        """Rebuild this agent from the journal and give it a fresh behavior."""
+        """Rebuild this agent from the journal and give it a fresh behavior.
+
+        An instance of a class that is not registered has no factory to make a fresh
+        one: the agent keeps the instance it runs.
+        """
         self._flush_outbox()
         core = self._core
         if core.writer is not None:
@@ -650,7 +654,8 @@ class AgentActor(pykka.ThreadingActor):
             self._adopt(core.load_agent(self._state.id))
             if self._killed:
                 return
-        self._behavior = core.make_behavior(self._state.behavior)
+        if core.is_registered(self._state.behavior) or self._behavior is None:
+            self._behavior = core.make_behavior(self._state.behavior)
         self._shared.has_behavior = self._behavior is not None
         self._shared.lifecycle = self._state.lifecycle
 

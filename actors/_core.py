@@ -47,6 +47,7 @@ class Core:
         self.clock = clock
         self.writer = writer
         self.behaviors = dict(behaviors)
+        self._unregistered_logged: set[str] = set()
         self.sync = config.journal.durability == "sync"
         self.call_timeout = config.runtime.call_timeout
         self.snapshot_interval = config.journal.snapshot_interval
@@ -77,7 +78,18 @@ class Core:
             writer.submit_nowait(events)
 
     def behavior_name(self, behavior: str | Behavior | type | None) -> str | None:
-        """The registered name of ``behavior``: a name, a registered class or an instance of one."""
+        """The name journaled for ``behavior``: a registered name, a registered class, or an instance.
+
+        An instance of a registered class journals that class's name. An instance of a
+        class that is not registered runs all the same, and journals its class's
+        qualified name (``module.QualName``, logged once per class): on a reopen that
+        name is unknown unless registered, so the agent comes back without a behavior
+        (issue: "an instance's class must be registered to be reattached").
+
+        Raises:
+            InvalidSpawnSpecError: an unknown name, or a class that is not registered.
+
+        """
         if behavior is None:
             return None
         if isinstance(behavior, str):
@@ -88,12 +100,25 @@ class Core:
         for name, factory in self.behaviors.items():
             if factory is cls:
                 return name
-        what = "class" if isinstance(behavior, type) else "instance of class"
-        msg = (
-            f"behavior {what} {cls.__name__} is not registered, so it could not be reattached "
-            "on recovery; pass behaviors={name: class} to Runtime.open"
-        )
-        raise InvalidSpawnSpecError(msg)
+        if isinstance(behavior, type):
+            msg = (
+                f"behavior class {cls.__name__} is not registered; "
+                "pass behaviors={name: class} to Runtime.open"
+            )
+            raise InvalidSpawnSpecError(msg)
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if name not in self._unregistered_logged:
+            self._unregistered_logged.add(name)
+            log.warning(
+                "behavior instance of %s is not registered: it runs, but a reopen cannot reattach it "
+                "(pass behaviors={name: class} to Runtime.open)",
+                name,
+            )
+        return name
+
+    def is_registered(self, name: str | None) -> bool:
+        """Whether a fresh behavior can be made for the journaled ``name``."""
+        return name is not None and name in self.behaviors
 
     def live_behavior(self, given: str | Behavior | type | None, name: str | None) -> Behavior | None:
         """What a spawned agent runs: the instance it was given, or a fresh one made for ``name``.

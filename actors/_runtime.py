@@ -314,15 +314,18 @@ class Runtime:
     ) -> Agent:
         """Spawn an agent and return its handle (journaled before it exists, in sync durability).
 
-        ``behavior`` is a registered name, a registered class, or an instance of a
-        registered class: the agent runs that very instance (one agent's only), and a
-        fresh one from the class's factory after its behavior raised (a restart) or a
-        reopen. The journal keeps the registered name.
+        ``behavior`` is a registered name, a registered class, or an instance: the
+        agent runs that very instance (one agent's only). The journal keeps the
+        registered name, and a restart (after the behavior raised) or a reopen makes a
+        fresh behavior from its factory. An instance of a class that is not registered
+        is journaled by its class's qualified name (logged): a restart keeps the
+        instance, and a reopen cannot reattach it unless that name is registered, so
+        the agent comes back without a behavior and messages to it are dead-lettered.
 
         Raises:
-            InvalidSpawnSpecError: the id contains white space, the behavior is unknown,
-                its class is not registered, it has no ``on_message``, or the instance
-                runs another agent already.
+            InvalidSpawnSpecError: the id contains white space, the behavior is an
+                unknown name or a class that is not registered, it has no
+                ``on_message``, or the instance runs another agent already.
             AgentExistsError: a live agent has that id.
 
         """

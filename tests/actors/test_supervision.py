@@ -21,6 +21,7 @@ from cogfabric.actors import (
     InvalidSpawnSpecError,
     IpcHandlerError,
     IpcInvalidMessageError,
+    IpcNoHandlerError,
     IpcTimeoutError,
     JournalConfig,
     MailboxFullError,
@@ -42,6 +43,20 @@ from cogfabric.store import Journal, JournalError, JournalFullError
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+
+
+class _Stranger:
+    """A behavior whose class no test registers: answers ["stranger", payload]; raises on 'boom'."""
+
+    def __init__(self) -> None:
+        self.handled = 0
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> object:  # noqa: ARG002
+        self.handled += 1
+        if message.topic == "boom":
+            msg = "boom"
+            raise RuntimeError(msg)
+        return ["stranger", message.payload]
 
 
 class Gate:
@@ -106,18 +121,41 @@ class TestSpawnMany:
 
 
 class TestBehaviors:
-    def test_a_registered_class_instance_is_accepted_and_an_unregistered_one_refused(self) -> None:
-        class Stranger:
-            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
-                return None
-
+    def test_an_instance_of_a_registered_class_or_not_is_accepted_and_an_unknown_name_refused(self) -> None:
         with _open(None) as runtime:
             runtime.spawn("a", behavior=Gate())
+            runtime.spawn("b", behavior=_Stranger())
 
-            with pytest.raises(InvalidSpawnSpecError, match="not registered"):
-                runtime.spawn("b", behavior=Stranger())
             with pytest.raises(InvalidSpawnSpecError, match="unknown behavior"):
                 runtime.spawn("c", behavior="nope")
+            assert runtime.agents() == ["a", "b"]
+
+    def test_an_unregistered_instance_runs_survives_a_restart_and_is_not_reattached_on_reopen(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # "an instance's class must be registered to be reattached": it runs, but a reopen has no factory
+        stranger = _Stranger()
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+            runtime.spawn("s", behavior=stranger)
+            assert runtime.bus.request("x", "s", "q", 1, timeout=10).payload == ["stranger", 1]
+            with pytest.raises(IpcHandlerError):
+                runtime.bus.request("x", "s", "boom", timeout=10)
+            # restarted from the journal, it keeps the instance: there is no factory to make another
+            assert runtime.bus.request("x", "s", "q", 2, timeout=10).payload == ["stranger", 2]
+        assert stranger.handled == 3
+        assert "_Stranger is not registered: it runs, but a reopen cannot reattach it" in caplog.text
+
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            spawned = next(r.event for r in journal.read() if isinstance(r.event, AgentSpawned))
+        assert spawned.behavior == f"{__name__}._Stranger"
+
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+            assert runtime.agents() == ["s"]
+            with pytest.raises(IpcNoHandlerError, match="no behavior"):
+                runtime.bus.request("x", "s", "q", 3, timeout=10)
+        registered = {spawned.behavior: _Stranger}  # registered by the journaled name, it is reattached
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors=registered) as runtime:
+            assert runtime.bus.request("x", "s", "q", 4, timeout=10).payload == ["stranger", 4]
 
     def test_an_instance_runs_as_given_and_a_fresh_one_after_a_reopen(self, tmp_path: Path) -> None:
         class Tagged:
@@ -150,13 +188,9 @@ class TestBehaviors:
             assert runtime.agents() == ["b"]
 
     def test_a_class_or_a_spec_that_cannot_be_spawned_is_refused_clearly(self) -> None:
-        class Stranger:
-            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
-                return None
-
         with _open(None) as runtime:
-            with pytest.raises(InvalidSpawnSpecError, match="behavior class Stranger is not registered"):
-                runtime.spawn("a", behavior=Stranger)
+            with pytest.raises(InvalidSpawnSpecError, match="behavior class _Stranger is not registered"):
+                runtime.spawn("a", behavior=_Stranger)
             with pytest.raises(InvalidSpawnSpecError, match="a spawn spec is a mapping"):
                 runtime.spawn_many(["b"])  # type: ignore[list-item]
 
