@@ -73,10 +73,14 @@ class AgentNotSuspendedError(ActorError):
 
 
 class AgentRunningError(ActorError):
-    """Raised when retiring or recovering an agent while its behavior handles a message."""
+    """Raised when retiring or recovering an agent while its behavior handles a message.
 
-    def __init__(self, agent_id: str) -> None:
-        super().__init__(f"agentfabric: agent running: {agent_id!r}")
+    Also when an agent's own behavior calls the runtime, or a handle, for an operation
+    on that same agent (it would wait for itself); ``detail`` then says so.
+    """
+
+    def __init__(self, agent_id: str, detail: str = "") -> None:
+        super().__init__(f"agentfabric: agent running: {agent_id!r}" + (f" ({detail})" if detail else ""))
         self.agent_id = agent_id
 
 

@@ -770,6 +770,13 @@ class Runtime:
 
     def _ask(self, agent_id: str, name: str, *args: object) -> Any:  # noqa: ANN401 - the operation's result
         entry = self._entry(agent_id)
+        if entry.shared.thread is threading.current_thread():
+            # its own behavior: the ask would queue behind the message it is handling
+            detail = (
+                f"its own behavior called {name} on it through the runtime or a handle, which would "
+                "wait for itself: use ctx for its own state, and lifecycle calls from elsewhere"
+            )
+            raise AgentRunningError(agent_id, detail)
         self._admit(agent_id, entry)
         try:
             result = entry.ref.ask((CALL, name, args), timeout=self._core.call_timeout)
@@ -796,9 +803,11 @@ class Runtime:
 
         """
         self._check_open()
+        me = threading.current_thread()
         for agent_id in self.agents():
             try:
-                self._ask(agent_id, "noop")
+                if self._entry(agent_id).shared.thread is not me:  # not the agent whose behavior calls
+                    self._ask(agent_id, "noop")
             except AgentNotFoundError:
                 continue
         if self._core.writer is not None:

@@ -91,12 +91,19 @@ def _reset_gate() -> None:
     Gate.instances = 0
 
 
-def _open(path: Path | None, *, mailbox: int = 100, timeout: float = 10.0, mode: str = "sync") -> Runtime:
+def _open(
+    path: Path | None,
+    *,
+    mailbox: int = 100,
+    timeout: float = 10.0,
+    mode: str = "sync",
+    behaviors: dict[str, Any] | None = None,
+) -> Runtime:
     config = Config(
         journal=JournalConfig(durability=mode),  # type: ignore[arg-type]
         runtime=RuntimeConfig(mailbox_size=mailbox, call_timeout=timeout),
     )
-    return Runtime.open(path, config=config, clock=FakeClock(), behaviors={"gate": Gate})
+    return Runtime.open(path, config=config, clock=FakeClock(), behaviors={"gate": Gate, **(behaviors or {})})
 
 
 class TestSpawnMany:
@@ -195,6 +202,39 @@ class TestBehaviors:
                 runtime.spawn_many(["b"])  # type: ignore[list-item]
 
             assert runtime.agents() == []
+
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_a_behavior_that_calls_the_runtime_on_its_own_agent_is_refused_at_once(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        runtimes: list[Runtime] = []
+        calls: dict[str, Callable[[Runtime, str], object]] = {
+            "suspend": lambda rt, me: rt.suspend(me),
+            "kill": lambda rt, me: rt.kill(me),
+            "set_private": lambda rt, me: rt.agent(me).set_private("k", 1),
+            "private": lambda rt, me: rt.agent(me).private("k"),
+        }
+
+        class SelfCaller:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> object:
+                if message.topic == "flush":
+                    runtimes[0].flush()  # waits for the other agents only
+                    return "flushed"
+                try:
+                    calls[message.topic](runtimes[0], ctx.agent_id)
+                except AgentRunningError as exc:
+                    return str(exc)
+                return "no error"
+
+        with _open(tmp_path / "j", timeout=5, mode=mode, behaviors={"s": SelfCaller}) as rt:
+            runtimes.append(rt)
+            rt.spawn("me", behavior="s")
+            rt.spawn("other")
+            for topic in calls:  # each waited call_timeout for itself, then timed out, before
+                answer = rt.bus.request("x", "me", topic, timeout=4).payload
+                assert answer.startswith("agentfabric: agent running: 'me' (its own behavior called"), topic
+            assert rt.bus.request("x", "me", "flush", timeout=4).payload == "flushed"
+            assert rt.agent("me").lifecycle == AgentState.IDLE
 
     def test_an_agent_is_running_while_its_behavior_handles_a_message(self) -> None:
         with _open(None) as runtime:
