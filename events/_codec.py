@@ -40,7 +40,22 @@ _S = TypeVar("_S", bound=msgspec.Struct)
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 """Turns the raw mapping of a record at version N into the mapping at version N+1."""
 
-_encoder: Final = msgspec.msgpack.Encoder()
+
+
+def _other_mappings_as_dicts(value: object) -> object:
+    """Encode any other ``Mapping`` as a dict (msgspec's hook for the types it cannot encode).
+
+    So the read-only layers of a ``ContextView`` (``MappingProxyType``), or a
+    ``ChainMap``, can be stored as they are; they come back as dicts, as every copy
+    does. Anything else is still refused, with msgspec's own words.
+    """
+    if isinstance(value, Mapping):
+        return dict(value)
+    msg = f"Encoding objects of type {type(value).__name__} is unsupported"
+    raise TypeError(msg)
+
+
+_encoder: Final = msgspec.msgpack.Encoder(enc_hook=_other_mappings_as_dicts)
 _any_decoder: Final = msgspec.msgpack.Decoder()
 _mapping_decoder: Final = msgspec.msgpack.Decoder(dict[str, Any])
 

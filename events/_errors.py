@@ -54,7 +54,8 @@ class UnencodableValueError(EventError, TypeError):
 
     Values are copied between layers by encoding and decoding them, so only what
     msgspec can encode (None, bool, int within 64 bits, float, str, bytes, lists,
-    tuples, dicts, msgspec Structs) may cross; the task layer's keys must be strings.
+    tuples, sets, dicts and other mappings, msgspec Structs) may cross; the task
+    layer's keys must be strings.
     """
 
 

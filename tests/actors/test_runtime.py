@@ -149,6 +149,26 @@ class TestFabric:
         with pytest.raises(TypeError):
             hash(before)
 
+    def test_a_context_views_read_only_layers_can_be_stored_back_as_they_are(
+        self, runtime: Runtime, tmp_path: Path
+    ) -> None:
+        agent = runtime.spawn("a", task_context={"goal": {"x": 1}})
+        agent.set_private("p", [1])
+        view = agent.context_view()
+
+        agent.set_private("saved", view.private)  # a MappingProxyType: stored as a dict
+        agent.set_private("nested", {"task": view.task_shared})
+        runtime.spawn("b").set_task_context(view.task_shared)
+
+        assert agent.private("saved") == {"p": [1]}
+        assert agent.private("nested") == {"task": {"goal": {"x": 1}}}
+        reopened = _reopen(runtime, tmp_path)
+        try:
+            assert reopened.agent("a").private("saved") == {"p": [1]}
+            assert reopened.agent("b").task_context() == {"goal": {"x": 1}}
+        finally:
+            reopened.close()
+
     def test_lifecycle_suspend_resume_retire_kill(self, runtime: Runtime) -> None:
         agent = runtime.spawn("a")
 
