@@ -50,7 +50,11 @@ def _other_mappings_as_dicts(value: object) -> object:
     does. Anything else is still refused, with msgspec's own words.
     """
     if isinstance(value, Mapping):
-        return dict(value)
+        try:
+            return dict(value)
+        except Exception as exc:  # a broken mapping: one error type for every caller to catch
+            msg = f"cannot encode {type(value).__name__}: {exc!r}"
+            raise TypeError(msg) from exc
     msg = f"Encoding objects of type {type(value).__name__} is unsupported"
     raise TypeError(msg)
 
@@ -171,8 +175,9 @@ class EventCodec:
         otherwise be stored and then refused by every replay).
 
         Raises:
-            TypeError: an item is not an ``Event``.
-            UnknownEventTypeError: an event's type is not one of this codec's types.
+            TypeError: an item is not an ``Event``, or not of the class this codec
+                decodes its type tag into.
+            UnknownEventTypeError: an event's type tag is not one of this codec's.
             EventVersionError: an event's ``v`` is not its type's current version.
             UnencodableValueError: as ``encode``, for the first event that cannot be encoded.
 
@@ -196,11 +201,16 @@ class EventCodec:
         if not isinstance(event, Event):
             msg = f"only events can be stored, not {cls.__name__}"
             raise TypeError(msg)
-        known = self._versions.get(cls)
-        if known is None:
-            raise UnknownEventTypeError(_tag_of(cls))
+        tag = _tag_of(cls)
+        own = self._types.get(tag)
+        if own is None:
+            raise UnknownEventTypeError(tag)
+        known = self._versions[own]
+        if event.v == known:  # not the codec's class for the tag, yet at its version
+            msg = f"{cls.__qualname__} is not the class this codec decodes {tag!r} into ({own.__qualname__})"
+            raise TypeError(msg)
         detail = "an event is stored at its type's current version"
-        raise EventVersionError(_tag_of(cls), event.v, known, detail)
+        raise EventVersionError(tag, event.v, known, detail)
 
     def decode(self, data: bytes | memoryview) -> Event:
         """Decode one event, upcasting an older version.

@@ -12,6 +12,7 @@ __all__ = [
     "JournalFailedError",
     "JournalFormatError",
     "JournalFullError",
+    "JournalHeaderError",
     "JournalIntegrityError",
     "JournalKeyError",
     "JournalLockedError",
@@ -63,6 +64,15 @@ class JournalIntegrityError(JournalError):
     def __init__(self, message: str, report: object = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class JournalHeaderError(JournalIntegrityError):
+    """Raised at open when the journal's header contradicts this format (a label changed).
+
+    The chain does not cover the header; its labels are checked instead. At the
+    right format version, a label that differs means the header was changed after
+    the journal was written.
+    """
 
 
 class JournalKeyError(JournalIntegrityError):

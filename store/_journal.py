@@ -128,7 +128,10 @@ class Journal(abc.ABC):
 
         An event whose id is stored already is not written again: its existing seq is
         returned, so retrying after an unknown outcome is safe. ``snapshots`` are
-        saved in the same transaction (each ``seq`` at most the new last seq).
+        saved in the same transaction (each ``seq`` at most the new last seq). A batch
+        with an event that could not be read back (not an ``Event``, of a type the
+        codec lacks, or not at its type's current version) is refused whole, as one
+        with a value msgspec cannot encode is.
         """
 
     @abc.abstractmethod

@@ -60,6 +60,7 @@ from ._errors import (
     JournalFailedError,
     JournalFormatError,
     JournalFullError,
+    JournalHeaderError,
     JournalKeyError,
     JournalLockedError,
     JournalNotFoundError,
@@ -378,8 +379,10 @@ class LmdbJournal(Journal):
 
         Raises:
             JournalNotFoundError: ``readonly`` and there is no journal at ``path``.
-            JournalFormatError: not a cogfabric journal (a file in its place, too), of a
-                newer format, or its header names a hash other than this code's.
+            JournalFormatError: not a cogfabric journal (a file in its place, too), or of a
+                newer format.
+            JournalHeaderError: its header names a hash other than this format's (also a
+                ``JournalIntegrityError``: the header was changed).
             JournalKeyError: the key differs from the one the journal was written with.
             JournalLockedError: another writer holds the journal, or this process has
                 it open already (LMDB allows one open of a file per process: share
@@ -484,11 +487,8 @@ class LmdbJournal(Journal):
         hash_name = meta.get(_META_HASH, b"").decode(errors="replace")
         if hash_name != HASH_NAME:
             # The chain does not cover the header; a label that lies is refused here instead.
-            msg = (
-                f"{where} names its hash {hash_name!r}, not this format's {HASH_NAME!r} "
-                "(its header was changed, or another program wrote it)"
-            )
-            raise JournalFormatError(msg)
+            msg = f"{where} names its hash {hash_name!r}, not this format's {HASH_NAME!r}: header changed"
+            raise JournalHeaderError(msg)
         stored_check = meta.get(_META_KEYCHECK, b"")
         if stored_check != _key_check(key):
             if not stored_check:
@@ -613,8 +613,8 @@ class LmdbJournal(Journal):
             JournalReadOnlyError: the journal is read-only.
             InvalidStreamError: an event's stream or id is empty, has NUL, or is too long.
             UnencodableValueError: an event holds a value msgspec cannot encode.
-            TypeError: an item is not an ``Event``.
-            UnknownEventTypeError: an event's type is not one of the codec's.
+            TypeError: an item is not an ``Event``, or not of the codec's class for its tag.
+            UnknownEventTypeError: an event's type tag is not one of the codec's.
             EventVersionError: an event's ``v`` is not its type's current version.
             JournalFullError: the map cannot grow past ``max_map_size`` (fail-stop: every
                 later append raises ``JournalStillFullError``, both a ``JournalFullError``
@@ -1159,7 +1159,7 @@ class LmdbJournal(Journal):
 
         ``engine`` is the LMDB version that created the file: a label for audits, which
         nothing acts on and the chain does not cover. ``hash`` is checked when the
-        journal is opened (``JournalFormatError`` if it is not this code's).
+        journal is opened (``JournalHeaderError`` if it is not this format's).
         """
         self._check_open()
         with self._lock, _translated(self._path):

@@ -217,6 +217,19 @@ def test_one_changed_byte_in_a_copy_makes_verify_exit_one_naming_the_seq(
     assert "seq 17" in result.output
 
 
+def test_a_changed_header_label_is_a_problem_in_the_journal(simulated: Path, tmp_path: Path) -> None:
+    copy = _copy(simulated, tmp_path)
+    env = lmdb.open(str(copy), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"meta")) as txn:
+        txn.put(b"hash", b"sha1")
+    env.close()
+
+    for command in ("verify", "inspect"):
+        result = CliRunner().invoke(main, [command, str(copy)])
+        assert result.exit_code == 1, result.output  # tampering, not a usage error (2)
+        assert "names its hash 'sha1'" in result.output
+
+
 def test_a_journal_of_a_newer_format_gets_a_clear_error(simulated: Path, tmp_path: Path) -> None:
     copy = _copy(simulated, tmp_path)
     env = lmdb.open(str(copy), max_dbs=8)

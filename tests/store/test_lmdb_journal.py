@@ -22,6 +22,7 @@ from cogfabric.store import (
     JournalFailedError,
     JournalFormatError,
     JournalFullError,
+    JournalHeaderError,
     JournalIntegrityError,
     JournalKeyError,
     JournalLockedError,
@@ -460,6 +461,27 @@ class TestAppendRefusesWhatItCouldNotReadBack:
                 journal.append([_Alien(at=0.0, agent="a", what="?")])
             assert journal.last_seq == 0
 
+    def test_a_codec_with_an_upcaster_stores_its_current_version_only(self, tmp_path: Path) -> None:
+        class Renamed(AgentEvent, frozen=True, kw_only=True):
+            v: int = 2
+            value: str
+
+        class RenamedV1(AgentEvent, frozen=True, kw_only=True, tag="Renamed"):
+            val: str
+
+        class RenamedToo(AgentEvent, frozen=True, kw_only=True, tag="Renamed"):
+            v: int = 2
+            value: str
+
+        codec = EventCodec([Renamed], upcasters={("Renamed", 1): lambda raw: raw})
+        with LmdbJournal.open(tmp_path / "j", codec=codec) as journal:
+            assert journal.append([Renamed(at=0.0, agent="a", value="new")]) == [1]
+            with pytest.raises(EventVersionError, match="'Renamed' is at version 1"):
+                journal.append([RenamedV1(at=0.0, agent="a", val="old")])  # read only through the upcaster
+            with pytest.raises(TypeError, match="RenamedToo is not the class this codec decodes 'Renamed'"):
+                journal.append([RenamedToo(at=0.0, agent="a", value="x")])
+            assert journal.last_seq == 1
+
     def test_something_that_is_not_an_event_is_a_type_error(self, tmp_path: Path) -> None:
         with Journal.open(tmp_path / "j") as journal:
             with pytest.raises(TypeError, match="only events can be stored, not dict"):
@@ -500,14 +522,16 @@ class TestFilesAndFormat:
 
         assert (closed_journal / "data.mdb").read_bytes() == before
 
-    def test_a_header_naming_another_hash_is_refused(self, closed_journal: Path) -> None:
+    def test_a_header_naming_another_hash_is_refused_as_changed(self, closed_journal: Path) -> None:
         # the chain does not cover the header's labels; the one that names the hash is checked instead
         _raw_edit(closed_journal, lambda txn, _, dbs: txn.put(b"hash", b"sha1", db=dbs[b"meta"]))
 
-        with pytest.raises(JournalFormatError, match="its hash 'sha1', not this format's 'blake2b-128'"):
+        with pytest.raises(JournalHeaderError, match="hash 'sha1', not this format's 'blake2b-128'") as info:
             Journal.open(closed_journal, readonly=True)
-        with pytest.raises(JournalFormatError, match="sha1"):
+        with pytest.raises(JournalHeaderError, match="header changed"):
             Journal.open(closed_journal)
+
+        assert isinstance(info.value, JournalIntegrityError)  # tampering, not a user's mistake
 
     def test_an_lmdb_database_that_is_not_a_journal_is_refused(self, tmp_path: Path) -> None:
         env = lmdb.open(str(tmp_path / "other"))
