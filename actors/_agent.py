@@ -72,7 +72,8 @@ class Behavior(Protocol):
     value answers a request (None means "I will reply later with ``bus.reply``").
     If it raises, the failure is journaled, a dead letter records the message, the
     requester (if any) gets ``IpcHandlerError``, and the agent is restarted from the
-    journal with a fresh behavior.
+    journal with a fresh behavior from its registered factory (an instance whose class
+    is not registered has none: the agent keeps it).
     """
 
     def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ANN401 - any reply
@@ -150,10 +151,14 @@ class MailboxSlots:
         return self._free > 0
 
 
+def _nothing() -> None:
+    """``Shared.flush_outbox`` before the actor runs: nothing is batched yet."""
+
+
 class Shared:
     """What other threads may read of an agent without asking its actor."""
 
-    __slots__ = ("has_behavior", "lifecycle", "slots", "thread")
+    __slots__ = ("flush_outbox", "has_behavior", "lifecycle", "slots", "thread")
 
     def __init__(self, lifecycle: str, mailbox_size: int, *, has_behavior: bool) -> None:
         self.lifecycle = lifecycle
@@ -161,6 +166,8 @@ class Shared:
         self.slots = MailboxSlots(mailbox_size)
         self.thread: threading.Thread | None = None
         """The actor's thread, once it runs (``Runtime.close`` called from it must not wait for it)."""
+        self.flush_outbox: Callable[[], object] = _nothing
+        """Hands over the agent's batched changes; call it on ``thread`` only (its behavior's flush)."""
 
 
 class AgentActor(pykka.ThreadingActor):
@@ -318,6 +325,7 @@ class AgentActor(pykka.ThreadingActor):
     def on_start(self) -> None:
         """Pykka's hook, on the actor's own thread before its first message."""
         self._shared.thread = threading.current_thread()
+        self._shared.flush_outbox = self.flush_outbox
 
     def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
         """Log; tells are wrapped so that an actor only fails on a bug."""
@@ -761,6 +769,26 @@ class AgentContext:
         self._actor.flush_outbox()
         bus = self._actor._core.bus  # noqa: SLF001
         return bus.request(self.agent_id, to, topic, payload, timeout, cause=self._actor.cause)
+
+    def subscribe(self, topic: str) -> bool:
+        """Subscribe this agent to ``topic`` (journaled); False when it was already.
+
+        Raises:
+            IpcInvalidMessageError: ``topic`` is empty.
+
+        """
+        self._actor._core.bus._check_ids(self.agent_id, topic)  # noqa: SLF001
+        return self._actor.op_subscribe(topic)
+
+    def unsubscribe(self, topic: str) -> bool:
+        """Unsubscribe this agent from ``topic`` (journaled); False when it was not subscribed.
+
+        Raises:
+            IpcInvalidMessageError: ``topic`` is empty.
+
+        """
+        self._actor._core.bus._check_ids(self.agent_id, topic)  # noqa: SLF001
+        return self._actor.op_unsubscribe(topic)
 
     def broadcast(self, topic: str, payload: object = None) -> int:
         """Broadcast to ``topic``'s subscribers; returns how many mailboxes took it."""

@@ -15,6 +15,7 @@ from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_
 from cogfabric.events._codec import require_str
 from cogfabric.store import JournalError
 
+from ._clock import bounded_wait
 from ._errors import (
     AgentNotFoundError,
     IpcHandlerError,
@@ -23,7 +24,6 @@ from ._errors import (
     MailboxFullError,
     RuntimeClosedError,
 )
-from ._memory_config import MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -244,7 +244,7 @@ class IpcBus:
                 (raised as soon as it reaches the request; one dead letter is journaled).
 
         """
-        timeout = min(timeout, MAX_WAIT) if timeout > 0 else DEFAULT_REQUEST_TIMEOUT
+        timeout = bounded_wait(timeout, DEFAULT_REQUEST_TIMEOUT)
         message = self._message(
             frm,
             to,

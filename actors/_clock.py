@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
-__all__ = ["Clock", "FakeClock", "SystemClock"]
+__all__ = ["MAX_WAIT", "Clock", "FakeClock", "SystemClock", "bounded_wait"]
+
+MAX_WAIT: Final = 1e9
+"""The longest wait in seconds (~31 years): a thread cannot wait past ``threading.TIMEOUT_MAX``
+(~9.2e9 s), and the runtime waits up to five times ``call_timeout`` for a close."""
+
+
+def bounded_wait(timeout: float, default: float) -> float:
+    """``timeout`` seconds, at most ``MAX_WAIT`` (``inf`` too); ``default`` when not positive (NaN too)."""
+    return min(timeout, MAX_WAIT) if timeout > 0 else default
 
 
 @runtime_checkable

@@ -6,9 +6,10 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from ._clock import MAX_WAIT
 from ._errors import InvalidConfigError
 from ._llm import LLMConfig
-from ._memory_config import MAX_WAIT, MemoryConfig
+from ._memory_config import MemoryConfig
 
 __all__ = ["Config", "JournalConfig", "RuntimeConfig", "config_error"]
 

@@ -21,8 +21,8 @@ from cogfabric.events import ROLE_ASSISTANT, ROLE_USER, LlmOutputRecorded, Messa
 from cogfabric.events._codec import require_str
 
 from ._cleaner import GO_SPACE
+from ._clock import bounded_wait
 from ._errors import ActorError, RuntimeClosedError
-from ._memory_config import MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -95,7 +95,7 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
         A socket cannot wait longer than about 9.2e9 s, and 0 would make it non-blocking.
         """
-        return min(self.timeout, MAX_WAIT) if self.timeout > 0 else DEFAULT_TIMEOUT
+        return bounded_wait(self.timeout, DEFAULT_TIMEOUT)
 
     def __repr__(self) -> str:
         key = "***" if self.api_key else ""

@@ -43,13 +43,13 @@ from cogfabric.events._codec import require_str, validated
 from cogfabric.store import JournalError
 
 from ._cleaner import clean, clean_with_turns, with_ellipsis
+from ._clock import MAX_WAIT
 from ._errors import (
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
     RuntimeClosedError,
     SessionNotFoundError,
 )
-from ._memory_config import MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Final
-
 import msgspec
 
 from ._cleaner import CleanOptions
 from ._errors import InvalidConfigError
 
-__all__ = ["MAX_WAIT", "CleanOptions", "MemoryConfig", "default_memory_config"]
-
-MAX_WAIT: Final = 1e9
-"""The longest wait in seconds (~31 years): a thread cannot wait past ``threading.TIMEOUT_MAX``
-(~9.2e9 s), and the runtime waits up to five times ``call_timeout`` for a close."""
+__all__ = ["CleanOptions", "MemoryConfig", "default_memory_config"]
 
 
 class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

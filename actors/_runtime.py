@@ -321,6 +321,8 @@ class Runtime:
         is journaled by its class's qualified name (logged): a restart keeps the
         instance, and a reopen cannot reattach it unless that name is registered, so
         the agent comes back without a behavior and messages to it are dead-lettered.
+        A class counts as registered when it is itself a factory in ``behaviors``
+        (an instance made by a function that is registered is not recognised).
 
         Raises:
             InvalidSpawnSpecError: the id contains white space, the behavior is an
@@ -794,7 +796,9 @@ class Runtime:
 
         Each agent first hands over what its mailbox led to (``call_timeout`` at most
         each); then the journal gets ``timeout`` seconds (default ``call_timeout``; see
-        ``Ack.wait``) to commit it all.
+        ``Ack.wait``) to commit it all. Called from a behavior, it hands over that
+        agent's own changes and waits for the journal, not for other agents (two
+        agents flushing at once would each wait for the other).
 
         Raises:
             RuntimeClosedError: the runtime is closed.
@@ -803,15 +807,24 @@ class Runtime:
 
         """
         self._check_open()
-        me = threading.current_thread()
-        for agent_id in self.agents():
-            try:
-                if self._entry(agent_id).shared.thread is not me:  # not the agent whose behavior calls
+        own = self._own_entry()
+        if own is not None:
+            own.shared.flush_outbox()
+        else:
+            for agent_id in self.agents():
+                try:
                     self._ask(agent_id, "noop")
-            except AgentNotFoundError:
-                continue
+                except AgentNotFoundError:
+                    continue
         if self._core.writer is not None:
             self._core.writer.flush(timeout)
+
+    def _own_entry(self) -> _Entry | None:
+        """The agent whose actor runs on this thread (a behavior calling in), if any."""
+        me = threading.current_thread()
+        if not me.name.startswith("AgentActor-"):  # Pykka's thread names: no scan for other callers
+            return None
+        return next((e for e in list(self._agents.values()) if e is not None and e.shared.thread is me), None)
 
     def _stop_ref(self, ref: pykka.ActorRef[AgentActor]) -> None:
         try:
@@ -830,11 +843,8 @@ class Runtime:
         most). A second caller waits for the first (``5 * call_timeout`` at most), unless
         it is an agent's thread, which that close() may be waiting for.
         """
-        me = threading.current_thread()
         with self._lock:
-            own = not self._closed and any(
-                e is not None and e.shared.thread is me for e in self._agents.values()
-            )
+            own = not self._closed and self._own_entry() is not None
         if own:
             try:
                 threading.Thread(target=self.close, name="cogfabric-close", daemon=True).start()

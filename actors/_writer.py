@@ -36,8 +36,8 @@ import pykka
 from cogfabric.events import TaskContextPublished
 from cogfabric.store import JournalError, JournalFailedError, Snapshot
 
+from ._clock import bounded_wait
 from ._errors import ActorTimeoutError, RuntimeClosedError
-from ._memory_config import MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -79,7 +79,7 @@ class Ack:
             JournalError: the append failed (the journal is fail-stop).
 
         """
-        if not self._lock.acquire(timeout=min(max(timeout, 0.0), MAX_WAIT)):
+        if not self._lock.acquire(timeout=bounded_wait(timeout, 0.0)):
             msg = f"the journal did not acknowledge within {timeout} s; the outcome is unknown"
             raise ActorTimeoutError(msg)
         self._lock.release()  # let a second wait() return at once too

@@ -24,7 +24,7 @@ from cogfabric.actors import (
     default_memory_config,
 )
 from cogfabric.actors._cleaner import clean_with_turns, extract_gist, with_ellipsis
-from cogfabric.actors._memory_config import MAX_WAIT
+from cogfabric.actors._clock import MAX_WAIT
 from cogfabric.events import (
     Message,
     SessionCreated,

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import lmdb
@@ -33,6 +35,7 @@ from cogfabric.events import (
     CognitiveStateSchemaVersionError,
     IpcMessage,
     TaskContextPublished,
+    UnencodableValueError,
 )
 from cogfabric.store import Journal, JournalFormatError, JournalIntegrityError, JournalKeyError
 
@@ -168,6 +171,27 @@ class TestFabric:
             assert reopened.agent("b").task_context() == {"goal": {"x": 1}}
         finally:
             reopened.close()
+
+    def test_a_mapping_that_fails_to_copy_or_has_other_keys_is_refused_as_unencodable(
+        self, runtime: Runtime
+    ) -> None:
+        class Broken(Mapping[str, int]):
+            def __getitem__(self, key: str) -> int:
+                raise KeyError(key)
+
+            def __iter__(self) -> Iterator[str]:
+                return iter(["k"])
+
+            def __len__(self) -> int:
+                return 1
+
+        agent = runtime.spawn("a")
+
+        with pytest.raises(UnencodableValueError, match="cannot encode Broken: KeyError"):
+            agent.set_private("k", {"nested": Broken()})
+        with pytest.raises(UnencodableValueError):
+            agent.set_task_context(MappingProxyType({1: 2}))  # type: ignore[dict-item]  # keys must be strings
+        assert agent.context_view().private == {}
 
     def test_lifecycle_suspend_resume_retire_kill(self, runtime: Runtime) -> None:
         agent = runtime.spawn("a")

@@ -213,13 +213,11 @@ class TestBehaviors:
             "kill": lambda rt, me: rt.kill(me),
             "set_private": lambda rt, me: rt.agent(me).set_private("k", 1),
             "private": lambda rt, me: rt.agent(me).private("k"),
+            "subscribe": lambda rt, me: rt.bus.subscribe(me, "news"),
         }
 
         class SelfCaller:
             def on_message(self, ctx: AgentContext, message: IpcMessage) -> object:
-                if message.topic == "flush":
-                    runtimes[0].flush()  # waits for the other agents only
-                    return "flushed"
                 try:
                     calls[message.topic](runtimes[0], ctx.agent_id)
                 except AgentRunningError as exc:
@@ -229,12 +227,46 @@ class TestBehaviors:
         with _open(tmp_path / "j", timeout=5, mode=mode, behaviors={"s": SelfCaller}) as rt:
             runtimes.append(rt)
             rt.spawn("me", behavior="s")
-            rt.spawn("other")
             for topic in calls:  # each waited call_timeout for itself, then timed out, before
                 answer = rt.bus.request("x", "me", topic, timeout=4).payload
                 assert answer.startswith("agentfabric: agent running: 'me' (its own behavior called"), topic
-            assert rt.bus.request("x", "me", "flush", timeout=4).payload == "flushed"
             assert rt.agent("me").lifecycle == AgentState.IDLE
+            assert rt.bus.subscribers("news") == []
+
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_a_behavior_flushes_its_own_changes_without_waiting_for_other_agents(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        runtimes: list[Runtime] = []
+        blocked, release = threading.Event(), threading.Event()
+
+        class Flusher:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> object:
+                if message.topic == "block":
+                    blocked.set()
+                    assert release.wait(10)
+                    return None
+                ctx.set_private("mine", message.payload)
+                ctx.subscribe("news")
+                runtimes[0].flush()  # asked the blocked agent before, and timed out waiting for it
+                journal = runtimes[0]._journal
+                assert journal is not None
+                stored = [r.event for r in journal.read(stream="agent/me")]
+                return [type(e).__name__ for e in stored[-2:]]
+
+        with _open(tmp_path / "j", timeout=3, mode=mode, behaviors={"f": Flusher}) as rt:
+            runtimes.append(rt)
+            rt.spawn("me", behavior="f")
+            rt.spawn("busy", behavior="f")
+            rt.bus.send("x", "busy", "block")
+            assert blocked.wait(10)
+            try:
+                answer = rt.bus.request("x", "me", "flush", 7, timeout=10).payload
+            finally:
+                release.set()
+
+            assert answer == ["PrivateSet", "IpcSubscribed"]
+            assert rt.bus.subscribers("news") == ["me"]
 
     def test_an_agent_is_running_while_its_behavior_handles_a_message(self) -> None:
         with _open(None) as runtime:

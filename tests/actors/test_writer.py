@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cogfabric import RuntimeClosedError
+from cogfabric import ActorTimeoutError, RuntimeClosedError
 from cogfabric.actors._writer import Ack, JournalWriter
 from cogfabric.events import PrivateSet
 from cogfabric.store import InvalidStreamError, Journal, JournalFailedError
@@ -302,3 +303,14 @@ def test_a_group_commit_holds_at_most_group_commit_max_events_and_never_splits_a
     finally:
         gated.gate.set()
         writer.stop(WAIT)
+
+
+def test_an_ack_wait_of_nan_or_less_does_not_wait_and_of_inf_waits_as_long_as_it_can() -> None:
+    done, pending = Ack(1), Ack(2)
+    done._resolve([7], None)
+
+    assert done.wait(math.nan) == [7]
+    assert done.wait(math.inf) == [7]
+    for timeout in (math.nan, 0.0, -1.0):  # NaN was a ValueError from the lock, -1 a wait for ever
+        with pytest.raises(ActorTimeoutError):
+            pending.wait(timeout)
