@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 
@@ -41,7 +41,8 @@ class CognitiveState(msgspec.Struct, frozen=True, kw_only=True):
     given never changes an agent.
     """
 
-    schema_version: int = 0
+    schema_version: Annotated[int, msgspec.Meta(le=COGNITIVE_STATE_SCHEMA_VERSION)] = 0
+    """Checked on decode (a stored state of a newer version is refused, naming its path)."""
     context: Any = None
     """Active reasoning context (task goal and constraints)."""
     observation: Any = None

@@ -13,7 +13,15 @@ import lmdb
 import msgspec
 import pytest
 
-from cogfabric.events import AgentEvent, EventCodec, EventVersionError, PrivateSet, UnknownEventTypeError
+from cogfabric.events import (
+    AgentEvent,
+    CognitiveState,
+    CognitiveStateSet,
+    EventCodec,
+    EventVersionError,
+    PrivateSet,
+    UnknownEventTypeError,
+)
 from cogfabric.store import (
     FORMAT_VERSION,
     InvalidStreamError,
@@ -394,6 +402,23 @@ class TestSchemaVersionsOnRead:
         assert (info.value.type_name, info.value.stored, info.value.known) == ("PrivateSet", 2, 1)
         assert report.first_bad_seq == 1
         assert "version 2" in report.reason
+
+    def test_a_stored_cognitive_state_of_a_newer_schema_version_is_refused_naming_its_seq(
+        self, tmp_path: Path
+    ) -> None:
+        # Journal.append does not check field values (the runtime refuses this state on write)
+        path = tmp_path / "j"
+        with Journal.open(path) as journal:
+            journal.append(make_events(1))
+            journal.append([CognitiveStateSet(at=1.0, agent="a", state=CognitiveState(schema_version=99))])
+
+        with Journal.open(path, readonly=True) as journal:
+            with pytest.raises(JournalRecordError, match=r"<= 1 - at `\$\.state\.schema_version`") as info:
+                list(journal.read())
+            report = journal.verify(decode=True)
+
+        assert info.value.seq == 2
+        assert (report.ok, report.first_bad_seq) == (False, 2)
 
     def test_a_record_of_an_unknown_type_is_refused_by_name(self, tmp_path: Path) -> None:
         path = tmp_path / "j"
