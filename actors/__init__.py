@@ -7,7 +7,7 @@ from ._bus import IpcBus
 from ._cleaner import CleanOptions
 from ._clock import Clock, FakeClock, SystemClock
 from ._config import Config, JournalConfig, RuntimeConfig
-from ._core import replay_agent
+from ._core import replay_agent, snapshot_problem
 from ._errors import (
     ActorError,
     ActorTimeoutError,
@@ -100,4 +100,5 @@ __all__ = [
     "apply_session_event",
     "default_memory_config",
     "replay_agent",
+    "snapshot_problem",
 ]

@@ -6,6 +6,8 @@ import heapq
 import logging
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from cogfabric.events import TaskContextPublished
 from cogfabric.store import JournalRecordError
 
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from cogfabric.events import Event
-    from cogfabric.store import Journal, Record
+    from cogfabric.store import Journal, Record, Snapshot
 
     from ._agent import Behavior
     from ._bus import IpcBus
@@ -180,26 +182,27 @@ def _handles_messages(behavior: object) -> bool:
     return callable(getattr(behavior, "on_message", None))
 
 
-def replay_agent(journal: Journal, agent_id: str, until: int | None = None) -> AgentSnapshot | None:
+def replay_agent(
+    journal: Journal, agent_id: str, until: int | None = None, *, from_snapshot: bool = True
+) -> AgentSnapshot | None:
     """Rebuild ``agent_id`` from ``journal`` as it was at seq ``until`` (default: the end).
 
-    Starts from the latest snapshot at or before ``until`` when there is one, then
-    applies the agent's own events and the task contexts published to it, in seq order.
+    Starts from the latest snapshot at or before ``until`` when there is one (unless
+    ``from_snapshot`` is False), then applies the agent's own events and the task
+    contexts published to it, in seq order. A snapshot that cannot be read (damaged,
+    or its data does not decode) is passed over, logged: the events are the truth.
     """
     stream = "agent/" + agent_id
     state: AgentSnapshot | None = None
     after = 0
-    try:
-        snapshot = journal.load_snapshot(stream)
-    except JournalRecordError as exc:
-        # Verification refuses a damaged snapshot, so this is a journal opened with
-        # allow_unverified (or damaged since): the events are the truth, the snapshot
-        # only a shortcut.
-        log.warning("the snapshot of %s is damaged (%s); replaying its events from the start", stream, exc)
-        snapshot = None
+    snapshot = _load_snapshot(journal, stream) if from_snapshot else None
     if snapshot is not None and (until is None or snapshot.seq <= until):
-        state = decode_snapshot(snapshot.data)
-        after = snapshot.seq
+        try:
+            state = decode_snapshot(snapshot.data)
+        except msgspec.DecodeError as exc:  # a ValidationError too
+            log.warning("the snapshot of %s does not decode (%s); replaying its events instead", stream, exc)
+        else:
+            after = snapshot.seq
     own = journal.read(after=after, until=until, stream=stream)
     published = (
         r
@@ -212,6 +215,44 @@ def replay_agent(journal: Journal, agent_id: str, until: int | None = None) -> A
             state.publish_seq = record.seq
     return state
 
+
+def _load_snapshot(journal: Journal, stream: str) -> Snapshot | None:
+    try:
+        return journal.load_snapshot(stream)
+    except JournalRecordError as exc:
+        # Verification refuses a damaged snapshot, so this is a journal opened with
+        # allow_unverified (or damaged since): the events are the truth, the snapshot
+        # only a shortcut.
+        log.warning("the snapshot of %s is damaged (%s); replaying its events from the start", stream, exc)
+        return None
+
+
+def snapshot_problem(journal: Journal, agent_id: str) -> str | None:
+    """Why ``agent_id``'s snapshot disagrees with its events, or None when it agrees (or has none).
+
+    Rebuilds the agent from its snapshot plus what follows, and from its events
+    alone, and compares the two (all but the counters of events applied). A snapshot
+    is checked against its own hash only, which anyone can recompute for an unkeyed
+    journal: this is what catches a forged one there, beside an anchored head.
+    """
+    snapshot = _load_snapshot(journal, "agent/" + agent_id)
+    if snapshot is None:
+        return None
+    try:
+        decode_snapshot(snapshot.data)
+    except msgspec.DecodeError as exc:
+        return f"its snapshot at seq {snapshot.seq} does not decode: {exc}"
+    via_snapshot = _comparable(replay_agent(journal, agent_id))
+    from_events = _comparable(replay_agent(journal, agent_id, from_snapshot=False))
+    if via_snapshot != from_events:
+        return f"its snapshot at seq {snapshot.seq} does not hold the state its events make"
+    return None
+
+
+def _comparable(state: AgentSnapshot | None) -> AgentSnapshot | None:
+    if state is None:
+        return None
+    return msgspec.structs.replace(state, events=0, snapshot_events=0)
 
 def _publishes_to(event: object, agent_id: str) -> bool:
     return isinstance(event, TaskContextPublished) and agent_id in event.agents

@@ -855,7 +855,9 @@ class LmdbJournal(Journal):
 
         Reads in chunks of 1,024 records, each in its own short read transaction, so
         memory stays bounded and no transaction pins pages for long. ``until``
-        defaults to the last seq at the time of the call.
+        defaults to the last seq at the time of the call. It does not check the hash
+        chain (``verify`` does; the runtime and the audit commands verify first): a
+        changed record that still decodes is returned as it is.
 
         Raises:
             JournalRecordError: a record cannot be decoded (names the seq; raised when

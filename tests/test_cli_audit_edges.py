@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -9,10 +10,13 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+import lmdb
+import msgspec
 import pytest
 from click.testing import CliRunner
 
 import cogfabric._audit
+from cogfabric import CognitiveState, Config, FakeClock, JournalConfig, Runtime
 from cogfabric.cli import main
 from cogfabric.events import AgentEvent, AgentSpawned, EventCodec, PrivateSet
 from cogfabric.store import Journal, LmdbJournal
@@ -307,3 +311,77 @@ def test_an_unreadable_data_file_is_named_before_any_advice_to_copy(
     assert result.exit_code == 2, result.output
     assert f"{path}: cannot read its data file: permission denied" in result.output
     assert "rerun with --copy" not in result.output
+
+
+def _agents_with_snapshots(path: Path, mode: str) -> None:
+    """Agents that change state past their snapshot interval, with publications between."""
+    config = Config(journal=JournalConfig(durability=mode, snapshot_interval=3))  # type: ignore[arg-type]
+    with Runtime.open(path, config=config, clock=FakeClock()) as runtime:
+        agents = [runtime.spawn(f"a{i}", task_id="t") for i in range(4)]
+        for round_ in range(10):
+            for agent in agents:
+                agent.set_private("round", round_)
+                agent.set_cognitive_state(CognitiveState(decision=round_))
+            runtime.publish_task_context("t", {"round": round_})
+            runtime.bus.subscribe("a0", f"topic-{round_}")
+
+
+def _rehashed_snapshot(path: Path, stream: str, seq: int, data: bytes) -> None:
+    """Store ``data`` as ``stream``'s snapshot, its hash recomputed (anyone can, unkeyed)."""
+    seq_raw = seq.to_bytes(8, "big")
+    digest = hashlib.blake2b(stream.encode() + b"\0" + seq_raw + data, digest_size=16).digest()
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"snapshots")) as txn:
+        txn.put(stream.encode(), digest + seq_raw + data)
+    env.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "batch"])
+def test_verify_finds_every_snapshot_in_agreement_with_its_events(tmp_path: Path, mode: str) -> None:
+    path = tmp_path / "journal"
+    _agents_with_snapshots(path, mode)
+
+    result = CliRunner().invoke(main, ["verify", str(path)])
+
+    assert result.exit_code == 0, result.output
+    assert "; 4 snapshots agree with their events" in result.output
+
+
+def test_a_snapshot_forged_with_its_hash_recomputed_is_named_by_verify(tmp_path: Path) -> None:
+    # an unkeyed journal: anyone can recompute a snapshot's hash, and the head does not cover it
+    path = tmp_path / "journal"
+    _agents_with_snapshots(path, "sync")
+    with Journal.open(path, readonly=True) as journal:
+        snapshot = journal.load_snapshot("agent/a2")
+    assert snapshot is not None
+    state = msgspec.msgpack.decode(snapshot.data)
+    state["private"]["round"] = "FORGED"
+    _rehashed_snapshot(path, "agent/a2", snapshot.seq, msgspec.msgpack.encode(state))
+    with Journal.open(path, readonly=True) as journal:
+        assert journal.verify().ok  # the hash matches: only the events can tell
+
+    result = CliRunner().invoke(main, ["verify", str(path)])
+
+    assert result.exit_code == 1, result.output
+    assert f"FAILED at seq {snapshot.seq}: agent 'a2': its snapshot at seq {snapshot.seq}" in result.output
+    assert "does not hold the state its events make" in result.output
+
+
+def test_a_rehashed_snapshot_that_does_not_decode_is_named_and_recovery_replays_the_events(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "journal"
+    _agents_with_snapshots(path, "sync")
+    with Journal.open(path, readonly=True) as journal:
+        snapshot = journal.load_snapshot("agent/a1")
+    assert snapshot is not None
+    _rehashed_snapshot(path, "agent/a1", snapshot.seq, msgspec.msgpack.encode({"id": 5}))  # raw error, before
+
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        recovered = runtime.agent("a1").private("round")
+
+    assert result.exit_code == 1, result.output
+    assert f"agent 'a1': its snapshot at seq {snapshot.seq} does not decode" in result.output
+    assert recovered == 9  # from the events alone
+    assert "the snapshot of agent/a1 does not decode" in caplog.text

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from cogfabric.actors import apply_session_event, replay_agent
+from cogfabric.actors import apply_session_event, replay_agent, snapshot_problem
 from cogfabric.events import ContextLayer, IpcDelivered, IpcMessage
 from cogfabric.store import JournalError, JournalUnavailableError, LmdbJournal
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AuditAccessError",
     "agent_view",
+    "check_snapshots",
     "encode_json",
     "export_lines",
     "inspect_journal",
@@ -131,6 +132,27 @@ def inspect_journal(journal: LmdbJournal, path: Path) -> dict[str, Any]:
     }
 
 
+def check_snapshots(journal: LmdbJournal) -> tuple[int, tuple[int, str] | None]:
+    """Compare every agent's snapshot with the state its events make.
+
+    Returns how many snapshots were checked and the first that disagrees (its seq and
+    why), or None. ``verify`` checks a snapshot against its own hash, which anyone can
+    recompute for an unkeyed journal; this check is what an anchored head then relies
+    on. It replays each such agent twice (from its snapshot, and from its events alone).
+    """
+    checked = 0
+    for stream in journal.streams("agent/"):
+        snapshot = journal.load_snapshot(stream)
+        if snapshot is None:
+            continue
+        checked += 1
+        agent_id = stream.removeprefix("agent/")
+        problem = snapshot_problem(journal, agent_id)
+        if problem is not None:
+            return checked, (snapshot.seq, f"agent {agent_id!r}: {problem}")
+    return checked, None
+
+
 def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str, Any] | None:
     """An agent's three layers, cognitive state and lifecycle at seq ``at`` (None if it does not exist)."""
     state = replay_agent(journal, agent_id, until=at)
@@ -147,7 +169,7 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
         "behavior": state.behavior,
         "task_shared": state.task_context,
         "private": state.private,
-        "cognitive": msgspec.to_builtins(state.cognitive),
+        "cognitive": msgspec.to_builtins(state.cognitive, enc_hook=_ext_as_builtin),
         "ipc": {
             "messages": len(ipc),
             "latest": ipc[-_IPC_SHOWN:],
@@ -196,11 +218,23 @@ def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[
         "agent_id": state.agent_id,
         "created_at": state.created_at,
         "accessed_at": state.accessed_at,
-        "messages": msgspec.to_builtins(state.messages),
+        "messages": msgspec.to_builtins(state.messages, enc_hook=_ext_as_builtin),
     }
 
 
-_json = msgspec.json.Encoder()
+def _ext_as_builtin(value: object) -> object:
+    """How audits show a value only msgpack has: an extension type, as its code and bytes.
+
+    ``set_private`` takes any value msgspec encodes, ``msgspec.msgpack.Ext`` included,
+    and a crafted record may hold one; JSON has no such type.
+    """
+    if isinstance(value, msgspec.msgpack.Ext):
+        return {"msgpack_ext": value.code, "data": bytes(value.data)}
+    msg = f"Encoding objects of type {type(value).__name__} is unsupported"
+    raise TypeError(msg)
+
+
+_json = msgspec.json.Encoder(enc_hook=_ext_as_builtin)
 
 
 def encode_json(value: object, *, indent: int = 0) -> bytes:
@@ -221,7 +255,7 @@ def export_lines(
         event_layer = type(event).layer
         if layer is not None and (event_layer is None or event_layer.value != wanted):
             continue
-        data = msgspec.to_builtins(event)
+        data = msgspec.to_builtins(event, enc_hook=_ext_as_builtin)
         kind = data.pop("type")
         version = data.pop("v")
         line = {

@@ -232,6 +232,8 @@ def _journal_errors() -> tuple[type[Exception], ...]:
 def verify(journal: Path, key: str | None, copy: bool) -> None:
     """Check JOURNAL's hash chain, indexes and snapshots, and that every record decodes.
 
+    Then each agent's snapshot is compared with the state its events make (a forger
+    can recompute an unkeyed journal's snapshot hashes, not make them agree).
     Exits 0 when it is clean, 1 naming the first bad seq and why (or a damaged data
     file), 2 when JOURNAL is not a journal or the chain key is wrong or missing.
 
@@ -239,14 +241,25 @@ def verify(journal: Path, key: str | None, copy: bool) -> None:
     Example:
         cogfabric verify ./cogfabric-journal
     """
+    from cogfabric._audit import check_snapshots  # noqa: PLC0415
+
+    snapshots, bad = 0, None
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             report = opened.verify(decode=True)
+            if report.ok:
+                snapshots, bad = check_snapshots(opened)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
-    if report.ok:
-        click.echo(f"ok: {report.checked} records verified, head at seq {report.head_seq}")
+    if report.ok and bad is None:
+        click.echo(
+            f"ok: {report.checked} records verified, head at seq {report.head_seq}; "
+            f"{snapshots} snapshots agree with their events"
+        )
         sys.exit(EXIT_OK)
+    if bad is not None:
+        click.echo(f"FAILED at seq {bad[0]}: {bad[1]} ({report.checked} records verified)")
+        sys.exit(EXIT_PROBLEM)
     where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the journal"
     click.echo(f"FAILED at {where}: {report.reason} ({report.checked} records checked before it)")
     sys.exit(EXIT_PROBLEM)
