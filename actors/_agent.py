@@ -327,6 +327,10 @@ class AgentActor(pykka.ThreadingActor):
         self._shared.thread = threading.current_thread()
         self._shared.flush_outbox = self.flush_outbox
 
+    def on_stop(self) -> None:
+        """Pykka's hook, as the actor stops: a handle kept after a kill must not keep it alive."""
+        self._shared.flush_outbox = _nothing
+
     def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
         """Log; tells are wrapped so that an actor only fails on a bug."""
         log.error("agent %s failed: %s", self._state.id, exception_value)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ._memory import MemoryManager
     from ._writer import JournalWriter
 
-__all__ = ["Core", "replay_agent"]
+__all__ = ["Core", "replay_agent", "snapshot_decodes", "snapshot_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -192,18 +192,23 @@ def replay_agent(
     contexts published to it, in seq order. A snapshot that cannot be read (damaged,
     or its data does not decode) is passed over, logged: the events are the truth.
     """
-    stream = "agent/" + agent_id
+    snapshot = _load_snapshot(journal, "agent/" + agent_id) if from_snapshot else None
+    return _replay(journal, agent_id, until, snapshot)
+
+
+def _replay(
+    journal: Journal, agent_id: str, until: int | None, snapshot: Snapshot | None
+) -> AgentSnapshot | None:
     state: AgentSnapshot | None = None
     after = 0
-    snapshot = _load_snapshot(journal, stream) if from_snapshot else None
     if snapshot is not None and (until is None or snapshot.seq <= until):
         try:
             state = decode_snapshot(snapshot.data)
         except msgspec.DecodeError as exc:  # a ValidationError too
-            log.warning("the snapshot of %s does not decode (%s); replaying its events instead", stream, exc)
+            log.warning("the snapshot of %s does not decode (%s); replaying its events", snapshot.stream, exc)
         else:
             after = snapshot.seq
-    own = journal.read(after=after, until=until, stream=stream)
+    own = journal.read(after=after, until=until, stream="agent/" + agent_id)
     published = (
         r
         for r in journal.read(after=after, until=until, stream="runtime")
@@ -227,32 +232,53 @@ def _load_snapshot(journal: Journal, stream: str) -> Snapshot | None:
         return None
 
 
+def snapshot_decodes(snapshot: Snapshot) -> bool:
+    """Whether recovery can start from ``snapshot`` (else it replays the agent's events)."""
+    try:
+        decode_snapshot(snapshot.data)
+    except msgspec.DecodeError:
+        return False
+    return True
+
+
 def snapshot_problem(journal: Journal, agent_id: str) -> str | None:
     """Why ``agent_id``'s snapshot disagrees with its events, or None when it agrees (or has none).
 
-    Rebuilds the agent from its snapshot plus what follows, and from its events
-    alone, and compares the two (all but the counters of events applied). A snapshot
-    is checked against its own hash only, which anyone can recompute for an unkeyed
-    journal: this is what catches a forged one there, beside an anchored head.
+    Rebuilds the agent as of now from its snapshot plus what follows, and from its
+    events alone, and compares the two (all but the counters of events applied, and
+    its topics as a set: a snapshot saved before a publication it already holds
+    replays its later events twice, which can reorder them). A snapshot is checked
+    against its own hash only, which anyone can recompute for an unkeyed journal:
+    this is what catches a forged one there, beside an anchored head. It compares
+    the end states: a forged value that a later event overwrites goes unseen.
     """
-    snapshot = _load_snapshot(journal, "agent/" + agent_id)
+    try:
+        snapshot = journal.load_snapshot("agent/" + agent_id)
+    except JournalRecordError as exc:
+        return f"its snapshot is damaged: {exc}"
     if snapshot is None:
         return None
-    try:
-        decode_snapshot(snapshot.data)
-    except msgspec.DecodeError as exc:
-        return f"its snapshot at seq {snapshot.seq} does not decode: {exc}"
-    via_snapshot = _comparable(replay_agent(journal, agent_id))
-    from_events = _comparable(replay_agent(journal, agent_id, from_snapshot=False))
+    if not snapshot_decodes(snapshot):
+        return f"its snapshot at seq {snapshot.seq} does not decode"
+    until = journal.last_seq  # both replays see the same records while a writer appends
+    via_snapshot = _comparable(_replay(journal, agent_id, until, snapshot))
+    from_events = _comparable(_replay(journal, agent_id, until, None))
     if via_snapshot != from_events:
         return f"its snapshot at seq {snapshot.seq} does not hold the state its events make"
     return None
 
 
-def _comparable(state: AgentSnapshot | None) -> AgentSnapshot | None:
+_deterministic = msgspec.msgpack.Encoder(order="deterministic")
+
+
+def _comparable(state: AgentSnapshot | None) -> bytes:
+    """The state's bytes, but for what differs between two faithful replays (NaN compares equal too)."""
     if state is None:
-        return None
-    return msgspec.structs.replace(state, events=0, snapshot_events=0)
+        return b""
+    return _deterministic.encode(
+        msgspec.structs.replace(state, events=0, snapshot_events=0, topics=sorted(state.topics))
+    )
+
 
 def _publishes_to(event: object, agent_id: str) -> bool:
     return isinstance(event, TaskContextPublished) and agent_id in event.agents

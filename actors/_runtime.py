@@ -30,7 +30,7 @@ from ._agent import CALL, PUBLISH, AgentActor, Shared
 from ._bus import IpcBus
 from ._clock import Clock, FakeClock, SystemClock
 from ._config import Config
-from ._core import Core, replay_agent
+from ._core import Core, replay_agent, snapshot_decodes
 from ._errors import (
     ActorTimeoutError,
     AgentExistsError,
@@ -190,6 +190,8 @@ class Runtime:
             JournalIntegrityError: the journal fails verification (unless ``allow_unverified``).
             JournalKeyError: ``key`` differs from the one the journal was written with
                 (also a ``JournalIntegrityError``; ``allow_unverified`` does not waive it).
+            JournalHeaderError: the header names another hash: it was changed (also a
+                ``JournalIntegrityError``; not waived either).
             JournalDamagedError: LMDB cannot read a page of the data file (also a
                 ``JournalIntegrityError``; not waived either: nothing can be read past it).
             JournalRecordError: a record recovery must read cannot be read: missing,
@@ -254,7 +256,7 @@ class Runtime:
         """The seq before the first record recovery replays: a tail check starts after it.
 
         An agent is replayed from its latest snapshot, or from its first record when it
-        has none (or a damaged one); a live session from its first record (one that
+        has none (or one that is damaged or does not decode); a live session from its first record (one that
         ended is not replayed; the last record that says so is checked on its own).
         With none of them, only the chain head is checked.
         """
@@ -266,6 +268,8 @@ class Runtime:
                 if not allow_unverified:
                     raise
                 snapshot = None  # recovery replays its events instead (replay_agent)
+            if snapshot is not None and not snapshot_decodes(snapshot):
+                snapshot = None  # its hash matches, its data does not decode: replay_agent passes it over
             starts.append(snapshot.seq if snapshot is not None else journal.stream_start(stream) - 1)
         for stream in journal.streams("session/"):
             # Recovery skips a session that ended, on its last record's word: that record
@@ -822,8 +826,6 @@ class Runtime:
     def _own_entry(self) -> _Entry | None:
         """The agent whose actor runs on this thread (a behavior calling in), if any."""
         me = threading.current_thread()
-        if not me.name.startswith("AgentActor-"):  # Pykka's thread names: no scan for other callers
-            return None
         return next((e for e in list(self._agents.values()) if e is not None and e.shared.thread is me), None)
 
     def _stop_ref(self, ref: pykka.ActorRef[AgentActor]) -> None:

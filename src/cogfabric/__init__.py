@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         Journal,
         JournalError,
         JournalFullError,
+        JournalHeaderError,
         JournalIntegrityError,
         JournalKeyError,
         JournalRecordError,
@@ -164,6 +165,7 @@ _LAZY: dict[str, str] = {
     "JournalIntegrityError": "cogfabric.store",
     "JournalRecordError": "cogfabric.store",
     "JournalKeyError": "cogfabric.store",
+    "JournalHeaderError": "cogfabric.store",
     "JournalFullError": "cogfabric.store",
 }
 
@@ -236,6 +238,7 @@ __all__ = [  # noqa: RUF022 - grouped: events, then the runtime, then the journa
     "JournalIntegrityError",
     "JournalRecordError",
     "JournalKeyError",
+    "JournalHeaderError",
     "JournalFullError",
 ]
 

@@ -14,7 +14,7 @@ import msgspec
 
 from cogfabric.actors import apply_session_event, replay_agent, snapshot_problem
 from cogfabric.events import ContextLayer, IpcDelivered, IpcMessage
-from cogfabric.store import JournalError, JournalUnavailableError, LmdbJournal
+from cogfabric.store import JournalError, JournalRecordError, JournalUnavailableError, LmdbJournal
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -132,24 +132,25 @@ def inspect_journal(journal: LmdbJournal, path: Path) -> dict[str, Any]:
     }
 
 
-def check_snapshots(journal: LmdbJournal) -> tuple[int, tuple[int, str] | None]:
+def check_snapshots(journal: LmdbJournal) -> tuple[int, str | None]:
     """Compare every agent's snapshot with the state its events make.
 
-    Returns how many snapshots were checked and the first that disagrees (its seq and
-    why), or None. ``verify`` checks a snapshot against its own hash, which anyone can
-    recompute for an unkeyed journal; this check is what an anchored head then relies
-    on. It replays each such agent twice (from its snapshot, and from its events alone).
+    Returns how many agents with a snapshot were checked and why the first that
+    disagrees does, or None. ``verify`` checks a snapshot against its own hash, which
+    anyone can recompute for an unkeyed journal; this check is what an anchored head
+    then relies on. It replays each such agent twice (from its snapshot, and from its
+    events alone).
     """
     checked = 0
     for stream in journal.streams("agent/"):
-        snapshot = journal.load_snapshot(stream)
-        if snapshot is None:
-            continue
+        with contextlib.suppress(JournalRecordError):  # a damaged one: snapshot_problem says so
+            if journal.load_snapshot(stream) is None:
+                continue
         checked += 1
         agent_id = stream.removeprefix("agent/")
         problem = snapshot_problem(journal, agent_id)
         if problem is not None:
-            return checked, (snapshot.seq, f"agent {agent_id!r}: {problem}")
+            return checked, f"agent {agent_id!r}: {problem}"
     return checked, None
 
 
