@@ -18,6 +18,7 @@ from cogfabric.store import JournalError
 from ._clock import bounded_wait
 from ._errors import (
     AgentNotFoundError,
+    AgentNotRegisteredError,
     IpcHandlerError,
     IpcInvalidMessageError,
     IpcTimeoutError,
@@ -99,15 +100,15 @@ class IpcBus:
         """The recipient's entry with a mailbox slot taken; a refusal leaves one dead letter.
 
         Raises:
-            AgentNotFoundError: the recipient is gone.
+            AgentNotRegisteredError: the recipient is gone (an ``AgentNotFoundError``).
             MailboxFullError: its mailbox stayed full for ``timeout`` (default ``call_timeout``).
 
         """
         try:
             return self._runtime._admitted(message.recipient, timeout)  # noqa: SLF001
-        except AgentNotFoundError:
+        except AgentNotFoundError as exc:
             self.dead_letter(message, "agent not registered", "")
-            raise
+            raise AgentNotRegisteredError(message.recipient) from exc
         except MailboxFullError as exc:
             self.dead_letter(message, "mailbox full", str(exc))
             raise
@@ -137,7 +138,8 @@ class IpcBus:
                 entry.shared.slots.release()
                 try:
                     if message.kind == "request":  # its requester learns it at once
-                        self.refuse(message, "agent not registered", AgentNotFoundError(message.recipient))
+                        gone = AgentNotRegisteredError(message.recipient)
+                        self.refuse(message, "agent not registered", gone)
                     else:
                         self.dead_letter(message, "agent not registered", "")
                 except (RuntimeClosedError, JournalError) as exc:  # the slot is back already: only log
@@ -172,7 +174,8 @@ class IpcBus:
         """Send a message; returns it as journaled.
 
         Raises:
-            AgentNotFoundError: ``to`` is no live agent (a dead letter is journaled).
+            AgentNotRegisteredError: ``to`` is no live agent (a dead letter is journaled;
+                also an ``AgentNotFoundError``).
             MailboxFullError: ``to``'s mailbox stayed full for ``call_timeout`` (the
                 message is not journaled; one dead letter is).
             UnencodableValueError: ``payload`` cannot be encoded.
@@ -234,7 +237,7 @@ class IpcBus:
         ``call_timeout`` of it.
 
         Raises:
-            AgentNotFoundError: ``to`` is no live agent.
+            AgentNotRegisteredError: ``to`` is no live agent (an ``AgentNotFoundError``).
             MailboxFullError: ``to``'s mailbox stayed full for ``timeout`` (or ``call_timeout``,
                 if shorter); the request is not journaled, one dead letter is.
             IpcTimeoutError: no reply within ``timeout``, waiting for room in the mailbox
@@ -363,14 +366,33 @@ class IpcBus:
 
         The agent updates the topic index itself once the change is journaled, in its
         mailbox order, so the index follows the journal even when this call times out.
+        Unlike the original, the agent must be live: its subscriptions are journaled on
+        its own stream.
+
+        Raises:
+            AgentNotRegisteredError: no live agent has that id (an ``AgentNotFoundError``).
+            IpcInvalidMessageError: an empty agent id or topic.
+
         """
         self._check_ids(agent_id, topic)
-        self._runtime._ask(agent_id, "subscribe", topic)  # noqa: SLF001
+        self._ask_agent(agent_id, "subscribe", topic)
 
     def unsubscribe(self, agent_id: str, topic: str) -> None:
-        """Unsubscribe an agent from ``topic`` (journaled; a no-op when not subscribed)."""
+        """Unsubscribe an agent from ``topic`` (journaled; a no-op when not subscribed).
+
+        Raises:
+            AgentNotRegisteredError: no live agent has that id (an ``AgentNotFoundError``).
+            IpcInvalidMessageError: an empty agent id or topic.
+
+        """
         self._check_ids(agent_id, topic)
-        self._runtime._ask(agent_id, "unsubscribe", topic)  # noqa: SLF001
+        self._ask_agent(agent_id, "unsubscribe", topic)
+
+    def _ask_agent(self, agent_id: str, name: str, topic: str) -> None:
+        try:
+            self._runtime._ask(agent_id, name, topic)  # noqa: SLF001
+        except AgentNotFoundError as exc:
+            raise AgentNotRegisteredError(agent_id) from exc
 
     def _subscribed(self, agent_id: str, topic: str, *, subscribed: bool) -> None:
         """An agent journaled a subscription change (called on its actor's thread)."""

@@ -10,6 +10,7 @@ __all__ = [
     "AgentCheckpointNotSupportedError",
     "AgentExistsError",
     "AgentNotFoundError",
+    "AgentNotRegisteredError",
     "AgentNotSuspendedError",
     "AgentRetiredError",
     "AgentRunningError",
@@ -100,6 +101,18 @@ class MailboxFullError(ActorError):
 
 class IpcError(ActorError):
     """Base class of the IPC bus's errors."""
+
+
+class AgentNotRegisteredError(AgentNotFoundError, IpcError):
+    """Raised by the bus for a recipient that is no live agent (``agentipc: agent not registered``).
+
+    The original's IPC error for an unknown target; also an ``AgentNotFoundError``, the
+    runtime's, so either catches it. One dead letter is journaled for it.
+    """
+
+    def __init__(self, agent_id: str) -> None:
+        ActorError.__init__(self, f"agentipc: agent not registered: {agent_id!r}")
+        self.agent_id = agent_id
 
 
 class IpcTimeoutError(IpcError, TimeoutError):

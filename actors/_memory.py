@@ -50,6 +50,7 @@ from ._errors import (
     RuntimeClosedError,
     SessionNotFoundError,
 )
+from ._memory_config import DEFAULT_RAG_MIN_SCORE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -409,8 +410,10 @@ class MemoryManager:
         except SessionNotFoundError:
             return text
         history = clean(state.messages[-self._config.max_history :], self._config.clean)
+        relevant = self._relevant(text)
+        head = "" if relevant is None else relevant + "\n"
         if not history:
-            return text
+            return head + text
         prefixes = {
             ROLE_USER: "User: ",
             ROLE_ASSISTANT: "Assistant: ",
@@ -421,7 +424,7 @@ class MemoryManager:
         lines = "".join(
             f"{prefixes.get(m.role, 'Unknown: ')}{with_ellipsis(m.content, _CONTEXT_LINE)}\n" for m in history
         )
-        return f"Previous conversation history:\n\n{lines}\nCurrent request:\n{text}"
+        return f"{head}Previous conversation history:\n\n{lines}\nCurrent request:\n{text}"
 
     def _op_delete_session(self, session_id: str) -> None:
         if self._sessions.pop(session_id, None) is not None:
@@ -440,10 +443,19 @@ class MemoryManager:
         return sum(1 for s in self._sessions.values() if not self._expired(s, now))
 
     def _retrieve(self, window: list[Message]) -> Message | None:
-        if not self._retrievers:
-            return None
+        """The RAG system message for a prompt window: its last user message is the query."""
         query = next((m.content for m in reversed(window) if m.role == ROLE_USER), "")
-        if not query:
+        text = self._relevant(query)
+        return None if text is None else Message(role=ROLE_SYSTEM, content=text, time=self._now())
+
+    def _relevant(self, query: str) -> str | None:
+        """``Relevant context:`` and one ``[source] content`` line per snippet kept, or None.
+
+        Snippets are deduplicated by source and content (the best score kept), filtered
+        by ``rag_min_score`` (0 means the default, 0.4, as in the original), sorted by
+        score and cut to ``rag_top_k``. A retriever that fails is logged and skipped.
+        """
+        if not self._retrievers or not query:
             return None
         best: dict[tuple[str, str], Snippet] = {}
         for retriever in self._retrievers:
@@ -456,13 +468,12 @@ class MemoryManager:
                 key = (snippet.source, snippet.content)
                 if key not in best or best[key].score < snippet.score:
                     best[key] = snippet
-        kept = sorted(
-            (s for s in best.values() if s.score >= self._config.rag_min_score), key=lambda s: -s.score
-        )[: self._config.rag_top_k]
+        floor = self._config.rag_min_score if self._config.rag_min_score > 0 else DEFAULT_RAG_MIN_SCORE
+        ranked = sorted((s for s in best.values() if s.score >= floor), key=lambda s: -s.score)
+        kept = ranked[: self._config.rag_top_k]
         if not kept:
             return None
-        text = "Relevant context:\n" + "".join(f"[{s.source}] {s.content}\n" for s in kept)
-        return Message(role=ROLE_SYSTEM, content=text, time=self._now())
+        return "Relevant context:\n" + "".join(f"[{s.source}] {s.content}\n" for s in kept)
 
     # ------------------------------------------------------------- the API
 
@@ -502,7 +513,11 @@ class MemoryManager:
         return result
 
     def build_context(self, input: str, session_id: str) -> str:  # noqa: A002 - the original's name
-        """The legacy flat-text context; an unknown session gives ``input`` unchanged."""
+        """The legacy flat-text context; an unknown session gives ``input`` unchanged.
+
+        Retrieved context for ``input`` (with retrievers set) and a blank line, then the
+        last ``max_history`` messages cleaned, one line each, then ``input`` (spec §5.3).
+        """
         result: str = self._call("build_context", input, session_id)
         return result
 

@@ -7,7 +7,10 @@ import msgspec
 from ._cleaner import CleanOptions
 from ._errors import InvalidConfigError
 
-__all__ = ["CleanOptions", "MemoryConfig", "default_memory_config"]
+__all__ = ["DEFAULT_RAG_MIN_SCORE", "CleanOptions", "MemoryConfig", "default_memory_config"]
+
+DEFAULT_RAG_MIN_SCORE = 0.4
+"""The original's ``RAGMinScore``; a minimum score of 0 means it."""
 
 
 class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -21,7 +24,8 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """Seconds a session lives after its last access."""
     clean: CleanOptions = CleanOptions()
     rag_top_k: int = 5
-    rag_min_score: float = 0.4
+    rag_min_score: float = DEFAULT_RAG_MIN_SCORE
+    """Snippets scoring below it are dropped; 0 means the default (0.4), as in the original."""
 
     def __post_init__(self) -> None:
         """Check the limits as the config is made (spec §5.2: each must be positive).
@@ -52,7 +56,7 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         for name, value in positive:
             _check_number(name, value, at)
             if not value > 0:
-                msg = f"{name} must be positive, got {value!r} - at `{at}.{name}`"
+                msg = f"{_rag(name)}{name} must be positive, got {value!r} - at `{at}.{name}`"
                 raise InvalidConfigError(msg)
         for name, value in (
             ("clean.max_summarized_turns", self.clean.max_summarized_turns),
@@ -60,9 +64,14 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         ):
             _check_number(name, value, at)
             if value < 0:
-                msg = f"{name} must not be negative, got {value!r} - at `{at}.{name}`"
+                msg = f"{_rag(name)}{name} must not be negative, got {value!r} - at `{at}.{name}`"
                 raise InvalidConfigError(msg)
         return self
+
+
+def _rag(name: str) -> str:
+    """The original's ``ErrInvalidRAGConfig`` text before a RAG limit's error."""
+    return "invalid RAG configuration: " if name.startswith("rag_") else ""
 
 
 def _check_number(name: str, value: object, at: str) -> None:

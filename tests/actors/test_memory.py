@@ -397,6 +397,31 @@ class TestRetrievers:
         assert (first.role, first.content) == ("system", "Relevant context:\n[kb] about cats\n[web] medium\n")
 
 
+    def test_a_minimum_score_of_zero_means_the_default_and_build_context_gets_the_context_too(
+        self, tmp_path: Path
+    ) -> None:
+        class Fixed:
+            def retrieve(self, query: str) -> Sequence[Snippet]:
+                return [Snippet("kb", f"about {query}", 0.9), Snippet("web", "weak", 0.1)]
+
+        with Runtime.open(tmp_path / "j", config=_config(rag_min_score=0.0), clock=FakeClock()) as rt:
+            rt.memory.set_retrievers([Fixed()])
+            session = rt.memory.create_session("u")
+            rt.memory.add_message(session, "user", "cats")
+
+            first = rt.memory.build_prompt_messages(session)[0]
+            context = rt.memory.build_context("dogs?", session)
+
+        assert first.content == "Relevant context:\n[kb] about cats\n"  # 0.1 is under the default 0.4
+        assert context.startswith("Relevant context:\n[kb] about dogs?\n\nPrevious conversation history:\n\n")
+        assert context.endswith("\nCurrent request:\ndogs?")
+
+    @pytest.mark.parametrize(("field", "value"), [("rag_top_k", 0), ("rag_min_score", -0.1)])
+    def test_a_bad_rag_limit_is_an_invalid_rag_configuration(self, field: str, value: float) -> None:
+        with pytest.raises(InvalidConfigError, match=rf"^invalid RAG configuration: {field} must"):
+            MemoryConfig(**{field: value})  # type: ignore[arg-type]
+
+
 class TestCleaner:
     def test_with_ellipsis(self) -> None:
         assert with_ellipsis("abc", 0) == ""

@@ -18,6 +18,7 @@ from cogfabric.actors import (
     AgentContext,
     AgentExistsError,
     AgentNotFoundError,
+    AgentNotRegisteredError,
     AgentNotSuspendedError,
     AgentRetiredError,
     AgentState,
@@ -694,6 +695,19 @@ class TestBus:
             runtime.bus.send("a", "nobody", "hello")
 
         assert [d.reason for d in runtime.bus.dead_letters()] == ["agent not registered"]
+
+    def test_the_bus_names_an_unknown_target_with_the_originals_error(self, runtime: Runtime) -> None:
+        calls: list[Callable[[], object]] = [
+            lambda: runtime.bus.send("a", "nobody", "hello"),
+            lambda: runtime.bus.request("a", "nobody", "q", timeout=5),
+            lambda: runtime.bus.subscribe("nobody", "news"),
+        ]
+        for call in calls:
+            with pytest.raises(AgentNotRegisteredError, match=r"^agentipc: agent not registered: 'nobody'$"):
+                call()
+
+        assert issubclass(AgentNotRegisteredError, AgentNotFoundError)  # what the runtime raises, too
+        assert len(runtime.bus.dead_letters()) == 2  # one per message; a subscription is none
 
     @pytest.mark.parametrize(
         ("make", "reason"),
