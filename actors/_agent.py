@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from ._core import Core
     from ._memory import MemoryManager
 
-__all__ = ["AgentActor", "AgentContext", "Behavior", "Shared"]
+__all__ = ["AgentActor", "AgentContext", "Behavior", "Shared", "on_agent_thread"]
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,14 @@ class MailboxSlots:
 
     def _has_free(self) -> bool:
         return self._free > 0
+
+
+_thread_role = threading.local()
+
+
+def on_agent_thread() -> bool:
+    """Whether this thread runs an agent's actor (any runtime's)."""
+    return getattr(_thread_role, "agent", False)
 
 
 def _nothing() -> None:
@@ -326,6 +334,7 @@ class AgentActor(pykka.ThreadingActor):
         """Pykka's hook, on the actor's own thread before its first message."""
         self._shared.thread = threading.current_thread()
         self._shared.flush_outbox = self.flush_outbox
+        _thread_role.agent = True
 
     def on_stop(self) -> None:
         """Pykka's hook, as the actor stops: a handle kept after a kill must not keep it alive."""

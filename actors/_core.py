@@ -15,7 +15,7 @@ from ._errors import InvalidSpawnSpecError
 from ._state import AgentSnapshot, apply_event, decode_snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from cogfabric.events import Event
     from cogfabric.store import Journal, Record, Snapshot
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ._memory import MemoryManager
     from ._writer import JournalWriter
 
-__all__ = ["Core", "replay_agent", "snapshot_decodes", "snapshot_problem"]
+__all__ = ["Core", "publications", "replay_agent", "snapshot_flaw", "snapshot_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -183,38 +183,64 @@ def _handles_messages(behavior: object) -> bool:
 
 
 def replay_agent(
-    journal: Journal, agent_id: str, until: int | None = None, *, from_snapshot: bool = True
+    journal: Journal,
+    agent_id: str,
+    until: int | None = None,
+    *,
+    from_snapshot: bool = True,
+    published: Mapping[str, list[Record]] | None = None,
 ) -> AgentSnapshot | None:
     """Rebuild ``agent_id`` from ``journal`` as it was at seq ``until`` (default: the end).
 
     Starts from the latest snapshot at or before ``until`` when there is one (unless
     ``from_snapshot`` is False), then applies the agent's own events and the task
-    contexts published to it, in seq order. A snapshot that cannot be read (damaged,
-    or its data does not decode) is passed over, logged: the events are the truth.
+    contexts published to it, in seq order. A snapshot that cannot be used (damaged,
+    past its stream's last record, or its data does not decode) is passed over,
+    logged: the events are the truth. ``published``: the runtime stream's
+    publications by target agent (``publications``), read once for many agents.
     """
     snapshot = _load_snapshot(journal, "agent/" + agent_id) if from_snapshot else None
-    return _replay(journal, agent_id, until, snapshot)
+    return _replay(journal, agent_id, until, snapshot, published)
+
+
+def publications(journal: Journal, after: int = 0) -> dict[str, list[Record]]:
+    """The task contexts published after seq ``after``, by target agent, in seq order."""
+    found: dict[str, list[Record]] = {}
+    for record in journal.read(after=after, stream="runtime"):
+        event = record.event
+        if isinstance(event, TaskContextPublished):
+            for agent_id in event.agents:
+                found.setdefault(agent_id, []).append(record)
+    return found
 
 
 def _replay(
-    journal: Journal, agent_id: str, until: int | None, snapshot: Snapshot | None
+    journal: Journal,
+    agent_id: str,
+    until: int | None,
+    snapshot: Snapshot | None,
+    published: Mapping[str, list[Record]] | None = None,
 ) -> AgentSnapshot | None:
     state: AgentSnapshot | None = None
     after = 0
     if snapshot is not None and (until is None or snapshot.seq <= until):
-        try:
-            state = decode_snapshot(snapshot.data)
-        except msgspec.DecodeError as exc:  # a ValidationError too
-            log.warning("the snapshot of %s does not decode (%s); replaying its events", snapshot.stream, exc)
+        usable = _decoded(journal, snapshot)
+        if isinstance(usable, str):
+            log.warning("agent %s: %s; replaying its events", agent_id, usable)
         else:
-            after = snapshot.seq
+            state, after = usable, snapshot.seq
     own = journal.read(after=after, until=until, stream="agent/" + agent_id)
-    published = (
-        r
-        for r in journal.read(after=after, until=until, stream="runtime")
-        if _publishes_to(r.event, agent_id)
-    )
-    for record in heapq.merge(own, published, key=_seq_of):
+    theirs: Iterable[Record]
+    if published is None:
+        theirs = (
+            r
+            for r in journal.read(after=after, until=until, stream="runtime")
+            if _publishes_to(r.event, agent_id)
+        )
+    else:
+        end = journal.last_seq if until is None else until
+        theirs = (r for r in published.get(agent_id, ()) if after < r.seq <= end)
+    for record in heapq.merge(own, theirs, key=_seq_of):
         state = apply_event(state, record.event)
         if state is not None and isinstance(record.event, TaskContextPublished):
             state.publish_seq = record.seq
@@ -232,25 +258,41 @@ def _load_snapshot(journal: Journal, stream: str) -> Snapshot | None:
         return None
 
 
-def snapshot_decodes(snapshot: Snapshot) -> bool:
-    """Whether recovery can start from ``snapshot`` (else it replays the agent's events)."""
+def snapshot_flaw(journal: Journal, snapshot: Snapshot) -> str | None:
+    """Why recovery cannot start from ``snapshot`` (it replays the agent's events instead), or None.
+
+    A snapshot that matches its hash may still be unusable: one covering a seq past
+    its stream's last record (no writer saves one; recovery would skip what it
+    claims to cover), or one whose data does not decode.
+    """
+    usable = _decoded(journal, snapshot)
+    return usable if isinstance(usable, str) else None
+
+
+def _decoded(journal: Journal, snapshot: Snapshot) -> AgentSnapshot | str:
+    """The snapshot's state, or why recovery cannot start from it (``snapshot_flaw``)."""
+    head = journal.stream_head(snapshot.stream)
+    if not 0 < snapshot.seq <= head:
+        return f"its snapshot covers seq {snapshot.seq}, past its stream's last record, seq {head}"
     try:
-        decode_snapshot(snapshot.data)
-    except msgspec.DecodeError:
-        return False
-    return True
+        return decode_snapshot(snapshot.data)
+    except (msgspec.DecodeError, RecursionError) as exc:  # a ValidationError too
+        return f"its snapshot at seq {snapshot.seq} does not decode: {exc}"
 
 
-def snapshot_problem(journal: Journal, agent_id: str) -> str | None:
+def snapshot_problem(
+    journal: Journal, agent_id: str, *, published: Mapping[str, list[Record]] | None = None
+) -> str | None:
     """Why ``agent_id``'s snapshot disagrees with its events, or None when it agrees (or has none).
 
     Rebuilds the agent as of now from its snapshot plus what follows, and from its
-    events alone, and compares the two (all but the counters of events applied, and
-    its topics as a set: a snapshot saved before a publication it already holds
-    replays its later events twice, which can reorder them). A snapshot is checked
-    against its own hash only, which anyone can recompute for an unkeyed journal:
-    this is what catches a forged one there, beside an anchored head. It compares
-    the end states: a forged value that a later event overwrites goes unseen.
+    events alone, and compares the two (all but the counters of events applied, which
+    only say when the next snapshot is due, and its topics as a set: a snapshot saved
+    before a publication it already holds replays its later events twice, which can
+    reorder them). A snapshot is checked against its own hash only, which anyone can
+    recompute for an unkeyed journal: this is what catches a forged one there, beside
+    an anchored head. It compares the end states: a forged value that a later event
+    overwrites goes unseen.
     """
     try:
         snapshot = journal.load_snapshot("agent/" + agent_id)
@@ -258,26 +300,31 @@ def snapshot_problem(journal: Journal, agent_id: str) -> str | None:
         return f"its snapshot is damaged: {exc}"
     if snapshot is None:
         return None
-    if not snapshot_decodes(snapshot):
-        return f"its snapshot at seq {snapshot.seq} does not decode"
+    flaw = snapshot_flaw(journal, snapshot)
+    if flaw is not None:
+        return flaw
     until = journal.last_seq  # both replays see the same records while a writer appends
-    via_snapshot = _comparable(_replay(journal, agent_id, until, snapshot))
-    from_events = _comparable(_replay(journal, agent_id, until, None))
+    via_snapshot = _comparable(_replay(journal, agent_id, until, snapshot, published))
+    from_events = _comparable(_replay(journal, agent_id, until, None, published))
     if via_snapshot != from_events:
         return f"its snapshot at seq {snapshot.seq} does not hold the state its events make"
     return None
 
 
-_deterministic = msgspec.msgpack.Encoder(order="deterministic")
+_encoder = msgspec.msgpack.Encoder()
 
 
 def _comparable(state: AgentSnapshot | None) -> bytes:
-    """The state's bytes, but for what differs between two faithful replays (NaN compares equal too)."""
+    """The state's bytes, but for what differs between two faithful replays (NaN compares equal too).
+
+    Not ``order="deterministic"``, which refuses a dict whose keys are not strings (a
+    private value may be one): both replays apply the same events in the same order,
+    and no event deletes a key, so each dict's keys come in the same order.
+    """
     if state is None:
         return b""
-    return _deterministic.encode(
-        msgspec.structs.replace(state, events=0, snapshot_events=0, topics=sorted(state.topics))
-    )
+    plain = msgspec.structs.replace(state, events=0, snapshot_events=0, topics=sorted(state.topics))
+    return _encoder.encode(plain)
 
 
 def _publishes_to(event: object, agent_id: str) -> bool:

@@ -26,11 +26,11 @@ from cogfabric.events import (
 from cogfabric.events._codec import require_str
 from cogfabric.store import Journal, JournalIntegrityError, JournalRecordError
 
-from ._agent import CALL, PUBLISH, AgentActor, Shared
+from ._agent import CALL, PUBLISH, AgentActor, Shared, on_agent_thread
 from ._bus import IpcBus
 from ._clock import Clock, FakeClock, SystemClock
 from ._config import Config
-from ._core import Core, replay_agent, snapshot_decodes
+from ._core import Core, publications, replay_agent, snapshot_flaw
 from ._errors import (
     ActorTimeoutError,
     AgentExistsError,
@@ -256,8 +256,9 @@ class Runtime:
         """The seq before the first record recovery replays: a tail check starts after it.
 
         An agent is replayed from its latest snapshot, or from its first record when it
-        has none (or one that is damaged or does not decode); a live session from its first record (one that
-        ended is not replayed; the last record that says so is checked on its own).
+        has none (or one that is damaged or unusable: ``snapshot_flaw``); a live session
+        from its first record (one that ended is not replayed; the last record that says
+        so is checked on its own).
         With none of them, only the chain head is checked.
         """
         starts: list[int] = []
@@ -268,8 +269,8 @@ class Runtime:
                 if not allow_unverified:
                     raise
                 snapshot = None  # recovery replays its events instead (replay_agent)
-            if snapshot is not None and not snapshot_decodes(snapshot):
-                snapshot = None  # its hash matches, its data does not decode: replay_agent passes it over
+            if snapshot is not None and snapshot_flaw(journal, snapshot) is not None:
+                snapshot = None  # its hash matches, yet it is unusable: replay_agent passes it over
             starts.append(snapshot.seq if snapshot is not None else journal.stream_start(stream) - 1)
         for stream in journal.streams("session/"):
             # Recovery skips a session that ended, on its last record's word: that record
@@ -281,8 +282,9 @@ class Runtime:
         return max(0, min(starts, default=journal.last_seq))
 
     def _recover(self, journal: Journal) -> None:
+        published = publications(journal)  # the runtime stream read once, not once per agent
         for stream in sorted(journal.streams("agent/"), key=lambda stream: _first_seq(journal, stream)):
-            state = replay_agent(journal, stream.removeprefix("agent/"))
+            state = replay_agent(journal, stream.removeprefix("agent/"), published=published)
             if state is not None:
                 self._start(state, self._core.make_behavior(state.behavior))
 
@@ -881,7 +883,7 @@ class Runtime:
 
     @staticmethod
     def _on_agent_thread() -> bool:
-        return threading.current_thread().name.startswith("AgentActor-")
+        return on_agent_thread()
 
     def _stop_agents(self, entries: list[_Entry]) -> None:
         """Stop every agent actor at once; all together wait ``call_timeout`` at most."""

@@ -385,7 +385,7 @@ def test_a_rehashed_snapshot_that_does_not_decode_is_named_and_recovery_replays_
     assert result.exit_code == 1, result.output
     assert f"agent 'a1': its snapshot at seq {snapshot.seq} does not decode" in result.output
     assert recovered == 9  # from the events alone
-    assert "the snapshot of agent/a1 does not decode" in caplog.text
+    assert f"agent a1: its snapshot at seq {snapshot.seq} does not decode" in caplog.text
 
 
 def test_snapshots_that_agree_in_all_but_float_identity_or_topic_order_pass(tmp_path: Path) -> None:
@@ -438,3 +438,47 @@ def test_a_tail_check_covers_the_events_recovery_replays_past_a_snapshot_that_do
 
     with pytest.raises(JournalIntegrityError, match=f"seq {early}"):
         Runtime.open(path, clock=FakeClock(), verify="tail")
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (None, "covers seq {seq}, past its stream's last record"),  # the real state, claimed for later
+        (b"\x91" * 100_000 + b"\xc0", "at seq {seq} does not decode"),  # past msgspec's depth: RecursionError
+    ],
+)
+def test_an_unusable_snapshot_with_its_hash_recomputed_is_named_and_never_recovered_from(
+    tmp_path: Path, data: bytes | None, why: str
+) -> None:
+    path = tmp_path / "journal"
+    _agents_with_snapshots(path, "sync")
+    with Journal.open(path, readonly=True) as journal:
+        snapshot = journal.load_snapshot("agent/a3")
+        far = journal.last_seq + 1000
+    assert snapshot is not None
+    state = msgspec.msgpack.decode(snapshot.data)
+    state["private"]["round"] = "FORGED"
+    seq = far if data is None else snapshot.seq
+    _rehashed_snapshot(path, "agent/a3", seq, msgspec.msgpack.encode(state) if data is None else data)
+
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    with Runtime.open(path, clock=FakeClock()) as runtime:  # recovery used to take the forged state
+        recovered = runtime.agent("a3").private("round")
+
+    assert result.exit_code == 1, result.output
+    assert f"agent 'a3': its snapshot {why.format(seq=seq)}" in result.output
+    assert recovered == 9
+
+
+def test_snapshots_holding_keys_that_are_not_strings_verify(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    config = Config(journal=JournalConfig(snapshot_interval=2))
+    with Runtime.open(path, config=config, clock=FakeClock()) as runtime:
+        agent = runtime.spawn("a")
+        for n in range(5):
+            agent.set_private("scores", {n: 0.5, None: n})
+
+    result = CliRunner().invoke(main, ["verify", str(path)])
+
+    assert result.exit_code == 0, result.output  # a deterministic encoding refused these keys
+    assert "; 1 snapshots agree" in result.output

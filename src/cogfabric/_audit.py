@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from cogfabric.actors import apply_session_event, replay_agent, snapshot_problem
+from cogfabric.actors._core import publications
 from cogfabric.events import ContextLayer, IpcDelivered, IpcMessage
 from cogfabric.store import JournalError, JournalRecordError, JournalUnavailableError, LmdbJournal
 
@@ -142,13 +143,14 @@ def check_snapshots(journal: LmdbJournal) -> tuple[int, str | None]:
     events alone).
     """
     checked = 0
+    published = publications(journal)  # the runtime stream read once, not twice per agent
     for stream in journal.streams("agent/"):
         with contextlib.suppress(JournalRecordError):  # a damaged one: snapshot_problem says so
             if journal.load_snapshot(stream) is None:
                 continue
         checked += 1
         agent_id = stream.removeprefix("agent/")
-        problem = snapshot_problem(journal, agent_id)
+        problem = snapshot_problem(journal, agent_id, published=published)
         if problem is not None:
             return checked, f"agent {agent_id!r}: {problem}"
     return checked, None
