@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -28,7 +28,15 @@ if TYPE_CHECKING:
     from ._memory import MemoryManager
     from ._writer import JournalWriter
 
-__all__ = ["Core", "publications", "replay_agent", "snapshot_flaw", "snapshot_problem"]
+__all__ = [
+    "Core",
+    "Publications",
+    "publications",
+    "replay_agent",
+    "replay_start",
+    "snapshot_flaw",
+    "snapshot_problem",
+]
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +196,7 @@ def replay_agent(
     until: int | None = None,
     *,
     from_snapshot: bool = True,
-    published: Mapping[str, list[Record]] | None = None,
+    published: Publications | None = None,
 ) -> AgentSnapshot | None:
     """Rebuild ``agent_id`` from ``journal`` as it was at seq ``until`` (default: the end).
 
@@ -197,21 +205,43 @@ def replay_agent(
     contexts published to it, in seq order. A snapshot that cannot be used (damaged,
     past its stream's last record, or its data does not decode) is passed over,
     logged: the events are the truth. ``published``: the runtime stream's
-    publications by target agent (``publications``), read once for many agents.
+    publications (``publications``), read once for many agents.
     """
     snapshot = _load_snapshot(journal, "agent/" + agent_id) if from_snapshot else None
     return _replay(journal, agent_id, until, snapshot, published)
 
 
-def publications(journal: Journal, after: int = 0) -> dict[str, list[Record]]:
-    """The task contexts published after seq ``after``, by target agent, in seq order."""
+class Publications(NamedTuple):
+    """The task contexts published in the runtime stream after ``after``, by target agent."""
+
+    after: int
+    by_agent: dict[str, list[Record]]
+
+
+def publications(journal: Journal, after: int = 0, until: int | None = None) -> Publications:
+    """Read the runtime stream once (``after < seq <= until``) for many agents' replays.
+
+    A replay that must start before ``after`` reads the stream itself.
+    """
     found: dict[str, list[Record]] = {}
-    for record in journal.read(after=after, stream="runtime"):
+    for record in journal.read(after=after, until=until, stream="runtime"):
         event = record.event
         if isinstance(event, TaskContextPublished):
             for agent_id in event.agents:
                 found.setdefault(agent_id, []).append(record)
-    return found
+    return Publications(after, found)
+
+
+def replay_start(journal: Journal, stream: str) -> int:
+    """The seq an agent's replay starts after: its snapshot's, else the one before its first record.
+
+    The snapshot is not decoded here: if replay finds it unusable, it starts earlier.
+    """
+    try:
+        snapshot = journal.load_snapshot(stream)
+    except JournalRecordError:
+        snapshot = None
+    return snapshot.seq if snapshot is not None else max(0, journal.stream_start(stream) - 1)
 
 
 def _replay(
@@ -219,7 +249,7 @@ def _replay(
     agent_id: str,
     until: int | None,
     snapshot: Snapshot | None,
-    published: Mapping[str, list[Record]] | None = None,
+    published: Publications | None = None,
 ) -> AgentSnapshot | None:
     state: AgentSnapshot | None = None
     after = 0
@@ -231,7 +261,7 @@ def _replay(
             state, after = usable, snapshot.seq
     own = journal.read(after=after, until=until, stream="agent/" + agent_id)
     theirs: Iterable[Record]
-    if published is None:
+    if published is None or after < published.after:
         theirs = (
             r
             for r in journal.read(after=after, until=until, stream="runtime")
@@ -239,7 +269,7 @@ def _replay(
         )
     else:
         end = journal.last_seq if until is None else until
-        theirs = (r for r in published.get(agent_id, ()) if after < r.seq <= end)
+        theirs = (r for r in published.by_agent.get(agent_id, ()) if after < r.seq <= end)
     for record in heapq.merge(own, theirs, key=_seq_of):
         state = apply_event(state, record.event)
         if state is not None and isinstance(record.event, TaskContextPublished):
@@ -281,7 +311,7 @@ def _decoded(journal: Journal, snapshot: Snapshot) -> AgentSnapshot | str:
 
 
 def snapshot_problem(
-    journal: Journal, agent_id: str, *, published: Mapping[str, list[Record]] | None = None
+    journal: Journal, agent_id: str, *, until: int | None = None, published: Publications | None = None
 ) -> str | None:
     """Why ``agent_id``'s snapshot disagrees with its events, or None when it agrees (or has none).
 
@@ -291,8 +321,8 @@ def snapshot_problem(
     before a publication it already holds replays its later events twice, which can
     reorder them). A snapshot is checked against its own hash only, which anyone can
     recompute for an unkeyed journal: this is what catches a forged one there, beside
-    an anchored head. It compares the end states: a forged value that a later event
-    overwrites goes unseen.
+    an anchored head. It compares the end states as of ``until`` (default: the last
+    seq now): a forged value that a later event overwrites goes unseen.
     """
     try:
         snapshot = journal.load_snapshot("agent/" + agent_id)
@@ -303,7 +333,8 @@ def snapshot_problem(
     flaw = snapshot_flaw(journal, snapshot)
     if flaw is not None:
         return flaw
-    until = journal.last_seq  # both replays see the same records while a writer appends
+    if until is None:
+        until = journal.last_seq  # both replays see the same records while a writer appends
     via_snapshot = _comparable(_replay(journal, agent_id, until, snapshot, published))
     from_events = _comparable(_replay(journal, agent_id, until, None, published))
     if via_snapshot != from_events:

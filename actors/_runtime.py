@@ -30,7 +30,7 @@ from ._agent import CALL, PUBLISH, AgentActor, Shared, on_agent_thread
 from ._bus import IpcBus
 from ._clock import Clock, FakeClock, SystemClock
 from ._config import Config
-from ._core import Core, publications, replay_agent, snapshot_flaw
+from ._core import Core, publications, replay_agent, replay_start, snapshot_flaw
 from ._errors import (
     ActorTimeoutError,
     AgentExistsError,
@@ -282,8 +282,10 @@ class Runtime:
         return max(0, min(starts, default=journal.last_seq))
 
     def _recover(self, journal: Journal) -> None:
-        published = publications(journal)  # the runtime stream read once, not once per agent
-        for stream in sorted(journal.streams("agent/"), key=lambda stream: _first_seq(journal, stream)):
+        streams = sorted(journal.streams("agent/"), key=lambda stream: _first_seq(journal, stream))
+        # the runtime stream read once, from where the earliest replay starts, not once per agent
+        published = publications(journal, after=min((replay_start(journal, s) for s in streams), default=0))
+        for stream in streams:
             state = replay_agent(journal, stream.removeprefix("agent/"), published=published)
             if state is not None:
                 self._start(state, self._core.make_behavior(state.behavior))

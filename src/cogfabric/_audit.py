@@ -143,14 +143,15 @@ def check_snapshots(journal: LmdbJournal) -> tuple[int, str | None]:
     events alone).
     """
     checked = 0
-    published = publications(journal)  # the runtime stream read once, not twice per agent
+    until = journal.last_seq  # every replay as of one seq, while a writer may append
+    published = publications(journal, until=until)  # the runtime stream read once, not twice per agent
     for stream in journal.streams("agent/"):
         with contextlib.suppress(JournalRecordError):  # a damaged one: snapshot_problem says so
             if journal.load_snapshot(stream) is None:
                 continue
         checked += 1
         agent_id = stream.removeprefix("agent/")
-        problem = snapshot_problem(journal, agent_id, published=published)
+        problem = snapshot_problem(journal, agent_id, until=until, published=published)
         if problem is not None:
             return checked, f"agent {agent_id!r}: {problem}"
     return checked, None
