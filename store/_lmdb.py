@@ -404,6 +404,11 @@ class LmdbJournal(Journal):
         else:
             cls._make_directory(where)
             lock_fd = cls._take_writer_lock(where)
+            for name in ("data.mdb", "lock.mdb"):  # else LMDB says only that it is read-only
+                if (where / name).exists() and not os.access(where / name, os.W_OK):
+                    os.close(lock_fd)
+                    msg = f"cannot open {where} for writing: its {name} is not writable (open it readonly)"
+                    raise JournalUnavailableError(msg)
         try:
             _check_length(where, readonly=readonly)
             with _translated(where):

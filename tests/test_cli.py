@@ -79,3 +79,24 @@ def test_each_commands_help_keeps_its_example_on_lines_of_its_own() -> None:
         assert "\\b" not in result.output, command
         example = result.output.split("Example", 1)[1].splitlines()
         assert example[1].strip().startswith(f"cogfabric {command} "), (command, example[:2])
+
+
+def test_continuing_a_journal_says_when_agents_asked_for_differ_from_its_own(tmp_path: Path) -> None:
+    path = str(tmp_path / "journal")
+    runner = CliRunner()
+    first = runner.invoke(main, ["simulate", "--agents", "3", "--turns", "2", "--journal", path])
+
+    same = runner.invoke(main, ["simulate", "--turns", "1", "--journal", path])
+    other = runner.invoke(main, ["simulate", "--agents", "5", "--turns", "1", "--journal", path])
+
+    assert (first.exit_code, same.exit_code, other.exit_code) == (0, 0, 0), other.output
+    assert "note:" not in same.output  # the default count, not asked for
+    assert "note: --agents 5 is for a new journal; this one has 3" in other.stderr
+    assert "continued 1 turns of 3 agents" in other.output
+
+
+def test_replay_of_an_agent_that_never_was_says_so_plainly(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["replay", str(_journal(tmp_path)), "--agent", "nobody"])
+
+    assert result.exit_code == 2
+    assert "error: agent 'nobody' does not exist in the journal" in result.output

@@ -486,3 +486,28 @@ def test_snapshots_holding_keys_that_are_not_strings_verify(tmp_path: Path) -> N
 
     assert result.exit_code == 0, result.output  # a deterministic encoding refused these keys
     assert "; 1 snapshots agree" in result.output
+
+
+@pytest.mark.parametrize(("busy", "code"), [(1, 0), (5, 2)])
+def test_a_copy_is_taken_again_while_a_writer_changes_the_file_and_never_audited_torn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, busy: int, code: int
+) -> None:
+    path = _journal(tmp_path)
+    real_copy = shutil.copyfile
+    copies = []
+
+    def copy_during_a_commit(source: Path, target: Path) -> object:
+        copies.append(target)
+        done = real_copy(source, target)
+        if len(copies) <= busy:  # a commit lands while this copy is taken
+            stat = source.stat()
+            os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+        return done
+
+    monkeypatch.setattr(shutil, "copyfile", copy_during_a_commit)
+    result = CliRunner().invoke(main, ["verify", str(path), "--copy"])
+
+    assert result.exit_code == code, result.output
+    assert len(copies) == busy + 1 if code == 0 else len(copies) == 5
+    if code:
+        assert f"{path} changed while it was copied, 5 times: a writer is committing to it" in result.output

@@ -50,13 +50,16 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
     """Open ``path`` read-only, or a private copy of its data file with ``copy``.
 
     The data file is never changed. Reading in place works while a writer appends
-    (LMDB gives a consistent snapshot); ``copy`` copies the data file as it is, so take
-    it from a journal nobody is writing, or accept that the copy may end mid-commit.
+    (LMDB gives a consistent snapshot). ``copy`` copies the data file, which is
+    consistent only if no commit lands meanwhile: it copies again (``_COPY_TRIES``
+    times in all) while the file changes under it, and then gives up rather than
+    audit a torn copy.
 
     Raises:
         AuditAccessError: the directory (or its lock file) is not writable and
             ``copy`` is not set.
-        JournalUnavailableError: the data file cannot be read (or copied).
+        JournalUnavailableError: the data file cannot be read (or copied), or kept
+            changing while it was copied.
         JournalError: as the store raises it, naming ``path`` (not the private copy).
 
     """
@@ -80,18 +83,37 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
             with LmdbJournal.open(path, readonly=True, key=key) as journal:  # raises "no journal"
                 yield journal
             return
-        try:
-            shutil.copyfile(source, target / "data.mdb")
-        except OSError as exc:  # unreadable, or no room for the copy
-            msg = f"{path}: cannot copy its data file: {exc.strerror or exc}"
-            raise JournalUnavailableError(msg) from exc
-        (target / "data.mdb").chmod(0o600)
+        _quiet_copy(path, target / "data.mdb")
         try:
             with LmdbJournal.open(target, readonly=True, key=key) as journal:
                 yield journal
         except JournalError as exc:  # name the user's path, not the private copy's
             exc.args = tuple(a.replace(str(target), str(path)) if isinstance(a, str) else a for a in exc.args)
             raise
+
+
+_COPY_TRIES = 5
+
+
+def _quiet_copy(path: Path, target: Path) -> None:
+    """Copy ``path``'s data file to ``target`` (0600) while no commit changes it."""
+    source = path / "data.mdb"
+    for _ in range(_COPY_TRIES):
+        try:
+            before = source.stat()
+            shutil.copyfile(source, target)
+            after = source.stat()
+        except OSError as exc:  # unreadable, or no room for the copy
+            msg = f"{path}: cannot copy its data file: {exc.strerror or exc}"
+            raise JournalUnavailableError(msg) from exc
+        target.chmod(0o600)
+        if (before.st_mtime_ns, before.st_size) == (after.st_mtime_ns, after.st_size):
+            return  # no commit landed while it was copied: the copy is consistent
+    msg = (
+        f"{path} changed while it was copied, {_COPY_TRIES} times: a writer is committing to it; "
+        "audit it in place, or copy it once nothing writes to it"
+    )
+    raise JournalUnavailableError(msg)
 
 
 def inspect_journal(journal: LmdbJournal, path: Path) -> dict[str, Any]:

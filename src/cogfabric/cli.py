@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 import cogfabric
 
@@ -125,6 +126,9 @@ def simulate(
         except (CogfabricError, TimeoutError) as exc:  # the run itself could not go on
             _fail(f"the simulation stopped: {exc}", EXIT_PROBLEM)
     verb = "continued" if report.resumed else "ran"
+    given = click.get_current_context().get_parameter_source("agents") is not ParameterSource.DEFAULT
+    if report.resumed and given and agents != report.agents:
+        click.echo(f"note: --agents {agents} is for a new journal; this one has {report.agents}", err=True)
     click.echo(
         f"{verb} {report.turns} turns of {report.agents} agents: {report.events:,} events in "
         f"{report.seconds:.2f} s ({report.events_per_second:,.0f} events/s)"
@@ -317,7 +321,7 @@ def replay(
         _fail_journal(exc, key)
     if view is None:
         what = f"agent {agent!r}" if agent is not None else f"session {session!r}"
-        _fail(f"{what} does not exist at seq {at if at is not None else 'end'}")
+        _fail(f"{what} does not exist " + (f"at seq {at}" if at is not None else "in the journal"))
     if as_json:
         click.echo(encode_json(view, indent=2))  # as export encodes: strict JSON
         return

@@ -11,13 +11,32 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from cogfabric.actors import Config, InvalidConfigError, LLMConfig
+from cogfabric.actors import (
+    CleanOptions,
+    Config,
+    InvalidConfigError,
+    JournalConfig,
+    LLMConfig,
+    MemoryConfig,
+    RuntimeConfig,
+)
 from cogfabric.actors._config import config_error
 
 if TYPE_CHECKING:
     from os import PathLike
 
-__all__ = ["load_config", "load_llm_config", "parse_config"]
+__all__ = [
+    "CleanOptions",
+    "Config",
+    "InvalidConfigError",
+    "JournalConfig",
+    "LLMConfig",
+    "MemoryConfig",
+    "RuntimeConfig",
+    "load_config",
+    "load_llm_config",
+    "parse_config",
+]
 
 
 def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:

@@ -625,6 +625,22 @@ class TestFilesAndFormat:
         with Journal.open(tmp_path / "j"), pytest.raises(JournalLockedError):
             Journal.open(tmp_path / "j")
 
+    def test_a_journal_whose_data_file_this_user_cannot_write_says_so(
+        self, closed_journal: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        real_access = os.access
+
+        def access(where: object, mode: int, **kwargs: object) -> bool:
+            if str(where).endswith("data.mdb") and mode == os.W_OK:
+                return False  # another user's 0600 file (tests run as root, who may write anything)
+            return real_access(where, mode, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "access", access)
+        with pytest.raises(JournalUnavailableError, match=r"its data\.mdb is not writable"):
+            Journal.open(closed_journal)  # LMDB's own word was "read-only", as if asked for
+        with Journal.open(closed_journal, readonly=True) as journal:
+            assert journal.last_seq == 20
+
     def test_a_second_writer_process_is_refused(self, tmp_path: Path) -> None:
         code = textwrap.dedent(
             """
