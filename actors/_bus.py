@@ -245,9 +245,15 @@ class IpcBus:
             IpcHandlerError: the recipient's behavior raised (``__cause__``).
             IpcNoHandlerError: the recipient has no behavior, or is suspended or retired
                 (raised as soon as it reaches the request; one dead letter is journaled).
+            IpcInvalidMessageError: called from ``to``'s own behavior, which would wait
+                for its own mailbox, which it is blocking (as ``ctx.request`` to itself).
 
         """
         timeout = bounded_wait(timeout, DEFAULT_REQUEST_TIMEOUT)
+        entry = self._runtime._agents.get(to)  # noqa: SLF001 - a dict read; None: refused below
+        if entry is not None and entry.shared.thread is threading.current_thread():
+            msg = f"agentipc: invalid message: {to!r} cannot be sent a request from its own behavior"
+            raise IpcInvalidMessageError(msg)
         message = self._message(
             frm,
             to,

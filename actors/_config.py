@@ -33,9 +33,11 @@ class JournalConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     snapshot_interval: _Positive = 200
     """An agent's state is snapshotted after this many of its events."""
     group_commit_max: _Positive = 4096
-    """At most this many events in one write transaction. The writer's queue holds about
-    four times this many events; past that, agents and callers wait for room (at most
-    ``runtime.call_timeout``), so a burst cannot outrun the journal without limit."""
+    """At most this many events in one write transaction, but for one change larger than
+    it (a ``spawn_many``, say), which is never split: it is a commit of its own. The
+    writer's queue holds about four times this many events; past that, agents and
+    callers wait for room (at most ``runtime.call_timeout``), so a burst cannot outrun
+    the journal without limit."""
 
 
 class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -810,6 +810,8 @@ class Runtime:
 
         Raises:
             RuntimeClosedError: the runtime is closed.
+            MailboxFullError: an agent's mailbox stayed full for ``call_timeout``, so it
+                could not be asked to hand over its changes.
             ActorTimeoutError: not durable within the timeout (the outcome is unknown).
             JournalError: the journal failed (fail-stop).
 

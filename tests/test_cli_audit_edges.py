@@ -511,3 +511,12 @@ def test_a_copy_is_taken_again_while_a_writer_changes_the_file_and_never_audited
     assert len(copies) == busy + 1 if code == 0 else len(copies) == 5
     if code:
         assert f"{path} changed while it was copied, 5 times: a writer is committing to it" in result.output
+
+
+@pytest.mark.parametrize("key", ["", "k" * 65])
+@pytest.mark.parametrize("args", AUDITS)
+def test_a_key_no_journal_can_have_is_a_usage_error(tmp_path: Path, args: list[str], key: str) -> None:
+    result = CliRunner().invoke(main, [*args, str(_journal(tmp_path)), "--key", key])
+
+    assert result.exit_code == 2, result.output  # a ValueError traceback and exit 1 before
+    assert "a chain key must be 1 to 64 bytes" in result.output

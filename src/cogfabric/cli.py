@@ -30,7 +30,27 @@ EXIT_USAGE = 2
 
 _JOURNAL = click.argument("journal", type=click.Path(path_type=Path))
 _COPY = click.option("--copy", is_flag=True, help="Audit a private copy (for a directory you cannot write).")
-_KEY = click.option("--key", default=None, help="The chain key the journal was written with.")
+_KEY_MAX = 64  # BLAKE2b's longest key
+
+
+def _check_key(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Refuse a key no journal can have, as a usage error (exit 2), before opening anything."""
+    if value is None:
+        return None
+    try:
+        size = len(value.encode())
+    except UnicodeEncodeError:
+        msg = "a chain key must be text UTF-8 can encode"
+        raise click.BadParameter(msg) from None
+    if not 0 < size <= _KEY_MAX:
+        msg = f"a chain key must be 1 to {_KEY_MAX} bytes, got {size}"
+        raise click.BadParameter(msg)
+    return value
+
+
+_KEY = click.option(
+    "--key", default=None, callback=_check_key, help="The chain key the journal was written with."
+)
 _NO_VERIFY = click.option(
     "--no-verify", is_flag=True, help="Read a journal even if its hash chain does not verify (dangerous)."
 )

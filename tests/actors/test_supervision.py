@@ -233,6 +233,26 @@ class TestBehaviors:
             assert rt.agent("me").lifecycle == AgentState.IDLE
             assert rt.bus.subscribers("news") == []
 
+    def test_a_behavior_that_sends_its_own_agent_a_request_through_the_bus_is_refused_at_once(
+        self,
+    ) -> None:
+        runtimes: list[Runtime] = []
+
+        class Asker:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> object:  # noqa: ARG002
+                try:
+                    runtimes[0].bus.request("x", ctx.agent_id, "ping", timeout=20)
+                except IpcInvalidMessageError as exc:
+                    return str(exc)  # it waited out its timeout, then the agent handled it stale
+                return "no error"
+
+        with _open(None, behaviors={"asker": Asker}) as rt:
+            runtimes.append(rt)
+            rt.spawn("me", behavior="asker")
+            answer = rt.bus.request("x", "me", "go", timeout=10).payload
+
+        assert answer == "agentipc: invalid message: 'me' cannot be sent a request from its own behavior"
+
     @pytest.mark.parametrize("mode", ["sync", "batch"])
     def test_a_behavior_flushes_its_own_changes_without_waiting_for_other_agents(
         self, tmp_path: Path, mode: str
