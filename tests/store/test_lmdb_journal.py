@@ -360,6 +360,19 @@ class _FutureSet(AgentEvent, frozen=True, kw_only=True, tag="PrivateSet"):
     origin: str = "future"
 
 
+class _Renamed(AgentEvent, frozen=True, kw_only=True, tag="Renamed"):
+    """An event type at version 2, whose field ``val`` was renamed ``value``."""
+
+    v: int = 2
+    value: str
+
+
+class _RenamedV1(AgentEvent, frozen=True, kw_only=True, tag="Renamed"):
+    """The same type as version 1 wrote it."""
+
+    val: str
+
+
 class _Alien(AgentEvent, frozen=True, kw_only=True):
     """An event type this code has never heard of."""
 
@@ -436,26 +449,20 @@ class TestSchemaVersionsOnRead:
         assert info.value.type_name == "_Alien"
 
     def test_an_upcaster_is_applied_on_read(self, tmp_path: Path) -> None:
-        class Renamed(AgentEvent, frozen=True, kw_only=True):
-            v: int = 2
-            value: str
-
-        class RenamedV1(AgentEvent, frozen=True, kw_only=True, tag="Renamed"):
-            val: str
 
         path = tmp_path / "j"
-        with LmdbJournal.open(path, codec=EventCodec([RenamedV1])) as journal:
-            journal.append([RenamedV1(at=0.0, agent="a", val="old")])
+        with LmdbJournal.open(path, codec=EventCodec([_RenamedV1])) as journal:
+            journal.append([_RenamedV1(at=0.0, agent="a", val="old")])
 
         def rename(raw: dict[str, Any]) -> dict[str, Any]:
             raw["value"] = raw.pop("val")
             return raw
 
-        codec = EventCodec([Renamed], upcasters={("Renamed", 1): rename})
+        codec = EventCodec([_Renamed], upcasters={("Renamed", 1): rename})
         with LmdbJournal.open(path, readonly=True, codec=codec) as journal:
             (record,) = list(journal.read())
 
-        assert isinstance(record.event, Renamed)
+        assert isinstance(record.event, _Renamed)
         assert record.event.value == "old"
         assert record.event.v == 2
 
@@ -487,22 +494,16 @@ class TestAppendRefusesWhatItCouldNotReadBack:
             assert journal.last_seq == 0
 
     def test_a_codec_with_an_upcaster_stores_its_current_version_only(self, tmp_path: Path) -> None:
-        class Renamed(AgentEvent, frozen=True, kw_only=True):
-            v: int = 2
-            value: str
-
-        class RenamedV1(AgentEvent, frozen=True, kw_only=True, tag="Renamed"):
-            val: str
 
         class RenamedToo(AgentEvent, frozen=True, kw_only=True, tag="Renamed"):
             v: int = 2
             value: str
 
-        codec = EventCodec([Renamed], upcasters={("Renamed", 1): lambda raw: raw})
+        codec = EventCodec([_Renamed], upcasters={("Renamed", 1): lambda raw: raw})
         with LmdbJournal.open(tmp_path / "j", codec=codec) as journal:
-            assert journal.append([Renamed(at=0.0, agent="a", value="new")]) == [1]
+            assert journal.append([_Renamed(at=0.0, agent="a", value="new")]) == [1]
             with pytest.raises(EventVersionError, match="'Renamed' is at version 1"):
-                journal.append([RenamedV1(at=0.0, agent="a", val="old")])  # read only through the upcaster
+                journal.append([_RenamedV1(at=0.0, agent="a", val="old")])  # read only through the upcaster
             with pytest.raises(TypeError, match="RenamedToo is not the class this codec decodes 'Renamed'"):
                 journal.append([RenamedToo(at=0.0, agent="a", value="x")])
             assert journal.last_seq == 1
