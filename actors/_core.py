@@ -195,19 +195,18 @@ def replay_agent(
     agent_id: str,
     until: int | None = None,
     *,
-    from_snapshot: bool = True,
     published: Publications | None = None,
 ) -> AgentSnapshot | None:
     """Rebuild ``agent_id`` from ``journal`` as it was at seq ``until`` (default: the end).
 
-    Starts from the latest snapshot at or before ``until`` when there is one (unless
-    ``from_snapshot`` is False), then applies the agent's own events and the task
-    contexts published to it, in seq order. A snapshot that cannot be used (damaged,
-    past its stream's last record, or its data does not decode) is passed over,
-    logged: the events are the truth. ``published``: the runtime stream's
-    publications (``publications``), read once for many agents.
+    Starts from the latest snapshot at or before ``until`` when there is one, then
+    applies the agent's own events and the task contexts published to it, in seq
+    order. A snapshot that cannot be used (damaged, past its stream's last record, or
+    its data does not decode) is passed over, logged: the events are the truth.
+    ``published``: the runtime stream's publications (``publications``), read once for
+    many agents.
     """
-    snapshot = _load_snapshot(journal, "agent/" + agent_id) if from_snapshot else None
+    snapshot = _load_snapshot(journal, "agent/" + agent_id)
     return _replay(journal, agent_id, until, snapshot, published)
 
 
@@ -349,8 +348,9 @@ def _comparable(state: AgentSnapshot | None) -> bytes:
     """The state's bytes, but for what differs between two faithful replays (NaN compares equal too).
 
     Not ``order="deterministic"``, which refuses a dict whose keys are not strings (a
-    private value may be one): both replays apply the same events in the same order,
-    and no event deletes a key, so each dict's keys come in the same order.
+    private value may be one). Each dict's keys still come in the same order: a key
+    set again (as a clamped snapshot's replay does) keeps its place, and no event
+    deletes one.
     """
     if state is None:
         return b""

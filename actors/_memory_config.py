@@ -81,7 +81,7 @@ def _check_number(name: str, value: object, at: str) -> None:
     whole ``Config`` is (``Config.validated``), as msgspec checks it.
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
-        msg = f"{name} must be a number, got {value!r} - at `{at}.{name}`"
+        msg = f"{_rag(name)}{name} must be a number, got {value!r} - at `{at}.{name}`"
         raise InvalidConfigError(msg)
 
 

@@ -868,7 +868,7 @@ class Runtime:
         if closing:
             # Another thread closes it: return once that is over, unless this is one of
             # its agents' threads, which that close() waits to stop.
-            if not self._on_agent_thread() and not self._close_done.wait(timeout=5 * self._core.call_timeout):
+            if not on_agent_thread() and not self._close_done.wait(timeout=5 * self._core.call_timeout):
                 log.warning("close() waited for another thread's close() in vain")
             return
         try:
@@ -884,10 +884,6 @@ class Runtime:
             finally:
                 _OPEN.discard(self)  # only now: a close() at exit waits for this one
                 self._close_done.set()
-
-    @staticmethod
-    def _on_agent_thread() -> bool:
-        return on_agent_thread()
 
     def _stop_agents(self, entries: list[_Entry]) -> None:
         """Stop every agent actor at once; all together wait ``call_timeout`` at most."""

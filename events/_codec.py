@@ -41,7 +41,6 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 """Turns the raw mapping of a record at version N into the mapping at version N+1."""
 
 
-
 def _other_mappings_as_dicts(value: object) -> object:
     """Encode any other ``Mapping`` as a dict (msgspec's hook for the types it cannot encode).
 

@@ -30,21 +30,16 @@ EXIT_USAGE = 2
 
 _JOURNAL = click.argument("journal", type=click.Path(path_type=Path))
 _COPY = click.option("--copy", is_flag=True, help="Audit a private copy (for a directory you cannot write).")
-_KEY_MAX = 64  # BLAKE2b's longest key
 
 
 def _check_key(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     """Refuse a key no journal can have, as a usage error (exit 2), before opening anything."""
-    if value is None:
-        return None
+    from cogfabric.store._lmdb import _normalise_key  # noqa: PLC0415 - the store's own rule
+
     try:
-        size = len(value.encode())
-    except UnicodeEncodeError:
-        msg = "a chain key must be text UTF-8 can encode"
-        raise click.BadParameter(msg) from None
-    if not 0 < size <= _KEY_MAX:
-        msg = f"a chain key must be 1 to {_KEY_MAX} bytes, got {size}"
-        raise click.BadParameter(msg)
+        _normalise_key(value)
+    except ValueError as exc:  # a UnicodeEncodeError too
+        raise click.BadParameter(str(exc)) from None
     return value
 
 

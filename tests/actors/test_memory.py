@@ -396,7 +396,6 @@ class TestRetrievers:
 
         assert (first.role, first.content) == ("system", "Relevant context:\n[kb] about cats\n[web] medium\n")
 
-
     def test_a_minimum_score_of_zero_means_the_default_and_build_context_gets_the_context_too(
         self, tmp_path: Path
     ) -> None:

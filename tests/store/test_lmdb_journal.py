@@ -449,7 +449,6 @@ class TestSchemaVersionsOnRead:
         assert info.value.type_name == "_Alien"
 
     def test_an_upcaster_is_applied_on_read(self, tmp_path: Path) -> None:
-
         path = tmp_path / "j"
         with LmdbJournal.open(path, codec=EventCodec([_RenamedV1])) as journal:
             journal.append([_RenamedV1(at=0.0, agent="a", val="old")])
@@ -494,7 +493,6 @@ class TestAppendRefusesWhatItCouldNotReadBack:
             assert journal.last_seq == 0
 
     def test_a_codec_with_an_upcaster_stores_its_current_version_only(self, tmp_path: Path) -> None:
-
         class RenamedToo(AgentEvent, frozen=True, kw_only=True, tag="Renamed"):
             v: int = 2
             value: str
