@@ -61,6 +61,7 @@ from ._errors import (
     JournalFormatError,
     JournalFullError,
     JournalHeaderError,
+    JournalIntegrityError,
     JournalKeyError,
     JournalLockedError,
     JournalNotFoundError,
@@ -121,8 +122,11 @@ _META_KEYCHECK: Final = b"key_check"
 _META_HEAD: Final = b"head"
 
 
+_SEQ_KEY_LEN: Final = 8
+
+
 def _seq_key(seq: int) -> bytes:
-    return seq.to_bytes(8, "big")
+    return seq.to_bytes(_SEQ_KEY_LEN, "big")
 
 
 _RECORD_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
@@ -551,7 +555,11 @@ class LmdbJournal(Journal):
             cursor = txn.cursor()
             if not cursor.last():
                 return 0, _ZERO_CHAIN
-            return int.from_bytes(cursor.key(), "big"), bytes(cursor.value()[-CHAIN_LEN:])
+            key = cursor.key()
+            if len(key) != _SEQ_KEY_LEN:  # it sorts after every seq, and would pass for the last
+                msg = f"{self._path}: its last record's key, {bytes(key).hex()}, is no seq: it was changed"
+                raise JournalIntegrityError(msg)
+            return int.from_bytes(key, "big"), bytes(cursor.value()[-CHAIN_LEN:])
 
     # ------------------------------------------------------------------ properties
 

@@ -520,3 +520,32 @@ def test_a_key_no_journal_can_have_is_a_usage_error(tmp_path: Path, args: list[s
 
     assert result.exit_code == 2, result.output  # a ValueError traceback and exit 1 before
     assert "a chain key must be 1 to 64 bytes" in result.output
+
+
+def test_values_keyed_by_other_than_strings_are_exported_with_keys_spelled_in_json(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        runtime.spawn("a").set_private("x", {None: 1, 2: "b"})  # what set_private takes, JSON has no key for
+
+    exported = CliRunner().invoke(main, ["export", str(path)])
+    replayed = CliRunner().invoke(main, ["replay", str(path), "--agent", "a", "--json"])
+
+    assert (exported.exit_code, replayed.exit_code) == (0, 0), exported.output + replayed.output
+    assert json.loads(exported.output.splitlines()[-1])["data"]["value"] == {"null": 1, "2": "b"}
+    assert json.loads(replayed.output)["private"] == {"x": {"null": 1, "2": "b"}}
+
+
+def test_a_key_that_is_no_seq_after_the_last_record_is_refused_as_a_change(tmp_path: Path) -> None:
+    # a one-byte key sorts after every seq: taken for the last record, it would hide the records past it
+    path = _journal(tmp_path)
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"events")) as txn:
+        txn.put(bytes([20]), b"x")
+    env.close()
+
+    result = CliRunner().invoke(main, ["verify", str(path)])
+
+    assert result.exit_code == 1, result.output
+    assert "its last record's key, 14, is no seq: it was changed" in result.output
+    with pytest.raises(JournalIntegrityError, match="is no seq"):
+        Journal.open(path)

@@ -264,9 +264,28 @@ _json = msgspec.json.Encoder(enc_hook=_ext_as_builtin)
 
 
 def encode_json(value: object, *, indent: int = 0) -> bytes:
-    """``value`` as strict JSON, encoded as ``export`` does: NaN and infinities as null, bytes as base64."""
-    encoded = _json.encode(value)
+    """``value`` as strict JSON, encoded as ``export`` does: NaN and infinities as null, bytes as base64.
+
+    A dict key that is not a string (a private value may be keyed by ints, None or
+    tuples) is written as the JSON of the key, as a string: ``{null: 1}`` becomes
+    ``{"null": 1}``.
+    """
+    try:
+        encoded = _json.encode(value)
+    except TypeError:  # a key JSON has no spelling for
+        encoded = _json.encode(_with_str_keys(value))
     return msgspec.json.format(encoded, indent=indent) if indent else encoded
+
+
+def _with_str_keys(value: object) -> object:
+    if isinstance(value, dict):
+        return {
+            k if isinstance(k, str) else _json.encode(_with_str_keys(k)).decode(): _with_str_keys(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_with_str_keys(v) for v in value]
+    return value
 
 
 def export_lines(
@@ -294,4 +313,4 @@ def export_lines(
             "data": data,
             "chain": record.chain.hex(),
         }
-        yield _json.encode(line) + b"\n"
+        yield encode_json(line) + b"\n"
