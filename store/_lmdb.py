@@ -1144,7 +1144,11 @@ class LmdbJournal(Journal):
             for key in cursor.iternext(keys=True, values=False):
                 if not key.startswith(prefix):
                     break
-                names.append(key.decode())
+                try:
+                    names.append(key.decode())
+                except UnicodeDecodeError as exc:  # no writer makes one: verify names its record
+                    msg = f"{self._path}: the stream index holds a name that is not UTF-8, {bytes(key)!r}"
+                    raise JournalIntegrityError(msg) from exc
         return names
 
     def load_snapshot(self, stream: str) -> Snapshot | None:

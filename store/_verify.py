@@ -75,10 +75,20 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
     if after == 0:
         problem = _verify_indexes(journal, state, last)
     else:
-        problem = _tail_heads_problem(journal, state.streams, last)
+        problem = _stream_name_problem(state.streams) or _tail_heads_problem(journal, state.streams, last)
     if problem is not None:
         return VerifyReport(False, state.checked, problem[0], problem[1], last)
     return VerifyReport(True, state.checked, None, "", last)
+
+
+def _stream_name_problem(streams: dict[bytes, list[int]]) -> tuple[int | None, str] | None:
+    """A stream name must be UTF-8, as every name the journal writes is (once per stream)."""
+    for stream_raw, (_, _, first) in streams.items():
+        try:
+            stream_raw.decode()
+        except UnicodeDecodeError:
+            return first, f"the record's stream name {stream_raw!r} is not UTF-8"
+    return None
 
 
 def _tail_heads_problem(
@@ -195,7 +205,7 @@ def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tup
         return _locate_anchor_problem(journal, last), "the stream index does not match the records"
     if ids_count != state.checked or (ids_sum & _MASK64) != (state.ids_sum & _MASK64):
         return _locate_id_problem(journal, last), "the event id index does not match the records"
-    problem = _heads_problem(heads, state.streams, last)
+    problem = _stream_name_problem(state.streams) or _heads_problem(heads, state.streams, last)
     if problem is not None:
         return problem
     with journal._lock:

@@ -549,3 +549,26 @@ def test_a_key_that_is_no_seq_after_the_last_record_is_refused_as_a_change(tmp_p
     assert "its last record's key, 14, is no seq: it was changed" in result.output
     with pytest.raises(JournalIntegrityError, match="is no seq"):
         Journal.open(path)
+
+
+def test_a_rechained_record_whose_stream_name_is_not_utf8_is_named_by_verify(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    with Journal.open(path) as journal:
+        journal.append([PrivateSet(at=0.0, agent="a", key="k")])
+    env = lmdb.open(str(path), max_dbs=8)
+    events, heads, meta = (env.open_db(name) for name in (b"events", b"heads", b"meta"))
+    with env.begin(write=True) as txn:  # what anyone can do to an unkeyed journal
+        key = (1).to_bytes(8, "big")
+        value = bytes(txn.get(key, db=events) or b"")
+        body = value[:-16].replace(b"agent/a", b"agent/\xff")
+        chain = hashlib.blake2b(bytes(16) + body, digest_size=16).digest()
+        txn.put(key, body + chain, db=events)
+        txn.put(b"head", key + chain, db=meta)
+        txn.put(b"agent/\xff", bytes(txn.get(b"agent/a", db=heads) or b""), db=heads)
+        txn.delete(b"agent/a", db=heads)
+    env.close()
+
+    result = CliRunner().invoke(main, ["verify", str(path)])
+
+    assert result.exit_code == 1, result.output  # a UnicodeDecodeError traceback before
+    assert "FAILED at seq 1: the record's stream name b'agent/\\xff' is not UTF-8" in result.output
