@@ -154,6 +154,19 @@ def _not_of_stream(seq: int, record: bytes) -> JournalRecordError:
     return JournalRecordError(seq, "the stream index names a record of another stream")
 
 
+def _check_flags(env: lmdb.Environment, db: lmdb._Database, name: bytes, where: Path) -> None:
+    """Refuse a database whose LMDB flags the journal never sets (reverse keys, duplicates...).
+
+    The flags are file structure outside the hash chain: a database re-created with
+    reversed keys holds the same records, yet orders them otherwise for every reader.
+    """
+    with env.begin() as txn:
+        flags = sorted(flag for flag, on in db.flags(txn).items() if on)  # type: ignore[call-arg]  # py-lmdb takes the txn
+    if flags:
+        msg = f"{where}: its {name.decode()} database has LMDB flags {flags} no journal sets: it was changed"
+        raise JournalHeaderError(msg)
+
+
 def _normalise_key(key: bytes | str | None) -> bytes:
     if key is None:
         return b""
@@ -525,7 +538,7 @@ class LmdbJournal(Journal):
         with env.begin(db=meta_db) as txn:
             cls._check_meta(dict(txn.cursor().iternext()), where, key)
         for name in (_DB_EVENTS, _DB_HEADS, _DB_ANCHORS, _DB_IDS, _DB_SNAPSHOTS):
-            env.open_db(name, create=False)
+            _check_flags(env, env.open_db(name, create=False), name, where)
 
     @classmethod
     def _init_or_check(cls, env: lmdb.Environment, where: Path, key: bytes) -> None:
@@ -540,7 +553,7 @@ class LmdbJournal(Journal):
             if meta:
                 cls._check_meta(meta, where, key)
         for name in (_DB_EVENTS, _DB_HEADS, _DB_ANCHORS, _DB_IDS, _DB_SNAPSHOTS):
-            env.open_db(name, create=True)
+            _check_flags(env, env.open_db(name, create=True), name, where)
         if not meta:
             with env.begin(write=True, db=env.open_db(_DB_META, create=True)) as txn:
                 txn.put(_META_FORMAT, FORMAT_VERSION.to_bytes(4, "big"))

@@ -572,3 +572,50 @@ def test_a_rechained_record_whose_stream_name_is_not_utf8_is_named_by_verify(tmp
 
     assert result.exit_code == 1, result.output  # a UnicodeDecodeError traceback before
     assert "FAILED at seq 1: the record's stream name b'agent/\\xff' is not UTF-8" in result.output
+
+
+def test_a_database_re_created_with_flags_no_journal_sets_is_refused_as_a_change(tmp_path: Path) -> None:
+    # the same records under reversed keys: outside the chain, yet every reader would order them otherwise
+    path = _journal(tmp_path)
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        heads = env.open_db(b"heads", txn=txn)
+        items = [(bytes(k), bytes(v)) for k, v in txn.cursor(db=heads)]
+        txn.drop(heads, delete=True)
+    reversed_heads = env.open_db(b"heads", reverse_key=True)
+    with env.begin(write=True, db=reversed_heads) as txn:
+        for k, v in items:
+            txn.put(k, v)
+    env.close()
+
+    result = CliRunner().invoke(main, ["verify", str(path)])
+
+    assert result.exit_code == 1, result.output
+    assert "its heads database has LMDB flags ['reverse_key'] no journal sets" in result.output
+
+
+@pytest.mark.parametrize("at", [float("nan"), 1e20, float("inf")])
+def test_inspect_shows_a_time_no_date_can_hold_as_a_number(tmp_path: Path, at: float) -> None:
+    path = tmp_path / "journal"
+    with Journal.open(path) as journal:
+        journal.append([AgentSpawned(at=0.0, agent="a0"), PrivateSet(at=at, agent="a0", key="k")])
+
+    text = CliRunner().invoke(main, ["inspect", str(path)])
+    as_json = CliRunner().invoke(main, ["inspect", str(path), "--json"])
+
+    assert (text.exit_code, as_json.exit_code) == (0, 0), text.output + as_json.output
+    assert f".. {at!r}" in text.output
+    json.loads(as_json.output, parse_constant=_no_constants)  # strict JSON: NaN and inf as null
+
+
+def test_replay_shows_a_huge_value_cut_in_its_table_and_whole_in_json(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        runtime.spawn("a").set_private("big", "x" * 1_000_000)
+
+    table = CliRunner().invoke(main, ["replay", str(path), "--agent", "a"])  # minutes for rich, before
+    whole = CliRunner().invoke(main, ["replay", str(path), "--agent", "a", "--json"])
+
+    assert (table.exit_code, whole.exit_code) == (0, 0)
+    assert "characters; --json shows it whole)" in table.output
+    assert json.loads(whole.output)["private"]["big"] == "x" * 1_000_000

@@ -7,7 +7,6 @@ found in the journal, 2 a usage error or a path that is not a journal.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -343,6 +342,9 @@ def replay(
     _print_view(view)
 
 
+_CELL_MAX = 2_000
+
+
 def _print_view(view: dict[str, Any]) -> None:
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
@@ -356,7 +358,10 @@ def _print_view(view: dict[str, Any]) -> None:
     for name, value in view.items():
         if name in ("agent", "session", "at"):
             continue
-        table.add_row(name, value if isinstance(value, str) else encode_json(value).decode())
+        shown = value if isinstance(value, str) else encode_json(value).decode()
+        if len(shown) > _CELL_MAX:  # rich folds a long cell in time quadratic in its length
+            shown = f"{shown[:_CELL_MAX]}... ({len(shown):,} characters; --json shows it whole)"
+        table.add_row(name, shown)
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:  # rich's own exits 1: here that means a bad journal
@@ -471,7 +476,7 @@ def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify
     Example:
         cogfabric inspect ./cogfabric-journal
     """
-    from cogfabric._audit import inspect_journal  # noqa: PLC0415
+    from cogfabric._audit import encode_json, inspect_journal  # noqa: PLC0415
 
     try:
         with _audit(journal, copy=copy, key=key) as opened:
@@ -480,7 +485,7 @@ def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify
     except _journal_errors() as exc:
         _fail_journal(exc, key)
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(encode_json(summary, indent=2))  # strict JSON: a NaN time as null
         return
     click.echo(f"journal   {summary['path']}")
     click.echo(f"format    {summary['format']} ({summary['hash']}{', keyed' if summary['keyed'] else ''})")
@@ -500,7 +505,10 @@ def _when(seconds: float | None) -> str:
         return "-"
     import datetime as dt  # noqa: PLC0415
 
-    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).isoformat(timespec="seconds")
+    try:
+        return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):  # NaN, infinite, or past what a date can be
+        return repr(seconds)
 
 
 @main.command()
