@@ -72,7 +72,7 @@ from ._errors import (
     record_error,
 )
 from ._journal import Journal, Record, Snapshot, VerifyReport
-from ._record import CHAIN_LEN, PREFIX, link_of, of_stream, parts, stream_part
+from ._record import CHAIN_LEN, PREFIX, last_seq_of, link_of, of_stream, parts, stream_part
 from ._verify import verify_journal
 
 if TYPE_CHECKING:
@@ -122,11 +122,8 @@ _META_KEYCHECK: Final = b"key_check"
 _META_HEAD: Final = b"head"
 
 
-_SEQ_KEY_LEN: Final = 8
-
-
 def _seq_key(seq: int) -> bytes:
-    return seq.to_bytes(_SEQ_KEY_LEN, "big")
+    return seq.to_bytes(8, "big")
 
 
 _RECORD_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
@@ -161,7 +158,7 @@ def _check_flags(env: lmdb.Environment, db: lmdb._Database, name: bytes, where: 
     reversed keys holds the same records, yet orders them otherwise for every reader.
     """
     with env.begin() as txn:
-        flags = sorted(flag for flag, on in db.flags(txn).items() if on)  # type: ignore[call-arg]  # py-lmdb takes the txn
+        flags = sorted(flag for flag, on in db.flags(txn).items() if on)  # type: ignore[call-arg]
     if flags:
         msg = f"{where}: its {name.decode()} database has LMDB flags {flags} no journal sets: it was changed"
         raise JournalHeaderError(msg)
@@ -568,11 +565,7 @@ class LmdbJournal(Journal):
             cursor = txn.cursor()
             if not cursor.last():
                 return 0, _ZERO_CHAIN
-            key = cursor.key()
-            if len(key) != _SEQ_KEY_LEN:  # it sorts after every seq, and would pass for the last
-                msg = f"{self._path}: its last record's key, {bytes(key).hex()}, is no seq: it was changed"
-                raise JournalIntegrityError(msg)
-            return int.from_bytes(key, "big"), bytes(cursor.value()[-CHAIN_LEN:])
+            return last_seq_of(cursor.key(), self._path), bytes(cursor.value()[-CHAIN_LEN:])
 
     # ------------------------------------------------------------------ properties
 

@@ -23,6 +23,8 @@ from typing import Final, NamedTuple
 
 import msgspec
 
+from ._errors import JournalIntegrityError
+
 __all__ = [
     "CHAIN_LEN",
     "LINK_AT",
@@ -32,6 +34,7 @@ __all__ = [
     "TRAILER_HEADERS",
     "RecordParts",
     "event_id",
+    "last_seq_of",
     "link_of",
     "of_stream",
     "parts",
@@ -150,3 +153,19 @@ def event_id(event: bytes) -> bytes | None:
         return _id_decoder.decode(event).id.encode()
     except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
         return None
+
+
+def last_seq_of(key: bytes, where: object) -> int:
+    """The seq of the records database's last key, which must be a seq's 8 bytes.
+
+    A shorter key sorts after every seq: taken for the last record, it would hide the
+    records past it from every reader and from ``verify``'s scan.
+
+    Raises:
+        JournalIntegrityError: the key is no seq (it was put there by hand).
+
+    """
+    if len(key) != 8:  # noqa: PLR2004 - a seq key is 8 big-endian bytes
+        msg = f"{where}: its last record's key, {bytes(key).hex()}, is no seq: it was changed"
+        raise JournalIntegrityError(msg)
+    return int.from_bytes(key, "big")

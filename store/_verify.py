@@ -15,9 +15,8 @@ import msgspec
 
 from cogfabric.events import EventError
 
-from ._errors import JournalIntegrityError
 from ._journal import VerifyReport
-from ._record import CHAIN_LEN, event_id, parts, summary
+from ._record import CHAIN_LEN, event_id, last_seq_of, parts, summary
 
 if TYPE_CHECKING:
     import lmdb
@@ -124,11 +123,7 @@ def _head_and_last(journal: LmdbJournal, after: int) -> tuple[bytes | None, int,
     with journal._env.begin() as txn:
         head = txn.get(_META_HEAD, db=journal._db_meta)
         cursor = txn.cursor(db=journal._db_events)
-        key = cursor.key() if cursor.last() else bytes(_SEQ_LEN)
-        if len(key) != _SEQ_LEN:  # it sorts after every seq: the scan would stop short of it
-            msg = f"the last record's key, {bytes(key).hex()}, is no seq: it was changed"
-            raise JournalIntegrityError(msg)
-        last = int.from_bytes(key, "big")
+        last = last_seq_of(cursor.key(), journal.path) if cursor.last() else 0
         start = txn.get(_seq_key(after), db=journal._db_events) if after else None
         return (None if head is None else bytes(head)), last, (None if start is None else bytes(start))
 

@@ -359,7 +359,7 @@ def _print_view(view: dict[str, Any]) -> None:
         if name in ("agent", "session", "at"):
             continue
         shown = value if isinstance(value, str) else encode_json(value).decode()
-        if len(shown) > _CELL_MAX:  # rich folds a long cell in time quadratic in its length
+        if len(shown) > _CELL_MAX:  # rich folds a very long cell slowly
             shown = f"{shown[:_CELL_MAX]}... ({len(shown):,} characters; --json shows it whole)"
         table.add_row(name, shown)
 
