@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import reprlib
 import threading
 import time
 from typing import Final, Protocol, runtime_checkable
 
-__all__ = ["MAX_WAIT", "Clock", "FakeClock", "SystemClock", "bounded_wait"]
+from ._errors import ClockError
+
+__all__ = ["MAX_WAIT", "CheckedClock", "Clock", "FakeClock", "SystemClock", "bounded_wait", "wall_time"]
 
 MAX_WAIT: Final = 1e9
 """The longest wait in seconds (~31 years): a thread cannot wait past ``threading.TIMEOUT_MAX``
@@ -31,6 +35,70 @@ class Clock(Protocol):
         ...
 
 
+def wall_time(value: object) -> float:
+    """``value`` as a wall time to journal: a finite float.
+
+    Raises:
+        ClockError: ``value`` is not a real number (a bool is not one either), is not
+            finite, or is an int past a float's range.
+
+    """
+    if type(value) is float and math.isfinite(value):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+        if math.isfinite(seconds):
+            return seconds
+    shown = f"{type(value).__name__} {reprlib.repr(value)}"
+    msg = f"the clock's now() must give finite seconds since the epoch, got {shown}"
+    raise ClockError(msg)
+
+
+class CheckedClock:
+    """The runtime's view of a user's clock: every wall reading is checked before it is journaled.
+
+    A reading the journal could not store, or that replay would refuse (see
+    ``wall_time``), raises ``ClockError`` at the call that needed it, which then
+    changes nothing.
+    """
+
+    __slots__ = ("clock",)
+    clock: Clock
+
+    def __init__(self, clock: Clock) -> None:
+        """Wrap ``clock``, which must have callable ``now`` and ``monotonic``.
+
+        Raises:
+            ClockError: ``clock`` lacks them, or its first ``now()`` is not a wall time.
+
+        """
+        if isinstance(clock, CheckedClock):
+            clock = clock.clock
+        missing = [name for name in ("now", "monotonic") if not callable(getattr(clock, name, None))]
+        if missing:
+            msg = f"a clock needs now() and monotonic(); {type(clock).__name__} lacks {', '.join(missing)}"
+            raise ClockError(msg)
+        self.clock = clock
+        self.now()
+
+    def now(self) -> float:
+        """The wrapped clock's wall time, checked."""
+        value = self.clock.now()
+        if type(value) is float and -_FLOAT_MAX <= value <= _FLOAT_MAX:  # finite: NaN fails both
+            return value
+        return wall_time(value)
+
+    def monotonic(self) -> float:
+        """The wrapped clock's monotonic reading."""
+        return self.clock.monotonic()
+
+
+_FLOAT_MAX: Final = 1.7976931348623157e308
+
+
 class SystemClock:
     """The real clock: ``time.time()`` and ``time.monotonic()``."""
 
@@ -51,9 +119,14 @@ class FakeClock:
     """
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
-        """Start the wall reading at ``start`` and the monotonic one at 0."""
+        """Start the wall reading at ``start`` and the monotonic one at 0.
+
+        Raises:
+            ClockError: ``start`` is not a finite real number.
+
+        """
         self._lock = threading.Lock()
-        self._now = start
+        self._now = wall_time(start)
         self._monotonic = 0.0
 
     def now(self) -> float:
@@ -68,12 +141,14 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         """Move time forward by ``seconds`` (which must not be negative)."""
-        if seconds < 0:
+        step = wall_time(seconds)
+        if step < 0:
             msg = f"a FakeClock only moves forward; got {seconds}"
             raise ValueError(msg)
         with self._lock:
-            self._now += seconds
-            self._monotonic += seconds
+            now = wall_time(self._now + step)  # an overflow to inf is refused, not stored
+            self._now = now
+            self._monotonic += step
 
     def __repr__(self) -> str:
         return f"FakeClock(now={self._now!r})"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -14,6 +15,7 @@ from ._memory_config import MemoryConfig
 __all__ = ["Config", "JournalConfig", "RuntimeConfig", "config_error"]
 
 _Positive = Annotated[int, msgspec.Meta(gt=0)]
+_MapSize = Annotated[int, msgspec.Meta(gt=0, le=2**63 - 1)]
 _Timeout = Annotated[float, msgspec.Meta(gt=0, le=MAX_WAIT)]
 
 
@@ -26,9 +28,9 @@ class JournalConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     durable by the next group commit; ``Runtime.flush()`` waits."""
     fsync: bool = True
     """Sync every group commit to disk; false leaves it to the OS (see ``Journal.open``)."""
-    map_size: _Positive | None = None
+    map_size: _MapSize | None = None
     """The initial LMDB map size in bytes (default 1 GiB, sparse)."""
-    max_map_size: _Positive | None = None
+    max_map_size: _MapSize | None = None
     """The map grows up to this size; past it appends fail (fail-stop)."""
     snapshot_interval: _Positive = 200
     """An agent's state is snapshotted after this many of its events."""
@@ -72,6 +74,32 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             return msgspec.convert(msgspec.to_builtins(self), Config)
         except msgspec.ValidationError as exc:
             raise config_error(exc) from exc
+        except (TypeError, ValueError, OverflowError) as exc:  # a value no config file could hold
+            msg = f"the configuration holds a value it cannot be written with: {exc}"
+            raise InvalidConfigError(msg) from exc
+
+    @classmethod
+    def of(cls, config: Config | Mapping[str, Any] | None) -> Config:
+        """``config`` checked: a ``Config``, a mapping of its sections, or None (the defaults).
+
+        A mapping is read as a YAML configuration file is (``parse_config``).
+
+        Raises:
+            InvalidConfigError: a field is unknown, of the wrong type or out of range (the
+                message names its path), or ``config`` is none of the three.
+
+        """
+        if config is None:
+            return cls()
+        if isinstance(config, Config):
+            return config.validated()
+        if isinstance(config, Mapping):
+            try:
+                return msgspec.convert(config, Config)
+            except msgspec.ValidationError as exc:
+                raise config_error(exc) from exc
+        msg = f"config must be a cogfabric.Config, a mapping or None, got {type(config).__name__}"
+        raise InvalidConfigError(msg)
 
 
 def config_error(exc: msgspec.ValidationError) -> InvalidConfigError:

@@ -11,6 +11,7 @@ import msgspec
 from cogfabric.events import TaskContextPublished
 from cogfabric.store import JournalRecordError
 
+from ._clock import CheckedClock
 from ._errors import InvalidSpawnSpecError
 from ._state import AgentSnapshot, apply_event, decode_snapshot
 
@@ -54,7 +55,8 @@ class Core:
     ) -> None:
         """Bind the settings; the runtime sets ``bus`` right after."""
         self.config = config
-        self.clock = clock
+        self.clock = clock if isinstance(clock, CheckedClock) else CheckedClock(clock)
+        """The runtime's clock, its wall readings checked (``ClockError``) before they are journaled."""
         self.writer = writer
         self.behaviors = dict(behaviors)
         self._unregistered_logged: set[str] = set()

@@ -145,6 +145,15 @@ class InvalidConfigError(ActorError, ValueError):
     """Raised when a configuration value is out of range; the message names the field and value."""
 
 
+class ClockError(ActorError, ValueError):
+    """Raised when the runtime's clock gives a wall time the journal cannot store.
+
+    ``now()`` must return a finite real number of seconds; anything else (a
+    ``datetime``, a string, None, NaN, a number past a float's range) is refused
+    before it reaches an event, so that no journaled time stops a replay.
+    """
+
+
 class SessionNotFoundError(ActorError, LookupError):
     """Raised for a session that does not exist, was deleted, or expired (``session not found``)."""
 

@@ -99,7 +99,10 @@ class Agent:
         return AgentState(self._shared.lifecycle)
 
     def _call(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's own result
-        return self._runtime._ask(self._id, name, *args)  # noqa: SLF001
+        # Bound to the agent it was given: after a kill, a new agent with the same id is
+        # another agent, and this handle raises AgentNotFoundError (runtime.agent(id)
+        # gives the new one).
+        return self._runtime._ask(self._id, name, *args, incarnation=self._shared)  # noqa: SLF001
 
     def set_task_context(self, context: Mapping[str, Any] | None) -> None:
         """Replace the task layer with a deep copy of ``context`` (None means empty)."""
@@ -141,7 +144,13 @@ class Agent:
         return f"<Agent {self._id!r} {self._shared.lifecycle}>"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Agent) and other._id == self._id and other._runtime is self._runtime
+        """Handles are equal when they reach the same agent: same runtime, id and incarnation."""
+        return (
+            isinstance(other, Agent)
+            and other._id == self._id
+            and other._runtime is self._runtime
+            and other._shared is self._shared
+        )
 
     def __hash__(self) -> int:
         return hash(self._id)

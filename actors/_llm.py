@@ -13,6 +13,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import msgspec
@@ -22,7 +23,7 @@ from cogfabric.events._codec import require_str
 
 from ._cleaner import GO_SPACE
 from ._clock import bounded_wait
-from ._errors import ActorError, RuntimeClosedError
+from ._errors import ActorError, InvalidConfigError, RuntimeClosedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -100,6 +101,32 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     def __repr__(self) -> str:
         key = "***" if self.api_key else ""
         return f"LLMConfig(provider={self.provider!r}, model={self.model!r}, api_key={key!r})"
+
+
+def _checked_llm_config(config: object) -> LLMConfig:
+    """``config`` (an ``LLMConfig``, a mapping of its fields, or None) with its field types checked.
+
+    msgspec checks a Struct's field types only when it decodes one, so a hand-built
+    ``LLMConfig(max_prompt_length="100")`` is caught here rather than at the first prompt.
+
+    Raises:
+        InvalidConfigError: a field is unknown or of the wrong type, or ``config`` is
+            none of the three.
+
+    """
+    if config is None:
+        return LLMConfig()
+    try:
+        if isinstance(config, LLMConfig):
+            return msgspec.convert(msgspec.to_builtins(config), LLMConfig)
+        if isinstance(config, Mapping):
+            return msgspec.convert(config, LLMConfig)
+    except msgspec.ValidationError as exc:
+        raise InvalidConfigError(f"invalid LLM configuration: {exc}") from exc
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidConfigError(f"invalid LLM configuration: {exc}") from exc
+    msg = f"an LLM configuration is an LLMConfig or a mapping, got {type(config).__name__}"
+    raise InvalidConfigError(msg)
 
 
 @runtime_checkable
@@ -224,7 +251,7 @@ class LLMClient:
     ) -> None:
         """Use ``provider`` under ``config``'s limit; the hooks are for journaling."""
         self.provider = provider
-        self.config = config or LLMConfig()
+        self.config = _checked_llm_config(config)
         self._on_reject = on_reject
         self._on_output = on_output
 

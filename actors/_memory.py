@@ -82,6 +82,31 @@ class Snippet(msgspec.Struct, frozen=True):
     score: float
 
 
+def _checked_snippet(snippet: object) -> Snippet:
+    """``snippet`` if it is a ``Snippet`` of the declared types (a retriever's result is not trusted).
+
+    Raises:
+        TypeError: it is not a Snippet, its source or content is not a str, or its score
+            is not a real number (a bool is not one).
+        ValueError: its score is NaN.
+
+    """
+    if not isinstance(snippet, Snippet):
+        msg = f"a retriever must return Snippets, got {type(snippet).__name__}"
+        raise TypeError(msg)
+    score = snippet.score
+    if not (isinstance(snippet.source, str) and isinstance(snippet.content, str)):
+        msg = "a Snippet's source and content must be str"
+        raise TypeError(msg)
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        msg = f"a Snippet's score must be a number, got {type(score).__name__}"
+        raise TypeError(msg)
+    if score != score:  # noqa: PLR0124 - NaN: it would sort anywhere
+        msg = "a Snippet's score is NaN"
+        raise ValueError(msg)
+    return snippet
+
+
 @runtime_checkable
 class Retriever(Protocol):
     """An optional source of context for prompts (RAG); none is set by default."""
@@ -243,20 +268,29 @@ class MemoryManager:
             self._run(ops)
 
     def _run(self, ops: list[_Op]) -> None:
-        if self._stale:
-            self._catch_up()
-        self._events = []
-        for op in ops:
-            try:
-                op.result = getattr(self, "_op_" + op.name)(*op.args)
-            except Exception as exc:  # noqa: BLE001 - delivered to the caller
-                op.error = exc
-        events, self._events = self._events, []
-        error = self._journal_batch(events)
-        for op in ops:
-            if error is not None and op.error is None:
-                op.error = error
-            op.done.release()
+        error: Exception | None = None
+        try:
+            if self._stale:
+                self._catch_up()
+            self._events = []
+            for op in ops:
+                try:
+                    op.result = getattr(self, "_op_" + op.name)(*op.args)
+                except Exception as exc:  # noqa: BLE001 - delivered to the caller
+                    op.error = exc
+            events, self._events = self._events, []
+            error = self._journal_batch(events)
+        except Exception as exc:
+            # Not an outcome the steps above expect: every caller of the batch gets it,
+            # and the actor goes on serving the next one (its callers must not wait
+            # call_timeout for an actor that stopped answering).
+            log.exception("the session actor failed on a batch of %d calls", len(ops))
+            error = exc
+        finally:
+            for op in ops:
+                if error is not None and op.error is None:
+                    op.error = error
+                op.done.release()
 
     def _journal_batch(self, events: list[Event]) -> Exception | None:
         """Hand a batch's events to the writer; the error its callers get, if any.
@@ -283,8 +317,10 @@ class MemoryManager:
             # next batch (_catch_up), as replay would.
             self._stale = True
             return exc
-        except JournalError as exc:
-            # Nothing of this batch may stay visible unless it is in the journal.
+        except Exception as exc:  # noqa: BLE001 - delivered to the batch's callers
+            # Refused (a JournalError, a value the journal cannot store) or the writer
+            # is stopped: nothing of this batch is stored, so nothing of it may stay
+            # visible.
             self._recover()
             return exc
         return None
@@ -460,7 +496,7 @@ class MemoryManager:
         best: dict[tuple[str, str], Snippet] = {}
         for retriever in self._retrievers:
             try:
-                found = retriever.retrieve(query)
+                found = [_checked_snippet(snippet) for snippet in retriever.retrieve(query)]
             except Exception:
                 log.exception("a retriever failed; the prompt goes on without it")
                 continue

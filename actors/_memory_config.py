@@ -43,6 +43,9 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         ``at`` is where this section sits in a whole configuration (``$.memory`` in a
         ``Config``): the message ends with the field's path, as msgspec's own do.
         """
+        if not isinstance(self.clean, CleanOptions):
+            msg = f"clean must be a CleanOptions, got {type(self.clean).__name__} - at `{at}.clean`"
+            raise InvalidConfigError(msg)
         positive: list[tuple[str, float]] = [
             ("max_history", self.max_history),
             ("max_sessions", self.max_sessions),
@@ -63,7 +66,7 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             ("rag_min_score", self.rag_min_score),
         ):
             _check_number(name, value, at)
-            if value < 0:
+            if not value >= 0:  # NaN too
                 msg = f"{_rag(name)}{name} must not be negative, got {value!r} - at `{at}.{name}`"
                 raise InvalidConfigError(msg)
         return self

@@ -8,9 +8,10 @@ import itertools
 import logging
 import math
 import os
+import reprlib
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import pykka
@@ -28,7 +29,7 @@ from cogfabric.store import Journal, JournalIntegrityError, JournalRecordError
 
 from ._agent import CALL, PUBLISH, AgentActor, Shared, on_agent_thread
 from ._bus import IpcBus
-from ._clock import Clock, FakeClock, SystemClock
+from ._clock import CheckedClock, Clock, FakeClock, SystemClock
 from ._config import Config
 from ._core import Core, publications, replay_agent, replay_start, snapshot_flaw
 from ._errors import (
@@ -47,7 +48,7 @@ from ._state import AgentSnapshot, AgentState, apply_event
 from ._writer import Ack, JournalWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable
     from os import PathLike
     from types import TracebackType
 
@@ -88,6 +89,30 @@ def check_agent_id(agent_id: object, error: Callable[[str], Exception] = Invalid
     if size > limit:
         raise error(f"agent id is {size} UTF-8 bytes; at most {limit} fit its stream name")
     return agent_id
+
+
+def _spawn_priority(priority: object) -> float:
+    """A spawn's priority as a finite float; a real number only (not a bool, nor a numeric string)."""
+    if isinstance(priority, bool) or not isinstance(priority, int | float):
+        raise InvalidSpawnSpecError(f"priority must be a number, got {reprlib.repr(priority)}")
+    try:
+        value = float(priority)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise InvalidSpawnSpecError(f"priority must be a finite number, got {reprlib.repr(priority)}")
+    return value
+
+
+def _spawn_capabilities(capabilities: object) -> tuple[str, ...]:
+    """A spawn's capabilities: a collection of strings, as they will be journaled."""
+    if isinstance(capabilities, str | bytes) or not isinstance(capabilities, Iterable):
+        msg = f"capabilities is a collection of strings, got {reprlib.repr(capabilities)}"
+        raise InvalidSpawnSpecError(msg)
+    out = tuple(capabilities)
+    for capability in out:
+        require_str(capability, "capability")  # a TypeError, as for every string the runtime journals
+    return out
 
 
 class _Entry:
@@ -154,7 +179,7 @@ class Runtime:
         self.memory = MemoryManager(core, journal)
         core.memory = self.memory
         """Session memory (spec §5): sessions, prompt windows, TTL sweeps."""
-        if not isinstance(core.clock, FakeClock):
+        if not isinstance(core.clock.clock, FakeClock):
             self.memory.start_ticker()
 
     # ------------------------------------------------------------- opening
@@ -199,11 +224,19 @@ class Runtime:
                 ``JournalIntegrityError``; not waived either: recovery would leave the
                 agent's changes out unannounced).
             JournalFormatError: ``path`` is not a cogfabric journal.
+            ClockError: ``clock`` lacks ``now()`` or ``monotonic()``, or its ``now()`` is
+                not finite seconds (checked again at every journaled reading).
             ValueError: a ``key`` without a ``path``.
 
         """
-        config = (config or Config()).validated()
-        clock = clock or SystemClock()
+        config = Config.of(config)
+        checked = CheckedClock(SystemClock() if clock is None else clock)
+        if verify not in ("full", "tail"):
+            msg = f"verify must be 'full' or 'tail', not {verify!r}"
+            raise ValueError(msg)
+        if behaviors is not None and not isinstance(behaviors, Mapping):
+            msg = f"behaviors maps names to behavior factories, got {type(behaviors).__name__}"
+            raise TypeError(msg)
         journal: Journal | None = None
         writer: JournalWriter | None = None
         if path is None and key is not None:
@@ -224,7 +257,7 @@ class Runtime:
                 group_commit_max=config.journal.group_commit_max,
                 call_timeout=config.runtime.call_timeout,
             )
-        core = Core(config=config, clock=clock, writer=writer, behaviors=behaviors or {})
+        core = Core(config=config, clock=checked, writer=writer, behaviors=behaviors or {})
         if llm_provider is None and config.llm.base_url:
             llm_provider = OpenAICompatibleProvider(config.llm)
         core.llm_provider = llm_provider
@@ -506,8 +539,8 @@ class Runtime:
         if unknown:
             raise InvalidSpawnSpecError(f"unknown spawn arguments {sorted(unknown)}")
         core = self._core
-        if not agent_id:
-            agent_id = f"agent-{os.urandom(6).hex()}"
+        if agent_id is None or agent_id == "":
+            agent_id = f"agent-{os.urandom(6).hex()}"  # an empty identity is auto-assigned (spec §2.3)
         check_agent_id(agent_id)
         for name, value in (("task_id", task_id), ("parent", parent)):
             if value is not None:
@@ -515,15 +548,8 @@ class Runtime:
                     require_str(value, name)
                 except TypeError as exc:
                     raise InvalidSpawnSpecError(str(exc)) from None
-        try:
-            priority = float(priority)
-        except (TypeError, ValueError):
-            raise InvalidSpawnSpecError(f"priority must be a number, got {priority!r}") from None
-        if not math.isfinite(priority):
-            raise InvalidSpawnSpecError(f"priority must be a finite number, got {priority!r}")
-        if isinstance(capabilities, str | bytes):
-            msg = f"capabilities is a collection of strings, got the string {capabilities!r}"
-            raise InvalidSpawnSpecError(msg)
+        priority = _spawn_priority(priority)
+        capabilities = _spawn_capabilities(capabilities)
         cognitive = CognitiveState()
         if experience_prior is not None:
             cognitive = CognitiveState(schema_version=1, context=copy_value(experience_prior))
@@ -532,7 +558,7 @@ class Runtime:
             agent=agent_id,
             task_id=task_id,
             parent=parent,
-            capabilities=tuple(require_str(str(c), "capability") for c in capabilities),
+            capabilities=capabilities,
             priority=priority,
             task_context=copy_mapping(task_context),
             cognitive=cognitive,
@@ -778,8 +804,15 @@ class Runtime:
             entry.shared.slots.release()
             raise AgentNotFoundError(agent_id) from exc
 
-    def _ask(self, agent_id: str, name: str, *args: object) -> Any:  # noqa: ANN401 - the operation's result
+    def _ask(self, agent_id: str, name: str, *args: object, incarnation: Shared | None = None) -> Any:  # noqa: ANN401 - the operation's result
+        """Run operation ``name`` on the agent's actor; ``incarnation``: only on that one.
+
+        A handle passes its agent's ``Shared``: once that agent is killed, a new agent
+        spawned with the same id is not the one the handle was given.
+        """
         entry = self._entry(agent_id)
+        if incarnation is not None and entry.shared is not incarnation:
+            raise AgentNotFoundError(agent_id)
         if entry.shared.thread is threading.current_thread():
             # its own behavior: the ask would queue behind the message it is handling
             detail = (

@@ -41,7 +41,7 @@ class CognitiveState(msgspec.Struct, frozen=True, kw_only=True):
     given never changes an agent.
     """
 
-    schema_version: Annotated[int, msgspec.Meta(le=COGNITIVE_STATE_SCHEMA_VERSION)] = 0
+    schema_version: Annotated[int, msgspec.Meta(ge=-(2**63), le=COGNITIVE_STATE_SCHEMA_VERSION)] = 0
     """Checked on decode (a stored state of a newer version is refused, naming its path)."""
     context: Any = None
     """Active reasoning context (task goal and constraints)."""
@@ -56,6 +56,9 @@ class CognitiveState(msgspec.Struct, frozen=True, kw_only=True):
     checkpoint: Any = None
     """A durable progress pointer (a task checkpoint, when executing a task)."""
 
+
+_LEAST_VERSION: Final = -(2**63)
+"""The least ``schema_version`` msgpack can store (an int64); the original accepts any negative."""
 
 _MISMATCH: Final = "agentfabric: cognitive state schema version mismatch"
 """The original's sentinel string (spec §2.1); every refusal's message starts with it."""
@@ -74,6 +77,9 @@ def _check_version(version: int) -> None:
         raise _VersionTypeError(msg)
     if version > COGNITIVE_STATE_SCHEMA_VERSION:
         msg = f"{_MISMATCH}: got {version}, this code reads up to {COGNITIVE_STATE_SCHEMA_VERSION}"
+        raise CognitiveStateSchemaVersionError(msg)
+    if version < _LEAST_VERSION:  # negative is fine, but it must fit the stored int64
+        msg = f"{_MISMATCH}: got {version}, below the least version a journal can store ({_LEAST_VERSION})"
         raise CognitiveStateSchemaVersionError(msg)
 
 

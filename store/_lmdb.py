@@ -165,13 +165,47 @@ def _check_flags(env: lmdb.Environment, db: lmdb._Database, name: bytes, where: 
 
 
 def _normalise_key(key: bytes | str | None) -> bytes:
+    """The chain key's bytes (b"" for none).
+
+    Raises:
+        TypeError: ``key`` is neither bytes nor str (``bytes(16)`` would make an int
+            a key of 16 NUL bytes).
+        ValueError: it is empty, longer than BLAKE2b takes, or a str UTF-8 cannot encode.
+
+    """
     if key is None:
         return b""
-    raw = key.encode() if isinstance(key, str) else bytes(key)
+    if isinstance(key, str):
+        try:
+            raw = key.encode()
+        except UnicodeEncodeError:
+            msg = "a chain key given as a str must be text UTF-8 can encode"
+            raise ValueError(msg) from None
+    elif isinstance(key, bytes | bytearray | memoryview):
+        raw = bytes(key)
+    else:
+        msg = f"a chain key is bytes or str, not {type(key).__name__}"
+        raise TypeError(msg)
     if not 0 < len(raw) <= hashlib.blake2b.MAX_KEY_SIZE:
         msg = f"a chain key must be 1 to {hashlib.blake2b.MAX_KEY_SIZE} bytes, got {len(raw)}"
         raise ValueError(msg)
     return raw
+
+
+def _check_open_arguments(path: str | PathLike[str], map_size: int | None, max_map_size: int | None) -> None:
+    """Refuse an empty path (``Path("")`` is the working directory) and a map size out of range."""
+    if not os.fspath(path):
+        msg = "a journal's path must not be empty (Path('') would be the working directory)"
+        raise ValueError(msg)
+    for name, value in (("map_size", map_size), ("max_map_size", max_map_size)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            msg = f"{name} is a number of bytes, got {type(value).__name__}"
+            raise TypeError(msg)
+        if not 0 < value < 2**63:
+            msg = f"{name} must be 1 to 2**63 - 1 bytes, got {value}"
+            raise ValueError(msg)
 
 
 def _key_check(key: bytes) -> bytes:
@@ -404,8 +438,12 @@ class LmdbJournal(Journal):
             JournalUnavailableError: the directory cannot be created or written to.
             JournalDamagedError: ``readonly`` and the data file is shorter than its header
                 names (truncated; opening it for writing pads it with empty pages).
+            TypeError: ``key`` is not bytes or str; a map size is not an int.
+            ValueError: ``path`` is empty; ``key`` is empty or too long; a map size is
+                not 1 to 2**63 - 1 bytes.
 
         """
+        _check_open_arguments(path, map_size, max_map_size)
         where = Path(path)
         raw_key = _normalise_key(key)
         size = map_size or _DEFAULT_MAP_SIZE

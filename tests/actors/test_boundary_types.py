@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cogfabric import CognitiveState, Message, Runtime
+from cogfabric import CognitiveState, CognitiveStateSchemaVersionError, Message, Runtime
 from cogfabric.actors import (
     Config,
     FakeClock,
@@ -66,6 +66,14 @@ BAD_CALLS: dict[str, tuple[Callable[[Runtime], Any], type[Exception]]] = {
     ),
     "send recipient not a string": (lambda rt: rt.bus.send("x", 5, "t"), TypeError),
     "spawn task_id not Unicode": (lambda rt: rt.spawn("b", task_id="t\ud800"), InvalidSpawnSpecError),
+    "cognitive state version below what a journal stores": (
+        lambda rt: rt.agent("a").set_cognitive_state(CognitiveState(schema_version=-(2**64), decision="go")),
+        CognitiveStateSchemaVersionError,
+    ),
+    "recovered state version below what a journal stores": (
+        lambda rt: rt.recover("a", CognitiveState(schema_version=-(2**63) - 1)),
+        CognitiveStateSchemaVersionError,
+    ),
     "provider output not Unicode": (
         lambda rt: rt.llm(ScriptedProvider(["\ud800"]), agent_id="a").generate("hello"),
         ProviderError,

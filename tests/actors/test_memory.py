@@ -415,7 +415,41 @@ class TestRetrievers:
         assert context.startswith("Relevant context:\n[kb] about dogs?\n\nPrevious conversation history:\n\n")
         assert context.endswith("\nCurrent request:\ndogs?")
 
-    @pytest.mark.parametrize(("field", "value"), [("rag_top_k", 0), ("rag_min_score", -0.1)])
+    @pytest.mark.parametrize(
+        "result",
+        [
+            None,
+            [{"source": "kb", "content": "x", "score": 0.9}],
+            [Snippet("kb", "x", "0.9")],  # type: ignore[arg-type]
+            [Snippet("kb", "x", math.nan)],
+        ],
+        ids=["None", "dicts", "str score", "nan score"],
+    )
+    def test_a_retriever_that_returns_a_bad_result_is_skipped_like_one_that_raises(
+        self, runtime: Runtime, result: object
+    ) -> None:
+        class Bad:
+            def retrieve(self, query: str) -> object:  # noqa: ARG002
+                return result
+
+        class Good:
+            def retrieve(self, query: str) -> Sequence[Snippet]:
+                return [Snippet("kb", f"about {query}", 0.9)]
+
+        runtime.memory.set_retrievers([Bad(), Good()])  # type: ignore[list-item]
+        session = runtime.memory.create_session("u")
+        runtime.memory.add_message(session, "user", "cats")
+
+        first = runtime.memory.build_prompt_messages(session)[0]
+
+        assert first.content == "Relevant context:\n[kb] about cats\n"
+        assert runtime.memory.build_context("dogs?", session).startswith(
+            "Relevant context:\n[kb] about dogs?\n"
+        )
+
+    @pytest.mark.parametrize(
+        ("field", "value"), [("rag_top_k", 0), ("rag_min_score", -0.1), ("rag_min_score", math.nan)]
+    )
     def test_a_bad_rag_limit_is_an_invalid_rag_configuration(self, field: str, value: float) -> None:
         with pytest.raises(InvalidConfigError, match=rf"^invalid RAG configuration: {field} must"):
             MemoryConfig(**{field: value})  # type: ignore[arg-type]

@@ -1,0 +1,113 @@
+# mypy: disable-error-code="arg-type"
+"""Wrongly typed arguments are refused with a clear error before anything is created or journaled."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from cogfabric import (
+    FakeClock,
+    InvalidConfigError,
+    InvalidSpawnSpecError,
+    Journal,
+    Runtime,
+)
+from cogfabric.actors import Config, LLMClient, LLMConfig, ScriptedProvider
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+@pytest.mark.parametrize(
+    ("key", "error"), [(16, TypeError), (True, TypeError), (3.5, TypeError), (b"", ValueError)]
+)
+def test_a_chain_key_is_bytes_or_str_never_an_int_made_into_nul_bytes(
+    tmp_path: Path, key: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        Journal.open(tmp_path / "j", key=key)
+    with pytest.raises(error):
+        Runtime.open(tmp_path / "r", key=key)
+    assert not (tmp_path / "j" / "data.mdb").exists()
+
+
+def test_an_empty_path_is_refused_rather_than_made_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="must not be empty"):
+        Journal.open("")
+    with pytest.raises(ValueError, match="must not be empty"):
+        Runtime.open("")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("size", [-1, 0, 2**70])
+def test_a_map_size_out_of_range_is_refused(tmp_path: Path, size: int) -> None:
+    with pytest.raises(ValueError, match="map_size"):
+        Journal.open(tmp_path / "j", map_size=size)
+    with pytest.raises(InvalidConfigError, match="map_size"):
+        Runtime.open(tmp_path / "r", config={"journal": {"map_size": size}})
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"agent_id": 0},
+        {"agent_id": False},
+        {"agent_id": []},
+        {"agent_id": "x", "capabilities": 5},
+        {"agent_id": "x", "priority": "2.5"},
+        {"agent_id": "x", "priority": True},
+        {"agent_id": "x", "priority": 10**400},
+    ],
+    ids=["id 0", "id False", "id []", "capabilities 5", "priority str", "priority bool", "priority huge"],
+)
+def test_a_spawn_argument_is_not_coerced(spec: dict[str, Any]) -> None:
+    with Runtime.open(clock=FakeClock()) as rt:
+        with pytest.raises(InvalidSpawnSpecError):
+            rt.spawn(**spec)
+        assert rt.agents() == []
+
+
+def test_capabilities_must_be_strings_not_their_str() -> None:
+    with Runtime.open(clock=FakeClock()) as rt:
+        with pytest.raises(TypeError, match="capability"):
+            rt.spawn("x", capabilities=["ok", None])  # type: ignore[list-item]
+        assert rt.agents() == []
+        assert rt.spawn("", capabilities=["a", "b"]).capabilities == ("a", "b")  # "" is auto-assigned
+
+
+def test_a_config_may_be_a_mapping_and_anything_else_is_refused() -> None:
+    with Runtime.open(config={"journal": {"durability": "batch"}, "runtime": {"call_timeout": 5}}) as rt:
+        assert rt._core.sync is False
+        assert rt._core.call_timeout == 5.0
+    with pytest.raises(InvalidConfigError, match=r"\$\.journal\.durability"):
+        Runtime.open(config={"journal": {"durability": "later"}})
+    with pytest.raises(InvalidConfigError, match="got str"):
+        Runtime.open(config="cogfabric.yaml")
+    with pytest.raises(InvalidConfigError, match="cannot be written"):
+        Runtime.open(config=Config(llm=LLMConfig(extra={"client": object()})))
+    with pytest.raises(InvalidConfigError, match="rag_min_score"):
+        Runtime.open(config={"memory": {"rag_min_score": math.nan}})
+
+
+def test_open_checks_its_arguments_with_or_without_a_path() -> None:
+    with pytest.raises(ValueError, match="verify must be"):
+        Runtime.open(verify="ful")
+    with pytest.raises(TypeError, match="behaviors"):
+        Runtime.open(behaviors="abc")
+
+
+@pytest.mark.parametrize(
+    "config",
+    [LLMConfig(max_prompt_length="100"), {"max_prompt_length": None}, {"bogus": 1}, 5],
+    ids=["str limit", "None limit", "unknown key", "not a config"],
+)
+def test_an_llm_client_checks_its_config_when_made(config: object) -> None:
+    with pytest.raises(InvalidConfigError):
+        LLMClient(ScriptedProvider(["x"]), config)
+    assert LLMClient(ScriptedProvider(["x"]), {"max_prompt_length": 10}).max_prompt_length == 10
