@@ -18,7 +18,17 @@ MAX_WAIT: Final = 1e9
 
 
 def bounded_wait(timeout: float, default: float) -> float:
-    """``timeout`` seconds, at most ``MAX_WAIT`` (``inf`` too); ``default`` when not positive (NaN too)."""
+    """``timeout`` seconds, at most ``MAX_WAIT`` (``inf`` too); ``default`` when not positive (NaN too).
+
+    Raises:
+        TypeError: ``timeout`` is not a real number (a bool or a numeric string is not one).
+
+    """
+    kind = type(timeout)
+    exact = kind is float or kind is int
+    if not exact and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
+        msg = f"a timeout is a number of seconds, got {kind.__name__} {reprlib.repr(timeout)}"
+        raise TypeError(msg)
     return min(timeout, MAX_WAIT) if timeout > 0 else default
 
 

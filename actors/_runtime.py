@@ -769,7 +769,11 @@ class Runtime:
 
     def _entry(self, agent_id: str) -> _Entry:
         self._check_open()
-        entry = self._agents.get(agent_id)  # a dict read is atomic; writers hold the lock
+        try:
+            entry = self._agents.get(agent_id)  # a dict read is atomic; writers hold the lock
+        except TypeError:  # unhashable: "unhashable type" would not say what was wrong
+            msg = f"an agent id is a str, got {type(agent_id).__name__}"
+            raise TypeError(msg) from None
         if entry is None:
             raise AgentNotFoundError(agent_id)
         return entry

@@ -105,6 +105,7 @@ _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
 _HEAD_LEN: Final = 24  # seq(8) | chain(16)
 _HEAD_VALUE_LEN: Final = 24  # a stream's head: last seq(8) | count(8) | first seq(8)
 _MAX_NAME: Final = 255
+_MAX_SEQ: Final = 2**64 - 1
 
 _DB_EVENTS: Final = b"events"
 _DB_HEADS: Final = b"heads"
@@ -232,7 +233,18 @@ def _without_stored(
     return [batch[i] for i in kept], [payloads[i] for i in kept], [id_raws[i] for i in kept], seqs
 
 
+def _seq_arg(value: object, what: str) -> int:
+    """A seq argument: an int (not a bool), clamped into what a seq key can hold."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{what} is a seq (an int), got {type(value).__name__}"
+        raise TypeError(msg)
+    return min(max(value, 0), _MAX_SEQ)
+
+
 def _name_bytes(name: str, what: str) -> bytes:
+    if not isinstance(name, str):
+        msg = f"{what} is a str, got {type(name).__name__}"
+        raise TypeError(msg)
     try:
         raw = name.encode()
     except UnicodeEncodeError as exc:  # a lone surrogate
@@ -925,7 +937,8 @@ class LmdbJournal(Journal):
 
         """
         self._check_open()
-        end = self.last_seq if until is None else min(until, self.last_seq)
+        after = _seq_arg(after, "after")
+        end = self.last_seq if until is None else min(_seq_arg(until, "until"), self.last_seq)
         stream_raw = None if stream is None else _name_bytes(stream, "stream")
         # A flat iterator over chunk lists: each record is handed out in C, not by
         # resuming a generator frame per record.
@@ -1102,6 +1115,7 @@ class LmdbJournal(Journal):
         before it, must give its own link (keyed, when the journal is).
         """
         self._check_open()
+        seq = _seq_arg(seq, "seq")
         if seq <= 0:
             return False
         with self._lock, _translated(self._path):
@@ -1268,6 +1282,7 @@ class LmdbJournal(Journal):
 
         """
         self._check_open()
+        after = _seq_arg(after, "after")
         with _translated(self._path):
             return verify_journal(self, after, decode=decode)
 

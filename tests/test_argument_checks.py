@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cogfabric import (
+    AgentNotFoundError,
     FakeClock,
     InvalidConfigError,
     InvalidSpawnSpecError,
@@ -16,6 +17,7 @@ from cogfabric import (
     Runtime,
 )
 from cogfabric.actors import Config, LLMClient, LLMConfig, ScriptedProvider
+from cogfabric.events import PrivateSet
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -111,3 +113,45 @@ def test_an_llm_client_checks_its_config_when_made(config: object) -> None:
     with pytest.raises(InvalidConfigError):
         LLMClient(ScriptedProvider(["x"]), config)
     assert LLMClient(ScriptedProvider(["x"]), {"max_prompt_length": 10}).max_prompt_length == 10
+
+
+def test_a_timeout_is_a_number_of_seconds(tmp_path: Path) -> None:
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        rt.spawn("a")
+        rt.spawn("b")
+        with pytest.raises(TypeError, match="number of seconds"):
+            rt.bus.request("a", "b", "t", {}, timeout="5")
+        with pytest.raises(TypeError, match="number of seconds"):
+            rt.flush("1")
+        with pytest.raises(TypeError, match="number of seconds"):
+            rt.flush(True)
+        rt.flush(1)
+
+
+def test_an_unhashable_agent_id_is_named_as_such() -> None:
+    with Runtime.open(clock=FakeClock()) as rt:
+        with pytest.raises(TypeError, match="an agent id is a str, got list"):
+            rt.suspend(["a"])
+        with pytest.raises(AgentNotFoundError):
+            rt.agent(5)
+
+
+def test_journal_reads_check_their_arguments(tmp_path: Path) -> None:
+    with Journal.open(tmp_path / "j") as journal:
+        journal.append([PrivateSet(at=1.0, agent="a", key="k", value=1)])
+        for call in (
+            lambda: list(journal.read(after=0.5)),
+            lambda: list(journal.read(after=None)),
+            lambda: list(journal.read(until="2")),
+            lambda: list(journal.read(stream=5)),
+            lambda: journal.load_snapshot(5),
+            lambda: journal.verify(after="1"),
+            lambda: journal.record_intact(True),
+        ):
+            with pytest.raises(TypeError):
+                call()
+        assert [r.seq for r in journal.read(after=-3)] == [1]  # before the first: from the start
+        assert journal.verify(after=-1).ok
+        assert not journal.verify(after=2**70).ok  # past the head, as for any seq past it
+        assert journal.record_intact(2**70) is False
+        assert journal.verify().ok  # nothing was changed

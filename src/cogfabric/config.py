@@ -48,8 +48,9 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
 
     """
     try:
-        config = msgspec.yaml.decode(text, type=Config) if text.strip() else Config()
-        config = config.validated()
+        # An empty file, or one of comments only (YAML's null), means every default.
+        decoded = msgspec.yaml.decode(text, type=Config | None) if text.strip() else None
+        config = Config() if decoded is None else decoded.validated()
     except msgspec.ValidationError as exc:
         msg = f"{source}: {config_error(exc)}"
         raise InvalidConfigError(msg) from exc

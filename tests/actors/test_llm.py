@@ -110,6 +110,10 @@ class TestConfig:
         ):
             parse_config("memory:\n  max_history: 0\n")
 
+    @pytest.mark.parametrize("text", ["", "\n", "# every default\n", "---\n# still nothing\n"])
+    def test_a_file_of_comments_only_means_every_default(self, text: str) -> None:
+        assert parse_config(text) == Config()
+
     def test_a_full_config_file_decodes(self) -> None:
         config = parse_config("journal:\n  durability: batch\nmemory:\n  max_history: 3\nllm:\n  model: x\n")
 
