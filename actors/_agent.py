@@ -36,6 +36,7 @@ from ._core import replay_agent
 from ._errors import (
     ActorTimeoutError,
     AgentNotFoundError,
+    AgentNotRegisteredError,
     AgentNotSuspendedError,
     AgentRetiredError,
     AgentRunningError,
@@ -93,30 +94,37 @@ class MailboxSlots:
     a sender facing a full mailbox waits on the condition.
     """
 
-    __slots__ = ("_free", "_lock", "_room", "_size", "_waiters")
+    __slots__ = ("_closed", "_free", "_lock", "_room", "_size", "_waiters")
 
     def __init__(self, size: int) -> None:
         """``size`` free slots."""
         self._size = size
         self._free = size
         self._waiters = 0
+        self._closed = False
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
 
     def acquire(self, timeout: float | None = None) -> bool:
-        """Take a slot, waiting up to ``timeout`` seconds for one; False if none came."""
+        """Take a slot, waiting up to ``timeout`` seconds for one; False if none came or on ``close``."""
         with self._lock:
             if self._free > 0:
                 self._free -= 1
                 return True
             self._waiters += 1
             try:
-                if not self._room.wait_for(self._has_free, timeout):
+                if not self._room.wait_for(self._has_free, timeout) or self._closed:
                     return False
             finally:
                 self._waiters -= 1
             self._free -= 1
             return True
+
+    def close(self) -> None:
+        """Wake every sender waiting for room: the runtime is closing, none will come."""
+        with self._lock:
+            self._closed = True
+            self._room.notify_all()
 
     def take(self) -> None:
         """Take a slot even when none is free: the mailbox holds one message over its size.
@@ -148,7 +156,7 @@ class MailboxSlots:
         return self._free
 
     def _has_free(self) -> bool:
-        return self._free > 0
+        return self._free > 0 or self._closed
 
 
 _thread_role = threading.local()
@@ -303,7 +311,8 @@ class AgentActor(pykka.ThreadingActor):
         if kind == CALL:
             raise AgentNotFoundError(self._state.id)
         if kind == IPC:
-            self._core.bus.refuse(message[1], "agent killed", AgentNotFoundError(self._state.id))
+            # as the bus names a request to an agent that is gone (also an AgentNotFoundError)
+            self._core.bus.refuse(message[1], "agent killed", AgentNotRegisteredError(self._state.id))
         elif kind == PUBLISH and message[3] and self._core.writer is not None:
             self._core.writer.publication_applied(self._state.id, message[3])  # it never will
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import pykka
 
+from cogfabric._errors import CogfabricError
 from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_id
 from cogfabric.events._codec import require_str
 from cogfabric.store import JournalError
@@ -318,9 +319,16 @@ class IpcBus:
         with self._lock:
             if self._pending.pop(correlation_id, None) is None:
                 return  # answered, failed or timed out meanwhile
-        self._journal(reply, durable=True)
-        pending.reply = reply
-        pending.done.set()
+        try:
+            self._journal(reply, durable=True)
+        except BaseException as exc:
+            pending.error = exc  # the requester gets the journal's error now, not at its timeout
+            pending.as_is = True
+            raise
+        else:
+            pending.reply = reply
+        finally:
+            pending.done.set()
 
     def answer(self, request: IpcMessage, frm: str, result: object) -> None:
         """Reply to ``request`` with a behavior's return value."""
@@ -344,10 +352,33 @@ class IpcBus:
             # Timed out (or answered) already, and that left its own record: one
             # dead letter a failure. The behavior's error is journaled as AgentFailed.
             return
-        self.dead_letter(message, reason, repr(error))
         pending.error = error
         pending.as_is = as_is
-        pending.done.set()
+        try:
+            self.dead_letter(message, reason, repr(error))
+        finally:
+            pending.done.set()  # even when the journal refuses the dead letter
+
+    def close(self) -> None:
+        """Fail every request still waiting for a reply: the runtime is closing, none will come.
+
+        Called by ``Runtime.close`` once its agents are stopped; each request leaves its
+        dead letter while the journal writer still runs.
+        """
+        with self._lock:
+            waiting = list(self._pending.values())
+            self._pending.clear()
+        for pending in waiting:
+            if pending.done.is_set():
+                continue
+            pending.error = RuntimeClosedError("the runtime was closed before the request was answered")
+            pending.as_is = True
+            try:
+                self.dead_letter(pending.request, "closed", "the runtime was closed")
+            except CogfabricError:
+                log.warning("no dead letter for request %s: the journal refused it", pending.request.id)
+            finally:
+                pending.done.set()
 
     def delegate(
         self, frm: str, to: str, topic: str, payload: object = None, timeout: float = DEFAULT_REQUEST_TIMEOUT

@@ -12,7 +12,7 @@ import reprlib
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Final, Literal, Self
 
 import pykka
 
@@ -29,7 +29,7 @@ from cogfabric.store import Journal, JournalIntegrityError, JournalRecordError
 
 from ._agent import CALL, PUBLISH, AgentActor, Shared, on_agent_thread
 from ._bus import IpcBus
-from ._clock import CheckedClock, Clock, FakeClock, SystemClock
+from ._clock import CheckedClock, Clock, FakeClock, SystemClock, bounded_wait
 from ._config import Config
 from ._core import Core, publications, replay_agent, replay_start, snapshot_flaw
 from ._errors import (
@@ -127,6 +127,9 @@ class _Entry:
         self.behavior = behavior
         """The behavior the agent started with (an instance given to ``spawn`` stays its own)."""
 
+
+_NAMED: Final = 5
+"""Agents an error message names before it counts the rest."""
 
 _OPEN: set[Runtime] = set()
 """Runtimes not closed yet: closed at interpreter exit (``_close_left_open``)."""
@@ -831,6 +834,7 @@ class Runtime:
             msg = f"agent {agent_id!r} did not answer {name} within {self._core.call_timeout} s"
             raise ActorTimeoutError(msg) from exc
         except pykka.ActorDeadError as exc:
+            self._check_open()  # stopped by close(), not killed
             raise AgentNotFoundError(agent_id) from exc
         return result
 
@@ -839,32 +843,72 @@ class Runtime:
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every change handed over so far is durable (batch durability).
 
-        Each agent first hands over what its mailbox led to (``call_timeout`` at most
-        each); then the journal gets ``timeout`` seconds (default ``call_timeout``; see
-        ``Ack.wait``) to commit it all. Called from a behavior, it hands over that
-        agent's own changes and waits for the journal, not for other agents (two
-        agents flushing at once would each wait for the other).
+        Every agent is asked at once to hand over what the messages already in its
+        mailbox led to; all of them together get ``timeout`` seconds (default
+        ``call_timeout``). Then the journal gets ``timeout`` seconds (see ``Ack.wait``)
+        to commit everything handed over, also when an agent was too busy to answer:
+        what it handed over before is made durable all the same. Called from a
+        behavior, it hands over that agent's own changes and waits for the journal, not
+        for other agents (two agents flushing at once would each wait for the other).
 
         Raises:
             RuntimeClosedError: the runtime is closed.
-            MailboxFullError: an agent's mailbox stayed full for ``call_timeout``, so it
-                could not be asked to hand over its changes.
-            ActorTimeoutError: not durable within the timeout (the outcome is unknown).
+            MailboxFullError: an agent's mailbox stayed full, so it could not be asked to
+                hand over its changes (the others' changes are made durable first).
+            ActorTimeoutError: an agent was still busy after ``timeout`` (say, in a long
+                LLM call; the message names it, and everything handed over is durable),
+                or the journal did not commit in time (the outcome is unknown).
             JournalError: the journal failed (fail-stop).
 
         """
         self._check_open()
+        wait = self._core.call_timeout if timeout is None else bounded_wait(timeout, self._core.call_timeout)
         own = self._own_entry()
+        problem: Exception | None = None
         if own is not None:
             own.shared.flush_outbox()
         else:
-            for agent_id in self.agents():
-                try:
-                    self._ask(agent_id, "noop")
-                except AgentNotFoundError:
-                    continue
+            problem = self._hand_over_all(time.monotonic() + wait)
         if self._core.writer is not None:
             self._core.writer.flush(timeout)
+        if problem is not None:
+            raise problem
+
+    def _hand_over_all(self, deadline: float) -> Exception | None:
+        """Ask every agent to hand over its changes, all at once; the error for those that did not."""
+        asked: list[tuple[str, pykka.Future[Any]]] = []
+        problem: Exception | None = None
+        with self._lock:
+            entries = [(agent_id, e) for agent_id, e in self._agents.items() if e is not None]
+        for agent_id, entry in entries:
+            try:
+                self._admit(agent_id, entry, max(0.0, deadline - time.monotonic()))
+                asked.append((agent_id, entry.ref.ask((CALL, "noop", ()), block=False)))
+            except AgentNotFoundError:
+                continue  # killed meanwhile
+            except pykka.ActorDeadError:
+                self._check_open()
+                entry.shared.slots.release()
+            except MailboxFullError as exc:
+                problem = problem or exc
+        busy: list[str] = []
+        for agent_id, future in asked:
+            try:
+                future.get(timeout=max(0.0, deadline - time.monotonic()))
+            except pykka.Timeout:
+                busy.append(agent_id)
+            except (pykka.ActorDeadError, AgentNotFoundError):
+                continue
+        if busy:
+            shown = ", ".join(repr(a) for a in busy[:_NAMED]) + (
+                f" and {len(busy) - _NAMED} more" if len(busy) > _NAMED else ""
+            )
+            msg = (
+                f"flush: {shown} still busy after the flush's timeout; everything handed over "
+                "before is durable, what their current messages change is not yet"
+            )
+            problem = ActorTimeoutError(msg)
+        return problem
 
     def _own_entry(self) -> _Entry | None:
         """The agent whose actor runs on this thread (a behavior calling in), if any."""
@@ -908,9 +952,12 @@ class Runtime:
             if not on_agent_thread() and not self._close_done.wait(timeout=5 * self._core.call_timeout):
                 log.warning("close() waited for another thread's close() in vain")
             return
+        for entry in entries:
+            entry.shared.slots.close()  # a sender waiting for room gets RuntimeClosedError now
         try:
             self._stop_agents(entries)
             self._core.stopped = True  # an agent still busy drops the rest of its mailbox
+            self.bus.close()  # a request no agent answered gets RuntimeClosedError now
             self.memory.close()
             if self._core.writer is not None:
                 self._core.writer.stop()

@@ -183,6 +183,8 @@ class JournalWriter:
         threads only test membership."""
         self._closed = False
         self._failure: BaseException | None = None
+        self._commits = 0
+        """Commits (and refusals) so far: how ``stop`` tells a busy writer from a stalled one."""
         self._ref = JournalWriterActor.start(self)
 
     @property
@@ -400,19 +402,40 @@ class JournalWriter:
         return True
 
     def stop(self, timeout: float | None = None) -> None:
-        """Commit what is waiting, then stop the actor; idempotent."""
+        """Commit what is waiting, then stop the actor; idempotent.
+
+        Waits for as many commits as the queue takes, but not for a writer that makes
+        no commit for ``timeout`` seconds (default ``call_timeout``).
+
+        Raises:
+            ActorTimeoutError: the writer stalled; what it still holds is not committed.
+
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             self._room.notify_all()
+        stall = self._timeout if timeout is None else timeout
         try:
-            self._ref.stop(block=True, timeout=self._timeout if timeout is None else timeout)
-        except pykka.Timeout as exc:
-            msg = "the journal writer did not stop in time"
-            raise ActorTimeoutError(msg) from exc
+            stopped = self._ref.stop(block=False)
         except pykka.ActorDeadError:
-            pass
+            return
+        # The writer commits everything queued before it stops: in batch durability that
+        # can be many group commits, so wait while it makes progress, and give up only
+        # when it stalls, with no commit for ``stall`` seconds (say, a disk that hangs).
+        while True:
+            commits = self._commits
+            try:
+                stopped.get(timeout=bounded_wait(stall, 0.0))
+            except pykka.Timeout as exc:
+                if self._commits != commits:
+                    continue
+                msg = f"the journal writer did not stop: no commit for {stall} s"
+                raise ActorTimeoutError(msg) from exc
+            except pykka.ActorDeadError:
+                pass
+            return
 
     # ----------------------------------------------------------- writer thread
 
@@ -479,6 +502,7 @@ class JournalWriter:
         return events, snapshots, in_group
 
     def _commit(self, taken: list[_Submission]) -> None:
+        self._commits += 1
         if self._failure is not None:
             self._fail(taken, self._failure)
             return

@@ -14,6 +14,7 @@ from cogfabric.actors import (
     AgentContext,
     AgentExistsError,
     AgentNotFoundError,
+    AgentNotRegisteredError,
     AgentRunningError,
     AgentState,
     Config,
@@ -1305,5 +1306,6 @@ class TestKillAndReloadEdges:
 
             assert not asker.is_alive()  # not the 30 s timeout
             assert len(outcome) == 1
+            assert isinstance(outcome[0], AgentNotRegisteredError)  # as for a request sent after the kill
             assert isinstance(outcome[0], AgentNotFoundError)
             assert [(d.topic, d.reason) for d in bus.dead_letters()] == [("q", "agent killed")]

@@ -1,0 +1,178 @@
+"""close() and flush() with busy agents, waiting requesters and a slow journal: nothing handed over
+is lost, and nobody waits past what the runtime can still deliver."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from cogfabric import (
+    ActorTimeoutError,
+    FakeClock,
+    IpcHandlerError,
+    JournalError,
+    Runtime,
+    RuntimeClosedError,
+)
+from cogfabric.actors import Config, JournalConfig, RuntimeConfig
+from cogfabric.events import PrivateSet
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from cogfabric.actors import AgentContext
+    from cogfabric.events import IpcMessage
+
+
+class _Gated:
+    """A behavior that holds each message until the test opens its gate (a long LLM call, say)."""
+
+    def __init__(self, entered: threading.Event, gate: threading.Event) -> None:
+        self.entered, self.gate = entered, gate
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+        self.entered.set()
+        assert self.gate.wait(30)
+        ctx.set_private("handled", message.topic)
+        return {"ok": True}
+
+
+def _config(durability: str = "batch", call_timeout: float = 5.0, **journal: Any) -> Config:
+    return Config(
+        journal=JournalConfig(durability=durability, **journal),  # type: ignore[arg-type]
+        runtime=RuntimeConfig(call_timeout=call_timeout),
+    )
+
+
+def _in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_close_in_batch_durability_commits_a_backlog_that_takes_longer_than_call_timeout(
+    tmp_path: Path,
+) -> None:
+    # Each commit takes 0.4 s, as on a slow disk, and holds one change: the five or so
+    # left at close() take about 2 s, twice call_timeout. close() must wait for a
+    # writer that makes progress, not give up and close the journal under it.
+    config = _config(call_timeout=1.0, group_commit_max=1)
+    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
+        agent = rt.spawn("a")
+        journal = rt._journal  # a slow disk under the writer
+        assert journal is not None
+        append = journal.append
+
+        def slow_append(events: list[Any], **kwargs: Any) -> list[int]:
+            threading.Event().wait(0.4)
+            return append(events, **kwargs)
+
+        journal.append = slow_append  # type: ignore[method-assign,assignment]
+        for i in range(6):
+            agent.set_private(f"k{i}", i)
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        assert dict(rt.agent("a").context_view().private) == {f"k{i}": i for i in range(6)}
+
+
+def test_close_fails_a_request_no_agent_will_answer_at_once(tmp_path: Path) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    rt = Runtime.open(
+        tmp_path / "j", config=_config(call_timeout=0.5), clock=FakeClock(), behaviors=behaviors
+    )
+    try:
+        rt.spawn("asker")
+        rt.spawn("slow", behavior="gated")
+        first, first_outcome = _in_thread(lambda: rt.bus.request("asker", "slow", "q1", timeout=600))
+        assert entered.wait(10)
+        second, second_outcome = _in_thread(lambda: rt.bus.request("asker", "slow", "q2", timeout=600))
+        rt.close()  # the busy agent gets call_timeout, then every open request fails
+        second.join(10)
+        assert not second.is_alive()
+        assert isinstance(second_outcome[0], RuntimeClosedError)
+    finally:
+        gate.set()
+        rt.close()
+    first.join(10)
+    assert not first.is_alive()
+    assert isinstance(first_outcome[0], RuntimeClosedError)  # its handler ran past the close
+
+
+def test_a_requester_is_released_when_the_journal_refuses_the_dead_letter(tmp_path: Path) -> None:
+    class Raises:
+        def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+            msg = "the behavior failed"
+            raise ValueError(msg)
+
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"raises": Raises}) as rt:
+        rt.spawn("asker")
+        rt.spawn("r", behavior="raises")
+        dead_letter = rt.bus.dead_letter
+
+        def refused(*args: Any) -> None:
+            dead_letter(*args)
+            msg = "the journal refused the dead letter"
+            raise JournalError(msg)
+
+        rt.bus.dead_letter = refused  # type: ignore[method-assign,assignment]
+        thread, outcome = _in_thread(lambda: rt.bus.request("asker", "r", "q", timeout=600))
+        thread.join(10)
+        assert not thread.is_alive()  # not the 600 s timeout
+        assert isinstance(outcome[0], IpcHandlerError)
+        rt.bus.dead_letter = dead_letter  # type: ignore[method-assign]
+
+
+def test_flush_makes_what_was_handed_over_durable_and_names_a_busy_agent(tmp_path: Path) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    with Runtime.open(
+        tmp_path / "j", config=_config(call_timeout=5.0), clock=FakeClock(), behaviors=behaviors
+    ) as rt:
+        rt.spawn("u")
+        rt.spawn("slow", behavior="gated")
+        rt.bus.send("u", "slow", "think")
+        assert entered.wait(10)
+        rt.agent("u").set_private("important", 42)
+        try:
+            with pytest.raises(ActorTimeoutError, match="'slow' still busy"):
+                rt.flush(timeout=0.2)
+            journal = rt._journal
+            assert journal is not None
+            stored = [r.event for r in journal.read(stream="agent/u")]
+            assert any(isinstance(e, PrivateSet) and e.key == "important" for e in stored)
+        finally:
+            gate.set()
+        rt.flush()  # the agent answered: nothing is busy now
+
+
+def test_close_wakes_a_sender_waiting_for_room_with_runtime_closed(tmp_path: Path) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    config = Config(runtime=RuntimeConfig(call_timeout=20.0, mailbox_size=1))
+    rt = Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=behaviors)
+    try:
+        rt.spawn("u")
+        rt.spawn("s", behavior="gated")
+        rt.bus.send("u", "s", "first")
+        assert entered.wait(10)
+        rt.bus.send("u", "s", "second")  # the mailbox is full now
+        sender, outcome = _in_thread(lambda: rt.agent("s").private("handled"))
+        closer, _ = _in_thread(rt.close)
+        sender.join(10)  # woken by close(), not after its 20 s call_timeout
+        assert not sender.is_alive()
+        assert isinstance(outcome[0], RuntimeClosedError)
+    finally:
+        gate.set()
+    closer.join(30)
+    assert not closer.is_alive()
