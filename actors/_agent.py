@@ -40,6 +40,7 @@ from ._errors import (
     AgentNotSuspendedError,
     AgentRetiredError,
     AgentRunningError,
+    ClockError,
     IpcInvalidMessageError,
     IpcNoHandlerError,
     RuntimeClosedError,
@@ -622,7 +623,14 @@ class AgentActor(pykka.ThreadingActor):
 
     def _on_ipc(self, message: IpcMessage) -> None:
         bus = self._core.bus
-        self.note(IpcDelivered(at=self._now(), message_id=message.id, recipient=self._state.id))
+        try:
+            at = self._now()
+        except ClockError as exc:  # the delivery cannot be journaled: not handled, a requester told
+            log.warning("agent %s: %s; %s not handled", self._state.id, exc, message.topic)
+            if message.kind == "request":
+                bus.refuse(message, "clock error", exc)
+            return
+        self.note(IpcDelivered(at=at, message_id=message.id, recipient=self._state.id))
         lifecycle = self._state.lifecycle
         if self._behavior is None or lifecycle in (AgentState.SUSPENDED, AgentState.RETIRED):
             reason = "no behavior" if self._behavior is None else f"agent {lifecycle.lower()}"

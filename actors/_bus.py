@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -18,6 +19,7 @@ from cogfabric.store import JournalError
 
 from ._clock import bounded_wait
 from ._errors import (
+    ActorTimeoutError,
     AgentNotFoundError,
     AgentNotRegisteredError,
     IpcHandlerError,
@@ -322,8 +324,13 @@ class IpcBus:
         try:
             self._journal(reply, durable=True)
         except BaseException as exc:
-            pending.error = exc  # the requester gets the journal's error now, not at its timeout
-            pending.as_is = True
+            # The requester learns now, not at its own timeout, as an IpcHandlerError
+            # whose cause is the journal's error. A refused reply leaves its dead letter;
+            # one whose commit timed out may be stored yet, so it leaves none.
+            pending.error = exc
+            if isinstance(exc, Exception) and not isinstance(exc, ActorTimeoutError):
+                with contextlib.suppress(Exception):
+                    self.dead_letter(request, "reply not journaled", repr(exc))
             raise
         else:
             pending.reply = reply

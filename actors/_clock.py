@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import reprlib
 import threading
 import time
@@ -25,10 +26,11 @@ def bounded_wait(timeout: float, default: float) -> float:
 
     """
     kind = type(timeout)
-    exact = kind is float or kind is int
-    if not exact and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
-        msg = f"a timeout is a number of seconds, got {kind.__name__} {reprlib.repr(timeout)}"
-        raise TypeError(msg)
+    if kind is not float and kind is not int:
+        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+            msg = f"a timeout is a number of seconds, got {kind.__name__} {reprlib.repr(timeout)}"
+            raise TypeError(msg)
+        timeout = float(timeout)  # a numpy number, a Fraction
     return min(timeout, MAX_WAIT) if timeout > 0 else default
 
 
@@ -55,7 +57,7 @@ def wall_time(value: object) -> float:
     """
     if type(value) is float and math.isfinite(value):
         return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
         try:
             seconds = float(value)
         except OverflowError:
@@ -94,9 +96,28 @@ class CheckedClock:
         self.clock = clock
         self.now()
 
+    @classmethod
+    def wrap(cls, clock: Clock) -> Clock:
+        """``clock`` ready for the runtime: checked, unless it is one whose readings always are.
+
+        A ``SystemClock`` (``time.time()``) or a ``FakeClock`` (which checks what it is
+        given) is used as it is, saving a call per journaled reading.
+
+        Raises:
+            ClockError: as the constructor.
+
+        """
+        if type(clock) in (SystemClock, FakeClock) or isinstance(clock, CheckedClock):
+            return clock
+        return cls(clock)
+
     def now(self) -> float:
-        """The wrapped clock's wall time, checked."""
-        value = self.clock.now()
+        """The wrapped clock's wall time, checked; what its ``now()`` raises is a ``ClockError`` too."""
+        try:
+            value = self.clock.now()
+        except Exception as exc:
+            msg = f"the clock's now() failed: {exc!r}"
+            raise ClockError(msg) from exc
         if type(value) is float and -_FLOAT_MAX <= value <= _FLOAT_MAX:  # finite: NaN fails both
             return value
         return wall_time(value)

@@ -95,9 +95,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             return config.validated()
         if isinstance(config, Mapping):
             try:
-                return msgspec.convert(config, Config)
+                converted = msgspec.convert(config, Config)
             except msgspec.ValidationError as exc:
                 raise config_error(exc) from exc
+            return converted.validated()  # sections given as objects are checked too
         msg = f"config must be a cogfabric.Config, a mapping or None, got {type(config).__name__}"
         raise InvalidConfigError(msg)
 

@@ -55,7 +55,7 @@ class Core:
     ) -> None:
         """Bind the settings; the runtime sets ``bus`` right after."""
         self.config = config
-        self.clock = clock if isinstance(clock, CheckedClock) else CheckedClock(clock)
+        self.clock = CheckedClock.wrap(clock)
         """The runtime's clock, its wall readings checked (``ClockError``) before they are journaled."""
         self.writer = writer
         self.behaviors = dict(behaviors)

@@ -92,6 +92,13 @@ class InvalidSpawnSpecError(ActorError, ValueError):
         super().__init__(f"agentfabric: invalid spawn spec: {detail}")
 
 
+class SpawnSpecTypeError(InvalidSpawnSpecError, TypeError):
+    """A spawn argument of the wrong type (a capability or task id that is not a str, say).
+
+    Both an ``InvalidSpawnSpecError`` and a ``TypeError``, as a wrong type is elsewhere.
+    """
+
+
 class MailboxFullError(ActorError):
     """Raised when an agent's mailbox stayed full for ``call_timeout`` seconds.
 

@@ -7,6 +7,7 @@ import functools
 import itertools
 import logging
 import math
+import numbers
 import os
 import reprlib
 import threading
@@ -40,6 +41,7 @@ from ._errors import (
     InvalidSpawnSpecError,
     MailboxFullError,
     RuntimeClosedError,
+    SpawnSpecTypeError,
 )
 from ._handle import Agent
 from ._llm import JournaledLLM, LLMProvider, OpenAICompatibleProvider
@@ -93,7 +95,7 @@ def check_agent_id(agent_id: object, error: Callable[[str], Exception] = Invalid
 
 def _spawn_priority(priority: object) -> float:
     """A spawn's priority as a finite float; a real number only (not a bool, nor a numeric string)."""
-    if isinstance(priority, bool) or not isinstance(priority, int | float):
+    if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
         raise InvalidSpawnSpecError(f"priority must be a number, got {reprlib.repr(priority)}")
     try:
         value = float(priority)
@@ -111,7 +113,10 @@ def _spawn_capabilities(capabilities: object) -> tuple[str, ...]:
         raise InvalidSpawnSpecError(msg)
     out = tuple(capabilities)
     for capability in out:
-        require_str(capability, "capability")  # a TypeError, as for every string the runtime journals
+        try:
+            require_str(capability, "capability")
+        except TypeError as exc:
+            raise SpawnSpecTypeError(str(exc)) from None
     return out
 
 
@@ -130,6 +135,13 @@ class _Entry:
 
 _NAMED: Final = 5
 """Agents an error message names before it counts the rest."""
+
+
+def _named(agent_ids: list[str]) -> str:
+    """``'a', 'b' and 3 more``: the first few of a list of agents, for an error message."""
+    shown = ", ".join(repr(a) for a in agent_ids[:_NAMED])
+    return shown + (f" and {len(agent_ids) - _NAMED} more" if len(agent_ids) > _NAMED else "")
+
 
 _OPEN: set[Runtime] = set()
 """Runtimes not closed yet: closed at interpreter exit (``_close_left_open``)."""
@@ -182,7 +194,8 @@ class Runtime:
         self.memory = MemoryManager(core, journal)
         core.memory = self.memory
         """Session memory (spec §5): sessions, prompt windows, TTL sweeps."""
-        if not isinstance(core.clock.clock, FakeClock):
+        clock = core.clock.clock if isinstance(core.clock, CheckedClock) else core.clock
+        if not isinstance(clock, FakeClock):
             self.memory.start_ticker()
 
     # ------------------------------------------------------------- opening
@@ -233,7 +246,7 @@ class Runtime:
 
         """
         config = Config.of(config)
-        checked = CheckedClock(SystemClock() if clock is None else clock)
+        checked = CheckedClock.wrap(SystemClock() if clock is None else clock)
         if verify not in ("full", "tail"):
             msg = f"verify must be 'full' or 'tail', not {verify!r}"
             raise ValueError(msg)
@@ -550,7 +563,7 @@ class Runtime:
                 try:
                     require_str(value, name)
                 except TypeError as exc:
-                    raise InvalidSpawnSpecError(str(exc)) from None
+                    raise SpawnSpecTypeError(str(exc)) from None
         priority = _spawn_priority(priority)
         capabilities = _spawn_capabilities(capabilities)
         cognitive = CognitiveState()
@@ -875,22 +888,34 @@ class Runtime:
             raise problem
 
     def _hand_over_all(self, deadline: float) -> Exception | None:
-        """Ask every agent to hand over its changes, all at once; the error for those that did not."""
-        asked: list[tuple[str, pykka.Future[Any]]] = []
-        problem: Exception | None = None
+        """Ask every agent to hand over its changes, all at once; the error for those that did not.
+
+        Agents with room in their mailbox are asked first, without waiting; then those
+        whose mailbox was full get what is left of the deadline to make room.
+        """
         with self._lock:
             entries = [(agent_id, e) for agent_id, e in self._agents.items() if e is not None]
+        asked: list[tuple[str, pykka.Future[Any]]] = []
+        full: list[tuple[str, _Entry]] = []
         for agent_id, entry in entries:
             try:
-                self._admit(agent_id, entry, max(0.0, deadline - time.monotonic()))
-                asked.append((agent_id, entry.ref.ask((CALL, "noop", ()), block=False)))
+                self._admit(agent_id, entry, 0.0)
             except AgentNotFoundError:
                 continue  # killed meanwhile
-            except pykka.ActorDeadError:
-                self._check_open()
-                entry.shared.slots.release()
-            except MailboxFullError as exc:
-                problem = problem or exc
+            except MailboxFullError:
+                full.append((agent_id, entry))
+                continue
+            asked.append((agent_id, entry.ref.ask((CALL, "noop", ()), block=False)))
+        still_full: list[str] = []
+        for agent_id, entry in full:
+            try:
+                self._admit(agent_id, entry, max(0.0, deadline - time.monotonic()))
+            except AgentNotFoundError:
+                continue
+            except MailboxFullError:
+                still_full.append(agent_id)
+                continue
+            asked.append((agent_id, entry.ref.ask((CALL, "noop", ()), block=False)))
         busy: list[str] = []
         for agent_id, future in asked:
             try:
@@ -898,17 +923,18 @@ class Runtime:
             except pykka.Timeout:
                 busy.append(agent_id)
             except (pykka.ActorDeadError, AgentNotFoundError):
-                continue
+                continue  # killed meanwhile: what it handed over is in the writer's queue
+        if still_full:
+            others = f"; still busy: {_named(busy)}" if busy else ""
+            msg = f"flush: the mailbox of {_named(still_full)} stayed full, so it was not asked{others}"
+            return MailboxFullError(msg)
         if busy:
-            shown = ", ".join(repr(a) for a in busy[:_NAMED]) + (
-                f" and {len(busy) - _NAMED} more" if len(busy) > _NAMED else ""
-            )
             msg = (
-                f"flush: {shown} still busy after the flush's timeout; everything handed over "
+                f"flush: {_named(busy)} still busy after the flush's timeout; everything handed over "
                 "before is durable, what their current messages change is not yet"
             )
-            problem = ActorTimeoutError(msg)
-        return problem
+            return ActorTimeoutError(msg)
+        return None
 
     def _own_entry(self) -> _Entry | None:
         """The agent whose actor runs on this thread (a behavior calling in), if any."""
@@ -954,13 +980,11 @@ class Runtime:
             return
         for entry in entries:
             entry.shared.slots.close()  # a sender waiting for room gets RuntimeClosedError now
+        failures: list[Exception] = []
         try:
             self._stop_agents(entries)
             self._core.stopped = True  # an agent still busy drops the rest of its mailbox
-            self.bus.close()  # a request no agent answered gets RuntimeClosedError now
-            self.memory.close()
-            if self._core.writer is not None:
-                self._core.writer.stop()
+            failures = self._stop_the_rest()
         finally:
             try:
                 if self._journal is not None:
@@ -968,6 +992,26 @@ class Runtime:
             finally:
                 _OPEN.discard(self)  # only now: a close() at exit waits for this one
                 self._close_done.set()
+        if failures:
+            raise failures[0]
+
+    def _stop_the_rest(self) -> list[Exception]:
+        """Fail the requests no agent answered, stop the session actor, then the writer.
+
+        Each step runs whatever the one before did: above all, the writer commits what
+        it was handed before the journal closes. Returns what failed.
+        """
+        steps = [self.bus.close, self.memory.close]
+        if self._core.writer is not None:
+            steps.append(self._core.writer.stop)
+        failures: list[Exception] = []
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - close() raises it once every step ran
+                log.warning("close(): %s failed: %r", getattr(step, "__qualname__", step), exc)
+                failures.append(exc)
+        return failures
 
     def _stop_agents(self, entries: list[_Entry]) -> None:
         """Stop every agent actor at once; all together wait ``call_timeout`` at most."""

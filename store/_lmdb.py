@@ -42,6 +42,7 @@ import fcntl
 import hashlib
 import itertools
 import logging
+import operator
 import os
 import struct
 import threading
@@ -234,11 +235,16 @@ def _without_stored(
 
 
 def _seq_arg(value: object, what: str) -> int:
-    """A seq argument: an int (not a bool), clamped into what a seq key can hold."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{what} is a seq (an int), got {type(value).__name__}"
+    """A seq argument: an int (not a bool; a numpy int is one), clamped into what a seq key can hold."""
+    if isinstance(value, bool):
+        msg = f"{what} is a seq (an int), got bool"
         raise TypeError(msg)
-    return min(max(value, 0), _MAX_SEQ)
+    try:
+        seq = operator.index(value)  # type: ignore[arg-type]  # refused below when it is no int
+    except TypeError:
+        msg = f"{what} is a seq (an int), got {type(value).__name__}"
+        raise TypeError(msg) from None
+    return min(max(seq, 0), _MAX_SEQ)
 
 
 def _name_bytes(name: str, what: str) -> bytes:

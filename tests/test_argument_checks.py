@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -16,7 +17,7 @@ from cogfabric import (
     Journal,
     Runtime,
 )
-from cogfabric.actors import Config, LLMClient, LLMConfig, ScriptedProvider
+from cogfabric.actors import Config, JournalConfig, LLMClient, LLMConfig, RuntimeConfig, ScriptedProvider
 from cogfabric.events import PrivateSet
 
 if TYPE_CHECKING:
@@ -155,3 +156,40 @@ def test_journal_reads_check_their_arguments(tmp_path: Path) -> None:
         assert not journal.verify(after=2**70).ok  # past the head, as for any seq past it
         assert journal.record_intact(2**70) is False
         assert journal.verify().ok  # nothing was changed
+
+
+def test_a_config_mapping_holding_section_objects_is_range_checked() -> None:
+    with pytest.raises(InvalidConfigError, match="call_timeout"):
+        Runtime.open(config={"runtime": RuntimeConfig(call_timeout=-1.0)})
+    with pytest.raises(InvalidConfigError, match="group_commit_max"):
+        Runtime.open(config={"journal": JournalConfig(group_commit_max=0)})
+    with pytest.raises(InvalidConfigError, match="max_prompt_length"):
+        Runtime.open(config={"llm": LLMConfig(max_prompt_length="100")})
+
+
+class _Seq:
+    """An int-like seq (as a numpy integer is): it has ``__index__``."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+def test_real_numbers_of_other_types_are_taken(tmp_path: Path) -> None:
+    with Runtime.open(tmp_path / "j", clock=FakeClock(start=Fraction(17, 10) * 10**9)) as rt:
+        assert rt.spawn("a", priority=Fraction(1, 4)).priority == 0.25
+        rt.flush(Fraction(5))
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        assert [r.seq for r in journal.read(after=_Seq(0), until=_Seq(1))] == [1]
+        assert journal.record_intact(_Seq(1))
+
+
+def test_a_spawn_argument_of_the_wrong_type_is_both_errors() -> None:
+    with Runtime.open(clock=FakeClock()) as rt:
+        for spec in ({"capabilities": [None]}, {"task_id": 5}, {"parent": 5}):
+            with pytest.raises(InvalidSpawnSpecError) as caught:
+                rt.spawn("x", **spec)
+            assert isinstance(caught.value, TypeError)
+        assert rt.agents() == []

@@ -3,6 +3,7 @@ is lost, and nobody waits past what the runtime can still deliver."""
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -10,9 +11,11 @@ import pytest
 
 from cogfabric import (
     ActorTimeoutError,
+    ClockError,
     FakeClock,
     IpcHandlerError,
     JournalError,
+    MailboxFullError,
     Runtime,
     RuntimeClosedError,
 )
@@ -136,9 +139,8 @@ def test_a_requester_is_released_when_the_journal_refuses_the_dead_letter(tmp_pa
 def test_flush_makes_what_was_handed_over_durable_and_names_a_busy_agent(tmp_path: Path) -> None:
     entered, gate = threading.Event(), threading.Event()
     behaviors = {"gated": lambda: _Gated(entered, gate)}
-    with Runtime.open(
-        tmp_path / "j", config=_config(call_timeout=5.0), clock=FakeClock(), behaviors=behaviors
-    ) as rt:
+    config = _config(call_timeout=5.0, fsync=False)  # the 0.2 s are the agents', not a slow disk's
+    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=behaviors) as rt:
         rt.spawn("u")
         rt.spawn("slow", behavior="gated")
         rt.bus.send("u", "slow", "think")
@@ -168,6 +170,14 @@ def test_close_wakes_a_sender_waiting_for_room_with_runtime_closed(tmp_path: Pat
         assert entered.wait(10)
         rt.bus.send("u", "s", "second")  # the mailbox is full now
         sender, outcome = _in_thread(lambda: rt.agent("s").private("handled"))
+        slots = rt._entry("s").shared.slots
+        waiting = threading.Event()
+        for _ in range(1000):  # until the sender waits for room (each check waits 10 ms at most)
+            if slots._waiters == 1:
+                waiting.set()
+                break
+            waiting.wait(0.01)
+        assert waiting.is_set()
         closer, _ = _in_thread(rt.close)
         sender.join(10)  # woken by close(), not after its 20 s call_timeout
         assert not sender.is_alive()
@@ -176,3 +186,105 @@ def test_close_wakes_a_sender_waiting_for_room_with_runtime_closed(tmp_path: Pat
         gate.set()
     closer.join(30)
     assert not closer.is_alive()
+
+
+def test_flush_names_the_agent_whose_mailbox_stayed_full_not_the_idle_ones(tmp_path: Path) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    config = Config(runtime=RuntimeConfig(call_timeout=5.0, mailbox_size=1))
+    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=behaviors) as rt:
+        rt.spawn("s", behavior="gated")  # first: its full mailbox must not use up the others' time
+        for i in range(6):
+            rt.spawn(f"idle{i}")
+        rt.bus.send("idle0", "s", "first")
+        assert entered.wait(10)
+        rt.bus.send("idle0", "s", "second")  # the mailbox is full now
+        try:
+            with pytest.raises(MailboxFullError, match="'s' stayed full") as caught:
+                rt.flush(timeout=0.3)
+            assert "idle" not in str(caught.value)
+        finally:
+            gate.set()
+        rt.flush()
+
+
+def test_close_commits_everything_even_when_the_clock_fails_during_it(tmp_path: Path) -> None:
+    class Failing:
+        broken = False
+
+        def now(self) -> float:
+            if self.broken:
+                msg = "the clock broke"
+                raise RuntimeError(msg)
+            return 1.7e9
+
+        def monotonic(self) -> float:
+            return 0.0
+
+    clock = Failing()
+    entered, gate = threading.Event(), threading.Event()
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    rt = Runtime.open(tmp_path / "j", config=_config(call_timeout=0.5), clock=clock, behaviors=behaviors)
+    try:
+        agent = rt.spawn("a")
+        rt.spawn("s", behavior="gated")
+        for i in range(40):
+            agent.set_private(f"k{i}", i)
+        asker, outcome = _in_thread(lambda: rt.bus.request("a", "s", "q", timeout=600))
+        assert entered.wait(10)
+        clock.broken = True  # the dead letter close() writes for the open request cannot be timed
+        rt.close()
+        asker.join(10)
+        assert not asker.is_alive()
+        assert isinstance(outcome[0], RuntimeClosedError)
+    finally:
+        gate.set()
+        rt.close()
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        assert dict(rt.agent("a").context_view().private) == {f"k{i}": i for i in range(40)}
+
+
+def test_a_reply_the_journal_refuses_fails_the_request_as_a_handler_error(tmp_path: Path) -> None:
+    class Answers:
+        def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+            return {"answer": 42}
+
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"answers": Answers}) as rt:
+        rt.spawn("asker")
+        rt.spawn("r", behavior="answers")
+        journal = rt.bus._journal
+
+        def refuse_replies(message: Any, **kwargs: Any) -> Any:
+            if getattr(message, "kind", "") == "reply":
+                msg = "the journal refused the reply"
+                raise JournalError(msg)
+            return journal(message, **kwargs)
+
+        rt.bus._journal = refuse_replies  # type: ignore[method-assign,assignment]
+        with pytest.raises(IpcHandlerError) as caught:
+            rt.bus.request("asker", "r", "q", timeout=600)
+        assert isinstance(caught.value.__cause__, JournalError)
+        assert [d.reason for d in rt.bus.dead_letters()] == ["reply not journaled"]
+
+
+def test_a_clock_failing_at_a_delivery_refuses_the_request_at_once(tmp_path: Path) -> None:
+    class AgentThreadsFail:
+        def now(self) -> float:
+            if threading.current_thread().name.startswith("AgentActor"):
+                return math.nan
+            return 1.7e9
+
+        def monotonic(self) -> float:
+            return 0.0
+
+    class Answers:
+        def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+            return {"answer": 42}
+
+    with Runtime.open(tmp_path / "j", clock=AgentThreadsFail(), behaviors={"answers": Answers}) as rt:
+        rt.spawn("asker")
+        rt.spawn("r", behavior="answers")
+        thread, outcome = _in_thread(lambda: rt.bus.request("asker", "r", "q", timeout=600))
+        thread.join(10)
+        assert not thread.is_alive()  # not the 600 s timeout
+        assert isinstance(outcome[0], ClockError)
