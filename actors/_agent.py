@@ -658,7 +658,13 @@ class AgentActor(pykka.ThreadingActor):
             self.cause = None
         self._shared.lifecycle = self._state.lifecycle
         if message.kind == "request" and result is not None:
-            self._flush_outbox()
+            try:
+                self._flush_outbox()
+            except Exception as exc:
+                # The journal refused what the behavior changed (it is fail-stop, say): the
+                # requester hears it now, not at its timeout; the agent then reloads.
+                bus.refuse(message, "journal error", exc)
+                raise
             try:
                 bus.answer(message, self._state.id, result)
             except TypeError as exc:  # a reply msgspec cannot encode: the behavior's fault
@@ -666,8 +672,10 @@ class AgentActor(pykka.ThreadingActor):
 
     def _on_behavior_failure(self, message: IpcMessage, exc: BaseException) -> None:
         log.warning("behavior of agent %s raised on %s: %r", self._state.id, message.topic, exc)
-        self._flush_outbox()
-        self._core.bus.handler_failed(message, exc)
+        try:
+            self._flush_outbox()
+        finally:  # a requester hears of the failure even when the journal refuses the outbox
+            self._core.bus.handler_failed(message, exc)
         self._outbox.append(
             AgentFailed(
                 at=self._now(),

@@ -22,6 +22,7 @@ from ._errors import (
     ActorTimeoutError,
     AgentNotFoundError,
     AgentNotRegisteredError,
+    ClockError,
     IpcHandlerError,
     IpcInvalidMessageError,
     IpcTimeoutError,
@@ -308,16 +309,20 @@ class IpcBus:
         if pending is None or pending.done.is_set():
             return
         request = pending.request
-        reply = self._message(  # a payload that cannot cross raises here, and the request stays pending
-            frm or request.recipient,
-            request.sender,
-            "reply",
-            payload,
-            correlation_id=correlation_id,
-            trace_id=request.trace_id,
-            kind="reply",
-            cause=request.id,
-        )
+        try:
+            reply = self._message(  # a payload that cannot cross raises here, and the request stays pending
+                frm or request.recipient,
+                request.sender,
+                "reply",
+                payload,
+                correlation_id=correlation_id,
+                trace_id=request.trace_id,
+                kind="reply",
+                cause=request.id,
+            )
+        except ClockError as exc:  # no time to journal it with: the requester hears it now
+            self.refuse(request, "clock error", exc)
+            raise
         with self._lock:
             if self._pending.pop(correlation_id, None) is None:
                 return  # answered, failed or timed out meanwhile

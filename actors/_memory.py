@@ -463,8 +463,10 @@ class MemoryManager:
         return f"{head}Previous conversation history:\n\n{lines}\nCurrent request:\n{text}"
 
     def _op_delete_session(self, session_id: str) -> None:
-        if self._sessions.pop(session_id, None) is not None:
-            self._emit(SessionDeleted(at=self._now(), session=session_id))
+        if session_id in self._sessions:
+            at = self._now()  # first: a clock that fails leaves the session as it was
+            del self._sessions[session_id]
+            self._emit(SessionDeleted(at=at, session=session_id))
 
     def _op_latest_for_agent(self, agent_id: str) -> str | None:
         now = self._now()
@@ -623,3 +625,9 @@ class MemoryManager:
             self._ref.stop(block=True, timeout=self._core.call_timeout)
         except (pykka.ActorDeadError, pykka.Timeout):
             log.warning("the session actor did not stop in time")
+        with self._lock:  # calls queued behind a busy actor: none will run now
+            left = list(self._queue)
+            self._queue.clear()
+        for op in left:
+            op.error = RuntimeClosedError("the runtime was closed before the session call ran")
+            op.done.release()

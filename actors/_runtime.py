@@ -656,6 +656,7 @@ class Runtime:
             if entry is None or entry.ref is not ref:
                 return  # removed already (the runtime is closing)
             del self._agents[agent_id]
+        entry.shared.slots.close()  # a sender waiting for room hears AgentNotFoundError now
         self.bus._forget(agent_id)  # noqa: SLF001
         ref.stop(block=False)  # behind what is in its mailbox, which it refuses
 
@@ -857,9 +858,9 @@ class Runtime:
         """Wait until every change handed over so far is durable (batch durability).
 
         Every agent is asked at once to hand over what the messages already in its
-        mailbox led to; all of them together get ``timeout`` seconds (default
-        ``call_timeout``). Then the journal gets ``timeout`` seconds (see ``Ack.wait``)
-        to commit everything handed over, also when an agent was too busy to answer:
+        mailbox led to; all of them together get ``timeout`` seconds (default, and for
+        0 or less, ``call_timeout``). Then the journal gets as long to commit
+        everything handed over, also when an agent was too busy to answer:
         what it handed over before is made durable all the same. Called from a
         behavior, it hands over that agent's own changes and waits for the journal, not
         for other agents (two agents flushing at once would each wait for the other).
@@ -883,7 +884,7 @@ class Runtime:
         else:
             problem = self._hand_over_all(time.monotonic() + wait)
         if self._core.writer is not None:
-            self._core.writer.flush(timeout)
+            self._core.writer.flush(wait)
         if problem is not None:
             raise problem
 
@@ -987,7 +988,13 @@ class Runtime:
             failures = self._stop_the_rest()
         finally:
             try:
-                if self._journal is not None:
+                writer = self._core.writer
+                if writer is not None and any(isinstance(f, ActorTimeoutError) for f in failures):
+                    # The writer is still committing: closing the journal under it would lose
+                    # what it holds. It closes the journal itself once it stops.
+                    if not writer.close_journal_when_stopped():
+                        log.error("close(): the journal writer is still committing; it closes the journal")
+                elif self._journal is not None:
                     self._journal.close()  # synced and unlocked even if a stop above failed
             finally:
                 _OPEN.discard(self)  # only now: a close() at exit waits for this one

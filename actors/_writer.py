@@ -29,6 +29,7 @@ import contextlib
 import itertools
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Final
 
 import pykka
@@ -50,6 +51,8 @@ __all__ = ["Ack", "JournalWriter", "JournalWriterActor"]
 log = logging.getLogger(__name__)
 
 _FLUSH: Final = "flush"
+_PATIENCE: Final = 10
+"""A commit under way counts as progress for this many stall timeouts (``JournalWriter.stop``)."""
 
 
 class Ack:
@@ -135,8 +138,11 @@ class JournalWriterActor(pykka.ThreadingActor):
             self._writer._drain()  # noqa: SLF001 - the actor is the writer's own thread
 
     def on_stop(self) -> None:
-        """Commit whatever is still waiting before the actor stops."""
-        self._writer._drain()  # noqa: SLF001
+        """Commit whatever is still waiting before the actor stops (then close the journal, if asked)."""
+        try:
+            self._writer._drain()  # noqa: SLF001
+        finally:
+            self._writer._stopped()  # noqa: SLF001
 
     def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
         """Log with context, and refuse further submissions: nothing would commit them."""
@@ -184,7 +190,11 @@ class JournalWriter:
         self._closed = False
         self._failure: BaseException | None = None
         self._commits = 0
-        """Commits (and refusals) so far: how ``stop`` tells a busy writer from a stalled one."""
+        """Commits begun and ended so far: how ``stop`` tells a busy writer from a stalled one."""
+        self._commit_began = 0.0
+        """When the commit under way began (monotonic), 0 between commits."""
+        self._done = False
+        self._close_journal = False
         self._ref = JournalWriterActor.start(self)
 
     @property
@@ -422,20 +432,42 @@ class JournalWriter:
         except pykka.ActorDeadError:
             return
         # The writer commits everything queued before it stops: in batch durability that
-        # can be many group commits, so wait while it makes progress, and give up only
-        # when it stalls, with no commit for ``stall`` seconds (say, a disk that hangs).
+        # can be many group commits, so wait while it makes progress (a commit begun or
+        # ended within ``stall`` seconds, or one under way for less than ten times that:
+        # a large commit on a slow disk), and give up only when it stalls.
         while True:
             commits = self._commits
             try:
                 stopped.get(timeout=bounded_wait(stall, 0.0))
             except pykka.Timeout as exc:
-                if self._commits != commits:
+                began = self._commit_began
+                if self._commits != commits or (began and time.monotonic() - began < _PATIENCE * stall):
                     continue
-                msg = f"the journal writer did not stop: no commit for {stall} s"
+                msg = f"the journal writer did not stop: no commit ended for {stall} s"
                 raise ActorTimeoutError(msg) from exc
             except pykka.ActorDeadError:
                 pass
             return
+
+    def close_journal_when_stopped(self) -> bool:
+        """Have the writer close the journal once it stops; True if it had stopped, and it is closed.
+
+        For a ``stop`` that timed out: the journal must not be closed under a commit.
+        """
+        with self._lock:
+            if not self._done:
+                self._close_journal = True
+                return False
+        self._journal.close()
+        return True
+
+    def _stopped(self) -> None:
+        """On the writer's thread, as it stops: close the journal if that was left to it."""
+        with self._lock:
+            self._done = True
+            close = self._close_journal
+        if close:
+            self._journal.close()
 
     # ----------------------------------------------------------- writer thread
 
@@ -503,6 +535,14 @@ class JournalWriter:
 
     def _commit(self, taken: list[_Submission]) -> None:
         self._commits += 1
+        self._commit_began = time.monotonic()
+        try:
+            self._commit_group(taken)
+        finally:
+            self._commit_began = 0.0
+            self._commits += 1
+
+    def _commit_group(self, taken: list[_Submission]) -> None:
         if self._failure is not None:
             self._fail(taken, self._failure)
             return

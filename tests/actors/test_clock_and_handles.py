@@ -144,3 +144,18 @@ def test_the_session_actor_keeps_serving_after_a_batch_the_writer_refuses(tmp_pa
             rt.memory.get_messages("session_nobody")
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
         assert [m.content for m in rt.memory.get_messages(session)] == [*before, "kept"]
+
+
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_a_bad_reading_leaves_a_session_it_was_to_delete(tmp_path: Path, durability: str) -> None:
+    config = Config(journal=JournalConfig(durability=durability))  # type: ignore[arg-type]
+    clock = _Scripted(1.0)
+    with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:  # type: ignore[arg-type]
+        session = rt.memory.create_session("u")
+        clock.readings = [math.nan, 2.0]
+        with pytest.raises(ClockError):
+            rt.memory.delete_session(session)
+        assert rt.memory.size() == 1  # live state is what replay will rebuild
+        rt.flush()
+    with Runtime.open(tmp_path / "j", clock=_Scripted(3.0)) as rt:  # type: ignore[arg-type]
+        assert rt.memory.size() == 1

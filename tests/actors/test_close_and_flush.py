@@ -21,6 +21,7 @@ from cogfabric import (
 )
 from cogfabric.actors import Config, JournalConfig, RuntimeConfig
 from cogfabric.events import PrivateSet
+from cogfabric.store import JournalFailedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -288,3 +289,66 @@ def test_a_clock_failing_at_a_delivery_refuses_the_request_at_once(tmp_path: Pat
         thread.join(10)
         assert not thread.is_alive()  # not the 600 s timeout
         assert isinstance(outcome[0], ClockError)
+
+
+def test_close_waits_for_a_single_commit_longer_than_call_timeout(tmp_path: Path) -> None:
+    # One commit under way for twice call_timeout (a large batch on a slow disk) is
+    # progress, not a stall: close() waits for it instead of closing the journal under it.
+    config = _config(call_timeout=0.3, group_commit_max=1)
+    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
+        agent = rt.spawn("a")
+        journal = rt._journal
+        assert journal is not None
+        append = journal.append
+
+        def slow_append(events: list[Any], **kwargs: Any) -> list[int]:
+            threading.Event().wait(0.6)
+            return append(events, **kwargs)
+
+        journal.append = slow_append  # type: ignore[method-assign,assignment]
+        for i in range(3):
+            agent.set_private(f"k{i}", i)
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        assert dict(rt.agent("a").context_view().private) == {f"k{i}": i for i in range(3)}
+
+
+def test_a_requester_hears_at_once_when_the_journal_refuses_what_the_handler_changed(tmp_path: Path) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    with Runtime.open(tmp_path / "j", config=_config(), clock=FakeClock(), behaviors=behaviors) as rt:
+        rt.spawn("asker")
+        rt.spawn("g", behavior="gated")
+        thread, outcome = _in_thread(lambda: rt.bus.request("asker", "g", "q", timeout=600))
+        assert entered.wait(10)
+        writer = rt._core.writer
+        assert writer is not None
+        writer._failure = JournalFailedError("the journal failed (the test)")  # fail-stop from now
+        gate.set()
+        thread.join(10)
+        assert not thread.is_alive()  # not the 600 s timeout
+        assert isinstance(outcome[0], JournalFailedError)
+
+
+def test_a_clock_failing_while_a_reply_is_made_releases_the_requester(tmp_path: Path) -> None:
+    broken = threading.Event()
+
+    class BreaksAfterHandling:
+        def now(self) -> float:
+            return math.nan if broken.is_set() else 1.7e9
+
+        def monotonic(self) -> float:
+            return 0.0
+
+    class Answers:
+        def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+            broken.set()  # the reply's time is read next
+            return {"answer": 42}
+
+    with Runtime.open(tmp_path / "j", clock=BreaksAfterHandling(), behaviors={"answers": Answers}) as rt:
+        rt.spawn("asker")
+        rt.spawn("r", behavior="answers")
+        thread, outcome = _in_thread(lambda: rt.bus.request("asker", "r", "q", timeout=600))
+        thread.join(10)
+        assert not thread.is_alive()
+        assert isinstance(outcome[0], ClockError)
+        broken.clear()
