@@ -663,7 +663,7 @@ class AgentActor(pykka.ThreadingActor):
             except Exception as exc:
                 # The journal refused what the behavior changed (it is fail-stop, say): the
                 # requester hears it now, not at its timeout; the agent then reloads.
-                bus.refuse(message, "journal error", exc)
+                bus.handler_failed(message, exc, "journal error")  # IpcHandlerError, as for a refused reply
                 raise
             try:
                 bus.answer(message, self._state.id, result)

@@ -153,7 +153,13 @@ class IpcBus:
 
     def dead_letter(self, message: IpcMessage, reason: str, error: str) -> None:
         """Record ``message`` as undeliverable: journaled, and kept among the latest 1,024."""
-        letter = IpcDeadLettered(
+        letter = self._letter(message, reason, error)
+        with self._lock:
+            self._dead.append(letter)
+        self._journal(letter, durable=False)
+
+    def _letter(self, message: IpcMessage, reason: str, error: str) -> IpcDeadLettered:
+        return IpcDeadLettered(
             at=self._core.clock.now(),
             message_id=message.id,
             sender=message.sender,
@@ -163,9 +169,6 @@ class IpcBus:
             error=error,
             cause=message.id,
         )
-        with self._lock:
-            self._dead.append(letter)
-        self._journal(letter, durable=False)
 
     def dead_letters(self) -> list[IpcDeadLettered]:
         """The most recent dead letters (at most 1,024), oldest first."""
@@ -276,9 +279,12 @@ class IpcBus:
             self._journal_and_deliver(message, self._admit(message, min(timeout, self._core.call_timeout)))
             if not pending.done.wait(max(0.0, deadline - time.monotonic())):
                 with self._lock:
-                    self._pending.pop(message.correlation_id, None)
-                if not pending.done.is_set():
-                    self.dead_letter(message, "timeout", f"no reply within {timeout} s")
+                    mine = self._pending.pop(message.correlation_id, None) is not None
+                # Not mine: a reply or a failure took it and settles it (its commit, its
+                # dead letter) within call_timeout; its outcome is the request's.
+                if mine or not pending.done.wait(self._core.call_timeout):
+                    if mine:
+                        self.dead_letter(message, "timeout", f"no reply within {timeout} s")
                     msg = f"agentipc: request timed out: {topic!r} to {to!r} after {timeout} s"
                     raise IpcTimeoutError(msg)
         finally:
@@ -346,9 +352,14 @@ class IpcBus:
         """Reply to ``request`` with a behavior's return value."""
         self.reply(request.correlation_id, result, frm=frm)
 
-    def handler_failed(self, message: IpcMessage, error: BaseException) -> None:
-        """A behavior raised on ``message``: one dead letter; a requester gets ``IpcHandlerError``."""
-        self._fail(message, "handler error", error, as_is=False)
+    def handler_failed(
+        self, message: IpcMessage, error: BaseException, reason: str = "handler error"
+    ) -> None:
+        """A behavior raised on ``message``, or the journal refused what it changed.
+
+        One dead letter; a requester gets ``IpcHandlerError`` with ``error`` as its cause.
+        """
+        self._fail(message, reason, error, as_is=False)
 
     def refuse(self, message: IpcMessage, reason: str, error: BaseException) -> None:
         """``message`` will not be handled: one dead letter; a requester gets ``error`` at once."""
@@ -378,18 +389,26 @@ class IpcBus:
         dead letter while the journal writer still runs.
         """
         with self._lock:
-            waiting = list(self._pending.values())
+            waiting = [p for p in self._pending.values() if not p.done.is_set()]
             self._pending.clear()
-        for pending in waiting:
-            if pending.done.is_set():
-                continue
-            pending.error = RuntimeClosedError("the runtime was closed before the request was answered")
-            pending.as_is = True
-            try:
-                self.dead_letter(pending.request, "closed", "the runtime was closed")
-            except CogfabricError:
-                log.warning("no dead letter for request %s: the journal refused it", pending.request.id)
-            finally:
+        letters: list[IpcDeadLettered] = []
+        try:
+            for pending in waiting:
+                letter = self._letter(pending.request, "closed", "the runtime was closed")
+                letters.append(letter)
+            with self._lock:
+                self._dead.extend(letters)
+            writer = self._core.writer
+            if writer is not None and letters:
+                # one submission that does not wait for room: a stalled writer must not
+                # cost call_timeout for each request
+                writer.submit_nowait(letters, wait_for_room=False)
+        except CogfabricError as exc:
+            log.warning("no dead letters for %d requests open at close: %s", len(waiting), exc)
+        finally:
+            for pending in waiting:
+                pending.error = RuntimeClosedError("the runtime was closed before the request was answered")
+                pending.as_is = True
                 pending.done.set()
 
     def delegate(

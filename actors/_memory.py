@@ -248,7 +248,11 @@ class MemoryManager:
             ring = not self._scheduled
             self._scheduled = True
         if ring:
-            self._ref.tell(_DRAIN)
+            try:
+                self._ref.tell(_DRAIN)
+            except pykka.ActorDeadError:  # close() stopped the actor since the check above
+                msg = "the runtime is closed"
+                raise RuntimeClosedError(msg) from None
         timeout = self._core.call_timeout
         if not op.done.acquire(timeout=timeout):
             msg = f"the session actor did not answer {name} within {timeout} s"

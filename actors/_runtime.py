@@ -185,6 +185,8 @@ class Runtime:
         self._agents: dict[str, _Entry] = {}
         self._closed = False
         self._close_done = threading.Event()
+        self._writer_stopped = False
+        """Set by close() once the journal writer stopped: only then may it close the journal."""
         self._tickets = itertools.count(1)
         self._order = threading.Lock()
         """Held while a spawn reserves and submits, and a publication chooses and submits."""
@@ -989,9 +991,11 @@ class Runtime:
         finally:
             try:
                 writer = self._core.writer
-                if writer is not None and any(isinstance(f, ActorTimeoutError) for f in failures):
-                    # The writer is still committing: closing the journal under it would lose
-                    # what it holds. It closes the journal itself once it stops.
+                if writer is not None and not self._writer_stopped:
+                    # The writer is still committing (its stop timed out, or a Ctrl-C came):
+                    # closing the journal under it would lose what it holds. It closes the
+                    # journal itself once it stops.
+                    writer.stop_soon()
                     if not writer.close_journal_when_stopped():
                         log.error("close(): the journal writer is still committing; it closes the journal")
                 elif self._journal is not None:
@@ -1018,6 +1022,9 @@ class Runtime:
             except Exception as exc:  # noqa: BLE001 - close() raises it once every step ran
                 log.warning("close(): %s failed: %r", getattr(step, "__qualname__", step), exc)
                 failures.append(exc)
+            else:
+                if self._core.writer is not None and step == self._core.writer.stop:
+                    self._writer_stopped = True
         return failures
 
     def _stop_agents(self, entries: list[_Entry]) -> None:

@@ -148,6 +148,7 @@ class JournalWriterActor(pykka.ThreadingActor):
         """Log with context, and refuse further submissions: nothing would commit them."""
         log.error("journal writer failed: %s", exception_value)
         self._writer._died(exception_value)  # noqa: SLF001
+        self._writer._stopped()  # noqa: SLF001 - Pykka runs no on_stop after this
 
 
 class JournalWriter:
@@ -428,7 +429,7 @@ class JournalWriter:
             self._room.notify_all()
         stall = self._timeout if timeout is None else timeout
         try:
-            stopped = self._ref.stop(block=False)
+            stopped = self._ref.stop(block=False)  # a second stop() asks again: harmless
         except pykka.ActorDeadError:
             return
         # The writer commits everything queued before it stops: in batch durability that
@@ -448,6 +449,14 @@ class JournalWriter:
             except pykka.ActorDeadError:
                 pass
             return
+
+    def stop_soon(self) -> None:
+        """Ask the writer to stop once it has committed what is queued, without waiting."""
+        with self._lock:
+            self._closed = True
+            self._room.notify_all()
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._ref.stop(block=False)
 
     def close_journal_when_stopped(self) -> bool:
         """Have the writer close the journal once it stops; True if it had stopped, and it is closed.

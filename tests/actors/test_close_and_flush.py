@@ -326,7 +326,8 @@ def test_a_requester_hears_at_once_when_the_journal_refuses_what_the_handler_cha
         gate.set()
         thread.join(10)
         assert not thread.is_alive()  # not the 600 s timeout
-        assert isinstance(outcome[0], JournalFailedError)
+        assert isinstance(outcome[0], IpcHandlerError)  # as for a refused reply
+        assert isinstance(outcome[0].__cause__, JournalFailedError)
 
 
 def test_a_clock_failing_while_a_reply_is_made_releases_the_requester(tmp_path: Path) -> None:
@@ -352,3 +353,61 @@ def test_a_clock_failing_while_a_reply_is_made_releases_the_requester(tmp_path: 
         assert not thread.is_alive()
         assert isinstance(outcome[0], ClockError)
         broken.clear()
+
+
+def test_a_reply_that_outlives_its_request_timeout_settles_it_with_one_dead_letter(tmp_path: Path) -> None:
+    class Answers:
+        def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+            return {"answer": 42}
+
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"answers": Answers}) as rt:
+        rt.spawn("asker")
+        rt.spawn("r", behavior="answers")
+        journal = rt.bus._journal
+
+        def slow_then_refused(message: Any, **kwargs: Any) -> Any:
+            if getattr(message, "kind", "") == "reply":
+                threading.Event().wait(0.8)  # a slow commit, past the request's timeout
+                msg = "the journal refused the reply"
+                raise JournalError(msg)
+            return journal(message, **kwargs)
+
+        rt.bus._journal = slow_then_refused  # type: ignore[method-assign,assignment]
+        with pytest.raises(IpcHandlerError):
+            rt.bus.request("asker", "r", "q", timeout=0.4)
+        assert [d.reason for d in rt.bus.dead_letters()] == ["reply not journaled"]
+
+
+def test_an_interrupted_close_leaves_the_journal_to_the_writer_and_loses_nothing(tmp_path: Path) -> None:
+    config = _config(call_timeout=5.0, group_commit_max=1)
+    rt = Runtime.open(tmp_path / "j", config=config, clock=FakeClock())
+    agent = rt.spawn("a")
+    journal = rt._journal
+    writer = rt._core.writer
+    assert journal is not None
+    assert writer is not None
+    append = journal.append
+
+    def slow_append(events: list[Any], **kwargs: Any) -> list[int]:
+        threading.Event().wait(0.1)
+        return append(events, **kwargs)
+
+    journal.append = slow_append  # type: ignore[method-assign,assignment]
+    for i in range(8):
+        agent.set_private(f"k{i}", i)
+
+    def interrupted(timeout: float | None = None) -> None:  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    writer.stop = interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        rt.close()
+    done = threading.Event()
+    for _ in range(3000):  # until the writer committed its backlog and closed the journal (30 s at most)
+        if journal.closed:
+            done.set()
+            break
+        done.wait(0.01)
+    assert done.is_set()
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as reopened:
+        assert dict(reopened.agent("a").context_view().private) == {f"k{i}": i for i in range(8)}
