@@ -16,6 +16,7 @@ from __future__ import annotations
 import _thread
 import collections
 import logging
+import math
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
@@ -542,7 +543,11 @@ class MemoryManager:
         if not isinstance(message, Message):
             msg = f"expected a Message, got {type(message).__name__}"
             raise TypeError(msg)
-        self._call("add", session_id, validated(message))
+        checked = validated(message)
+        if not math.isfinite(checked.time):  # NaN or inf: no session could be ordered or expired by it
+            msg = f"a message's time must be finite seconds, got {checked.time!r}"
+            raise ValueError(msg)
+        self._call("add", session_id, checked)
 
     def get_messages(self, session_id: str) -> list[Message]:
         """Every message of the session, oldest first (messages are immutable)."""

@@ -510,3 +510,14 @@ class TestCleaner:
         out = clean_with_turns(messages, CleanOptions(max_summarized_turns=2))
 
         assert [m.content for m in out] == ["q2", "q3"]
+
+
+@pytest.mark.parametrize("time", [math.nan, math.inf, -math.inf])
+def test_a_structured_message_with_a_time_that_is_not_finite_is_refused(
+    runtime: Runtime, time: float
+) -> None:
+    session = runtime.memory.create_session("u")
+    before = runtime.memory.get_messages(session)
+    with pytest.raises(ValueError, match="finite"):
+        runtime.memory.add_structured_message(session, Message(role="user", content="x", time=time))
+    assert runtime.memory.get_messages(session) == before
