@@ -409,5 +409,8 @@ def test_an_interrupted_close_leaves_the_journal_to_the_writer_and_loses_nothing
             break
         done.wait(0.01)
     assert done.is_set()
+    lock = journal._lock  # type: ignore[attr-defined]  # the LMDB journal's: close() holds it
+    assert lock.acquire(timeout=30)  # closed is set as close() begins: wait for its end
+    lock.release()
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as reopened:
         assert dict(reopened.agent("a").context_view().private) == {f"k{i}": i for i in range(8)}
