@@ -14,7 +14,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
@@ -80,8 +80,8 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     model: str = ""
     timeout: float = DEFAULT_TIMEOUT
     """Seconds an HTTP provider waits for an answer; 0 (or less) means 60, and at most 1e9."""
-    max_tokens: int = 4096
-    max_prompt_length: int = 0
+    max_tokens: Annotated[int, msgspec.Meta(le=2**63 - 1)] = 4096
+    max_prompt_length: Annotated[int, msgspec.Meta(le=2**63 - 1)] = 0
     """Code points a prompt may have; 0 (or less) means 8192."""
     extra: dict[str, Any] = {}
 
@@ -353,7 +353,8 @@ class JournaledLLM(LLMClient):
         self._journal = journal
         self._memory = memory
         self._agent_id = agent_id
-        self._session: str | None = None
+        self._turn = threading.local()
+        """The session of the turn under way on this thread: one client may serve many threads."""
 
     def _rejected(self, length: int, limit: int, reason: str) -> None:
         self._journal(
@@ -380,7 +381,7 @@ class JournaledLLM(LLMClient):
                 model=str(getattr(self.provider, "model", "")),
                 prompt_hash=prompt_hash(prompt),
                 output=output,
-                session=self._session,
+                session=getattr(self._turn, "session", None),
             )
         )
 
@@ -405,10 +406,10 @@ class JournaledLLM(LLMClient):
         self._check_text(user_message)  # the gate's checks but the length (the cleaner truncates)
         self._memory.add_message(session_id, ROLE_USER, user_message)
         prompt = render_messages(self._memory.build_prompt_messages(session_id))
-        self._session = session_id
+        self._turn.session = session_id
         try:
             output = self.generate(prompt, **params)
         finally:
-            self._session = None
+            self._turn.session = None
         self._memory.add_structured_message(session_id, Message(role=ROLE_ASSISTANT, content=output))
         return output

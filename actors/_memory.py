@@ -504,7 +504,7 @@ class MemoryManager:
         for retriever in self._retrievers:
             try:
                 found = [_checked_snippet(snippet) for snippet in retriever.retrieve(query)]
-            except Exception:
+            except (Exception, SystemExit):  # a sys.exit() too: Pykka would stop every actor on it
                 log.exception("a retriever failed; the prompt goes on without it")
                 continue
             for snippet in found:
@@ -565,6 +565,7 @@ class MemoryManager:
         Retrieved context for ``input`` (with retrievers set) and a blank line, then the
         last ``max_history`` messages cleaned, one line each, then ``input`` (spec §5.3).
         """
+        require_str(input, "input")
         result: str = self._call("build_context", input, session_id)
         return result
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import itertools
 import logging
@@ -207,7 +208,7 @@ class Runtime:
         cls,
         path: str | PathLike[str] | None = None,
         *,
-        config: Config | None = None,
+        config: Config | Mapping[str, Any] | None = None,
         clock: Clock | None = None,
         behaviors: Mapping[str, Callable[[], Behavior]] | None = None,
         allow_unverified: bool = False,
@@ -279,7 +280,15 @@ class Runtime:
         if llm_provider is None and config.llm.base_url:
             llm_provider = OpenAICompatibleProvider(config.llm)
         core.llm_provider = llm_provider
-        runtime = cls(core, journal)
+        try:
+            runtime = cls(core, journal)  # recovers the sessions
+        except BaseException:
+            if writer is not None:
+                with contextlib.suppress(Exception):
+                    writer.stop()
+            if journal is not None:
+                journal.close()
+            raise
         _OPEN.add(runtime)
         if journal is not None:
             try:

@@ -294,3 +294,40 @@ def test_a_timeout_of_zero_or_less_means_sixty_seconds_and_a_huge_one_is_capped(
     assert config.request_timeout == effective
     # 0 made the socket non-blocking, a negative one a ValueError, inf an OverflowError: each failed the call
     assert OpenAICompatibleProvider(config).generate("hi") == "ok: hi"
+
+
+def test_a_shared_client_journals_each_turn_under_its_own_session(tmp_path: Path) -> None:
+    class Echo:
+        name = "echo"
+        model = "echo-1"
+
+        def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002
+            threading.Event().wait(0.01)  # a model's latency: the other threads' turns go on
+            return prompt.rsplit("user: ", 1)[-1].strip()  # the turn's own message
+
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        llm = rt.llm(Echo())
+        sessions = [rt.memory.create_session(f"u{i}") for i in range(6)]
+        start = threading.Barrier(len(sessions))
+
+        def turns(session: str) -> None:
+            start.wait(10)
+            for _ in range(5):
+                llm.turn(session, session)  # the message is the session's id
+
+        threads = [threading.Thread(target=turns, args=(s,)) for s in sessions]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert not any(thread.is_alive() for thread in threads)
+        journal = rt._journal
+        assert journal is not None
+        outputs = [r.event for r in journal.read() if isinstance(r.event, LlmOutputRecorded)]
+    assert len(outputs) == 30
+    assert all(event.session == event.output for event in outputs)
+
+
+def test_a_limit_a_refusal_could_not_journal_is_refused_in_the_config() -> None:
+    with pytest.raises(InvalidConfigError, match="max_prompt_length"):
+        Runtime.open(config={"llm": {"max_prompt_length": 2**64}})

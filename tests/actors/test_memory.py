@@ -6,6 +6,7 @@ import math
 import threading
 from typing import TYPE_CHECKING
 
+import lmdb
 import msgspec
 import pytest
 
@@ -35,6 +36,7 @@ from cogfabric.events import (
     ToolCall,
     ToolCallFunction,
 )
+from cogfabric.store import Journal, JournalRecordError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -521,3 +523,37 @@ def test_a_structured_message_with_a_time_that_is_not_finite_is_refused(
     with pytest.raises(ValueError, match="finite"):
         runtime.memory.add_structured_message(session, Message(role="user", content="x", time=time))
     assert runtime.memory.get_messages(session) == before
+
+
+def test_a_retriever_that_calls_sys_exit_is_skipped_and_the_runtime_goes_on(runtime: Runtime) -> None:
+    class Exits:
+        def retrieve(self, query: str) -> Sequence[Snippet]:  # noqa: ARG002
+            raise SystemExit(3)
+
+    runtime.memory.set_retrievers([Exits()])
+    session = runtime.memory.create_session("u")
+    runtime.memory.add_message(session, "user", "cats")
+    window = runtime.memory.build_prompt_messages(session)
+    assert [m.content for m in window][-1] == "cats"
+    runtime.memory.add_message(session, "user", "still here")  # the session actor still answers
+
+
+def test_build_context_refuses_an_input_that_is_not_text(runtime: Runtime) -> None:
+    with pytest.raises(TypeError):
+        runtime.memory.build_context(5, "unknown")  # type: ignore[arg-type]
+
+
+def test_open_releases_the_journal_when_session_recovery_fails(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    with Runtime.open(path, clock=FakeClock()) as rt:
+        session = rt.memory.create_session("u")
+        rt.memory.add_message(session, "user", "x" * 40)
+    with Journal.open(path, readonly=True) as journal:
+        seq = next(r.seq for r in journal.read() if isinstance(r.event, SessionMessageAdded))
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True) as txn:  # a record recovery cannot read
+        txn.put(seq.to_bytes(8, "big"), b"\xff" * 64, db=env.open_db(b"events", txn=txn))
+    env.close()
+    for _ in range(2):  # the second open would find the journal locked if the first leaked it
+        with pytest.raises(JournalRecordError):
+            Runtime.open(path, allow_unverified=True, clock=FakeClock())
