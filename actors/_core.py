@@ -254,6 +254,8 @@ def _replay(
 ) -> AgentSnapshot | None:
     state: AgentSnapshot | None = None
     after = 0
+    if snapshot is not None and until is not None and _clamped_before(journal, snapshot, agent_id, until):
+        snapshot = None  # it may hold changes made after ``until``: replay the events alone
     if snapshot is not None and (until is None or snapshot.seq <= until):
         usable = _decoded(journal, snapshot)
         if isinstance(usable, str):
@@ -276,6 +278,21 @@ def _replay(
         if state is not None and isinstance(record.event, TaskContextPublished):
             state.publish_seq = record.seq
     return state
+
+
+def _clamped_before(journal: Journal, snapshot: Snapshot, agent_id: str, until: int) -> bool:
+    """Whether ``snapshot`` was clamped to a publication and ``until`` falls inside what it holds.
+
+    The writer saves a snapshot taken before the agent applied a publication as covering
+    the seq just before that publication (``JournalWriter.submit_snapshot``): its state
+    may hold the agent's own changes committed after it. Replay to the end re-applies
+    them (they are idempotent), but a replay to a seq before the stream's last record
+    would show them early.
+    """
+    if until >= journal.stream_head("agent/" + agent_id):
+        return False
+    after = next(iter(journal.read(after=snapshot.seq, until=snapshot.seq + 1)), None)
+    return after is not None and _publishes_to(after.event, agent_id)
 
 
 def _load_snapshot(journal: Journal, stream: str) -> Snapshot | None:

@@ -30,11 +30,13 @@ from cogfabric.actors import (
     IpcTimeoutError,
     JournalConfig,
     Runtime,
+    replay_agent,
 )
 from cogfabric.events import (
     CognitiveState,
     CognitiveStateSchemaVersionError,
     IpcMessage,
+    PrivateSet,
     TaskContextPublished,
     UnencodableValueError,
 )
@@ -850,3 +852,40 @@ def test_a_runtime_on_a_fake_clock_starts_no_sweep_ticker_and_a_real_one_does() 
         assert fake.memory._ticker is None
         assert real.memory._ticker is not None
         assert real.memory._ticker.daemon
+
+
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_replay_at_a_seq_never_shows_changes_a_clamped_snapshot_holds_from_later(
+    tmp_path: Path, durability: str
+) -> None:
+    # A snapshot taken before the agent applied a publication is saved as covering the
+    # seq before it, yet holds the agent's later changes: a replay to a seq between
+    # the two must not start from it.
+    entered, gate = threading.Event(), threading.Event()
+
+    class SetsLater:
+        def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+            entered.set()
+            assert gate.wait(30)
+            for i in range(3):
+                ctx.set_private(f"after{i}", i)
+
+    config = {"journal": {"durability": durability, "snapshot_interval": 2}}
+    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"s": SetsLater}) as rt:
+        rt.spawn("A", task_id="t", behavior="s")
+        rt.bus.send("driver", "A", "work")
+        assert entered.wait(10)
+        rt.publish_task_context("t", {"goal": "published"})  # committed while A is busy
+        gate.set()
+        rt.flush()
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        records = list(journal.read())
+        set_at = {r.event.key: r.seq for r in records if isinstance(r.event, PrivateSet)}
+        assert journal.load_snapshot("agent/A") is not None
+        for at in range(1, records[-1].seq + 1):
+            state = replay_agent(journal, "A", until=at)
+            if state is not None:
+                assert {k for k in state.private if set_at[k] > at} == set(), at
+        end = replay_agent(journal, "A")
+        assert end is not None
+        assert set(end.private) == {"after0", "after1", "after2"}
