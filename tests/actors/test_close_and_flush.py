@@ -21,7 +21,7 @@ from cogfabric import (
 )
 from cogfabric.actors import Config, JournalConfig, RuntimeConfig
 from cogfabric.events import PrivateSet
-from cogfabric.store import JournalFailedError
+from cogfabric.store import Journal, JournalFailedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -51,6 +51,30 @@ def _config(durability: str = "batch", call_timeout: float = 5.0, **journal: Any
     )
 
 
+def _slow_disk(rt: Runtime, seconds: float) -> Journal:
+    """Make each of the runtime's commits take ``seconds`` longer, as on a slow disk; its journal."""
+    journal = rt._journal
+    assert journal is not None
+    append = journal.append
+
+    def slow_append(events: list[Any], **kwargs: Any) -> list[int]:
+        threading.Event().wait(seconds)
+        return append(events, **kwargs)
+
+    journal.append = slow_append  # type: ignore[method-assign,assignment]
+    return journal
+
+
+def _until(condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` came true within 10 s (checked every 10 ms)."""
+    checked = threading.Event()
+    for _ in range(1000):
+        if condition():
+            return True
+        checked.wait(0.01)
+    return False
+
+
 def _in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
     outcome: list[object] = []
 
@@ -74,15 +98,7 @@ def test_close_in_batch_durability_commits_a_backlog_that_takes_longer_than_call
     config = _config(call_timeout=1.0, group_commit_max=1)
     with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
         agent = rt.spawn("a")
-        journal = rt._journal  # a slow disk under the writer
-        assert journal is not None
-        append = journal.append
-
-        def slow_append(events: list[Any], **kwargs: Any) -> list[int]:
-            threading.Event().wait(0.4)
-            return append(events, **kwargs)
-
-        journal.append = slow_append  # type: ignore[method-assign,assignment]
+        _slow_disk(rt, 0.4)
         for i in range(6):
             agent.set_private(f"k{i}", i)
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
@@ -172,13 +188,7 @@ def test_close_wakes_a_sender_waiting_for_room_with_runtime_closed(tmp_path: Pat
         rt.bus.send("u", "s", "second")  # the mailbox is full now
         sender, outcome = _in_thread(lambda: rt.agent("s").private("handled"))
         slots = rt._entry("s").shared.slots
-        waiting = threading.Event()
-        for _ in range(1000):  # until the sender waits for room (each check waits 10 ms at most)
-            if slots._waiters == 1:
-                waiting.set()
-                break
-            waiting.wait(0.01)
-        assert waiting.is_set()
+        assert _until(lambda: slots._waiters == 1)  # the sender waits for room
         closer, _ = _in_thread(rt.close)
         sender.join(10)  # woken by close(), not after its 20 s call_timeout
         assert not sender.is_alive()
@@ -297,15 +307,7 @@ def test_close_waits_for_a_single_commit_longer_than_call_timeout(tmp_path: Path
     config = _config(call_timeout=0.3, group_commit_max=1)
     with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
         agent = rt.spawn("a")
-        journal = rt._journal
-        assert journal is not None
-        append = journal.append
-
-        def slow_append(events: list[Any], **kwargs: Any) -> list[int]:
-            threading.Event().wait(0.6)
-            return append(events, **kwargs)
-
-        journal.append = slow_append  # type: ignore[method-assign,assignment]
+        _slow_disk(rt, 0.6)
         for i in range(3):
             agent.set_private(f"k{i}", i)
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
@@ -382,17 +384,9 @@ def test_an_interrupted_close_leaves_the_journal_to_the_writer_and_loses_nothing
     config = _config(call_timeout=5.0, group_commit_max=1)
     rt = Runtime.open(tmp_path / "j", config=config, clock=FakeClock())
     agent = rt.spawn("a")
-    journal = rt._journal
+    journal = _slow_disk(rt, 0.1)
     writer = rt._core.writer
-    assert journal is not None
     assert writer is not None
-    append = journal.append
-
-    def slow_append(events: list[Any], **kwargs: Any) -> list[int]:
-        threading.Event().wait(0.1)
-        return append(events, **kwargs)
-
-    journal.append = slow_append  # type: ignore[method-assign,assignment]
     for i in range(8):
         agent.set_private(f"k{i}", i)
 
@@ -402,13 +396,7 @@ def test_an_interrupted_close_leaves_the_journal_to_the_writer_and_loses_nothing
     writer.stop = interrupted  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         rt.close()
-    done = threading.Event()
-    for _ in range(3000):  # until the writer committed its backlog and closed the journal (30 s at most)
-        if journal.closed:
-            done.set()
-            break
-        done.wait(0.01)
-    assert done.is_set()
+    assert _until(lambda: journal.closed)  # the writer committed its backlog and closed the journal
     lock = journal._lock  # type: ignore[attr-defined]  # the LMDB journal's: close() holds it
     assert lock.acquire(timeout=30)  # closed is set as close() begins: wait for its end
     lock.release()
