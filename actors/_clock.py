@@ -118,16 +118,11 @@ class CheckedClock:
         except Exception as exc:
             msg = f"the clock's now() failed: {exc!r}"
             raise ClockError(msg) from exc
-        if type(value) is float and -_FLOAT_MAX <= value <= _FLOAT_MAX:  # finite: NaN fails both
-            return value
         return wall_time(value)
 
     def monotonic(self) -> float:
         """The wrapped clock's monotonic reading."""
         return self.clock.monotonic()
-
-
-_FLOAT_MAX: Final = 1.7976931348623157e308
 
 
 class SystemClock:
