@@ -419,7 +419,8 @@ class JournalWriter:
         no commit for ``timeout`` seconds (default ``call_timeout``).
 
         Raises:
-            ActorTimeoutError: the writer stalled; what it still holds is not committed.
+            ActorTimeoutError: the writer stalled; what it still holds is not committed yet
+                (it goes on: ``close_journal_when_stopped`` leaves the journal to it).
 
         """
         with self._lock:
