@@ -990,10 +990,10 @@ class Runtime:
             if not on_agent_thread() and not self._close_done.wait(timeout=5 * self._core.call_timeout):
                 log.warning("close() waited for another thread's close() in vain")
             return
-        for entry in entries:
-            entry.shared.slots.close()  # a sender waiting for room gets RuntimeClosedError now
         failures: list[Exception] = []
-        try:
+        try:  # from here on, whatever interrupts it (a Ctrl-C), the finally below closes
+            for entry in entries:
+                entry.shared.slots.close()  # a sender waiting for room gets RuntimeClosedError now
             self._stop_agents(entries)
             self._core.stopped = True  # an agent still busy drops the rest of its mailbox
             failures = self._stop_the_rest()
