@@ -260,6 +260,8 @@ def _replay(
         usable = _decoded(journal, snapshot)
         if isinstance(usable, str):
             log.warning("agent %s: %s; replaying its events", agent_id, usable)
+        elif until is not None and usable.publish_seq > until:
+            pass  # it holds a task context published after ``until``: replay the events alone
         else:
             state, after = usable, snapshot.seq
     own = journal.read(after=after, until=until, stream="agent/" + agent_id)

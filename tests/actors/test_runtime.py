@@ -889,3 +889,34 @@ def test_replay_at_a_seq_never_shows_changes_a_clamped_snapshot_holds_from_later
         end = replay_agent(journal, "A")
         assert end is not None
         assert set(end.private) == {"after0", "after1", "after2"}
+
+
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_replay_at_a_seq_never_shows_a_task_context_a_snapshot_holds_from_later(
+    tmp_path: Path, durability: str
+) -> None:
+    # A snapshot made by a flush with no event of the agent's own (a delivery note) covers
+    # its last own record, yet holds a task context published to it after that record.
+    path = tmp_path / "j"
+    config: dict[str, Any] = {"journal": {"durability": durability, "snapshot_interval": 1000}}
+    with Runtime.open(path, config=config, clock=FakeClock()) as rt:
+        agent = rt.spawn("A", task_id="t", task_context={"goal": "initial"})
+        for i in range(5):
+            agent.set_private(f"k{i}", i)
+    config["journal"]["snapshot_interval"] = 2
+    with Runtime.open(path, config=config, clock=FakeClock()) as rt:
+        rt.publish_task_context("t", {"goal": "published later"})
+        rt.bus.send("driver", "A", "ping")  # no behavior: delivered, noted, dead-lettered
+        rt.flush()
+    with Journal.open(path, readonly=True) as journal:
+        published = next(r.seq for r in journal.read() if isinstance(r.event, TaskContextPublished))
+        snapshot = journal.load_snapshot("agent/A")
+        assert snapshot is not None
+        assert snapshot.seq < published
+        for at in range(snapshot.seq, published):
+            state = replay_agent(journal, "A", until=at)
+            assert state is not None
+            assert state.task_context == {"goal": "initial"}, at
+        end = replay_agent(journal, "A")
+        assert end is not None
+        assert end.task_context == {"goal": "published later"}
