@@ -44,6 +44,13 @@ class _Gated:
         return {"ok": True}
 
 
+class _Answers:
+    """A behavior that answers every request."""
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+        return {"answer": 42}
+
+
 def _config(durability: str = "batch", call_timeout: float = 5.0, **journal: Any) -> Config:
     return Config(
         journal=JournalConfig(durability=durability, **journal),  # type: ignore[arg-type]
@@ -89,20 +96,26 @@ def _in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[objec
     return thread, outcome
 
 
-def test_close_in_batch_durability_commits_a_backlog_that_takes_longer_than_call_timeout(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("call_timeout", "commit_seconds", "changes"),
+    [(1.0, 0.4, 6), (0.3, 0.6, 3)],
+    ids=["a backlog longer than call_timeout", "one commit longer than call_timeout"],
+)
+def test_close_in_batch_durability_commits_what_a_slow_disk_takes_longer_than_call_timeout_to_take(
+    tmp_path: Path, call_timeout: float, commit_seconds: float, changes: int
 ) -> None:
-    # Each commit takes 0.4 s, as on a slow disk, and holds one change: the five or so
-    # left at close() take about 2 s, twice call_timeout. close() must wait for a
-    # writer that makes progress, not give up and close the journal under it.
-    config = _config(call_timeout=1.0, group_commit_max=1)
+    # Each commit holds one change and takes ``commit_seconds``, as on a slow disk. The
+    # five or so commits left at close() take about twice call_timeout; in the second
+    # case each single commit does too. Both are progress, not a stall: close() must
+    # wait for the writer instead of closing the journal under it.
+    config = _config(call_timeout=call_timeout, group_commit_max=1)
     with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
         agent = rt.spawn("a")
-        _slow_disk(rt, 0.4)
-        for i in range(6):
+        _slow_disk(rt, commit_seconds)
+        for i in range(changes):
             agent.set_private(f"k{i}", i)
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
-        assert dict(rt.agent("a").context_view().private) == {f"k{i}": i for i in range(6)}
+        assert dict(rt.agent("a").context_view().private) == {f"k{i}": i for i in range(changes)}
 
 
 def test_close_fails_a_request_no_agent_will_answer_at_once(tmp_path: Path) -> None:
@@ -256,11 +269,7 @@ def test_close_commits_everything_even_when_the_clock_fails_during_it(tmp_path: 
 
 
 def test_a_reply_the_journal_refuses_fails_the_request_as_a_handler_error(tmp_path: Path) -> None:
-    class Answers:
-        def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
-            return {"answer": 42}
-
-    with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"answers": Answers}) as rt:
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"answers": _Answers}) as rt:
         rt.spawn("asker")
         rt.spawn("r", behavior="answers")
         journal = rt.bus._journal
@@ -288,30 +297,13 @@ def test_a_clock_failing_at_a_delivery_refuses_the_request_at_once(tmp_path: Pat
         def monotonic(self) -> float:
             return 0.0
 
-    class Answers:
-        def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
-            return {"answer": 42}
-
-    with Runtime.open(tmp_path / "j", clock=AgentThreadsFail(), behaviors={"answers": Answers}) as rt:
+    with Runtime.open(tmp_path / "j", clock=AgentThreadsFail(), behaviors={"answers": _Answers}) as rt:
         rt.spawn("asker")
         rt.spawn("r", behavior="answers")
         thread, outcome = _in_thread(lambda: rt.bus.request("asker", "r", "q", timeout=600))
         thread.join(10)
         assert not thread.is_alive()  # not the 600 s timeout
         assert isinstance(outcome[0], ClockError)
-
-
-def test_close_waits_for_a_single_commit_longer_than_call_timeout(tmp_path: Path) -> None:
-    # One commit under way for twice call_timeout (a large batch on a slow disk) is
-    # progress, not a stall: close() waits for it instead of closing the journal under it.
-    config = _config(call_timeout=0.3, group_commit_max=1)
-    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
-        agent = rt.spawn("a")
-        _slow_disk(rt, 0.6)
-        for i in range(3):
-            agent.set_private(f"k{i}", i)
-    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
-        assert dict(rt.agent("a").context_view().private) == {f"k{i}": i for i in range(3)}
 
 
 def test_a_requester_hears_at_once_when_the_journal_refuses_what_the_handler_changed(tmp_path: Path) -> None:
@@ -358,11 +350,7 @@ def test_a_clock_failing_while_a_reply_is_made_releases_the_requester(tmp_path: 
 
 
 def test_a_reply_that_outlives_its_request_timeout_settles_it_with_one_dead_letter(tmp_path: Path) -> None:
-    class Answers:
-        def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
-            return {"answer": 42}
-
-    with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"answers": Answers}) as rt:
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"answers": _Answers}) as rt:
         rt.spawn("asker")
         rt.spawn("r", behavior="answers")
         journal = rt.bus._journal
