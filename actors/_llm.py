@@ -52,6 +52,8 @@ DEFAULT_MAX_PROMPT_LENGTH: Final = 8192
 """The original's ``maxPromptLength``, in code points."""
 DEFAULT_TIMEOUT: Final = 60.0
 """The original's ``defaultTimeoutSeconds``."""
+DEFAULT_MAX_TOKENS: Final = 4096
+"""The original's ``defaultMaxTokens``."""
 
 
 class InvalidArgumentError(ActorError, ValueError):
@@ -80,7 +82,8 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     model: str = ""
     timeout: float = DEFAULT_TIMEOUT
     """Seconds an HTTP provider waits for an answer; 0 (or less) means 60, and at most 1e9."""
-    max_tokens: Annotated[int, msgspec.Meta(le=2**63 - 1)] = 4096
+    max_tokens: Annotated[int, msgspec.Meta(le=2**63 - 1)] = DEFAULT_MAX_TOKENS
+    """Tokens an HTTP provider asks for; 0 (or less) means 4096, as the other limits' 0 does."""
     max_prompt_length: Annotated[int, msgspec.Meta(le=2**63 - 1)] = 0
     """Code points a prompt may have; 0 (or less) means 8192."""
     extra: dict[str, Any] = {}
@@ -97,6 +100,15 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         A socket cannot wait longer than about 9.2e9 s, and 0 would make it non-blocking.
         """
         return bounded_wait(self.timeout, DEFAULT_TIMEOUT)
+
+    @property
+    def completion_tokens(self) -> int:
+        """The effective ``max_tokens``: the field when positive, else 4096.
+
+        A YAML file that leaves the key at 0 means "the default", as it does for
+        ``timeout`` and ``max_prompt_length``; an HTTP server would refuse 0.
+        """
+        return self.max_tokens if self.max_tokens > 0 else DEFAULT_MAX_TOKENS
 
     def __repr__(self) -> str:
         key = "***" if self.api_key else ""
@@ -195,7 +207,7 @@ class OpenAICompatibleProvider:
         body = {
             "model": self.model,
             "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": self._config.max_tokens,
+            "max_tokens": self._config.completion_tokens,
             **self._config.extra,
             **params,
         }

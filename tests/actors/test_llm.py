@@ -296,6 +296,16 @@ def test_a_timeout_of_zero_or_less_means_sixty_seconds_and_a_huge_one_is_capped(
     assert OpenAICompatibleProvider(config).generate("hi") == "ok: hi"
 
 
+@pytest.mark.parametrize(("max_tokens", "sent"), [(7, 7), (0, 4096), (-5, 4096)])
+def test_max_tokens_of_zero_or_less_asks_for_the_default_4096(server: str, max_tokens: int, sent: int) -> None:
+    config = LLMConfig(base_url=server, max_tokens=max_tokens, timeout=5)
+
+    assert OpenAICompatibleProvider(config).generate("hi") == "ok: hi"
+
+    assert config.completion_tokens == sent
+    assert _Completions.received[-1]["max_tokens"] == sent
+
+
 def test_a_shared_client_journals_each_turn_under_its_own_session(tmp_path: Path) -> None:
     class Echo:
         name = "echo"
