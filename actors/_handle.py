@@ -95,7 +95,17 @@ class Agent:
 
     @property
     def lifecycle(self) -> AgentState:
-        """IDLE, RUNNING (while its behavior handles a message), SUSPENDED or RETIRED."""
+        """IDLE, RUNNING (while its behavior handles a message), SUSPENDED or RETIRED.
+
+        Read without asking the agent's actor, so it answers at once even while the
+        behavior runs.
+
+        Raises:
+            AgentNotFoundError: the agent was killed (also when a new agent took its id).
+            RuntimeClosedError: the runtime is closed.
+
+        """
+        self._runtime._incarnation(self._id, self._shared)  # noqa: SLF001 - the handle's own check
         return AgentState(self._shared.lifecycle)
 
     def _call(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's own result

@@ -806,6 +806,19 @@ class Runtime:
             raise AgentNotFoundError(agent_id)
         return entry
 
+    def _incarnation(self, agent_id: str, shared: Shared) -> _Entry:
+        """The registry entry of the agent whose ``Shared`` is ``shared`` (a handle's agent).
+
+        Raises:
+            AgentNotFoundError: that agent was killed, even if a new one took its id.
+            RuntimeClosedError: the runtime is closed.
+
+        """
+        entry = self._entry(agent_id)
+        if entry.shared is not shared:
+            raise AgentNotFoundError(agent_id)
+        return entry
+
     def _has_behavior(self, agent_id: str) -> bool:
         with self._lock:
             entry = self._agents.get(agent_id)
@@ -842,9 +855,7 @@ class Runtime:
         A handle passes its agent's ``Shared``: once that agent is killed, a new agent
         spawned with the same id is not the one the handle was given.
         """
-        entry = self._entry(agent_id)
-        if incarnation is not None and entry.shared is not incarnation:
-            raise AgentNotFoundError(agent_id)
+        entry = self._entry(agent_id) if incarnation is None else self._incarnation(agent_id, incarnation)
         if entry.shared.thread is threading.current_thread():
             # its own behavior: the ask would queue behind the message it is handling
             detail = (

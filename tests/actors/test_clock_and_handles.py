@@ -10,10 +10,12 @@ import pytest
 
 from cogfabric import (
     AgentNotFoundError,
+    AgentState,
     ClockError,
     FakeClock,
     Journal,
     Runtime,
+    RuntimeClosedError,
     SessionNotFoundError,
 )
 from cogfabric.actors import Config, JournalConfig
@@ -120,6 +122,22 @@ def test_a_handle_on_a_killed_agent_does_not_reach_a_new_agent_with_its_id() -> 
         assert old != new
         assert rt.agent("worker") == new
         assert dict(new.context_view().private) == {}
+
+
+def test_a_killed_agents_handle_does_not_report_a_live_lifecycle() -> None:
+    with Runtime.open(clock=FakeClock()) as rt:
+        handle = rt.spawn("worker")
+        rt.suspend("worker")
+        assert handle.lifecycle == AgentState.SUSPENDED
+        rt.kill("worker")
+        with pytest.raises(AgentNotFoundError):
+            _ = handle.lifecycle
+        renewed = rt.spawn("worker")
+        with pytest.raises(AgentNotFoundError):  # the new agent's state is not the old handle's
+            _ = handle.lifecycle
+        assert renewed.lifecycle == AgentState.IDLE
+    with pytest.raises(RuntimeClosedError):
+        _ = renewed.lifecycle
 
 
 def test_the_session_actor_keeps_serving_after_a_batch_the_writer_refuses(tmp_path: Path) -> None:
