@@ -406,6 +406,8 @@ class LmdbJournal(Journal):
         self._db_snapshots = env.open_db(_DB_SNAPSHOTS, create=False)
         self._db_meta = env.open_db(_DB_META, create=False)
         self._head_seq, self._head_chain = self._stored_tail()
+        self._disagreement = None if readonly else self._head_disagreement()
+        """Why appends are refused: the stored chain head and the records disagree (or None)."""
         self._heads: dict[str, list[Any]] = {}
         """stream -> its entry of ``heads`` and more (see ``_load_head``): the writer's cache."""
 
@@ -623,6 +625,25 @@ class LmdbJournal(Journal):
                 return 0, _ZERO_CHAIN
             return last_seq_of(cursor.key(), self._path), bytes(cursor.value()[-CHAIN_LEN:])
 
+    def _head_disagreement(self) -> str | None:
+        """Why the stored chain head does not name the last record, or None when it does.
+
+        One commit writes both, so they disagree only when the file was changed outside
+        the journal: records cut off the end (a rolled-back journal), or a head moved.
+        The next append would overwrite the head, the only evidence of it.
+        """
+        with self._env.begin(db=self._db_meta) as txn:
+            stored = txn.get(_META_HEAD)
+        expected = _seq_key(self._head_seq) + self._head_chain
+        if stored is not None and bytes(stored) == expected:
+            return None
+        if stored is None or len(stored) != _HEAD_LEN:
+            return "its chain head is missing or malformed"
+        named = int.from_bytes(stored[:8], "big")
+        if named != self._head_seq:
+            return f"its chain head names seq {named}, but its records end at seq {self._head_seq}"
+        return f"its chain head does not match the chain link of its last record, seq {named}"
+
     # ------------------------------------------------------------------ properties
 
     @property
@@ -686,6 +707,9 @@ class LmdbJournal(Journal):
         Raises:
             JournalClosedError: after ``close()``.
             JournalReadOnlyError: the journal is read-only.
+            JournalIntegrityError: the stored chain head and the last record disagreed when
+                the journal was opened (records cut off, or the head changed): appending
+                would overwrite the head, the evidence ``verify()`` names.
             InvalidStreamError: an event's stream or id is empty, has NUL, or is too long.
             UnencodableValueError: an event holds a value msgspec cannot encode.
             TypeError: an item is not an ``Event``, or not of the codec's class for its tag.
@@ -708,6 +732,12 @@ class LmdbJournal(Journal):
         with self._lock:
             if self._closed:
                 raise JournalClosedError(f"{self._path} is closed")
+            if self._disagreement is not None:
+                msg = (
+                    f"{self._path} refuses appends: {self._disagreement} (records were cut off or the "
+                    "head was changed; verify() names it). An append would overwrite that evidence"
+                )
+                raise JournalIntegrityError(msg)
             if self._failed is not None:
                 if isinstance(self._failed, lmdb.MapFullError):
                     msg = (

@@ -179,6 +179,32 @@ class TestTamperEvidence:
         assert report.first_bad_seq == 11
         assert "rolled back" in report.reason
 
+    @pytest.mark.parametrize("edit", ["records cut off", "head rolled back"])
+    def test_a_writer_refuses_to_append_over_a_head_its_records_contradict(
+        self, closed_journal: Path, edit: str
+    ) -> None:
+        with Journal.open(closed_journal, readonly=True) as journal:
+            last_id = next(journal.read(after=19)).event.id
+
+        def change(txn: Any, events: Any, dbs: dict[bytes, Any]) -> None:
+            if edit == "records cut off":  # as an attacker would: the record and its id entry
+                txn.delete(_seq(20), db=events)
+                assert txn.delete(last_id.encode(), db=dbs[b"ids"])
+            else:
+                txn.put(b"head", _seq(10) + txn.get(_seq(10), db=events)[-16:], db=dbs[b"meta"])
+
+        _raw_edit(closed_journal, change)
+        data = (closed_journal / "data.mdb").read_bytes()
+
+        with Journal.open(closed_journal) as journal:
+            assert [r.seq for r in journal.read()][-1] == (19 if edit == "records cut off" else 20)
+            with pytest.raises(JournalIntegrityError, match="refuses appends: its chain head"):
+                journal.append(make_events(1, start=100))
+
+        # the append would have overwritten the head, the one trace of the change
+        assert (closed_journal / "data.mdb").read_bytes() == data
+        assert not _verify(closed_journal).ok
+
     def test_a_removed_stream_head_is_reported(self, closed_journal: Path) -> None:
         _raw_edit(closed_journal, lambda txn, _, dbs: txn.delete(b"agent/a1", db=dbs[b"heads"]))
 
