@@ -37,6 +37,7 @@ from ._errors import (
     EventDecodeError,
     EventError,
     EventVersionError,
+    InvalidEventError,
     UnencodableValueError,
     UnknownEventTypeError,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "EventDecodeError",
     "EventError",
     "EventVersionError",
+    "InvalidEventError",
     "IpcDeadLettered",
     "IpcDelivered",
     "IpcMessage",

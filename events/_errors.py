@@ -9,6 +9,7 @@ __all__ = [
     "EventDecodeError",
     "EventError",
     "EventVersionError",
+    "InvalidEventError",
     "UnencodableValueError",
     "UnknownEventTypeError",
 ]
@@ -56,6 +57,18 @@ class UnencodableValueError(EventError, TypeError):
     msgspec can encode (None, bool, int within 64 bits, float, str, bytes, lists,
     tuples, sets, dicts and other mappings, msgspec Structs) may cross; the task
     layer's keys must be strings.
+    """
+
+
+class InvalidEventError(EventError, TypeError, ValueError):
+    """Raised when an event holds a field its type's declaration would refuse on read.
+
+    msgspec checks a Struct's field types and constraints when it decodes one, not when
+    one is built: ``PrivateSet(key=5)`` encodes, yet no reader could decode it. A
+    journal that stored it could never be replayed past it, so appends check that each
+    event reads back (``Journal.append(validate=True)``, the default). Both a
+    ``TypeError`` (a field of the wrong type) and a ``ValueError`` (a value outside its
+    bounds, such as a ``CognitiveState`` of a future schema version).
     """
 
 

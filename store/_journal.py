@@ -123,7 +123,9 @@ class Journal(abc.ABC):
         """Whether the journal was opened read-only."""
 
     @abc.abstractmethod
-    def append(self, events: Iterable[Event], *, snapshots: Sequence[Snapshot] = ()) -> list[int]:
+    def append(
+        self, events: Iterable[Event], *, snapshots: Sequence[Snapshot] = (), validate: bool = True
+    ) -> list[int]:
         """Append ``events`` atomically and return their seqs, in order.
 
         An event whose id is stored already is not written again: its existing seq is
@@ -131,7 +133,10 @@ class Journal(abc.ABC):
         saved in the same transaction (each ``seq`` at most the new last seq). A batch
         with an event that could not be read back (not an ``Event``, of a type the
         codec lacks, or not at its type's current version) is refused whole, as one
-        with a value msgspec cannot encode is.
+        with a value msgspec cannot encode is; with ``validate`` (the default), so is
+        one with an event whose fields do not decode as their declared types
+        (``InvalidEventError``). ``validate=False`` skips that check, for a caller
+        that builds its events from values it checked already (the runtime does).
         """
 
     @abc.abstractmethod

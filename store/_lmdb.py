@@ -693,16 +693,21 @@ class LmdbJournal(Journal):
 
     # ------------------------------------------------------------------ writing
 
-    def append(self, events: Iterable[Event], *, snapshots: Sequence[Snapshot] = ()) -> list[int]:
+    def append(
+        self, events: Iterable[Event], *, snapshots: Sequence[Snapshot] = (), validate: bool = True
+    ) -> list[int]:
         """Append ``events`` in one write transaction; return their seqs.
 
         All or nothing: on any error nothing of the batch is stored. Encoding happens
         before the transaction, so an unencodable event fails the call with
         ``UnencodableValueError`` and leaves the journal usable; so does an event this
         journal's codec could not read back (of an unknown type, or not at its type's
-        current version ``v``). Field types are not checked here (msgspec checks them
-        when it decodes): the runtime checks what it journals at its boundary, and a
-        direct caller must build events with their declared types.
+        current version ``v``) and, with ``validate`` (the default), one whose fields
+        do not decode as declared: msgspec checks field types when it decodes, not when
+        an event is built, so ``PrivateSet(key=5)`` would be stored and then refused by
+        every replay. The check decodes each event once. ``validate=False`` skips it,
+        for events built from values checked already: the runtime's journal writer
+        passes it, as the runtime checks every value at its boundary.
 
         Raises:
             JournalClosedError: after ``close()``.
@@ -712,6 +717,8 @@ class LmdbJournal(Journal):
                 would overwrite the head, the evidence ``verify()`` names.
             InvalidStreamError: an event's stream or id is empty, has NUL, or is too long.
             UnencodableValueError: an event holds a value msgspec cannot encode.
+            InvalidEventError: with ``validate``, an event's field does not decode as its
+                declared type or bounds (also a ``TypeError`` and a ``ValueError``).
             TypeError: an item is not an ``Event``, or not of the codec's class for its tag.
             UnknownEventTypeError: an event's type tag is not one of the codec's.
             EventVersionError: an event's ``v`` is not its type's current version.
@@ -726,7 +733,7 @@ class LmdbJournal(Journal):
         if self._readonly:
             raise JournalReadOnlyError(f"{self._path} is open read-only")
         batch = events if isinstance(events, list) else list(events)
-        payloads = self._codec.encode_many(batch)
+        payloads = self._codec.encode_many(batch, validate=validate)
         if not batch and not snapshots:
             return []
         with self._lock:

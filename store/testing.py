@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cogfabric.events import EventVersionError, PrivateSet, TaskContextSet, UnencodableValueError
+from cogfabric.events import (
+    CognitiveState,
+    CognitiveStateSet,
+    Event,
+    EventVersionError,
+    InvalidEventError,
+    PrivateSet,
+    TaskContextSet,
+    UnencodableValueError,
+)
 
 from ._errors import InvalidStreamError, JournalClosedError
 from ._journal import Journal, Snapshot
@@ -122,6 +131,30 @@ class JournalContract:
             journal.append([*make_events(2), PrivateSet(at=0.0, agent="a0", key="k", v=2)])
 
         assert journal.last_seq == 0
+
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            PrivateSet(at=0.0, agent="a0", key=5),  # type: ignore[arg-type]
+            PrivateSet(at="now", agent="a0", key="k"),  # type: ignore[arg-type]
+            TaskContextSet(at=0.0, agent="a0", context={1: "x"}),  # type: ignore[dict-item]
+            CognitiveStateSet(at=0.0, agent="a0", state=CognitiveState(schema_version=2)),
+        ],
+        ids=["int key", "str time", "int context key", "future cognitive state"],
+    )
+    def test_an_event_whose_fields_would_not_read_back_writes_nothing(
+        self, journal: Journal, bad: Event
+    ) -> None:
+        # msgspec checks field types when it decodes, not when an event is built: stored,
+        # this event would stop every later read of the journal at its seq
+        with pytest.raises(
+            InvalidEventError, match=f"event 2 \\({type(bad).__name__}\\) would not read back"
+        ):
+            journal.append([*make_events(2), bad])
+
+        assert journal.last_seq == 0
+        assert journal.append(make_events(2)) == [1, 2]
+        assert [r.seq for r in journal.read()] == [1, 2]
 
     def test_an_event_whose_stream_cannot_be_stored_is_refused(self, journal: Journal) -> None:
         with pytest.raises(InvalidStreamError):

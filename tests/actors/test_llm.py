@@ -297,7 +297,9 @@ def test_a_timeout_of_zero_or_less_means_sixty_seconds_and_a_huge_one_is_capped(
 
 
 @pytest.mark.parametrize(("max_tokens", "sent"), [(7, 7), (0, 4096), (-5, 4096)])
-def test_max_tokens_of_zero_or_less_asks_for_the_default_4096(server: str, max_tokens: int, sent: int) -> None:
+def test_max_tokens_of_zero_or_less_asks_for_the_default_4096(
+    server: str, max_tokens: int, sent: int
+) -> None:
     config = LLMConfig(base_url=server, max_tokens=max_tokens, timeout=5)
 
     assert OpenAICompatibleProvider(config).generate("hi") == "ok: hi"
