@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import lmdb
 from click.testing import CliRunner
@@ -11,6 +12,9 @@ from click.testing import CliRunner
 from cogfabric.cli import main
 from cogfabric.store import Journal
 from cogfabric.store.testing import make_events
+
+if TYPE_CHECKING:
+    import pytest
 
 
 def _journal(tmp_path: Path) -> Path:
@@ -100,3 +104,116 @@ def test_replay_of_an_agent_that_never_was_says_so_plainly(tmp_path: Path) -> No
 
     assert result.exit_code == 2
     assert "error: agent 'nobody' does not exist in the journal" in result.output
+
+
+def test_replay_of_a_killed_agent_says_when_it_was_killed(tmp_path: Path) -> None:
+    from cogfabric import Runtime  # noqa: PLC0415
+
+    path = tmp_path / "journal"
+    with Runtime.open(path) as runtime:
+        runtime.spawn("c").set_private("k", 1)
+        runtime.kill("c")
+        last = runtime._journal.last_seq  # type: ignore[union-attr]
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", "c"])
+    before = CliRunner().invoke(main, ["replay", str(path), "--agent", "c", "--at", str(last - 1), "--json"])
+
+    assert result.exit_code == 2
+    assert f"error: agent 'c' was killed at seq {last}; --at {last - 1} shows it before" in result.output
+    assert before.exit_code == 0, before.output
+    assert '"k": 1' in before.output
+
+
+def test_a_config_that_is_a_directory_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        [
+            "simulate",
+            "--agents",
+            "2",
+            "--turns",
+            "2",
+            "--journal",
+            str(tmp_path / "j"),
+            "--config",
+            str(tmp_path),
+        ],
+    )
+
+    assert result.exit_code == 2
+    assert "is a directory" in result.output
+    assert not (tmp_path / "j").exists()
+
+
+def test_export_into_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "out.jsonl"
+
+    result = CliRunner().invoke(main, ["export", str(_journal(tmp_path)), "-o", str(target)])
+
+    assert result.exit_code == 2
+    assert f"error: cannot write --output {target}" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_audit_commands_read_up_to_the_seq_they_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as when a simulation appends between the check and the read: the later records
+    # are neither shown unverified nor mixed into a view that names the verified seq
+    from cogfabric import Runtime  # noqa: PLC0415
+    from cogfabric.store import LmdbJournal  # noqa: PLC0415
+
+    path = tmp_path / "journal"
+    with Runtime.open(path) as runtime:
+        runtime.spawn("a0").set_private("k0", "first")
+        runtime.flush()
+        before = runtime._journal.last_seq  # type: ignore[union-attr]
+    verify = LmdbJournal.verify
+    appended: list[str] = []
+
+    def verify_then_append(self: LmdbJournal, *args: Any, **kwargs: Any) -> Any:
+        report = verify(self, *args, **kwargs)
+        appended.append(f"later-{len(appended)}")
+        script = (
+            "import sys\nfrom cogfabric.store import Journal\n"
+            "from cogfabric.store.testing import make_events\n"
+            "with Journal.open(sys.argv[1]) as j: j.append(make_events(3, agents=1, "
+            "start=10 * int(sys.argv[2][-1]), value=sys.argv[2]))"
+        )
+        subprocess.run([sys.executable, "-c", script, str(path), appended[-1]], check=True, timeout=60)
+        return report
+
+    monkeypatch.setattr(LmdbJournal, "verify", verify_then_append)
+    exported = CliRunner().invoke(main, ["export", str(path)])
+    replayed = CliRunner().invoke(main, ["replay", str(path), "--agent", "a0", "--json"])
+    inspected = CliRunner().invoke(main, ["inspect", str(path), "--json"])
+
+    assert exported.exit_code == 0, exported.output
+    assert len(exported.output.splitlines()) == before
+    assert "later" not in exported.output
+    assert replayed.exit_code == 0, replayed.output
+    assert f'"at": {before + 3}' in replayed.output
+    assert "later-0" in replayed.output  # verified before the replay began
+    assert "later-1" not in replayed.output
+    assert inspected.exit_code == 0, inspected.output
+    assert f'"records": {before + 6}' in inspected.output
+
+
+def test_the_progress_bar_is_drawn_on_stderr_and_leaves_stdout_clean(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io  # noqa: PLC0415
+
+    from cogfabric.cli import _progress  # noqa: PLC0415
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stdout, stderr = io.StringIO(), Terminal()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    with _progress("simulating", 3) as advance:
+        for done in range(3):
+            advance(done, 3)
+
+    assert stdout.getvalue() == ""
+    assert "simulating" in stderr.getvalue()

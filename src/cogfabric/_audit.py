@@ -116,7 +116,7 @@ def _quiet_copy(path: Path, target: Path) -> None:
     raise JournalUnavailableError(msg)
 
 
-def inspect_journal(journal: LmdbJournal, path: Path) -> dict[str, Any]:
+def inspect_journal(journal: LmdbJournal, path: Path, *, until: int | None = None) -> dict[str, Any]:
     """Format, counts per type and per stream, first and last time, the head, size on disk.
 
     The head is the last record's seq and its hash-chain link (hex; None when empty):
@@ -127,7 +127,7 @@ def inspect_journal(journal: LmdbJournal, path: Path) -> dict[str, Any]:
     first = last = None
     head = None
     count = 0
-    for record in journal.read():
+    for record in journal.read(until=until):
         head = record
         event = record.event
         types[type(event).__name__] += 1
@@ -180,14 +180,20 @@ def check_snapshots(journal: LmdbJournal) -> tuple[int, str | None]:
 
 
 def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str, Any] | None:
-    """An agent's three layers, cognitive state and lifecycle at seq ``at`` (None if it does not exist)."""
+    """An agent's three layers, cognitive state and lifecycle at seq ``at`` (None if it does not exist).
+
+    ``at=None`` means the last seq, read once: the view is of one seq even while a
+    writer appends.
+    """
+    if at is None:
+        at = journal.last_seq
     state = replay_agent(journal, agent_id, until=at)
     if state is None:
         return None
     ipc = _ipc_of(journal, agent_id, at)
     return {
         "agent": agent_id,
-        "at": at if at is not None else journal.last_seq,
+        "at": at,
         "lifecycle": state.lifecycle,
         "task_id": state.task_id,
         "parent": state.parent,
@@ -231,7 +237,9 @@ def _ipc_of(journal: LmdbJournal, agent_id: str, at: int | None) -> list[dict[st
 
 
 def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[str, Any] | None:
-    """A session's messages at seq ``at`` (None if it does not exist then)."""
+    """A session's messages at seq ``at`` (None if it does not exist then; None: the last seq, read once)."""
+    if at is None:
+        at = journal.last_seq
     state = None
     for record in journal.read(until=at, stream="session/" + session_id):
         state = apply_session_event(state, record.event)
@@ -239,7 +247,7 @@ def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[
         return None
     return {
         "session": session_id,
-        "at": at if at is not None else journal.last_seq,
+        "at": at,
         "user_id": state.user_id,
         "agent_id": state.agent_id,
         "created_at": state.created_at,
@@ -289,13 +297,18 @@ def _with_str_keys(value: object) -> object:
 
 
 def export_lines(
-    journal: LmdbJournal, *, stream: str | None = None, layer: str | None = None, after: int = 0
+    journal: LmdbJournal,
+    *,
+    stream: str | None = None,
+    layer: str | None = None,
+    after: int = 0,
+    until: int | None = None,
 ) -> Iterator[bytes]:
-    """One JSON line per record: ``seq, time, stream, layer, type, version, data, chain``."""
+    """One JSON line per record up to ``until``: ``seq, time, stream, layer, type, version, data, chain``."""
     wanted: int | None = None
     if layer is not None:
         wanted = ContextLayer[layer.upper()].value
-    for record in journal.read(after=after, stream=stream):
+    for record in journal.read(after=after, until=until, stream=stream):
         event = record.event
         event_layer = type(event).layer
         if layer is not None and (event_layer is None or event_layer.value != wanted):

@@ -98,7 +98,10 @@ def main() -> None:
     "--durability", type=click.Choice(["sync", "batch"]), default=None, help="Overrides the config."
 )
 @click.option(
-    "--config", "config_path", type=click.Path(exists=True, path_type=Path), help="A cogfabric.yaml."
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A cogfabric.yaml.",
 )
 def simulate(
     agents: int, turns: int, path: Path, seed: int, durability: str | None, config_path: Path | None
@@ -124,6 +127,8 @@ def simulate(
         config = load_config(config_path) if config_path is not None else None
     except InvalidConfigError as exc:
         _fail(str(exc))
+    except OSError as exc:  # unreadable: a usage error, not a problem in a journal
+        _fail(f"cannot read --config {config_path}: {exc.strerror or exc}")
     with _progress("simulating", turns) as advance:
         try:
             report = run_simulation(
@@ -174,9 +179,11 @@ class _Progress:
 
     def __enter__(self) -> Callable[[int, int], None]:
         if sys.stderr.isatty():
-            from rich.progress import Progress  # noqa: PLC0415 - only on a terminal
+            from rich.console import Console  # noqa: PLC0415 - only on a terminal
+            from rich.progress import Progress  # noqa: PLC0415
 
-            self._bar = Progress(transient=True)
+            # on stderr, the terminal it was asked for: stdout stays clean for a pipe
+            self._bar = Progress(console=Console(stderr=True), transient=True)
             self._bar.start()
             self._task = self._bar.add_task(self._label, total=self._total)
         return self._advance
@@ -200,10 +207,15 @@ def _audit(path: Path, *, copy: bool, key: str | None) -> Any:  # noqa: ANN401 -
     return open_for_audit(path, copy=copy, key=key)
 
 
-def _check(opened: Any, *, skip: bool) -> None:  # noqa: ANN401 - a journal
-    """Refuse to read a journal that fails verification: a tampered record could decode."""
+def _check(opened: Any, *, skip: bool) -> int:  # noqa: ANN401 - a journal
+    """Refuse to read a journal that fails verification: a tampered record could decode.
+
+    Returns the last seq it verified (with ``skip``, the last seq now): a command reads
+    up to it, so records a running simulation appends meanwhile are neither shown
+    unverified nor mixed into a view of an earlier seq.
+    """
     if skip:
-        return
+        return int(opened.last_seq)
     report = opened.verify()
     if not report.ok:
         where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the journal"
@@ -213,6 +225,7 @@ def _check(opened: Any, *, skip: bool) -> None:  # noqa: ANN401 - a journal
             err=True,
         )
         sys.exit(EXIT_PROBLEM)
+    return int(report.head_seq)
 
 
 def _exit_code(exc: Exception) -> int:
@@ -325,21 +338,44 @@ def replay(
         with _audit(journal, copy=copy, key=key) as opened:
             if at is not None and at > opened.last_seq:
                 _fail(f"--at {at} is past the journal's last seq {opened.last_seq}")
-            _check(opened, skip=no_verify)
+            verified = _check(opened, skip=no_verify)
+            seq = verified if at is None else at
             view = (
-                agent_view(opened, agent, at)
+                agent_view(opened, agent, seq)
                 if agent is not None
-                else session_view(opened, session or "", at)
+                else session_view(opened, session or "", seq)
             )
+            ended = None if view is not None else _ending(opened, agent, session, seq)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
     if view is None:
         what = f"agent {agent!r}" if agent is not None else f"session {session!r}"
+        if ended is not None:
+            how, when = ended
+            _fail(f"{what} was {how} at seq {when}; --at {when - 1} shows it before")
         _fail(f"{what} does not exist " + (f"at seq {at}" if at is not None else "in the journal"))
     if as_json:
         click.echo(encode_json(view, indent=2))  # as export encodes: strict JSON
         return
     _print_view(view)
+
+
+def _ending(opened: Any, agent: str | None, session: str | None, seq: int) -> tuple[str, int] | None:  # noqa: ANN401
+    """How and when the agent or session ended by ``seq`` (killed; deleted, expired, evicted), if it did."""
+    from cogfabric.events import AgentKilled, SessionDeleted, SessionEvicted, SessionExpired  # noqa: PLC0415
+
+    stream = f"agent/{agent}" if agent is not None else f"session/{session}"
+    last = None
+    for record in opened.read(until=seq, stream=stream):
+        last = record
+    ends: dict[str, str] = {
+        AgentKilled.__name__: "killed",
+        SessionDeleted.__name__: "deleted",
+        SessionExpired.__name__: "expired",
+        SessionEvicted.__name__: "evicted",
+    }
+    how = None if last is None else ends.get(type(last.event).__name__)
+    return None if how is None or last is None else (how, last.seq)
 
 
 _CELL_MAX = 2_000
@@ -418,15 +454,18 @@ def export(
         partial = output.with_name(f".{output.name}.partial")
     try:
         with _audit(journal, copy=copy, key=key) as opened:
-            _check(opened, skip=no_verify)
+            verified = _check(opened, skip=no_verify)
             if stream is not None and not opened.stream_head(stream):
                 _fail(
                     f"{journal} has no stream {stream!r}; streams are agent/<id>, session/<id>, bus, runtime"
                 )
             target = partial or output
-            sink = target.open("wb") if target is not None else sys.stdout.buffer
             try:
-                for line in export_lines(opened, stream=stream, layer=layer, after=after):
+                sink = target.open("wb") if target is not None else sys.stdout.buffer
+            except OSError as exc:  # a missing directory, no permission: a usage error
+                _fail(f"cannot write --output {output}: {exc.strerror or exc}")
+            try:
+                for line in export_lines(opened, stream=stream, layer=layer, after=after, until=verified):
                     sink.write(line)
             finally:
                 if target is not None:
@@ -480,8 +519,7 @@ def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify
 
     try:
         with _audit(journal, copy=copy, key=key) as opened:
-            _check(opened, skip=no_verify)
-            summary = inspect_journal(opened, journal)
+            summary = inspect_journal(opened, journal, until=_check(opened, skip=no_verify))
     except _journal_errors() as exc:
         _fail_journal(exc, key)
     if as_json:
