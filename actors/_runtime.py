@@ -218,7 +218,8 @@ class Runtime:
     ) -> Runtime:
         """Open a runtime on the journal at ``path`` (None: memory only), recovering its agents.
 
-        ``verify="full"`` checks the whole hash chain before recovery; ``"tail"`` checks
+        ``verify="full"`` checks the whole hash chain before recovery, and that every
+        record decodes (as ``cogfabric verify`` does); ``"tail"`` checks
         the chain head, each stream's head (where recovery starts to read the stream)
         and every record recovery replays: from the earliest of the
         agents' latest snapshots, or from the first record of an agent without one or
@@ -304,7 +305,9 @@ class Runtime:
             msg = f"verify must be 'full' or 'tail', not {mode!r}"
             raise ValueError(msg)
         after = 0 if mode == "full" else Runtime._replay_start(journal, allow_unverified=allow_unverified)
-        report = journal.verify(after=after)
+        # decode too: a record no reader can decode (an unknown type, a newer version,
+        # re-chained by a forger) is refused here, not only when recovery reads it
+        report = journal.verify(after=after, decode=True)
         if not report.ok:
             if not allow_unverified:
                 msg = f"the journal failed verification at seq {report.first_bad_seq}: {report.reason}"

@@ -19,6 +19,8 @@ from ._journal import VerifyReport
 from ._record import CHAIN_LEN, event_id, last_seq_of, parts, summary
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import lmdb
 
     from ._lmdb import LmdbJournal
@@ -139,6 +141,7 @@ def _verify_chunk(
     ids_sum = state.ids_sum
     streams = state.streams
     codec_decode = journal._codec.decode
+    record_decode = journal._record_decoder  # one msgspec call for a current record
     for seq, value in chunk:
         if seq != expected:
             return VerifyReport(False, state.checked, expected, f"record {expected} is missing", seq)
@@ -173,8 +176,8 @@ def _verify_chunk(
             anchors_sum += hash(stream_raw + b"\0" + key)
             anchors_count += 1
         ids_sum += hash(id_raw + key)
-        if decode:
-            taken = parts(value)
+        if decode and not _decodes(record_decode, value):
+            taken = parts(value)  # the codec's checked path: upcasts an older version, or names the problem
             try:
                 codec_decode(b"" if taken is None else taken.event)
             except EventError as exc:
@@ -188,6 +191,17 @@ def _verify_chunk(
     state.anchors_count = anchors_count
     state.ids_sum = ids_sum
     return None
+
+
+def _decodes(record_decode: Callable[[bytes], object] | None, value: bytes) -> bool:
+    """Whether the fast typed decode of a whole record succeeds (False: take the checked path)."""
+    if record_decode is None:
+        return False
+    try:
+        record_decode(value)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return False
+    return True
 
 
 def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tuple[int | None, str] | None:

@@ -154,3 +154,27 @@ def test_allow_unverified_still_refuses_a_record_recovery_cannot_read(
 
     with pytest.raises(JournalRecordError, match=f"seq {SEQ}: {why}"):
         Runtime.open(journal_path, clock=FakeClock(), allow_unverified=True)
+
+
+@pytest.mark.parametrize("change", [{"type": "Teleported"}, {"v": 99}], ids=["unknown tag", "newer version"])
+def test_a_forged_record_in_a_stream_recovery_does_not_read_is_refused_too(
+    tmp_path: Path, change: dict[str, Any]
+) -> None:
+    path = tmp_path / "j"
+    with Runtime.open(path, clock=FakeClock()) as rt:
+        rt.spawn("a")
+        rt.spawn("b")
+        rt.bus.send("a", "b", "hello", {"text": "x" * 40})
+        rt.flush()
+        journal = rt._journal
+        assert journal is not None
+        message = next(r.seq for r in journal.read(stream="bus"))  # no agent's recovery reads it
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        events, meta = env.open_db(b"events", txn=txn), env.open_db(b"meta", txn=txn)
+        value = bytes(txn.get(_key(message), db=events) or b"")
+        _rechain(txn, events, meta, message, _with_event(value, lambda raw: raw.update(change)))
+    env.close()
+
+    with pytest.raises(JournalIntegrityError, match=f"seq {message}: the record does not decode"):
+        Runtime.open(path, clock=FakeClock())
