@@ -184,6 +184,11 @@ class Runtime:
         self._journal = journal
         self._lock = threading.RLock()
         self._agents: dict[str, _Entry] = {}
+        self._listed: dict[str, None] = {}
+        """Every id ever started, in the order it was first: what ``agents()`` lists by.
+
+        Recovery starts agents in the order their streams begin, so an id killed and
+        spawned again keeps its first place both live and after a reopen."""
         self._closed = False
         self._close_done = threading.Event()
         self._writer_stopped = False
@@ -364,6 +369,7 @@ class Runtime:
             closed = self._closed
             if not closed:
                 self._agents[state.id] = _Entry(ref, shared, handle, behavior)
+                self._listed.setdefault(state.id)
         if closed:  # close() began meanwhile and will not see this actor: stop it here
             self._stop_ref(ref)
             msg = "the runtime is closed"
@@ -605,18 +611,20 @@ class Runtime:
         return self._entry(agent_id).handle
 
     def agents(self) -> list[str]:
-        """The ids of the live agents, in spawn order.
+        """The ids of the live agents, in the order their ids were first spawned.
 
-        After a reopen, in the order their ids were first spawned: an agent killed and
-        spawned again, listed last before the reopen, comes back at its first place.
+        An agent killed and spawned again keeps its id's first place, so the list is the
+        same before and after a reopen.
         """
         with self._lock:
-            return [a for a, e in self._agents.items() if e is not None]
+            live = self._agents
+            return [a for a in self._listed if live.get(a) is not None]
 
     def children(self, agent_id: str) -> list[str]:
-        """The live agents spawned with ``agent_id`` as parent (they outlive it)."""
+        """The live agents spawned with ``agent_id`` as parent (they outlive it), in ``agents()`` order."""
         with self._lock:
-            return [a for a, e in self._agents.items() if e is not None and e.handle.parent == agent_id]
+            live = self._agents
+            return [a for a in self._listed if (e := live.get(a)) is not None and e.handle.parent == agent_id]
 
     def suspend(self, agent_id: str) -> None:
         """Suspend an agent; idempotent. Raises ``AgentRetiredError`` for a retired one."""

@@ -407,22 +407,22 @@ class TestRecovery:
         with pytest.raises(JournalIntegrityError, match="seq 13: the stream index's head of 'agent/a'"):
             Runtime.open(tmp_path / "j", config=config, verify="tail")
 
-    def test_agents_are_listed_in_spawn_order_after_a_reopen(self, tmp_path: Path) -> None:
+    def test_agents_and_children_keep_their_order_across_a_reopen(self, tmp_path: Path) -> None:
         names = ["zeta", "alpha", "mid", "b2", "b10", "gone"]
         with Runtime.open(tmp_path / "j") as runtime:
             for name in names:
-                runtime.spawn(name)
+                runtime.spawn(name, parent=None if name == "zeta" else "zeta")
             runtime.kill("gone")
             runtime.kill("mid")
-            runtime.spawn("mid")  # spawned again: last now, at its first place after a reopen
+            runtime.spawn("mid", parent="zeta")  # spawned again: its id keeps its first place
             runtime.agent("alpha").set_private("k", 1)
-            before = runtime.agents()
+            before = runtime.agents(), runtime.children("zeta")
 
         with Runtime.open(tmp_path / "j") as runtime:
-            after = runtime.agents()
+            after = runtime.agents(), runtime.children("zeta")
 
-        assert before == ["zeta", "alpha", "b2", "b10", "mid"]
-        assert after == ["zeta", "alpha", "mid", "b2", "b10"]
+        assert before == (["zeta", "alpha", "mid", "b2", "b10"], ["alpha", "mid", "b2", "b10"])
+        assert after == before
 
     def test_a_damaged_record_a_snapshot_covers_does_not_stop_recovery(self, tmp_path: Path) -> None:
         config = _one_agent_with_a_snapshot(tmp_path / "j")  # agent/a: seqs 1..13, its snapshot at 10
