@@ -581,12 +581,16 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
         f"cogfabric bench: median of {runs} ({machine['cores']} cores, Python {machine['python']}, "
         f"commit {machine['git_commit'] or '?'})"
     )
-    click.echo(f"{'workload':<52} {'count':>9} {'median s':>9} {'rate/s':>11}  {'ratio':>8}  reference")
+    click.echo(
+        f"{'workload':<52} {'count':>9} {'median s':>9} {'min s':>8} {'max s':>8} {'rate/s':>11}  "
+        f"{'ratio':>8}  reference"
+    )
     for result in results:
         reference = by_name.get(result.reference or "")
         ratio = _ratio(result.ratio_to(reference)) if reference is not None else ""
         click.echo(
             f"{result.name:<52} {result.count:>9,} {statistics.median(result.samples):>9.3f} "
+            f"{min(result.samples):>8.3f} {max(result.samples):>8.3f} "
             f"{result.rate:>11,.0f}  {ratio:>8}  {result.reference or ''}"
         )
     for result in results:
