@@ -58,6 +58,7 @@ from ._errors import (
     InvalidStreamError,
     JournalClosedError,
     JournalDamagedError,
+    JournalError,
     JournalFailedError,
     JournalFormatError,
     JournalFullError,
@@ -263,24 +264,33 @@ def _name_bytes(name: str, what: str) -> bytes:
 
 @contextlib.contextmanager
 def _translated(path: Path) -> Iterator[None]:
-    """Translate LMDB's errors to the journal's tree: the one place that does it."""
+    """Translate LMDB's errors to the journal's tree (``_journal_error``)."""
     try:
         yield
-    except lmdb.ReadonlyError as exc:
-        raise JournalReadOnlyError(f"{path} is open read-only") from exc
-    except lmdb.MapFullError as exc:  # pragma: no cover - the writer grows or fails-stop before
-        raise JournalFullError(f"{path} is full") from exc
-    except (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadTxnError) as exc:
-        # MDB_BAD_TXN: a read transaction that met a damaged page earlier, and set it aside
-        msg = f"{path} is damaged: LMDB cannot read a page of its data file ({exc})"
-        raise JournalDamagedError(msg) from exc
     except lmdb.Error as exc:
-        msg = str(exc)
-        if "already open in this process" in msg:
-            raise JournalLockedError(f"{path} is already open in this process") from exc
-        if isinstance(exc, lmdb.InvalidError | lmdb.VersionMismatchError):
-            raise JournalFormatError(f"{path} is not an LMDB journal this code can open: {msg}") from exc
-        raise JournalUnavailableError(f"{path}: {msg}") from exc
+        raise _journal_error(path, exc) from exc
+
+
+def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalError:
+    """The journal's error for an LMDB error: the one place that maps them.
+
+    ``suffix`` is added to the message (an append's says the journal is fail-stop).
+    """
+    msg = str(exc)
+    if isinstance(exc, lmdb.ReadonlyError):
+        return JournalReadOnlyError(f"{path} is open read-only{suffix}")
+    if isinstance(exc, lmdb.MapFullError):  # the writer grows the map, or fails-stop, first
+        return JournalFullError(f"{path} is full{suffix}")
+    if isinstance(exc, lmdb.CorruptedError | lmdb.PageNotFoundError | lmdb.BadTxnError):
+        # MDB_BAD_TXN: a read transaction that met a damaged page earlier, and set it aside
+        return JournalDamagedError(
+            f"{path} is damaged: LMDB cannot read a page of its data file ({msg}){suffix}"
+        )
+    if "already open in this process" in msg:
+        return JournalLockedError(f"{path} is already open in this process{suffix}")
+    if isinstance(exc, lmdb.InvalidError | lmdb.VersionMismatchError):
+        return JournalFormatError(f"{path} is not an LMDB journal this code can open: {msg}{suffix}")
+    return JournalUnavailableError(f"{path}: {msg}{suffix}")
 
 
 _META_MAGIC: Final = 0xBEEFC0DE
@@ -726,6 +736,8 @@ class LmdbJournal(Journal):
                 later append raises ``JournalStillFullError``, both a ``JournalFullError``
                 and a ``JournalFailedError``).
             JournalUnavailableError: the storage failed (fail-stop).
+            JournalDamagedError: LMDB met a damaged page of the data file (fail-stop; the
+                same error a read gets there).
             JournalFailedError: an earlier append failed; reopen the journal.
 
         """
@@ -771,8 +783,9 @@ class LmdbJournal(Journal):
                 continue
             except lmdb.Error as exc:
                 self._failed = exc
-                msg = f"append to {self._path} failed: {exc}; the journal is fail-stop until reopened"
-                raise JournalUnavailableError(msg) from exc
+                raise _journal_error(
+                    self._path, exc, "; the append failed, the journal is fail-stop until reopened"
+                ) from exc
             except Exception:
                 raise  # refused before anything was written (a bad stream name, snapshot, id)
             except BaseException as exc:
@@ -799,7 +812,9 @@ class LmdbJournal(Journal):
             self._env.set_mapsize(new_size)
         except lmdb.Error as exc:
             self._failed = exc
-            raise JournalUnavailableError(f"{self._path} could not grow its map: {exc}") from exc
+            raise _journal_error(
+                self._path, exc, "; it could not grow its map and is fail-stop until reopened"
+            ) from exc
 
     def _write(
         self,

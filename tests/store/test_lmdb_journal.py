@@ -1040,6 +1040,31 @@ def test_an_interrupt_after_the_commit_makes_the_journal_fail_stop_and_loses_not
         assert [r.event.id for r in journal.read()] == [e.id for e in events]  # the batch did land
 
 
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [(lmdb.CorruptedError, JournalDamagedError), (lmdb.DiskError, JournalUnavailableError)],
+    ids=["damaged page", "I/O error"],
+)
+def test_an_append_that_fails_in_lmdb_gets_the_error_a_read_would_and_goes_fail_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: type[lmdb.Error], expected: type[Exception]
+) -> None:
+    with Journal.open(tmp_path / "j") as journal:
+        assert isinstance(journal, LmdbJournal)
+
+        def fails(*_: object) -> None:
+            msg = "simulated"
+            raise failure(msg)
+
+        monkeypatch.setattr(journal, "_write", fails)
+        with pytest.raises(expected, match="fail-stop until reopened") as info:
+            journal.append(make_events(1))
+        monkeypatch.undo()
+
+        assert isinstance(info.value.__cause__, failure)
+        with pytest.raises(JournalFailedError):
+            journal.append(make_events(1))
+
+
 def test_an_append_never_skips_records_the_file_holds_already(tmp_path: Path) -> None:
     with Journal.open(tmp_path / "j") as journal:
         assert isinstance(journal, LmdbJournal)
