@@ -30,7 +30,7 @@ from cogfabric.events import (
     upgrade_cognitive_state,
 )
 from cogfabric.events._codec import require_str
-from cogfabric.store import JournalError
+from cogfabric.store import JournalError, JournalFailedError
 
 from ._core import replay_agent
 from ._errors import (
@@ -266,7 +266,12 @@ class AgentActor(pykka.ThreadingActor):
             self._reload_after_journal_failure()
             if kind == CALL:
                 raise exc
-            log.error("agent %s: the journal failed; state reloaded from it", self._state.id, exc_info=exc)
+            if isinstance(exc, JournalFailedError):  # refused since an earlier failure, logged then
+                log.debug("agent %s: the journal is fail-stop; state reloaded from it", self._state.id)
+            else:
+                log.error(
+                    "agent %s: the journal failed; state reloaded from it", self._state.id, exc_info=exc
+                )
             return None
         if kind == CALL:
             raise exc  # the caller gets it; the actor goes on

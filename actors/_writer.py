@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Final
 import pykka
 
 from cogfabric.events import TaskContextPublished
-from cogfabric.store import JournalError, JournalFailedError, Snapshot
+from cogfabric.store import (
+    JournalError,
+    JournalFailedError,
+    JournalFullError,
+    JournalStillFullError,
+    Snapshot,
+)
 
 from ._clock import bounded_wait
 from ._errors import ActorTimeoutError, RuntimeClosedError
@@ -87,7 +93,9 @@ class Ack:
             raise ActorTimeoutError(msg)
         self._lock.release()  # let a second wait() return at once too
         if self.error is not None:
-            raise self.error
+            # One error object answers every submission of a failed group: raised as it
+            # is, each raise would add its frames to the same traceback, without bound.
+            raise self.error.with_traceback(None)
         return self.seqs
 
     @property
@@ -271,7 +279,21 @@ class JournalWriter:
             msg = "the journal writer is stopped"
             raise RuntimeClosedError(msg)
         if self._failure is not None:
-            raise self._failure
+            raise self._refusal()
+
+    def _refusal(self) -> JournalError:
+        """A fresh error for a change refused because the journal failed earlier.
+
+        Fresh each time, with the failure as its cause: re-raising one object from many
+        threads would grow its traceback without bound (and every log of it).
+        """
+        failure = self._failure
+        msg = f"the journal is fail-stop since an earlier append failed: {failure}"
+        error = (
+            JournalStillFullError(msg) if isinstance(failure, JournalFullError) else JournalFailedError(msg)
+        )
+        error.__cause__ = failure
+        return error
 
     def _wait_for_room(self) -> None:
         """With the lock held: wait while ``backlog_max`` events are waiting already.
@@ -554,7 +576,7 @@ class JournalWriter:
 
     def _commit_group(self, taken: list[_Submission]) -> None:
         if self._failure is not None:
-            self._fail(taken, self._failure)
+            self._fail(taken, self._refusal())
             return
         try:
             events, snapshots, in_group = self._gather(taken)

@@ -305,3 +305,29 @@ def test_a_run_that_cannot_go_on_is_a_one_line_error(tmp_path: Path) -> None:
     result = _simulate_with(tmp_path, "runtime:\n  call_timeout: 0.000001\n")
 
     _assert_one_line_error(result, naming="the simulation stopped")
+
+
+def test_a_run_that_fills_max_map_size_stops_with_exit_one(tmp_path: Path) -> None:
+    config = tmp_path / "small.yaml"
+    config.write_text("journal:\n  map_size: 1048576\n  max_map_size: 2097152\n")
+
+    result = CliRunner().invoke(
+        main,
+        [
+            "simulate",
+            "--agents",
+            "4",
+            "--turns",
+            "2000",
+            "--journal",
+            str(tmp_path / "j"),
+            "--config",
+            str(config),
+        ],
+    )
+
+    assert result.exit_code == 1, result.output
+    assert "error: the simulation stopped:" in result.output
+    assert "reached max_map_size (2097152 bytes)" in result.output
+    with Journal.open(tmp_path / "j", readonly=True) as journal:  # what was committed is intact
+        assert journal.verify().ok

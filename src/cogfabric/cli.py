@@ -121,7 +121,7 @@ def simulate(
     from cogfabric._simulation import SimulationError, run_simulation  # noqa: PLC0415 - keep --help fast
     from cogfabric.actors import InvalidConfigError  # noqa: PLC0415
     from cogfabric.config import load_config  # noqa: PLC0415
-    from cogfabric.store import JournalError  # noqa: PLC0415
+    from cogfabric.store import JournalError, JournalFullError  # noqa: PLC0415
 
     try:
         config = load_config(config_path) if config_path is not None else None
@@ -140,6 +140,8 @@ def simulate(
                 config=config,
                 progress=advance,
             )
+        except JournalFullError as exc:  # the run filled max_map_size: it cannot go on
+            _fail(f"the simulation stopped: {exc}", EXIT_PROBLEM)
         except (JournalError, SimulationError, InvalidConfigError) as exc:
             _fail(str(exc))
         except (CogfabricError, TimeoutError) as exc:  # the run itself could not go on

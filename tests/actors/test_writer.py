@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import traceback
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -12,7 +13,13 @@ import pytest
 from cogfabric import ActorTimeoutError, RuntimeClosedError
 from cogfabric.actors._writer import Ack, JournalWriter
 from cogfabric.events import PrivateSet
-from cogfabric.store import InvalidStreamError, Journal, JournalFailedError
+from cogfabric.store import (
+    InvalidStreamError,
+    Journal,
+    JournalFailedError,
+    JournalFullError,
+    JournalStillFullError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -216,6 +223,46 @@ def test_an_unexpected_journal_error_fails_the_commit_and_makes_the_writer_fail_
             assert "unexpected error" in caplog.text
         finally:
             writer.stop(WAIT)
+
+
+class FullJournal(GatedJournal):
+    """Its first append finds the map at max_map_size, and the journal goes fail-stop."""
+
+    is_failed = False
+
+    def append(self, events: Sequence[Event], **kwargs: Any) -> list[int]:  # noqa: ARG002
+        self.is_failed = True
+        msg = "reached max_map_size"
+        raise JournalFullError(msg)
+
+
+def _depth(error: BaseException) -> int:
+    return len(traceback.extract_tb(error.__traceback__))
+
+
+def test_after_a_failure_each_refusal_is_a_fresh_error_whose_traceback_does_not_grow(tmp_path: Path) -> None:
+    with Journal.open(tmp_path / "j") as journal:
+        writer = start_writer(FullJournal(journal), backlog_max=1000)
+        try:
+            ack = writer.submit([event(0)])
+            assert ack is not None
+            depths = []
+            for _ in range(20):  # one ack waited on again and again, as by many callers
+                with pytest.raises(JournalFullError) as first:
+                    ack.wait(WAIT)
+                depths.append(_depth(first.value))
+            refusals = []
+            for i in range(20):
+                with pytest.raises(JournalStillFullError) as later:
+                    writer.submit([event(i)])
+                refusals.append(later.value)
+        finally:
+            writer.stop(WAIT)
+
+    assert len(set(depths)) == 1  # re-raising one object used to add its frames each time
+    assert len({id(e) for e in refusals}) == len(refusals)
+    assert all(e.__cause__ is first.value for e in refusals)
+    assert all(isinstance(e, JournalFailedError) and "fail-stop" in str(e) for e in refusals)
 
 
 def test_a_writer_actor_that_dies_fails_what_waits_and_wakes_waiting_producers(
