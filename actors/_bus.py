@@ -171,7 +171,12 @@ class IpcBus:
         )
 
     def dead_letters(self) -> list[IpcDeadLettered]:
-        """The most recent dead letters (at most 1,024), oldest first."""
+        """The most recent dead letters of this runtime (at most 1,024), oldest first.
+
+        Kept in memory since the runtime opened; earlier ones are in the journal
+        (``IpcDeadLettered`` records of the ``bus`` stream: ``cogfabric export
+        --stream bus``), not reloaded on reopen.
+        """
         with self._lock:
             return list(self._dead)
 
