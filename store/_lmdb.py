@@ -117,6 +117,7 @@ _HEADS_CACHE: Final = 65_536  # streams whose head the writer keeps in memory
 _DB_IDS: Final = b"ids"
 _DB_SNAPSHOTS: Final = b"snapshots"
 _DB_META: Final = b"meta"
+_DATA_DBS: Final = (_DB_EVENTS, _DB_HEADS, _DB_ANCHORS, _DB_IDS, _DB_SNAPSHOTS)
 
 _META_FORMAT: Final = b"format"
 _META_ENGINE: Final = b"engine"
@@ -161,7 +162,19 @@ def _check_flags(env: lmdb.Environment, db: lmdb._Database, name: bytes, where: 
     reversed keys holds the same records, yet orders them otherwise for every reader.
     """
     with env.begin() as txn:
-        flags = sorted(flag for flag, on in db.flags(txn).items() if on)  # type: ignore[call-arg]
+        _check_flags_in(txn, db, name, where)
+
+
+def _entries(env: lmdb.Environment, name: bytes) -> int:
+    """How many entries the named database holds."""
+    db = env.open_db(name, create=False)
+    with env.begin() as txn:
+        return int(txn.stat(db)["entries"])
+
+
+def _check_flags_in(txn: lmdb.Transaction, db: lmdb._Database, name: bytes, where: Path) -> None:
+    """``_check_flags`` inside a transaction the caller holds."""
+    flags = sorted(flag for flag, on in db.flags(txn).items() if on)  # type: ignore[call-arg]
     if flags:
         msg = f"{where}: its {name.decode()} database has LMDB flags {flags} no journal sets: it was changed"
         raise JournalHeaderError(msg)
@@ -609,23 +622,42 @@ class LmdbJournal(Journal):
     def _init_or_check(cls, env: lmdb.Environment, where: Path, key: bytes) -> None:
         with env.begin() as txn:
             is_new = txn.get(_DB_META) is None
-        if is_new and env.stat()["entries"]:
-            raise JournalFormatError(f"{where} holds an LMDB database that is not a cogfabric journal")
-        meta: dict[bytes, bytes] = {}
-        if not is_new:  # check before creating anything: a refused journal stays untouched
-            with env.begin(db=env.open_db(_DB_META, create=False)) as txn:
-                meta = dict(txn.cursor().iternext())
-            if meta:
-                cls._check_meta(meta, where, key)
-        for name in (_DB_EVENTS, _DB_HEADS, _DB_ANCHORS, _DB_IDS, _DB_SNAPSHOTS):
+        if is_new:
+            cls._create(env, where, key)
+            return
+        with env.begin(db=env.open_db(_DB_META, create=False)) as txn:  # check before creating anything
+            meta = dict(txn.cursor().iternext())
+        if not meta:  # a header never written: the journal is as new, or not a journal
+            cls._create(env, where, key)
+            return
+        cls._check_meta(meta, where, key)
+        for name in _DATA_DBS:
             _check_flags(env, env.open_db(name, create=True), name, where)
-        if not meta:
-            with env.begin(write=True, db=env.open_db(_DB_META, create=True)) as txn:
-                txn.put(_META_FORMAT, FORMAT_VERSION.to_bytes(4, "big"))
-                txn.put(_META_ENGINE, ".".join(map(str, lmdb.version())).encode())
-                txn.put(_META_HASH, HASH_NAME.encode())
-                txn.put(_META_KEYCHECK, _key_check(key))
-                txn.put(_META_HEAD, _seq_key(0) + _ZERO_CHAIN)
+
+    @classmethod
+    def _create(cls, env: lmdb.Environment, where: Path, key: bytes) -> None:
+        """Create every database and the header in one write transaction.
+
+        One transaction, so a crash leaves either no journal or a whole one. Databases
+        it finds empty and named as the journal's (left by a version that created them
+        one by one, and a crash before its header) are taken over; anything else
+        is refused, untouched.
+        """
+        with env.begin() as txn:
+            found = [bytes(name) for name, _ in txn.cursor()]
+        if any(name not in (*_DATA_DBS, _DB_META) for name in found) or any(
+            _entries(env, name) for name in found
+        ):
+            raise JournalFormatError(f"{where} holds an LMDB database that is not a cogfabric journal")
+        with env.begin(write=True) as txn:
+            for name in _DATA_DBS:
+                _check_flags_in(txn, env.open_db(name, txn=txn, create=True), name, where)
+            meta_db = env.open_db(_DB_META, txn=txn, create=True)
+            txn.put(_META_FORMAT, FORMAT_VERSION.to_bytes(4, "big"), db=meta_db)
+            txn.put(_META_ENGINE, ".".join(map(str, lmdb.version())).encode(), db=meta_db)
+            txn.put(_META_HASH, HASH_NAME.encode(), db=meta_db)
+            txn.put(_META_KEYCHECK, _key_check(key), db=meta_db)
+            txn.put(_META_HEAD, _seq_key(0) + _ZERO_CHAIN, db=meta_db)
 
     def _stored_tail(self) -> tuple[int, bytes]:
         """The last stored record's seq and chain: where the next append links on."""

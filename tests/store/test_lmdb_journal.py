@@ -595,6 +595,31 @@ class TestFilesAndFormat:
         with pytest.raises(JournalFormatError, match="not a cogfabric journal"):
             Journal.open(tmp_path / "other", readonly=True)
 
+    def test_databases_left_empty_by_a_crash_before_the_header_are_taken_over(self, tmp_path: Path) -> None:
+        # what an older version left when killed between creating its databases one by
+        # one and writing the header; a journal is now created in one transaction
+        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
+        for name in (b"events", b"heads"):
+            env.open_db(name, create=True)
+        env.close()
+
+        with Journal.open(tmp_path / "j") as journal:
+            assert journal.append(make_events(2)) == [1, 2]
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            assert journal.verify(decode=True).ok
+
+    def test_a_database_of_the_journals_name_holding_data_is_not_taken_over(self, tmp_path: Path) -> None:
+        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
+        with env.begin(write=True, db=env.open_db(b"events", create=True)) as txn:
+            txn.put(b"k", b"v")
+        env.close()
+        data = (tmp_path / "j" / "data.mdb").read_bytes()
+
+        with pytest.raises(JournalFormatError, match="not a cogfabric journal"):
+            Journal.open(tmp_path / "j")
+
+        assert (tmp_path / "j" / "data.mdb").read_bytes() == data
+
     def test_opening_a_missing_journal_read_only_raises_not_found(self, tmp_path: Path) -> None:
         with pytest.raises(JournalNotFoundError):
             Journal.open(tmp_path / "nothing", readonly=True)
