@@ -653,9 +653,10 @@ class AgentActor(pykka.ThreadingActor):
             self._shared.lifecycle = self._state.lifecycle
             log.debug("agent %s: the runtime closed while it handled %s", self._state.id, message.topic)
             return
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a behavior's failure is journaled, not fatal
-            # SystemExit too (a sys.exit() in a behavior): Pykka would stop every actor of
-            # the process on it, while the runtime went on listing its agents.
+        except BaseException as exc:  # noqa: BLE001 - a behavior's failure is journaled, not fatal
+            # Any BaseException too (a sys.exit(), an asyncio.CancelledError): Pykka would
+            # stop every actor of the process on it, while the runtime went on listing its
+            # agents. A behavior runs on its actor's thread, where no Ctrl-C arrives.
             self._shared.lifecycle = self._state.lifecycle
             self._on_behavior_failure(message, exc)
             return

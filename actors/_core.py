@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import threading
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
@@ -171,6 +172,11 @@ class Core:
         except Exception as exc:
             if strict:
                 raise InvalidSpawnSpecError(f"behavior {name!r} could not be made: {exc!r}") from exc
+            log.exception("behavior %r could not be made: the agent runs without one", name)
+            return None
+        except BaseException:  # a CancelledError, a sys.exit(): fatal to Pykka on an actor's thread
+            if strict or threading.current_thread() is threading.main_thread():
+                raise  # the caller's own thread (a spawn, a reopen): a Ctrl-C must stop it
             log.exception("behavior %r could not be made: the agent runs without one", name)
             return None
         if not _handles_messages(behavior):

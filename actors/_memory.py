@@ -504,7 +504,7 @@ class MemoryManager:
         for retriever in self._retrievers:
             try:
                 found = [_checked_snippet(snippet) for snippet in retriever.retrieve(query)]
-            except (Exception, SystemExit):  # a sys.exit() too: Pykka would stop every actor on it
+            except BaseException:  # CancelledError, sys.exit() too: Pykka would stop every actor on it
                 log.exception("a retriever failed; the prompt goes on without it")
                 continue
             for snippet in found:

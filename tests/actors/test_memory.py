@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 from typing import TYPE_CHECKING
@@ -525,10 +526,13 @@ def test_a_structured_message_with_a_time_that_is_not_finite_is_refused(
     assert runtime.memory.get_messages(session) == before
 
 
-def test_a_retriever_that_calls_sys_exit_is_skipped_and_the_runtime_goes_on(runtime: Runtime) -> None:
+@pytest.mark.parametrize("error", [SystemExit(3), asyncio.CancelledError()], ids=["sys.exit", "cancelled"])
+def test_a_retriever_raising_a_base_exception_is_skipped_and_the_runtime_goes_on(
+    runtime: Runtime, error: BaseException
+) -> None:
     class Exits:
         def retrieve(self, query: str) -> Sequence[Snippet]:  # noqa: ARG002
-            raise SystemExit(3)
+            raise error
 
     runtime.memory.set_retrievers([Exits()])
     session = runtime.memory.create_session("u")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -323,12 +324,20 @@ class TestBehaviors:
             assert reply.payload == {"task": {"goal": "g"}, "private": {"note": {"n": 1}}}
             assert runtime.agent("v").context_view() == runtime.agent("v").context_view()
 
-    def test_a_behavior_that_calls_sys_exit_fails_like_any_other_and_the_runtime_goes_on(
-        self, tmp_path: Path
+    @pytest.mark.parametrize("error", [SystemExit(3), asyncio.CancelledError(), KeyboardInterrupt()])
+    def test_a_behavior_raising_any_base_exception_fails_like_any_other_and_the_runtime_goes_on(
+        self, tmp_path: Path, error: BaseException
     ) -> None:
         class Quitter:
+            made = 0
+
+            def __init__(self) -> None:
+                Quitter.made += 1
+                if Quitter.made > 1:  # the restart's factory call fails the same way
+                    raise error
+
             def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
-                raise SystemExit(3)
+                raise error
 
         with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"quit": Quitter, "gate": Gate}) as rt:
             rt.spawn("q", behavior="quit")
@@ -339,9 +348,11 @@ class TestBehaviors:
             assert rt.bus.request("x", "o", "hello", timeout=10).payload == "ok"  # every actor still runs
             other.set_private("k", 1)
             assert sorted(rt.agents()) == ["o", "q"]
+            with pytest.raises(IpcNoHandlerError):  # restarted without a behavior: its factory failed
+                rt.bus.request("x", "q", "go", timeout=10)
         with Journal.open(tmp_path / "j", readonly=True) as journal:
             failures = [r.event for r in journal.read() if isinstance(r.event, AgentFailed)]
-        assert [(f.agent, f.error) for f in failures] == [("q", "SystemExit")]
+        assert [(f.agent, f.error) for f in failures] == [("q", type(error).__name__)]
 
     def test_a_recipient_that_changes_a_payload_never_changes_the_senders_message(self) -> None:
         class Scribbler:
