@@ -130,12 +130,10 @@ class IpcBus:
             if not committed:
                 entry.shared.slots.release()
                 return
-            delivered = message
-            if own_copy and isinstance(message.payload, dict | list):
-                # The recipient gets its own copy where anyone else could see a change to
-                # it: the sender holds the sent message (send returns it), and in batch
-                # durability the writer may still be encoding it.
-                delivered = msgspec.structs.replace(message, payload=copy_value(message.payload))
+            # The recipient gets its own copy where anyone else could see a change to it:
+            # the sender holds the sent message (send returns it), and in batch
+            # durability the writer may still be encoding it.
+            delivered = _own_copy(message) if own_copy else message
             try:
                 entry.ref.tell((1, delivered))
             except pykka.ActorDeadError:
@@ -195,7 +193,15 @@ class IpcBus:
         """
         message = self._message(frm, to, topic, payload, trace_id=new_event_id())
         self._journal_and_deliver(message, self._admit(message), shared=True)
-        return message
+        return self._handed_back(message)
+
+    def _handed_back(self, message: IpcMessage) -> IpcMessage:
+        """``message`` as a caller gets it: in batch durability, with a payload of its own.
+
+        The writer may still be encoding the journaled message: a change the caller
+        made to its payload would change the journal's record.
+        """
+        return message if self._core.sync else _own_copy(message)
 
     def _journal_and_deliver(self, message: IpcMessage, entry: _Entry, *, shared: bool = False) -> None:
         """Journal ``message`` (durable first), then put it in its admitted mailbox.
@@ -301,7 +307,7 @@ class IpcBus:
             msg = f"agentipc: handler of {to!r} failed on {topic!r}: {pending.error!r}"
             raise IpcHandlerError(msg) from pending.error
         assert pending.reply is not None
-        return pending.reply
+        return self._handed_back(pending.reply)
 
     def reply(self, correlation_id: str, payload: object = None, *, frm: str | None = None) -> None:
         """Answer a pending request asynchronously; an unknown or expired id is ignored.
@@ -552,3 +558,10 @@ class IpcBus:
                 continue
             delivered += 1
         return delivered
+
+
+def _own_copy(message: IpcMessage) -> IpcMessage:
+    """``message`` with a deep copy of its payload (the same message when it cannot change)."""
+    if isinstance(message.payload, str | int | float | bytes | None):
+        return message
+    return msgspec.structs.replace(message, payload=copy_value(message.payload))

@@ -371,6 +371,30 @@ class TestBehaviors:
 
                 assert sent.payload == {"list": ["sender"]}, mode
 
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_a_caller_that_changes_a_sent_message_or_a_reply_never_changes_the_journal(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        class Answerer:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                return {"answer": ["as replied"]}
+
+        config = Config(journal=JournalConfig(durability=mode))  # type: ignore[arg-type]
+        with Runtime.open(tmp_path / "j", config=config, behaviors={"answer": Answerer}) as rt:
+            rt.spawn("a", behavior="answer")
+            sent = rt.bus.send("x", "a", "note", {"list": ["as sent"]})
+            reply = rt.bus.request("x", "a", "ask", None, timeout=10)
+            sent.payload["list"].append("changed later")  # in batch, before the writer encodes it
+            reply.payload["answer"].append("changed later")
+            rt.flush()
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            journaled = {
+                r.event.id: r.event.payload for r in journal.read() if isinstance(r.event, IpcMessage)
+            }
+
+        assert journaled[sent.id] == {"list": ["as sent"]}
+        assert journaled[reply.id] == {"answer": ["as replied"]}
+
     def test_what_a_behavior_does_for_a_message_names_that_message_as_its_cause(self, tmp_path: Path) -> None:
         from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
         from cogfabric.events import CheckpointTaken, CognitiveStateSet, LlmOutputRecorded  # noqa: PLC0415
