@@ -185,10 +185,11 @@ class Runtime:
         self._lock = threading.RLock()
         self._agents: dict[str, _Entry] = {}
         self._listed: dict[str, None] = {}
-        """Every id ever started, in the order it was first: what ``agents()`` lists by.
-
-        Recovery starts agents in the order their streams begin, so an id killed and
-        spawned again keeps its first place both live and after a reopen."""
+        """Every agent id the journal has a stream of, in the order it was first spawned:
+        what ``agents()`` lists by. Recovery enters every stream's id in the order the
+        streams begin, killed agents' too, so an id killed and spawned again keeps its
+        first place live as after a reopen. One entry per id ever spawned, as the
+        journal keeps one stream per id."""
         self._closed = False
         self._close_done = threading.Event()
         self._writer_stopped = False
@@ -274,6 +275,9 @@ class Runtime:
             )
             try:
                 cls._verify(journal, verify, allow_unverified=allow_unverified)
+                # Not waived by allow_unverified: a runtime whose every change the journal
+                # refuses (its chain head contradicts its records) could do nothing.
+                journal.check_appendable()
             except BaseException:
                 journal.close()
                 raise
@@ -354,7 +358,10 @@ class Runtime:
         # the runtime stream read once, from where the earliest replay starts, not once per agent
         published = publications(journal, after=min((replay_start(journal, s) for s in streams), default=0))
         for stream in streams:
-            state = replay_agent(journal, stream.removeprefix("agent/"), published=published)
+            agent_id = stream.removeprefix("agent/")
+            with self._lock:
+                self._listed.setdefault(agent_id)  # a killed one keeps its place for a new spawn
+            state = replay_agent(journal, agent_id, published=published)
             if state is not None:
                 self._start(state, self._core.make_behavior(state.behavior))
 

@@ -288,7 +288,7 @@ class JournalWriter:
         threads would grow its traceback without bound (and every log of it).
         """
         failure = self._failure
-        msg = f"the journal is fail-stop since an earlier append failed: {failure}"
+        msg = f"the journal writer refuses changes since an earlier failure: {failure}"
         error = (
             JournalStillFullError(msg) if isinstance(failure, JournalFullError) else JournalFailedError(msg)
         )

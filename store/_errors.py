@@ -149,7 +149,8 @@ class JournalUnavailableError(JournalError):
     The journal is then fail-stop: it refuses every later append with
     ``JournalFailedError`` until it is closed and reopened, because after a failed
     write or sync a retry could "succeed" without the data (PITFALLS.md §1.10).
-    ``__cause__`` is the LMDB error.
+    ``__cause__`` is the LMDB error. A damaged page met by an append raises
+    ``JournalDamagedError`` instead (as a read there does), and is fail-stop too.
     """
 
 

@@ -9,6 +9,8 @@ import msgspec
 
 from cogfabric.events import Event
 
+from ._errors import JournalClosedError, JournalReadOnlyError
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
     from os import PathLike
@@ -138,6 +140,19 @@ class Journal(abc.ABC):
         (``InvalidEventError``). ``validate=False`` skips that check, for a caller
         that builds its events from values it checked already (the runtime does).
         """
+
+    def check_appendable(self) -> None:
+        """Raise what an append would raise before writing anything (closed, read-only, fail-stop).
+
+        This default checks only ``closed`` and ``readonly``; a backend with more reasons
+        to refuse (the LMDB journal's fail-stop) overrides it.
+        """
+        if self.closed:
+            msg = "the journal is closed"
+            raise JournalClosedError(msg)
+        if self.readonly:
+            msg = "the journal is open read-only"
+            raise JournalReadOnlyError(msg)
 
     @abc.abstractmethod
     def read(self, after: int = 0, until: int | None = None, stream: str | None = None) -> Iterator[Record]:

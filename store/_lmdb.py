@@ -714,8 +714,12 @@ class LmdbJournal(Journal):
 
     @property
     def is_failed(self) -> bool:
-        """Whether an append failed and the journal is fail-stop until reopened."""
-        return self._failed is not None
+        """Whether appends are refused until the journal is reopened.
+
+        An append failed (fail-stop), or the journal was opened with a chain head its
+        records contradict (``check_appendable`` says why).
+        """
+        return self._failed is not None or self._disagreement is not None
 
     @property
     def map_size(self) -> int:
@@ -781,24 +785,41 @@ class LmdbJournal(Journal):
         if not batch and not snapshots:
             return []
         with self._lock:
-            if self._closed:
-                raise JournalClosedError(f"{self._path} is closed")
-            if self._disagreement is not None:
-                msg = (
-                    f"{self._path} refuses appends: {self._disagreement} (records were cut off or the "
-                    "head was changed; verify() names it). An append would overwrite that evidence"
-                )
-                raise JournalIntegrityError(msg)
-            if self._failed is not None:
-                if isinstance(self._failed, lmdb.MapFullError):
-                    msg = (
-                        f"{self._path} reached max_map_size ({self._max_map_size} bytes) earlier; "
-                        "reopen it with a larger one"
-                    )
-                    raise JournalStillFullError(msg) from self._failed
-                msg = f"{self._path} is fail-stop after an earlier append failed; reopen it"
-                raise JournalFailedError(msg) from self._failed
+            self._check_appendable_locked()
             return self._append_locked(batch, payloads, snapshots)
+
+    def check_appendable(self) -> None:
+        """Raise what an append would raise before writing anything; return if it would write.
+
+        Raises:
+            JournalClosedError, JournalReadOnlyError, JournalIntegrityError,
+            JournalFailedError: as ``append``.
+
+        """
+        self._check_open()
+        if self._readonly:
+            raise JournalReadOnlyError(f"{self._path} is open read-only")
+        with self._lock:
+            self._check_appendable_locked()
+
+    def _check_appendable_locked(self) -> None:
+        if self._closed:
+            raise JournalClosedError(f"{self._path} is closed")
+        if self._disagreement is not None:
+            msg = (
+                f"{self._path} refuses appends: {self._disagreement} (records were cut off or the "
+                "head was changed; verify() names it). An append would overwrite that evidence"
+            )
+            raise JournalIntegrityError(msg)
+        if self._failed is not None:
+            if isinstance(self._failed, lmdb.MapFullError):
+                msg = (
+                    f"{self._path} reached max_map_size ({self._max_map_size} bytes) earlier; "
+                    "reopen it with a larger one"
+                )
+                raise JournalStillFullError(msg) from self._failed
+            msg = f"{self._path} is fail-stop after an earlier append failed; reopen it"
+            raise JournalFailedError(msg) from self._failed
 
     def _append_locked(
         self, batch: list[Event], payloads: list[bytes], snapshots: Sequence[Snapshot]

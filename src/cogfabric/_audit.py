@@ -155,7 +155,7 @@ def inspect_journal(journal: LmdbJournal, path: Path, *, until: int | None = Non
     }
 
 
-def check_snapshots(journal: LmdbJournal) -> tuple[int, str | None]:
+def check_snapshots(journal: LmdbJournal, *, until: int | None = None) -> tuple[int, str | None]:
     """Compare every agent's snapshot with the state its events make.
 
     Returns how many agents with a snapshot were checked and why the first that
@@ -165,7 +165,8 @@ def check_snapshots(journal: LmdbJournal) -> tuple[int, str | None]:
     events alone).
     """
     checked = 0
-    until = journal.last_seq  # every replay as of one seq, while a writer may append
+    if until is None:
+        until = journal.last_seq  # every replay as of one seq, while a writer may append
     published = publications(journal, until=until)  # the runtime stream read once, not twice per agent
     for stream in journal.streams("agent/"):
         with contextlib.suppress(JournalRecordError):  # a damaged one: snapshot_problem says so

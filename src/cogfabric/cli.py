@@ -121,7 +121,12 @@ def simulate(
     from cogfabric._simulation import SimulationError, run_simulation  # noqa: PLC0415 - keep --help fast
     from cogfabric.actors import InvalidConfigError  # noqa: PLC0415
     from cogfabric.config import load_config  # noqa: PLC0415
-    from cogfabric.store import JournalError, JournalFullError  # noqa: PLC0415
+    from cogfabric.store import (  # noqa: PLC0415
+        JournalError,
+        JournalFailedError,
+        JournalFullError,
+        JournalIntegrityError,
+    )
 
     try:
         config = load_config(config_path) if config_path is not None else None
@@ -140,7 +145,8 @@ def simulate(
                 config=config,
                 progress=advance,
             )
-        except JournalFullError as exc:  # the run filled max_map_size: it cannot go on
+        except (JournalFullError, JournalFailedError, JournalIntegrityError) as exc:
+            # the run could not go on (max_map_size, a failed write) or the journal is bad
             _fail(f"the simulation stopped: {exc}", EXIT_PROBLEM)
         except (JournalError, SimulationError, InvalidConfigError) as exc:
             _fail(str(exc))
@@ -287,7 +293,7 @@ def verify(journal: Path, key: str | None, copy: bool, no_snapshots: bool) -> No
         with _audit(journal, copy=copy, key=key) as opened:
             report = opened.verify(decode=True)
             if report.ok and not no_snapshots:
-                snapshots, bad = check_snapshots(opened)
+                snapshots, bad = check_snapshots(opened, until=report.head_seq)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
     if report.ok and bad is None:
@@ -457,7 +463,7 @@ def export(
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             verified = _check(opened, skip=no_verify)
-            if stream is not None and not opened.stream_head(stream):
+            if stream is not None and next(iter(opened.read(until=verified, stream=stream)), None) is None:
                 _fail(
                     f"{journal} has no stream {stream!r}; streams are agent/<id>, session/<id>, bus, runtime"
                 )

@@ -552,6 +552,7 @@ def test_open_releases_the_journal_when_session_recovery_fails(tmp_path: Path) -
     with Runtime.open(path, clock=FakeClock()) as rt:
         session = rt.memory.create_session("u")
         rt.memory.add_message(session, "user", "x" * 40)
+        rt.spawn("later")  # the damaged record is not the last: the chain head still names it
     with Journal.open(path, readonly=True) as journal:
         seq = next(r.seq for r in journal.read() if isinstance(r.event, SessionMessageAdded))
     env = lmdb.open(str(path), max_dbs=8)

@@ -413,16 +413,22 @@ class TestRecovery:
             for name in names:
                 runtime.spawn(name, parent=None if name == "zeta" else "zeta")
             runtime.kill("gone")
+            runtime.kill("b2")
             runtime.kill("mid")
             runtime.spawn("mid", parent="zeta")  # spawned again: its id keeps its first place
             runtime.agent("alpha").set_private("k", 1)
             before = runtime.agents(), runtime.children("zeta")
-
         with Runtime.open(tmp_path / "j") as runtime:
             after = runtime.agents(), runtime.children("zeta")
+            runtime.spawn("b2", parent="zeta")  # killed before the reopen, spawned after it
+            again = runtime.agents(), runtime.children("zeta")
+        with Runtime.open(tmp_path / "j") as runtime:
+            reopened = runtime.agents(), runtime.children("zeta")
 
-        assert before == (["zeta", "alpha", "mid", "b2", "b10"], ["alpha", "mid", "b2", "b10"])
+        assert before == (["zeta", "alpha", "mid", "b10"], ["alpha", "mid", "b10"])
         assert after == before
+        assert again == (["zeta", "alpha", "mid", "b2", "b10"], ["alpha", "mid", "b2", "b10"])
+        assert reopened == again
 
     def test_a_damaged_record_a_snapshot_covers_does_not_stop_recovery(self, tmp_path: Path) -> None:
         config = _one_agent_with_a_snapshot(tmp_path / "j")  # agent/a: seqs 1..13, its snapshot at 10

@@ -262,7 +262,7 @@ def test_after_a_failure_each_refusal_is_a_fresh_error_whose_traceback_does_not_
     assert len(set(depths)) == 1  # re-raising one object used to add its frames each time
     assert len({id(e) for e in refusals}) == len(refusals)
     assert all(e.__cause__ is first.value for e in refusals)
-    assert all(isinstance(e, JournalFailedError) and "fail-stop" in str(e) for e in refusals)
+    assert all(isinstance(e, JournalFailedError) and "refuses changes since" in str(e) for e in refusals)
 
 
 def test_a_writer_actor_that_dies_fails_what_waits_and_wakes_waiting_producers(

@@ -198,8 +198,17 @@ class TestTamperEvidence:
 
         with Journal.open(closed_journal) as journal:
             assert [r.seq for r in journal.read()][-1] == (19 if edit == "records cut off" else 20)
+            assert isinstance(journal, LmdbJournal)
+            assert journal.is_failed  # a writer of it goes fail-stop at once
             with pytest.raises(JournalIntegrityError, match="refuses appends: its chain head"):
                 journal.append(make_events(1, start=100))
+            with pytest.raises(JournalIntegrityError, match="refuses appends: its chain head"):
+                journal.check_appendable()
+        # a runtime could journal nothing on it: not waived by allow_unverified
+        from cogfabric.actors import Runtime  # noqa: PLC0415 - the runtime's side of the same rule
+
+        with pytest.raises(JournalIntegrityError, match="refuses appends: its chain head"):
+            Runtime.open(closed_journal, allow_unverified=True)
 
         # the append would have overwritten the head, the one trace of the change
         assert (closed_journal / "data.mdb").read_bytes() == data
