@@ -29,6 +29,7 @@ from ._errors import (
     MailboxFullError,
     RuntimeClosedError,
     SessionNotFoundError,
+    UserCodeError,
 )
 from ._handle import Agent, ContextView
 from ._llm import (
@@ -101,6 +102,7 @@ __all__ = [
     "SessionState",
     "Snippet",
     "SystemClock",
+    "UserCodeError",
     "apply_session_event",
     "default_memory_config",
     "replay_agent",

@@ -44,6 +44,7 @@ from ._errors import (
     IpcInvalidMessageError,
     IpcNoHandlerError,
     RuntimeClosedError,
+    UserCodeError,
 )
 from ._handle import ContextView
 from ._llm import JournaledLLM
@@ -227,6 +228,8 @@ class AgentActor(pykka.ThreadingActor):
             return self._dispatch(kind, message)
         except Exception as exc:  # noqa: BLE001 - _failed re-raises to a caller, or recovers
             return self._failed(kind, exc)
+        except BaseException as exc:  # noqa: BLE001 - Pykka would stop every actor on it
+            return self._failed(kind, _user_code_error(exc, f"agent {self._state.id!r}"))
 
     def _dispatch(self, kind: object, message: Any) -> Any:  # noqa: ANN401 - replies are any value
         if self._stale and not self._killed:
@@ -675,6 +678,10 @@ class AgentActor(pykka.ThreadingActor):
                 bus.answer(message, self._state.id, result)
             except TypeError as exc:  # a reply msgspec cannot encode: the behavior's fault
                 self._on_behavior_failure(message, exc)
+            except Exception:
+                raise  # the journal's or the clock's: on_receive handles them
+            except BaseException as exc:  # noqa: BLE001 - copying the reply ran code of the behavior's objects
+                self._on_behavior_failure(message, exc)
 
     def _on_behavior_failure(self, message: IpcMessage, exc: BaseException) -> None:
         log.warning("behavior of agent %s raised on %s: %r", self._state.id, message.topic, exc)
@@ -838,3 +845,10 @@ class AgentContext:
         """Broadcast to ``topic``'s subscribers; returns how many mailboxes took it."""
         self._actor.flush_outbox()
         return self._actor._core.bus.broadcast(self.agent_id, topic, payload, cause=self._actor.cause)  # noqa: SLF001
+
+
+def _user_code_error(exc: BaseException, where: str) -> UserCodeError:
+    """A ``UserCodeError`` standing for ``exc``, raised on ``where``'s actor thread."""
+    error = UserCodeError(f"{where}: the user's code raised {exc!r}, which would stop every actor")
+    error.__cause__ = exc
+    return error

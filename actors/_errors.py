@@ -23,6 +23,7 @@ __all__ = [
     "MailboxFullError",
     "RuntimeClosedError",
     "SessionNotFoundError",
+    "UserCodeError",
 ]
 
 
@@ -174,3 +175,13 @@ class AgentCheckpointNotSupportedError(ActorError):
 
     def __init__(self) -> None:
         super().__init__("agent checkpoint lookup not supported by this memory backend")
+
+
+class UserCodeError(ActorError):
+    """Raised in place of a non-``Exception`` ``BaseException`` the user's code raised on an actor thread.
+
+    An ``asyncio.CancelledError``, a ``KeyboardInterrupt`` or a ``SystemExit`` raised by
+    a value's own methods or a clock while an agent or the session actor runs them.
+    Pykka stops every actor of the process on such an exception; the runtime turns it
+    into this error for the one call it broke. ``__cause__`` is the original.
+    """

@@ -50,6 +50,7 @@ from ._errors import (
     AgentCheckpointNotSupportedError,
     RuntimeClosedError,
     SessionNotFoundError,
+    UserCodeError,
 )
 from ._memory_config import DEFAULT_RAG_MIN_SCORE
 
@@ -283,6 +284,9 @@ class MemoryManager:
                     op.result = getattr(self, "_op_" + op.name)(*op.args)
                 except Exception as exc:  # noqa: BLE001 - delivered to the caller
                     op.error = exc
+                except BaseException as exc:  # noqa: BLE001 - a clock's or a value's: Pykka would stop every actor
+                    op.error = UserCodeError(f"the session actor: the user's code raised {exc!r}")
+                    op.error.__cause__ = exc
             events, self._events = self._events, []
             error = self._journal_batch(events)
         except Exception as exc:

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
         SessionNotFoundError,
         Snippet,
         SystemClock,
+        UserCodeError,
         default_memory_config,
     )
     from cogfabric.events import (
@@ -159,6 +160,7 @@ _LAZY: dict[str, str] = {
     "CleanOptions": "cogfabric.actors",
     "AgentCheckpointNotSupportedError": "cogfabric.actors",
     "RuntimeClosedError": "cogfabric.actors",
+    "UserCodeError": "cogfabric.actors",
     "RuntimeConfig": "cogfabric.actors",
     "SystemClock": "cogfabric.actors",
     "Journal": "cogfabric.store",
@@ -234,6 +236,7 @@ __all__ = [  # noqa: RUF022 - grouped: events, then the runtime, then the journa
     "CleanOptions",
     "AgentCheckpointNotSupportedError",
     "RuntimeClosedError",
+    "UserCodeError",
     "RuntimeConfig",
     "SystemClock",
     "Journal",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
@@ -30,6 +31,7 @@ from cogfabric.actors import (
     Runtime,
     RuntimeClosedError,
     RuntimeConfig,
+    UserCodeError,
 )
 from cogfabric.actors._agent import CALL, AgentActor
 from cogfabric.events import (
@@ -43,7 +45,7 @@ from cogfabric.events import (
 from cogfabric.store import Journal, JournalError, JournalFullError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 
@@ -353,6 +355,37 @@ class TestBehaviors:
         with Journal.open(tmp_path / "j", readonly=True) as journal:
             failures = [r.event for r in journal.read() if isinstance(r.event, AgentFailed)]
         assert [(f.agent, f.error) for f in failures] == [("q", type(error).__name__)]
+
+    def test_a_base_exception_from_a_values_own_code_on_an_agents_thread_fails_only_that_call(
+        self, tmp_path: Path
+    ) -> None:
+        class Cancelling(Mapping[str, Any]):
+            def __getitem__(self, key: str) -> Any:
+                raise asyncio.CancelledError
+
+            def __iter__(self) -> Iterator[str]:
+                raise asyncio.CancelledError
+
+            def __len__(self) -> int:
+                return 1
+
+        class Replier:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                return Cancelling()  # copied for the reply outside the behavior's own call
+
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"reply": Replier}) as rt:
+            a = rt.spawn("a")
+            rt.spawn("r", behavior="reply")
+            with pytest.raises(UserCodeError) as info:
+                a.set_private("k", Cancelling())  # copied on a's actor thread
+            with pytest.raises(IpcHandlerError):
+                rt.bus.request("x", "r", "go", timeout=10)
+
+            assert isinstance(info.value.__cause__, asyncio.CancelledError)
+            a.set_private("k", 1)  # every actor still runs
+            assert a.private("k") == 1
+            assert rt.spawn("b").id == "b"
+            assert rt.memory.create_session("u")
 
     def test_a_recipient_that_changes_a_payload_never_changes_the_senders_message(self) -> None:
         class Scribbler:
