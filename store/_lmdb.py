@@ -118,6 +118,7 @@ _DB_IDS: Final = b"ids"
 _DB_SNAPSHOTS: Final = b"snapshots"
 _DB_META: Final = b"meta"
 _DATA_DBS: Final = (_DB_EVENTS, _DB_HEADS, _DB_ANCHORS, _DB_IDS, _DB_SNAPSHOTS)
+_STREAM_HEAD_LEN: Final = 24  # last seq(8) | count(8) | first seq(8)
 
 _META_FORMAT: Final = b"format"
 _META_ENGINE: Final = b"engine"
@@ -163,6 +164,22 @@ def _check_flags(env: lmdb.Environment, db: lmdb._Database, name: bytes, where: 
     """
     with env.begin() as txn:
         _check_flags_in(txn, db, name, where)
+
+
+def _existing_db(env: lmdb.Environment, name: bytes, where: Path) -> lmdb._Database:
+    """A database of a journal with a header: missing, it was removed (tampering or damage).
+
+    Raises:
+        JournalIntegrityError: the database is missing.
+
+    """
+    try:
+        return env.open_db(name, create=False)
+    except lmdb.NotFoundError as exc:
+        msg = (
+            f"{where}: its {name.decode()} database is missing: it was removed after the journal was written"
+        )
+        raise JournalIntegrityError(msg) from exc
 
 
 def _entries(env: lmdb.Environment, name: bytes) -> int:
@@ -615,8 +632,8 @@ class LmdbJournal(Journal):
         meta_db = env.open_db(_DB_META, create=False)
         with env.begin(db=meta_db) as txn:
             cls._check_meta(dict(txn.cursor().iternext()), where, key)
-        for name in (_DB_EVENTS, _DB_HEADS, _DB_ANCHORS, _DB_IDS, _DB_SNAPSHOTS):
-            _check_flags(env, env.open_db(name, create=False), name, where)
+        for name in _DATA_DBS:
+            _check_flags(env, _existing_db(env, name, where), name, where)
 
     @classmethod
     def _init_or_check(cls, env: lmdb.Environment, where: Path, key: bytes) -> None:
@@ -631,8 +648,8 @@ class LmdbJournal(Journal):
             cls._create(env, where, key)
             return
         cls._check_meta(meta, where, key)
-        for name in _DATA_DBS:
-            _check_flags(env, env.open_db(name, create=True), name, where)
+        for name in _DATA_DBS:  # never re-created empty: that would hide what was removed
+            _check_flags(env, _existing_db(env, name, where), name, where)
 
     @classmethod
     def _create(cls, env: lmdb.Environment, where: Path, key: bytes) -> None:
@@ -989,12 +1006,20 @@ class LmdbJournal(Journal):
         count, stream | NUL, first seq key]``; checks the name.
         """
         stream_raw = _name_bytes(stream, "stream")
+        part = stream_part(stream_raw)
         stored = txn.get(stream_raw, db=self._db_heads)
         if stored is None:
             last, count, first = bytes(8), 0, bytes(8)
         else:
             last, count, first = stored[:8], int.from_bytes(stored[8:16], "big"), stored[16:24]
-        return [stream_part(stream_raw), bytes(last), count, stream_raw + b"\0", bytes(first)]
+            record = txn.get(last, db=self._db_events) if len(stored) == _STREAM_HEAD_LEN else None
+            if record is None or not count or not of_stream(record, part):
+                # Linking a new record onto it would build the damage into the hash chain.
+                self._disagreement = f"its stream index's head of {stream!r} names no record of that stream"
+                raise JournalIntegrityError(
+                    f"{self._path} refuses appends: {self._disagreement} (verify() names it)"
+                )
+        return [part, bytes(last), count, stream_raw + b"\0", bytes(first)]
 
     def _stored_seqs(self, id_list: list[bytes], known: dict[bytes, int]) -> dict[bytes, int]:
         found = dict(known)

@@ -214,6 +214,41 @@ class TestTamperEvidence:
         assert (closed_journal / "data.mdb").read_bytes() == data
         assert not _verify(closed_journal).ok
 
+    @pytest.mark.parametrize("name", [b"heads", b"ids", b"anchors", b"snapshots"])
+    def test_a_removed_index_database_is_refused_not_re_created_empty(
+        self, closed_journal: Path, name: bytes
+    ) -> None:
+        env = lmdb.open(str(closed_journal), max_dbs=8)
+        with env.begin(write=True) as txn:
+            txn.drop(env.open_db(name, txn=txn), delete=True)
+        env.close()
+        data = (closed_journal / "data.mdb").read_bytes()
+
+        for readonly in (False, True):
+            with pytest.raises(JournalIntegrityError, match=f"its {name.decode()} database is missing"):
+                Journal.open(closed_journal, readonly=readonly)
+
+        assert (closed_journal / "data.mdb").read_bytes() == data
+
+    @pytest.mark.parametrize("value", [b"x", (99).to_bytes(8, "big") + bytes(16), (1).to_bytes(8, "big") * 3])
+    def test_a_writer_refuses_to_link_a_record_onto_a_stream_head_that_names_no_record_of_it(
+        self, closed_journal: Path, value: bytes
+    ) -> None:
+        # a wrong length, a seq past the records, a record of another stream (seq 1 is a0's)
+        _raw_edit(closed_journal, lambda txn, _, dbs: txn.put(b"agent/a1", value, db=dbs[b"heads"]))
+
+        with Journal.open(closed_journal) as journal:
+            assert isinstance(journal, LmdbJournal)
+            journal.append(make_events(1, start=0))  # a0's stream is untouched: it appends
+            with pytest.raises(
+                JournalIntegrityError, match="head of 'agent/a1' names no record of that stream"
+            ):
+                journal.append(make_events(1, start=1))  # a1's
+            assert journal.is_failed
+        assert not _verify(closed_journal).ok
+        with Journal.open(closed_journal, readonly=True) as journal:
+            assert [r.event.agent for r in journal.read(after=20)] == ["a0"]  # type: ignore[attr-defined]
+
     def test_a_removed_stream_head_is_reported(self, closed_journal: Path) -> None:
         _raw_edit(closed_journal, lambda txn, _, dbs: txn.delete(b"agent/a1", db=dbs[b"heads"]))
 
