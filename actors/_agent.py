@@ -29,7 +29,7 @@ from cogfabric.events import (
     copy_value,
     upgrade_cognitive_state,
 )
-from cogfabric.events._codec import require_str
+from cogfabric.events._codec import journal_text, require_str
 from cogfabric.store import JournalError, JournalFailedError
 
 from ._core import replay_agent
@@ -694,7 +694,7 @@ class AgentActor(pykka.ThreadingActor):
                 at=self._now(),
                 agent=self._state.id,
                 error=type(exc).__name__,
-                detail=str(exc)[:1000],
+                detail=journal_text(exc, 1000),
                 cause=message.id,
             )
         )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, runtime_check
 import msgspec
 
 from cogfabric.events import ROLE_ASSISTANT, ROLE_USER, LlmOutputRecorded, Message, PromptRejected
-from cogfabric.events._codec import require_str
+from cogfabric.events._codec import journal_text, require_str
 
 from ._cleaner import GO_SPACE
 from ._clock import bounded_wait
@@ -389,8 +389,8 @@ class JournaledLLM(LLMClient):
             LlmOutputRecorded(
                 at=self._clock.now(),
                 agent=self._agent_id,
-                provider=str(getattr(self.provider, "name", type(self.provider).__name__)),
-                model=str(getattr(self.provider, "model", "")),
+                provider=journal_text(getattr(self.provider, "name", type(self.provider).__name__)),
+                model=journal_text(getattr(self.provider, "model", "")),
                 prompt_hash=prompt_hash(prompt),
                 output=output,
                 session=getattr(self._turn, "session", None),

@@ -31,6 +31,7 @@ __all__ = [
     "decode",
     "encode",
     "encode_value",
+    "journal_text",
     "register_upcaster",
     "require_str",
     "validated",
@@ -407,6 +408,24 @@ def require_str(value: object, what: str) -> str:
             msg = f"{what} is not valid Unicode text: {exc}"
             raise TypeError(msg) from exc
     return value
+
+
+def journal_text(value: object, limit: int | None = None) -> str:
+    """``str(value)`` made storable: for a label or detail taken from the user's objects.
+
+    A lone surrogate (which UTF-8 cannot encode) becomes its backslash escape, and a
+    ``__str__`` that raises gives the type's name instead, so such text never makes an
+    event unencodable (or one a writer refuses). At most ``limit`` characters.
+    """
+    try:
+        text = str(value)
+    except Exception:  # noqa: BLE001 - the object's own __str__ failed
+        text = f"<{type(value).__name__} whose str() failed>"
+    if not isinstance(text, str):  # a str subclass's __str__ may return anything
+        text = f"<{type(value).__name__}>"
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return str.__str__(text)[:limit]
 
 
 def validated(value: _S) -> _S:

@@ -40,6 +40,7 @@ from cogfabric.events import (
     CognitiveState,
     IpcDeadLettered,
     IpcMessage,
+    LlmOutputRecorded,
     PrivateSet,
 )
 from cogfabric.store import Journal, JournalError, JournalFullError
@@ -386,6 +387,45 @@ class TestBehaviors:
             assert a.private("k") == 1
             assert rt.spawn("b").id == "b"
             assert rt.memory.create_session("u")
+
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_text_from_the_users_objects_that_utf8_cannot_encode_is_journaled_escaped(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+
+        class Unprintable(Exception):  # noqa: N818
+            def __str__(self) -> str:
+                raise RuntimeError
+
+        class Faulty:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+                ctx.set_private("before", 1)
+                if message.topic == "think":
+                    return ctx.llm.generate("hello")
+                raise Unprintable if message.topic == "unprintable" else ValueError("bad byte \udc80")
+
+        provider = ScriptedProvider(["answer"], name="scripted \udc80", model="m \udcff")
+        config = Config(journal=JournalConfig(durability=mode))  # type: ignore[arg-type]
+        with Runtime.open(
+            tmp_path / "j", config=config, behaviors={"f": Faulty}, llm_provider=provider
+        ) as rt:
+            rt.spawn("f", behavior="f")
+            assert rt.bus.request("x", "f", "think", timeout=10).payload == "answer"
+            for topic in ("surrogate", "unprintable"):
+                with pytest.raises(IpcHandlerError):
+                    rt.bus.request("x", "f", topic, timeout=10)
+            rt.flush()
+            live = rt.agent("f").context_view()
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            events = [r.event for r in journal.read()]
+        with Runtime.open(tmp_path / "j", config=config, behaviors={"f": Faulty}) as rt:
+            assert rt.agent("f").context_view() == live  # replay agrees with the live agent
+
+        (output,) = [e for e in events if isinstance(e, LlmOutputRecorded)]
+        assert (output.provider, output.model) == ("scripted \\udc80", "m \\udcff")
+        details = [e.detail for e in events if isinstance(e, AgentFailed)]
+        assert details == ["bad byte \\udc80", "<Unprintable whose str() failed>"]
 
     def test_a_recipient_that_changes_a_payload_never_changes_the_senders_message(self) -> None:
         class Scribbler:
