@@ -4,17 +4,15 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import lmdb
+import pytest
 from click.testing import CliRunner
 
 from cogfabric.cli import main
 from cogfabric.store import Journal
 from cogfabric.store.testing import make_events
-
-if TYPE_CHECKING:
-    import pytest
 
 
 def _journal(tmp_path: Path) -> Path:
@@ -217,3 +215,24 @@ def test_the_progress_bar_is_drawn_on_stderr_and_leaves_stdout_clean(monkeypatch
 
     assert stdout.getvalue() == ""
     assert "simulating" in stderr.getvalue()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [["inspect"], ["export"], ["verify"], ["export", "-o", "/dev/full"]])
+def test_output_that_cannot_be_written_is_a_one_line_error_with_exit_two(
+    tmp_path: Path, command: list[str]
+) -> None:
+    path = _journal(tmp_path)
+    with Path("/dev/full").open("w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "cogfabric", command[0], str(path), *command[1:]],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    assert result.returncode == 2, result.stderr
+    assert "error: cannot write the output" in result.stderr
+    assert "Traceback" not in result.stderr

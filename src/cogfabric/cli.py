@@ -56,13 +56,22 @@ def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 class _Commands(click.Group):
-    """The command group: every command stops quietly, exit 0, when stdout's reader goes away."""
+    """The command group: every command stops quietly, exit 0, when stdout's reader goes away.
+
+    Output that cannot be written at all (stdout closed, a full disk) is exit 2 with a
+    one-line error: the journal is not at fault, so not exit 1.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:  # noqa: ANN401 - click's own signature
+        if sys.stdout is None:  # started with stdout closed (``>&-``)
+            _fail("stdout is closed: there is nowhere to write the output")
         try:
             return super().invoke(ctx)
         except BrokenPipeError:  # ``cogfabric export J | head -1``: the reader has what it wanted
             _stdout_closed()
+        except OSError as exc:  # not the journal's (those are JournalErrors): the output's
+            where = f" {exc.filename}" if exc.filename else ""
+            _fail(f"cannot write the output{where}: {exc.strerror or exc}")
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
