@@ -74,7 +74,7 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
     if problem is not None:
         return VerifyReport(False, state.checked, problem[0], problem[1], last)
     if after == 0:
-        problem = _verify_indexes(journal, state, last)
+        problem = _stray_first_key(journal) or _verify_indexes(journal, state, last)
     else:
         problem = _stream_name_problem(state.streams) or _tail_heads_problem(journal, state.streams, last)
     if problem is not None:
@@ -118,6 +118,28 @@ def _tail_heads_problem(
 def _heads_of(journal: LmdbJournal, names: list[bytes]) -> list[bytes | None]:
     with journal._env.begin(db=journal._db_heads) as txn:
         return [None if (value := txn.get(name)) is None else bytes(value) for name in names]
+
+
+def _stray_first_key(journal: LmdbJournal) -> tuple[None, str] | None:
+    """Why the records database's first key is no seq (None when it is one, or there is none).
+
+    A reader starts at seq 1 and would never see a key sorted before it; nor would the
+    scan of the records.
+    """
+
+    def first_key() -> bytes | None:
+        with journal._env.begin(db=journal._db_events) as txn:
+            cursor = txn.cursor()
+            return bytes(cursor.key()) if cursor.first() else None
+
+    with journal._lock:
+        first = journal._txn_call(first_key)
+    if first is None or (len(first) == _SEQ_LEN and int.from_bytes(first, "big")):
+        return None
+    return (
+        None,
+        f"the records' database holds a key before seq 1 that is no seq, {first.hex()}: it was changed",
+    )
 
 
 def _head_and_last(journal: LmdbJournal, after: int) -> tuple[bytes | None, int, bytes | None]:

@@ -249,6 +249,15 @@ class TestTamperEvidence:
         with Journal.open(closed_journal, readonly=True) as journal:
             assert [r.event.agent for r in journal.read(after=20)] == ["a0"]  # type: ignore[attr-defined]
 
+    @pytest.mark.parametrize("key", [b"\x00", bytes(8), b"\x00" * 7])
+    def test_a_key_sorted_before_seq_1_is_reported(self, closed_journal: Path, key: bytes) -> None:
+        _raw_edit(closed_journal, lambda txn, events, _: txn.put(key, b"junk", db=events))
+
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert "a key before seq 1 that is no seq" in report.reason
+
     def test_a_removed_stream_head_is_reported(self, closed_journal: Path) -> None:
         _raw_edit(closed_journal, lambda txn, _, dbs: txn.delete(b"agent/a1", db=dbs[b"heads"]))
 
