@@ -1035,6 +1035,17 @@ class LmdbJournal(Journal):
         return hashlib.blake2b(body, digest_size=16, key=self._key).digest()
 
     def _put_snapshot(self, txn: lmdb.Transaction, snapshot: Snapshot, head: int) -> None:
+        if not isinstance(snapshot, Snapshot):
+            msg = f"a snapshot is a Snapshot, got {type(snapshot).__name__}"
+            raise TypeError(msg)
+        if isinstance(snapshot.seq, bool) or not isinstance(snapshot.seq, int):
+            msg = f"a snapshot's seq is an int, got {type(snapshot.seq).__name__}"
+            raise TypeError(msg)
+        if not isinstance(snapshot.data, bytes | bytearray | memoryview):
+            msg = (
+                f"a snapshot's data is bytes, got {type(snapshot.data).__name__}"  # bytes(5) would be 5 NULs
+            )
+            raise TypeError(msg)
         if not 0 < snapshot.seq <= head:
             msg = f"a snapshot of {snapshot.stream!r} covers seq {snapshot.seq}, outside 1..{head}"
             raise ValueError(msg)

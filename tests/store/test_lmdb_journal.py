@@ -1209,3 +1209,25 @@ def test_a_forked_child_that_closes_its_copy_leaves_the_parent_its_lock(tmp_path
         os.waitpid(pid, 0)
         for fd in (from_child, to_parent, from_parent, to_child):
             os.close(fd)
+
+
+@pytest.mark.parametrize(
+    "snapshot",
+    [
+        Snapshot("agent/a0", 1, 5),  # type: ignore[arg-type]  # bytes(5) would store five NULs
+        Snapshot("agent/a0", True, b"s"),
+        Snapshot("agent/a0", 1.5, b"s"),  # type: ignore[arg-type]
+        ("agent/a0", 1, b"s"),
+    ],
+    ids=["int data", "bool seq", "float seq", "a tuple"],
+)
+def test_a_snapshot_of_the_wrong_types_is_refused_and_nothing_is_written(
+    tmp_path: Path, snapshot: Any
+) -> None:
+    with Journal.open(tmp_path / "j") as journal:
+        with pytest.raises(TypeError, match="snapshot"):
+            journal.append(make_events(1), snapshots=[snapshot])
+
+        assert journal.last_seq == 0
+        assert journal.load_snapshot("agent/a0") is None
+        assert journal.append(make_events(1)) == [1]  # still usable
