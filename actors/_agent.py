@@ -849,6 +849,8 @@ class AgentContext:
 
 def _user_code_error(exc: BaseException, where: str) -> UserCodeError:
     """A ``UserCodeError`` standing for ``exc``, raised on ``where``'s actor thread."""
-    error = UserCodeError(f"{where}: the user's code raised {exc!r}, which would stop every actor")
+    error = UserCodeError(
+        f"{where}: the user's code raised {type(exc).__name__}, which would stop every actor"
+    )
     error.__cause__ = exc
     return error

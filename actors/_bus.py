@@ -14,7 +14,7 @@ import pykka
 
 from cogfabric._errors import CogfabricError
 from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_id
-from cogfabric.events._codec import require_str
+from cogfabric.events._codec import journal_repr, require_str
 from cogfabric.store import JournalError
 
 from ._clock import bounded_wait
@@ -352,7 +352,7 @@ class IpcBus:
             pending.error = exc
             if isinstance(exc, Exception) and not isinstance(exc, ActorTimeoutError):
                 with contextlib.suppress(Exception):
-                    self.dead_letter(request, "reply not journaled", repr(exc))
+                    self.dead_letter(request, "reply not journaled", journal_repr(exc))
             raise
         else:
             pending.reply = reply
@@ -378,7 +378,7 @@ class IpcBus:
 
     def _fail(self, message: IpcMessage, reason: str, error: BaseException, *, as_is: bool) -> None:
         if message.kind != "request":
-            self.dead_letter(message, reason, repr(error))
+            self.dead_letter(message, reason, journal_repr(error))
             return
         with self._lock:
             pending = self._pending.pop(message.correlation_id, None)
@@ -389,7 +389,7 @@ class IpcBus:
         pending.error = error
         pending.as_is = as_is
         try:
-            self.dead_letter(message, reason, repr(error))
+            self.dead_letter(message, reason, journal_repr(error))
         finally:
             pending.done.set()  # even when the journal refuses the dead letter
 

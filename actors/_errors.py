@@ -183,5 +183,6 @@ class UserCodeError(ActorError):
     An ``asyncio.CancelledError``, a ``KeyboardInterrupt`` or a ``SystemExit`` raised by
     a value's own methods or a clock while an agent or the session actor runs them.
     Pykka stops every actor of the process on such an exception; the runtime turns it
-    into this error for the one call it broke. ``__cause__`` is the original.
+    into this error for the one call it broke (a behavior's reply that cannot be copied
+    fails its request with ``IpcHandlerError`` instead). ``__cause__`` is the original.
     """

@@ -285,7 +285,9 @@ class MemoryManager:
                 except Exception as exc:  # noqa: BLE001 - delivered to the caller
                     op.error = exc
                 except BaseException as exc:  # noqa: BLE001 - a clock's or a value's: Pykka would stop every actor
-                    op.error = UserCodeError(f"the session actor: the user's code raised {exc!r}")
+                    op.error = UserCodeError(
+                        f"the session actor: the user's code raised {type(exc).__name__}"
+                    )
                     op.error.__cause__ = exc
             events, self._events = self._events, []
             error = self._journal_batch(events)

@@ -6,6 +6,7 @@ only the types it is told to.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn, TypeVar, Union
 
@@ -31,6 +32,7 @@ __all__ = [
     "decode",
     "encode",
     "encode_value",
+    "journal_repr",
     "journal_text",
     "register_upcaster",
     "require_str",
@@ -417,15 +419,26 @@ def journal_text(value: object, limit: int | None = None) -> str:
     ``__str__`` that raises gives the type's name instead, so such text never makes an
     event unencodable (or one a writer refuses). At most ``limit`` characters.
     """
+    return _storable(value, str, limit)
+
+
+def journal_repr(value: object, limit: int | None = 1000) -> str:
+    """``repr(value)`` made storable, as ``journal_text`` makes ``str(value)``."""
+    return _storable(value, repr, limit)
+
+
+def _storable(value: object, show: Callable[[object], str], limit: int | None) -> str:
     try:
-        text = str(value)
-    except Exception:  # noqa: BLE001 - the object's own __str__ failed
-        text = f"<{type(value).__name__} whose str() failed>"
-    if not isinstance(text, str):  # a str subclass's __str__ may return anything
-        text = f"<{type(value).__name__}>"
+        text = str.__str__(show(value))  # a plain str: a subclass's own methods are not run
+    except Exception:  # noqa: BLE001 - the object's own __str__ or __repr__ failed
+        text = f"<{type(value).__name__} whose {show.__name__}() failed>"
+    except BaseException:  # a CancelledError, a sys.exit(): fatal to Pykka on an actor's thread
+        if threading.current_thread() is threading.main_thread():
+            raise  # a Ctrl-C must stop the caller
+        text = f"<{type(value).__name__} whose {show.__name__}() failed>"
     if not text.isascii():
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return str.__str__(text)[:limit]
+    return text[:limit]
 
 
 def validated(value: _S) -> _S:

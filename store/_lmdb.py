@@ -118,7 +118,6 @@ _DB_IDS: Final = b"ids"
 _DB_SNAPSHOTS: Final = b"snapshots"
 _DB_META: Final = b"meta"
 _DATA_DBS: Final = (_DB_EVENTS, _DB_HEADS, _DB_ANCHORS, _DB_IDS, _DB_SNAPSHOTS)
-_STREAM_HEAD_LEN: Final = 24  # last seq(8) | count(8) | first seq(8)
 
 _META_FORMAT: Final = b"format"
 _META_ENGINE: Final = b"engine"
@@ -733,8 +732,8 @@ class LmdbJournal(Journal):
     def is_failed(self) -> bool:
         """Whether appends are refused until the journal is reopened.
 
-        An append failed (fail-stop), or the journal was opened with a chain head its
-        records contradict (``check_appendable`` says why).
+        An append failed (fail-stop), or the journal's chain head contradicts its
+        records, or a stream's head names no record of it (``check_appendable`` says why).
         """
         return self._failed is not None or self._disagreement is not None
 
@@ -776,13 +775,16 @@ class LmdbJournal(Journal):
             JournalClosedError: after ``close()``.
             JournalReadOnlyError: the journal is read-only.
             JournalIntegrityError: the stored chain head and the last record disagreed when
-                the journal was opened (records cut off, or the head changed): appending
-                would overwrite the head, the evidence ``verify()`` names.
+                the journal was opened (records cut off, or the head changed), or a
+                stream's head names no record of that stream: appending would build on
+                the damage, or overwrite the evidence ``verify()`` names (fail-stop).
             InvalidStreamError: an event's stream or id is empty, has NUL, or is too long.
             UnencodableValueError: an event holds a value msgspec cannot encode.
             InvalidEventError: with ``validate``, an event's field does not decode as its
                 declared type or bounds (also a ``TypeError`` and a ``ValueError``).
-            TypeError: an item is not an ``Event``, or not of the codec's class for its tag.
+            TypeError: an item is not an ``Event``, or not of the codec's class for its tag;
+                a snapshot is not a ``Snapshot`` of an int seq and bytes data.
+            ValueError: a snapshot's seq is outside 1 to the new last seq.
             UnknownEventTypeError: an event's type tag is not one of the codec's.
             EventVersionError: an event's ``v`` is not its type's current version.
             JournalFullError: the map cannot grow past ``max_map_size`` (fail-stop: every
@@ -1012,7 +1014,7 @@ class LmdbJournal(Journal):
             last, count, first = bytes(8), 0, bytes(8)
         else:
             last, count, first = stored[:8], int.from_bytes(stored[8:16], "big"), stored[16:24]
-            record = txn.get(last, db=self._db_events) if len(stored) == _STREAM_HEAD_LEN else None
+            record = txn.get(last, db=self._db_events) if len(stored) == _HEAD_VALUE_LEN else None
             if record is None or not count or not of_stream(record, part):
                 # Linking a new record onto it would build the damage into the hash chain.
                 self._disagreement = f"its stream index's head of {stream!r} names no record of that stream"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -236,3 +237,42 @@ def test_output_that_cannot_be_written_is_a_one_line_error_with_exit_two(
     assert result.returncode == 2, result.stderr
     assert "error: cannot write the output" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_export_to_a_file_works_with_stdout_closed_and_to_stdout_says_why_not(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    target = tmp_path / "out.jsonl"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cogfabric", "export", str(path), *args],
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+            preexec_fn=lambda: os.close(1),
+        )
+
+    to_file, to_stdout = run("-o", str(target)), run()
+
+    assert to_file.returncode == 0, to_file.stderr
+    assert len(target.read_text().splitlines()) == 10
+    assert to_stdout.returncode == 2
+    assert "error: stdout is closed: name a file with --output" in to_stdout.stderr
+
+
+def test_an_actors_timeout_is_not_reported_as_output_that_cannot_be_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import cogfabric._bench  # noqa: PLC0415
+    from cogfabric.actors import ActorTimeoutError  # noqa: PLC0415
+
+    def times_out(*_: object, **__: object) -> None:
+        msg = "agent 'r1' did not answer within 1 s"
+        raise ActorTimeoutError(msg)
+
+    monkeypatch.setattr(cogfabric._bench, "run_bench", times_out)
+    result = CliRunner().invoke(main, ["bench", "--quick"])
+
+    assert isinstance(result.exception, ActorTimeoutError)
+    assert "cannot write the output" not in result.output

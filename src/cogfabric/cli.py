@@ -2,7 +2,8 @@
 
 Audit commands (``verify``, ``replay``, ``export``, ``inspect``) open the journal
 read-only and never change a byte of its data file. Exit codes: 0 clean, 1 a problem
-found in the journal, 2 a usage error or a path that is not a journal.
+found in the journal, 2 a usage error, a path that is not a journal, or output that
+cannot be written.
 """
 
 from __future__ import annotations
@@ -63,13 +64,13 @@ class _Commands(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:  # noqa: ANN401 - click's own signature
-        if sys.stdout is None:  # started with stdout closed (``>&-``)
-            _fail("stdout is closed: there is nowhere to write the output")
         try:
             return super().invoke(ctx)
         except BrokenPipeError:  # ``cogfabric export J | head -1``: the reader has what it wanted
             _stdout_closed()
-        except OSError as exc:  # not the journal's (those are JournalErrors): the output's
+        except OSError as exc:
+            if isinstance(exc, TimeoutError | cogfabric.CogfabricError):
+                raise  # an actor's timeout, a journal's error: not the output's
             where = f" {exc.filename}" if exc.filename else ""
             _fail(f"cannot write the output{where}: {exc.strerror or exc}")
 
@@ -377,6 +378,18 @@ def replay(
     _print_view(view)
 
 
+def _sink(target: Path | None, output: Path | None) -> Any:  # noqa: ANN401 - a binary file
+    """Where ``export`` writes: ``target`` opened, or stdout's bytes."""
+    if target is None:
+        if sys.stdout is None:  # started with stdout closed (``>&-``)
+            _fail("stdout is closed: name a file with --output")
+        return sys.stdout.buffer
+    try:
+        return target.open("wb")
+    except OSError as exc:  # a missing directory, no permission: a usage error
+        _fail(f"cannot write --output {output}: {exc.strerror or exc}")
+
+
 def _ending(opened: Any, agent: str | None, session: str | None, seq: int) -> tuple[str, int] | None:  # noqa: ANN401
     """How and when the agent or session ended by ``seq`` (killed; deleted, expired, evicted), if it did."""
     from cogfabric.events import AgentKilled, SessionDeleted, SessionEvicted, SessionExpired  # noqa: PLC0415
@@ -477,10 +490,7 @@ def export(
                     f"{journal} has no stream {stream!r}; streams are agent/<id>, session/<id>, bus, runtime"
                 )
             target = partial or output
-            try:
-                sink = target.open("wb") if target is not None else sys.stdout.buffer
-            except OSError as exc:  # a missing directory, no permission: a usage error
-                _fail(f"cannot write --output {output}: {exc.strerror or exc}")
+            sink = _sink(target, output)
             try:
                 for line in export_lines(opened, stream=stream, layer=layer, after=after, until=verified):
                     sink.write(line)

@@ -398,11 +398,17 @@ class TestBehaviors:
             def __str__(self) -> str:
                 raise RuntimeError
 
+        class BadRepr(Exception):  # noqa: N818
+            def __repr__(self) -> str:
+                return "bad repr \udc80"
+
         class Faulty:
             def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
                 ctx.set_private("before", 1)
                 if message.topic == "think":
                     return ctx.llm.generate("hello")
+                if message.topic == "bad repr":
+                    raise BadRepr
                 raise Unprintable if message.topic == "unprintable" else ValueError("bad byte \udc80")
 
         provider = ScriptedProvider(["answer"], name="scripted \udc80", model="m \udcff")
@@ -412,7 +418,7 @@ class TestBehaviors:
         ) as rt:
             rt.spawn("f", behavior="f")
             assert rt.bus.request("x", "f", "think", timeout=10).payload == "answer"
-            for topic in ("surrogate", "unprintable"):
+            for topic in ("surrogate", "unprintable", "bad repr"):
                 with pytest.raises(IpcHandlerError):
                     rt.bus.request("x", "f", topic, timeout=10)
             rt.flush()
@@ -425,7 +431,9 @@ class TestBehaviors:
         (output,) = [e for e in events if isinstance(e, LlmOutputRecorded)]
         assert (output.provider, output.model) == ("scripted \\udc80", "m \\udcff")
         details = [e.detail for e in events if isinstance(e, AgentFailed)]
-        assert details == ["bad byte \\udc80", "<Unprintable whose str() failed>"]
+        assert details == ["bad byte \\udc80", "<Unprintable whose str() failed>", ""]
+        letters = [e.error for e in events if isinstance(e, IpcDeadLettered)]  # the requesters' failures
+        assert "bad repr \\udc80" in letters
 
     def test_a_recipient_that_changes_a_payload_never_changes_the_senders_message(self) -> None:
         class Scribbler:

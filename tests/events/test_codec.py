@@ -54,6 +54,7 @@ from cogfabric.events import (
     encode,
     encode_value,
 )
+from cogfabric.events._codec import journal_repr, journal_text
 
 STATE = CognitiveState(
     schema_version=1,
@@ -526,3 +527,49 @@ class TestCopyMapping:
     def test_the_errors_are_type_errors(self) -> None:
         with pytest.raises(TypeError):
             copy_mapping({1: "a"})  # type: ignore[dict-item]
+
+
+class _Lying(str):
+    """A str whose own methods claim it is ASCII: only str's own may be trusted."""
+
+    __slots__ = ()
+
+    def isascii(self) -> bool:
+        return True
+
+
+class _Shows:
+    def __init__(self, text: object = None, error: BaseException | None = None) -> None:
+        self._text = text
+        self._error = error
+
+    def __str__(self) -> str:
+        if self._error is not None:
+            raise self._error
+        return self._text  # type: ignore[return-value]
+
+    __repr__ = __str__
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("plain", "plain"),
+        ("lone \udc80", "lone \\udc80"),
+        (_Shows(_Lying("x\udc80")), "x\\udc80"),
+        (_Shows(error=RuntimeError()), "<_Shows whose str() failed>"),
+    ],
+    ids=["plain", "surrogate", "str subclass", "raising __str__"],
+)
+def test_journal_text_is_always_storable(value: object, expected: str) -> None:
+    text = journal_text(value)
+
+    assert text == expected
+    assert type(text) is str
+    text.encode()  # UTF-8 can encode it: an event holding it encodes
+
+
+def test_journal_repr_and_the_limit() -> None:
+    assert journal_repr(_Shows("\udcff"), limit=3) == "\\ud"
+    assert journal_repr(_Shows(error=ValueError())) == "<_Shows whose repr() failed>"
+    assert journal_text("x" * 2000, 1000) == "x" * 1000
