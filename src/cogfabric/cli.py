@@ -465,8 +465,8 @@ def export(
 ) -> None:
     """Export JOURNAL as JSON Lines, one record a line, streamed.
 
-    Each line has ``seq``, ``time``, ``stream``, ``layer``, ``type``, ``version``,
-    ``data`` and ``chain`` (the record's hash-chain link, hex).
+    Each line has seq, time, stream, layer, type, version, data and chain (the
+    record's hash-chain link, hex).
 
     \b
     Example:
