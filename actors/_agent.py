@@ -29,7 +29,7 @@ from cogfabric.events import (
     copy_value,
     upgrade_cognitive_state,
 )
-from cogfabric.events._codec import journal_text, require_str
+from cogfabric.events._codec import journal_repr, journal_text, require_str
 from cogfabric.store import JournalError, JournalFailedError
 
 from ._core import replay_agent
@@ -364,8 +364,8 @@ class AgentActor(pykka.ThreadingActor):
 
     # ------------------------------------------------------------- journaling
 
-    def journal(self, event: Event) -> int:
-        """Persist ``event`` and apply it (persist-then-apply in sync durability).
+    def journal(self, event: Event, *, durable: bool = False) -> int:
+        """Persist ``event`` and apply it (persist-then-apply in sync durability, or ``durable``).
 
         Returns the writer ticket of the submission that carries it (0 while it waits
         in the outbox, in batch durability).
@@ -374,7 +374,7 @@ class AgentActor(pykka.ThreadingActor):
         if writer is None:
             self._apply(event)
             return 0
-        if self._core.sync:
+        if self._core.sync or durable:
             events = [*self._outbox, event]
             self._outbox = []
             ack = writer.submit(events)
@@ -574,9 +574,11 @@ class AgentActor(pykka.ThreadingActor):
     def op_kill(self) -> None:
         """Journal the death snapshot, then leave the runtime and stop.
 
-        From then on this actor journals nothing: what is still in its mailbox is
-        refused (``_after_death``). It leaves the runtime itself, so a kill whose caller
-        timed out still completes, as replay will show it.
+        Durable first in either durability: a kill the journal then refused could not
+        be undone (the actor is gone), so it must not run ahead of the journal. From
+        then on this actor journals nothing: what is still in its mailbox is refused
+        (``_after_death``). It leaves the runtime itself, so a kill whose caller timed
+        out still completes, as replay will most likely show it.
         """
         cognitive = upgrade_cognitive_state(self._state.cognitive)
         self._killed = True  # from here on nothing is journaled for it, not even a snapshot
@@ -588,9 +590,9 @@ class AgentActor(pykka.ThreadingActor):
                     cognitive=cognitive,
                     capabilities=self._state.capabilities,
                     parent=self._state.parent,
-                )
+                ),
+                durable=True,
             )
-            self._flush_outbox()
         except ActorTimeoutError:
             self._leave()  # handed over: it will most likely be stored, and replay then has it dead
             raise
@@ -684,7 +686,7 @@ class AgentActor(pykka.ThreadingActor):
                 self._on_behavior_failure(message, exc)
 
     def _on_behavior_failure(self, message: IpcMessage, exc: BaseException) -> None:
-        log.warning("behavior of agent %s raised on %s: %r", self._state.id, message.topic, exc)
+        log.warning("behavior of agent %s raised on %s: %s", self._state.id, message.topic, journal_repr(exc))
         try:
             self._flush_outbox()
         finally:  # a requester hears of the failure even when the journal refuses the outbox

@@ -304,7 +304,7 @@ class IpcBus:
         if pending.as_is and pending.error is not None:
             raise pending.error  # killed before it got to the request, or it cannot handle it
         if pending.error is not None:
-            msg = f"agentipc: handler of {to!r} failed on {topic!r}: {pending.error!r}"
+            msg = f"agentipc: handler of {to!r} failed on {topic!r}: {journal_repr(pending.error)}"
             raise IpcHandlerError(msg) from pending.error
         assert pending.reply is not None
         return self._handed_back(pending.reply)

@@ -186,9 +186,10 @@ class Runtime:
         self._agents: dict[str, _Entry] = {}
         self._listed: dict[str, None] = {}
         """Every agent id the journal has a stream of, in the order it was first spawned:
-        what ``agents()`` lists by. Recovery enters every stream's id in the order the
-        streams begin, killed agents' too, so an id killed and spawned again keeps its
-        first place live as after a reopen. One entry per id ever spawned, as the
+        what ``agents()`` lists by. A spawn enters its id when it reserves it, in the
+        order spawns reach the journal; recovery enters every stream's id in the order
+        the streams begin, killed agents' too, so an id killed and spawned again keeps
+        its first place live as after a reopen. One entry per id ever spawned, as the
         journal keeps one stream per id."""
         self._closed = False
         self._close_done = threading.Event()
@@ -500,6 +501,9 @@ class Runtime:
                     raise AgentExistsError(agent_id)
             for agent_id in ids:
                 self._agents[agent_id] = None  # type: ignore[assignment]  # reserved while journaling
+                # listed in the order spawns reach the journal (callers hold _order), as a
+                # reopen lists them; a spawn that then fails leaves an id no one lists
+                self._listed.setdefault(agent_id)
 
     @staticmethod
     def _spawned_state(event: AgentSpawned) -> AgentSnapshot:
@@ -621,7 +625,9 @@ class Runtime:
         """The ids of the live agents, in the order their ids were first spawned.
 
         An agent killed and spawned again keeps its id's first place, so the list is the
-        same before and after a reopen.
+        same before and after a reopen. (After a reopen an id is placed by the first
+        record of its stream: one whose LLM records, made with ``runtime.llm(agent_id=...)``,
+        came before its spawn is placed by them.)
         """
         with self._lock:
             live = self._agents

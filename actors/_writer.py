@@ -94,8 +94,8 @@ class Ack:
         self._lock.release()  # let a second wait() return at once too
         if self.error is not None:
             # One error object answers every submission of a failed group: raised as it
-            # is, each raise would add its frames to the same traceback, without bound.
-            raise self.error.with_traceback(None)
+            # is from many threads, each raise would add its frames to the same traceback.
+            raise _own_copy(self.error)
         return self.seqs
 
     @property
@@ -107,6 +107,24 @@ class Ack:
         self.seqs = seqs
         self.error = error
         self._lock.release()
+
+
+def _own_copy(error: BaseException) -> BaseException:
+    """A copy of ``error`` for one waiter: same type, message, attributes and cause, no traceback.
+
+    Made without calling the class's ``__init__`` (whose arguments may differ from
+    ``args``); the error itself, with its traceback cleared, if it cannot be copied.
+    """
+    try:
+        twin = type(error).__new__(type(error))
+        twin.args = error.args
+        twin.__dict__.update(error.__dict__)
+    except (TypeError, AttributeError):
+        return error.with_traceback(None)
+    twin.__cause__ = error.__cause__
+    twin.__context__ = error.__context__
+    twin.__suppress_context__ = error.__suppress_context__
+    return twin
 
 
 class _Submission:

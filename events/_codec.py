@@ -382,8 +382,14 @@ def copy_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         msg = f"expected a mapping with string keys, got {type(value).__name__}"
         raise UnencodableValueError(msg)
+    if not isinstance(value, dict):
+        try:
+            value = dict(value)
+        except Exception as exc:  # a Mapping whose own methods fail, as a nested one would in encoding
+            msg = f"cannot copy the mapping: {type(exc).__name__}: {journal_text(exc, 200)}"
+            raise UnencodableValueError(msg) from exc
     try:
-        return _mapping_decoder.decode(encode_value(value if isinstance(value, dict) else dict(value)))
+        return _mapping_decoder.decode(encode_value(value))
     except _DECODE_ERRORS as exc:
         msg = f"expected a mapping with string keys: {exc}"
         raise UnencodableValueError(msg) from exc

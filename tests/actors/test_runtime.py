@@ -430,6 +430,30 @@ class TestRecovery:
         assert again == (["zeta", "alpha", "mid", "b2", "b10"], ["alpha", "mid", "b2", "b10"])
         assert reopened == again
 
+    @pytest.mark.parametrize("mode", ["sync", "batch"])
+    def test_agents_spawned_from_many_threads_are_listed_as_after_a_reopen(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        config = Config(journal=JournalConfig(durability=mode))  # type: ignore[arg-type]
+        start = threading.Barrier(6)
+        with Runtime.open(tmp_path / "j", config=config) as runtime:
+
+            def spawn_some(t: int) -> None:
+                start.wait(10)
+                for i in range(10):
+                    runtime.spawn(f"t{t}-{i}")
+
+            threads = [threading.Thread(target=spawn_some, args=(t,)) for t in range(6)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+            runtime.flush()
+            live = runtime.agents()
+        with Runtime.open(tmp_path / "j", config=config) as runtime:
+            assert runtime.agents() == live
+        assert len(live) == 60
+
     def test_a_damaged_record_a_snapshot_covers_does_not_stop_recovery(self, tmp_path: Path) -> None:
         config = _one_agent_with_a_snapshot(tmp_path / "j")  # agent/a: seqs 1..13, its snapshot at 10
         env = lmdb.open(str(tmp_path / "j"), max_dbs=8)

@@ -402,6 +402,10 @@ class TestBehaviors:
             def __repr__(self) -> str:
                 return "bad repr \udc80"
 
+        class RaisingRepr(Exception):  # noqa: N818
+            def __repr__(self) -> str:
+                raise AttributeError
+
         class Faulty:
             def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
                 ctx.set_private("before", 1)
@@ -409,6 +413,8 @@ class TestBehaviors:
                     return ctx.llm.generate("hello")
                 if message.topic == "bad repr":
                     raise BadRepr
+                if message.topic == "raising repr":
+                    raise RaisingRepr
                 raise Unprintable if message.topic == "unprintable" else ValueError("bad byte \udc80")
 
         provider = ScriptedProvider(["answer"], name="scripted \udc80", model="m \udcff")
@@ -418,7 +424,7 @@ class TestBehaviors:
         ) as rt:
             rt.spawn("f", behavior="f")
             assert rt.bus.request("x", "f", "think", timeout=10).payload == "answer"
-            for topic in ("surrogate", "unprintable", "bad repr"):
+            for topic in ("surrogate", "unprintable", "bad repr", "raising repr"):
                 with pytest.raises(IpcHandlerError):
                     rt.bus.request("x", "f", topic, timeout=10)
             rt.flush()
@@ -431,7 +437,7 @@ class TestBehaviors:
         (output,) = [e for e in events if isinstance(e, LlmOutputRecorded)]
         assert (output.provider, output.model) == ("scripted \\udc80", "m \\udcff")
         details = [e.detail for e in events if isinstance(e, AgentFailed)]
-        assert details == ["bad byte \\udc80", "<Unprintable whose str() failed>", ""]
+        assert details == ["bad byte \\udc80", "<Unprintable whose str() failed>", "", ""]
         letters = [e.error for e in events if isinstance(e, IpcDeadLettered)]  # the requesters' failures
         assert "bad repr \\udc80" in letters
 
@@ -959,6 +965,30 @@ class TestJournalFailure:
             assert agent.private(f"k{last}") is None  # not the change the journal refused
             assert agent.private("k0") is not None
             assert other.private("k") is None
+
+    def test_in_batch_durability_a_kill_the_journal_refuses_leaves_the_agent_live_as_on_reopen(
+        self, tmp_path: Path
+    ) -> None:
+        config = Config(journal=JournalConfig(durability="batch", map_size=1 << 20, max_map_size=1 << 20))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            runtime.spawn("victim")
+            filler = runtime.spawn("filler")
+
+            def fill() -> None:
+                for i in range(100):
+                    filler.set_private(f"k{i}", "x" * 100_000)
+                    runtime.flush()
+
+            with pytest.raises(JournalFullError):
+                fill()
+            with pytest.raises(JournalError):
+                runtime.kill("victim")  # durable first, also in batch: it could not be undone
+
+            assert "victim" in runtime.agents()
+        with Runtime.open(
+            tmp_path / "j", clock=FakeClock(), config=Config(journal=JournalConfig(map_size=1 << 24))
+        ) as runtime:
+            assert "victim" in runtime.agents()
 
 
 class TestSnapshotsAndPublications:

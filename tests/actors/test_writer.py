@@ -246,11 +246,12 @@ def test_after_a_failure_each_refusal_is_a_fresh_error_whose_traceback_does_not_
         try:
             ack = writer.submit([event(0)])
             assert ack is not None
-            depths = []
+            depths, seen = [], []
             for _ in range(20):  # one ack waited on again and again, as by many callers
                 with pytest.raises(JournalFullError) as first:
                     ack.wait(WAIT)
                 depths.append(_depth(first.value))
+                seen.append(first.value)
             refusals = []
             for i in range(20):
                 with pytest.raises(JournalStillFullError) as later:
@@ -260,8 +261,12 @@ def test_after_a_failure_each_refusal_is_a_fresh_error_whose_traceback_does_not_
             writer.stop(WAIT)
 
     assert len(set(depths)) == 1  # re-raising one object used to add its frames each time
+    assert len({id(e) for e in seen}) == len(seen)  # each waiter its own: threads never share one
+    assert {(type(e), str(e)) for e in seen} == {(JournalFullError, "reached max_map_size")}
     assert len({id(e) for e in refusals}) == len(refusals)
-    assert all(e.__cause__ is first.value for e in refusals)
+    assert all(
+        type(e.__cause__) is JournalFullError and str(e.__cause__) == str(first.value) for e in refusals
+    )
     assert all(isinstance(e, JournalFailedError) and "refuses changes since" in str(e) for e in refusals)
 
 
@@ -361,3 +366,23 @@ def test_an_ack_wait_of_nan_or_less_does_not_wait_and_of_inf_waits_as_long_as_it
     for timeout in (math.nan, 0.0, -1.0):  # NaN was a ValueError from the lock, -1 a wait for ever
         with pytest.raises(ActorTimeoutError):
             pending.wait(timeout)
+
+
+def test_a_waiters_copy_of_an_error_keeps_what_its_init_set() -> None:
+    from cogfabric.actors._writer import _own_copy  # noqa: PLC0415
+    from cogfabric.store import JournalRecordError  # noqa: PLC0415
+
+    cause = ValueError("decode")
+    error = JournalRecordError(5, "the record is malformed")
+    error.__cause__ = cause
+
+    twin = _own_copy(error)
+
+    assert twin is not error
+    assert (type(twin), str(twin), twin.seq, twin.reason) == (  # type: ignore[attr-defined]
+        JournalRecordError,
+        "record at seq 5: the record is malformed",
+        5,
+        "the record is malformed",
+    )
+    assert twin.__cause__ is cause

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import collections.abc
 import types
 from typing import Any
 
@@ -573,3 +574,18 @@ def test_journal_repr_and_the_limit() -> None:
     assert journal_repr(_Shows("\udcff"), limit=3) == "\\ud"
     assert journal_repr(_Shows(error=ValueError())) == "<_Shows whose repr() failed>"
     assert journal_text("x" * 2000, 1000) == "x" * 1000
+
+
+def test_a_mapping_whose_own_methods_fail_is_refused_as_unencodable() -> None:
+    class Broken(collections.abc.Mapping):  # type: ignore[type-arg]
+        def __getitem__(self, key: str) -> Any:
+            raise KeyError(key)
+
+        def __iter__(self) -> Any:
+            return iter(["k"])
+
+        def __len__(self) -> int:
+            return 1
+
+    with pytest.raises(UnencodableValueError, match="cannot copy the mapping: KeyError"):
+        copy_mapping(Broken())
