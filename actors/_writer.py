@@ -95,7 +95,7 @@ class Ack:
         if self.error is not None:
             # One error object answers every submission of a failed group: raised as it
             # is from many threads, each raise would add its frames to the same traceback.
-            raise _own_copy(self.error)
+            raise _error_copy(self.error)
         return self.seqs
 
     @property
@@ -109,7 +109,7 @@ class Ack:
         self._lock.release()
 
 
-def _own_copy(error: BaseException) -> BaseException:
+def _error_copy(error: BaseException) -> BaseException:
     """A copy of ``error`` for one waiter: same type, message, attributes and cause, no traceback.
 
     Made without calling the class's ``__init__`` (whose arguments may differ from
