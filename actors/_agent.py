@@ -386,7 +386,8 @@ class AgentActor(pykka.ThreadingActor):
                 # journal's word for its state (_catch_up), rather than guess.
                 self._stale = True
                 raise
-            for item in events:
+            # in batch durability the outbox's events were applied when they went in
+            for item in events if self._core.sync else (event,):
                 self._apply(item)
             self._maybe_snapshot()
             return ack.ticket

@@ -191,6 +191,8 @@ class Runtime:
         the streams begin, killed agents' too, so an id killed and spawned again keeps
         its first place live as after a reopen. One entry per id ever spawned, as the
         journal keeps one stream per id."""
+        self._unlisted_if_refused: set[str] = set()
+        """Ids a spawn listed that were not listed before: taken out if the spawn fails."""
         self._closed = False
         self._close_done = threading.Event()
         self._writer_stopped = False
@@ -378,6 +380,7 @@ class Runtime:
             if not closed:
                 self._agents[state.id] = _Entry(ref, shared, handle, behavior)
                 self._listed.setdefault(state.id)
+                self._unlisted_if_refused.discard(state.id)  # started: it stays listed
         if closed:  # close() began meanwhile and will not see this actor: stop it here
             self._stop_ref(ref)
             msg = "the runtime is closed"
@@ -502,8 +505,10 @@ class Runtime:
             for agent_id in ids:
                 self._agents[agent_id] = None  # type: ignore[assignment]  # reserved while journaling
                 # listed in the order spawns reach the journal (callers hold _order), as a
-                # reopen lists them; a spawn that then fails leaves an id no one lists
-                self._listed.setdefault(agent_id)
+                # reopen lists them; a spawn that then fails takes a new id out again
+                if agent_id not in self._listed:
+                    self._listed[agent_id] = None
+                    self._unlisted_if_refused.add(agent_id)
 
     @staticmethod
     def _spawned_state(event: AgentSpawned) -> AgentSnapshot:
@@ -517,6 +522,9 @@ class Runtime:
             for agent_id in ids:
                 if agent_id in self._agents and self._agents[agent_id] is None:
                     del self._agents[agent_id]
+                if agent_id in self._unlisted_if_refused:
+                    self._unlisted_if_refused.discard(agent_id)
+                    self._listed.pop(agent_id, None)
 
     def _check_instances(self, given: list[object]) -> None:
         """Refuse a behavior instance given twice, or one a live agent runs already.

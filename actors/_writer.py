@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Final
 
 import pykka
 
+from cogfabric._errors import CogfabricError
 from cogfabric.events import TaskContextPublished
 from cogfabric.store import (
     JournalError,
@@ -110,17 +111,22 @@ class Ack:
 
 
 def _error_copy(error: BaseException) -> BaseException:
-    """A copy of ``error`` for one waiter: same type, message, attributes and cause, no traceback.
+    """A copy of a cogfabric ``error`` for one waiter: same type, message, attributes, notes and cause.
 
     Made without calling the class's ``__init__`` (whose arguments may differ from
-    ``args``); the error itself, with its traceback cleared, if it cannot be copied.
+    ``args``). Any other error (a built-in one may keep its data in C fields the copy
+    would lose) is the error itself, with its traceback cleared.
     """
+    if not isinstance(error, CogfabricError):
+        return error.with_traceback(None)
     try:
         twin = type(error).__new__(type(error))
         twin.args = error.args
         twin.__dict__.update(error.__dict__)
     except (TypeError, AttributeError):
         return error.with_traceback(None)
+    if hasattr(error, "__notes__"):
+        twin.__notes__ = list(error.__notes__)
     twin.__cause__ = error.__cause__
     twin.__context__ = error.__context__
     twin.__suppress_context__ = error.__suppress_context__

@@ -454,6 +454,33 @@ class TestRecovery:
             assert runtime.agents() == live
         assert len(live) == 60
 
+    def test_a_spawn_the_journal_refuses_does_not_keep_a_place_in_the_list(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from cogfabric.events import AgentSpawned  # noqa: PLC0415
+        from cogfabric.store import InvalidStreamError  # noqa: PLC0415
+
+        with Runtime.open(tmp_path / "j") as runtime:
+            journal = runtime._journal
+            assert journal is not None
+            append = journal.append
+
+            def refuse_x(events: list[Any], **kwargs: Any) -> list[int]:
+                if any(isinstance(e, AgentSpawned) and e.agent == "x" for e in events):
+                    msg = "refused at commit"
+                    raise InvalidStreamError(msg)
+                return append(events, **kwargs)
+
+            monkeypatch.setattr(journal, "append", refuse_x)
+            with pytest.raises(InvalidStreamError):
+                runtime.spawn("x")
+            monkeypatch.undo()
+            runtime.spawn("y")
+            runtime.spawn("x")
+            live = runtime.agents()
+        with Runtime.open(tmp_path / "j") as runtime:
+            assert runtime.agents() == live == ["y", "x"]
+
     def test_a_damaged_record_a_snapshot_covers_does_not_stop_recovery(self, tmp_path: Path) -> None:
         config = _one_agent_with_a_snapshot(tmp_path / "j")  # agent/a: seqs 1..13, its snapshot at 10
         env = lmdb.open(str(tmp_path / "j"), max_dbs=8)

@@ -36,6 +36,7 @@ from cogfabric.actors import (
 from cogfabric.actors._agent import CALL, AgentActor
 from cogfabric.events import (
     AgentFailed,
+    AgentKilled,
     AgentSpawned,
     CognitiveState,
     IpcDeadLettered,
@@ -43,7 +44,7 @@ from cogfabric.events import (
     LlmOutputRecorded,
     PrivateSet,
 )
-from cogfabric.store import Journal, JournalError, JournalFullError
+from cogfabric.store import InvalidStreamError, Journal, JournalError, JournalFullError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -967,27 +968,29 @@ class TestJournalFailure:
             assert other.private("k") is None
 
     def test_in_batch_durability_a_kill_the_journal_refuses_leaves_the_agent_live_as_on_reopen(
-        self, tmp_path: Path
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        config = Config(journal=JournalConfig(durability="batch", map_size=1 << 20, max_map_size=1 << 20))
+        config = Config(journal=JournalConfig(durability="batch"))
         with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
             runtime.spawn("victim")
-            filler = runtime.spawn("filler")
+            runtime.flush()
+            journal = runtime._journal
+            assert journal is not None
+            append = journal.append
 
-            def fill() -> None:
-                for i in range(100):
-                    filler.set_private(f"k{i}", "x" * 100_000)
-                    runtime.flush()
+            def refuse_deaths(events: list[Any], **kwargs: Any) -> list[int]:
+                if any(isinstance(e, AgentKilled) for e in events):
+                    msg = "refused at commit"  # accepted when handed over, refused by the journal
+                    raise InvalidStreamError(msg)
+                return append(events, **kwargs)
 
-            with pytest.raises(JournalFullError):
-                fill()
-            with pytest.raises(JournalError):
-                runtime.kill("victim")  # durable first, also in batch: it could not be undone
+            monkeypatch.setattr(journal, "append", refuse_deaths)
+            with pytest.raises(JournalError, match="refused at commit"):
+                runtime.kill("victim")  # durable first, also in batch: a stopped agent could not come back
+            monkeypatch.undo()
 
             assert "victim" in runtime.agents()
-        with Runtime.open(
-            tmp_path / "j", clock=FakeClock(), config=Config(journal=JournalConfig(map_size=1 << 24))
-        ) as runtime:
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
             assert "victim" in runtime.agents()
 
 

@@ -386,3 +386,9 @@ def test_a_waiters_copy_of_an_error_keeps_what_its_init_set() -> None:
         "the record is malformed",
     )
     assert twin.__cause__ is cause
+    error.add_note("first")
+    noted = _error_copy(error)
+    noted.add_note("only the copy's")
+    assert error.__notes__ == ["first"]
+    foreign = UnicodeEncodeError("utf-8", "\udc80", 0, 1, "surrogates not allowed")
+    assert _error_copy(foreign) is foreign  # its data is in C fields a copy would lose
