@@ -276,3 +276,13 @@ def test_an_actors_timeout_is_not_reported_as_output_that_cannot_be_written(
 
     assert isinstance(result.exception, ActorTimeoutError)
     assert "cannot write the output" not in result.output
+
+
+def test_an_export_file_is_created_owner_only(tmp_path: Path) -> None:
+    target = tmp_path / "private.jsonl"
+
+    result = CliRunner().invoke(main, ["export", str(_journal(tmp_path)), "-o", str(target)])
+
+    assert result.exit_code == 0, result.output
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert len(target.read_text().splitlines()) == 10

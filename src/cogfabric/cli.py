@@ -379,13 +379,18 @@ def replay(
 
 
 def _sink(target: Path | None, output: Path | None) -> Any:  # noqa: ANN401 - a binary file
-    """Where ``export`` writes: ``target`` opened, or stdout's bytes."""
+    """Where ``export`` writes: ``target`` opened, or stdout's bytes.
+
+    A file it creates is owner-only (0600), as the journal's files are: an export may
+    hold every private value (a regular file is written beside its name and renamed
+    over it, so it ends owner-only too).
+    """
     if target is None:
         if sys.stdout is None:  # started with stdout closed (``>&-``)
             _fail("stdout is closed: name a file with --output")
         return sys.stdout.buffer
     try:
-        return target.open("wb")
+        return os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
     except OSError as exc:  # a missing directory, no permission: a usage error
         _fail(f"cannot write --output {output}: {exc.strerror or exc}")
 
