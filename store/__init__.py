@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._errors import (
     InvalidStreamError,
     JournalClosedError,
+    JournalConflictError,
     JournalDamagedError,
     JournalError,
     JournalFailedError,
@@ -35,6 +36,7 @@ __all__ = [
     "InvalidStreamError",
     "Journal",
     "JournalClosedError",
+    "JournalConflictError",
     "JournalDamagedError",
     "JournalError",
     "JournalFailedError",

@@ -8,6 +8,7 @@ from cogfabric.events import EventDecodeError, EventVersionError, UnknownEventTy
 __all__ = [
     "InvalidStreamError",
     "JournalClosedError",
+    "JournalConflictError",
     "JournalError",
     "JournalFailedError",
     "JournalFormatError",
@@ -53,6 +54,21 @@ class JournalReadOnlyError(JournalError):
 
 class InvalidStreamError(JournalError, ValueError):
     """Raised when an event's stream name or id cannot be stored (empty, NUL, > 255 bytes)."""
+
+
+class JournalConflictError(JournalError, ValueError):
+    """Raised when an append carries an event whose id is stored (or repeated) with other content.
+
+    A retry of the same event is acknowledged with its existing seq; a different event
+    under a stored id is not a retry, and storing nothing for it would lose it silently.
+    ``event_id`` and ``seq`` (the stored one's, 0 for a repeat within the batch) name it.
+    """
+
+    def __init__(self, event_id: str, seq: int) -> None:
+        where = f"stored at seq {seq}" if seq else "given twice in the batch"
+        super().__init__(f"event id {event_id!r} is {where} with other content: not a retry")
+        self.event_id = event_id
+        self.seq = seq
 
 
 class JournalIntegrityError(JournalError):

@@ -131,7 +131,9 @@ class Journal(abc.ABC):
         """Append ``events`` atomically and return their seqs, in order.
 
         An event whose id is stored already is not written again: its existing seq is
-        returned, so retrying after an unknown outcome is safe. ``snapshots`` are
+        returned, so retrying after an unknown outcome is safe. A different event under
+        a stored (or repeated) id is no retry: the batch is refused whole with
+        ``JournalConflictError``. ``snapshots`` are
         saved in the same transaction (each ``seq`` at most the new last seq). A batch
         with an event that could not be read back (not an ``Event``, of a type the
         codec lacks, or not at its type's current version) is refused whole, as one

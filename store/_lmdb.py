@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import itertools
 import logging
@@ -57,6 +58,7 @@ from cogfabric.events import DEFAULT_CODEC, EVENT_TYPES, EventCodec, EventError
 from ._errors import (
     InvalidStreamError,
     JournalClosedError,
+    JournalConflictError,
     JournalDamagedError,
     JournalError,
     JournalFailedError,
@@ -779,6 +781,8 @@ class LmdbJournal(Journal):
                 stream's head names no record of that stream: appending would build on
                 the damage, or overwrite the evidence ``verify()`` names (fail-stop).
             InvalidStreamError: an event's stream or id is empty, has NUL, or is too long.
+            JournalConflictError: an event's id is stored, or given twice in the batch, with
+                other content (a retry of the same event is acknowledged with its seq).
             UnencodableValueError: an event holds a value msgspec cannot encode.
             InvalidEventError: with ``validate``, an event's field does not decode as its
                 declared type or bounds (also a ``TypeError`` and a ``ValueError``).
@@ -869,6 +873,30 @@ class LmdbJournal(Journal):
             if isinstance(outcome, list):
                 return outcome
             known = outcome  # some ids were stored already, or repeated: write again without them
+            with _translated(self._path):
+                self._txn_call(functools.partial(self._check_retries, batch, payloads, outcome))
+
+    def _check_retries(self, batch: list[Event], payloads: list[bytes], known: dict[bytes, int]) -> None:
+        """Refuse an event whose id is stored, or repeated in the batch, with other content.
+
+        Only on the path where some id is known already: an append of new ids never
+        reads here.
+
+        Raises:
+            JournalConflictError: the first such event.
+
+        """
+        first: dict[bytes, bytes] = {}
+        with self._env.begin(db=self._db_events) as txn:
+            for event, payload in zip(batch, payloads, strict=True):
+                id_raw = event.id.encode()
+                seq = known.get(id_raw)
+                if seq is not None:
+                    taken = parts(bytes(txn.get(_seq_key(seq)) or b""))
+                    if taken is None or taken.event != payload:
+                        raise JournalConflictError(event.id, seq)
+                elif first.setdefault(id_raw, payload) != payload:
+                    raise JournalConflictError(event.id, 0)
 
     def _grow(self, cause: lmdb.Error) -> None:
         current = int(self._env.info()["map_size"])

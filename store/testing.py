@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import pytest
 
 from cogfabric.events import (
@@ -35,7 +36,7 @@ from cogfabric.events import (
     UnencodableValueError,
 )
 
-from ._errors import InvalidStreamError, JournalClosedError
+from ._errors import InvalidStreamError, JournalClosedError, JournalConflictError
 from ._journal import Journal, Snapshot
 
 if TYPE_CHECKING:
@@ -114,6 +115,23 @@ class JournalContract:
 
         assert seqs == [1, 1]
         assert journal.last_seq == 1
+
+    def test_another_event_under_a_stored_or_repeated_id_is_a_conflict_not_a_retry(
+        self, journal: Journal
+    ) -> None:
+        stored = make_events(1)[0]
+        journal.append([stored])
+        impostor = msgspec.structs.replace(stored, value="other")  # the same id, other content
+        fresh = make_events(1, start=1)[0]
+
+        with pytest.raises(JournalConflictError, match="stored at seq 1") as info:
+            journal.append([fresh, impostor])
+        with pytest.raises(JournalConflictError, match="given twice in the batch"):
+            journal.append([fresh, msgspec.structs.replace(fresh, value="other")])
+
+        assert (info.value.event_id, info.value.seq) == (stored.id, 1)
+        assert journal.last_seq == 1  # nothing of either batch is stored
+        assert journal.append([fresh, stored]) == [2, 1]  # a true retry is still acknowledged
 
     def test_a_batch_with_an_unencodable_event_writes_nothing(self, journal: Journal) -> None:
         good = make_events(2)

@@ -74,19 +74,22 @@ class _Run:
         self.journal = LmdbJournal.open(path, map_size=1 << 16)
         self.model: Model = []
         self.ids: dict[str, int] = {}
+        self.stored: dict[str, PrivateSet] = {}
         self.counter = itertools.count()
 
     def append(self, items: list[tuple[int, int, int]]) -> None:
         batch: list[PrivateSet] = []
         for agent, id_kind, size in items:
+            # a stored or repeated id comes back as a retry: the same event (other content
+            # under one id is a conflict, refused: the contract's own test)
             if id_kind == 0 and self.ids:
-                event_id = self.data.draw(st.sampled_from(sorted(self.ids)))  # stored already
+                batch.append(self.stored[self.data.draw(st.sampled_from(sorted(self.ids)))])
             elif id_kind == 1 and batch:
-                event_id = self.data.draw(st.sampled_from([e.id for e in batch]))  # repeated
+                batch.append(self.data.draw(st.sampled_from(batch)))
             else:
+                value = "x" * (size * 700)
                 event_id = f"id{next(self.counter)}"
-            value = "x" * (size * 700)
-            batch.append(PrivateSet(at=0.0, agent=AGENTS[agent], key="k", value=value, id=event_id))
+                batch.append(PrivateSet(at=0.0, agent=AGENTS[agent], key="k", value=value, id=event_id))
         expected: list[int] = []
         seen: dict[str, int] = {}
         new: list[PrivateSet] = []
@@ -101,6 +104,7 @@ class _Run:
         for event in new:
             self.model.append((len(self.model) + 1, event.stream, event.id))
             self.ids[event.id] = len(self.model)
+            self.stored[event.id] = event
 
     def step(self, kind: str, arg: Any) -> None:
         if kind == "append":
