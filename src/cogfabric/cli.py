@@ -403,14 +403,15 @@ def _ending(opened: Any, agent: str | None, session: str | None, seq: int) -> tu
     last = None
     for record in opened.read(until=seq, stream=stream):
         last = record
-    ends: dict[str, str] = {
-        AgentKilled.__name__: "killed",
-        SessionDeleted.__name__: "deleted",
-        SessionExpired.__name__: "expired",
-        SessionEvicted.__name__: "evicted",
-    }
-    how = None if last is None else ends.get(type(last.event).__name__)
-    return None if how is None or last is None else (how, last.seq)
+    if last is None:
+        return None
+    ends = (
+        (AgentKilled, "killed"),
+        (SessionDeleted, "deleted"),
+        (SessionExpired, "expired"),
+        (SessionEvicted, "evicted"),
+    )
+    return next(((how, last.seq) for kind, how in ends if isinstance(last.event, kind)), None)
 
 
 _CELL_MAX = 2_000
