@@ -14,7 +14,12 @@ the median):
   transaction (as in bench/journal_append.py). Target: >= 0.25x. Beside it, the same
   ring on a memory-only runtime (``Runtime.open(None)``: the same agents, messages and
   events, no journal), counting the events made: the ceiling of the actor path, which
-  bounds what any journal could reach in this ring. Each run also reports how bunched
+  bounds what any journal could reach in this ring; and ``Journal.append`` of the ring's
+  events alone (no agents, no writer; the raw reference's batches of 1000, ``sync=True``,
+  ``validate=False`` as the writer appends), the journal's own share, with its thread's
+  CPU time. The two are the ring's ceilings from either side: on one GIL the journaled
+  ring spends the CPU time of both (only the journal's waits for its syncs can overlap
+  the agents' work). Each run also reports how bunched
   its deliveries were: the share that found more mail already waiting in the agent's
   mailbox. In the runs seen, those where the tokens travel in convoys (near 100%) were
   the fast ones. The same journaled ring runs again under another GIL switch interval
@@ -516,6 +521,42 @@ def raw_append_encoding(events: Sequence[Event]) -> Timed:
     return run
 
 
+def journal_append_mix(events: Sequence[Event]) -> Timed:
+    """``Journal.append`` alone (no agents, no writer): the same events and batches as the raw append.
+
+    ``sync=True`` and ``validate=False``, as the runtime's journal writer appends: the
+    journal's own share of the journaled ring, the ceiling of that ring from its side.
+    """
+    batches = [list(events[i : i + RAW_BATCH]) for i in range(0, len(events), RAW_BATCH)]
+
+    def run(path: Path) -> Sample:
+        with Journal.open(path / "journal", sync=True) as journal:
+            cpu = [0.0]
+
+            def body() -> dict[str, int]:
+                began = time.thread_time()
+                for chunk in batches:
+                    journal.append(chunk, validate=False)
+                cpu[0] = time.thread_time() - began
+                return {"events": journal.last_seq}
+
+            sample = _clock(body)
+            sample.extra["cpu_seconds"] = cpu[0]
+            return sample
+
+    return run
+
+
+def _append_note(samples: list[Sample]) -> str:
+    """What ``Journal.append`` alone spent: its thread's CPU time beside each run's time.
+
+    The rest of a run's time is spent waiting for its commits' syncs, which the journaled
+    ring can overlap with its agents' work; its CPU time it cannot.
+    """
+    runs = ", ".join(f"{s.seconds:.2f} (CPU {s.extra['cpu_seconds']:.2f})" for s in samples)
+    return f"validate=False, as the writer appends: the journal's share alone; runs (s, CPU s): {runs}"
+
+
 # ------------------------------------------------------------------ the handle path
 
 
@@ -782,6 +823,17 @@ def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path |
         raw = f"raw LMDB append + encoding, {RAW_BATCH}/txn (ring mix)"
         mix = ring_event_mix(n, s.ring_batch_hops)
         out.append(Workload(raw, "ring-batch", raw_append_encoding(mix), (RowSpec(raw, "events"),)))
+        # Journal.append of the same events alone: the journal's side of the ring's
+        # ceiling, as the memory-only ring below is the actors' side. On one GIL the
+        # journaled ring spends the CPU time of both shares.
+        alone = f"Journal.append of the ring's events, {RAW_BATCH}/txn (no agents)"
+        row = RowSpec(
+            alone,
+            "events",
+            raw,
+            note=_append_note,
+        )
+        out.append(Workload(alone, "ring-batch", journal_append_mix(mix), (row,)))
         label = f"ring {n:,} agents x {s.ring_batch_hops:,} hops, batch: journaled events"
         target = Target("ratio", TARGET_RING_BATCH_RATIO)
         timed = ring(n, s.ring_batch_hops, "batch", s.timeout)

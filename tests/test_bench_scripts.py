@@ -25,6 +25,7 @@ TINY = {
         " --repeat 1 --timeout 120"
     ),
     "peers.py": "--events 500 --single-events 10 --read-checkpoints 50 --repeat 1",
+    "lmdb_gil.py": "--items 50 --busy 0,1 --repeat 1",
 }
 
 
