@@ -135,11 +135,12 @@ _SESSION_ID_PART_BYTES: Final = 222  # "session/session_" + part + "_" + 16 hex 
 
 
 def _id_part(user_id: str) -> str:
-    """The user's part of a new session id: ``user_id[:100]`` as in the original.
+    """The user's part of a new session id: at most its first 100 characters.
 
-    Shortened further, by whole characters, when non-ASCII text would make the session's
-    stream name longer than the journal allows; NUL (which no stream name may hold) is
-    left out.
+    The original puts the whole user id in; a session's id is part of its stream's name,
+    which the journal bounds (255 bytes), so the part is cut to 100 characters, and
+    further, by whole characters, where non-ASCII text would still make the name too
+    long; NUL (which no stream name may hold) is left out.
     """
     part = user_id[:100].replace("\0", "")
     while len(part.encode()) > _SESSION_ID_PART_BYTES:
@@ -355,16 +356,21 @@ class MemoryManager:
         journal = self._journal
         if journal is None:
             return
-        recovered: list[SessionState] = []
+        recovered: list[tuple[float, int, SessionState]] = []
         for stream in journal.streams("session/"):
             if session_end(journal, stream):
                 continue  # replaying it would end in nothing
             state: SessionState | None = None
+            last = 0
             for record in journal.read(stream=stream):
                 state = apply_session_event(state, record.event)
+                last = record.seq
             if state is not None:
-                recovered.append(state)
-        for state in sorted(recovered, key=lambda s: s.accessed_at):
+                # A live session's every record is an access: ties in time go by seq,
+                # the order in which the live runtime used them.
+                recovered.append((state.accessed_at, last, state))
+        recovered.sort(key=lambda entry: entry[:2])
+        for _, _, state in recovered:
             self._sessions[state.id] = state
         # Sessions whose TTL passed while the runtime was closed expire now.
         if self._core.writer is not None and self._expire_all():
@@ -381,7 +387,9 @@ class MemoryManager:
         return self._core.clock.now()
 
     def _expired(self, state: SessionState, now: float) -> bool:
-        return now - state.accessed_at > self._config.session_ttl
+        # Not ``now - accessed_at > ttl``: at wall-clock magnitudes that difference is
+        # rounded, so a clock moved on by exactly the ttl could find it a hair past it.
+        return now > state.accessed_at + self._config.session_ttl
 
     def _expire_all(self) -> int:
         now = self._now()
@@ -481,7 +489,9 @@ class MemoryManager:
 
     def _op_latest_for_agent(self, agent_id: str) -> str | None:
         now = self._now()
-        live = [s for s in self._sessions.values() if s.agent_id == agent_id and not self._expired(s, now)]
+        # Most recently used first, so that of sessions used at the same moment the last one wins.
+        newest_first = reversed(self._sessions.values())
+        live = [s for s in newest_first if s.agent_id == agent_id and not self._expired(s, now)]
         return max(live, key=lambda s: s.accessed_at).id if live else None
 
     def _op_sweep(self) -> int:

@@ -276,6 +276,24 @@ class TestTtlAndEviction:
         assert runtime.memory.sweep() == 0
         assert runtime.memory.get_messages(session)
 
+    @pytest.mark.parametrize("ttl", [0.2, 0.13, 2.7])
+    def test_a_session_lives_through_exactly_its_ttl_whatever_the_ttl(
+        self, tmp_path: Path, ttl: float
+    ) -> None:
+        # FakeClock starts at 1.7e9 wall seconds: there, now - accessed_at is not exactly
+        # the ttl a clock advanced by the ttl has moved (0.2000000477 for 0.2).
+        clock = FakeClock()
+        with Runtime.open(tmp_path / "j", config=_config(session_ttl=ttl), clock=clock) as rt:
+            session = rt.memory.create_session("u")
+            clock.advance(ttl)
+
+            assert rt.memory.sweep() == 0
+            assert rt.memory.get_messages(session)
+            clock.advance(ttl)
+            assert rt.memory.get_messages(session)  # the read refreshed it: ttl more to go
+            clock.advance(ttl + 1e-6)
+            assert rt.memory.sweep() == 1
+
     def test_a_sweep_removes_every_expired_session(self, runtime: Runtime, clock: FakeClock) -> None:
         old = [runtime.memory.create_session("u") for _ in range(150 // 3)]
         clock.advance(TTL / 2)
@@ -306,6 +324,39 @@ class TestTtlAndEviction:
             assert rt.memory.get_messages(c)
             with pytest.raises(SessionNotFoundError):
                 rt.memory.get_messages(b)
+
+    def test_after_reopening_the_same_session_is_evicted_as_live_when_accesses_tie_in_time(
+        self, tmp_path: Path
+    ) -> None:
+        # The clock does not move: the order of the journaled accesses decides, live and
+        # replayed. (a's session stream sorts before b's, as their user ids do.)
+        def third_evicts(reopen: bool) -> str:
+            path = tmp_path / f"j-{reopen}"
+            with Runtime.open(path, config=_config(max_sessions=2), clock=FakeClock()) as rt:
+                a = rt.memory.create_session("a")
+                b = rt.memory.create_session("b")
+                rt.memory.add_message(a, "user", "a is used last")
+                if not reopen:
+                    rt.memory.create_session("u")
+                    return "b" if a in _live(rt, a, b) else "a"
+            with Runtime.open(path, config=_config(max_sessions=2), clock=FakeClock()) as rt:
+                rt.memory.create_session("u")
+                return "b" if a in _live(rt, a, b) else "a"
+
+        assert third_evicts(reopen=False) == third_evicts(reopen=True) == "b"
+
+    def test_the_latest_session_of_an_agent_on_a_tie_in_time_is_the_one_used_last(
+        self, tmp_path: Path
+    ) -> None:
+        clock = FakeClock()
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            first = rt.memory.create_session("u", agent_id="a1")
+            second = rt.memory.create_session("u", agent_id="a1")
+            assert rt.memory.get_latest_session_for_agent("a1") == second
+            rt.memory.add_message(first, "user", "first again")
+            assert rt.memory.get_latest_session_for_agent("a1") == first
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            assert rt.memory.get_latest_session_for_agent("a1") == first
 
     def test_every_session_change_is_journaled(self, tmp_path: Path, clock: FakeClock) -> None:
         with Runtime.open(tmp_path / "j", config=_config(max_sessions=1), clock=clock) as rt:
@@ -378,6 +429,18 @@ class TestTtlAndEviction:
             rt.flush()
         with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
             assert [m.content for m in rt.memory.get_messages(session)] == ["New session started", "hi"]
+
+
+def _live(rt: Runtime, *session_ids: str) -> list[str]:
+    """Which of ``session_ids`` the runtime still holds (read without refreshing: ``size`` aside)."""
+    live = []
+    for session_id in session_ids:
+        try:
+            rt.memory.get_messages(session_id)
+        except SessionNotFoundError:
+            continue
+        live.append(session_id)
+    return live
 
 
 class TestRetrievers:
