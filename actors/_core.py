@@ -204,17 +204,19 @@ def replay_agent(
     until: int | None = None,
     *,
     published: Publications | None = None,
+    from_snapshot: bool = True,
 ) -> AgentSnapshot | None:
     """Rebuild ``agent_id`` from ``journal`` as it was at seq ``until`` (default: the end).
 
-    Starts from the latest snapshot at or before ``until`` when there is one, then
-    applies the agent's own events and the task contexts published to it, in seq
-    order. A snapshot that cannot be used (damaged, past its stream's last record, or
-    its data does not decode) is passed over, logged: the events are the truth.
-    ``published``: the runtime stream's publications (``publications``), read once for
-    many agents.
+    Starts from the latest snapshot at or before ``until`` when there is one (and
+    ``from_snapshot``), then applies the agent's own events and the task contexts
+    published to it, in seq order. A snapshot that cannot be used (damaged, past its
+    stream's last record, of another agent, or its data does not decode) is passed
+    over, logged: the events are the truth. ``from_snapshot=False`` replays the events
+    alone, as an audit does: a snapshot is outside the hash chain. ``published``: the
+    runtime stream's publications (``publications``), read once for many agents.
     """
-    snapshot = _load_snapshot(journal, "agent/" + agent_id)
+    snapshot = _load_snapshot(journal, "agent/" + agent_id) if from_snapshot else None
     return _replay(journal, agent_id, until, snapshot, published)
 
 
@@ -319,7 +321,7 @@ def snapshot_flaw(journal: Journal, snapshot: Snapshot) -> str | None:
 
     A snapshot that matches its hash may still be unusable: one covering a seq past
     its stream's last record (no writer saves one; recovery would skip what it
-    claims to cover), or one whose data does not decode.
+    claims to cover), one whose data does not decode, or one of another agent's state.
     """
     usable = _decoded(journal, snapshot)
     return usable if isinstance(usable, str) else None
@@ -331,9 +333,13 @@ def _decoded(journal: Journal, snapshot: Snapshot) -> AgentSnapshot | str:
     if not 0 < snapshot.seq <= head:
         return f"its snapshot covers seq {snapshot.seq}, past its stream's last record, seq {head}"
     try:
-        return decode_snapshot(snapshot.data)
+        state = decode_snapshot(snapshot.data)
     except (msgspec.DecodeError, RecursionError) as exc:  # a ValidationError too
         return f"its snapshot at seq {snapshot.seq} does not decode: {exc}"
+    owner = snapshot.stream.removeprefix("agent/")
+    if state.id != owner:  # another agent's state: recovered from it, this agent would vanish
+        return f"its snapshot at seq {snapshot.seq} holds the state of agent {state.id!r}, not of {owner!r}"
+    return state
 
 
 def snapshot_problem(

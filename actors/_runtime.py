@@ -334,7 +334,8 @@ class Runtime:
         has none (or one that is damaged or unusable: ``snapshot_flaw``); a live session
         from its first record (one that ended is not replayed; the last record that says
         so is checked on its own).
-        With none of them, only the chain head is checked.
+        The last record is always checked, with its stream's index entry: were the stream
+        index emptied, a check of nothing would find no agent and no session to recover.
         """
         starts: list[int] = []
         for stream in journal.streams("agent/"):
@@ -354,7 +355,8 @@ class Runtime:
             if end and journal.record_intact(end):
                 continue
             starts.append(journal.stream_start(stream) - 1)
-        return max(0, min(starts, default=journal.last_seq))
+        last = journal.last_seq
+        return max(0, min(*starts, last - 1)) if starts else max(0, last - 1)
 
     def _recover(self, journal: Journal) -> None:
         streams = sorted(journal.streams("agent/"), key=lambda stream: _first_seq(journal, stream))

@@ -325,10 +325,12 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
 
 
 _META_MAGIC: Final = 0xBEEFC0DE
-_META = struct.Struct("<I20xI92xQQ")
+_META = struct.Struct("<I12xQI92xQQ")
 """LMDB's meta page (64-bit): after the 16-byte page header, ``mm_magic``, then past the
-version, address and map size ``mm_dbs[0].md_pad`` (the page size), then past the rest
-of the two database records ``mm_last_pg`` and ``mm_txnid``."""
+version and address ``mm_mapsize``, ``mm_dbs[0].md_pad`` (the page size), then past the
+rest of the two database records ``mm_last_pg`` and ``mm_txnid``."""
+_PAGE_SIZES: Final = frozenset(1 << n for n in range(8, 17))
+"""The page sizes LMDB may write: powers of two up to its MAX_PAGESIZE, 64 KiB."""
 _PAGE_HEADER: Final = 16
 
 
@@ -344,6 +346,8 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
 
     Raises:
         JournalFormatError: ``readonly`` and the data file is empty.
+        JournalDamagedError: the header names an impossible page size or length, or the
+            file is too short to hold both meta pages (nothing is padded then).
         JournalUnavailableError: the data file cannot be read.
 
     """
@@ -360,17 +364,27 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
         raise JournalFormatError(f"{where} is not a journal: its data file is empty")
     if len(head) < _PAGE_HEADER + _META.size:
         return size, 0  # empty (LMDB writes a new header) or not LMDB's
-    magic, page, *_ = _META.unpack_from(head, _PAGE_HEADER)
+    magic, _, page, *_ = _META.unpack_from(head, _PAGE_HEADER)
     if magic != _META_MAGIC or page < _PAGE_HEADER + _META.size:
         return size, 0
-    newest: tuple[int, int] | None = None
+    if page not in _PAGE_SIZES:
+        raise JournalDamagedError(f"{where} is damaged: its header names a page size of {page} bytes")
+    newest: tuple[int, int, int] | None = None
     for offset in (0, page):
         if len(head) >= offset + _PAGE_HEADER + _META.size:
-            magic, _, last_page, txn = _META.unpack_from(head, offset + _PAGE_HEADER)
+            magic, map_size, _, last_page, txn = _META.unpack_from(head, offset + _PAGE_HEADER)
             if magic == _META_MAGIC and (newest is None or txn > newest[0]):
-                newest = (txn, last_page)
+                newest = (txn, last_page, map_size)
     assert newest is not None  # the first meta page's magic matched
     needed: int = (newest[1] + 1) * page
+    if needed > max(newest[2], 2 * page) or size < 2 * page:
+        # A last page past the map, or a file without both meta pages: padding would
+        # grow the file without bound, or write over a header LMDB needs.
+        msg = (
+            f"{where} is damaged: its data file is {size:,} bytes and its header names "
+            f"{needed:,} bytes in a map of {newest[2]:,}"
+        )
+        raise JournalDamagedError(msg)
     return size, max(0, needed - size)
 
 
@@ -631,6 +645,7 @@ class LmdbJournal(Journal):
             if txn.get(_DB_META) is None:
                 raise JournalFormatError(f"{where} is not a cogfabric journal")
         meta_db = env.open_db(_DB_META, create=False)
+        _check_flags(env, meta_db, _DB_META, where)  # duplicates would keep an old head beside the new
         with env.begin(db=meta_db) as txn:
             cls._check_meta(dict(txn.cursor().iternext()), where, key)
         for name in _DATA_DBS:
@@ -643,7 +658,9 @@ class LmdbJournal(Journal):
         if is_new:
             cls._create(env, where, key)
             return
-        with env.begin(db=env.open_db(_DB_META, create=False)) as txn:  # check before creating anything
+        meta_db = env.open_db(_DB_META, create=False)
+        _check_flags(env, meta_db, _DB_META, where)
+        with env.begin(db=meta_db) as txn:  # check before creating anything
             meta = dict(txn.cursor().iternext())
         if not meta:  # a header never written: the journal is as new, or not a journal
             cls._create(env, where, key)
@@ -1043,7 +1060,9 @@ class LmdbJournal(Journal):
         else:
             last, count, first = stored[:8], int.from_bytes(stored[8:16], "big"), stored[16:24]
             record = txn.get(last, db=self._db_events) if len(stored) == _HEAD_VALUE_LEN else None
-            if record is None or not count or not of_stream(record, part):
+            # a stream cannot hold more records than the journal up to its last one
+            possible = 0 < count <= int.from_bytes(last, "big")
+            if record is None or not possible or not of_stream(record, part):
                 # Linking a new record onto it would build the damage into the hash chain.
                 self._disagreement = f"its stream index's head of {stream!r} names no record of that stream"
                 raise JournalIntegrityError(
@@ -1052,12 +1071,27 @@ class LmdbJournal(Journal):
         return [part, bytes(last), count, stream_raw + b"\0", bytes(first)]
 
     def _stored_seqs(self, id_list: list[bytes], known: dict[bytes, int]) -> dict[bytes, int]:
+        """The stored seqs of those of ``id_list`` that the id index holds, beside ``known``.
+
+        Raises:
+            JournalIntegrityError: the index holds no seq of this journal for one of them.
+
+        """
         found = dict(known)
         with self._env.begin(db=self._db_ids) as txn:
             for id_raw in id_list:
                 stored = txn.get(id_raw)
-                if stored is not None:
-                    found[id_raw] = int.from_bytes(stored, "big")
+                if stored is None:
+                    continue
+                seq = int.from_bytes(stored, "big")
+                if len(stored) != _SEQ_LEN or not 0 < seq <= self._head_seq:
+                    msg = (
+                        f"{self._path}: its event id index holds no seq of this journal for id "
+                        f"{id_raw.decode(errors='replace')!r} ({bytes(stored).hex() or 'empty'}): it was "
+                        "changed or damaged (verify() names it)"
+                    )
+                    raise JournalIntegrityError(msg)
+                found[id_raw] = seq
         return found
 
     def _snapshot_hash(self, stream_raw: bytes, seq_raw: bytes, data: bytes) -> bytes:

@@ -376,10 +376,12 @@ def _locate_id_problem(journal: LmdbJournal, last: int) -> int | None:
             if key > limit:
                 break
             id_raw = _id_of(value)
-            if id_raw is None or txn.get(id_raw, db=ids_db) != key:
+            if not id_raw or txn.get(id_raw, db=ids_db) != key:  # LMDB refuses an empty key
                 bad = int.from_bytes(key, "big")
                 break
         for id_raw, seq_raw in txn.cursor(db=ids_db).iternext():
+            if len(seq_raw) != _SEQ_LEN:
+                continue  # no seq: its id's record, if any, was named above; a stray one names none
             if seq_raw <= limit and _id_of(txn.get(seq_raw, db=journal._db_events)) != id_raw:
                 seq = int.from_bytes(seq_raw, "big")
                 bad = seq if bad is None else min(bad, seq)

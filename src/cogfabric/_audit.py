@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +18,13 @@ import msgspec
 from cogfabric.actors import apply_session_event, replay_agent, snapshot_problem
 from cogfabric.actors._core import publications
 from cogfabric.events import ContextLayer, IpcDelivered, IpcMessage
-from cogfabric.store import JournalError, JournalRecordError, JournalUnavailableError, LmdbJournal
+from cogfabric.store import (
+    JournalDamagedError,
+    JournalError,
+    JournalRecordError,
+    JournalUnavailableError,
+    LmdbJournal,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -55,6 +64,9 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
     times in all) while the file changes under it, and then gives up rather than
     audit a torn copy.
 
+    Every page is first read in a child process (``_check_pages``), so that a page LMDB
+    would crash on is reported as damage (``JournalDamagedError``).
+
     Raises:
         AuditAccessError: the directory (or its lock file) is not writable and
             ``copy`` is not set.
@@ -73,6 +85,7 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
                 "and this directory is not writable; rerun with --copy to audit a private copy"
             )
             raise AuditAccessError(msg)
+        _check_pages(path, path, key)
         with LmdbJournal.open(path, readonly=True, key=key) as journal:
             yield journal
         return
@@ -84,12 +97,58 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
                 yield journal
             return
         _quiet_copy(path, target / "data.mdb")
+        _check_pages(target, path, key)
         try:
             with LmdbJournal.open(target, readonly=True, key=key) as journal:
                 yield journal
         except JournalError as exc:  # name the user's path, not the private copy's
             exc.args = tuple(a.replace(str(target), str(path)) if isinstance(a, str) else a for a in exc.args)
             raise
+
+
+def _check_pages(where: Path, named: Path, key: str | None) -> None:
+    """Read every page of the journal at ``where`` in a child process first, if LMDB would crash on one.
+
+    LMDB has no checksums and trusts its pages: one damaged in place (zeroed, say) makes
+    it abort the process with an assertion, or a SIGBUS, where an audit must report
+    damage. A forked child opens the journal read-only and reads every key and value of
+    every database; if it dies of a signal, this raises instead of letting the audit
+    read the same page. The walk costs about one scan of the file, with nothing decoded.
+    Skipped where forking is not safe: with other threads running, or without ``fork``.
+
+    Raises:
+        JournalDamagedError: the child died of a signal (names ``named``).
+
+    """
+    if not hasattr(os, "fork") or threading.active_count() > 1 or not (where / "data.mdb").is_file():
+        return
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; its coverage is not collected
+        try:
+            with LmdbJournal.open(where, readonly=True, key=key) as journal:
+                _read_every_page(journal)
+        finally:
+            os._exit(0)  # whatever it met, the parent's own open reports it, typed
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        killed_by = signal.Signals(os.WTERMSIG(status)).name
+        msg = (
+            f"{named} is damaged: LMDB crashed ({killed_by}) reading a page of its data file, which "
+            "holds what LMDB cannot parse (it has no checksums); restore the journal from a copy"
+        )
+        raise JournalDamagedError(msg)
+
+
+def _read_every_page(journal: LmdbJournal) -> None:
+    """Read every key and value of every database: each page LMDB would read for a reader."""
+    env = journal._env  # noqa: SLF001 - the audit's own journal
+    with env.begin() as txn:
+        names = [bytes(name) for name in txn.cursor().iternext(values=False)]
+    for name in names:
+        with contextlib.suppress(Exception):  # not a database (a stray key): LMDB refuses it
+            db = env.open_db(name, create=False)
+            with env.begin(db=db) as txn:
+                collections.deque(txn.cursor().iternext(), maxlen=0)
 
 
 _COPY_TRIES = 5
@@ -188,7 +247,9 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
     """
     if at is None:
         at = journal.last_seq
-    state = replay_agent(journal, agent_id, until=at)
+    # From the events alone: they are in the hash chain, a snapshot is not (on an unkeyed
+    # journal anyone can rewrite one and its hash; verify compares them with the events).
+    state = replay_agent(journal, agent_id, until=at, from_snapshot=False)
     if state is None:
         return None
     ipc = _ipc_of(journal, agent_id, at)

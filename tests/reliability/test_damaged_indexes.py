@@ -1,0 +1,221 @@
+"""Damage outside the records (indexes, header, snapshots), found by fuzzing: typed errors, never accepted."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+import lmdb
+import msgspec
+import pytest
+
+from cogfabric import CogfabricError
+from cogfabric._audit import agent_view
+from cogfabric.actors import FakeClock, Runtime
+from cogfabric.events import PrivateSet
+from cogfabric.store import (
+    Journal,
+    JournalDamagedError,
+    JournalHeaderError,
+    JournalIntegrityError,
+    LmdbJournal,
+)
+from cogfabric.store.testing import make_events
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+
+def _put(path: Path, db: bytes, key: bytes, value: bytes) -> None:
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        handle = env.open_db(db)
+        with env.begin(write=True, db=handle) as txn:
+            txn.put(key, value)
+    finally:
+        env.close()
+
+
+def _get(path: Path, db: bytes, key: bytes) -> bytes:
+    env = lmdb.open(str(path), max_dbs=8, readonly=True)
+    try:
+        with env.begin(db=env.open_db(db, create=False)) as txn:
+            value = txn.get(key)
+            assert value is not None
+            return bytes(value)
+    finally:
+        env.close()
+
+
+def test_an_id_index_entry_without_a_seq_is_reported_by_verify_not_raised(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    events = make_events(10)
+    with Journal.open(path) as journal:
+        journal.append(events)
+    _put(path, b"ids", events[0].id.encode(), b"")
+
+    with Journal.open(path, readonly=True) as journal:
+        report = journal.verify()
+
+    assert not report.ok
+    assert report.first_bad_seq == 1
+    assert "id index" in report.reason
+    with Runtime.open(path, clock=FakeClock(), allow_unverified=True):
+        pass
+
+
+@pytest.mark.parametrize("stored", [b"\xff" * 9, b"", (99).to_bytes(8, "big")])
+def test_a_retry_whose_id_entry_names_no_seq_is_refused_as_damage(tmp_path: Path, stored: bytes) -> None:
+    path = tmp_path / "j"
+    event = PrivateSet(at=1.0, agent="a", key="k", value=1)
+    with Journal.open(path) as journal:
+        journal.append([event])
+    _put(path, b"ids", event.id.encode(), stored)
+
+    with Journal.open(path) as journal, pytest.raises(JournalIntegrityError, match="event id index"):
+        journal.append([event])
+
+
+def test_a_stream_head_with_an_impossible_count_refuses_appends_with_a_typed_error(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        runtime.spawn("a").set_private("k", 1)
+    head = _get(path, b"heads", b"agent/a")
+    _put(path, b"heads", b"agent/a", head[:8] + (2**64 - 1).to_bytes(8, "big") + head[16:])
+
+    with Journal.open(path) as journal, pytest.raises(JournalIntegrityError, match="agent/a"):
+        journal.append([PrivateSet(at=1.0, agent="a", key="k", value=2)])
+    with (
+        Runtime.open(path, clock=FakeClock(), allow_unverified=True) as runtime,
+        pytest.raises(CogfabricError),
+    ):
+        runtime.agent("a").set_private("k", 3)
+
+
+def test_a_header_database_recreated_with_duplicates_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    key = b"k" * 32  # a keyed header: LMDB keeps no empty value under duplicates
+    with Journal.open(path, key=key) as journal:
+        journal.append(make_events(3))
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        meta = env.open_db(b"meta", txn=txn)
+        items = list(txn.cursor(db=meta).iternext())
+        txn.drop(meta, delete=True)
+        dup = env.open_db(b"meta", txn=txn, dupsort=True)
+        for key, value in items:
+            txn.put(key, value, db=dup)
+    env.close()
+
+    for readonly in (True, False):
+        with pytest.raises(JournalHeaderError, match="meta database has LMDB flags"):
+            Journal.open(path, readonly=readonly, key=key)
+
+
+def _forge_snapshot(path: Path, stream: bytes, change: Callable[[dict[str, Any], bytes], bytes]) -> None:
+    """Rewrite a snapshot of an unkeyed journal and its hash, as anyone can (no re-chaining)."""
+    value = _get(path, b"snapshots", stream)
+    seq_raw, data = value[16:24], value[24:]
+    forged = change(msgspec.msgpack.decode(data), data)
+    digest = hashlib.blake2b(stream + b"\0" + seq_raw + forged, digest_size=16).digest()
+    _put(path, b"snapshots", stream, digest + seq_raw + forged)
+
+
+def _two_agents_with_snapshots(path: Path) -> None:
+    with Runtime.open(path, clock=FakeClock(), config={"journal": {"snapshot_interval": 5}}) as runtime:
+        a, b = runtime.spawn("a", task_id="t"), runtime.spawn("b", task_id="t")
+        for i in range(12):
+            a.set_private("balance", i)
+            b.set_private("owner", "b")
+
+
+def test_a_snapshot_holding_another_agents_state_is_passed_over(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    _two_agents_with_snapshots(path)
+    data_b = _get(path, b"snapshots", b"agent/b")[24:]
+    _forge_snapshot(path, b"agent/a", lambda _state, _data: data_b)
+
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        assert sorted(runtime.agents()) == ["a", "b"]
+        assert runtime.agent("a").context_view().private == {"balance": 11}
+
+
+def test_the_audit_replay_rebuilds_an_agent_from_its_events_not_a_forged_snapshot(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j"
+    _two_agents_with_snapshots(path)
+
+    def approve(state: dict[str, Any], _data: bytes) -> bytes:
+        state["private"]["approved_by"] = "mallory"
+        return msgspec.msgpack.encode(state)
+
+    _forge_snapshot(path, b"agent/a", approve)
+
+    with LmdbJournal.open(path, readonly=True) as journal:
+        view = agent_view(journal, "a", None)
+    assert view is not None
+    assert view["private"] == {"balance": 11}
+
+
+def test_a_tail_check_of_a_journal_whose_stream_index_was_emptied_refuses_it(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        runtime.spawn("lead").set_private("k", 1)
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"heads", txn=txn), delete=False)
+    env.close()
+
+    with pytest.raises(JournalIntegrityError, match="missing from the stream index"):
+        Runtime.open(path, clock=FakeClock(), verify="tail")
+
+
+_META_OFFSETS = {"page size": 16 + 24, "last page": 16 + 120}
+
+
+@pytest.mark.parametrize("field", _META_OFFSETS)
+def test_a_damaged_header_length_is_refused_and_the_file_left_as_it_is(tmp_path: Path, field: str) -> None:
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(make_events(20))
+    data = path / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    at = _META_OFFSETS[field]
+    for meta in (0, 4096):  # both meta pages, so that the newer one is damaged too
+        (value,) = struct.unpack_from("<I" if field == "page size" else "<Q", raw, meta + at)
+        struct.pack_into("<I" if field == "page size" else "<Q", raw, meta + at, value ^ (1 << 28))
+    data.write_bytes(bytes(raw))
+    size = data.stat().st_size
+
+    for readonly in (True, False):
+        with pytest.raises(JournalDamagedError, match="is damaged"):
+            Journal.open(path, readonly=readonly)
+    assert data.stat().st_size == size
+
+
+def test_an_audit_reports_a_page_lmdb_would_crash_on_instead_of_dying(tmp_path: Path) -> None:
+    # A zeroed B-tree page makes LMDB abort the process (an assertion): the audit
+    # commands read every page in a child first and report the damage, exit 1.
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        for _ in range(20):
+            journal.append(make_events(50))
+    with (path / "data.mdb").open("r+b") as data:
+        data.seek(20 * 4096)  # a leaf of the records, in this layout
+        data.write(bytes(4096))
+
+    for command in (["verify"], ["export", "--no-verify"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "cogfabric", command[0], str(path), *command[1:]],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 1, (command, done.returncode, done.stderr[-2000:])
+        assert "is damaged" in done.stderr
