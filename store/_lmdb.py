@@ -360,8 +360,11 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
         return 0, 0  # a new journal
     except OSError as exc:
         raise JournalUnavailableError(f"{where}: cannot read its data file: {exc}") from exc
-    if not head and readonly:
-        raise JournalFormatError(f"{where} is not a journal: its data file is empty")
+    if not head:
+        if readonly:
+            raise JournalFormatError(f"{where} is not a journal: its data file is empty")
+        # a crash as LMDB created it, or a file emptied since: nothing is left to keep
+        log.warning("%s: its data file is empty; a new journal is started in it", where)
     if len(head) < _PAGE_HEADER + _META.size:
         return size, 0  # empty (LMDB writes a new header) or not LMDB's
     magic, _, page, *_ = _META.unpack_from(head, _PAGE_HEADER)

@@ -19,6 +19,7 @@ from cogfabric.events import PrivateSet
 from cogfabric.store import (
     Journal,
     JournalDamagedError,
+    JournalFormatError,
     JournalHeaderError,
     JournalIntegrityError,
     LmdbJournal,
@@ -219,3 +220,18 @@ def test_an_audit_reports_a_page_lmdb_would_crash_on_instead_of_dying(tmp_path: 
         )
         assert done.returncode == 1, (command, done.returncode, done.stderr[-2000:])
         assert "is damaged" in done.stderr
+
+
+def test_an_emptied_data_file_is_refused_for_reading_and_said_so_when_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(make_events(3))
+    (path / "data.mdb").write_bytes(b"")
+
+    with pytest.raises(JournalFormatError, match="data file is empty"):
+        Journal.open(path, readonly=True)
+    with Journal.open(path) as journal:
+        assert journal.last_seq == 0
+    assert "data file is empty; a new journal is started" in caplog.text
