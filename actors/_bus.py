@@ -520,9 +520,10 @@ class IpcBus:
     def subscribers(self, topic: str) -> list[str]:
         """The live agents subscribed to ``topic``, in subscription order (broadcast's order).
 
-        After a reopen, the recovered agents come first, in the order they were spawned,
-        then those that subscribe later: an agent's snapshot keeps its topics, not when it
-        subscribed to them, so the order across agents is not rebuilt.
+        After a reopen, the recovered agents come first, in the order of their first spawn
+        (their stream's first record), then those that subscribe later: an agent's
+        snapshot keeps its topics, not when it subscribed to them, so the order across
+        agents is not rebuilt.
         """
         with self._lock:
             return list(self._topics.get(topic, ()))

@@ -18,8 +18,9 @@ the median):
   events alone (no agents, no writer; the raw reference's batches of 1000, ``sync=True``,
   ``validate=False`` as the writer appends), the journal's own share, with its thread's
   CPU time. The two are the ring's ceilings from either side: on one GIL the journaled
-  ring spends the CPU time of both (only the journal's waits for its syncs can overlap
-  the agents' work). Each run also reports how bunched
+  ring spends the CPU time of both, but for what can overlap the agents' work (the
+  journal's waits for its syncs, the C parts of its puts and commits). Each run also
+  reports how bunched
   its deliveries were: the share that found more mail already waiting in the agent's
   mailbox. In the runs seen, those where the tokens travel in convoys (near 100%) were
   the fast ones. The same journaled ring runs again under another GIL switch interval

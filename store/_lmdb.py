@@ -332,6 +332,8 @@ rest of the two database records ``mm_last_pg`` and ``mm_txnid``."""
 _PAGE_SIZES: Final = frozenset(1 << n for n in range(8, 17))
 """The page sizes LMDB may write: powers of two up to its MAX_PAGESIZE, 64 KiB."""
 _PAGE_HEADER: Final = 16
+_P_META: Final = 0x08
+"""The flag of a meta page in an LMDB page header's ``mp_flags`` (at its byte 10)."""
 
 
 def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
@@ -370,7 +372,7 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
     magic, _, page, *_ = _META.unpack_from(head, _PAGE_HEADER)
     if magic != _META_MAGIC or page < _PAGE_HEADER + _META.size:
         return size, 0
-    if page not in _PAGE_SIZES:
+    if page not in _PAGE_SIZES or not _is_second_meta(head, page):
         raise JournalDamagedError(f"{where} is damaged: its header names a page size of {page} bytes")
     newest: tuple[int, int, int] | None = None
     for offset in (0, page):
@@ -380,15 +382,26 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
                 newest = (txn, last_page, map_size)
     assert newest is not None  # the first meta page's magic matched
     needed: int = (newest[1] + 1) * page
-    if needed > max(newest[2], 2 * page) or size < 2 * page:
-        # A last page past the map, or a file without both meta pages: padding would
-        # grow the file without bound, or write over a header LMDB needs.
+    if size < 2 * page or needed > max(size, newest[2], 2 * page):
+        # A file without both meta pages, or one to pad past its map: padding would write
+        # over a header LMDB needs, or grow the file without bound. (LMDB itself takes
+        # the map size as advisory, so a file that holds its pages is left to it.)
         msg = (
             f"{where} is damaged: its data file is {size:,} bytes and its header names "
             f"{needed:,} bytes in a map of {newest[2]:,}"
         )
         raise JournalDamagedError(msg)
     return size, max(0, needed - size)
+
+
+def _is_second_meta(head: bytes, page: int) -> bool:
+    """Whether LMDB's second meta page starts at ``page`` (page number 1, the meta flag).
+
+    Where the file is too short to tell, the length check refuses it anyway.
+    """
+    if len(head) < page + _PAGE_HEADER:
+        return True
+    return int.from_bytes(head[page : page + 8], "little") == 1 and bool(head[page + 10] & _P_META)
 
 
 def _check_length(where: Path, *, readonly: bool) -> None:

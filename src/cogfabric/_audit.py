@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -11,7 +12,7 @@ import tempfile
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 _IPC_SHOWN = 20
+
+log = logging.getLogger(__name__)
 
 
 class AuditAccessError(JournalError):
@@ -106,37 +109,65 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
             raise
 
 
+_CRASHES: Final = frozenset({signal.SIGABRT, signal.SIGBUS, signal.SIGSEGV, signal.SIGILL, signal.SIGFPE})
+"""The signals a process dies of when LMDB meets a page it cannot parse (an assertion, a bad address)."""
+
+
 def _check_pages(where: Path, named: Path, key: str | None) -> None:
     """Read every page of the journal at ``where`` in a child process first, if LMDB would crash on one.
 
     LMDB has no checksums and trusts its pages: one damaged in place (zeroed, say) makes
     it abort the process with an assertion, or a SIGBUS, where an audit must report
     damage. A forked child opens the journal read-only and reads every key and value of
-    every database; if it dies of a signal, this raises instead of letting the audit
-    read the same page. The walk costs about one scan of the file, with nothing decoded.
-    Skipped where forking is not safe: with other threads running, or without ``fork``.
+    every database; if it dies of one of those signals, this raises instead of letting
+    the audit read the same page. The walk costs about one scan of the file, with
+    nothing decoded. Skipped where forking is not safe (other threads running, no
+    ``fork``) or fails (a process limit): the audit then reads without it.
 
     Raises:
-        JournalDamagedError: the child died of a signal (names ``named``).
+        JournalDamagedError: the child crashed (names ``named``).
+        JournalUnavailableError: the child was killed from outside (SIGKILL, SIGTERM...),
+            which says nothing of the journal.
 
     """
     if not hasattr(os, "fork") or threading.active_count() > 1 or not (where / "data.mdb").is_file():
         return
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        log.warning("cannot fork to read %s's pages first (%s); auditing without that check", named, exc)
+        return
     if pid == 0:  # pragma: no cover - the child; its coverage is not collected
         try:
+            import resource  # noqa: PLC0415 - Unix only, as fork is
+
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash here is expected: no core dump
             with LmdbJournal.open(where, readonly=True, key=key) as journal:
                 _read_every_page(journal)
         finally:
             os._exit(0)  # whatever it met, the parent's own open reports it, typed
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        killed_by = signal.Signals(os.WTERMSIG(status)).name
-        msg = (
-            f"{named} is damaged: LMDB crashed ({killed_by}) reading a page of its data file, which "
-            "holds what LMDB cannot parse (it has no checksums); restore the journal from a copy"
-        )
-        raise JournalDamagedError(msg)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except BaseException:  # interrupted (Ctrl-C): the child must not scan on, nor stay a zombie
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        raise
+    if not os.WIFSIGNALED(status):
+        return
+    number = os.WTERMSIG(status)
+    try:
+        name = signal.Signals(number).name
+    except ValueError:  # a real-time signal has no name
+        name = f"signal {number}"
+    if number not in _CRASHES:
+        msg = f"{named}: the check of its pages was stopped from outside ({name}); audit it again"
+        raise JournalUnavailableError(msg)
+    msg = (
+        f"{named} is damaged: LMDB crashed ({name}) reading a page of its data file, which "
+        "holds what LMDB cannot parse (it has no checksums); restore the journal from a copy"
+    )
+    raise JournalDamagedError(msg)
 
 
 def _read_every_page(journal: LmdbJournal) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 import subprocess
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 import lmdb
@@ -13,7 +15,7 @@ import msgspec
 import pytest
 
 from cogfabric import CogfabricError
-from cogfabric._audit import agent_view
+from cogfabric._audit import agent_view, open_for_audit
 from cogfabric.actors import FakeClock, Runtime
 from cogfabric.events import PrivateSet
 from cogfabric.store import (
@@ -22,6 +24,7 @@ from cogfabric.store import (
     JournalFormatError,
     JournalHeaderError,
     JournalIntegrityError,
+    JournalUnavailableError,
     LmdbJournal,
 )
 from cogfabric.store.testing import make_events
@@ -179,6 +182,13 @@ def test_a_tail_check_of_a_journal_whose_stream_index_was_emptied_refuses_it(tmp
 _META_OFFSETS = {"page size": 16 + 24, "last page": 16 + 120}
 
 
+def _page_size(path: Path) -> int:
+    """The data file's page size, from its first meta page (``mm_dbs[0].md_pad``)."""
+    with (path / "data.mdb").open("rb") as data:
+        (size,) = struct.unpack("<I", data.read(64)[16 + 24 : 16 + 28])
+    return int(size)
+
+
 @pytest.mark.parametrize("field", _META_OFFSETS)
 def test_a_damaged_header_length_is_refused_and_the_file_left_as_it_is(tmp_path: Path, field: str) -> None:
     path = tmp_path / "j"
@@ -187,7 +197,7 @@ def test_a_damaged_header_length_is_refused_and_the_file_left_as_it_is(tmp_path:
     data = path / "data.mdb"
     raw = bytearray(data.read_bytes())
     at = _META_OFFSETS[field]
-    for meta in (0, 4096):  # both meta pages, so that the newer one is damaged too
+    for meta in (0, _page_size(path)):  # both meta pages, so that the newer one is damaged too
         (value,) = struct.unpack_from("<I" if field == "page size" else "<Q", raw, meta + at)
         struct.pack_into("<I" if field == "page size" else "<Q", raw, meta + at, value ^ (1 << 28))
     data.write_bytes(bytes(raw))
@@ -207,7 +217,7 @@ def test_an_audit_reports_a_page_lmdb_would_crash_on_instead_of_dying(tmp_path: 
         for _ in range(20):
             journal.append(make_events(50))
     with (path / "data.mdb").open("r+b") as data:
-        data.seek(20 * 4096)  # a leaf of the records, in this layout
+        data.seek(20 * _page_size(path))  # a leaf of the records, in this layout
         data.write(bytes(4096))
 
     for command in (["verify"], ["export", "--no-verify"]):
@@ -235,3 +245,53 @@ def test_an_emptied_data_file_is_refused_for_reading_and_said_so_when_written(
     with Journal.open(path) as journal:
         assert journal.last_seq == 0
     assert "data file is empty; a new journal is started" in caplog.text
+
+
+def _fake_child(monkeypatch: pytest.MonkeyPatch, status: int) -> None:
+    """Make the audit's page check see its child end with ``status`` (no fork happens)."""
+    monkeypatch.setattr(threading, "active_count", lambda: 1)  # whatever other tests left running
+    monkeypatch.setattr(os, "fork", lambda: 4242)
+    monkeypatch.setattr(os, "waitpid", lambda pid, _options: (pid, status))
+
+
+@pytest.mark.parametrize(("signal_number", "error"), [(6, JournalDamagedError), (7, JournalDamagedError)])
+def test_the_page_check_calls_a_crashed_child_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signal_number: int, error: type[Exception]
+) -> None:
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(make_events(3))
+    _fake_child(monkeypatch, signal_number)  # a wait status of a death by that signal
+
+    with pytest.raises(error, match="LMDB crashed"), open_for_audit(path):
+        pass
+
+
+@pytest.mark.parametrize("signal_number", [9, 15, 40])
+def test_the_page_check_does_not_call_a_child_killed_from_outside_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signal_number: int
+) -> None:
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(make_events(3))
+    _fake_child(monkeypatch, signal_number)
+
+    with pytest.raises(JournalUnavailableError, match="stopped from outside") as caught, open_for_audit(path):
+        pass
+    assert not isinstance(caught.value, JournalDamagedError)
+
+
+def test_an_audit_goes_on_without_the_page_check_when_it_cannot_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(make_events(3))
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(os, "fork", no_fork)
+    with open_for_audit(path) as journal:
+        assert journal.verify().ok
