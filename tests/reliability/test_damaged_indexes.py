@@ -55,6 +55,14 @@ def _get(path: Path, db: bytes, key: bytes) -> bytes:
         env.close()
 
 
+def _journal_of_three(tmp_path: Path) -> Path:
+    """A journal of three events at ``tmp_path / "j"``."""
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(make_events(3))
+    return path
+
+
 def test_an_id_index_entry_without_a_seq_is_reported_by_verify_not_raised(tmp_path: Path) -> None:
     path = tmp_path / "j"
     events = make_events(10)
@@ -235,9 +243,7 @@ def test_an_audit_reports_a_page_lmdb_would_crash_on_instead_of_dying(tmp_path: 
 def test_an_emptied_data_file_is_refused_for_reading_and_said_so_when_written(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = tmp_path / "j"
-    with Journal.open(path) as journal:
-        journal.append(make_events(3))
+    path = _journal_of_three(tmp_path)
     (path / "data.mdb").write_bytes(b"")
 
     with pytest.raises(JournalFormatError, match="data file is empty"):
@@ -258,9 +264,7 @@ def _fake_child(monkeypatch: pytest.MonkeyPatch, status: int) -> None:
 def test_the_page_check_calls_a_crashed_child_damage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signal_number: int, error: type[Exception]
 ) -> None:
-    path = tmp_path / "j"
-    with Journal.open(path) as journal:
-        journal.append(make_events(3))
+    path = _journal_of_three(tmp_path)
     _fake_child(monkeypatch, signal_number)  # a wait status of a death by that signal
 
     with pytest.raises(error, match="LMDB crashed"), open_for_audit(path):
@@ -271,9 +275,7 @@ def test_the_page_check_calls_a_crashed_child_damage(
 def test_the_page_check_does_not_call_a_child_killed_from_outside_damage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signal_number: int
 ) -> None:
-    path = tmp_path / "j"
-    with Journal.open(path) as journal:
-        journal.append(make_events(3))
+    path = _journal_of_three(tmp_path)
     _fake_child(monkeypatch, signal_number)
 
     with pytest.raises(JournalUnavailableError, match="stopped from outside") as caught, open_for_audit(path):
@@ -284,9 +286,7 @@ def test_the_page_check_does_not_call_a_child_killed_from_outside_damage(
 def test_an_audit_goes_on_without_the_page_check_when_it_cannot_fork(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "j"
-    with Journal.open(path) as journal:
-        journal.append(make_events(3))
+    path = _journal_of_three(tmp_path)
 
     def no_fork() -> int:
         raise BlockingIOError(11, "Resource temporarily unavailable")
