@@ -341,7 +341,7 @@ class AgentActor(pykka.ThreadingActor):
             return
         self._state = state
         self._shared.lifecycle = state.lifecycle
-        self._core.bus._reindex(state.id, state.topics)  # noqa: SLF001
+        self._core.bus._reindex(state.id, state.topics, state.topic_orders)  # noqa: SLF001
 
     def _leave(self) -> None:
         """Leave the runtime (the actor stops): the journal has this agent dead."""
@@ -606,8 +606,12 @@ class AgentActor(pykka.ThreadingActor):
         """Subscribe to ``topic``; False when already subscribed."""
         if topic in self._state.topics:
             return False
-        self.journal(IpcSubscribed(at=self._now(), agent=self._state.id, topic=topic, cause=self.cause))
-        self._core.bus._subscribed(self._state.id, topic, subscribed=True)  # noqa: SLF001
+        bus = self._core.bus
+        order = bus._take_order()  # noqa: SLF001
+        self.journal(
+            IpcSubscribed(at=self._now(), agent=self._state.id, topic=topic, order=order, cause=self.cause)
+        )
+        bus._subscribed(self._state.id, topic, subscribed=True, order=order)  # noqa: SLF001
         return True
 
     def op_unsubscribe(self, topic: str) -> bool:

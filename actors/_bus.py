@@ -79,6 +79,9 @@ class IpcBus:
         self._dead: collections.deque[IpcDeadLettered] = collections.deque(maxlen=DEAD_LETTER_CAPACITY)
         self._topics: dict[str, list[str]] = {}
         """topic -> subscribed live agents, in subscription order (the agents' states journal it)."""
+        self._orders: dict[tuple[str, str], int] = {}
+        """(topic, agent) -> the subscription's order, as journaled (``IpcSubscribed.order``)."""
+        self._next_order = 1
 
     # ------------------------------------------------------------- journaling
 
@@ -473,38 +476,61 @@ class IpcBus:
         except AgentNotFoundError as exc:
             raise AgentNotRegisteredError(agent_id) from exc
 
-    def _subscribed(self, agent_id: str, topic: str, *, subscribed: bool) -> None:
+    def _take_order(self) -> int:
+        """The order of a new subscription: after every one made or recovered so far."""
+        with self._lock:
+            order = self._next_order
+            self._next_order += 1
+            return order
+
+    def _add(self, topic: str, agent_id: str, order: int) -> None:
+        """List ``agent_id`` under ``topic`` at its subscription's order (under ``_lock``)."""
+        members = self._topics.setdefault(topic, [])
+        if agent_id in members:
+            return
+        self._orders[(topic, agent_id)] = order
+        self._next_order = max(self._next_order, order + 1)
+        at = len(members)
+        while at and self._orders.get((topic, members[at - 1]), 0) > order:
+            at -= 1  # most subscriptions come last: the walk is short
+        members.insert(at, agent_id)
+
+    def _drop(self, topic: str, agent_id: str) -> None:
+        """Take ``agent_id`` off ``topic`` (under ``_lock``)."""
+        members = self._topics.get(topic)
+        if members is not None and agent_id in members:
+            members.remove(agent_id)
+        self._orders.pop((topic, agent_id), None)
+
+    def _subscribed(self, agent_id: str, topic: str, *, subscribed: bool, order: int = 0) -> None:
         """An agent journaled a subscription change (called on its actor's thread)."""
         with self._lock:
-            members = self._topics.setdefault(topic, [])
-            if subscribed and agent_id not in members:
-                members.append(agent_id)
-            elif not subscribed and agent_id in members:
-                members.remove(agent_id)
+            if subscribed:
+                self._add(topic, agent_id, order)
+            else:
+                self._drop(topic, agent_id)
 
-    def _reindex(self, agent_id: str, topics: list[str]) -> None:
+    def _reindex(self, agent_id: str, topics: list[str], orders: dict[str, int]) -> None:
         """Make the index list ``agent_id`` under exactly ``topics`` (after it reloaded)."""
         with self._lock:
             for topic, members in self._topics.items():
                 if agent_id in members and topic not in topics:
                     members.remove(agent_id)
+                    self._orders.pop((topic, agent_id), None)
             for topic in topics:
-                members = self._topics.setdefault(topic, [])
-                if agent_id not in members:
-                    members.append(agent_id)
+                self._add(topic, agent_id, orders.get(topic, 0))
 
-    def _index(self, agent_id: str, topics: list[str]) -> None:
-        """Add a started (or recovered) agent's subscriptions to the topic index."""
+    def _index(self, agent_id: str, topics: list[str], orders: dict[str, int]) -> None:
+        """Add a started (or recovered) agent's subscriptions to the topic index, each at its order."""
         with self._lock:
             for topic in topics:
-                self._topics.setdefault(topic, []).append(agent_id)
+                self._add(topic, agent_id, orders.get(topic, 0))
 
     def _forget(self, agent_id: str) -> None:
         """Drop a killed agent from every topic."""
         with self._lock:
-            for members in self._topics.values():
-                if agent_id in members:
-                    members.remove(agent_id)
+            for topic in list(self._topics):
+                self._drop(topic, agent_id)
 
     @staticmethod
     def _check_ids(agent_id: str, topic: str) -> None:
@@ -520,10 +546,9 @@ class IpcBus:
     def subscribers(self, topic: str) -> list[str]:
         """The live agents subscribed to ``topic``, in subscription order (broadcast's order).
 
-        After a reopen, the recovered agents come first, in the order of their first spawn
-        (their stream's first record), then those that subscribe later: an agent's
-        snapshot keeps its topics, not when it subscribed to them, so the order across
-        agents is not rebuilt.
+        The order is journaled with each subscription, so a reopen keeps it; the
+        subscriptions of a journal written before that (``IpcSubscribed`` version 1)
+        come first, in the order of their agents' first spawn.
         """
         with self._lock:
             return list(self._topics.get(topic, ()))

@@ -383,11 +383,18 @@ def _comparable(state: AgentSnapshot | None) -> bytes:
     Not ``order="deterministic"``, which refuses a dict whose keys are not strings (a
     private value may be one). Each dict's keys still come in the same order: a key
     set again (as a clamped snapshot's replay does) keeps its place, and no event
-    deletes one.
+    deletes one, but for the topics' orders, which an unsubscription deletes: those,
+    like the topics, are compared sorted.
     """
     if state is None:
         return b""
-    plain = msgspec.structs.replace(state, events=0, snapshot_events=0, topics=sorted(state.topics))
+    plain = msgspec.structs.replace(
+        state,
+        events=0,
+        snapshot_events=0,
+        topics=sorted(state.topics),
+        topic_orders=dict(sorted(state.topic_orders.items())),
+    )
     return _encoder.encode(plain)
 
 

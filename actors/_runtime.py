@@ -387,7 +387,7 @@ class Runtime:
             self._stop_ref(ref)
             msg = "the runtime is closed"
             raise RuntimeClosedError(msg)
-        self.bus._index(state.id, state.topics)  # noqa: SLF001
+        self.bus._index(state.id, state.topics, state.topic_orders)  # noqa: SLF001
         return handle
 
     def spawn(

@@ -58,6 +58,9 @@ class AgentSnapshot(msgspec.Struct, kw_only=True):
     cognitive: CognitiveState = CognitiveState()
     behavior: str | None = None
     topics: list[str] = []
+    topic_orders: dict[str, int] = {}
+    """Each topic's subscription order (``IpcSubscribed.order``): where the agent stands
+    among the topic's subscribers. Absent from a snapshot of an older version: order 0."""
     spawned_at: float = 0.0
     publish_seq: int = 0
     """The seq of the last task context published to this agent that it handled."""
@@ -121,8 +124,10 @@ def apply_event(state: AgentSnapshot | None, event: Event) -> AgentSnapshot | No
             state.lifecycle = AgentState.IDLE
         case IpcSubscribed() if event.topic not in state.topics:
             state.topics.append(event.topic)
+            state.topic_orders[event.topic] = event.order
         case IpcUnsubscribed() if event.topic in state.topics:
             state.topics.remove(event.topic)
+            state.topic_orders.pop(event.topic, None)
         case AgentKilled():
             return None
         case _:

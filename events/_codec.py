@@ -21,7 +21,7 @@ from ._errors import (
     UnencodableValueError,
     UnknownEventTypeError,
 )
-from ._events import EVENT_TYPES
+from ._events import BUILTIN_UPCASTERS, EVENT_TYPES
 
 __all__ = [
     "DEFAULT_CODEC",
@@ -109,12 +109,22 @@ class EventCodec:
         types: Iterable[type[Event]] = EVENT_TYPES,
         upcasters: Mapping[tuple[str, int], Upcaster] | None = None,
     ) -> None:
-        """Build a codec for ``types``, with optional ``{(type_name, from_version): fn}``."""
+        """Build a codec for ``types``, with optional ``{(type_name, from_version): fn}``.
+
+        The built-in types' own upcasters (``BUILTIN_UPCASTERS``) come with them; those
+        given here are added, or replace them.
+        """
         type_list = tuple(types)
         self._types: dict[str, type[Event]] = {_tag_of(cls): cls for cls in type_list}
         self._versions: dict[type[Event], int] = {cls: _version_of(cls) for cls in type_list}
         self._decoder = msgspec.msgpack.Decoder(Union[type_list])  # noqa: UP007
-        self._upcasters: dict[tuple[str, int], Upcaster] = dict(upcasters or {})
+        builtin = {_tag_of(cls): cls for cls in EVENT_TYPES}
+        self._upcasters: dict[tuple[str, int], Upcaster] = {
+            key: upcaster
+            for key, upcaster in BUILTIN_UPCASTERS.items()
+            if self._types.get(key[0]) is builtin.get(key[0])
+        }
+        self._upcasters.update(upcasters or {})
         self._pinned = all(_is_pinned(cls) for cls in type_list)
 
     @property

@@ -6,7 +6,10 @@ streams plus ``TaskContextPublished`` on ``runtime``, sessions from ``session/``
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, get_args
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, ClassVar, Final, get_args
+
+import msgspec
 
 from ._base import BUS_STREAM, RUNTIME_STREAM, ContextLayer, Event
 from ._cognitive import CognitiveState
@@ -148,11 +151,29 @@ class CheckpointTaken(AgentEvent, frozen=True, kw_only=True):
 
 
 class IpcSubscribed(AgentEvent, frozen=True, kw_only=True):
-    """An agent subscribed to a broadcast topic."""
+    """An agent subscribed to a broadcast topic.
+
+    Version 2 added ``order``, the runtime's count of subscriptions when this one was
+    made: a topic lists its subscribers in that order, after a reopen too. A version-1
+    record reads as order 0, before every later subscription.
+    """
 
     topic: str
+    order: int = 0
+    v: Annotated[int, msgspec.Meta(ge=2, le=2)] = 2
 
     layer: ClassVar[ContextLayer | None] = ContextLayer.IPC
+
+
+def _subscribed_v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    return {**raw, "order": 0}
+
+
+BUILTIN_UPCASTERS: Final[Mapping[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    ("IpcSubscribed", 1): _subscribed_v1_to_v2,
+}
+"""The upcasters of the built-in event types, by (type name, from version): every codec
+that holds one of those types starts with them."""
 
 
 class IpcUnsubscribed(AgentEvent, frozen=True, kw_only=True):

@@ -870,6 +870,25 @@ class TestBus:
         assert delivered == 1
         assert runtime.bus.subscribers("news") == ["b", "mute"]
 
+    @pytest.mark.parametrize("snapshot_interval", [1, 200])
+    def test_subscribers_keep_their_subscription_order_after_a_reopen(
+        self, tmp_path: Path, snapshot_interval: int
+    ) -> None:
+        config = Config(journal=JournalConfig(snapshot_interval=snapshot_interval))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
+            for agent_id in ("a", "b", "c"):
+                rt.spawn(agent_id)
+            for agent_id in ("c", "a", "b"):
+                rt.bus.subscribe(agent_id, "news")
+            rt.bus.unsubscribe("a", "news")
+            rt.bus.subscribe("a", "news")  # to the end again
+            live = rt.bus.subscribers("news")
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
+            assert rt.bus.subscribers("news") == live == ["c", "b", "a"]
+            rt.spawn("d")
+            rt.bus.subscribe("d", "news")  # after the recovered ones
+            assert rt.bus.subscribers("news") == ["c", "b", "a", "d"]
+
     def test_delegate_forwards(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
 

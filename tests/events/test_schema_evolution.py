@@ -14,6 +14,7 @@ from cogfabric.events import (
     EventCodec,
     EventDecodeError,
     EventVersionError,
+    IpcSubscribed,
     PrivateSet,
     UnknownEventTypeError,
     register_upcaster,
@@ -57,10 +58,21 @@ def codec() -> EventCodec:
 
 
 class TestVersions:
-    def test_every_event_type_of_the_package_is_at_version_one(self) -> None:
+    def test_every_event_type_of_the_package_is_at_version_one_but_ipc_subscribed_at_two(self) -> None:
         assert {name: DEFAULT_CODEC.current_version(name) for name in DEFAULT_CODEC.types} == {
-            cls.__name__: 1 for cls in EVENT_TYPES
+            cls.__name__: 2 if cls is IpcSubscribed else 1 for cls in EVENT_TYPES
         }
+
+    @pytest.mark.parametrize("make", [lambda: DEFAULT_CODEC, EventCodec, lambda: EventCodec(EVENT_TYPES)])
+    def test_a_version_one_subscription_reads_as_order_zero_in_every_codec_of_the_built_in_types(
+        self, make: Any
+    ) -> None:
+        raw = {"type": "IpcSubscribed", "v": 1, "at": 1.0, "id": "x", "agent": "a", "topic": "news"}
+
+        event = make().decode(msgspec.msgpack.encode(raw))
+
+        assert event == IpcSubscribed(at=1.0, id="x", agent="a", topic="news", order=0)
+        assert event.v == 2
 
     def test_a_type_that_redeclares_its_version_reports_it(self, codec: EventCodec) -> None:
         assert codec.current_version("Renamed") == 2
