@@ -513,10 +513,9 @@ class IpcBus:
     def _reindex(self, agent_id: str, topics: list[str], orders: dict[str, int]) -> None:
         """Make the index list ``agent_id`` under exactly ``topics`` (after it reloaded)."""
         with self._lock:
-            for topic, members in self._topics.items():
-                if agent_id in members and topic not in topics:
-                    members.remove(agent_id)
-                    self._orders.pop((topic, agent_id), None)
+            for topic in list(self._topics):
+                if topic not in topics:
+                    self._drop(topic, agent_id)
             for topic in topics:
                 self._add(topic, agent_id, orders.get(topic, 0))
 
