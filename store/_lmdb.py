@@ -372,8 +372,11 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
     magic, _, page, *_ = _META.unpack_from(head, _PAGE_HEADER)
     if magic != _META_MAGIC or page < _PAGE_HEADER + _META.size:
         return size, 0
-    if page not in _PAGE_SIZES or not _is_second_meta(head, page):
+    if page not in _PAGE_SIZES:
         raise JournalDamagedError(f"{where} is damaged: its header names a page size of {page} bytes")
+    if not _is_second_meta(head, page):
+        msg = f"{where} is damaged: LMDB's second header page, at byte {page:,}, is not one"
+        raise JournalDamagedError(msg)
     newest: tuple[int, int, int] | None = None
     for offset in (0, page):
         if len(head) >= offset + _PAGE_HEADER + _META.size:
@@ -409,8 +412,9 @@ def _check_length(where: Path, *, readonly: bool) -> None:
 
     Writing, a short file is padded with zero pages up to the length its header names
     (under the writer lock; LMDB would write those pages itself): pages that are free
-    are never read, and a page in use that a truncation cut off then reads as a damaged
-    page, which LMDB reports and ``verify`` names, instead of killing the process.
+    are never read, and a page in use that a truncation cut off then reads as an empty
+    page, which LMDB reports as damage (``JournalDamagedError``) or, on some pages,
+    aborts the process on (an assertion): no worse than reading past the file's end.
     Reading, the file is never changed, so a short one is refused.
 
     Raises:

@@ -261,6 +261,25 @@ def test_export_to_a_file_works_with_stdout_closed_and_to_stdout_says_why_not(tm
     assert "error: stdout is closed: name a file with --output" in to_stdout.stderr
 
 
+@pytest.mark.parametrize("command", [["verify"], ["inspect"], ["replay", "--agent", "a"]])
+def test_an_audit_with_stdout_closed_says_it_cannot_show_its_result(
+    tmp_path: Path, command: list[str]
+) -> None:
+    path = _journal(tmp_path)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "cogfabric", command[0], str(path), *command[1:]],
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert "error: stdout is closed" in done.stderr
+
+
 def test_an_actors_timeout_is_not_reported_as_output_that_cannot_be_written(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

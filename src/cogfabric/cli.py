@@ -296,6 +296,7 @@ def verify(journal: Path, key: str | None, copy: bool, no_snapshots: bool) -> No
     Example:
         cogfabric verify ./cogfabric-journal
     """
+    _need_stdout()
     from cogfabric._audit import check_snapshots  # noqa: PLC0415
 
     snapshots, bad = 0, None
@@ -348,6 +349,7 @@ def replay(
         cogfabric replay ./cogfabric-journal --agent researcher-001 --at 500 --json
         cogfabric replay ./cogfabric-journal --session SESSION_ID
     """
+    _need_stdout()
     from cogfabric._audit import agent_view, encode_json, session_view  # noqa: PLC0415
 
     if (agent is None) == (session is None):
@@ -532,6 +534,12 @@ def _stdout_closed() -> NoReturn:
     sys.exit(EXIT_OK)
 
 
+def _need_stdout() -> None:
+    """Refuse to audit with nowhere to say the result: started with stdout closed (``>&-``), exit 2."""
+    if sys.stdout is None:
+        _fail("stdout is closed: the result could not be shown")
+
+
 @main.command()
 @_JOURNAL
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -548,6 +556,7 @@ def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify
     Example:
         cogfabric inspect ./cogfabric-journal
     """
+    _need_stdout()
     from cogfabric._audit import encode_json, inspect_journal  # noqa: PLC0415
 
     try:

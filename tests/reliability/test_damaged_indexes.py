@@ -295,3 +295,17 @@ def test_an_audit_goes_on_without_the_page_check_when_it_cannot_fork(
     monkeypatch.setattr(os, "fork", no_fork)
     with open_for_audit(path) as journal:
         assert journal.verify().ok
+
+
+def test_a_zeroed_second_header_page_is_named_as_such_and_the_file_left_as_it_is(tmp_path: Path) -> None:
+    path = _journal_of_three(tmp_path)
+    page = _page_size(path)
+    data = path / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    raw[page : 2 * page] = bytes(page)
+    data.write_bytes(bytes(raw))
+
+    for readonly in (True, False):
+        with pytest.raises(JournalDamagedError, match="second header page"):
+            Journal.open(path, readonly=readonly)
+    assert data.read_bytes() == bytes(raw)
