@@ -246,7 +246,8 @@ class Runtime:
                 (also a ``JournalIntegrityError``; ``allow_unverified`` does not waive it).
             JournalHeaderError: the header names another hash: it was changed (also a
                 ``JournalIntegrityError``; not waived either).
-            JournalDamagedError: LMDB cannot read a page of the data file (also a
+            JournalDamagedError: a page of the data file is damaged: LMDB cannot read it,
+                or the walk of every page at open found one it could crash on (also a
                 ``JournalIntegrityError``; not waived either: nothing can be read past it).
             JournalRecordError: a record recovery must read cannot be read: missing,
                 malformed, of an unknown type or a newer version (also a

@@ -76,6 +76,7 @@ from ._errors import (
     record_error,
 )
 from ._journal import Journal, Record, Snapshot, VerifyReport
+from ._pages import check_pages
 from ._record import CHAIN_LEN, PREFIX, last_seq_of, link_of, of_stream, parts, stream_part
 from ._verify import verify_journal
 
@@ -439,6 +440,21 @@ def _check_length(where: Path, *, readonly: bool) -> None:
         raise JournalUnavailableError(f"{where}: cannot pad its short data file: {exc}") from exc
 
 
+def _walk_pages(env: lmdb.Environment, where: Path) -> None:
+    """Check every B-tree page of the file before LMDB reads one (``store/_pages.py``).
+
+    Raises:
+        JournalDamagedError: a page LMDB would misread or crash on.
+        JournalUnavailableError: the data file cannot be read.
+
+    """
+    try:
+        with _translated(where), env.begin():  # pins the pages walked (see store/_pages.py)
+            check_pages(where, int(env.stat()["psize"]))
+    except OSError as exc:
+        raise JournalUnavailableError(f"{where}: cannot read its data file: {exc}") from exc
+
+
 class LmdbJournal(Journal):
     """The journal on an embedded LMDB environment (a directory of two files).
 
@@ -532,7 +548,9 @@ class LmdbJournal(Journal):
                 the open journal instead).
             JournalUnavailableError: the directory cannot be created or written to.
             JournalDamagedError: ``readonly`` and the data file is shorter than its header
-                names (truncated; opening it for writing pads it with empty pages).
+                names (truncated; opening it for writing pads it with empty pages); or a
+                page of the file is damaged where LMDB could crash on it: every B-tree
+                page is checked before LMDB reads one (``store/_pages.py``).
             TypeError: ``key`` is not bytes or str; a map size is not an int.
             ValueError: ``path`` is empty; ``key`` is empty or too long; a map size is
                 not 1 to 2**63 - 1 bytes.
@@ -572,6 +590,7 @@ class LmdbJournal(Journal):
                     readahead=False,
                 )
             try:
+                _walk_pages(env, where)
                 with _translated(where):
                     if readonly:
                         cls._check_existing(env, where, raw_key)

@@ -116,13 +116,16 @@ _CRASHES: Final = frozenset({signal.SIGABRT, signal.SIGBUS, signal.SIGSEGV, sign
 def _check_pages(where: Path, named: Path, key: str | None) -> None:
     """Read every page of the journal at ``where`` in a child process first, if LMDB would crash on one.
 
-    LMDB has no checksums and trusts its pages: one damaged in place (zeroed, say) makes
-    it abort the process with an assertion, or a SIGBUS, where an audit must report
-    damage. A forked child opens the journal read-only and reads every key and value of
-    every database; if it dies of one of those signals, this raises instead of letting
-    the audit read the same page. The walk costs about one scan of the file, with
-    nothing decoded. Skipped where forking is not safe (other threads running, no
-    ``fork``) or fails (a process limit): the audit then reads without it.
+    LMDB has no checksums and trusts its pages: one damaged in place can make it abort
+    the process with an assertion, or a SIGBUS, where an audit must report damage.
+    ``Journal.open`` walks every page first (``store/_pages.py``) and refuses what LMDB
+    is known to crash on; this is the audit's second line, for whatever that walk does
+    not know of: a forked child opens the journal read-only and reads every key and
+    value of every database; if it dies of one of those signals, this raises instead
+    of letting the audit read the same page.
+    The walk costs about one scan of the file, with nothing decoded. Skipped where
+    forking is not safe (other threads running, no ``fork``) or fails (a process
+    limit): the audit then reads without it.
 
     Raises:
         JournalDamagedError: the child crashed (names ``named``).

@@ -1,0 +1,266 @@
+"""A walk of the LMDB file's B-trees before LMDB reads them: damaged pages become errors, not crashes.
+
+LMDB has no checksums and trusts its pages. A page damaged in place (zeroed by a
+torn write, say) makes it abort the whole process with an assertion when a cursor
+steps onto it, where the journal must raise ``JournalDamagedError``. So ``open``
+walks every B-tree from the committed meta page first, reading the file itself
+(never through LMDB), and checks what LMDB's cursors assume of each page they reach:
+
+* every page a tree names lies inside the file, stores its own page number, is of
+  the kind its level needs (branch above, leaf at the bottom), is reached once (no
+  cycle), and its free-space bounds and node offsets lie inside it;
+* every node lies inside its page, or holds a value on overflow pages that are
+  overflow pages long enough for it (a value's length read past the file is a SIGBUS);
+* the free database's records are page lists LMDB can reuse: of a past transaction,
+  in order, inside the file, each page listed once and used by no tree (a write
+  would otherwise reuse a page in use, which LMDB asserts on, or overwrite a record).
+
+It checks what LMDB relies on, not everything ``lmdb.verify`` (py-lmdb's offline
+checker) does: key order and the database counters are left out. Damage inside a
+value is what the hash chain and ``verify()`` report. The walk reads every page
+once, and costs about a quarter of a microsecond per record (``bench/fabric.py``'s
+recovery rows include it).
+
+The walk runs inside a read transaction that the caller holds: the pages reachable
+from the newest meta page are then never reused by a writer meanwhile (LMDB frees a
+page for reuse only once no reader is older than the transaction that freed it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import struct
+from typing import TYPE_CHECKING, Final
+
+from ._errors import JournalDamagedError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["check_pages"]
+
+_HEADER: Final = struct.Struct("<QHHHH")  # mp_pgno, mp_pad, mp_flags, mp_lower, mp_upper
+_OVERFLOW: Final = struct.Struct("<QHHI")  # mp_pgno, mp_pad, mp_flags, mp_pages
+_NODE: Final = struct.Struct("<HHHH")  # mn_lo, mn_hi, mn_flags, mn_ksize
+_DB: Final = struct.Struct("<IHHQQQQQ")  # md_pad, md_flags, md_depth, 4 counters, md_root
+_META_AT: Final = 16  # the meta record follows the page header
+_META_LEN: Final = 136  # magic, version, address, map size, two databases, last page, txnid
+_DBS_AT: Final = _META_AT + 24
+_LAST_PAGE_AT: Final = _DBS_AT + 2 * _DB.size
+_PAGE_HEADER: Final = _HEADER.size
+_NODE_HEADER: Final = _NODE.size
+_PGNO: Final = struct.Struct("<Q")
+
+_P_BRANCH: Final = 0x01
+_P_LEAF: Final = 0x02
+_P_OVERFLOW: Final = 0x04
+_P_KIND: Final = 0x01 | 0x02 | 0x04 | 0x08 | 0x20  # branch, leaf, overflow, meta, leaf2
+_F_BIGDATA: Final = 0x01
+_F_SUBDATA: Final = 0x02
+_NODE_FLAGS: Final = _F_BIGDATA | _F_SUBDATA
+_P_INVALID: Final = 2**64 - 1
+_MAX_DEPTH: Final = 32  # LMDB's cursor stack
+_FIRST_PAGE: Final = 2  # pages 0 and 1 are the meta pages
+_READS: Final = 5  # reads of the meta pages until two agree (a writer may be writing one)
+
+_FREE: Final = "free"  # LMDB's databases, named as in the errors
+_MAIN: Final = "main"
+
+
+class _Walk:
+    """One walk of one file: the pages reached, the pages listed free, and where problems are reported."""
+
+    def __init__(self, fd: int, where: Path, page_size: int, last_page: int, txnid: int) -> None:
+        self.fd = fd
+        self.where = where
+        self.page_size = page_size
+        self.pages = last_page + 1
+        self.txnid = txnid
+        self.seen = bytearray(self.pages)
+        self.free = bytearray(self.pages)
+        self.named: list[tuple[bytes, bytes]] = []
+
+    def damaged(self, name: str, pgno: int, problem: str) -> JournalDamagedError:
+        msg = (
+            f"{self.where} is damaged: page {pgno} of its {name} database {problem}. LMDB has no "
+            "checksums and could crash the process on it; restore the journal from a copy"
+        )
+        return JournalDamagedError(msg)
+
+    def read(self, name: str, pgno: int, length: int) -> bytes:
+        data = os.pread(self.fd, length, pgno * self.page_size)
+        if len(data) < length:
+            raise self.damaged(name, pgno, "lies past the end of the data file")
+        return data
+
+    def tree(self, name: str, db: bytes) -> None:
+        """Check every page of the database whose record (``MDB_db``) is ``db``."""
+        _, _, depth, _, _, _, _, root = _DB.unpack(db)
+        if root == _P_INVALID:
+            return  # an empty database
+        if not 0 < depth <= _MAX_DEPTH:
+            raise self.damaged(name, root, f"is the root of a tree of depth {depth}")
+        stack = [(root, 1)]
+        while stack:
+            pgno, level = stack.pop()
+            self.mark(name, pgno, 1)
+            page = self.read(name, pgno, self.page_size)
+            if level < depth:
+                stack.extend((child, level + 1) for child in self.branch(name, pgno, page))
+            else:
+                self.leaf(name, pgno, page)
+
+    def mark(self, name: str, pgno: int, count: int) -> None:
+        """Note pages ``pgno`` to ``pgno + count - 1`` as reached: inside the file, and once."""
+        if pgno < _FIRST_PAGE or pgno + count > self.pages:
+            raise self.damaged(name, pgno, f"is named, but pages run from 2 to {self.pages - 1}")
+        if self.seen.find(1, pgno, pgno + count) != -1:
+            raise self.damaged(name, pgno, "is reached twice (the tree has a cycle, or shares a page)")
+        self.seen[pgno : pgno + count] = b"\1" * count
+
+    def nodes(self, name: str, pgno: int, page: bytes, *, leaf: bool) -> tuple[int, ...]:
+        """Check a tree page's header; return where its nodes start."""
+        stored, _, flags, lower, upper = _HEADER.unpack_from(page)
+        if stored != pgno:
+            raise self.damaged(name, pgno, f"stores page number {stored}")
+        want = _P_LEAF if leaf else _P_BRANCH
+        if flags & _P_KIND != want:
+            kind = "leaf" if leaf else "branch"
+            raise self.damaged(name, pgno, f"should be a {kind} page, and has flags {flags:#x}")
+        if not _PAGE_HEADER <= lower <= upper <= self.page_size or lower & 1:
+            raise self.damaged(name, pgno, f"has free space from {lower} to {upper}")
+        offsets = struct.unpack_from(f"<{(lower - _PAGE_HEADER) >> 1}H", page, _PAGE_HEADER)
+        if not leaf and not offsets:
+            raise self.damaged(name, pgno, "is a branch page without nodes")
+        if offsets and not upper <= min(offsets) <= max(offsets) <= self.page_size - _NODE_HEADER:
+            raise self.damaged(name, pgno, f"has a node outside its nodes (they start at {upper})")
+        return offsets
+
+    def branch(self, name: str, pgno: int, page: bytes) -> list[int]:
+        """Check a branch page; return the pages it names."""
+        children = []
+        for at in self.nodes(name, pgno, page, leaf=False):
+            lo, hi, flags, key_size = _NODE.unpack_from(page, at)
+            if at + _NODE_HEADER + key_size > self.page_size:
+                raise self.damaged(name, pgno, f"has a node at offset {at} running past it")
+            children.append(lo | hi << 16 | flags << 32)
+        return children
+
+    def leaf(self, name: str, pgno: int, page: bytes) -> None:
+        """Check a leaf page: each node inside it, or its value on overflow pages that are."""
+        size = self.page_size
+        unpack = _NODE.unpack_from
+        free = name == _FREE
+        for at in self.nodes(name, pgno, page, leaf=True):
+            lo, hi, flags, key_size = unpack(page, at)
+            data_at = at + _NODE_HEADER + key_size
+            data_size = lo | hi << 16
+            if not flags and data_at + data_size <= size and not free:
+                continue  # the common case: a key and its value inside the page
+            if flags & ~_NODE_FLAGS or flags == _NODE_FLAGS:
+                raise self.damaged(name, pgno, f"has a node at offset {at} with flags {flags:#x}")
+            if data_at + (_PGNO.size if flags & _F_BIGDATA else data_size) > size:
+                raise self.damaged(name, pgno, f"has a node at offset {at} running past it")
+            key = page[at + _NODE_HEADER : data_at]
+            if flags & _F_BIGDATA:
+                first = _PGNO.unpack_from(page, data_at)[0]
+                self.overflow(name, first, data_size)
+                if free:
+                    self.free_record(
+                        pgno, key, self.read(name, first, _PAGE_HEADER + data_size)[_PAGE_HEADER:]
+                    )
+            elif flags & _F_SUBDATA:
+                if name != _MAIN or data_size != _DB.size:
+                    raise self.damaged(name, pgno, f"holds a database record of {data_size} bytes")
+                self.named.append((key, page[data_at : data_at + data_size]))
+            else:
+                self.free_record(pgno, key, page[data_at : data_at + data_size])
+
+    def overflow(self, name: str, pgno: int, data_size: int) -> None:
+        """Check the overflow pages of a large value."""
+        if not _FIRST_PAGE <= pgno < self.pages:
+            raise self.damaged(name, pgno, f"is named, but pages run from 2 to {self.pages - 1}")
+        stored, _, flags, count = _OVERFLOW.unpack(self.read(name, pgno, _OVERFLOW.size))
+        if stored != pgno or flags & _P_KIND != _P_OVERFLOW:
+            problem = f"should be an overflow page, and stores {stored}, flags {flags:#x}"
+            raise self.damaged(name, pgno, problem)
+        if count * self.page_size < _PAGE_HEADER + data_size:
+            raise self.damaged(name, pgno, f"holds {count} pages, too few for a value of {data_size} bytes")
+        self.mark(name, pgno, count)
+
+    def free_record(self, pgno: int, key: bytes, data: bytes) -> None:
+        """Check a record of LMDB's free database: the txnid that freed the pages, and their list.
+
+        The list is a count, then that many page numbers in descending order, each
+        inside the file and listed once in the whole database (``check_free`` then
+        checks that no tree uses one).
+        """
+        if len(key) != _PGNO.size or not 0 < _PGNO.unpack(key)[0] <= self.txnid:
+            raise self.damaged(
+                _FREE, pgno, f"holds a record of transaction {key.hex()}, not one of this file"
+            )
+        if not data or len(data) % _PGNO.size:
+            raise self.damaged(_FREE, pgno, f"holds a free-page list of {len(data)} bytes")
+        count, *listed = struct.unpack(f"<{len(data) // _PGNO.size}Q", data)
+        in_order = all(a > b for a, b in itertools.pairwise(listed))
+        if (
+            count != len(listed)
+            or not in_order
+            or (listed and not _FIRST_PAGE <= listed[-1] <= listed[0] < self.pages)
+        ):
+            raise self.damaged(_FREE, pgno, "holds a free-page list LMDB cannot reuse")
+        free = self.free
+        for listed_pgno in listed:
+            if free[listed_pgno]:
+                raise self.damaged(_FREE, pgno, f"lists page {listed_pgno} as free a second time")
+            free[listed_pgno] = 1
+
+    def check_free(self) -> None:
+        """Refuse a page that the free database lists and a tree uses: a write would reuse it."""
+        both = int.from_bytes(self.seen, "little") & int.from_bytes(self.free, "little")
+        if both:
+            pgno = ((both & -both).bit_length() - 1) // 8
+            raise self.damaged(
+                _FREE, pgno, "is in use, and the free database lists it: a write would reuse it"
+            )
+
+
+def _newest_meta(fd: int, page_size: int) -> bytes:
+    """The meta record of the newest commit, read until two reads agree."""
+    before: list[bytes] = []
+    for _ in range(_READS):
+        metas = [os.pread(fd, _META_LEN, at + _META_AT)[:_META_LEN] for at in (0, page_size)]
+        if metas == before:
+            break
+        before = metas
+    return max(before, key=lambda meta: _PGNO.unpack_from(meta, _META_LEN - 8)[0])
+
+
+def check_pages(where: Path, page_size: int) -> None:
+    """Walk the B-trees of ``where``'s data file from its newest meta page; raise on a damaged page.
+
+    Call it inside a read transaction of the open environment (see the module's
+    docstring). ``page_size`` is the one LMDB reports for the file.
+
+    Raises:
+        JournalDamagedError: a page that LMDB would misread or crash on.
+        OSError: the data file cannot be read.
+
+    """
+    fd = os.open(where / "data.mdb", os.O_RDONLY)
+    try:
+        meta = _newest_meta(fd, page_size)
+        last_page = _PGNO.unpack_from(meta, _LAST_PAGE_AT - _META_AT)[0]
+        pages = os.fstat(fd).st_size // page_size
+        txnid = _PGNO.unpack_from(meta, _META_LEN - 8)[0]
+        walk = _Walk(fd, where, page_size, min(last_page, pages - 1), txnid)
+        free_db = meta[_DBS_AT - _META_AT : _DBS_AT - _META_AT + _DB.size]
+        main_db = meta[_DBS_AT - _META_AT + _DB.size : _LAST_PAGE_AT - _META_AT]
+        walk.tree(_FREE, free_db)
+        walk.tree(_MAIN, main_db)
+        for name, db in walk.named:
+            walk.tree(name.decode(errors="replace"), db)
+        walk.check_free()
+    finally:
+        os.close(fd)

@@ -1,0 +1,326 @@
+"""Damaged B-tree pages of the data file: a typed error at open, never a crashed process.
+
+LMDB has no checksums and aborts the process (an assertion) when a cursor steps onto
+a page damaged in place. ``Journal.open`` walks every page first (store/_pages.py).
+Each test damages a page found through the plain ``lmdb`` package and LMDB's own
+page layout, not through the walk under test.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+import textwrap
+from typing import TYPE_CHECKING
+
+import lmdb
+import pytest
+
+from cogfabric.actors import Runtime
+from cogfabric.store import Journal, JournalDamagedError, Snapshot
+from cogfabric.store.testing import make_events
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_DB = struct.Struct("<IHHQQQQQ")  # LMDB's MDB_db: pad, flags, depth, 4 counters, root
+_HEADER = struct.Struct("<QHHHH")  # LMDB's page header: pgno, pad, flags, lower, upper
+_PAGE = 4096
+
+
+def _tree(path: Path, name: bytes) -> tuple[int, int]:
+    """The depth and root page of the named database, from its record in LMDB's main database."""
+    env = lmdb.open(str(path), readonly=True, max_dbs=8)
+    try:
+        with env.begin() as txn:
+            raw = txn.get(name)
+    finally:
+        env.close()
+    assert raw is not None
+    _, _, depth, _, _, _, _, root = _DB.unpack(raw)
+    return depth, root
+
+
+def _page(path: Path, pgno: int) -> bytearray:
+    with (path / "data.mdb").open("rb") as data:
+        data.seek(pgno * _PAGE)
+        return bytearray(data.read(_PAGE))
+
+
+def _write_page(path: Path, pgno: int, page: bytes | bytearray) -> None:
+    with (path / "data.mdb").open("r+b") as data:
+        data.seek(pgno * _PAGE)
+        data.write(page)
+
+
+def _children(page: bytes | bytearray) -> list[tuple[int, int]]:
+    """A branch page's nodes: (offset of the node, the child page it names)."""
+    _, _, _, lower, _ = _HEADER.unpack_from(page)
+    found = []
+    for at in struct.unpack_from(f"<{(lower - 16) // 2}H", page, 16):
+        lo, hi, flags, _ = struct.unpack_from("<HHHH", page, at)
+        found.append((at, lo | hi << 16 | flags << 32))
+    return found
+
+
+@pytest.fixture
+def journal_path(tmp_path: Path) -> Path:
+    """A journal whose events database is two levels deep, with large snapshots."""
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        for batch in range(20):
+            seqs = journal.append(make_events(50, start=batch * 50))
+            journal.append((), snapshots=[Snapshot("agent/a0", seqs[-1], bytes([batch]) * 9000)])
+    assert _tree(path, b"events")[0] == 2
+    return path
+
+
+def _refused(path: Path, match: str) -> None:
+    for readonly in (True, False):
+        with pytest.raises(JournalDamagedError, match=match):
+            Journal.open(path, readonly=readonly)
+
+
+def test_a_zeroed_leaf_of_the_records_is_refused_naming_page_and_database(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    _, leaf = _children(_page(journal_path, root))[3]
+    _write_page(journal_path, leaf, bytes(_PAGE))
+
+    _refused(journal_path, f"page {leaf} of its events database stores page number 0")
+
+
+def test_a_zeroed_root_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"ids")
+    _write_page(journal_path, root, bytes(_PAGE))
+
+    _refused(journal_path, f"page {root} of its ids database stores page number 0")
+
+
+def test_a_leaf_copied_over_another_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    (_, first), (_, second) = _children(_page(journal_path, root))[:2]
+    _write_page(journal_path, second, _page(journal_path, first))
+
+    _refused(journal_path, f"page {second} of its events database stores page number {first}")
+
+
+def test_a_branch_naming_one_child_twice_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    page = _page(journal_path, root)
+    (_, child), (at, _) = _children(page)[:2]
+    struct.pack_into("<HHH", page, at, child & 0xFFFF, child >> 16 & 0xFFFF, child >> 32)
+    _write_page(journal_path, root, page)
+
+    _refused(journal_path, "is reached twice")
+
+
+def test_a_branch_naming_a_page_past_the_file_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    page = _page(journal_path, root)
+    at, _ = _children(page)[1]
+    struct.pack_into("<HHH", page, at, 0xFFFF, 0xFFFF, 0)
+    _write_page(journal_path, root, page)
+
+    _refused(journal_path, "is named, but pages run from 2 to")
+
+
+def test_a_branch_whose_node_offset_is_outside_it_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    page = _page(journal_path, root)
+    struct.pack_into("<H", page, 16, 8)  # the first node now starts inside the header
+    _write_page(journal_path, root, page)
+
+    _refused(journal_path, "has a node outside its nodes")
+
+
+def test_a_snapshots_overflow_page_zeroed_is_refused(journal_path: Path) -> None:
+    depth, root = _tree(journal_path, b"snapshots")
+    assert depth == 1
+    page = _page(journal_path, root)
+    (at,) = struct.unpack_from("<H", page, 16)
+    _, _, flags, key_size = struct.unpack_from("<HHHH", page, at)
+    assert flags & 1  # F_BIGDATA: the value is on overflow pages
+    (overflow,) = struct.unpack_from("<Q", page, at + 8 + key_size)
+    _write_page(journal_path, overflow, bytes(_PAGE))
+
+    _refused(journal_path, f"page {overflow} of its snapshots database should be an overflow page")
+
+
+def _free_list(tmp_path: Path) -> tuple[Path, int, int, bytearray]:
+    """A journal whose free database is one leaf: its path, that page, where its first list is, the page."""
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:  # snapshots overwritten: their old pages are freed
+        for batch in range(5):
+            seqs = journal.append(make_events(10, start=batch * 10))
+            journal.append((), snapshots=[Snapshot("agent/a0", seqs[-1], bytes(9000))])
+    # LMDB's meta pages: the free database's record at byte 40, the txnid at byte 144
+    newest = max((_page(path, 0), _page(path, 1)), key=lambda meta: struct.unpack_from("<Q", meta, 144))
+    _, _, depth, _, _, _, _, root = _DB.unpack_from(newest, 40)
+    assert depth == 1
+    page = _page(path, root)
+    (at,) = struct.unpack_from("<H", page, 16)
+    _, _, flags, key_size = struct.unpack_from("<HHHH", page, at)
+    assert not flags  # the list is inside the page
+    return path, root, at + 8 + key_size, page
+
+
+def test_a_free_page_list_naming_a_page_past_the_file_is_refused(tmp_path: Path) -> None:
+    path, root, listed, page = _free_list(tmp_path)
+    struct.pack_into("<Q", page, listed + 8, 10**9)
+    _write_page(path, root, page)
+
+    _refused(path, f"page {root} of its free database holds a free-page list LMDB cannot reuse")
+
+
+def test_a_free_page_list_naming_a_page_in_use_is_refused(tmp_path: Path) -> None:
+    # LMDB would hand the page out again: its next write asserts, or overwrites records.
+    path, root, listed, page = _free_list(tmp_path)
+    (count,) = struct.unpack_from("<Q", page, listed)
+    pages = list(struct.unpack_from(f"<{count}Q", page, listed + 8))
+    _, in_use = _tree(path, b"events")
+    pages = sorted([*[p for p in pages if p != in_use][: count - 1], in_use], reverse=True)
+    struct.pack_into(f"<{count}Q", page, listed + 8, *pages)  # still in order, one page in use
+    _write_page(path, root, page)
+
+    _refused(path, f"page {in_use} of its free database is in use, and the free database lists it")
+
+
+def test_a_free_page_list_out_of_order_is_refused(tmp_path: Path) -> None:
+    path, root, listed, page = _free_list(tmp_path)
+    (count, first) = struct.unpack_from("<QQ", page, listed)
+    assert count >= 2
+    struct.pack_into("<Q", page, listed + 16, first)  # the first page listed twice
+    _write_page(path, root, page)
+
+    _refused(path, "holds a free-page list LMDB cannot reuse")
+
+
+def _large_record(tmp_path: Path) -> tuple[Path, int, int, bytearray]:
+    """A journal of one record on overflow pages: its path, the leaf, its node's offset, the leaf."""
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(make_events(1, value="x" * 20_000))
+    depth, leaf = _tree(path, b"events")
+    assert depth == 1
+    page = _page(path, leaf)
+    (at,) = struct.unpack_from("<H", page, 16)
+    return path, leaf, at, page
+
+
+def test_a_records_length_past_its_overflow_pages_is_refused(tmp_path: Path) -> None:
+    # LMDB would read the value's length from the map: past the file's end, a SIGBUS.
+    path, leaf, at, page = _large_record(tmp_path)
+    _, hi, flags, _ = struct.unpack_from("<HHHH", page, at)
+    assert flags == 1  # F_BIGDATA
+    struct.pack_into("<H", page, at + 2, hi | 0x400)  # one bit: about 67 MB more
+    _write_page(path, leaf, page)
+
+    _refused(path, "too few for a value of")
+
+
+def test_a_record_node_placed_past_its_page_is_refused(tmp_path: Path) -> None:
+    path, leaf, _, page = _large_record(tmp_path)
+    struct.pack_into("<H", page, 16, 9676)  # a node offset past the 4 KiB page
+    _write_page(path, leaf, page)
+
+    _refused(path, f"page {leaf} of its events database has a node outside its nodes")
+
+
+def test_the_walk_leaves_a_damaged_file_as_it_is(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    _write_page(journal_path, root, bytes(_PAGE))
+    before = (journal_path / "data.mdb").read_bytes()
+
+    _refused(journal_path, "is damaged")
+    assert (journal_path / "data.mdb").read_bytes() == before
+
+
+_EVERY_PAGE = """
+import shutil, sys
+from pathlib import Path
+from cogfabric import CogfabricError
+from cogfabric.actors import Runtime
+from cogfabric.store import JournalDamagedError
+
+source, work = Path(sys.argv[1]), Path(sys.argv[2])
+pages = (source / "data.mdb").stat().st_size // 4096
+for page in range(2, pages):
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(source, work)
+    with (work / "data.mdb").open("r+b") as data:
+        data.seek(page * 4096)
+        data.write(bytes(4096))
+    print(page, end=" ", flush=True)
+    try:
+        with Runtime.open(work) as runtime:
+            for agent_id in runtime.agents():
+                runtime.agent(agent_id).context_view()
+            runtime.spawn(task_id="t").set_private("after", "damage")
+        print("opened", flush=True)
+    except JournalDamagedError:
+        print("damaged", flush=True)
+    except CogfabricError as exc:
+        print(type(exc).__name__, flush=True)
+"""
+
+
+def test_no_zeroed_page_crashes_a_runtime_opening_and_writing_the_journal(tmp_path: Path) -> None:
+    # Before the walk, 47 of these 74 pages made LMDB abort the process.
+    source = tmp_path / "source"
+    with Runtime.open(source) as runtime:
+        agents = [runtime.spawn(f"a{n}", task_id="t", task_context={"n": n}) for n in range(20)]
+        for round_ in range(30):
+            for agent in agents:
+                agent.set_private("x", "v" * 100 + str(round_))
+        agents[0].set_private("large", "L" * 5000)  # a value on overflow pages
+        runtime.publish_task_context("t", {"n": "new"})
+    script = tmp_path / "every_page.py"
+    script.write_text(textwrap.dedent(_EVERY_PAGE))
+
+    done = subprocess.run(
+        [sys.executable, str(script), str(source), str(tmp_path / "work")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 0, (done.returncode, done.stdout[-300:], done.stderr[-2000:])
+    outcomes = dict(line.split() for line in done.stdout.splitlines())
+    assert len(outcomes) == (source / "data.mdb").stat().st_size // _PAGE - 2
+    # a zeroed overflow page of a record is a record whose bytes changed: the chain names it
+    assert set(outcomes.values()) <= {"opened", "damaged", "JournalFormatError", "JournalIntegrityError"}
+    assert list(outcomes.values()).count("damaged") > len(outcomes) // 2
+    assert "opened" in outcomes.values()  # free pages: zeroing one harms nothing
+
+
+_WRITER = """
+from cogfabric.store import Journal, Snapshot
+from cogfabric.store.testing import make_events
+with Journal.open({path!r}, sync=False) as journal:
+    print("ready", flush=True)
+    for n in range(100_000):
+        seqs = journal.append(make_events(20, start=n * 20, agents=50))
+        journal.append((), snapshots=[Snapshot("agent/a0", seqs[-1], bytes(5000))])
+"""
+
+
+def test_readers_opening_while_a_writer_appends_see_no_damage(tmp_path: Path) -> None:
+    # Each read-only open walks the pages of the newest commit while another process
+    # keeps committing: the walk must hold the pages it reads (no false damage).
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(make_events(10))
+    command = [sys.executable, "-c", textwrap.dedent(_WRITER).format(path=str(path))]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as writer:
+        try:
+            assert writer.stdout is not None
+            assert writer.stdout.readline().strip() == "ready"
+            seen = set()
+            for _ in range(60):
+                with Journal.open(path, readonly=True) as journal:
+                    seen.add(journal.last_seq)
+            assert len(seen) > 1  # the reader saw the journal grow
+        finally:
+            writer.kill()
