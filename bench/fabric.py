@@ -46,7 +46,9 @@ the median):
   every 200 events of each agent), reopened with ``Runtime.open(path, verify=...)``,
   ``"tail"`` and ``"full"``; timed until it returns (closing is not timed). The page
   cache is warm: the journals were just written. Target: with snapshots and ``"tail"``,
-  under 2 s.
+  under 2 s. Beside them, ``Journal.open(path, readonly=True)`` of the snapshots journal:
+  what every open costs before it reads a record, nearly all of it the walk of every
+  page of the file (store/_pages.py).
 
 Run it from the repository root::
 
@@ -733,6 +735,23 @@ def recovery(path: Path, agents: int, records: int, verify: Literal["tail", "ful
     return run
 
 
+def journal_open(path: Path, records: int) -> Timed:
+    """``Journal.open`` read-only and ``close``: mostly the walk of every page (store/_pages.py)."""
+
+    def run(_: Path) -> Sample:
+        gc.collect()
+        start = time.perf_counter()
+        with Journal.open(path, readonly=True) as journal:
+            seconds = time.perf_counter() - start
+            held = journal.last_seq
+        if held != records:
+            msg = f"{path} holds {held} records, expected {records}"
+            raise FabricBroken(msg)
+        return Sample(seconds, {"records": records})
+
+    return run
+
+
 # ---------------------------------------------------------------------- rows and workloads
 
 
@@ -908,6 +927,10 @@ def recovery_workloads(settings: Settings, recovery_dir: Path) -> list[Workload]
             flush=True,
         )
         kind = "snapshots" if snapshots else "no snapshots"
+        if snapshots:
+            label = f"Journal.open, read-only, of the {kind} journal (the walk of its pages)"
+            timed = journal_open(path, records)
+            out.append(Workload(label, "recovery", timed, (RowSpec(label, "records"),)))
         modes: tuple[Literal["tail", "full"], ...] = ("tail", "full")
         for verify in modes:
             label = f"recovery {agents:,} agents / {events:,} events, {kind}, verify={verify}"
