@@ -64,6 +64,7 @@ _MAX_DEPTH: Final = 32  # LMDB's cursor stack
 _FIRST_PAGE: Final = 2  # pages 0 and 1 are the meta pages
 _READS: Final = 5  # reads of the meta pages until two agree (a writer may be writing one)
 
+_MAX_NAMED: Final = 32  # a journal has six named databases (store/_lmdb.py)
 _FREE: Final = "free"  # LMDB's databases, named as in the errors
 _MAIN: Final = "main"
 
@@ -78,6 +79,8 @@ class _Walk:
         self.pages = last_page + 1
         self.txnid = txnid
         self.seen = bytearray(self.pages)
+        self.owner = bytearray(self.pages)  # which tree reached each page: an index into ``trees``
+        self.trees: list[str] = []
         self.free = bytearray(self.pages)
         self.named: list[tuple[bytes, bytes]] = []
 
@@ -96,6 +99,7 @@ class _Walk:
 
     def tree(self, name: str, db: bytes) -> None:
         """Check every page of the database whose record (``MDB_db``) is ``db``."""
+        self.trees.append(name)
         _, _, depth, _, _, _, _, root = _DB.unpack(db)
         if root == _P_INVALID:
             return  # an empty database
@@ -118,6 +122,7 @@ class _Walk:
         if self.seen.find(1, pgno, pgno + count) != -1:
             raise self.damaged(name, pgno, "is reached twice (the tree has a cycle, or shares a page)")
         self.seen[pgno : pgno + count] = b"\1" * count
+        self.owner[pgno : pgno + count] = bytes((len(self.trees) - 1,)) * count
 
     def nodes(self, name: str, pgno: int, page: bytes, *, leaf: bool) -> tuple[int, ...]:
         """Check a tree page's header; return where its nodes start."""
@@ -173,6 +178,8 @@ class _Walk:
             elif flags & _F_SUBDATA:
                 if name != _MAIN or data_size != _DB.size:
                     raise self.damaged(name, pgno, f"holds a database record of {data_size} bytes")
+                if len(self.named) >= _MAX_NAMED:
+                    raise self.damaged(name, pgno, f"names more than {_MAX_NAMED} databases")
                 self.named.append((key, page[data_at : data_at + data_size]))
             else:
                 self.free_record(pgno, key, page[data_at : data_at + data_size])
@@ -221,9 +228,14 @@ class _Walk:
         both = int.from_bytes(self.seen, "little") & int.from_bytes(self.free, "little")
         if both:
             pgno = ((both & -both).bit_length() - 1) // 8
-            raise self.damaged(
-                _FREE, pgno, "is in use, and the free database lists it: a write would reuse it"
-            )
+            problem = "is listed as free too (in the free database): a write would reuse it"
+            raise self.damaged(self.trees[self.owner[pgno]], pgno, problem)
+
+
+def _shown(name: bytes) -> str:
+    """A database's name as errors show it: as it is if printable, else escaped (it may be damaged)."""
+    text = name.decode(errors="backslashreplace")
+    return text if text.isprintable() else ascii(text)
 
 
 def _newest_meta(fd: int, page_size: int) -> bytes:
@@ -260,7 +272,7 @@ def check_pages(where: Path, page_size: int) -> None:
         walk.tree(_FREE, free_db)
         walk.tree(_MAIN, main_db)
         for name, db in walk.named:
-            walk.tree(name.decode(errors="replace"), db)
+            walk.tree(_shown(name), db)
         walk.check_free()
     finally:
         os.close(fd)

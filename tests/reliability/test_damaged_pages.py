@@ -19,6 +19,7 @@ import pytest
 
 from cogfabric.actors import Runtime
 from cogfabric.store import Journal, JournalDamagedError, Snapshot
+from cogfabric.store._pages import _shown
 from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ def test_a_free_page_list_naming_a_page_in_use_is_refused(tmp_path: Path) -> Non
     struct.pack_into(f"<{count}Q", page, listed + 8, *pages)  # still in order, one page in use
     _write_page(path, root, page)
 
-    _refused(path, f"page {in_use} of its free database is in use, and the free database lists it")
+    _refused(path, f"page {in_use} of its events database is listed as free too")
 
 
 def test_a_free_page_list_out_of_order_is_refused(tmp_path: Path) -> None:
@@ -297,6 +298,7 @@ def test_no_zeroed_page_crashes_a_runtime_opening_and_writing_the_journal(tmp_pa
 
 _WRITER = """
 from cogfabric.store import Journal, Snapshot
+from cogfabric.store._pages import _shown
 from cogfabric.store.testing import make_events
 with Journal.open({path!r}, sync=False) as journal:
     print("ready", flush=True)
@@ -324,3 +326,9 @@ def test_readers_opening_while_a_writer_appends_see_no_damage(tmp_path: Path) ->
             assert len(seen) > 1  # the reader saw the journal grow
         finally:
             writer.kill()
+
+
+def test_a_damaged_database_name_is_shown_escaped() -> None:
+    assert _shown(b"events") == "events"
+    assert _shown(b"\x1c\tQ") == "'\\x1c\\tQ'"
+    assert _shown(b"he\xff\xfe") == "he\\xff\\xfe"
