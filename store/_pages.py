@@ -154,35 +154,38 @@ class _Walk:
 
     def leaf(self, name: str, pgno: int, page: bytes) -> None:
         """Check a leaf page: each node inside it, or its value on overflow pages that are."""
-        size = self.page_size
+        limit = self.page_size - _NODE_HEADER
         unpack = _NODE.unpack_from
-        free = name == _FREE
+        every = name == _FREE  # each record of the free database is checked further
         for at in self.nodes(name, pgno, page, leaf=True):
             lo, hi, flags, key_size = unpack(page, at)
-            data_at = at + _NODE_HEADER + key_size
-            data_size = lo | hi << 16
-            if not flags and data_at + data_size <= size and not free:
-                continue  # the common case: a key and its value inside the page
-            if flags & ~_NODE_FLAGS or flags == _NODE_FLAGS:
-                raise self.damaged(name, pgno, f"has a node at offset {at} with flags {flags:#x}")
-            if data_at + (_PGNO.size if flags & _F_BIGDATA else data_size) > size:
-                raise self.damaged(name, pgno, f"has a node at offset {at} running past it")
-            key = page[at + _NODE_HEADER : data_at]
-            if flags & _F_BIGDATA:
-                first = _PGNO.unpack_from(page, data_at)[0]
-                self.overflow(name, first, data_size)
-                if free:
-                    self.free_record(
-                        pgno, key, self.read(name, first, _PAGE_HEADER + data_size)[_PAGE_HEADER:]
-                    )
-            elif flags & _F_SUBDATA:
-                if name != _MAIN or data_size != _DB.size:
-                    raise self.damaged(name, pgno, f"holds a database record of {data_size} bytes")
-                if len(self.named) >= _MAX_NAMED:
-                    raise self.damaged(name, pgno, f"names more than {_MAX_NAMED} databases")
-                self.named.append((key, page[data_at : data_at + data_size]))
-            else:
-                self.free_record(pgno, key, page[data_at : data_at + data_size])
+            if flags or hi or every or at + key_size + lo > limit:  # not a key and value inside the page
+                self.node(name, pgno, page, at)
+
+    def node(self, name: str, pgno: int, page: bytes, at: int) -> None:
+        """Check a leaf's node that is not a key and value inside the page."""
+        lo, hi, flags, key_size = _NODE.unpack_from(page, at)
+        data_at = at + _NODE_HEADER + key_size
+        data_size = lo | hi << 16
+        size = self.page_size
+        if flags & ~_NODE_FLAGS or flags == _NODE_FLAGS:
+            raise self.damaged(name, pgno, f"has a node at offset {at} with flags {flags:#x}")
+        if data_at + (_PGNO.size if flags & _F_BIGDATA else data_size) > size:
+            raise self.damaged(name, pgno, f"has a node at offset {at} running past it")
+        key = page[at + _NODE_HEADER : data_at]
+        if flags & _F_BIGDATA:
+            first = _PGNO.unpack_from(page, data_at)[0]
+            self.overflow(name, first, data_size)
+            if name == _FREE:
+                self.free_record(pgno, key, self.read(name, first, _PAGE_HEADER + data_size)[_PAGE_HEADER:])
+        elif flags & _F_SUBDATA:
+            if name != _MAIN or data_size != _DB.size:
+                raise self.damaged(name, pgno, f"holds a database record of {data_size} bytes")
+            if len(self.named) >= _MAX_NAMED:
+                raise self.damaged(name, pgno, f"names more than {_MAX_NAMED} databases")
+            self.named.append((key, page[data_at : data_at + data_size]))
+        elif name == _FREE:
+            self.free_record(pgno, key, page[data_at : data_at + data_size])
 
     def overflow(self, name: str, pgno: int, data_size: int) -> None:
         """Check the overflow pages of a large value."""
