@@ -32,6 +32,11 @@ class JournalConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     """The initial LMDB map size in bytes (default 1 GiB, sparse)."""
     max_map_size: _MapSize | None = None
     """The map grows up to this size; past it appends fail (fail-stop)."""
+    check_pages: bool = True
+    """Walk every page of the journal's file when it is opened, so that a damaged page
+    raises ``JournalDamagedError`` instead of crashing the process (LMDB has no
+    checksums); it reads the whole file, about 0.47 s a million records. False skips it,
+    for a file you trust (see ``Journal.open``)."""
     snapshot_interval: _Positive = 200
     """An agent's state is snapshotted after this many of its events."""
     group_commit_max: _Positive = 4096

@@ -275,7 +275,12 @@ class Runtime:
         if path is not None:
             jc = config.journal
             journal = Journal.open(
-                path, sync=jc.fsync, map_size=jc.map_size, max_map_size=jc.max_map_size, key=key
+                path,
+                sync=jc.fsync,
+                map_size=jc.map_size,
+                max_map_size=jc.max_map_size,
+                key=key,
+                check_pages=jc.check_pages,
             )
             try:
                 cls._verify(journal, verify, allow_unverified=allow_unverified)

@@ -91,6 +91,7 @@ class Journal(abc.ABC):
         map_size: int | None = None,
         max_map_size: int | None = None,
         key: bytes | str | None = None,
+        check_pages: bool = True,
     ) -> Journal:
         """Open (or create) the LMDB journal in directory ``path``.
 
@@ -100,13 +101,21 @@ class Journal(abc.ABC):
         power cut or OS crash can lose the last commits, for simulations that accept
         that. ``map_size`` is the initial map; when it fills, it grows invisibly up to
         ``max_map_size`` (None: no limit but the disk), past which appends raise
-        ``JournalFullError``. ``key`` makes the hash chain keyed. Every argument and
-        error in full: ``LmdbJournal.open``.
+        ``JournalFullError``. ``key`` makes the hash chain keyed. ``check_pages`` walks
+        every page of the file first, so that a damaged one raises ``JournalDamagedError``
+        instead of crashing the process. Every argument and error in full:
+        ``LmdbJournal.open``.
         """
         from ._lmdb import LmdbJournal  # noqa: PLC0415 - the ABC must not import its backend eagerly
 
         return LmdbJournal.open(
-            path, readonly=readonly, sync=sync, map_size=map_size, max_map_size=max_map_size, key=key
+            path,
+            readonly=readonly,
+            sync=sync,
+            map_size=map_size,
+            max_map_size=max_map_size,
+            key=key,
+            check_pages=check_pages,
         )
 
     @property

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import lmdb
 import pytest
 
-from cogfabric.actors import Runtime
-from cogfabric.store import Journal, JournalDamagedError, Snapshot
+from cogfabric.actors import Config, JournalConfig, Runtime
+from cogfabric.store import Journal, JournalDamagedError, Snapshot, _lmdb
 from cogfabric.store._pages import _shown
 from cogfabric.store.testing import make_events
 
@@ -174,6 +174,32 @@ def test_a_free_page_list_naming_a_page_past_the_file_is_refused(tmp_path: Path)
     _refused(path, f"page {root} of its free database holds a free-page list LMDB cannot reuse")
 
 
+def test_check_pages_false_skips_the_walk(tmp_path: Path) -> None:
+    # A free list naming a page past the file harms no reader (only a write would use
+    # it): opened without the walk, the journal reads and verifies; with it, refused.
+    path, root, listed, page = _free_list(tmp_path)
+    struct.pack_into("<Q", page, listed + 8, 10**9)
+    _write_page(path, root, page)
+
+    with Journal.open(path, readonly=True, check_pages=False) as journal:
+        assert journal.verify().ok
+    with pytest.raises(JournalDamagedError, match="free-page list"):
+        Journal.open(path, readonly=True)
+
+
+def test_the_runtime_walks_the_pages_unless_its_config_says_not_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    walked: list[Path] = []
+    monkeypatch.setattr(_lmdb, "_walk_pages", lambda _env, where: walked.append(where))
+    path = tmp_path / "j"
+
+    Runtime.open(path, config=Config(journal=JournalConfig(check_pages=False))).close()
+    assert walked == []
+    Runtime.open(path).close()
+    assert walked == [path]
+
+
 def test_a_free_page_list_naming_a_page_in_use_is_refused(tmp_path: Path) -> None:
     # LMDB would hand the page out again: its next write asserts, or overwrites records.
     path, root, listed, page = _free_list(tmp_path)
@@ -241,7 +267,7 @@ _EVERY_PAGE = """
 import shutil, sys
 from pathlib import Path
 from cogfabric import CogfabricError
-from cogfabric.actors import Runtime
+from cogfabric.actors import Config, JournalConfig, Runtime
 from cogfabric.store import JournalDamagedError
 
 source, work = Path(sys.argv[1]), Path(sys.argv[2])
@@ -298,6 +324,7 @@ def test_no_zeroed_page_crashes_a_runtime_opening_and_writing_the_journal(tmp_pa
 
 _WRITER = """
 from cogfabric.store import Journal, Snapshot
+from cogfabric.store import _lmdb
 from cogfabric.store._pages import _shown
 from cogfabric.store.testing import make_events
 with Journal.open({path!r}, sync=False) as journal:
