@@ -55,6 +55,7 @@ import msgspec
 
 from cogfabric.events import DEFAULT_CODEC, EVENT_TYPES, EventCodec, EventError
 
+from . import _pages
 from ._errors import (
     InvalidStreamError,
     JournalClosedError,
@@ -76,7 +77,6 @@ from ._errors import (
     record_error,
 )
 from ._journal import Journal, Record, Snapshot, VerifyReport
-from ._pages import check_pages
 from ._record import CHAIN_LEN, PREFIX, last_seq_of, link_of, of_stream, parts, stream_part
 from ._verify import verify_journal
 
@@ -449,8 +449,14 @@ def _walk_pages(env: lmdb.Environment, where: Path) -> None:
 
     """
     try:
-        with _translated(where), env.begin():  # pins the pages walked (see store/_pages.py)
-            check_pages(where, int(env.stat()["psize"]))
+        with _translated(where):
+            try:
+                txn = env.begin()  # pins the pages walked (see store/_pages.py)
+            except lmdb.MapResizedError:  # a writer grew the map meanwhile: adopt its size, once
+                env.set_mapsize(0)
+                txn = env.begin()
+            with txn:
+                _pages.check_pages(where, int(env.stat()["psize"]))
     except OSError as exc:
         raise JournalUnavailableError(f"{where}: cannot read its data file: {exc}") from exc
 

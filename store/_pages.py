@@ -6,16 +6,19 @@ steps onto it, where the journal must raise ``JournalDamagedError``. So ``open``
 walks every B-tree from the committed meta page first, reading the file itself
 (never through LMDB), and checks what LMDB's cursors assume of each page they reach:
 
+* the header gives LMDB's free and main databases the flags LMDB gives them;
 * every page a tree names lies inside the file, stores its own page number, is of
-  the kind its level needs (branch above, leaf at the bottom), is reached once (no
-  cycle), and its free-space bounds and node offsets lie inside it;
+  the kind its level needs (branch above, leaf at the bottom) with no other flag (a
+  page marked loose or kept is one LMDB's commit would not write), is reached once
+  (no cycle), and its free-space bounds and node offsets lie inside it;
 * every node lies inside its page, or holds a value on overflow pages that are
   overflow pages long enough for it (a value's length read past the file is a SIGBUS);
 * the free database's records are page lists LMDB can reuse: of a past transaction,
-  in order, inside the file, each page listed once and used by no tree (a write
-  would otherwise reuse a page in use, which LMDB asserts on, or overwrite a record).
+  in order, of pages LMDB allocated, each listed once and used by no tree (a write
+  would otherwise refuse the file as corrupted, or overwrite a page in use).
 
-It checks what LMDB relies on, not everything ``lmdb.verify`` (py-lmdb's offline
+It checks what fuzzing damaged files found LMDB to rely on (no proof that nothing
+else can crash it), not everything ``lmdb.verify`` (py-lmdb's offline
 checker) does: key order and the database counters are left out. Damage inside a
 value is what the hash chain and ``verify()`` report. The walk reads every page
 once, and costs about 0.47 s per million records, a quarter of a microsecond for each
@@ -56,14 +59,16 @@ _PGNO: Final = struct.Struct("<Q")
 _P_BRANCH: Final = 0x01
 _P_LEAF: Final = 0x02
 _P_OVERFLOW: Final = 0x04
-_P_KIND: Final = 0x01 | 0x02 | 0x04 | 0x08 | 0x20  # branch, leaf, overflow, meta, leaf2
 _F_BIGDATA: Final = 0x01
 _F_SUBDATA: Final = 0x02
 _NODE_FLAGS: Final = _F_BIGDATA | _F_SUBDATA
 _P_INVALID: Final = 2**64 - 1
 _MAX_DEPTH: Final = 32  # LMDB's cursor stack
 _FIRST_PAGE: Final = 2  # pages 0 and 1 are the meta pages
-_READS: Final = 5  # reads of the meta pages until two agree (a writer may be writing one)
+_READS: Final = 100  # reads of the meta pages until two agree (a writer may be writing one)
+_NONZERO: Final = bytes((0, *(1,) * 255))  # a translation table: 0 stays 0, any other byte 1
+_UNWRITTEN: Final = 1 << 20  # pages past the file's end the free list may name
+_INTEGER_KEYS: Final = 0x08  # MDB_INTEGERKEY: the flags of LMDB's free database
 
 _MAX_NAMED: Final = 32  # a journal has six named databases (store/_lmdb.py)
 _FREE: Final = "free"  # LMDB's databases, named as in the errors
@@ -73,16 +78,21 @@ _MAIN: Final = "main"
 class _Walk:
     """One walk of one file: the pages reached, the pages listed free, and where problems are reported."""
 
-    def __init__(self, fd: int, where: Path, page_size: int, last_page: int, txnid: int) -> None:
+    def __init__(
+        self, fd: int, where: Path, page_size: int, *, pages: int, allocated: int, txnid: int
+    ) -> None:
         self.fd = fd
         self.where = where
         self.page_size = page_size
-        self.pages = last_page + 1
+        self.pages = pages
+        """Pages a tree may use: those the file holds, up to the last one LMDB allocated."""
+        self.allocated = allocated
+        """Pages LMDB allocated (its last page + 1): the free list may name one past the file's
+        end (allocated and freed in one transaction, never written)."""
         self.txnid = txnid
-        self.seen = bytearray(self.pages)
-        self.owner = bytearray(self.pages)  # which tree reached each page: an index into ``trees``
+        self.owner = bytearray(pages)  # the tree that reached each page: 1 + its index in ``trees``
         self.trees: list[str] = []
-        self.free = bytearray(self.pages)
+        self.free = bytearray(allocated)  # 1: the free database lists the page
         self.named: list[tuple[bytes, bytes]] = []
 
     def damaged(self, name: str, pgno: int, problem: str) -> JournalDamagedError:
@@ -120,10 +130,9 @@ class _Walk:
         """Note pages ``pgno`` to ``pgno + count - 1`` as reached: inside the file, and once."""
         if pgno < _FIRST_PAGE or pgno + count > self.pages:
             raise self.damaged(name, pgno, f"is named, but pages run from 2 to {self.pages - 1}")
-        if self.seen.find(1, pgno, pgno + count) != -1:
+        if self.owner.count(0, pgno, pgno + count) != count:
             raise self.damaged(name, pgno, "is reached twice (the tree has a cycle, or shares a page)")
-        self.seen[pgno : pgno + count] = b"\1" * count
-        self.owner[pgno : pgno + count] = bytes((len(self.trees) - 1,)) * count
+        self.owner[pgno : pgno + count] = bytes((len(self.trees),)) * count
 
     def nodes(self, name: str, pgno: int, page: bytes, *, leaf: bool) -> tuple[int, ...]:
         """Check a tree page's header; return where its nodes start."""
@@ -131,7 +140,7 @@ class _Walk:
         if stored != pgno:
             raise self.damaged(name, pgno, f"stores page number {stored}")
         want = _P_LEAF if leaf else _P_BRANCH
-        if flags & _P_KIND != want:
+        if flags != want:  # any other bit (P_LOOSE, P_KEEP, P_DIRTY) makes LMDB skip or misuse it
             kind = "leaf" if leaf else "branch"
             raise self.damaged(name, pgno, f"should be a {kind} page, and has flags {flags:#x}")
         if not _PAGE_HEADER <= lower <= upper <= self.page_size or lower & 1:
@@ -178,6 +187,8 @@ class _Walk:
             first = _PGNO.unpack_from(page, data_at)[0]
             self.overflow(name, first, data_size)
             if name == _FREE:
+                if data_size > _PGNO.size * (self.allocated + 1):  # longer than any list: do not read it
+                    raise self.damaged(name, pgno, f"holds a free-page list of {data_size} bytes")
                 self.free_record(pgno, key, self.read(name, first, _PAGE_HEADER + data_size)[_PAGE_HEADER:])
         elif flags & _F_SUBDATA:
             if name != _MAIN or data_size != _DB.size:
@@ -193,7 +204,7 @@ class _Walk:
         if not _FIRST_PAGE <= pgno < self.pages:
             raise self.damaged(name, pgno, f"is named, but pages run from 2 to {self.pages - 1}")
         stored, _, flags, count = _OVERFLOW.unpack(self.read(name, pgno, _OVERFLOW.size))
-        if stored != pgno or flags & _P_KIND != _P_OVERFLOW:
+        if stored != pgno or flags != _P_OVERFLOW:
             problem = f"should be an overflow page, and stores {stored}, flags {flags:#x}"
             raise self.damaged(name, pgno, problem)
         if count * self.page_size < _PAGE_HEADER + data_size:
@@ -204,7 +215,7 @@ class _Walk:
         """Check a record of LMDB's free database: the txnid that freed the pages, and their list.
 
         The list is a count, then that many page numbers in descending order, each
-        inside the file and listed once in the whole database (``check_free`` then
+        one LMDB allocated and listed once in the whole database (``check_free`` then
         checks that no tree uses one).
         """
         if len(key) != _PGNO.size or not 0 < _PGNO.unpack(key)[0] <= self.txnid:
@@ -218,7 +229,7 @@ class _Walk:
         if (
             count != len(listed)
             or not in_order
-            or (listed and not _FIRST_PAGE <= listed[-1] <= listed[0] < self.pages)
+            or (listed and not _FIRST_PAGE <= listed[-1] <= listed[0] < self.allocated)
         ):
             raise self.damaged(_FREE, pgno, "holds a free-page list LMDB cannot reuse")
         free = self.free
@@ -229,11 +240,12 @@ class _Walk:
 
     def check_free(self) -> None:
         """Refuse a page that the free database lists and a tree uses: a write would reuse it."""
-        both = int.from_bytes(self.seen, "little") & int.from_bytes(self.free, "little")
+        used = self.owner.translate(_NONZERO)  # 1 where a tree uses the page
+        both = int.from_bytes(used, "little") & int.from_bytes(self.free[: self.pages], "little")
         if both:
             pgno = ((both & -both).bit_length() - 1) // 8
             problem = "is listed as free too (in the free database): a write would reuse it"
-            raise self.damaged(self.trees[self.owner[pgno]], pgno, problem)
+            raise self.damaged(self.trees[self.owner[pgno] - 1], pgno, problem)
 
 
 def _shown(name: bytes) -> str:
@@ -267,12 +279,18 @@ def check_pages(where: Path, page_size: int) -> None:
     fd = os.open(where / "data.mdb", os.O_RDONLY)
     try:
         meta = _newest_meta(fd, page_size)
-        last_page = _PGNO.unpack_from(meta, _LAST_PAGE_AT - _META_AT)[0]
-        pages = os.fstat(fd).st_size // page_size
+        in_file = os.fstat(fd).st_size // page_size
+        # LMDB's last page; beyond the file only by pages freed unwritten (bounded: hostile input)
+        allocated = min(_PGNO.unpack_from(meta, _LAST_PAGE_AT - _META_AT)[0] + 1, in_file + _UNWRITTEN)
         txnid = _PGNO.unpack_from(meta, _META_LEN - 8)[0]
-        walk = _Walk(fd, where, page_size, min(last_page, pages - 1), txnid)
+        walk = _Walk(fd, where, page_size, pages=min(allocated, in_file), allocated=allocated, txnid=txnid)
         free_db = meta[_DBS_AT - _META_AT : _DBS_AT - _META_AT + _DB.size]
         main_db = meta[_DBS_AT - _META_AT + _DB.size : _LAST_PAGE_AT - _META_AT]
+        for core, record, want in ((_FREE, free_db, _INTEGER_KEYS), (_MAIN, main_db, 0)):
+            flags = _DB.unpack(record)[1]
+            if flags != want:  # LMDB would compare or store its keys otherwise (and assert)
+                msg = f"{where} is damaged: its header gives LMDB's {core} database the flags {flags:#x}"
+                raise JournalDamagedError(msg)
         walk.tree(_FREE, free_db)
         walk.tree(_MAIN, main_db)
         for name, db in walk.named:

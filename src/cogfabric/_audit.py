@@ -123,7 +123,7 @@ def _check_pages(where: Path, named: Path, key: str | None) -> None:
     not know of: a forked child opens the journal read-only and reads every key and
     value of every database; if it dies of one of those signals, this raises instead
     of letting the audit read the same page.
-    The walk costs about one scan of the file, with nothing decoded. Skipped where
+    The child's reads cost about one scan of the file, with nothing decoded. Skipped where
     forking is not safe (other threads running, no ``fork``) or fails (a process
     limit): the audit then reads without it.
 

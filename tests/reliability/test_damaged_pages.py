@@ -8,6 +8,7 @@ page layout, not through the walk under test.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import subprocess
 import sys
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 _DB = struct.Struct("<IHHQQQQQ")  # LMDB's MDB_db: pad, flags, depth, 4 counters, root
 _HEADER = struct.Struct("<QHHHH")  # LMDB's page header: pgno, pad, flags, lower, upper
-_PAGE = 4096
+_PAGE = mmap.PAGESIZE  # LMDB writes pages of the OS page size
 
 
 def _tree(path: Path, name: bytes) -> tuple[int, int]:
@@ -104,6 +105,28 @@ def test_a_leaf_copied_over_another_is_refused(journal_path: Path) -> None:
     _write_page(journal_path, second, _page(journal_path, first))
 
     _refused(journal_path, f"page {second} of its events database stores page number {first}")
+
+
+def test_a_leaf_with_a_flag_lmdb_gives_pages_only_in_memory_is_refused(journal_path: Path) -> None:
+    # P_LOOSE: LMDB's commit would skip writing the page's new copy, and lose the change.
+    _, leaf = _tree(journal_path, b"heads")
+    page = _page(journal_path, leaf)
+    struct.pack_into("<H", page, 10, 0x4002)  # P_LOOSE | P_LEAF
+    _write_page(journal_path, leaf, page)
+
+    _refused(journal_path, f"page {leaf} of its heads database should be a leaf page, and has flags 0x4002")
+
+
+def test_a_header_giving_lmdbs_free_database_other_flags_is_refused(journal_path: Path) -> None:
+    # MDB_DUPSORT on the free database: LMDB's next write would abort on an assertion.
+    for meta in (0, 1):
+        page = _page(journal_path, meta)
+        (flags,) = struct.unpack_from("<H", page, 40 + 4)
+        assert flags == 0x08  # MDB_INTEGERKEY
+        struct.pack_into("<H", page, 40 + 4, 0x08 | 0x04)
+        _write_page(journal_path, meta, page)
+
+    _refused(journal_path, "its header gives LMDB's free database the flags 0xc")
 
 
 def test_a_branch_naming_one_child_twice_is_refused(journal_path: Path) -> None:
@@ -264,20 +287,20 @@ def test_the_walk_leaves_a_damaged_file_as_it_is(journal_path: Path) -> None:
 
 
 _EVERY_PAGE = """
-import shutil, sys
+import mmap, shutil, sys
 from pathlib import Path
 from cogfabric import CogfabricError
 from cogfabric.actors import Config, JournalConfig, Runtime
 from cogfabric.store import JournalDamagedError
 
 source, work = Path(sys.argv[1]), Path(sys.argv[2])
-pages = (source / "data.mdb").stat().st_size // 4096
+pages = (source / "data.mdb").stat().st_size // mmap.PAGESIZE
 for page in range(2, pages):
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source, work)
     with (work / "data.mdb").open("r+b") as data:
-        data.seek(page * 4096)
-        data.write(bytes(4096))
+        data.seek(page * mmap.PAGESIZE)
+        data.write(bytes(mmap.PAGESIZE))
     print(page, end=" ", flush=True)
     try:
         with Runtime.open(work) as runtime:
