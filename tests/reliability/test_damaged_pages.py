@@ -129,6 +129,37 @@ def test_a_header_giving_lmdbs_free_database_other_flags_is_refused(journal_path
     _refused(journal_path, "its header gives LMDB's free database the flags 0xc")
 
 
+def test_a_leaf_whose_free_space_bounds_cross_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    _, leaf = _children(_page(journal_path, root))[2]
+    page = _page(journal_path, leaf)
+    *_, upper = _HEADER.unpack_from(page)
+    struct.pack_into("<HH", page, 12, upper + 2, upper)  # lower past upper
+    _write_page(journal_path, leaf, page)
+
+    _refused(journal_path, f"page {leaf} of its events database has free space from {upper + 2} to {upper}")
+
+
+def test_a_branch_without_nodes_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    page = _page(journal_path, root)
+    struct.pack_into("<H", page, 12, 16)  # lower at the header's end: no node offsets
+    _write_page(journal_path, root, page)
+
+    _refused(journal_path, f"page {root} of its events database is a branch page without nodes")
+
+
+def test_a_record_node_with_a_duplicates_flag_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    _, leaf = _children(_page(journal_path, root))[1]
+    page = _page(journal_path, leaf)
+    (at,) = struct.unpack_from("<H", page, 16)
+    struct.pack_into("<H", page, at + 4, 0x04)  # F_DUPDATA, in a database without duplicates
+    _write_page(journal_path, leaf, page)
+
+    _refused(journal_path, f"page {leaf} of its events database has a node at offset {at} with flags 0x4")
+
+
 def test_a_branch_naming_one_child_twice_is_refused(journal_path: Path) -> None:
     _, root = _tree(journal_path, b"events")
     page = _page(journal_path, root)
