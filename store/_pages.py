@@ -49,9 +49,9 @@ _OVERFLOW: Final = struct.Struct("<QHHI")  # mp_pgno, mp_pad, mp_flags, mp_pages
 _NODE: Final = struct.Struct("<HHHH")  # mn_lo, mn_hi, mn_flags, mn_ksize
 _DB: Final = struct.Struct("<IHHQQQQQ")  # md_pad, md_flags, md_depth, 4 counters, md_root
 _META_AT: Final = 16  # the meta record follows the page header
-_META_LEN: Final = 136  # magic, version, address, map size, two databases, last page, txnid
-_DBS_AT: Final = _META_AT + 24
-_LAST_PAGE_AT: Final = _DBS_AT + 2 * _DB.size
+_META: Final = struct.Struct(f"<8x16x{_DB.size}s{_DB.size}sQQ")
+"""LMDB's meta record: past its magic, version, address and map size, the records of its
+free and main databases, its last page and its txnid."""
 _PAGE_HEADER: Final = _HEADER.size
 _NODE_HEADER: Final = _NODE.size
 _PGNO: Final = struct.Struct("<Q")
@@ -258,11 +258,14 @@ def _newest_meta(fd: int, page_size: int) -> bytes:
     """The meta record of the newest commit, read until two reads agree."""
     before: list[bytes] = []
     for _ in range(_READS):
-        metas = [os.pread(fd, _META_LEN, at + _META_AT)[:_META_LEN] for at in (0, page_size)]
+        metas = [os.pread(fd, _META.size, at + _META_AT) for at in (0, page_size)]
         if metas == before:
             break
         before = metas
-    return max(before, key=lambda meta: _PGNO.unpack_from(meta, _META_LEN - 8)[0])
+    if any(len(meta) != _META.size for meta in before):
+        msg = "a header page of the data file is cut off"
+        raise OSError(msg)
+    return max(before, key=lambda meta: _META.unpack(meta)[3])  # the greater txnid (LMDB: meta 0 on a tie)
 
 
 def check_pages(where: Path, page_size: int) -> None:
@@ -278,14 +281,11 @@ def check_pages(where: Path, page_size: int) -> None:
     """
     fd = os.open(where / "data.mdb", os.O_RDONLY)
     try:
-        meta = _newest_meta(fd, page_size)
+        free_db, main_db, last_page, txnid = _META.unpack(_newest_meta(fd, page_size))
         in_file = os.fstat(fd).st_size // page_size
         # LMDB's last page; beyond the file only by pages freed unwritten (bounded: hostile input)
-        allocated = min(_PGNO.unpack_from(meta, _LAST_PAGE_AT - _META_AT)[0] + 1, in_file + _UNWRITTEN)
-        txnid = _PGNO.unpack_from(meta, _META_LEN - 8)[0]
+        allocated = min(last_page + 1, in_file + _UNWRITTEN)
         walk = _Walk(fd, where, page_size, pages=min(allocated, in_file), allocated=allocated, txnid=txnid)
-        free_db = meta[_DBS_AT - _META_AT : _DBS_AT - _META_AT + _DB.size]
-        main_db = meta[_DBS_AT - _META_AT + _DB.size : _LAST_PAGE_AT - _META_AT]
         for core, record, want in ((_FREE, free_db, _INTEGER_KEYS), (_MAIN, main_db, 0)):
             flags = _DB.unpack(record)[1]
             if flags != want:  # LMDB would compare or store its keys otherwise (and assert)
