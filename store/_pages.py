@@ -218,10 +218,12 @@ class _Walk:
         one LMDB allocated and listed once in the whole database (``check_free`` then
         checks that no tree uses one).
         """
-        if len(key) != _PGNO.size or not 0 < _PGNO.unpack(key)[0] <= self.txnid:
-            raise self.damaged(
-                _FREE, pgno, f"holds a record of transaction {key.hex()}, not one of this file"
-            )
+        if len(key) != _PGNO.size:
+            raise self.damaged(_FREE, pgno, f"holds a record keyed by {len(key)} bytes, not a transaction")
+        (txnid,) = _PGNO.unpack(key)
+        if not 0 < txnid <= self.txnid:
+            problem = f"holds a record of transaction {txnid}, past the file's last ({self.txnid})"
+            raise self.damaged(_FREE, pgno, problem if txnid else "holds a record of transaction 0")
         if not data or len(data) % _PGNO.size:
             raise self.damaged(_FREE, pgno, f"holds a free-page list of {len(data)} bytes")
         count, *listed = struct.unpack(f"<{len(data) // _PGNO.size}Q", data)

@@ -202,22 +202,45 @@ def test_a_snapshots_overflow_page_zeroed_is_refused(journal_path: Path) -> None
     _refused(journal_path, f"page {overflow} of its snapshots database should be an overflow page")
 
 
-def _free_list(tmp_path: Path) -> tuple[Path, int, int, bytearray]:
-    """A journal whose free database is one leaf: its path, that page, where its first list is, the page."""
+def _newest_meta(path: Path) -> bytearray:
+    """LMDB's meta page of the newest commit (its txnid at byte 144)."""
+    return max((_page(path, 0), _page(path, 1)), key=lambda meta: struct.unpack_from("<Q", meta, 144))
+
+
+def _leaf_nodes(page: bytes | bytearray) -> list[tuple[int, int, int, bytes]]:
+    """A leaf page's nodes: (offset of the node, its flags, its value's size, its key)."""
+    _, _, _, lower, _ = _HEADER.unpack_from(page)
+    found = []
+    for at in struct.unpack_from(f"<{(lower - 16) // 2}H", page, 16):
+        lo, hi, flags, key_size = struct.unpack_from("<HHHH", page, at)
+        found.append((at, flags, lo | hi << 16, bytes(page[at + 8 : at + 8 + key_size])))
+    return found
+
+
+def _free_leaf(path: Path) -> tuple[int, bytearray]:
+    """The one leaf of LMDB's free database (its record is at byte 40 of the meta page)."""
+    _, _, depth, _, _, _, _, root = _DB.unpack_from(_newest_meta(path), 40)
+    assert depth == 1
+    return root, _page(path, root)
+
+
+def _snapshots_overwritten(tmp_path: Path, size: int) -> Path:
+    """A journal whose snapshot of ``size`` bytes was overwritten four times: its old pages are free."""
     path = tmp_path / "j"
-    with Journal.open(path) as journal:  # snapshots overwritten: their old pages are freed
+    with Journal.open(path) as journal:
         for batch in range(5):
             seqs = journal.append(make_events(10, start=batch * 10))
-            journal.append((), snapshots=[Snapshot("agent/a0", seqs[-1], bytes(9000))])
-    # LMDB's meta pages: the free database's record at byte 40, the txnid at byte 144
-    newest = max((_page(path, 0), _page(path, 1)), key=lambda meta: struct.unpack_from("<Q", meta, 144))
-    _, _, depth, _, _, _, _, root = _DB.unpack_from(newest, 40)
-    assert depth == 1
-    page = _page(path, root)
-    (at,) = struct.unpack_from("<H", page, 16)
-    _, _, flags, key_size = struct.unpack_from("<HHHH", page, at)
+            journal.append((), snapshots=[Snapshot("agent/a0", seqs[-1], bytes(size))])
+    return path
+
+
+def _free_list(tmp_path: Path) -> tuple[Path, int, int, bytearray]:
+    """A journal whose free database is one leaf: its path, that page, where its first list is, the page."""
+    path = _snapshots_overwritten(tmp_path, 9000)
+    root, page = _free_leaf(path)
+    at, flags, _, key = _leaf_nodes(page)[0]
     assert not flags  # the list is inside the page
-    return path, root, at + 8 + key_size, page
+    return path, root, at + 8 + len(key), page
 
 
 def test_a_free_page_list_naming_a_page_past_the_file_is_refused(tmp_path: Path) -> None:
@@ -275,6 +298,100 @@ def test_a_free_page_list_out_of_order_is_refused(tmp_path: Path) -> None:
     _write_page(path, root, page)
 
     _refused(path, "holds a free-page list LMDB cannot reuse")
+
+
+def test_a_free_page_list_of_a_transaction_the_file_never_ran_is_refused(tmp_path: Path) -> None:
+    path, root, listed, page = _free_list(tmp_path)
+    struct.pack_into("<Q", page, listed - 8, 2**40)  # the record's key: the txnid that freed its pages
+    _write_page(path, root, page)
+
+    _refused(
+        path, f"page {root} of its free database holds a record of transaction {2**40}, past the file's last"
+    )
+
+
+def test_a_page_listed_free_by_two_transactions_is_refused(tmp_path: Path) -> None:
+    # LMDB would hand it out twice: two of its later pages would be one.
+    path = _snapshots_overwritten(tmp_path, 9000)
+    root, page = _free_leaf(path)
+    lists = []
+    for at, flags, size, key in _leaf_nodes(page):
+        assert not flags
+        count, *pages = struct.unpack_from(f"<{size // 8}Q", page, at + 8 + len(key))
+        assert count == len(pages)
+        lists.append((at + 8 + len(key) + 8, pages))
+    assert len(lists) >= 2
+    (_, earlier), (second_at, later) = lists[:2]
+    shared = earlier[0]
+    later = sorted([shared, *later[1:]], reverse=True)  # still in order, one page of the other list
+    struct.pack_into(f"<{len(later)}Q", page, second_at, *later)
+    _write_page(path, root, page)
+
+    _refused(path, f"page {root} of its free database lists page {shared} as free a second time")
+
+
+def test_a_free_page_list_longer_than_the_file_could_free_is_refused(tmp_path: Path) -> None:
+    # A list on overflow pages: its length is checked before it is read into memory.
+    path = _snapshots_overwritten(tmp_path, 4_000_000)
+    root, page = _free_leaf(path)
+    at, flags, _, key = next(node for node in _leaf_nodes(page) if node[1])
+    assert flags == 1  # F_BIGDATA
+    (first,) = struct.unpack_from("<Q", page, at + 8 + len(key))
+    meta = _newest_meta(path)
+    (last_page,) = struct.unpack_from("<Q", meta, 136)
+    size = 8 * (last_page + 2) + 8  # more page numbers than the file has pages
+    spare = (path / "data.mdb").stat().st_size // _PAGE - first
+    count = (16 + size + _PAGE - 1) // _PAGE
+    assert count <= spare  # overflow pages inside the file, long enough for the value
+    struct.pack_into("<HH", page, at, size & 0xFFFF, size >> 16)
+    _write_page(path, root, page)
+    overflow = _page(path, first)
+    struct.pack_into("<I", overflow, 12, count)  # mp_pages
+    _write_page(path, first, overflow)
+
+    _refused(path, f"page {root} of its free database holds a free-page list of {size} bytes")
+
+
+def _database_record(path: Path, name: bytes) -> tuple[int, int, bytearray]:
+    """The leaf of LMDB's main database, where ``name``'s record (an MDB_db) starts in it, the leaf."""
+    _, _, depth, _, _, _, _, root = _DB.unpack_from(_newest_meta(path), 88)
+    assert depth == 1
+    page = _page(path, root)
+    at, flags, _, _ = next(node for node in _leaf_nodes(page) if node[3] == name)
+    assert flags == 2  # F_SUBDATA
+    return root, at + 8 + len(name), page
+
+
+def test_a_tree_deeper_than_lmdbs_cursors_reach_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    main, record, page = _database_record(journal_path, b"events")
+    struct.pack_into("<H", page, record + 6, 40)  # md_depth
+    _write_page(journal_path, main, page)
+
+    _refused(journal_path, f"page {root} of its events database is the root of a tree of depth 40")
+
+
+def test_a_branch_node_whose_key_runs_past_its_page_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    page = _page(journal_path, root)
+    at, _ = _children(page)[1]
+    struct.pack_into("<H", page, at + 6, 0xFFFF)  # mn_ksize
+    _write_page(journal_path, root, page)
+
+    _refused(journal_path, f"page {root} of its events database has a node at offset {at} running past it")
+
+
+def test_a_file_naming_more_databases_than_a_journal_could_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    Journal.open(path).close()  # six databases
+    env = lmdb.open(str(path), max_dbs=40)
+    try:
+        for n in range(27):
+            env.open_db(b"extra%02d" % n)
+    finally:
+        env.close()
+
+    _refused(path, "names more than 32 databases")
 
 
 def _large_record(tmp_path: Path) -> tuple[Path, int, int, bytearray]:
@@ -378,8 +495,6 @@ def test_no_zeroed_page_crashes_a_runtime_opening_and_writing_the_journal(tmp_pa
 
 _WRITER = """
 from cogfabric.store import Journal, Snapshot
-from cogfabric.store import _lmdb
-from cogfabric.store._pages import _shown
 from cogfabric.store.testing import make_events
 with Journal.open({path!r}, sync=False) as journal:
     print("ready", flush=True)
