@@ -45,7 +45,6 @@ import itertools
 import logging
 import operator
 import os
-import struct
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
@@ -325,11 +324,6 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
     return JournalUnavailableError(f"{path}: {msg}{suffix}")
 
 
-_META_MAGIC: Final = 0xBEEFC0DE
-_META = struct.Struct("<I12xQI92xQQ")
-"""LMDB's meta page (64-bit): after the 16-byte page header, ``mm_magic``, then past the
-version and address ``mm_mapsize``, ``mm_dbs[0].md_pad`` (the page size), then past the
-rest of the two database records ``mm_last_pg`` and ``mm_txnid``."""
 _PAGE_SIZES: Final = frozenset(1 << n for n in range(8, 17))
 """The page sizes LMDB may write: powers of two up to its MAX_PAGESIZE, 64 KiB."""
 _PAGE_HEADER: Final = 16
@@ -368,31 +362,32 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
             raise JournalFormatError(f"{where} is not a journal: its data file is empty")
         # a crash as LMDB created it, or a file emptied since: nothing is left to keep
         log.warning("%s: its data file is empty; a new journal is started in it", where)
-    if len(head) < _PAGE_HEADER + _META.size:
+    if len(head) < _pages.META_END:
         return size, 0  # empty (LMDB writes a new header) or not LMDB's
-    magic, _, page, *_ = _META.unpack_from(head, _PAGE_HEADER)
-    if magic != _META_MAGIC or page < _PAGE_HEADER + _META.size:
+    first = _pages.meta_at(head, 0)
+    page = first.page_size
+    if first.magic != _pages.META_MAGIC or page < _pages.META_END:
         return size, 0
     if page not in _PAGE_SIZES:
         raise JournalDamagedError(f"{where} is damaged: its header names a page size of {page} bytes")
     if not _is_second_meta(head, page):
         msg = f"{where} is damaged: LMDB's second header page, at byte {page:,}, is not one"
         raise JournalDamagedError(msg)
-    newest: tuple[int, int, int] | None = None
+    newest: _pages.Meta | None = None
     for offset in (0, page):
-        if len(head) >= offset + _PAGE_HEADER + _META.size:
-            magic, map_size, _, last_page, txn = _META.unpack_from(head, offset + _PAGE_HEADER)
-            if magic == _META_MAGIC and (newest is None or txn > newest[0]):
-                newest = (txn, last_page, map_size)
+        if len(head) >= offset + _pages.META_END:
+            meta = _pages.meta_at(head, offset)
+            if meta.magic == _pages.META_MAGIC and (newest is None or meta.txnid > newest.txnid):
+                newest = meta
     assert newest is not None  # the first meta page's magic matched
-    needed: int = (newest[1] + 1) * page
-    if size < 2 * page or needed > max(size, newest[2], 2 * page):
+    needed: int = (newest.last_page + 1) * page
+    if size < 2 * page or needed > max(size, newest.map_size, 2 * page):
         # A file without both meta pages, or one to pad past its map: padding would write
         # over a header LMDB needs, or grow the file without bound. (LMDB itself takes
         # the map size as advisory, so a file that holds its pages is left to it.)
         msg = (
             f"{where} is damaged: its data file is {size:,} bytes and its header names "
-            f"{needed:,} bytes in a map of {newest[2]:,}"
+            f"{needed:,} bytes in a map of {newest.map_size:,}"
         )
         raise JournalDamagedError(msg)
     return size, max(0, needed - size)

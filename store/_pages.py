@@ -33,25 +33,55 @@ page for reuse only once no reader is older than the transaction that freed it).
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import struct
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from ._errors import JournalDamagedError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["check_pages"]
+__all__ = ["META_END", "META_MAGIC", "Meta", "check_pages", "meta_at"]
 
 _HEADER: Final = struct.Struct("<QHHHH")  # mp_pgno, mp_pad, mp_flags, mp_lower, mp_upper
 _OVERFLOW: Final = struct.Struct("<QHHI")  # mp_pgno, mp_pad, mp_flags, mp_pages
 _NODE: Final = struct.Struct("<HHHH")  # mn_lo, mn_hi, mn_flags, mn_ksize
 _DB: Final = struct.Struct("<IHHQQQQQ")  # md_pad, md_flags, md_depth, 4 counters, md_root
-_META_AT: Final = 16  # the meta record follows the page header
-_META: Final = struct.Struct(f"<8x16x{_DB.size}s{_DB.size}sQQ")
-"""LMDB's meta record: past its magic, version, address and map size, the records of its
-free and main databases, its last page and its txnid."""
+META_MAGIC: Final = 0xBEEFC0DE
+META_AT: Final = 16  # the meta record follows its page's header
+_META: Final = struct.Struct(f"<IIQQ{_DB.size}s{_DB.size}sQQ")
+META_END: Final = META_AT + _META.size
+"""Where a meta page's record ends: the least a file holds if its first meta page is whole."""
+
+
+class Meta(NamedTuple):
+    """LMDB's meta record (``MDB_meta``, 64-bit): what the first two pages of the file each hold."""
+
+    magic: int
+    version: int
+    address: int
+    map_size: int
+    free_db: bytes
+    """The ``MDB_db`` record of LMDB's free database."""
+    main_db: bytes
+    """The ``MDB_db`` record of LMDB's main database (which names the others)."""
+    last_page: int
+    """The last page LMDB allocated."""
+    txnid: int
+
+    @property
+    def page_size(self) -> int:
+        """The page size LMDB wrote the file with (kept in the free database's ``md_pad``)."""
+        return int.from_bytes(self.free_db[:4], "little")
+
+
+def meta_at(data: bytes, offset: int) -> Meta:
+    """The meta record of the meta page that starts at ``offset`` of ``data``."""
+    return Meta._make(_META.unpack_from(data, offset + META_AT))
+
+
 _PAGE_HEADER: Final = _HEADER.size
 _NODE_HEADER: Final = _NODE.size
 _PGNO: Final = struct.Struct("<Q")
@@ -256,18 +286,19 @@ def _shown(name: bytes) -> str:
     return text if text.isprintable() else ascii(text)
 
 
-def _newest_meta(fd: int, page_size: int) -> bytes:
+def _newest_meta(fd: int, page_size: int) -> Meta:
     """The meta record of the newest commit, read until two reads agree."""
     before: list[bytes] = []
     for _ in range(_READS):
-        metas = [os.pread(fd, _META.size, at + _META_AT) for at in (0, page_size)]
-        if metas == before:
+        pages = [os.pread(fd, META_END, at) for at in (0, page_size)]
+        if pages == before:
             break
-        before = metas
-    if any(len(meta) != _META.size for meta in before):
+        before = pages
+    if any(len(page) != META_END for page in before):
         msg = "a header page of the data file is cut off"
         raise OSError(msg)
-    return max(before, key=lambda meta: _META.unpack(meta)[3])  # the greater txnid (LMDB: meta 0 on a tie)
+    # the greater txnid; on a tie the first, as LMDB picks
+    return max((meta_at(page, 0) for page in before), key=operator.attrgetter("txnid"))
 
 
 def check_pages(where: Path, page_size: int) -> None:
@@ -283,7 +314,8 @@ def check_pages(where: Path, page_size: int) -> None:
     """
     fd = os.open(where / "data.mdb", os.O_RDONLY)
     try:
-        free_db, main_db, last_page, txnid = _META.unpack(_newest_meta(fd, page_size))
+        meta = _newest_meta(fd, page_size)
+        free_db, main_db, last_page, txnid = meta.free_db, meta.main_db, meta.last_page, meta.txnid
         in_file = os.fstat(fd).st_size // page_size
         # LMDB's last page; beyond the file only by pages freed unwritten (bounded: hostile input)
         allocated = min(last_page + 1, in_file + _UNWRITTEN)
