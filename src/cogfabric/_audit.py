@@ -67,8 +67,10 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
     times in all) while the file changes under it, and then gives up rather than
     audit a torn copy.
 
-    Every page is first read in a child process (``_check_pages``), so that a page LMDB
-    would crash on is reported as damage (``JournalDamagedError``).
+    Every page is first walked and read in a child process (``_check_pages``), so that a
+    page LMDB would crash on is reported as damage (``JournalDamagedError``); the
+    journal is then opened without walking its pages again, unless the child did not
+    get through them (then the open's own walk names the damage).
 
     Raises:
         AuditAccessError: the directory (or its lock file) is not writable and
@@ -88,8 +90,8 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
                 "and this directory is not writable; rerun with --copy to audit a private copy"
             )
             raise AuditAccessError(msg)
-        _check_pages(path, path, key)
-        with LmdbJournal.open(path, readonly=True, key=key) as journal:
+        walked = _check_pages(path, path, key)
+        with LmdbJournal.open(path, readonly=True, key=key, check_pages=not walked) as journal:
             yield journal
         return
     with tempfile.TemporaryDirectory(prefix="cogfabric-audit-") as tmp:
@@ -100,9 +102,9 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
                 yield journal
             return
         _quiet_copy(path, target / "data.mdb")
-        _check_pages(target, path, key)
+        walked = _check_pages(target, path, key)
         try:
-            with LmdbJournal.open(target, readonly=True, key=key) as journal:
+            with LmdbJournal.open(target, readonly=True, key=key, check_pages=not walked) as journal:
                 yield journal
         except JournalError as exc:  # name the user's path, not the private copy's
             exc.args = tuple(a.replace(str(target), str(path)) if isinstance(a, str) else a for a in exc.args)
@@ -113,19 +115,23 @@ _CRASHES: Final = frozenset({signal.SIGABRT, signal.SIGBUS, signal.SIGSEGV, sign
 """The signals a process dies of when LMDB meets a page it cannot parse (an assertion, a bad address)."""
 
 
-def _check_pages(where: Path, named: Path, key: str | None) -> None:
+def _check_pages(where: Path, named: Path, key: str | None) -> bool:
     """Read every page of the journal at ``where`` in a child process first, if LMDB would crash on one.
 
     LMDB has no checksums and trusts its pages: one damaged in place can make it abort
     the process with an assertion, or a SIGBUS, where an audit must report damage.
     ``Journal.open`` walks every page first (``store/_pages.py``) and refuses what LMDB
     is known to crash on; this is the audit's second line, for whatever that walk does
-    not know of: a forked child opens the journal read-only and reads every key and
-    value of every database; if it dies of one of those signals, this raises instead
-    of letting the audit read the same page.
+    not know of: a forked child opens the journal read-only (which walks its pages)
+    and reads every key and value of every database; if it dies of one of those
+    signals, this raises instead of letting the audit read the same page.
     The child's reads cost about one scan of the file, with nothing decoded. Skipped where
     forking is not safe (other threads running, no ``fork``) or fails (a process
     limit): the audit then reads without it.
+
+    Returns whether the child walked and read every page: the audit's own open need not
+    walk them again. False where it was skipped, or where its open failed (damage the
+    walk names, a wrong key): the audit's open then walks, and raises that error typed.
 
     Raises:
         JournalDamagedError: the child crashed (names ``named``).
@@ -134,21 +140,23 @@ def _check_pages(where: Path, named: Path, key: str | None) -> None:
 
     """
     if not hasattr(os, "fork") or threading.active_count() > 1 or not (where / "data.mdb").is_file():
-        return
+        return False
     try:
         pid = os.fork()
     except OSError as exc:
         log.warning("cannot fork to read %s's pages first (%s); auditing without that check", named, exc)
-        return
+        return False
     if pid == 0:  # pragma: no cover - the child; its coverage is not collected
+        code = 1  # whatever it meets, the parent's own open (walking the pages) reports it, typed
         try:
             import resource  # noqa: PLC0415 - Unix only, as fork is
 
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash here is expected: no core dump
             with LmdbJournal.open(where, readonly=True, key=key) as journal:
                 _read_every_page(journal)
+            code = 0
         finally:
-            os._exit(0)  # whatever it met, the parent's own open reports it, typed
+            os._exit(code)
     try:
         _, status = os.waitpid(pid, 0)
     except BaseException:  # interrupted (Ctrl-C): the child must not scan on, nor stay a zombie
@@ -157,7 +165,7 @@ def _check_pages(where: Path, named: Path, key: str | None) -> None:
             os.waitpid(pid, 0)
         raise
     if not os.WIFSIGNALED(status):
-        return
+        return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     number = os.WTERMSIG(status)
     try:
         name = signal.Signals(number).name

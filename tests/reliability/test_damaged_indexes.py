@@ -27,6 +27,7 @@ from cogfabric.store import (
     JournalIntegrityError,
     JournalUnavailableError,
     LmdbJournal,
+    _lmdb,
 )
 from cogfabric.store.testing import make_events
 
@@ -296,6 +297,77 @@ def test_an_audit_goes_on_without_the_page_check_when_it_cannot_fork(
     monkeypatch.setattr(os, "fork", no_fork)
     with open_for_audit(path) as journal:
         assert journal.verify().ok
+
+
+def _count_walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Record each walk of the pages in this process (a forked child's are its own)."""
+    walks: list[Path] = []
+    real = _lmdb._walk_pages
+
+    def counted(env: lmdb.Environment, where: Path) -> None:
+        walks.append(where)
+        real(env, where)
+
+    monkeypatch.setattr(_lmdb, "_walk_pages", counted)
+    return walks
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_an_audit_walks_the_pages_once_when_its_child_got_through_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy: bool
+) -> None:
+    path = _journal_of_three(tmp_path)
+    walks = _count_walks(monkeypatch)
+    _fake_child(monkeypatch, 0)  # the child exited 0: it opened the journal (a walk) and read it all
+
+    with open_for_audit(path, copy=copy) as journal:
+        assert journal.verify().ok
+    assert walks == []
+
+
+def test_an_audit_walks_the_pages_itself_when_its_child_did_not_get_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _journal_of_three(tmp_path)
+    walks = _count_walks(monkeypatch)
+    _fake_child(monkeypatch, 1 << 8)  # the child exited 1: its open or its reads raised
+
+    with open_for_audit(path) as journal:
+        assert journal.verify().ok
+    assert walks == [path]
+
+    walks.clear()
+    monkeypatch.setattr(threading, "active_count", lambda: 2)  # no fork beside other threads
+    with open_for_audit(path) as journal:
+        assert journal.verify().ok
+    assert walks == [path]
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_an_audit_names_damage_its_walk_finds_also_after_its_child_met_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy: bool
+) -> None:
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        for batch in range(20):
+            journal.append(make_events(50, start=batch * 50))
+    env = lmdb.open(str(path), readonly=True, max_dbs=8)
+    try:
+        with env.begin() as txn:
+            record = txn.get(b"events")
+    finally:
+        env.close()
+    assert record is not None
+    root = struct.unpack("<IHHQQQQQ", record)[-1]
+    page = _page_size(path)
+    with (path / "data.mdb").open("r+b") as data:
+        data.seek(root * page)
+        data.write(bytes(page))
+    monkeypatch.setattr(threading, "active_count", lambda: 1)  # a real child, whatever else runs here
+
+    named = f"page {root} of its events database stores page number 0"
+    with pytest.raises(JournalDamagedError, match=named), open_for_audit(path, copy=copy):
+        pass
 
 
 def test_a_zeroed_second_header_page_is_named_as_such_and_the_file_left_as_it_is(tmp_path: Path) -> None:
