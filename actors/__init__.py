@@ -44,7 +44,7 @@ from ._llm import (
     ProviderError,
     ScriptedProvider,
 )
-from ._memory import MemoryManager, Retriever, SessionState, Snippet, apply_session_event
+from ._memory import MemoryManager, Retriever, SessionData, SessionState, Snippet, apply_session_event
 from ._memory_config import MemoryConfig, default_memory_config
 from ._runtime import Runtime
 from ._state import AgentSnapshot, AgentState
@@ -98,6 +98,7 @@ __all__ = [
     "RuntimeClosedError",
     "RuntimeConfig",
     "ScriptedProvider",
+    "SessionData",
     "SessionNotFoundError",
     "SessionState",
     "Snippet",

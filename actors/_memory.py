@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MemoryManager",
     "Retriever",
+    "SessionData",
     "SessionState",
     "Snippet",
     "apply_session_event",
@@ -129,6 +130,23 @@ class SessionState(msgspec.Struct, kw_only=True):
     accessed_at: float = 0.0
     touched_at: float = 0.0
     """When the last access was journaled (touches are journaled coarsely)."""
+
+
+class SessionData(msgspec.Struct, frozen=True, kw_only=True):
+    """A copy of one live session, as ``MemoryManager.get_session`` returns it.
+
+    The original's ``SessionData``, without its ``Context`` map, which nothing fills.
+    """
+
+    session_id: str
+    user_id: str
+    agent_id: str | None
+    """The agent the session was created for (``create_session(..., agent_id=)``), or None."""
+    messages: tuple[Message, ...]
+    """Every message, oldest first (the seed message too)."""
+    created_at: float
+    accessed_at: float
+    """The last access, this one included (clock seconds)."""
 
 
 _SESSION_ID_PART_BYTES: Final = 222  # "session/session_" + part + "_" + 16 hex <= 255 stream bytes
@@ -453,6 +471,21 @@ class MemoryManager:
     def _op_get_messages(self, session_id: str) -> list[Message]:
         return list(self._live(session_id, touch=True).messages)
 
+    def _op_get_session(self, session_id: str) -> SessionData:
+        state = self._live(session_id, touch=True)
+        return SessionData(
+            session_id=state.id,
+            user_id=state.user_id,
+            agent_id=state.agent_id,
+            messages=tuple(state.messages),
+            created_at=state.created_at,
+            accessed_at=state.accessed_at,
+        )
+
+    def _op_sessions(self) -> list[str]:
+        now = self._now()
+        return [session_id for session_id, state in self._sessions.items() if not self._expired(state, now)]
+
     def _op_build_prompt_messages(self, session_id: str) -> list[Message]:
         messages = self._live(session_id, touch=True).messages[-self._config.max_history :]
         cleaned = clean_with_turns(messages, self._config.clean)
@@ -568,6 +601,24 @@ class MemoryManager:
     def get_messages(self, session_id: str) -> list[Message]:
         """Every message of the session, oldest first (messages are immutable)."""
         result: list[Message] = self._call("get_messages", session_id)
+        return result
+
+    def get_session(self, session_id: str) -> SessionData:
+        """A copy of the session: its user, agent, messages, creation and last access.
+
+        An access like ``get_messages``: it refreshes the last access (the original's
+        ``SessionMemory.Get``).
+
+        Raises:
+            SessionNotFoundError: the session is unknown, deleted or expired.
+
+        """
+        result: SessionData = self._call("get_session", session_id)
+        return result
+
+    def sessions(self) -> list[str]:
+        """The ids of the live sessions, least recently used first; no access is refreshed."""
+        result: list[str] = self._call("sessions")
         return result
 
     def build_prompt_messages(self, session_id: str) -> list[Message]:

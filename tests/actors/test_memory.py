@@ -21,6 +21,7 @@ from cogfabric.actors import (
     MemoryConfig,
     Runtime,
     RuntimeConfig,
+    SessionData,
     SessionNotFoundError,
     Snippet,
     default_memory_config,
@@ -144,6 +145,81 @@ class TestSessions:
         messages = runtime.memory.get_messages(session)
         assert len(messages) >= 2
         assert (messages[-1].role, messages[-1].content, messages[-1].time) == ("user", "hello", clock.now())
+
+    def test_get_session_returns_the_user_agent_messages_and_times(
+        self, runtime: Runtime, clock: FakeClock
+    ) -> None:
+        # The original's SessionMemory test: "set+get (UserID round-trips)".
+        created = clock.now()
+        session = runtime.memory.create_session("u1", agent_id="a1")
+        clock.advance(2)
+        runtime.memory.add_message(session, "user", "hello")
+        clock.advance(3)
+
+        data = runtime.memory.get_session(session)
+
+        assert isinstance(data, SessionData)
+        assert (data.session_id, data.user_id, data.agent_id) == (session, "u1", "a1")
+        assert [(m.role, m.content) for m in data.messages] == [
+            ("system", "New session started"),
+            ("user", "hello"),
+        ]
+        assert (data.created_at, data.accessed_at) == (created, clock.now())
+        assert runtime.memory.get_session(runtime.memory.create_session("u2")).agent_id is None
+
+    def test_get_session_refreshes_the_last_access_and_is_not_a_live_view(
+        self, runtime: Runtime, clock: FakeClock
+    ) -> None:
+        # The original's TestSessionMemory_GetUpdatesAccessedAt.
+        session = runtime.memory.create_session("u")
+        first = runtime.memory.get_session(session)
+        clock.advance(TTL * 0.9)
+        second = runtime.memory.get_session(session)
+        clock.advance(TTL * 0.9)
+
+        assert second.accessed_at > first.accessed_at
+        assert runtime.memory.sweep() == 0  # the read kept it alive
+        runtime.memory.add_message(session, "user", "later")
+        assert len(second.messages) == 1  # a copy: later messages are not in it
+        with pytest.raises(AttributeError):
+            second.user_id = "other"  # type: ignore[misc]
+
+    def test_get_session_of_an_unknown_or_expired_session_raises(
+        self, runtime: Runtime, clock: FakeClock
+    ) -> None:
+        session = runtime.memory.create_session("u")
+        with pytest.raises(SessionNotFoundError, match="session not found"):
+            runtime.memory.get_session("session_nobody_0")
+        clock.advance(TTL + 1)
+        with pytest.raises(SessionNotFoundError):
+            runtime.memory.get_session(session)
+
+    def test_sessions_lists_the_live_ones_least_recently_used_first_without_refreshing(
+        self, runtime: Runtime, clock: FakeClock
+    ) -> None:
+        old = runtime.memory.create_session("u")
+        clock.advance(TTL * 0.6)
+        a, b = runtime.memory.create_session("u"), runtime.memory.create_session("u")
+        runtime.memory.get_messages(a)
+        assert runtime.memory.sessions() == [old, b, a]
+
+        clock.advance(TTL * 0.5)  # old expires; listing it refreshes none of them
+        assert runtime.memory.sessions() == [b, a]
+        clock.advance(TTL * 0.6)
+        assert runtime.memory.sessions() == []
+        runtime.memory.delete_session(a)
+        assert runtime.memory.sessions() == []
+
+    def test_get_session_after_reopening_is_the_same(self, tmp_path: Path, clock: FakeClock) -> None:
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            session = rt.memory.create_session("u9", agent_id="a9")
+            rt.memory.add_message(session, "assistant", "kept")
+            before = rt.memory.get_session(session)
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            after = rt.memory.get_session(session)
+            assert rt.memory.sessions() == [session]
+
+        assert after == before
 
     def test_multiple_sessions_do_not_mix(self, runtime: Runtime) -> None:
         a, b = runtime.memory.create_session("u"), runtime.memory.create_session("u")
