@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, runtime_check
 
 import msgspec
 
-from cogfabric.events import ROLE_ASSISTANT, ROLE_USER, LlmOutputRecorded, Message, PromptRejected
+from cogfabric.events import (
+    ROLE_ASSISTANT,
+    ROLE_USER,
+    LlmCallFailed,
+    LlmOutputRecorded,
+    Message,
+    PromptRejected,
+)
 from cogfabric.events._codec import journal_text, require_str
 
 from ._cleaner import GO_SPACE
@@ -260,12 +267,14 @@ class LLMClient:
         *,
         on_reject: Callable[[int, int, str], None] | None = None,
         on_output: Callable[[str, str], None] | None = None,
+        on_failure: Callable[[str, ProviderError], None] | None = None,
     ) -> None:
         """Use ``provider`` under ``config``'s limit; the hooks are for journaling."""
         self.provider = provider
         self.config = _checked_llm_config(config)
         self._on_reject = on_reject
         self._on_output = on_output
+        self._on_failure = on_failure
 
     @property
     def max_prompt_length(self) -> int:
@@ -324,6 +333,17 @@ class LLMClient:
         """
         self.validate(prompt)
         try:
+            output = self._call_provider(prompt, params)
+            if self._on_output is not None:
+                self._on_output(prompt, output)
+        except ProviderError as exc:
+            if self._on_failure is not None:
+                self._on_failure(prompt, exc)
+            raise
+        return output
+
+    def _call_provider(self, prompt: str, params: dict[str, Any]) -> str:
+        try:
             output = self.provider.generate(prompt, **params)
         except (ProviderError, RuntimeClosedError):
             raise  # a provider's error already, or the runtime closing under it
@@ -334,13 +354,11 @@ class LLMClient:
         if not isinstance(output, str):
             msg = f"provider {getattr(self.provider, 'name', '?')} returned {type(output).__name__}, not str"
             raise ProviderError(msg)
-        if self._on_output is not None:
-            self._on_output(prompt, output)
         return output
 
 
 class JournaledLLM(LLMClient):
-    """An ``LLMClient`` that journals every refusal and output, and runs session turns.
+    """An ``LLMClient`` that journals every refusal, output and provider failure, and runs session turns.
 
     Made by ``runtime.llm(provider)`` and offered to behaviors as ``ctx.llm``.
     """
@@ -360,7 +378,9 @@ class JournaledLLM(LLMClient):
         A behavior's ``ctx.llm`` journals through its agent, which names the message the
         behavior is handling as the cause of each output and refusal.
         """
-        super().__init__(provider, config, on_reject=self._rejected, on_output=self._answered)
+        super().__init__(
+            provider, config, on_reject=self._rejected, on_output=self._answered, on_failure=self._failed
+        )
         self._clock = clock
         self._journal = journal
         self._memory = memory
@@ -389,13 +409,29 @@ class JournaledLLM(LLMClient):
             LlmOutputRecorded(
                 at=self._clock.now(),
                 agent=self._agent_id,
-                provider=journal_text(getattr(self.provider, "name", type(self.provider).__name__)),
+                provider=self._provider_name(),
                 model=journal_text(getattr(self.provider, "model", "")),
                 prompt_hash=prompt_hash(prompt),
                 output=output,
                 session=getattr(self._turn, "session", None),
             )
         )
+
+    def _failed(self, prompt: str, error: ProviderError) -> None:
+        self._journal(
+            LlmCallFailed(
+                at=self._clock.now(),
+                agent=self._agent_id,
+                provider=self._provider_name(),
+                model=journal_text(getattr(self.provider, "model", "")),
+                prompt_hash=prompt_hash(prompt),
+                error=journal_text(error, 1000),
+                session=getattr(self._turn, "session", None),
+            )
+        )
+
+    def _provider_name(self) -> str:
+        return journal_text(getattr(self.provider, "name", type(self.provider).__name__))
 
     def turn(self, session_id: str, user_message: str, **params: Any) -> str:  # noqa: ANN401
         """Run one LLM turn of a session and return the output.

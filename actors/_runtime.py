@@ -798,9 +798,10 @@ class Runtime:
             raise AgentNotFoundError(agent_id)
 
     def llm(self, provider: LLMProvider | None = None, *, agent_id: str | None = None) -> JournaledLLM:
-        """An LLM client that journals every refusal and output.
+        """An LLM client that journals every refusal, output and provider failure.
 
-        Refusals are ``PromptRejected``, outputs ``LlmOutputRecorded``; the gate uses
+        Refusals are ``PromptRejected``, outputs ``LlmOutputRecorded``, a provider's
+        failures ``LlmCallFailed`` (the caller gets ``ProviderError``); the gate uses
         ``config.llm``'s limit. ``provider`` defaults to the runtime's
         (``Runtime.open(llm_provider=...)``, or one made from ``config.llm``).
 

@@ -31,6 +31,7 @@ __all__ = [
     "IpcSubscribed",
     "IpcUnsubscribed",
     "LifecycleChanged",
+    "LlmCallFailed",
     "LlmOutputRecorded",
     "PrivateSet",
     "PromptRejected",
@@ -299,6 +300,23 @@ class LlmOutputRecorded(Event, frozen=True, kw_only=True):
         return RUNTIME_STREAM if self.agent is None else "agent/" + self.agent
 
 
+class LlmCallFailed(Event, frozen=True, kw_only=True):
+    """A provider failed on a prompt the gate let through (the caller got ``ProviderError``)."""
+
+    agent: str | None
+    provider: str
+    model: str
+    prompt_hash: str
+    error: str
+    """The ``ProviderError``'s message, which names the provider's own error (cut to 1,000 characters)."""
+    session: str | None = None
+
+    @property
+    def stream(self) -> str:
+        """The agent's stream, or ``runtime`` for a client without an agent."""
+        return RUNTIME_STREAM if self.agent is None else "agent/" + self.agent
+
+
 AnyEvent = (
     AgentSpawned
     | LifecycleChanged
@@ -323,6 +341,7 @@ AnyEvent = (
     | SessionEvicted
     | PromptRejected
     | LlmOutputRecorded
+    | LlmCallFailed
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = get_args(AnyEvent)

@@ -16,6 +16,7 @@ from cogfabric.actors import (
     FakeClock,
     InvalidArgumentError,
     InvalidConfigError,
+    IpcHandlerError,
     LLMClient,
     LLMConfig,
     OpenAICompatibleProvider,
@@ -24,8 +25,9 @@ from cogfabric.actors import (
     Runtime,
     ScriptedProvider,
 )
+from cogfabric.actors._llm import prompt_hash
 from cogfabric.config import load_llm_config, parse_config
-from cogfabric.events import IpcMessage, LlmOutputRecorded, PromptRejected
+from cogfabric.events import IpcMessage, LlmCallFailed, LlmOutputRecorded, PromptRejected
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -188,6 +190,52 @@ class TestJournaled:
 
         assert isinstance(info.value.__cause__, ConnectionError)
 
+    def test_a_provider_failure_is_journaled_with_its_error_and_nothing_of_the_prompt(
+        self, tmp_path: Path
+    ) -> None:
+        answers = iter([ConnectionError("down"), 42, "fine"])
+
+        def flaky(prompt: str) -> Any:  # noqa: ARG001 - a provider's signature
+            answer = next(answers)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+            llm = runtime.llm(ScriptedProvider(flaky))
+            with pytest.raises(ProviderError, match="failed: ConnectionError"):
+                llm.generate("secret prompt")
+            with pytest.raises(ProviderError, match="returned int, not str"):
+                llm.generate("secret prompt")
+            assert llm.generate("secret prompt") == "fine"
+            assert runtime._journal is not None
+            events = [r.event for r in runtime._journal.read() if r.stream == "runtime"]
+
+        kinds = [type(e).__name__ for e in events if isinstance(e, LlmCallFailed | LlmOutputRecorded)]
+        assert kinds == ["LlmCallFailed", "LlmCallFailed", "LlmOutputRecorded"]
+        first, second = (e for e in events if isinstance(e, LlmCallFailed))
+        assert (first.agent, first.provider, first.session) == (None, "scripted", None)
+        assert "ConnectionError('down')" in first.error
+        assert "returned int" in second.error
+        assert first.prompt_hash == second.prompt_hash == prompt_hash("secret prompt")
+        assert all("secret" not in e.error for e in (first, second))
+
+    def test_a_failed_turn_is_journaled_under_its_session_and_adds_no_answer(self, tmp_path: Path) -> None:
+        def down(prompt: str) -> str:  # noqa: ARG001 - a provider's signature
+            msg = "down"
+            raise TimeoutError(msg)
+
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=ScriptedProvider(down)) as runtime:
+            session = runtime.memory.create_session("u")
+            with pytest.raises(ProviderError, match="TimeoutError"):
+                runtime.llm().turn(session, "what is X?")
+            assert runtime._journal is not None
+            (failed,) = [r.event for r in runtime._journal.read() if isinstance(r.event, LlmCallFailed)]
+            roles = [m.role for m in runtime.memory.get_messages(session)]
+
+        assert failed.session == session
+        assert roles == ["system", "user"]  # the user's message stays, as after a refusal
+
 
 class Thinker:
     """Answers each message with an LLM turn in its own session."""
@@ -218,6 +266,32 @@ def test_a_behavior_turn_is_journaled_on_its_agent_stream(tmp_path: Path) -> Non
     assert [(o.agent, o.output, o.session) for o in outputs] == [
         ("a", "echo user: why?", Thinker.sessions["a"])
     ]
+
+
+def test_a_behaviors_failed_llm_call_is_journaled_on_its_agent_stream_naming_the_message(
+    tmp_path: Path,
+) -> None:
+    def down(prompt: str) -> str:  # noqa: ARG001 - a provider's signature
+        msg = "no model"
+        raise RuntimeError(msg)
+
+    with Runtime.open(
+        tmp_path / "j", clock=FakeClock(), behaviors={"thinker": Thinker}, llm_provider=ScriptedProvider(down)
+    ) as runtime:
+        runtime.spawn("a", behavior="thinker")
+        Thinker.sessions = {"a": runtime.memory.create_session("u", agent_id="a")}
+
+        with pytest.raises(IpcHandlerError):
+            runtime.bus.request("x", "a", "ask", "why?", timeout=10)
+        runtime.flush()
+        assert runtime._journal is not None
+        records = list(runtime._journal.read())
+
+    (failed,) = [r.event for r in records if isinstance(r.event, LlmCallFailed)]
+    (request,) = [r.event for r in records if isinstance(r.event, IpcMessage) and r.event.topic == "ask"]
+    assert failed.stream == "agent/a"
+    assert (failed.agent, failed.session, failed.cause) == ("a", Thinker.sessions["a"], request.id)
+    assert "RuntimeError('no model')" in failed.error
 
 
 class _Completions(http.server.BaseHTTPRequestHandler):

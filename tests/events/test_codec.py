@@ -33,6 +33,7 @@ from cogfabric.events import (
     IpcSubscribed,
     IpcUnsubscribed,
     LifecycleChanged,
+    LlmCallFailed,
     LlmOutputRecorded,
     Message,
     PrivateSet,
@@ -124,6 +125,9 @@ SAMPLES: tuple[Event, ...] = (
     PromptRejected(**COMMON, agent="a1", length=9000, limit=8192, reason="too_long"),
     LlmOutputRecorded(
         **COMMON, agent="a1", provider="openai", model="m", prompt_hash="h", output="o", session="s1"
+    ),
+    LlmCallFailed(
+        **COMMON, agent="a1", provider="openai", model="m", prompt_hash="h", error="e", session="s1"
     ),
 )
 

@@ -29,6 +29,7 @@ from cogfabric.events import (
     IpcSubscribed,
     IpcUnsubscribed,
     LifecycleChanged,
+    LlmCallFailed,
     LlmOutputRecorded,
     Message,
     PrivateSet,
@@ -72,6 +73,7 @@ EXPECTED_LAYERS: dict[type[Event], ContextLayer | None] = {
     SessionEvicted: None,
     PromptRejected: None,
     LlmOutputRecorded: None,
+    LlmCallFailed: None,
 }
 
 
@@ -183,6 +185,11 @@ class TestStreams:
         event = PromptRejected(at=1.0, agent="a1", length=9000, limit=8192)
 
         assert event.stream == "agent/a1"
+
+    def test_a_failed_llm_call_belongs_to_its_agent_or_the_runtime_stream(self) -> None:
+        for agent, stream in ((None, "runtime"), ("a1", "agent/a1")):
+            event = LlmCallFailed(at=1.0, agent=agent, provider="p", model="m", prompt_hash="h", error="e")
+            assert event.stream == stream
 
     def test_an_llm_output_without_an_agent_belongs_to_the_runtime_stream(self) -> None:
         event = LlmOutputRecorded(at=1.0, agent=None, provider="p", model="m", prompt_hash="h", output="o")
