@@ -11,6 +11,7 @@ from ._core import replay_agent, snapshot_problem
 from ._errors import (
     ActorError,
     ActorTimeoutError,
+    AgentCapacityError,
     AgentCheckpointNotSupportedError,
     AgentExistsError,
     AgentNotFoundError,
@@ -55,6 +56,7 @@ __all__ = [
     "ActorError",
     "ActorTimeoutError",
     "Agent",
+    "AgentCapacityError",
     "AgentCheckpointNotSupportedError",
     "AgentContext",
     "AgentExistsError",

@@ -35,6 +35,7 @@ from cogfabric.store import JournalError, JournalFailedError
 from ._core import replay_agent
 from ._errors import (
     ActorTimeoutError,
+    AgentCapacityError,
     AgentNotFoundError,
     AgentNotRegisteredError,
     AgentNotSuspendedError,
@@ -215,6 +216,19 @@ class AgentActor(pykka.ThreadingActor):
         self.cause: str | None = None
         """The id of the IPC message the behavior is handling: the cause of what it does."""
         self.ctx = AgentContext(self)
+
+    def _start_actor_loop(self) -> None:
+        """Pykka's hook that starts the actor's thread; a process out of threads is a typed error.
+
+        Pykka registered the actor before; a start that failed leaves it there, as a
+        live actor no thread serves, so it is taken out again.
+        """
+        try:
+            super()._start_actor_loop()
+        except RuntimeError as exc:  # "can't start new thread": pthread_create failed
+            pykka.ActorRegistry.unregister(self.actor_ref)
+            self.actor_stopped.set()
+            raise AgentCapacityError(self._state.id, threading.active_count()) from exc
 
     # ------------------------------------------------------------- dispatch
 

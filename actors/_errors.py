@@ -7,6 +7,7 @@ from cogfabric._errors import CogfabricError
 __all__ = [
     "ActorError",
     "ActorTimeoutError",
+    "AgentCapacityError",
     "AgentCheckpointNotSupportedError",
     "AgentExistsError",
     "AgentNotFoundError",
@@ -98,6 +99,26 @@ class SpawnSpecTypeError(InvalidSpawnSpecError, TypeError):
 
     Both an ``InvalidSpawnSpecError`` and a ``TypeError``, as a wrong type is elsewhere.
     """
+
+
+class AgentCapacityError(ActorError, RuntimeError):
+    """The process could not start a thread for an agent (each agent runs on its own thread).
+
+    Raised by ``spawn`` and ``spawn_many`` (nothing of the spawn is journaled, and no
+    agent of it runs) and by ``Runtime.open`` (no agent runs, and the journal is left as
+    it is). Also a ``RuntimeError``, what ``threading`` raises for it.
+    """
+
+    def __init__(self, agent_id: str, running: int) -> None:
+        """Name the agent and how many threads the process ran."""
+        self.agent_id = agent_id
+        self.running = running
+        super().__init__(
+            f"agentfabric: cannot start a thread for agent {agent_id!r}: the process runs "
+            f"{running:,} threads and can start no more (on Linux, each thread takes memory "
+            "mappings, which vm.max_map_count bounds; raise it, or ulimit -u, or run fewer "
+            "agents in one process)"
+        )
 
 
 class MailboxFullError(ActorError):

@@ -14,7 +14,7 @@ import reprlib
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal, Self
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Self
 
 import pykka
 
@@ -119,6 +119,15 @@ def _spawn_capabilities(capabilities: object) -> tuple[str, ...]:
         except TypeError as exc:
             raise SpawnSpecTypeError(str(exc)) from None
     return out
+
+
+class _Launched(NamedTuple):
+    """An agent's actor started for a spawn or a recovery, not yet reachable."""
+
+    state: AgentSnapshot
+    behavior: Behavior | None
+    shared: Shared
+    ref: pykka.ActorRef[AgentActor]
 
 
 class _Entry:
@@ -379,14 +388,52 @@ class Runtime:
     # ------------------------------------------------------------- agents
 
     def _start(self, state: AgentSnapshot, behavior: Behavior | None) -> Agent:
-        core = self._core
-        shared = Shared(state.lifecycle, core.mailbox_size, has_behavior=behavior is not None)
-        ref = AgentActor.start(core, state, behavior, shared)
+        return self._register(self._launch(state, behavior))
+
+    def _launch(self, state: AgentSnapshot, behavior: Behavior | None) -> _Launched:
+        """Start an agent's actor, which nothing reaches until ``_register``.
+
+        Raises:
+            AgentCapacityError: the process could not start its thread.
+
+        """
+        shared = Shared(state.lifecycle, self._core.mailbox_size, has_behavior=behavior is not None)
+        return _Launched(state, behavior, shared, AgentActor.start(self._core, state, behavior, shared))
+
+    def _launch_all(self, states: list[AgentSnapshot], behaviors: list[Behavior | None]) -> list[_Launched]:
+        """Start the actors of a spawn, all or none (before anything of it is journaled).
+
+        Raises:
+            AgentCapacityError: the process could not start one of their threads; those
+                started are stopped again.
+
+        """
+        launched: list[_Launched] = []
+        try:
+            for state, behavior in zip(states, behaviors, strict=True):
+                launched.append(self._launch(state, behavior))
+        except BaseException:
+            self._stop_launched(launched)
+            raise
+        return launched
+
+    def _stop_launched(self, launched: Iterable[_Launched]) -> None:
+        for one in launched:
+            self._stop_ref(one.ref)
+
+    def _register(self, launched: _Launched) -> Agent:
+        """Make a launched agent reachable (listed, addressable, subscribed); return its handle.
+
+        Raises:
+            RuntimeClosedError: ``close()`` began meanwhile (the actor is stopped).
+
+        """
+        state, shared, ref = launched.state, launched.shared, launched.ref
         handle = Agent(self, state, shared)
         with self._lock:
             closed = self._closed
             if not closed:
-                self._agents[state.id] = _Entry(ref, shared, handle, behavior)
+                self._agents[state.id] = _Entry(ref, shared, handle, launched.behavior)
                 self._listed.setdefault(state.id)
                 self._unlisted_if_refused.discard(state.id)  # started: it stays listed
         if closed:  # close() began meanwhile and will not see this actor: stop it here
@@ -465,39 +512,56 @@ class Runtime:
         self._check_instances([s.get("behavior") for s in specs])
         core = self._core
         made = [core.live_behavior(s.get("behavior"), e.behavior) for s, e in zip(specs, events, strict=True)]
+        # Their threads first: a process that can start no more fails the spawn before
+        # anything of it is journaled (the actors are reachable once it is).
+        launched = self._launch_all([self._spawned_state(event) for event in events], made)
+        try:
+            ack = self._submit_spawn(events, ids)
+        except BaseException:
+            self._stop_launched(launched)
+            raise
+        return self._reach_spawned(ack, ids, launched)
+
+    def _submit_spawn(self, events: list[AgentSpawned], ids: list[str]) -> Ack | None:
+        """Reserve the ids and hand the spawn to the writer; its acknowledgement in sync durability."""
         writer = self._core.writer
         if writer is not None:
             writer.wait_for_room()  # not while holding _order, which other callers wait for
         with self._order:  # in the journal before or after a publication, as it is live
             self._reserve(ids)
             try:
-                ack = None
                 if writer is not None and self._core.sync:
-                    ack = writer.submit(events, wait_for_room=False)
-                elif writer is not None:
+                    return writer.submit(events, wait_for_room=False)
+                if writer is not None:
                     writer.submit_nowait(events, wait_for_room=False)
             except BaseException:
                 self._release(ids)
                 raise
-        late = False
-        try:
-            if ack is not None:
-                try:
-                    ack.wait(self._core.call_timeout)
-                except ActorTimeoutError:
-                    # Whether they are stored is unknown until the writer gets to them:
-                    # the ids stay reserved, and the agents start if the spawn commits.
-                    self._finish_late(ack, functools.partial(self._spawned_late, events, made), "spawn")
-                    late = True
-                    raise
-            return [
-                self._start(self._spawned_state(event), behavior)
-                for event, behavior in zip(events, made, strict=True)
-            ]
-        except BaseException:
-            if not late:
+        return None
+
+    def _reach_spawned(self, ack: Ack | None, ids: list[str], launched: list[_Launched]) -> list[Agent]:
+        """Wait for the spawn's commit (sync durability), then make its agents reachable."""
+        if ack is not None:
+            try:
+                ack.wait(self._core.call_timeout)
+            except ActorTimeoutError:
+                # Whether they are stored is unknown until the writer gets to them: the
+                # ids stay reserved, and the agents are reached if the spawn commits.
+                self._finish_late(ack, functools.partial(self._spawned_late, launched), "spawn")
+                raise
+            except BaseException:
                 self._release(ids)
+                self._stop_launched(launched)
+                raise
+        agents: list[Agent] = []
+        try:
+            for one in launched:
+                agents.append(self._register(one))  # noqa: PERF401 - counts those reached if one fails
+        except BaseException:
+            self._release(ids)
+            self._stop_launched(launched[len(agents) :])
             raise
+        return agents
 
     def _reserve(self, ids: list[str]) -> None:
         """Reserve ``ids`` for agents being spawned, all or none.
@@ -549,14 +613,17 @@ class Runtime:
                     msg = f"this behavior instance runs agent {agent_id!r} already; each agent needs its own"
                     raise InvalidSpawnSpecError(msg)
 
-    def _spawned_late(self, events: list[AgentSpawned], made: list[Behavior | None], committed: bool) -> None:
-        """A spawn whose caller timed out is over: start its agents if it was stored."""
+    def _spawned_late(self, launched: list[_Launched], committed: bool) -> None:
+        """A spawn whose caller timed out is over: make its agents reachable if it was stored."""
+        registered = 0
         try:
             if committed and not self._closed:
-                for event, behavior in zip(events, made, strict=True):
-                    self._start(self._spawned_state(event), behavior)
+                for one in launched:
+                    self._register(one)
+                    registered += 1
         finally:
-            self._release(event.agent for event in events)  # those not started, if any
+            self._stop_launched(launched[registered:])
+            self._release(one.state.id for one in launched)  # those not reached, if any
 
     def _finish_late(self, ack: Ack, done: Callable[[bool], None], what: str) -> None:
         """Run ``done(committed)`` on a helper thread once ``ack`` resolves.
