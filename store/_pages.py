@@ -10,16 +10,21 @@ walks every B-tree from the committed meta page first, reading the file itself
 * every page a tree names lies inside the file, stores its own page number, is of
   the kind its level needs (branch above, leaf at the bottom) with no other flag (a
   page marked loose or kept is one LMDB's commit would not write), is reached once
-  (no cycle), and its free-space bounds and node offsets lie inside it;
+  (no cycle), holds nodes (a branch two at least, but in the free database), and its
+  free-space bounds and node offsets lie inside it;
 * every node lies inside its page, or holds a value on overflow pages that are
   overflow pages long enough for it (a value's length read past the file is a SIGBUS);
-* the free database's records are page lists LMDB can reuse: of a past transaction,
-  in order, of pages LMDB allocated, each listed once and used by no tree (a write
-  would otherwise refuse the file as corrupted, or overwrite a page in use).
+* the free database's records are page lists LMDB can reuse: of past transactions,
+  in their order (in the leaves, and by the keys of the branches above them), each
+  list in order, of pages LMDB allocated, each listed once and used by no tree (a
+  write would otherwise refuse the file as corrupted, overwrite a page in use, or
+  abort on an assertion);
+* every page LMDB allocated is used by a tree or listed free, as LMDB's own audit
+  counts: a page in neither was cut off a tree (its database's record, say).
 
 It checks what fuzzing damaged files found LMDB to rely on (no proof that nothing
 else can crash it), not everything ``lmdb.verify`` (py-lmdb's offline
-checker) does: key order and the database counters are left out. Damage inside a
+checker) does: the key order of the other databases and their counters are left out. Damage inside a
 value is what the hash chain and ``verify()`` report. The walk reads every page
 once, and costs about 0.47 s per million records, a quarter of a microsecond for each
 entry, the record's and its id's (``bench/fabric.py`` times ``Journal.open`` for it).
@@ -94,6 +99,7 @@ _F_SUBDATA: Final = 0x02
 _NODE_FLAGS: Final = _F_BIGDATA | _F_SUBDATA
 _P_INVALID: Final = 2**64 - 1
 _MAX_DEPTH: Final = 32  # LMDB's cursor stack
+_NO_END: Final = 2**64  # past every txnid: the upper bound of a key range
 _FIRST_PAGE: Final = 2  # pages 0 and 1 are the meta pages
 _READS: Final = 100  # reads of the meta pages until two agree (a writer may be writing one)
 _NONZERO: Final = bytes((0, *(1,) * 255))  # a translation table: 0 stays 0, any other byte 1
@@ -146,15 +152,28 @@ class _Walk:
             return  # an empty database
         if not 0 < depth <= _MAX_DEPTH:
             raise self.damaged(name, root, f"is the root of a tree of depth {depth}")
-        stack = [(root, 1)]
+        ordered = name == _FREE  # LMDB asserts when its free database's keys are out of order
+        # each page with the range of keys its subtree may hold (checked in the free database)
+        stack = [(root, 1, 0, _NO_END)]
         while stack:
-            pgno, level = stack.pop()
+            pgno, level, low, high = stack.pop()
             self.mark(name, pgno, 1)
             page = self.read(name, pgno, self.page_size)
             if level < depth:
-                stack.extend((child, level + 1) for child in self.branch(name, pgno, page))
+                children = self.branch(name, pgno, page)
+                if len(children) < 2 and not ordered:  # noqa: PLR2004 - LMDB's minimum
+                    # LMDB asserts it of every branch but its free database's (mdb_page_search_root)
+                    raise self.damaged(name, pgno, "is a branch page with one node")
+                ranges = self.ranges(pgno, page, low, high) if ordered else [(0, _NO_END)] * len(children)
+                # pushed last to first: the leaves are reached in key order
+                stack.extend(
+                    (child, level + 1, lo, hi)
+                    for child, (lo, hi) in reversed(list(zip(children, ranges, strict=True)))
+                )
             else:
                 self.leaf(name, pgno, page)
+                if ordered:
+                    self.keys_in_order(pgno, page, low, high)
 
     def mark(self, name: str, pgno: int, count: int) -> None:
         """Note pages ``pgno`` to ``pgno + count - 1`` as reached: inside the file, and once."""
@@ -176,9 +195,9 @@ class _Walk:
         if not _PAGE_HEADER <= lower <= upper <= self.page_size or lower & 1:
             raise self.damaged(name, pgno, f"has free space from {lower} to {upper}")
         offsets = struct.unpack_from(f"<{(lower - _PAGE_HEADER) >> 1}H", page, _PAGE_HEADER)
-        if not leaf and not offsets:
-            raise self.damaged(name, pgno, "is a branch page without nodes")
-        if offsets and not upper <= min(offsets) <= max(offsets) <= self.page_size - _NODE_HEADER:
+        if not offsets:  # LMDB drops an emptied page; a cursor would read node 65535 of one
+            raise self.damaged(name, pgno, f"is a {'leaf' if leaf else 'branch'} page without nodes")
+        if not upper <= min(offsets) <= max(offsets) <= self.page_size - _NODE_HEADER:
             raise self.damaged(name, pgno, f"has a node outside its nodes (they start at {upper})")
         return offsets
 
@@ -191,6 +210,32 @@ class _Walk:
                 raise self.damaged(name, pgno, f"has a node at offset {at} running past it")
             children.append(lo | hi << 16 | flags << 32)
         return children
+
+    def ranges(self, pgno: int, page: bytes, low: int, high: int) -> list[tuple[int, int]]:
+        """The range of keys each child of a branch of the free database may hold.
+
+        LMDB finds a key by its branch pages' keys (a txnid each, but the first node's,
+        which stands for the lowest); they must rise within the branch's own range.
+        """
+        bounds = [low]
+        for at in self.nodes(_FREE, pgno, page, leaf=False)[1:]:
+            key_size = _NODE.unpack_from(page, at)[3]
+            key = page[at + _NODE_HEADER : at + _NODE_HEADER + key_size]
+            txnid = _PGNO.unpack(key)[0] if key_size == _PGNO.size else -1
+            if not bounds[-1] < txnid < high:
+                raise self.damaged(_FREE, pgno, f"has a node at offset {at} whose key is out of order")
+            bounds.append(txnid)
+        return list(itertools.pairwise([*bounds, high]))
+
+    def keys_in_order(self, pgno: int, page: bytes, low: int, high: int) -> None:
+        """Check that a leaf of the free database holds its records' keys rising, within its range."""
+        before = low - 1
+        for at in self.nodes(_FREE, pgno, page, leaf=True):
+            key_size = _NODE.unpack_from(page, at)[3]  # 8: free_record checked it
+            (txnid,) = _PGNO.unpack_from(page, at + _NODE_HEADER)
+            if key_size != _PGNO.size or not before < txnid < high:
+                raise self.damaged(_FREE, pgno, f"holds the record of transaction {txnid} out of order")
+            before = txnid
 
     def leaf(self, name: str, pgno: int, page: bytes) -> None:
         """Check a leaf page: each node inside it, or its value on overflow pages that are."""
@@ -271,13 +316,27 @@ class _Walk:
             free[listed_pgno] = 1
 
     def check_free(self) -> None:
-        """Refuse a page that the free database lists and a tree uses: a write would reuse it."""
-        used = self.owner.translate(_NONZERO)  # 1 where a tree uses the page
-        both = int.from_bytes(used, "little") & int.from_bytes(self.free[: self.pages], "little")
+        """Check that each page LMDB allocated is either used by one tree or listed free, not both.
+
+        A page both used and listed free, a write would reuse; a page neither used nor
+        free was cut off a tree (LMDB's own audit, ``mdb_audit``, counts the same).
+        """
+        used = int.from_bytes(self.owner.translate(_NONZERO), "little")  # 1 where a tree uses the page
+        free = int.from_bytes(self.free, "little")
+        both = used & free
         if both:
             pgno = ((both & -both).bit_length() - 1) // 8
             problem = "is listed as free too (in the free database): a write would reuse it"
             raise self.damaged(self.trees[self.owner[pgno] - 1], pgno, problem)
+        accounted = (used | free).to_bytes(self.allocated, "little")
+        lost = accounted.find(0, _FIRST_PAGE)
+        if lost != -1:
+            msg = (
+                f"{self.where} is damaged: page {lost} is in no database and not free (a tree "
+                "lost the pages under it, or the header names pages it never wrote). LMDB has "
+                "no checksums and could crash the process on it; restore the journal from a copy"
+            )
+            raise JournalDamagedError(msg)
 
 
 def _shown(name: bytes) -> str:

@@ -19,7 +19,7 @@ import lmdb
 import pytest
 
 from cogfabric.actors import Config, JournalConfig, Runtime
-from cogfabric.store import Journal, JournalDamagedError, Snapshot, _lmdb
+from cogfabric.store import Journal, JournalDamagedError, Snapshot, _lmdb, _pages
 from cogfabric.store._pages import _shown
 from cogfabric.store.testing import make_events
 
@@ -392,6 +392,82 @@ def test_a_file_naming_more_databases_than_a_journal_could_is_refused(tmp_path: 
         env.close()
 
     _refused(path, "names more than 32 databases")
+
+
+def test_a_branch_with_one_node_is_refused(journal_path: Path) -> None:
+    # LMDB asserts every branch but its free database's has two nodes at least.
+    _, root = _tree(journal_path, b"events")
+    page = _page(journal_path, root)
+    struct.pack_into("<H", page, 12, 18)  # lower: one node offset left
+    _write_page(journal_path, root, page)
+
+    _refused(journal_path, f"page {root} of its events database is a branch page with one node")
+
+
+def test_a_leaf_without_nodes_is_refused(journal_path: Path) -> None:
+    # A cursor stepping to its last node would read node 65535, far past the page.
+    _, root = _tree(journal_path, b"events")
+    _, leaf = _children(_page(journal_path, root))[-1]
+    page = _page(journal_path, leaf)
+    struct.pack_into("<H", page, 12, 16)
+    _write_page(journal_path, leaf, page)
+
+    _refused(journal_path, f"page {leaf} of its events database is a leaf page without nodes")
+
+
+def test_free_page_lists_out_of_transaction_order_are_refused(tmp_path: Path) -> None:
+    # LMDB reads them in key order and asserts on any other (mdb_freelist_save).
+    path = _snapshots_overwritten(tmp_path, 9000)
+    root, page = _free_leaf(path)
+    (first_at, _, _, _), (_, _, _, second_key) = _leaf_nodes(page)[:2]
+    struct.pack_into("<8s", page, first_at + 8, second_key)  # the first record now as late as the second
+    _write_page(path, root, page)
+
+    (txnid,) = struct.unpack("<Q", second_key)
+    _refused(path, f"page {root} of its free database holds the record of transaction {txnid} out of order")
+
+
+def test_a_free_database_branch_whose_keys_fall_out_of_order_is_refused(tmp_path: Path) -> None:
+    # A reader pins every freed page, so that each commit leaves one more free-page list.
+    path = tmp_path / "raw"
+    env = lmdb.open(str(path), max_dbs=2)
+    try:
+        db = env.open_db(b"d")
+        with env.begin(write=True, db=db) as txn:
+            txn.put(b"k", bytes(100))
+        with env.begin():
+            for n in range(600):
+                with env.begin(write=True, db=db) as txn:
+                    txn.put(b"k", bytes([n % 256]) * 100)
+    finally:
+        env.close()
+    _pages.check_pages(path, _PAGE)  # healthy
+    _, _, depth, _, _, _, _, root = _DB.unpack_from(_newest_meta(path), 40)
+    assert depth >= 2
+    page = _page(path, root)
+    (at_1, _), (at_2, _) = _children(page)[1:3]
+    key_2 = page[at_2 + 8 : at_2 + 16]
+    page[at_1 + 8 : at_1 + 16] = key_2  # the first two separating keys now equal
+    _write_page(path, root, page)
+
+    with pytest.raises(
+        JournalDamagedError, match=f"page {root} of its free database has a node at offset {at_2}"
+    ):
+        _pages.check_pages(path, _PAGE)
+
+
+def test_pages_a_tree_lost_are_refused(journal_path: Path) -> None:
+    # The header's main database cut to its first five databases: the sixth one's pages
+    # are in no tree and not free. Opened for writing, the journal would have been taken
+    # for one being created, and its records orphaned.
+    _, _, depth, _, _, _, _, main = _DB.unpack_from(_newest_meta(journal_path), 88)
+    assert depth == 1
+    page = _page(journal_path, main)
+    (lower,) = struct.unpack_from("<H", page, 12)
+    struct.pack_into("<H", page, 12, lower - 2)  # the last node, the snapshots database's, cut
+    _write_page(journal_path, main, page)
+
+    _refused(journal_path, "is in no database and not free")
 
 
 def _large_record(tmp_path: Path) -> tuple[Path, int, int, bytearray]:
