@@ -732,6 +732,13 @@ class LmdbJournal(Journal):
             _entries(env, name) for name in found
         ):
             raise JournalFormatError(f"{where} holds an LMDB database that is not a cogfabric journal")
+        commits = int(env.info()["last_txnid"])
+        if commits > len(_DATA_DBS) + 1:  # more than creating the databases one by one took
+            # A journal whose header database was cut off its file's main database (the
+            # page walk names such damage; check_pages=False skips it): creating a new
+            # journal over it would orphan every record.
+            msg = f"{where} holds {commits} commits but no journal header: it is damaged, or not a journal"
+            raise JournalFormatError(msg)
         with env.begin(write=True) as txn:
             for name in _DATA_DBS:
                 _check_flags_in(txn, env.open_db(name, txn=txn, create=True), name, where)

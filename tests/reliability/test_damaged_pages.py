@@ -19,7 +19,7 @@ import lmdb
 import pytest
 
 from cogfabric.actors import Config, JournalConfig, Runtime
-from cogfabric.store import Journal, JournalDamagedError, Snapshot, _lmdb, _pages
+from cogfabric.store import Journal, JournalDamagedError, JournalFormatError, Snapshot, _lmdb, _pages
 from cogfabric.store._pages import _shown
 from cogfabric.store.testing import make_events
 
@@ -468,6 +468,27 @@ def test_pages_a_tree_lost_are_refused(journal_path: Path) -> None:
     _write_page(journal_path, main, page)
 
     _refused(journal_path, "is in no database and not free")
+
+
+def test_a_file_with_history_but_no_journal_header_is_never_made_a_new_journal(tmp_path: Path) -> None:
+    # As a journal whose main database lost every database but an empty one reads with
+    # the walk skipped: creating a new journal over it would orphan what it held.
+    path = tmp_path / "j"
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        anchors = env.open_db(b"anchors")
+        for n in range(10):
+            with env.begin(write=True, db=anchors) as txn:
+                txn.put(b"k", b"%d" % n)
+                txn.delete(b"k")
+    finally:
+        env.close()
+    before = (path / "data.mdb").read_bytes()
+
+    for check_pages in (True, False):
+        with pytest.raises(JournalFormatError, match="holds 11 commits but no journal header"):
+            Journal.open(path, check_pages=check_pages)
+    assert (path / "data.mdb").read_bytes() == before
 
 
 def _large_record(tmp_path: Path) -> tuple[Path, int, int, bytearray]:
