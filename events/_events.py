@@ -270,51 +270,46 @@ class SessionEvicted(SessionEvent, frozen=True, kw_only=True):
     """A session was evicted as least recently used to make room for a new one."""
 
 
-class PromptRejected(Event, frozen=True, kw_only=True):
-    """The prompt gate refused a prompt before any provider was called."""
+class _AgentOrRuntimeEvent(Event, frozen=True, kw_only=True):
+    """An event on an agent's stream, or on ``runtime`` when it has no agent."""
 
     agent: str | None
+
+    @property
+    def stream(self) -> str:
+        """The agent's stream, or ``runtime`` for a client without an agent."""
+        return RUNTIME_STREAM if self.agent is None else "agent/" + self.agent
+
+
+class PromptRejected(_AgentOrRuntimeEvent, frozen=True, kw_only=True):
+    """The prompt gate refused a prompt before any provider was called."""
+
     length: int
     limit: int
     reason: str = "too_long"
 
-    @property
-    def stream(self) -> str:
-        """The agent's stream, or ``runtime`` for a client without an agent."""
-        return RUNTIME_STREAM if self.agent is None else "agent/" + self.agent
 
+class _LlmCallEvent(_AgentOrRuntimeEvent, frozen=True, kw_only=True):
+    """A provider's call on a prompt the gate let through (the prompt kept as its hash only)."""
 
-class LlmOutputRecorded(Event, frozen=True, kw_only=True):
-    """A provider's output, journaled so an audit replays without calling a model."""
-
-    agent: str | None
     provider: str
     model: str
     prompt_hash: str
+
+
+class LlmOutputRecorded(_LlmCallEvent, frozen=True, kw_only=True):
+    """A provider's output, journaled so an audit replays without calling a model."""
+
     output: str
     session: str | None = None
 
-    @property
-    def stream(self) -> str:
-        """The agent's stream, or ``runtime`` for a client without an agent."""
-        return RUNTIME_STREAM if self.agent is None else "agent/" + self.agent
 
-
-class LlmCallFailed(Event, frozen=True, kw_only=True):
+class LlmCallFailed(_LlmCallEvent, frozen=True, kw_only=True):
     """A provider failed on a prompt the gate let through (the caller got ``ProviderError``)."""
 
-    agent: str | None
-    provider: str
-    model: str
-    prompt_hash: str
     error: str
     """The ``ProviderError``'s message, which names the provider's own error (cut to 1,000 characters)."""
     session: str | None = None
-
-    @property
-    def stream(self) -> str:
-        """The agent's stream, or ``runtime`` for a client without an agent."""
-        return RUNTIME_STREAM if self.agent is None else "agent/" + self.agent
 
 
 AnyEvent = (
