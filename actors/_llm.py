@@ -405,33 +405,21 @@ class JournaledLLM(LLMClient):
         except TypeError as exc:
             # It would be journaled where replay could not read it back.
             raise ProviderError(str(exc)) from exc
-        self._journal(
-            LlmOutputRecorded(
-                at=self._clock.now(),
-                agent=self._agent_id,
-                provider=self._provider_name(),
-                model=journal_text(getattr(self.provider, "model", "")),
-                prompt_hash=prompt_hash(prompt),
-                output=output,
-                session=getattr(self._turn, "session", None),
-            )
-        )
+        self._journal(LlmOutputRecorded(**self._call_fields(prompt), output=output))
 
     def _failed(self, prompt: str, error: ProviderError) -> None:
-        self._journal(
-            LlmCallFailed(
-                at=self._clock.now(),
-                agent=self._agent_id,
-                provider=self._provider_name(),
-                model=journal_text(getattr(self.provider, "model", "")),
-                prompt_hash=prompt_hash(prompt),
-                error=journal_text(error, 1000),
-                session=getattr(self._turn, "session", None),
-            )
-        )
+        self._journal(LlmCallFailed(**self._call_fields(prompt), error=journal_text(error, 1000)))
 
-    def _provider_name(self) -> str:
-        return journal_text(getattr(self.provider, "name", type(self.provider).__name__))
+    def _call_fields(self, prompt: str) -> dict[str, Any]:
+        """What an output and a failure record of the call: its time, agent, provider, prompt, session."""
+        return {
+            "at": self._clock.now(),
+            "agent": self._agent_id,
+            "provider": journal_text(getattr(self.provider, "name", type(self.provider).__name__)),
+            "model": journal_text(getattr(self.provider, "model", "")),
+            "prompt_hash": prompt_hash(prompt),
+            "session": getattr(self._turn, "session", None),
+        }
 
     def turn(self, session_id: str, user_message: str, **params: Any) -> str:  # noqa: ANN401
         """Run one LLM turn of a session and return the output.
