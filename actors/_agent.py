@@ -225,10 +225,14 @@ class AgentActor(pykka.ThreadingActor):
         """
         try:
             super()._start_actor_loop()
-        except RuntimeError as exc:  # "can't start new thread": pthread_create failed
+        except RuntimeError as exc:
             pykka.ActorRegistry.unregister(self.actor_ref)
             self.actor_stopped.set()
-            raise AgentCapacityError(self._state.id, threading.active_count()) from exc
+            if "can't start new thread" not in str(exc):
+                raise  # the interpreter shutting down, say
+            raise AgentCapacityError(
+                self._state.id, threading.active_count()
+            ) from exc  # pthread_create failed
 
     # ------------------------------------------------------------- dispatch
 

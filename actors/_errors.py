@@ -105,8 +105,9 @@ class AgentCapacityError(ActorError, RuntimeError):
     """The process could not start a thread for an agent (each agent runs on its own thread).
 
     Raised by ``spawn`` and ``spawn_many`` (nothing of the spawn is journaled, and no
-    agent of it runs) and by ``Runtime.open`` (no agent runs, and the journal is left as
-    it is). Also a ``RuntimeError``, what ``threading`` raises for it.
+    agent of it runs) and by ``Runtime.open`` (no agent runs; the journal holds nothing
+    new but the expiry of sessions that expired while it was closed, which every open
+    journals first). Also a ``RuntimeError``, what ``threading`` raises for it.
     """
 
     def __init__(self, agent_id: str, running: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 import threading
 import urllib.error
 import urllib.request
@@ -54,6 +55,8 @@ __all__ = [
     "prompt_hash",
     "render_messages",
 ]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PROMPT_LENGTH: Final = 8192
 """The original's ``maxPromptLength``, in code points."""
@@ -257,7 +260,7 @@ class LLMClient:
     """Gates prompts, then calls the provider.
 
     Made directly, it journals nothing; ``runtime.llm(provider)`` (and a behavior's
-    ``ctx.llm``) journal every refusal and every output.
+    ``ctx.llm``) journal every refusal, every output and every provider failure.
     """
 
     def __init__(
@@ -338,7 +341,10 @@ class LLMClient:
                 self._on_output(prompt, output)
         except ProviderError as exc:
             if self._on_failure is not None:
-                self._on_failure(prompt, exc)
+                try:
+                    self._on_failure(prompt, exc)
+                except Exception:  # the runtime closed meanwhile, say: the caller hears the provider
+                    log.warning("a provider's failure could not be journaled", exc_info=True)
             raise
         return output
 

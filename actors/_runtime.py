@@ -512,6 +512,10 @@ class Runtime:
         self._check_instances([s.get("behavior") for s in specs])
         core = self._core
         made = [core.live_behavior(s.get("behavior"), e.behavior) for s, e in zip(specs, events, strict=True)]
+        with self._lock:  # a taken id costs no thread (_reserve checks again, atomically)
+            taken = next((agent_id for agent_id in ids if agent_id in self._agents), None)
+        if taken is not None:
+            raise AgentExistsError(taken)
         # Their threads first: a process that can start no more fails the spawn before
         # anything of it is journaled (the actors are reachable once it is).
         launched = self._launch_all([self._spawned_state(event) for event in events], made)
@@ -547,7 +551,14 @@ class Runtime:
             except ActorTimeoutError:
                 # Whether they are stored is unknown until the writer gets to them: the
                 # ids stay reserved, and the agents are reached if the spawn commits.
-                self._finish_late(ack, functools.partial(self._spawned_late, launched), "spawn")
+                try:
+                    self._finish_late(ack, functools.partial(self._spawned_late, launched), "spawn")
+                except RuntimeError:  # no thread left to wait with
+                    log.warning(
+                        "no thread to finish a spawn whose commit timed out: its agents are stopped "
+                        "and their ids stay reserved; reopen the runtime to take them from the journal"
+                    )
+                    self._stop_launched(launched)
                 raise
             except BaseException:
                 self._release(ids)

@@ -70,7 +70,9 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
     Every page is first walked and read in a child process (``_check_pages``), so that a
     page LMDB would crash on is reported as damage (``JournalDamagedError``); the
     journal is then opened without walking its pages again, unless the child did not
-    get through them (then the open's own walk names the damage).
+    get through them (then the open's own walk names the damage). In place, beside a
+    writer in another process, what that writer commits after the child's walk is read
+    unwalked, as every read after any open reads it: written by LMDB, not damaged at rest.
 
     Raises:
         AuditAccessError: the directory (or its lock file) is not writable and

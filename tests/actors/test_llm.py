@@ -220,6 +220,23 @@ class TestJournaled:
         assert first.prompt_hash == second.prompt_hash == prompt_hash("secret prompt")
         assert all("secret" not in e.error for e in (first, second))
 
+    def test_a_provider_failure_that_cannot_be_journaled_still_reaches_the_caller_as_such(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        runtime = Runtime.open(tmp_path / "j", clock=FakeClock())
+
+        def closing(prompt: str) -> str:  # noqa: ARG001 - a provider's signature
+            runtime.close()  # the runtime goes away while the call is out
+            msg = "down"
+            raise ConnectionError(msg)
+
+        try:
+            with pytest.raises(ProviderError, match="failed: ConnectionError"):
+                runtime.llm(ScriptedProvider(closing)).generate("hello")
+        finally:
+            runtime.close()
+        assert "a provider's failure could not be journaled" in caplog.text
+
     def test_a_failed_turn_is_journaled_under_its_session_and_adds_no_answer(self, tmp_path: Path) -> None:
         def down(prompt: str) -> str:  # noqa: ARG001 - a provider's signature
             msg = "down"

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import pykka
 import pytest
 from freezegun import freeze_time
 
@@ -1186,6 +1187,33 @@ class TestTimedOutCallsFinishLate:
         with _open(tmp_path / "j") as runtime:
             assert runtime.agents() == ["b"]
             assert runtime.agent("b").private("k") == 1
+
+    def test_a_spawn_that_timed_out_with_no_thread_left_to_finish_it_stops_its_agents(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        real_start = threading.Thread.start
+
+        def start(thread: threading.Thread) -> None:
+            if thread.name == "cogfabric-late-spawn":
+                msg = "can't start new thread"
+                raise RuntimeError(msg)
+            real_start(thread)
+
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            gate = _stall(runtime)
+            monkeypatch.setattr(threading.Thread, "start", start)
+            with pytest.raises(ActorTimeoutError):
+                runtime.spawn("b")
+            monkeypatch.undo()
+            gate.set()
+            runtime.flush()
+
+            assert [ref for ref in pykka.ActorRegistry.get_by_class(AgentActor) if ref.is_alive()] == []
+            assert runtime.agents() == []
+            with pytest.raises(AgentExistsError):
+                runtime.spawn("b")  # reserved: the journal holds its spawn, taken on reopen
+        with _open(tmp_path / "j") as runtime:
+            assert runtime.agents() == ["b"]
 
     def test_a_publication_whose_commit_timed_out_reaches_its_agents_once_stored(
         self, tmp_path: Path

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pykka
 import pytest
 
-from cogfabric import AgentCapacityError
+from cogfabric import AgentCapacityError, AgentExistsError
 from cogfabric.actors import Config, JournalConfig, Runtime
 from cogfabric.actors._agent import AgentActor
 from cogfabric.events import AgentSpawned
@@ -57,6 +57,8 @@ def test_a_spawn_the_process_has_no_threads_for_journals_and_starts_nothing(
             runtime.spawn_many([{"agent_id": f"n{k}"} for k in range(4)])
         with pytest.raises(AgentCapacityError):
             runtime.spawn("single")
+        with pytest.raises(AgentExistsError):
+            runtime.spawn("keep")  # refused before any thread is asked for
         runtime.flush()
 
         assert isinstance(caught.value, RuntimeError)
