@@ -472,6 +472,8 @@ class Runtime:
                 unknown name or a class that is not registered, it has no
                 ``on_message``, or the instance runs another agent already.
             AgentExistsError: a live agent has that id.
+            AgentCapacityError: the process cannot start another thread for it (nothing
+                is journaled).
 
         """
         spec = {
@@ -496,6 +498,8 @@ class Runtime:
             InvalidSpawnSpecError: an id contains white space, a behavior is unknown,
                 a spec has an unknown key, or two specs share an id.
             AgentExistsError: a live agent has one of the ids.
+            AgentCapacityError: the process cannot start a thread for one of them (nothing
+                is journaled, and none of them runs).
 
         """
         self._check_open()
