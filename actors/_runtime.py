@@ -263,6 +263,8 @@ class Runtime:
                 ``JournalIntegrityError``; not waived either: recovery would leave the
                 agent's changes out unannounced).
             JournalFormatError: ``path`` is not a cogfabric journal.
+            AgentCapacityError: the process cannot start a thread for every agent the
+                journal holds (none is left running).
             ClockError: ``clock`` lacks ``now()`` or ``monotonic()``, or its ``now()`` is
                 not finite seconds (checked again at every journaled reading).
             ValueError: a ``key`` without a ``path``.
