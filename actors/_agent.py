@@ -230,9 +230,8 @@ class AgentActor(pykka.ThreadingActor):
             self.actor_stopped.set()
             if "can't start new thread" not in str(exc):
                 raise  # the interpreter shutting down, say
-            raise AgentCapacityError(
-                self._state.id, threading.active_count()
-            ) from exc  # pthread_create failed
+            # pthread_create failed: the process is out of threads (or of memory for one)
+            raise AgentCapacityError(self._state.id, threading.active_count()) from exc
 
     # ------------------------------------------------------------- dispatch
 
