@@ -557,14 +557,8 @@ class Runtime:
             except ActorTimeoutError:
                 # Whether they are stored is unknown until the writer gets to them: the
                 # ids stay reserved, and the agents are reached if the spawn commits.
-                try:
-                    self._finish_late(ack, functools.partial(self._spawned_late, launched), "spawn")
-                except RuntimeError:  # no thread left to wait with
-                    log.warning(
-                        "no thread to finish a spawn whose commit timed out: its agents are stopped "
-                        "and their ids stay reserved; reopen the runtime to take them from the journal"
-                    )
-                    self._stop_launched(launched)
+                if not self._finish_late(ack, functools.partial(self._spawned_late, launched), "spawn"):
+                    self._stop_launched(launched)  # their ids stay reserved until a reopen
                 raise
             except BaseException:
                 self._release(ids)
@@ -642,13 +636,15 @@ class Runtime:
             self._stop_launched(launched[registered:])
             self._release(one.state.id for one in launched)  # those not reached, if any
 
-    def _finish_late(self, ack: Ack, done: Callable[[bool], None], what: str) -> None:
-        """Run ``done(committed)`` on a helper thread once ``ack`` resolves.
+    def _finish_late(self, ack: Ack, done: Callable[[bool], None], what: str) -> bool:
+        """Run ``done(committed)`` on a helper thread once ``ack`` resolves; False if none starts.
 
         For a caller that stopped waiting (``ActorTimeoutError``): the writer still
         commits what it was handed, and the live runtime must follow what the journal
         then holds, as replay will. The writer resolves every acknowledgement when it
-        commits, fails or stops, so the thread ends.
+        commits, fails or stops, so the thread ends. A process out of threads cannot
+        start one: then the live runtime does not follow (logged), and only a reopen
+        reads what the journal holds.
         """
 
         def wait() -> None:
@@ -668,7 +664,16 @@ class Runtime:
             except Exception:
                 log.exception("finishing a %s after its caller timed out failed", what)
 
-        threading.Thread(target=wait, name=f"cogfabric-late-{what}", daemon=True).start()
+        try:
+            threading.Thread(target=wait, name=f"cogfabric-late-{what}", daemon=True).start()
+        except RuntimeError:  # no thread left
+            log.warning(
+                "no thread to finish a %s whose commit timed out: the live runtime will not follow "
+                "it if it commits; reopen the runtime to take it from the journal",
+                what,
+            )
+            return False
+        return True
 
     def _spawn_event(
         self,

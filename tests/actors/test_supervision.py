@@ -1163,6 +1163,19 @@ def _stall(runtime: Runtime) -> threading.Event:
     return gate
 
 
+def _no_late_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the helper threads that finish a timed-out call fail to start, as in a process out of threads."""
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        if thread.name.startswith("cogfabric-late-"):
+            msg = "can't start new thread"
+            raise RuntimeError(msg)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+
+
 def _join_late(what: str) -> None:
     """Wait for the helper threads that finish a timed-out call."""
     for thread in threading.enumerate():
@@ -1191,17 +1204,9 @@ class TestTimedOutCallsFinishLate:
     def test_a_spawn_that_timed_out_with_no_thread_left_to_finish_it_stops_its_agents(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        real_start = threading.Thread.start
-
-        def start(thread: threading.Thread) -> None:
-            if thread.name == "cogfabric-late-spawn":
-                msg = "can't start new thread"
-                raise RuntimeError(msg)
-            real_start(thread)
-
         with _open(tmp_path / "j", timeout=0.3) as runtime:
             gate = _stall(runtime)
-            monkeypatch.setattr(threading.Thread, "start", start)
+            _no_late_threads(monkeypatch)
             with pytest.raises(ActorTimeoutError):
                 runtime.spawn("b")
             monkeypatch.undo()
@@ -1214,6 +1219,22 @@ class TestTimedOutCallsFinishLate:
                 runtime.spawn("b")  # reserved: the journal holds its spawn, taken on reopen
         with _open(tmp_path / "j") as runtime:
             assert runtime.agents() == ["b"]
+
+    def test_a_publication_that_timed_out_with_no_thread_left_to_finish_it_is_a_timeout_logged(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            runtime.spawn("a", task_id="t", task_context={"v": 0})
+            gate = _stall(runtime)
+            _no_late_threads(monkeypatch)
+            with pytest.raises(ActorTimeoutError):
+                runtime.publish_task_context("t", {"v": "published"})
+            monkeypatch.undo()
+            gate.set()
+            runtime.flush()
+        assert "no thread to finish a publication" in caplog.text
+        with _open(tmp_path / "j") as runtime:  # the journal holds it: a reopen applies it
+            assert runtime.agent("a").task_context() == {"v": "published"}
 
     def test_a_publication_whose_commit_timed_out_reaches_its_agents_once_stored(
         self, tmp_path: Path
