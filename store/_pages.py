@@ -231,9 +231,8 @@ class _Walk:
         """Check that a leaf of the free database holds its records' keys rising, within its range."""
         before = low - 1
         for at in self.nodes(_FREE, pgno, page, leaf=True):
-            key_size = _NODE.unpack_from(page, at)[3]  # 8: free_record checked it
-            (txnid,) = _PGNO.unpack_from(page, at + _NODE_HEADER)
-            if key_size != _PGNO.size or not before < txnid < high:
+            (txnid,) = _PGNO.unpack_from(page, at + _NODE_HEADER)  # an 8-byte key: free_record checked it
+            if not before < txnid < high:
                 raise self.damaged(_FREE, pgno, f"holds the record of transaction {txnid} out of order")
             before = txnid
 
