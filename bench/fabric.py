@@ -66,25 +66,32 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import importlib.metadata
 import json
 import os
-import platform
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import lmdb
 import msgspec
-from _common import columns, positive, positive_seconds, source_revision, subset_of, write_json
+from _common import positive, positive_seconds, subset_of, write_json
+from _workloads import (
+    RowSpec,
+    Sample,
+    Target,
+    Timed,
+    Workload,
+    environment,
+    format_table,
+    median_extra,
+    run_workloads,
+)
 
 from cogfabric.actors import Config as RuntimeSettings
 from cogfabric.actors import JournalConfig, Runtime
@@ -93,6 +100,8 @@ from cogfabric.events import AgentSpawned, Event, IpcDelivered, IpcMessage, Priv
 from cogfabric.store import Journal, Snapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from cogfabric.actors import AgentContext
 
 Durability = Literal["sync", "batch"]
@@ -108,8 +117,6 @@ GROUPS: Final = ("ring-batch", "ring-sync", "handle", "spawn", "recovery")
 TARGET_RING_BATCH_RATIO: Final = 0.25
 TARGET_RING_SYNC_RATE: Final = 5_000.0
 TARGET_RECOVERY_SECONDS: Final = 2.0
-SPREAD_NOTE: Final = 1.5
-"""A row whose slowest run took this many times its fastest says so (e.g. a bimodal ring)."""
 
 T0: Final = 1.7e9
 
@@ -199,19 +206,6 @@ def runtime_settings(durability: Durability) -> RuntimeSettings:
 
 
 # ---------------------------------------------------------------------- measurements
-
-
-@dataclass
-class Sample:
-    """One run of one workload: how long it took, what it did, anything else it saw."""
-
-    seconds: float
-    counts: dict[str, int]
-    extra: dict[str, float] = field(default_factory=dict)
-
-
-Timed = Callable[[Path], Sample]
-"""A measurement: given a fresh temporary directory, return one Sample."""
 
 
 class FabricBroken(RuntimeError):  # noqa: N818 - it names what it reports
@@ -755,60 +749,6 @@ def journal_open(path: Path, records: int) -> Timed:
 # ---------------------------------------------------------------------- rows and workloads
 
 
-@dataclass(frozen=True)
-class Target:
-    """A bar: a ratio to reach, a rate to reach, or a time to stay under."""
-
-    kind: Literal["ratio", "rate", "seconds"]
-    value: float
-
-    def describe(self) -> str:
-        if self.kind == "ratio":
-            return f">= {self.value:.2f}x"
-        if self.kind == "rate":
-            return f">= {self.value:,.0f}/s"
-        return f"< {self.value:g} s"
-
-
-@dataclass(frozen=True)
-class RowSpec:
-    """One line of the table, drawn from one workload's samples."""
-
-    label: str
-    count: str
-    """Which of the samples' counts it reports; also the unit of its rate."""
-    reference: str = ""
-    target: Target | None = None
-    note: Callable[[list[Sample]], str] | None = None
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A named measurement and the rows it fills."""
-
-    name: str
-    group: str
-    timed: Timed
-    rows: tuple[RowSpec, ...]
-
-
-@dataclass
-class Row:
-    """One line of the table: medians of one workload's runs."""
-
-    workload: str
-    count: int
-    unit: str
-    seconds: float
-    rate: float
-    runs: list[float] = field(default_factory=list)
-    reference: str = ""
-    ratio: float | None = None
-    target: str = ""
-    met: bool | None = None
-    note: str = ""
-
-
 def _bunching(samples: list[Sample]) -> str:
     """Each run's time and the share of its deliveries that had more mail waiting behind them.
 
@@ -829,10 +769,6 @@ def _run_figures(sample: Sample) -> str:
         f"(CPU {x['cpu_seconds']:.2f}: system {x['system_seconds']:.2f}{writer}; "
         f"{x['switches_per_delivery']:.2f} switches/delivery)"
     )
-
-
-def _median_extra(samples: list[Sample], key: str) -> float:
-    return statistics.median(s.extra[key] for s in samples)
 
 
 def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path | None) -> list[Workload]:
@@ -902,8 +838,8 @@ def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path |
         def spawn_note(samples: list[Sample]) -> str:
             how = methods[0] if methods else "?"
             return (
-                f"{how}; peak RSS +{_median_extra(samples, 'peak_rss_mib'):,.0f} MiB (VmHWM, child); "
-                f"close {_median_extra(samples, 'close_seconds'):.1f} s"
+                f"{how}; peak RSS +{median_extra(samples, 'peak_rss_mib'):,.0f} MiB (VmHWM, child); "
+                f"close {median_extra(samples, 'close_seconds'):.1f} s"
             )
 
         row = RowSpec(label, "agents", note=spawn_note)
@@ -940,110 +876,7 @@ def recovery_workloads(settings: Settings, recovery_dir: Path) -> list[Workload]
     return out
 
 
-def run_workloads(settings: Settings, workloads: list[Workload]) -> list[Row]:
-    samples: dict[str, list[Sample]] = {w.name: [] for w in workloads}
-    for round_no in range(settings.repeat):
-        # interleaved rounds: a slow spell of the machine hits every workload alike
-        for workload in workloads:
-            threads_before = threading.active_count()
-            with tempfile.TemporaryDirectory(prefix="cogfabric-fabric-", dir=settings.tmp_parent) as tmp:
-                sample = workload.timed(Path(tmp))
-            samples[workload.name].append(sample)
-            left = threading.active_count() - threads_before
-            if left > 0:
-                print(f"  note: {left} threads outlived {workload.name}", file=sys.stderr)
-            rates = ", ".join(f"{c / sample.seconds:,.0f} {k}/s" for k, c in sample.counts.items())
-            print(
-                f"  run {round_no + 1}/{settings.repeat} {workload.name}: {sample.seconds:.3f} s, {rates}",
-                file=sys.stderr,
-                flush=True,
-            )
-    return make_rows(workloads, samples)
-
-
-def make_rows(workloads: list[Workload], samples: dict[str, list[Sample]]) -> list[Row]:
-    rows: dict[str, Row] = {}
-    specs: dict[str, RowSpec] = {}
-    for workload in workloads:
-        runs = samples[workload.name]
-        seconds = statistics.median(s.seconds for s in runs)
-        for spec in workload.rows:
-            counts = {s.counts[spec.count] for s in runs}
-            count = runs[0].counts[spec.count]
-            note = spec.note(runs) if spec.note is not None else ""
-            if len(counts) > 1:
-                note = (note + "; " if note else "") + f"counts varied: {sorted(counts)}"
-            fastest, slowest = min(s.seconds for s in runs), max(s.seconds for s in runs)
-            if slowest > SPREAD_NOTE * fastest:
-                note = (note + "; " if note else "") + f"runs spread {fastest:.2f}-{slowest:.2f} s"
-            rows[spec.label] = Row(
-                workload=spec.label,
-                count=count,
-                unit=spec.count,
-                seconds=seconds,
-                rate=count / seconds,
-                runs=[s.seconds for s in runs],
-                reference=spec.reference,
-                note=note,
-            )
-            specs[spec.label] = spec
-    for label, row in rows.items():
-        spec = specs[label]
-        if row.reference and row.reference in rows:
-            row.ratio = row.rate / rows[row.reference].rate
-        if spec.target is not None:
-            row.target = spec.target.describe()
-            row.met = _met(spec.target, row)
-    return list(rows.values())
-
-
-def _met(target: Target, row: Row) -> bool | None:
-    if target.kind == "ratio":
-        return None if row.ratio is None else row.ratio >= target.value
-    if target.kind == "rate":
-        return row.rate >= target.value
-    return row.seconds < target.value
-
-
 # ---------------------------------------------------------------------- reporting
-
-
-def format_table(rows: list[Row]) -> str:
-    headers = ("workload", "count", "seconds", "rate", "reference", "ratio", "target", "note")
-    lines = []
-    for row in rows:
-        ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
-        target = ""
-        if row.target:
-            target = f"{row.target} " + ("met" if row.met else "MISSED")
-        lines.append(
-            (
-                row.workload,
-                f"{row.count:,}",
-                f"{row.seconds:.3f}",
-                f"{row.rate:,.0f} {row.unit}/s",
-                row.reference,
-                ratio,
-                target,
-                row.note,
-            )
-        )
-    return columns(headers, lines, right={1, 2, 3, 5})
-
-
-def environment(settings: Settings) -> dict[str, Any]:
-    return {
-        "commit": source_revision(),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "lmdb": lmdb.__version__,
-        "lmdb_engine": ".".join(map(str, lmdb.version())),
-        "msgspec": msgspec.__version__,
-        "pykka": importlib.metadata.version("pykka"),
-        "tmp_parent": settings.tmp_parent or tempfile.gettempdir(),
-        "repeat": settings.repeat,
-    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1051,7 +884,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if child_dir is not None:
         print(json.dumps(spawn_child(child_dir, settings.spawn_agents)))
         return 0
-    env_info = environment(settings)
+    env_info = environment(repeat=settings.repeat, tmp_parent=settings.tmp_parent)
     methods: list[str] = []
     print(
         f"fabric bench: {', '.join(settings.only)}; median of {settings.repeat}; "
@@ -1061,7 +894,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="cogfabric-recovery-", dir=settings.tmp_parent) as rec:
         workloads = build_workloads(settings, methods, Path(rec) if "recovery" in settings.only else None)
-        rows = run_workloads(settings, workloads)
+        rows = run_workloads(
+            workloads, repeat=settings.repeat, tmp_parent=settings.tmp_parent, prefix="cogfabric-fabric-"
+        )
     print()
     print(
         f"cogfabric fabric at {env_info['commit']}: median of {settings.repeat} "

@@ -44,22 +44,24 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import importlib.metadata
-import os
-import platform
-import statistics
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-import lmdb
-import msgspec
-from _common import columns, positive, source_revision, subset_of, write_json
+from _common import positive, subset_of, write_json
+from _workloads import (
+    RowSpec,
+    Sample,
+    Timed,
+    Workload,
+    environment,
+    format_table,
+    median_extra,
+    run_workloads,
+)
 
 from cogfabric import (
     Config,
@@ -71,6 +73,9 @@ from cogfabric import (
     ToolCall,
     ToolCallFunction,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 Durability = Literal["sync", "batch"]
 Mode = Literal["sync", "batch", "memory"]
@@ -84,8 +89,6 @@ PROMPT_MESSAGES: Final = 50
 SWEEP_TTL: Final = 100.0
 SWEEP_MAX_SESSIONS: Final = 200_000
 GROUPS: Final = ("add", "prompt", "sweep")
-SPREAD_NOTE: Final = 1.5
-"""A row whose slowest run took this many times its fastest says so."""
 
 USER_TEXT: Final = (
     "Please look at the failing test in tests/actors/test_memory.py and tell me why the "
@@ -169,19 +172,6 @@ def journal_seq(runtime: Runtime) -> int:
 
 
 # ---------------------------------------------------------------------- measurements
-
-
-@dataclass
-class Sample:
-    """One run of one workload: how long it took, what it did, anything else it saw."""
-
-    seconds: float
-    counts: dict[str, int]
-    extra: dict[str, float] = field(default_factory=dict)
-
-
-Timed = Callable[[Path], Sample]
-"""A measurement: given a fresh temporary directory, return one Sample."""
 
 
 class SessionsBroken(RuntimeError):  # noqa: N818 - it names what it reports
@@ -403,48 +393,6 @@ def sweep_and_reopen(path: Path, *, sessions: int, timeout: float) -> Sample:
 # ---------------------------------------------------------------------- rows and workloads
 
 
-@dataclass(frozen=True)
-class RowSpec:
-    """One line of the table, drawn from one workload's samples."""
-
-    label: str
-    count: str
-    """Which of the samples' counts it reports; also the unit of its rate."""
-    seconds: str = ""
-    """Which of the samples' extras is its time; empty: the sample's own seconds."""
-    reference: str = ""
-    note: Callable[[list[Sample]], str] | None = None
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A named measurement and the rows it fills."""
-
-    name: str
-    group: str
-    timed: Timed
-    rows: tuple[RowSpec, ...]
-
-
-@dataclass
-class Row:
-    """One line of the table: medians of one workload's runs."""
-
-    workload: str
-    count: int
-    unit: str
-    seconds: float
-    rate: float
-    runs: list[float] = field(default_factory=list)
-    reference: str = ""
-    ratio: float | None = None
-    note: str = ""
-
-
-def _median_extra(samples: list[Sample], key: str) -> float:
-    return statistics.median(s.extra[key] for s in samples)
-
-
 def _mode_name(mode: Mode) -> str:
     return "memory-only" if mode == "memory" else mode
 
@@ -477,7 +425,7 @@ def call_workloads(settings: Settings, call: str) -> list[Workload]:
                 )
 
                 def note(samples: list[Sample]) -> str:
-                    return f"{PROMPT_MESSAGES} messages, window {_median_extra(samples, 'window'):.0f}"
+                    return f"{PROMPT_MESSAGES} messages, window {median_extra(samples, 'window'):.0f}"
 
             row = RowSpec(label, "ops", reference=reference, note=note)
             out.append(Workload(label, group, timed, (row,)))
@@ -490,7 +438,7 @@ def sweep_workloads(settings: Settings) -> list[Workload]:
     timed = functools.partial(sweep_and_reopen, sessions=n, timeout=settings.timeout)
 
     def close_note(samples: list[Sample]) -> str:
-        return f"then close {_median_extra(samples, 'close_seconds'):.2f} s"
+        return f"then close {median_extra(samples, 'close_seconds'):.2f} s"
 
     rows = (
         RowSpec(
@@ -533,108 +481,24 @@ def build_workloads(settings: Settings) -> list[Workload]:
     return out
 
 
-def run_workloads(settings: Settings, workloads: list[Workload]) -> list[Row]:
-    samples: dict[str, list[Sample]] = {w.name: [] for w in workloads}
-    for round_no in range(settings.repeat):
-        # interleaved rounds: a slow spell of the machine hits every workload alike
-        for workload in workloads:
-            threads_before = threading.active_count()
-            with tempfile.TemporaryDirectory(prefix="cogfabric-sessions-", dir=settings.tmp_parent) as tmp:
-                sample = workload.timed(Path(tmp))
-            samples[workload.name].append(sample)
-            left = threading.active_count() - threads_before
-            if left > 0:
-                print(f"  note: {left} threads outlived {workload.name}", file=sys.stderr)
-            rates = ", ".join(f"{c / sample.seconds:,.0f} {k}/s" for k, c in sample.counts.items())
-            extras = "".join(f", {k} {v:.3f}" for k, v in sample.extra.items() if k.endswith("_seconds"))
-            head = f"  run {round_no + 1}/{settings.repeat} {workload.name}"
-            print(
-                f"{head}: {sample.seconds:.3f} s, {rates}{extras}",
-                file=sys.stderr,
-                flush=True,
-            )
-    return make_rows(workloads, samples)
-
-
-def _seconds(sample: Sample, spec: RowSpec) -> float:
-    return sample.extra[spec.seconds] if spec.seconds else sample.seconds
-
-
-def make_rows(workloads: list[Workload], samples: dict[str, list[Sample]]) -> list[Row]:
-    rows: dict[str, Row] = {}
-    for workload in workloads:
-        runs = samples[workload.name]
-        for spec in workload.rows:
-            times = [_seconds(s, spec) for s in runs]
-            seconds = statistics.median(times)
-            counts = {s.counts[spec.count] for s in runs}
-            count = runs[0].counts[spec.count]
-            note = spec.note(runs) if spec.note is not None else ""
-            if len(counts) > 1:
-                note = (note + "; " if note else "") + f"counts varied: {sorted(counts)}"
-            if max(times) > SPREAD_NOTE * min(times):
-                note = (note + "; " if note else "") + f"runs spread {min(times):.2f}-{max(times):.2f} s"
-            rows[spec.label] = Row(
-                workload=spec.label,
-                count=count,
-                unit=spec.count,
-                seconds=seconds,
-                rate=count / seconds,
-                runs=times,
-                reference=spec.reference,
-                note=note,
-            )
-    for row in rows.values():
-        if row.reference and row.reference in rows:
-            row.ratio = row.rate / rows[row.reference].rate
-    return list(rows.values())
-
-
 # ---------------------------------------------------------------------- reporting
-
-
-def format_table(rows: list[Row]) -> str:
-    headers = ("workload", "count", "seconds", "rate", "reference", "ratio", "note")
-    lines = [
-        (
-            row.workload,
-            f"{row.count:,}",
-            f"{row.seconds:.3f}",
-            f"{row.rate:,.0f} {row.unit}/s",
-            row.reference,
-            "" if row.ratio is None else f"{row.ratio:.2f}x",
-            row.note,
-        )
-        for row in rows
-    ]
-    return columns(headers, lines, right={1, 2, 3, 5})
-
-
-def environment(settings: Settings) -> dict[str, Any]:
-    return {
-        "commit": source_revision(),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "lmdb": lmdb.__version__,
-        "lmdb_engine": ".".join(map(str, lmdb.version())),
-        "msgspec": msgspec.__version__,
-        "pykka": importlib.metadata.version("pykka"),
-        "tmp_parent": settings.tmp_parent or tempfile.gettempdir(),
-        "repeat": settings.repeat,
-    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings, json_path = parse_args(argv)
-    env_info = environment(settings)
+    env_info = environment(repeat=settings.repeat, tmp_parent=settings.tmp_parent)
     print(
         f"sessions bench: {', '.join(settings.only)}; median of {settings.repeat}; "
         f"temp dirs under {env_info['tmp_parent']}",
         file=sys.stderr,
         flush=True,
     )
-    rows = run_workloads(settings, build_workloads(settings))
+    rows = run_workloads(
+        build_workloads(settings),
+        repeat=settings.repeat,
+        tmp_parent=settings.tmp_parent,
+        prefix="cogfabric-sessions-",
+    )
     print()
     print(
         f"cogfabric sessions at {env_info['commit']}: median of {settings.repeat} "
