@@ -1291,6 +1291,9 @@ class LmdbJournal(Journal):
             scan = txn.cursor(db=self._db_events)
             scan.set_range(_seq_key(expected))
             for key in scan.iternext(keys=True, values=False):
+                if len(key) != _SEQ_LEN:
+                    why = f"a key that is no seq, {bytes(key).hex()}, stands before it: it was changed"
+                    raise JournalRecordError(expected, why)
                 if int.from_bytes(key, "big") != expected:
                     break
                 expected += 1
@@ -1344,23 +1347,18 @@ class LmdbJournal(Journal):
             position = top
         return seqs, values
 
-    def _read_pairs(self, after: int) -> list[tuple[int, bytes]]:
-        """Up to ``_READ_CHUNK`` (seq, value) pairs after ``after``, gaps and all (for verify)."""
+    def _read_pairs(self, after: int) -> list[tuple[bytes, bytes]]:
+        """Up to ``_READ_CHUNK`` (key, value) pairs after seq ``after``, gaps and stray keys too."""
         self._check_open()
         with self._lock, _translated(self._path):
             return self._txn_call(lambda: self._read_pairs_txn(after))
 
-    def _read_pairs_txn(self, after: int) -> list[tuple[int, bytes]]:
-        out: list[tuple[int, bytes]] = []
+    def _read_pairs_txn(self, after: int) -> list[tuple[bytes, bytes]]:
         with self._env.begin(db=self._db_events) as txn:
             cursor = txn.cursor()
             if not cursor.set_range(_seq_key(after + 1)):
-                return out
-            for key, value in cursor.iternext():
-                out.append((int.from_bytes(key, "big"), value))
-                if len(out) >= _READ_CHUNK:
-                    break
-        return out
+                return []
+            return list(itertools.islice(cursor.iternext(), _READ_CHUNK))
 
     def stream_head(self, stream: str) -> int:
         """The seq of ``stream``'s newest record, 0 when it has none: one lookup."""

@@ -60,13 +60,9 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
             where = "missing" if after <= stored_last else f"past the last record, {stored_last}"
             return VerifyReport(False, 0, after, f"record {after} to verify from is {where}", stored_last)
         state.prev = start[-_CHAIN:]
-    while state.expected <= stored_last:
-        chunk = [(seq, value) for seq, value in journal._read_pairs(state.expected - 1) if seq <= stored_last]
-        if not chunk:
-            break
-        bad = _verify_chunk(journal, chunk, state, decode=decode)
-        if bad is not None:
-            return msgspec.structs.replace(bad, head_seq=stored_last)
+    bad = _verify_records(journal, state, stored_last, decode=decode)
+    if bad is not None:
+        return bad
     last = state.expected - 1
     if last < stored_last:
         return VerifyReport(False, state.checked, last + 1, f"record {last + 1} is missing", stored_last)
@@ -80,6 +76,41 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
     if problem is not None:
         return VerifyReport(False, state.checked, problem[0], problem[1], last)
     return VerifyReport(True, state.checked, None, "", last)
+
+
+def _verify_records(
+    journal: LmdbJournal, state: _VerifyState, stored_last: int, *, decode: bool
+) -> VerifyReport | None:
+    """Check the records from ``state.expected`` up to ``stored_last``, a chunk at a time."""
+    while state.expected <= stored_last:
+        chunk = journal._read_pairs(state.expected - 1)
+        if not chunk:
+            break
+        before = state.expected
+        bad = _verify_chunk(journal, chunk, state, stored_last, decode=decode)
+        if bad is not None:
+            return msgspec.structs.replace(bad, head_seq=stored_last)
+        if state.expected - before < len(chunk):
+            break  # it stopped at a seq past the last record read with the head
+    return None
+
+
+def _key_problem(key: bytes, expected: int, last: int, checked: int) -> VerifyReport | None:
+    """Why the records' database holds ``key`` where record ``expected`` belongs.
+
+    None when ``key`` is a seq past ``last``: the records from ``expected`` on are
+    missing (the caller names the first), or were appended since the head was read.
+    """
+    if len(key) != _SEQ_LEN:
+        # Readers stop at it: the records past it are out of their reach.
+        why = (
+            f"the records' database holds a key that is no seq, {bytes(key).hex()}, after record "
+            f"{expected - 1}: it was changed"
+        )
+        return VerifyReport(False, checked, expected, why)
+    if int.from_bytes(key, "big") > last:
+        return None
+    return VerifyReport(False, checked, expected, f"record {expected} is missing")
 
 
 def _stream_name_problem(streams: dict[bytes, list[int]]) -> tuple[int | None, str] | None:
@@ -153,7 +184,7 @@ def _head_and_last(journal: LmdbJournal, after: int) -> tuple[bytes | None, int,
 
 
 def _verify_chunk(
-    journal: LmdbJournal, chunk: list[tuple[int, bytes]], state: _VerifyState, *, decode: bool
+    journal: LmdbJournal, chunk: list[tuple[bytes, bytes]], state: _VerifyState, last: int, *, decode: bool
 ) -> VerifyReport | None:
     hasher = journal._hasher
     prev = state.prev
@@ -164,9 +195,14 @@ def _verify_chunk(
     streams = state.streams
     codec_decode = journal._codec.decode
     record_decode = journal._record_decoder  # one msgspec call for a current record
-    for seq, value in chunk:
-        if seq != expected:
-            return VerifyReport(False, state.checked, expected, f"record {expected} is missing", seq)
+    for key, value in chunk:
+        seq = expected
+        if seq > last or key != seq.to_bytes(8, "big"):
+            # past the last record read with the head (appended since), a gap, or a stray key
+            stop = None if seq > last else _key_problem(key, seq, last, state.checked)
+            if stop is None:
+                break
+            return stop
         chain = value[-_CHAIN:]
         h = hasher.copy()
         h.update(prev)
@@ -182,7 +218,6 @@ def _verify_chunk(
                 why = f"the record holds seq {record[0]}, not the seq it is stored at"
             return VerifyReport(False, state.checked, seq, why, seq)
         _, id_raw, stream_raw, back = record
-        key = seq.to_bytes(8, "big")
         known = streams.get(stream_raw)
         if known is None:
             known = streams[stream_raw] = [0, 0, seq]
@@ -199,11 +234,9 @@ def _verify_chunk(
             anchors_count += 1
         ids_sum += hash(id_raw + key)
         if decode and not _decodes(record_decode, value):
-            taken = parts(value)  # the codec's checked path: upcasts an older version, or names the problem
-            try:
-                codec_decode(b"" if taken is None else taken.event)
-            except EventError as exc:
-                return VerifyReport(False, state.checked, seq, f"the record does not decode: {exc}", seq)
+            problem = _decode_problem(codec_decode, value)
+            if problem is not None:
+                return VerifyReport(False, state.checked, seq, f"the record does not decode: {problem}", seq)
         prev = chain
         expected += 1
         state.checked += 1
@@ -212,6 +245,16 @@ def _verify_chunk(
     state.anchors_sum = anchors_sum
     state.anchors_count = anchors_count
     state.ids_sum = ids_sum
+    return None
+
+
+def _decode_problem(codec_decode: Callable[[bytes], object], value: bytes) -> EventError | None:
+    """The codec's checked decode of a record's event: upcasts an older version, or names the problem."""
+    taken = parts(value)
+    try:
+        codec_decode(b"" if taken is None else taken.event)
+    except EventError as exc:
+        return exc
     return None
 
 

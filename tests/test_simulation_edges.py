@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -331,3 +332,10 @@ def test_a_run_that_fills_max_map_size_stops_with_exit_one(tmp_path: Path) -> No
     assert "reached max_map_size (2097152 bytes)" in result.output
     with Journal.open(tmp_path / "j", readonly=True) as journal:  # what was committed is intact
         assert journal.verify().ok
+
+
+@pytest.mark.parametrize(("given", "used"), [(0, 4000), (-1, 4000), (50, 50), (9000, 9000)])
+def test_simulate_gates_prompts_at_4000_code_points_unless_a_limit_is_set(given: int, used: int) -> None:
+    config = Config(llm=msgspec.structs.replace(Config().llm, max_prompt_length=given))
+
+    assert cogfabric._simulation._settings(config, None).llm.prompt_limit == used

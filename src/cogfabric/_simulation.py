@@ -386,7 +386,7 @@ def _settings(config: Config, durability: str | None) -> Config:
         config = msgspec.structs.replace(
             config, journal=msgspec.structs.replace(config.journal, durability=durability)
         )
-    if config.llm.max_prompt_length == 0:
+    if config.llm.max_prompt_length <= 0:  # unset (0 or less)
         config = msgspec.structs.replace(
             config, llm=msgspec.structs.replace(config.llm, max_prompt_length=4000)
         )

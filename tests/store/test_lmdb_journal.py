@@ -258,6 +258,34 @@ class TestTamperEvidence:
         assert not report.ok
         assert "a key before seq 1 that is no seq" in report.reason
 
+    @pytest.mark.parametrize("key", [_seq(6) + b"\x00", _seq(6) + b"junk-after-it"])
+    def test_a_key_that_is_no_seq_between_records_is_reported_at_the_record_after_it(
+        self, closed_journal: Path, key: bytes
+    ) -> None:
+        # sorted between seq 6 and seq 7: a reader stops there, so verify must not pass it over
+        _raw_edit(closed_journal, lambda txn, events, _: txn.put(key, b"junk", db=events))
+
+        report = _verify(closed_journal)
+
+        assert not report.ok
+        assert report.first_bad_seq == 7
+        assert report.checked == 6
+        assert f"a key that is no seq, {key.hex()}, after record 6" in report.reason
+        with Journal.open(closed_journal, readonly=True) as journal:
+            assert [r.seq for r in journal.read(until=6)] == [1, 2, 3, 4, 5, 6]
+            with pytest.raises(JournalRecordError, match=f"seq 7: a key that is no seq, {key.hex()}"):
+                list(journal.read())
+
+    def test_a_tail_check_reports_a_key_that_is_no_seq_in_its_tail(self, closed_journal: Path) -> None:
+        _raw_edit(closed_journal, lambda txn, events, _: txn.put(_seq(15) + b"\x00", b"junk", db=events))
+
+        with Journal.open(closed_journal, readonly=True) as journal:
+            report = journal.verify(after=10)
+
+        assert not report.ok
+        assert report.first_bad_seq == 16
+        assert "no seq" in report.reason
+
     def test_a_removed_stream_head_is_reported(self, closed_journal: Path) -> None:
         _raw_edit(closed_journal, lambda txn, _, dbs: txn.delete(b"agent/a1", db=dbs[b"heads"]))
 
