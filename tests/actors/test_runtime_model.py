@@ -647,11 +647,16 @@ class RuntimeModel(RuleBasedStateMachine):
         """Messages still in mailboxes at close are handled first (README: close "gives the
         agents call_timeout ... to handle what is in their mailboxes"), without a flush."""
         assert self.rt is not None
+        subscribing: dict[str, str] = {}  # topic -> the agent this batch subscribes to it
         for to, topic in sends:
             if topic == "ctx":
                 payload: Any = data.draw(str_dicts)
             elif topic in ("sub", "unsub"):
                 payload = data.draw(st.sampled_from(TOPICS))
+                if topic == "sub" and subscribing.setdefault(payload, to) != to:
+                    # Two agents handle their mail at once: which of them subscribes first,
+                    # and so comes first among the subscribers, is theirs to race for.
+                    continue
             else:
                 payload = data.draw(values)
             try:
