@@ -67,7 +67,7 @@ from typing import Any, Final
 
 import lmdb
 import msgspec
-from _common import columns, write_json
+from _common import columns, source_revision, write_json
 
 from cogfabric.events import AnyEvent, Event, PrivateSet
 from cogfabric.store import Journal, LmdbJournal
@@ -654,6 +654,7 @@ def format_hash_table(rows: list[HashRow]) -> str:
 def environment(config: Config, events: list[Event]) -> dict[str, Any]:
     sizes = [len(_encoder.encode(event)) for event in events[:1000]]
     return {
+        "commit": source_revision(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
