@@ -43,8 +43,10 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One message of a session.
 
     Immutable all the way down (sequences are tuples), so a message handed out by the
-    session memory can be shared without copying. ``time`` is wall seconds from the
-    runtime's clock; 0.0 means unset and is filled in when the message is added.
+    session memory can be shared without copying. A list given for ``tool_calls`` or
+    ``artifact_refs`` is taken as a tuple, so a message built with lists equals itself
+    read back. ``time`` is wall seconds from the runtime's clock; 0.0 means unset and is
+    filled in when the message is added.
     """
 
     role: str
@@ -56,3 +58,12 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     event_kind: str = ""
     parent_id: str = ""
     artifact_refs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Lists only, not other iterables: a str would become its letters.
+        calls: object = self.tool_calls
+        if type(calls) is list:
+            msgspec.structs.force_setattr(self, "tool_calls", tuple(calls))
+        refs: object = self.artifact_refs
+        if type(refs) is list:
+            msgspec.structs.force_setattr(self, "artifact_refs", tuple(refs))

@@ -85,6 +85,19 @@ class TestMessageFields:
         with pytest.raises(AttributeError):
             FULL.tool_calls[0].function.name = "changed"  # type: ignore[misc]
 
+    def test_lists_given_for_its_sequences_are_kept_as_tuples(self) -> None:
+        # spec §4.1's fields are Go slices; a message built with lists is the same message
+        built = msgspec.structs.replace(
+            FULL, tool_calls=list(FULL.tool_calls), artifact_refs=["artifact-1", "artifact-2"]
+        )
+
+        assert built.tool_calls == FULL.tool_calls
+        assert built.artifact_refs == ("artifact-1", "artifact-2")
+        assert built == FULL
+        event = decode(encode(SessionMessageAdded(at=1.0, session="s", message=built)))
+        assert isinstance(event, SessionMessageAdded)
+        assert event.message == built
+
     def test_the_fields_are_keyword_only(self) -> None:
         with pytest.raises(TypeError):
             Message("user", "hi")  # type: ignore[call-arg]
