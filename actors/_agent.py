@@ -518,6 +518,9 @@ class AgentActor(pykka.ThreadingActor):
 
     def op_private(self, key: str) -> Any:  # noqa: ANN401 - stored values are any encodable value
         """A deep copy of one private value; None when missing."""
+        if not isinstance(key, str):
+            msg = f"private keys are strings, got {type(key).__name__}"
+            raise TypeError(msg)
         value = self._state.private.get(key)
         return None if value is None else copy_value(value)
 

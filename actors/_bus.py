@@ -317,10 +317,12 @@ class IpcBus:
 
         Raises:
             IpcInvalidMessageError: an empty ``correlation_id``.
+            TypeError: ``correlation_id`` is not a str.
             UnencodableValueError: a payload msgspec cannot encode (also a ``TypeError``);
                 the request is still pending.
 
         """
+        require_str(correlation_id, "correlation_id")
         if not correlation_id:
             msg = "agentipc: invalid message: empty correlation id"
             raise IpcInvalidMessageError(msg)
@@ -439,7 +441,13 @@ class IpcBus:
         snapshot: object = None,
         timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> IpcMessage:
-        """Hand a task over: a request on topic ``handoff-task``."""
+        """Hand a task over: a request on topic ``handoff-task``; raises as ``request`` does.
+
+        Raises:
+            TypeError: ``task_id`` is not a str.
+
+        """
+        require_str(task_id, "task_id")
         payload = {"task_id": task_id, "context": snapshot, "artifacts": []}
         return self.request(frm, to, HANDOFF_TOPIC, payload, timeout)
 
@@ -548,7 +556,12 @@ class IpcBus:
         The order is journaled with each subscription, so a reopen keeps it; the
         subscriptions of a journal written before that (``IpcSubscribed`` version 1)
         come first, in the order of their agents' first spawn.
+
+        Raises:
+            TypeError: ``topic`` is not a str.
+
         """
+        require_str(topic, "topic")
         with self._lock:
             return list(self._topics.get(topic, ()))
 
@@ -559,7 +572,14 @@ class IpcBus:
         original; a behavior's error is dead-lettered later, when it is handled. A
         subscriber whose mailbox stays full is dead-lettered and not counted; all of
         them together wait ``call_timeout`` at most for room.
+
+        Raises:
+            RuntimeClosedError: the runtime is closed.
+            TypeError: ``frm`` or ``topic`` is not a str.
+            UnencodableValueError: a payload msgspec cannot encode (also a ``TypeError``).
+
         """
+        self._runtime._check_open()  # noqa: SLF001
         message = self._message(
             frm, "", topic, payload, trace_id=new_event_id(), kind="broadcast", cause=cause
         )

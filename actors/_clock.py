@@ -47,8 +47,10 @@ class Clock(Protocol):
         ...
 
 
-def wall_time(value: object) -> float:
-    """``value`` as a wall time to journal: a finite float.
+def wall_time(
+    value: object, what: str = "the clock's now() must give finite seconds since the epoch"
+) -> float:
+    """``value`` as a wall time to journal: a finite float; ``what`` says what it must be.
 
     Raises:
         ClockError: ``value`` is not a real number (a bool is not one either), is not
@@ -65,7 +67,7 @@ def wall_time(value: object) -> float:
         if math.isfinite(seconds):
             return seconds
     shown = f"{type(value).__name__} {reprlib.repr(value)}"
-    msg = f"the clock's now() must give finite seconds since the epoch, got {shown}"
+    msg = f"{what}, got {shown}"
     raise ClockError(msg)
 
 
@@ -152,7 +154,7 @@ class FakeClock:
 
         """
         self._lock = threading.Lock()
-        self._now = wall_time(start)
+        self._now = wall_time(start, "a FakeClock's start must be finite seconds since the epoch")
         self._monotonic = 0.0
 
     def now(self) -> float:
@@ -166,13 +168,21 @@ class FakeClock:
             return self._monotonic
 
     def advance(self, seconds: float) -> None:
-        """Move time forward by ``seconds`` (which must not be negative)."""
-        step = wall_time(seconds)
+        """Move time forward by ``seconds`` (which must not be negative).
+
+        Raises:
+            ClockError: ``seconds`` is not a finite real number, or the time it would
+                reach is past a float's range.
+            ValueError: ``seconds`` is negative.
+
+        """
+        step = wall_time(seconds, "a FakeClock advances by a finite number of seconds")
         if step < 0:
             msg = f"a FakeClock only moves forward; got {seconds}"
             raise ValueError(msg)
         with self._lock:
-            now = wall_time(self._now + step)  # an overflow to inf is refused, not stored
+            # an overflow to inf is refused, not stored
+            now = wall_time(self._now + step, "a FakeClock cannot advance past a float's range")
             self._now = now
             self._monotonic += step
 

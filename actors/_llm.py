@@ -88,7 +88,8 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
     provider: str = ""
     api_key: str = ""
-    base_url: str = ""
+    base_url: Annotated[str, msgspec.Meta(pattern=r"^(https?://|$)")] = ""
+    """An OpenAI-compatible API's URL, http or https (e.g. ``http://127.0.0.1:8000/v1``); empty: none."""
     model: str = ""
     timeout: float = DEFAULT_TIMEOUT
     """Seconds an HTTP provider waits for an answer; 0 (or less) means 60, and at most 1e9."""
@@ -199,7 +200,15 @@ class OpenAICompatibleProvider:
     """A chat-completions provider over HTTP (OpenAI's API shape), with the standard library."""
 
     def __init__(self, config: LLMConfig) -> None:
-        """Talk to ``config.base_url`` (e.g. ``http://127.0.0.1:8000/v1``) as ``config.model``."""
+        """Talk to ``config.base_url`` (e.g. ``http://127.0.0.1:8000/v1``) as ``config.model``.
+
+        Raises:
+            InvalidConfigError: ``config`` is no ``LLMConfig`` (or mapping of its fields),
+                a field has the wrong type, or ``base_url`` is not an http(s) URL.
+            ValueError: ``base_url`` is empty.
+
+        """
+        config = _checked_llm_config(config)
         if not config.base_url:
             msg = "an OpenAI-compatible provider needs base_url"
             raise ValueError(msg)
@@ -225,10 +234,7 @@ class OpenAICompatibleProvider:
         if self._config.api_key:
             headers["Authorization"] = f"Bearer {self._config.api_key}"
         url = self._config.base_url.rstrip("/") + "/chat/completions"
-        if not url.startswith(("http://", "https://")):
-            msg = f"base_url must be http(s), got {self._config.base_url!r}"
-            raise ProviderError(msg)
-        request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")  # noqa: S310 - scheme checked above
+        request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")  # noqa: S310 - scheme checked in __init__
         try:
             with urllib.request.urlopen(request, timeout=self._config.request_timeout) as response:  # noqa: S310
                 answer = json.loads(response.read())

@@ -234,7 +234,15 @@ class SessionActor(pykka.ThreadingActor):
 
 
 class MemoryManager:
-    """The MemoryManager API of spec §5.1, as ``runtime.memory``."""
+    """The MemoryManager API of spec §5.1, as ``runtime.memory``.
+
+    Every call raises ``RuntimeClosedError`` once the runtime is closed,
+    ``ActorTimeoutError`` when the session actor does not answer within
+    ``call_timeout``, and ``TypeError`` for a session, agent or user id, role or
+    content that is not a str; a session call on one that is unknown, deleted or
+    expired raises ``SessionNotFoundError`` (``build_context`` and ``delete_session``
+    excepted).
+    """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
         """Start the session actor; it recovers the journal's sessions first."""
@@ -584,6 +592,7 @@ class MemoryManager:
             SessionNotFoundError: the session is unknown, deleted or expired.
 
         """
+        require_str(session_id, "session_id")
         message = Message(role=require_str(role, "role"), content=require_str(content, "content"))
         self._call("add", session_id, message)
 
@@ -592,6 +601,7 @@ class MemoryManager:
         if not isinstance(message, Message):
             msg = f"expected a Message, got {type(message).__name__}"
             raise TypeError(msg)
+        require_str(session_id, "session_id")
         checked = validated(message)
         if not math.isfinite(checked.time):  # NaN or inf: no session could be ordered or expired by it
             msg = f"a message's time must be finite seconds, got {checked.time!r}"
@@ -600,6 +610,7 @@ class MemoryManager:
 
     def get_messages(self, session_id: str) -> list[Message]:
         """Every message of the session, oldest first (messages are immutable)."""
+        require_str(session_id, "session_id")
         result: list[Message] = self._call("get_messages", session_id)
         return result
 
@@ -613,6 +624,7 @@ class MemoryManager:
             SessionNotFoundError: the session is unknown, deleted or expired.
 
         """
+        require_str(session_id, "session_id")
         result: SessionData = self._call("get_session", session_id)
         return result
 
@@ -623,6 +635,7 @@ class MemoryManager:
 
     def build_prompt_messages(self, session_id: str) -> list[Message]:
         """The last ``max_history`` messages, cleaned turn by turn (spec §5.3)."""
+        require_str(session_id, "session_id")
         result: list[Message] = self._call("build_prompt_messages", session_id)
         return result
 
@@ -633,11 +646,13 @@ class MemoryManager:
         last ``max_history`` messages cleaned, one line each, then ``input`` (spec §5.3).
         """
         require_str(input, "input")
+        require_str(session_id, "session_id")
         result: str = self._call("build_context", input, session_id)
         return result
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session; idempotent."""
+        require_str(session_id, "session_id")
         self._call("delete_session", session_id)
 
     def get_latest_session_for_agent(self, agent_id: str) -> str | None:
@@ -649,6 +664,7 @@ class MemoryManager:
         """
         if self._journal is None:
             raise AgentCheckpointNotSupportedError
+        require_str(agent_id, "agent_id")
         result: str | None = self._call("latest_for_agent", agent_id)
         return result
 
@@ -663,8 +679,21 @@ class MemoryManager:
         return result
 
     def set_retrievers(self, retrievers: Sequence[Retriever]) -> None:
-        """Use ``retrievers`` for RAG in ``build_prompt_messages`` (none by default)."""
-        self._retrievers = list(retrievers)
+        """Use ``retrievers`` for RAG in ``build_prompt_messages`` (none by default).
+
+        Raises:
+            TypeError: ``retrievers`` is a str, or holds something without ``retrieve``.
+
+        """
+        if isinstance(retrievers, str | bytes):
+            msg = f"retrievers is a sequence of retrievers, got {type(retrievers).__name__}"
+            raise TypeError(msg)
+        chosen = list(retrievers)
+        for retriever in chosen:
+            if not callable(getattr(retriever, "retrieve", None)):
+                msg = f"a retriever has a retrieve(query) method, got {type(retriever).__name__}"
+                raise TypeError(msg)
+        self._retrievers = chosen
 
     # ------------------------------------------------------------- lifecycle
 

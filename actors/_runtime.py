@@ -896,11 +896,18 @@ class Runtime:
 
         Raises:
             ValueError: no provider was given and the runtime has none, or ``agent_id``
-                cannot name an agent's stream.
+                cannot name an agent's stream (it is empty, say).
+            TypeError: ``agent_id`` is neither a str nor None.
 
         """
         self._check_open()
         if agent_id is not None:
+            if not isinstance(agent_id, str):
+                msg = f"agent_id must be a string or None, got {type(agent_id).__name__}"
+                raise TypeError(msg)
+            if not agent_id:
+                msg = "agent_id must not be empty: it names the agent's stream, agent/<id>"
+                raise ValueError(msg)
             check_agent_id(agent_id, ValueError)
         chosen = provider or self._core.llm_provider
         if chosen is None:

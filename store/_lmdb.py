@@ -1452,10 +1452,22 @@ class LmdbJournal(Journal):
         """Return the names of the streams that hold records, sorted, optionally by prefix.
 
         One entry per stream (the ``heads`` database), whatever the number of records.
+
+        Raises:
+            TypeError: ``prefix`` is not a str.
+            InvalidStreamError: ``prefix`` is not valid UTF-8 text.
+
         """
         self._check_open()
+        if not isinstance(prefix, str):
+            msg = f"prefix is a str, got {type(prefix).__name__}"
+            raise TypeError(msg)
+        try:
+            prefix_raw = prefix.encode()
+        except UnicodeEncodeError as exc:  # a lone surrogate
+            raise InvalidStreamError(f"prefix {prefix!r} is not valid UTF-8 text") from exc
         with self._lock, _translated(self._path):
-            return self._txn_call(lambda: self._streams_txn(prefix.encode()))
+            return self._txn_call(lambda: self._streams_txn(prefix_raw))
 
     def _streams_txn(self, prefix: bytes) -> list[str]:
         names: list[str] = []

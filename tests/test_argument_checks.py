@@ -1,4 +1,4 @@
-# mypy: disable-error-code="arg-type"
+# mypy: disable-error-code="arg-type,list-item"
 """Wrongly typed arguments are refused with a clear error before anything is created or journaled."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from cogfabric.actors import Config, JournalConfig, LLMClient, LLMConfig, Runtim
 from cogfabric.events import PrivateSet
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -79,7 +80,7 @@ def test_a_spawn_argument_is_not_coerced(spec: dict[str, Any]) -> None:
 def test_capabilities_must_be_strings_not_their_str() -> None:
     with Runtime.open(clock=FakeClock()) as rt:
         with pytest.raises(TypeError, match="capability"):
-            rt.spawn("x", capabilities=["ok", None])  # type: ignore[list-item]
+            rt.spawn("x", capabilities=["ok", None])
         assert rt.agents() == []
         assert rt.spawn("", capabilities=["a", "b"]).capabilities == ("a", "b")  # "" is auto-assigned
 
@@ -193,3 +194,84 @@ def test_a_spawn_argument_of_the_wrong_type_is_both_errors() -> None:
                 rt.spawn("x", **spec)
             assert isinstance(caught.value, TypeError)
         assert rt.agents() == []
+
+
+def test_ids_of_the_wrong_type_are_named_not_looked_up() -> None:
+    with Runtime.open() as rt:
+        agent = rt.spawn("a")
+        session = rt.memory.create_session("u")
+        refused: dict[str, Callable[[], object]] = {
+            "private": lambda: agent.private(5),
+            "unhashable private": lambda: agent.private([]),
+            "correlation_id": lambda: rt.bus.reply(None),
+            "correlation_id (int)": lambda: rt.bus.reply(5),
+            "topic": lambda: rt.bus.subscribers([]),
+            "task_id": lambda: rt.bus.handoff("x", "a", 5, timeout=1.0),
+            "session_id": lambda: rt.memory.get_messages(5),
+            "session_id (add)": lambda: rt.memory.add_message([], "user", "hi"),
+            "session_id (prompt)": lambda: rt.memory.build_prompt_messages(None),
+            "session_id (context)": lambda: rt.memory.build_context("q", 5),
+            "session_id (delete)": lambda: rt.memory.delete_session(None),
+            "retrievers": lambda: rt.memory.set_retrievers("ab"),
+            "retriever": lambda: rt.memory.set_retrievers([object()]),
+        }
+        for call in refused.values():
+            with pytest.raises(TypeError):
+                call()
+        assert agent.private("missing") is None
+        assert rt.memory.get_messages(session)  # the seed message: nothing above changed it
+
+
+def test_llm_ids_and_configs_are_checked_when_given(tmp_path: Path) -> None:
+    from cogfabric.actors import OpenAICompatibleProvider  # noqa: PLC0415
+
+    with Runtime.open(llm_provider=ScriptedProvider(["ok"])) as rt:
+        with pytest.raises(ValueError, match="must not be empty"):
+            rt.llm(agent_id="")
+        with pytest.raises(TypeError, match="agent_id must be a string or None, got int"):
+            rt.llm(agent_id=5)
+    with pytest.raises(InvalidConfigError):
+        OpenAICompatibleProvider(5)
+    with pytest.raises(ValueError, match="needs base_url"):
+        OpenAICompatibleProvider({})  # a mapping of the fields, none of them given
+    with pytest.raises(InvalidConfigError, match=r"\$\.base_url"):
+        OpenAICompatibleProvider(LLMConfig(base_url="file:///etc/passwd"))
+    with pytest.raises(InvalidConfigError, match=r"\$\.llm\.base_url"):
+        Runtime.open(tmp_path / "r", config={"llm": {"base_url": "ftp://host/v1"}})
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_fake_clock_names_what_it_was_given() -> None:
+    from cogfabric import ClockError  # noqa: PLC0415
+
+    with pytest.raises(ClockError, match="a FakeClock's start must be finite"):
+        FakeClock(math.nan)
+    clock = FakeClock()
+    for seconds in (math.nan, math.inf, None):
+        with pytest.raises(ClockError, match="a FakeClock advances by a finite number of seconds"):
+            clock.advance(seconds)
+    with pytest.raises(ClockError, match="past a float's range"):
+        FakeClock(1e308).advance(1e308)
+    assert clock.now() == FakeClock().now()  # nothing moved it
+
+
+def test_journal_streams_and_config_text_check_their_types(tmp_path: Path) -> None:
+    from cogfabric.config import parse_config  # noqa: PLC0415
+
+    with Journal.open(tmp_path / "j") as journal:
+        for prefix in (None, 5, b"agent/"):
+            with pytest.raises(TypeError, match="prefix is a str"):
+                journal.streams(prefix)
+        assert journal.streams("agent/") == []
+    with pytest.raises(TypeError, match="text is the YAML as str or bytes, got NoneType"):
+        parse_config(None)
+
+
+def test_a_closed_runtime_refuses_a_broadcast() -> None:
+    from cogfabric import RuntimeClosedError  # noqa: PLC0415
+
+    rt = Runtime.open()
+    rt.spawn("a")
+    rt.close()
+    with pytest.raises(RuntimeClosedError):
+        rt.bus.broadcast("x", "topic")

@@ -45,8 +45,12 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
     Raises:
         InvalidConfigError: malformed YAML, an unknown key, a wrong type, or a value
             out of range; the message names the key (e.g. ``$.memory.max_history``).
+        TypeError: ``text`` is neither str nor bytes.
 
     """
+    if not isinstance(text, str | bytes):
+        msg = f"text is the YAML as str or bytes, got {type(text).__name__}"
+        raise TypeError(msg)
     try:
         # An empty file, or one of comments only (YAML's null), means every default.
         decoded = msgspec.yaml.decode(text, type=Config | None) if text.strip() else None
