@@ -138,3 +138,14 @@ def test_every_name_the_package_root_exports_resolves() -> None:
 )
 def test_the_names_the_issues_give_are_exported_from_the_root(name: str, module: str) -> None:
     assert getattr(cogfabric, name) is getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("module", ["cogfabric.events", "cogfabric.store", "cogfabric.actors"])
+def test_every_error_of_a_layer_can_be_caught_by_its_root_name(module: str) -> None:
+    # Runtime.open and the journal document store and event errors; a caller catches
+    # them without knowing which layer raised them.
+    layer = importlib.import_module(module)
+    errors = [n for n in layer.__all__ if isinstance(getattr(layer, n), type) and n.endswith("Error")]
+
+    assert errors
+    assert [n for n in errors if getattr(cogfabric, n, None) is not getattr(layer, n)] == []
