@@ -760,7 +760,12 @@ def _copy_cognitive(state: CognitiveState) -> CognitiveState:
 
 
 class AgentContext:
-    """What a behavior may do, for its own agent, from inside its actor."""
+    """What a behavior may do, for its own agent, from inside its actor.
+
+    Its state methods raise as an ``Agent`` handle's do for bad keys and values and
+    for the journal's refusals; ``send``, ``request`` and ``broadcast`` raise as the
+    bus's (``runtime.bus``) do, with this agent as the sender.
+    """
 
     def __init__(self, actor: AgentActor) -> None:
         self._actor = actor

@@ -68,6 +68,10 @@ class IpcBus:
     message is journaled when sent (and, in sync durability, durable before it is
     delivered), then put into the recipient's mailbox; its delivery is journaled
     too. IPC never touches the context layers.
+
+    ``send_from``, ``answer``, ``handler_failed``, ``refuse`` and ``dead_letter`` are
+    the agents' own plumbing (a behavior's ``ctx`` and the agent actors call them), not
+    for user code: a dead letter or a refusal made by hand is journaled as real.
     """
 
     def __init__(self, runtime: Runtime) -> None:
@@ -398,7 +402,7 @@ class IpcBus:
         finally:
             pending.done.set()  # even when the journal refuses the dead letter
 
-    def close(self) -> None:
+    def _close(self) -> None:
         """Fail every request still waiting for a reply: the runtime is closing, none will come.
 
         Called by ``Runtime.close`` once its agents are stopped; each request leaves its
@@ -428,10 +432,17 @@ class IpcBus:
                 pending.done.set()
 
     def delegate(
-        self, frm: str, to: str, topic: str, payload: object = None, timeout: float = DEFAULT_REQUEST_TIMEOUT
+        self,
+        frm: str,
+        to: str,
+        topic: str,
+        payload: object = None,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        *,
+        cause: str | None = None,
     ) -> IpcMessage:
-        """A request made on behalf of ``frm`` (the delegator); exactly ``request``."""
-        return self.request(frm, to, topic, payload, timeout)
+        """A request made on behalf of ``frm`` (the delegator); exactly ``request``, errors too."""
+        return self.request(frm, to, topic, payload, timeout, cause=cause)
 
     def handoff(
         self,

@@ -55,7 +55,18 @@ class ContextView:
 
 
 class Agent:
-    """A handle on one agent. Values in and out are deep copies."""
+    """A handle on one agent. Values in and out are deep copies.
+
+    Every method is a call into the agent's actor, in its mailbox order, and raises
+    ``AgentNotFoundError`` once the agent it was given is gone (killed; a new agent
+    spawned with its id is another one), ``RuntimeClosedError`` once the runtime is
+    closed, ``MailboxFullError`` when the mailbox stays full for ``call_timeout``,
+    ``ActorTimeoutError`` when the agent does not answer within it, and
+    ``AgentRunningError`` when called from the agent's own behavior (use ``ctx``). A
+    state change refuses a key that is not a str with ``TypeError`` and a value
+    msgspec cannot encode with ``UnencodableValueError`` (also a ``TypeError``); one the
+    journal refuses raises the journal's error (a ``JournalError``).
+    """
 
     __slots__ = ("_capabilities", "_id", "_parent", "_priority", "_runtime", "_shared", "_task_id")
 

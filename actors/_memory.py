@@ -698,11 +698,13 @@ class MemoryManager:
     # ------------------------------------------------------------- lifecycle
 
     def start_ticker(self, sleep: Callable[[float], bool] | None = None) -> None:
-        """Sweep every ``session_ttl / 2`` seconds of real time, on a daemon thread.
+        """Sweep every ``session_ttl / 2`` seconds of real time, on a daemon thread; once.
 
         At most every ``MAX_WAIT`` seconds (~31 years): a thread cannot wait much
         longer, and a TTL that long (or ``inf``: sessions never expire) needs no sooner sweep.
         """
+        if self._ticker is not None:
+            return  # one ticker per runtime (Runtime.open starts it)
         interval = min(self._config.session_ttl / 2, MAX_WAIT)
         wait = sleep or self._stop_ticker.wait
 
@@ -718,8 +720,8 @@ class MemoryManager:
         self._ticker = threading.Thread(target=tick, name="cogfabric-session-ticker", daemon=True)
         self._ticker.start()
 
-    def close(self) -> None:
-        """Stop the ticker and the session actor; idempotent."""
+    def _close(self) -> None:
+        """Stop the ticker and the session actor; idempotent (``Runtime.close`` calls it)."""
         with self._lock:
             if self._closed:
                 return

@@ -97,7 +97,7 @@ def check_agent_id(agent_id: object, error: Callable[[str], Exception] = Invalid
 def _spawn_priority(priority: object) -> float:
     """A spawn's priority as a finite float; a real number only (not a bool, nor a numeric string)."""
     if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
-        raise InvalidSpawnSpecError(f"priority must be a number, got {reprlib.repr(priority)}")
+        raise SpawnSpecTypeError(f"priority must be a number, got {reprlib.repr(priority)}")
     try:
         value = float(priority)
     except OverflowError:
@@ -472,10 +472,18 @@ class Runtime:
         Raises:
             InvalidSpawnSpecError: the id contains white space, the behavior is an
                 unknown name or a class that is not registered, it has no
-                ``on_message``, or the instance runs another agent already.
+                ``on_message``, or the instance runs another agent already; also (as
+                ``SpawnSpecTypeError``, a ``TypeError`` too) an argument of the wrong
+                type: a non-str id, ``task_id``, ``parent`` or capability, or a
+                priority that is no real number; a priority that is not finite.
+            UnencodableValueError: ``task_context`` or ``experience_prior`` holds a
+                value msgspec cannot encode (also a ``TypeError``).
             AgentExistsError: a live agent has that id.
             AgentCapacityError: the process cannot start another thread for it (nothing
                 is journaled).
+            RuntimeClosedError: the runtime is closed.
+            ActorTimeoutError: the spawn was not journaled within ``call_timeout``
+                (sync durability); a journal's refusal raises its ``JournalError``.
 
         """
         spec = {
@@ -498,7 +506,11 @@ class Runtime:
 
         Raises:
             InvalidSpawnSpecError: an id contains white space, a behavior is unknown,
-                a spec has an unknown key, or two specs share an id.
+                a spec has an unknown key or is no mapping, or two specs share an id;
+                an argument of the wrong type as in ``spawn``.
+            UnencodableValueError, RuntimeClosedError,
+            ActorTimeoutError: as ``spawn``.
+            TypeError: ``specs`` is not iterable.
             AgentExistsError: a live agent has one of the ids.
             AgentCapacityError: the process cannot start a thread for one of them (nothing
                 is journaled, and none of them runs).
@@ -693,7 +705,9 @@ class Runtime:
         core = self._core
         if agent_id is None or agent_id == "":
             agent_id = f"agent-{os.urandom(6).hex()}"  # an empty identity is auto-assigned (spec §2.3)
-        check_agent_id(agent_id)
+        check_agent_id(
+            agent_id, SpawnSpecTypeError if not isinstance(agent_id, str) else InvalidSpawnSpecError
+        )
         for name, value in (("task_id", task_id), ("parent", parent)):
             if value is not None:
                 try:
@@ -1169,7 +1183,7 @@ class Runtime:
         Each step runs whatever the one before did: above all, the writer commits what
         it was handed before the journal closes. Returns what failed.
         """
-        steps = [self.bus.close, self.memory.close]
+        steps = [self.bus._close, self.memory._close]  # noqa: SLF001 - the runtime's own parts
         if self._core.writer is not None:
             steps.append(self._core.writer.stop)
         failures: list[Exception] = []

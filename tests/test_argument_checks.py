@@ -189,10 +189,16 @@ def test_real_numbers_of_other_types_are_taken(tmp_path: Path) -> None:
 
 def test_a_spawn_argument_of_the_wrong_type_is_both_errors() -> None:
     with Runtime.open(clock=FakeClock()) as rt:
-        for spec in ({"capabilities": [None]}, {"task_id": 5}, {"parent": 5}):
+        for spec in ({"capabilities": [None]}, {"task_id": 5}, {"parent": 5}, {"priority": "1"}):
             with pytest.raises(InvalidSpawnSpecError) as caught:
                 rt.spawn("x", **spec)
             assert isinstance(caught.value, TypeError)
+        with pytest.raises(InvalidSpawnSpecError) as caught:
+            rt.spawn(5)
+        assert isinstance(caught.value, TypeError)
+        with pytest.raises(InvalidSpawnSpecError) as caught:
+            rt.spawn("a b")  # of the right type: not a TypeError
+        assert not isinstance(caught.value, TypeError)
         assert rt.agents() == []
 
 
