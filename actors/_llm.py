@@ -278,7 +278,16 @@ class LLMClient:
         on_output: Callable[[str, str], None] | None = None,
         on_failure: Callable[[str, ProviderError], None] | None = None,
     ) -> None:
-        """Use ``provider`` under ``config``'s limit; the hooks are for journaling."""
+        """Use ``provider`` under ``config``'s limit; the hooks are for journaling.
+
+        Raises:
+            TypeError: ``provider`` has no ``generate`` method.
+            InvalidConfigError: ``config`` is no ``LLMConfig`` (or mapping of its fields).
+
+        """
+        if not callable(getattr(provider, "generate", None)):
+            msg = f"an LLM provider has a generate(prompt, **params) method, got {type(provider).__name__}"
+            raise TypeError(msg)
         self.provider = provider
         self.config = _checked_llm_config(config)
         self._on_reject = on_reject

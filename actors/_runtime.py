@@ -267,7 +267,9 @@ class Runtime:
                 journal holds (none is left running).
             ClockError: ``clock`` lacks ``now()`` or ``monotonic()``, or its ``now()`` is
                 not finite seconds (checked again at every journaled reading).
-            ValueError: a ``key`` without a ``path``.
+            InvalidConfigError: ``config`` is invalid (the message names the field).
+            TypeError: ``behaviors`` is no mapping, or ``llm_provider`` has no ``generate``.
+            ValueError: a ``key`` without a ``path``, or ``verify`` is neither "full" nor "tail".
 
         """
         config = Config.of(config)
@@ -277,6 +279,9 @@ class Runtime:
             raise ValueError(msg)
         if behaviors is not None and not isinstance(behaviors, Mapping):
             msg = f"behaviors maps names to behavior factories, got {type(behaviors).__name__}"
+            raise TypeError(msg)
+        if llm_provider is not None and not callable(getattr(llm_provider, "generate", None)):
+            msg = f"llm_provider has a generate(prompt, **params) method, got {type(llm_provider).__name__}"
             raise TypeError(msg)
         journal: Journal | None = None
         writer: JournalWriter | None = None
@@ -753,7 +758,15 @@ class Runtime:
             return [a for a in self._listed if live.get(a) is not None]
 
     def children(self, agent_id: str) -> list[str]:
-        """The live agents spawned with ``agent_id`` as parent (they outlive it), in ``agents()`` order."""
+        """The live agents spawned with ``agent_id`` as parent (they outlive it), in ``agents()`` order.
+
+        An id no agent has (or had) has none: ``[]``, as the original's.
+
+        Raises:
+            TypeError: ``agent_id`` is not a str.
+
+        """
+        require_str(agent_id, "agent_id")
         with self._lock:
             live = self._agents
             return [a for a in self._listed if (e := live.get(a)) is not None and e.handle.parent == agent_id]
@@ -814,7 +827,7 @@ class Runtime:
         self.bus._forget(agent_id)  # noqa: SLF001
         ref.stop(block=False)  # behind what is in its mailbox, which it refuses
 
-    def publish_task_context(self, task_id: str, context: Mapping[str, Any]) -> list[str]:
+    def publish_task_context(self, task_id: str, context: Mapping[str, Any] | None) -> list[str]:
         """Replace the task layer of every live agent of ``task_id``, as one journaled event.
 
         Returns the ids it went to, once the event is durable; each agent applies it in
@@ -823,6 +836,15 @@ class Runtime:
         (``call_timeout`` at most, for all targets together) takes it over its size
         (logged), rather than leave that agent short of what replay will give it. If
         the commit times out (``ActorTimeoutError``), it is delivered once stored.
+        ``context`` None means an empty task layer, as for ``set_task_context``.
+
+        Raises:
+            RuntimeClosedError: the runtime is closed.
+            TypeError: ``task_id`` is not a str, or ``context`` is no mapping.
+            UnencodableValueError: ``context`` holds a value msgspec cannot encode
+                (also a ``TypeError``).
+            ActorTimeoutError: the event was not durable within ``call_timeout``.
+
         """
         self._check_open()
         require_str(task_id, "task_id")

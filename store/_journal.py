@@ -150,6 +150,17 @@ class Journal(abc.ABC):
         one with an event whose fields do not decode as their declared types
         (``InvalidEventError``). ``validate=False`` skips that check, for a caller
         that builds its events from values it checked already (the runtime does).
+
+        Raises:
+            JournalClosedError, JournalReadOnlyError: closed, or opened read-only.
+            JournalConflictError: another event under a stored or repeated id.
+            UnencodableValueError, InvalidEventError: an event that could not be read
+                back (both also ``TypeError``).
+            JournalFullError: the storage is full (fail-stop where the backend says so).
+            JournalFailedError: an earlier append failed; reopen the journal.
+            JournalError: any other refusal of the backend (``LmdbJournal.append``
+                lists every case).
+
         """
 
     def check_appendable(self) -> None:
@@ -170,7 +181,14 @@ class Journal(abc.ABC):
         """Iterate the records with ``after < seq <= until``, optionally of one stream.
 
         Streams in bounded memory whatever the journal's size, and sees the journal as
-        it was when called: records appended later are not returned.
+        it was when called: records appended later are not returned. It does not check
+        the hash chain (``verify`` does).
+
+        Raises:
+            JournalRecordError: a record cannot be decoded, or is missing (names its
+                seq; raised when the iterator reaches it).
+            TypeError: an argument of the wrong type.
+
         """
 
     def stream_head(self, stream: str) -> int:
@@ -200,7 +218,12 @@ class Journal(abc.ABC):
 
     @abc.abstractmethod
     def streams(self, prefix: str = "") -> list[str]:
-        """Return the names of the streams that hold records, sorted, optionally by prefix."""
+        """Return the names of the streams that hold records, sorted, optionally by prefix.
+
+        Raises:
+            TypeError: ``prefix`` is not a str.
+
+        """
 
     @abc.abstractmethod
     def load_snapshot(self, stream: str) -> Snapshot | None:
@@ -208,7 +231,12 @@ class Journal(abc.ABC):
 
     @abc.abstractmethod
     def verify(self, *, after: int = 0, decode: bool = False) -> VerifyReport:
-        """Check every stored byte against the hash chain and the indexes."""
+        """Check every stored byte against the hash chain and the indexes.
+
+        Damage is reported, not raised: the report's ``ok`` is False and it names the
+        first bad seq and why. ``after``: check only the records past it (a tail),
+        chained from the stored one at ``after``; ``decode``: decode every record too.
+        """
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -220,6 +220,7 @@ def test_ids_of_the_wrong_type_are_named_not_looked_up() -> None:
             "session_id (delete)": lambda: rt.memory.delete_session(None),
             "retrievers": lambda: rt.memory.set_retrievers("ab"),
             "retriever": lambda: rt.memory.set_retrievers([object()]),
+            "children": lambda: rt.children(None),
         }
         for call in refused.values():
             with pytest.raises(TypeError):
@@ -281,3 +282,11 @@ def test_a_closed_runtime_refuses_a_broadcast() -> None:
     rt.close()
     with pytest.raises(RuntimeClosedError):
         rt.bus.broadcast("x", "topic")
+
+
+def test_an_llm_provider_without_generate_is_refused_before_anything_opens(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="llm_provider has a generate"):
+        Runtime.open(tmp_path / "r", llm_provider=5)
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(TypeError, match="an LLM provider has a generate"):
+        LLMClient(None)
