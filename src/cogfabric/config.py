@@ -68,14 +68,32 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
 
 
 def load_config(path: str | PathLike[str]) -> Config:
-    """Read and decode a YAML configuration file (see ``parse_config``)."""
+    """Read and decode a YAML configuration file (see ``parse_config``).
+
+    Raises:
+        InvalidConfigError: as ``parse_config``; the message starts with the path.
+        OSError: the file cannot be read.
+
+    """
     where = Path(path)
     return parse_config(where.read_bytes(), source=str(where))
 
 
-def load_llm_config(text: str | bytes) -> LLMConfig:
-    """Decode the original's LLM YAML keys into ``LLMConfig`` (an unknown key is an error)."""
+def load_llm_config(text: str | bytes, *, source: str = "<llm config>") -> LLMConfig:
+    """Decode the original's LLM YAML keys into ``LLMConfig``; an empty text gives the defaults.
+
+    Raises:
+        InvalidConfigError: malformed YAML, an unknown key, a wrong type or a
+            ``base_url`` that is not http(s); the message names ``source`` and the key.
+        TypeError: ``text`` is neither str nor bytes.
+
+    """
+    if not isinstance(text, str | bytes):
+        msg = f"text is the YAML as str or bytes, got {type(text).__name__}"
+        raise TypeError(msg)
     try:
-        return msgspec.yaml.decode(text, type=LLMConfig)
-    except msgspec.DecodeError as exc:
-        raise InvalidConfigError(str(exc)) from exc
+        decoded = msgspec.yaml.decode(text, type=LLMConfig | None) if text.strip() else None
+    except msgspec.DecodeError as exc:  # a ValidationError too
+        msg = f"{source}: {exc}"
+        raise InvalidConfigError(msg) from exc
+    return LLMConfig() if decoded is None else decoded

@@ -98,6 +98,11 @@ class TestConfig:
         assert config.extra == {"temperature": 0.2}
         assert "sk-secret" not in repr(config)
 
+    def test_an_empty_llm_config_is_the_defaults_and_errors_name_their_source(self) -> None:
+        assert load_llm_config("") == load_llm_config("# nothing set\n") == LLMConfig()
+        with pytest.raises(InvalidConfigError, match=r"^llm\.yaml: .*\$\.base_url"):
+            load_llm_config("base_url: file:///etc/passwd\n", source="llm.yaml")
+
     def test_an_unknown_key_is_an_error_naming_it(self) -> None:
         with pytest.raises(InvalidConfigError, match="max_prompt_lenght"):
             load_llm_config("max_prompt_lenght: 5\n")
