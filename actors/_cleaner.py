@@ -89,7 +89,7 @@ def _rebuilt(message: Message, content: str) -> Message:
         time=message.time,
         turn_id=message.turn_id,
         tool_call_id=message.tool_call_id,
-        tool_calls=message.tool_calls,
+        tool_calls=message.tool_calls,  # shared: the caller gets copies (_own_copies)
     )
 
 

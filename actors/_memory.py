@@ -55,7 +55,7 @@ from ._errors import (
 from ._memory_config import DEFAULT_RAG_MIN_SCORE
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from cogfabric.store import Journal
 
@@ -132,6 +132,16 @@ class SessionState(msgspec.Struct, kw_only=True):
     """When the last access was journaled (touches are journaled coarsely)."""
 
 
+def _own_copies(messages: Iterable[Message]) -> list[Message]:
+    """``messages`` with lists of their own: changing what a caller got changes nothing stored.
+
+    A message's other fields cannot change; its ``tool_calls`` and ``artifact_refs``
+    are lists. Done on the caller's thread, off the session actor's.
+    """
+    replace = msgspec.structs.replace
+    return [replace(m, tool_calls=list(m.tool_calls), artifact_refs=list(m.artifact_refs)) for m in messages]
+
+
 class SessionData(msgspec.Struct, frozen=True, kw_only=True):
     """A copy of one live session, as ``MemoryManager.get_session`` returns it.
 
@@ -142,7 +152,7 @@ class SessionData(msgspec.Struct, frozen=True, kw_only=True):
     user_id: str
     agent_id: str | None
     """The agent the session was created for (``create_session(..., agent_id=)``), or None."""
-    messages: tuple[Message, ...]
+    messages: list[Message]
     """Every message, oldest first (the seed message too)."""
     created_at: float
     accessed_at: float
@@ -485,7 +495,7 @@ class MemoryManager:
             session_id=state.id,
             user_id=state.user_id,
             agent_id=state.agent_id,
-            messages=tuple(state.messages),
+            messages=list(state.messages),  # each message copied on the caller's thread
             created_at=state.created_at,
             accessed_at=state.accessed_at,
         )
@@ -612,7 +622,7 @@ class MemoryManager:
         """Every message of the session, oldest first (messages are immutable)."""
         require_str(session_id, "session_id")
         result: list[Message] = self._call("get_messages", session_id)
-        return result
+        return _own_copies(result)
 
     def get_session(self, session_id: str) -> SessionData:
         """A copy of the session: its user, agent, messages, creation and last access.
@@ -626,7 +636,7 @@ class MemoryManager:
         """
         require_str(session_id, "session_id")
         result: SessionData = self._call("get_session", session_id)
-        return result
+        return msgspec.structs.replace(result, messages=_own_copies(result.messages))
 
     def sessions(self) -> list[str]:
         """The ids of the live sessions, least recently used first; no access is refreshed."""
@@ -637,7 +647,7 @@ class MemoryManager:
         """The last ``max_history`` messages, cleaned turn by turn (spec §5.3)."""
         require_str(session_id, "session_id")
         result: list[Message] = self._call("build_prompt_messages", session_id)
-        return result
+        return _own_copies(result)
 
     def build_context(self, input: str, session_id: str) -> str:  # noqa: A002 - the original's name
         """The legacy flat-text context; an unknown session gives ``input`` unchanged.

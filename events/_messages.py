@@ -42,11 +42,11 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
 class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One message of a session.
 
-    Immutable all the way down (sequences are tuples), so a message handed out by the
-    session memory can be shared without copying. A list given for ``tool_calls`` or
-    ``artifact_refs`` is taken as a tuple, so a message built with lists equals itself
-    read back. ``time`` is wall seconds from the runtime's clock; 0.0 means unset and is
-    filled in when the message is added.
+    ``tool_calls`` and ``artifact_refs`` are lists, as the original's slices are; a
+    tuple given for one is taken as a list, so a message equals itself read back. The
+    session memory hands out copies of them: changing a list you were given changes
+    nothing stored. ``time`` is wall seconds from the runtime's clock; 0.0 means unset
+    and is filled in when the message is added.
     """
 
     role: str
@@ -54,16 +54,16 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     time: float = 0.0
     turn_id: str = ""
     tool_call_id: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
+    tool_calls: list[ToolCall] = []
     event_kind: str = ""
     parent_id: str = ""
-    artifact_refs: tuple[str, ...] = ()
+    artifact_refs: list[str] = []
 
     def __post_init__(self) -> None:
-        # Lists only, not other iterables: a str would become its letters.
+        # Tuples only, not other iterables: a str would become its letters.
         calls: object = self.tool_calls
-        if type(calls) is list:
-            msgspec.structs.force_setattr(self, "tool_calls", tuple(calls))
+        if type(calls) is tuple:
+            msgspec.structs.force_setattr(self, "tool_calls", list(calls))
         refs: object = self.artifact_refs
-        if type(refs) is list:
-            msgspec.structs.force_setattr(self, "artifact_refs", tuple(refs))
+        if type(refs) is tuple:
+            msgspec.structs.force_setattr(self, "artifact_refs", list(refs))

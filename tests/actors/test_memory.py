@@ -242,6 +242,28 @@ class TestSessions:
         assert got_user == msgspec.structs.replace(user, time=clock.now())
         assert got_assistant == assistant
 
+    def test_a_message_built_with_lists_reads_back_equal_and_its_lists_are_the_callers(
+        self, runtime: Runtime
+    ) -> None:
+        session = runtime.memory.create_session("u")
+        call = ToolCall(id="c1", function=ToolCallFunction(name="f", arguments="{}"))
+        sent = Message(
+            role="assistant", content="a", turn_id="t1", time=5.0, tool_calls=[call], artifact_refs=["r"]
+        )
+        runtime.memory.add_structured_message(session, sent)
+        sent.artifact_refs.append("changed after it was added")  # the caller's own list
+
+        for got in (
+            runtime.memory.get_messages(session)[-1],
+            runtime.memory.get_session(session).messages[-1],
+            runtime.memory.build_prompt_messages(session)[-1],
+        ):
+            assert got.tool_calls == [call]
+            assert got.artifact_refs in (["r"], [])  # the prompt window drops artifact refs
+            got.tool_calls.clear()
+            got.artifact_refs.append("changed by a reader")
+        assert runtime.memory.get_messages(session)[-1] == msgspec.structs.replace(sent, artifact_refs=["r"])
+
     def test_build_prompt_messages_keeps_the_last_max_history_messages(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j", config=_config(max_history=2), clock=FakeClock()) as rt:
             session = rt.memory.create_session("u")
@@ -628,7 +650,7 @@ class TestCleaner:
         )
         messages = [
             Message(role="user", content="fetch it", turn_id="t1"),
-            Message(role="assistant", content="calling", turn_id="t1", tool_calls=(call,)),
+            Message(role="assistant", content="calling", turn_id="t1", tool_calls=[call]),
             Message(
                 role="tool_result",
                 content="HTTP 200 OK and a long body " * 10,

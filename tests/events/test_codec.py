@@ -72,10 +72,10 @@ MESSAGE = Message(
     content="calling",
     time=12.5,
     turn_id="t1",
-    tool_calls=(ToolCall(id="c1", function=ToolCallFunction(name="search", arguments='{"q": 1}')),),
+    tool_calls=[ToolCall(id="c1", function=ToolCallFunction(name="search", arguments='{"q": 1}'))],
     event_kind="tool",
     parent_id="m0",
-    artifact_refs=("art-1", "art-2"),
+    artifact_refs=["art-1", "art-2"],
 )
 COMMON: dict[str, Any] = {"at": 1700000000.25, "cause": "cause-id"}
 

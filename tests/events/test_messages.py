@@ -25,13 +25,13 @@ FULL = Message(
     time=1700000000.5,
     turn_id="turn-1",
     tool_call_id="call-0",
-    tool_calls=(
+    tool_calls=[
         ToolCall(id="call-1", function=ToolCallFunction(name="search", arguments='{"q": "x"}')),
         ToolCall(id="call-2", type="function", function=ToolCallFunction(name="noop")),
-    ),
+    ],
     event_kind="tool_use",
     parent_id="msg-0",
-    artifact_refs=("artifact-1", "artifact-2"),
+    artifact_refs=["artifact-1", "artifact-2"],
 )
 
 
@@ -66,10 +66,10 @@ class TestMessageFields:
         assert message.time == 0.0
         assert message.turn_id == ""
         assert message.tool_call_id == ""
-        assert message.tool_calls == ()
+        assert message.tool_calls == []
         assert message.event_kind == ""
         assert message.parent_id == ""
-        assert message.artifact_refs == ()
+        assert message.artifact_refs == []
 
     def test_a_tool_call_defaults_to_the_function_type(self) -> None:
         call = ToolCall(id="c", function=ToolCallFunction(name="f"))
@@ -85,18 +85,19 @@ class TestMessageFields:
         with pytest.raises(AttributeError):
             FULL.tool_calls[0].function.name = "changed"  # type: ignore[misc]
 
-    def test_lists_given_for_its_sequences_are_kept_as_tuples(self) -> None:
-        # spec §4.1's fields are Go slices; a message built with lists is the same message
+    def test_its_sequences_are_lists_and_tuples_given_are_taken_as_lists(self) -> None:
+        # spec §4.1's fields are Go slices; a message built with tuples is the same message
         built = msgspec.structs.replace(
-            FULL, tool_calls=list(FULL.tool_calls), artifact_refs=["artifact-1", "artifact-2"]
+            FULL, tool_calls=tuple(FULL.tool_calls), artifact_refs=("artifact-1", "artifact-2")
         )
 
         assert built.tool_calls == FULL.tool_calls
-        assert built.artifact_refs == ("artifact-1", "artifact-2")
+        assert built.artifact_refs == ["artifact-1", "artifact-2"]
         assert built == FULL
         event = decode(encode(SessionMessageAdded(at=1.0, session="s", message=built)))
         assert isinstance(event, SessionMessageAdded)
         assert event.message == built
+        assert event.message.artifact_refs == ["artifact-1", "artifact-2"]
 
     def test_the_fields_are_keyword_only(self) -> None:
         with pytest.raises(TypeError):
@@ -147,11 +148,11 @@ class TestMessageJson:
             content="",
             time=3.0,
             turn_id="t",
-            tool_calls=(ToolCall(id="c1", function=ToolCallFunction(name="f", arguments="{}")),),
-            artifact_refs=("a",),
+            tool_calls=[ToolCall(id="c1", function=ToolCallFunction(name="f", arguments="{}"))],
+            artifact_refs=["a"],
         )
-        assert isinstance(message.tool_calls, tuple)
-        assert isinstance(message.artifact_refs, tuple)
+        assert isinstance(message.tool_calls, list)
+        assert isinstance(message.artifact_refs, list)
 
     def test_a_tool_result_carries_its_tool_call_id(self) -> None:
         message = msgspec.json.decode(
