@@ -279,14 +279,18 @@ def _seq_arg(value: object, what: str) -> int:
     return min(max(seq, 0), _MAX_SEQ)
 
 
-def _name_bytes(name: str, what: str) -> bytes:
-    if not isinstance(name, str):
-        msg = f"{what} is a str, got {type(name).__name__}"
+def _text_bytes(text: str, what: str) -> bytes:
+    if not isinstance(text, str):
+        msg = f"{what} is a str, got {type(text).__name__}"
         raise TypeError(msg)
     try:
-        raw = name.encode()
+        return text.encode()
     except UnicodeEncodeError as exc:  # a lone surrogate
-        raise InvalidStreamError(f"{what} {name!r} is not valid UTF-8 text") from exc
+        raise InvalidStreamError(f"{what} {text!r} is not valid UTF-8 text") from exc
+
+
+def _name_bytes(name: str, what: str) -> bytes:
+    raw = _text_bytes(name, what)
     if not 0 < len(raw) <= _MAX_NAME or b"\0" in raw:
         msg = f"{what} {name!r} must be 1 to {_MAX_NAME} UTF-8 bytes without NUL"
         raise InvalidStreamError(msg)
@@ -1459,13 +1463,7 @@ class LmdbJournal(Journal):
 
         """
         self._check_open()
-        if not isinstance(prefix, str):
-            msg = f"prefix is a str, got {type(prefix).__name__}"
-            raise TypeError(msg)
-        try:
-            prefix_raw = prefix.encode()
-        except UnicodeEncodeError as exc:  # a lone surrogate
-            raise InvalidStreamError(f"prefix {prefix!r} is not valid UTF-8 text") from exc
+        prefix_raw = _text_bytes(prefix, "prefix")
         with self._lock, _translated(self._path):
             return self._txn_call(lambda: self._streams_txn(prefix_raw))
 
