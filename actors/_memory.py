@@ -619,7 +619,7 @@ class MemoryManager:
         self._call("add", session_id, checked)
 
     def get_messages(self, session_id: str) -> list[Message]:
-        """Every message of the session, oldest first (messages are immutable)."""
+        """Every message of the session, oldest first (copies: changing one changes nothing stored)."""
         require_str(session_id, "session_id")
         result: list[Message] = self._call("get_messages", session_id)
         return _own_copies(result)

@@ -39,6 +39,12 @@ __all__ = [
 ]
 
 
+def _check_text(text: object) -> None:
+    if not isinstance(text, str | bytes):
+        msg = f"text is the YAML as str or bytes, got {type(text).__name__}"
+        raise TypeError(msg)
+
+
 def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
     """Decode YAML ``text`` into a validated ``Config``.
 
@@ -48,9 +54,7 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
         TypeError: ``text`` is neither str nor bytes.
 
     """
-    if not isinstance(text, str | bytes):
-        msg = f"text is the YAML as str or bytes, got {type(text).__name__}"
-        raise TypeError(msg)
+    _check_text(text)
     try:
         # An empty file, or one of comments only (YAML's null), means every default.
         decoded = msgspec.yaml.decode(text, type=Config | None) if text.strip() else None
@@ -88,9 +92,7 @@ def load_llm_config(text: str | bytes, *, source: str = "<llm config>") -> LLMCo
         TypeError: ``text`` is neither str nor bytes.
 
     """
-    if not isinstance(text, str | bytes):
-        msg = f"text is the YAML as str or bytes, got {type(text).__name__}"
-        raise TypeError(msg)
+    _check_text(text)
     try:
         decoded = msgspec.yaml.decode(text, type=LLMConfig | None) if text.strip() else None
     except msgspec.DecodeError as exc:  # a ValidationError too
