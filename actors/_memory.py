@@ -708,13 +708,14 @@ class MemoryManager:
     # ------------------------------------------------------------- lifecycle
 
     def start_ticker(self, sleep: Callable[[float], bool] | None = None) -> None:
-        """Sweep every ``session_ttl / 2`` seconds of real time, on a daemon thread; once.
+        """Sweep every ``session_ttl / 2`` seconds of real time, on a daemon thread.
+
+        One ticker per runtime: ``Runtime.open`` starts it unless the clock is a
+        ``FakeClock``; a second call raises ``RuntimeError``.
 
         At most every ``MAX_WAIT`` seconds (~31 years): a thread cannot wait much
         longer, and a TTL that long (or ``inf``: sessions never expire) needs no sooner sweep.
         """
-        if self._ticker is not None:
-            return  # one ticker per runtime (Runtime.open starts it)
         interval = min(self._config.session_ttl / 2, MAX_WAIT)
         wait = sleep or self._stop_ticker.wait
 
@@ -727,8 +728,13 @@ class MemoryManager:
                 except Exception:
                     log.exception("a session sweep failed")
 
-        self._ticker = threading.Thread(target=tick, name="cogfabric-session-ticker", daemon=True)
-        self._ticker.start()
+        ticker = threading.Thread(target=tick, name="cogfabric-session-ticker", daemon=True)
+        with self._lock:
+            if self._ticker is not None:
+                msg = "the session ticker runs already (Runtime.open starts one on a real clock)"
+                raise RuntimeError(msg)
+            self._ticker = ticker
+        ticker.start()
 
     def _close(self) -> None:
         """Stop the ticker and the session actor; idempotent (``Runtime.close`` calls it)."""

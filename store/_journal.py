@@ -234,8 +234,10 @@ class Journal(abc.ABC):
         """Check every stored byte against the hash chain and the indexes.
 
         Damage is reported, not raised: the report's ``ok`` is False and it names the
-        first bad seq and why. ``after``: check only the records past it (a tail),
-        chained from the stored one at ``after``; ``decode``: decode every record too.
+        first bad seq and why. (A records database whose last key is no seq raises
+        ``JournalIntegrityError``, as opening the journal does.) ``after``: check only
+        the records past it (a tail), chained from the stored one at ``after``;
+        ``decode``: decode every record too.
         """
 
     @abc.abstractmethod

@@ -1360,7 +1360,9 @@ class LmdbJournal(Journal):
     def _read_pairs_txn(self, after: int) -> list[tuple[bytes, bytes]]:
         with self._env.begin(db=self._db_events) as txn:
             cursor = txn.cursor()
-            if not cursor.set_range(_seq_key(after + 1)):
+            # From the first key past seq ``after``'s own: a stray key sorted right after
+            # it (its key and more bytes) is read too, not jumped over to seq after + 1.
+            if not cursor.set_range(_seq_key(after) + b"\0"):
                 return []
             return list(itertools.islice(cursor.iternext(), _READ_CHUNK))
 

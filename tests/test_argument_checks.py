@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -207,23 +208,23 @@ def test_ids_of_the_wrong_type_are_named_not_looked_up() -> None:
         agent = rt.spawn("a")
         session = rt.memory.create_session("u")
         refused: dict[str, Callable[[], object]] = {
-            "private": lambda: agent.private(5),
-            "unhashable private": lambda: agent.private([]),
-            "correlation_id": lambda: rt.bus.reply(None),
-            "correlation_id (int)": lambda: rt.bus.reply(5),
-            "topic": lambda: rt.bus.subscribers([]),
-            "task_id": lambda: rt.bus.handoff("x", "a", 5, timeout=1.0),
-            "session_id": lambda: rt.memory.get_messages(5),
-            "session_id (add)": lambda: rt.memory.add_message([], "user", "hi"),
-            "session_id (prompt)": lambda: rt.memory.build_prompt_messages(None),
-            "session_id (context)": lambda: rt.memory.build_context("q", 5),
-            "session_id (delete)": lambda: rt.memory.delete_session(None),
-            "retrievers": lambda: rt.memory.set_retrievers("ab"),
-            "retriever": lambda: rt.memory.set_retrievers([object()]),
-            "children": lambda: rt.children(None),
+            "private keys are strings, got int": lambda: agent.private(5),
+            "private keys are strings, got list": lambda: agent.private([]),
+            "correlation_id must be a string, got NoneType": lambda: rt.bus.reply(None),
+            "correlation_id must be a string, got int": lambda: rt.bus.reply(5),
+            "topic must be a string, got list": lambda: rt.bus.subscribers([]),
+            "task_id must be a string, got int": lambda: rt.bus.handoff("x", "a", 5, timeout=1.0),
+            "session_id must be a string, got int": lambda: rt.memory.get_messages(5),
+            "session_id must be a string, got list": lambda: rt.memory.add_message([], "user", "hi"),
+            "session_id must be a string, got NoneType": lambda: rt.memory.build_prompt_messages(None),
+            "session_id must be a string, got float": lambda: rt.memory.build_context("q", 5.0),
+            "session_id must be a string, got bytes": lambda: rt.memory.delete_session(b"s"),
+            "retrievers is a sequence of retrievers, got str": lambda: rt.memory.set_retrievers("ab"),
+            "a retriever has a retrieve": lambda: rt.memory.set_retrievers([object()]),
+            "agent_id must be a string, got NoneType": lambda: rt.children(None),
         }
-        for call in refused.values():
-            with pytest.raises(TypeError):
+        for message, call in refused.items():
+            with pytest.raises(TypeError, match=re.escape(message)):
                 call()
         assert agent.private("missing") is None
         assert rt.memory.get_messages(session)  # the seed message: nothing above changed it
@@ -272,6 +273,7 @@ def test_journal_streams_and_config_text_check_their_types(tmp_path: Path) -> No
         assert journal.streams("agent/") == []
     with pytest.raises(TypeError, match="text is the YAML as str or bytes, got NoneType"):
         parse_config(None)
+    assert parse_config(bytearray(b"memory:\n  max_history: 3\n")).memory.max_history == 3
 
 
 def test_a_closed_runtime_refuses_a_broadcast() -> None:

@@ -40,7 +40,7 @@ __all__ = [
 
 
 def _check_text(text: object) -> None:
-    if not isinstance(text, str | bytes):
+    if not isinstance(text, str | bytes | bytearray):
         msg = f"text is the YAML as str or bytes, got {type(text).__name__}"
         raise TypeError(msg)
 

@@ -122,6 +122,8 @@ class TestConfig:
         with Runtime.open(config=_config(session_ttl=ttl), clock=FakeClock()) as rt:  # no ticker of its own
             rt.memory.start_ticker(sleep=sleep)
             assert done.wait(5)
+            with pytest.raises(RuntimeError, match="the session ticker runs already"):
+                rt.memory.start_ticker(sleep=sleep)  # one ticker per runtime
 
         assert waited == [MAX_WAIT]  # ttl / 2 would overflow the thread's wait and kill the ticker
         assert 5 * MAX_WAIT <= threading.TIMEOUT_MAX  # close waits five call_timeouts at most

@@ -276,15 +276,33 @@ class TestTamperEvidence:
             with pytest.raises(JournalRecordError, match=f"seq 7: a key that is no seq, {key.hex()}"):
                 list(journal.read())
 
-    def test_a_tail_check_reports_a_key_that_is_no_seq_in_its_tail(self, closed_journal: Path) -> None:
-        _raw_edit(closed_journal, lambda txn, events, _: txn.put(_seq(15) + b"\x00", b"junk", db=events))
+    @pytest.mark.parametrize(("stray_after", "first_bad"), [(15, 16), (10, 11)])
+    def test_a_tail_check_reports_a_key_that_is_no_seq_in_its_tail(
+        self, closed_journal: Path, stray_after: int, first_bad: int
+    ) -> None:
+        # right after the record the tail starts from, too: a read from there must not jump it
+        _raw_edit(
+            closed_journal, lambda txn, events, _: txn.put(_seq(stray_after) + b"\x00", b"junk", db=events)
+        )
 
         with Journal.open(closed_journal, readonly=True) as journal:
             report = journal.verify(after=10)
 
         assert not report.ok
-        assert report.first_bad_seq == 16
-        assert "no seq" in report.reason
+        assert report.first_bad_seq == first_bad
+        assert f"no seq, {(_seq(stray_after) + bytes(1)).hex()}" in report.reason
+
+    def test_a_key_that_is_no_seq_where_verify_reads_its_next_chunk_is_reported(self, tmp_path: Path) -> None:
+        path = tmp_path / "journal"
+        with Journal.open(path) as journal:
+            journal.append(make_events(1500))
+        _raw_edit(path, lambda txn, events, _: txn.put(_seq(1024) + b"\x00", b"junk", db=events))
+
+        report = _verify(path)
+
+        assert not report.ok
+        assert report.first_bad_seq == 1025
+        assert report.checked == 1024
 
     def test_a_removed_stream_head_is_reported(self, closed_journal: Path) -> None:
         _raw_edit(closed_journal, lambda txn, _, dbs: txn.delete(b"agent/a1", db=dbs[b"heads"]))
