@@ -32,6 +32,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Final
 
+import msgspec
 import pykka
 
 from cogfabric._errors import CogfabricError
@@ -133,22 +134,22 @@ def _error_copy(error: BaseException) -> BaseException:
     return twin
 
 
-class _Submission:
-    __slots__ = ("ack", "after", "applied", "events", "snapshot")
+class _Submission(msgspec.Struct, gc=False):
+    """One atomic change waiting for the writer: its events, and what to do once committed.
 
-    def __init__(
-        self,
-        events: Sequence[Event],
-        ack: Ack | None,
-        snapshot: tuple[str, bytes, str, int] | None,
-        after: Callable[[bool], None] | None = None,
-        applied: tuple[str, int] | None = None,
-    ) -> None:
-        self.events = events
-        self.ack = ack
-        self.snapshot = snapshot
-        self.after = after
-        self.applied = applied  # (agent id, seq): the agent applied the publication at seq
+    Not tracked by Python's cyclic garbage collector (``gc=False``), and its events are a
+    tuple (which the collector stops tracking at its first pass, as it holds only
+    untracked events): in batch durability thousands of them wait for each commit, and
+    as tracked objects they were promoted to the oldest generation and made the
+    collector run full passes over every object of the process. Nothing a
+    submission holds refers back to it.
+    """
+
+    events: tuple[Event, ...]
+    ack: Ack | None
+    snapshot: tuple[str, bytes, str, int] | None
+    after: Callable[[bool], None] | None = None
+    applied: tuple[str, int] | None = None  # (agent id, seq): the agent applied the publication at seq
 
 
 class JournalWriterActor(pykka.ThreadingActor):
@@ -424,7 +425,7 @@ class JournalWriter:
                 self._queued += len(events)
             ticket = next(self._tickets)
             ack = Ack(ticket) if want_ack else None
-            self._queue.append(_Submission(events, ack, snapshot, after, applied))
+            self._queue.append(_Submission(tuple(events), ack, snapshot, after, applied))
             ring = not self._scheduled
             self._scheduled = True
         if ring:

@@ -1017,25 +1017,39 @@ class LmdbJournal(Journal):
         prev = self._head_chain
         with self._env.begin(write=True) as txn:
             bodies, anchors, touched = self._bodies(txn, batch, payloads, keys)
-            records: list[tuple[bytes, bytes]] = []
-            copy = self._hasher.copy
-            for key, body in zip(keys, bodies, strict=True):
-                h = copy()
-                h.update(prev)
-                h.update(body)
-                prev = h.digest()
-                records.append((key, body + prev))
-            ids = list(zip(id_raws, keys, strict=True))
-            if ids and not self._put_records(txn, ids, records, anchors, touched):
+            links = [prev]  # the chain's last link, once the records are put
+            records = self._linked(keys, bodies, links)
+            if keys and not self._put_records(
+                txn, zip(id_raws, keys, strict=True), records, anchors, touched
+            ):
                 txn.abort()
                 return self._stored_seqs(id_raws, known or {})
-            if ids:
+            prev = links[-1]
+            if keys:
                 txn.put(_META_HEAD, keys[-1] + prev, db=self._db_meta)
             last = first + len(keys) - 1
             for snapshot in snapshots:
                 self._put_snapshot(txn, snapshot, last)
         self._committed(last, prev, touched)
         return list(range(first, last + 1)) if seqs is None else seqs
+
+    def _linked(
+        self, keys: list[bytes], bodies: list[bytes], links: list[bytes]
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Each record's key and stored value, its body and chain link; the last link goes to ``links``.
+
+        A generator that ``putmulti`` consumes: each pair is freed once it is put, so a
+        commit leaves no thousand tuples for the garbage collector to count and scan.
+        """
+        prev = links[-1]
+        copy = self._hasher.copy
+        for key, body in zip(keys, bodies, strict=True):
+            h = copy()
+            h.update(prev)
+            h.update(body)
+            prev = h.digest()
+            yield key, body + prev
+        links.append(prev)
 
     def _bodies(
         self,
@@ -1082,8 +1096,8 @@ class LmdbJournal(Journal):
     def _put_records(
         self,
         txn: lmdb.Transaction[bytes],
-        ids: list[tuple[bytes, bytes]],
-        records: list[tuple[bytes, bytes]],
+        ids: Iterable[tuple[bytes, bytes]],
+        records: Iterable[tuple[bytes, bytes]],
         anchors: list[tuple[bytes, bytes]],
         touched: dict[str, list[Any]],
     ) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import threading
@@ -352,6 +353,29 @@ def test_a_group_commit_holds_at_most_group_commit_max_events_and_never_splits_a
 
         assert gated.batches == [1, 2, 3, 5, 3]  # 2 | 2+1 | 5 alone (atomic) | 1+1+1
         assert [r.event.key for r in gated.read()] == [f"k{i}" for i in range(n)]
+    finally:
+        gated.gate.set()
+        writer.stop(WAIT)
+
+
+def test_changes_waiting_for_the_writer_are_left_out_of_the_garbage_collectors_scans(
+    gated: GatedJournal,
+) -> None:
+    # In batch durability thousands of changes wait for each commit; tracked, they were
+    # promoted to the oldest generation and made every full collection scan them.
+    writer = JournalWriter(gated, group_commit_max=1000, call_timeout=WAIT, backlog_max=1000)  # type: ignore[arg-type]
+    try:
+        writer.submit_nowait([event(0)])
+        assert gated.entered.wait(WAIT)  # the writer is stuck in event 0's append
+        for i in range(1, 101):
+            writer.submit_nowait([event(i)])
+        gc.collect()
+        waiting = list(writer._queue)
+        assert len(waiting) == 100
+        assert not [s for s in waiting if gc.is_tracked(s) or gc.is_tracked(s.events)]
+        gated.gate.set()
+        writer.flush(WAIT)
+        assert [r.event.key for r in gated.read()] == [f"k{i}" for i in range(101)]
     finally:
         gated.gate.set()
         writer.stop(WAIT)
