@@ -28,7 +28,8 @@ the median):
   is 5 ms), restored after each run: in the runs we made, the longer interval did away
   with the spread-out runs (README, "Performance"). Beside each run, its CPU time
   (``getrusage``: the process's user and system time), the
-  journal writer thread's own CPU time (its ``pthread_getcpuclockid`` clock), and the
+  journal writer thread's own CPU time (its ``pthread_getcpuclockid`` clock), the
+  cyclic garbage collector's passes (how many, how many full, their time), and the
   voluntary context switches per delivery: what the run spent, and on what.
 * Ring, sync durability, 1,000 agents: acknowledged state changes per second (one
   ``PrivateSet`` per delivery, durable before the behavior goes on), and all journaled
@@ -323,6 +324,9 @@ class CpuMeter:
     ``JournalWriterActor`` (Pykka names threads after their actor class) that did not
     exist before the runtime opened (``existing``: a stopped runtime's writer thread may
     still be finishing); without one (a memory-only runtime) its figure is left out.
+    Beside them, Python's cyclic garbage collector: how many passes it made, how many of
+    them full (the oldest generation, which scans every tracked object of the process),
+    and the time they took (a ``gc.callbacks`` hook; passes never overlap).
     """
 
     def __init__(self, existing: set[int | None]) -> None:
@@ -331,6 +335,17 @@ class CpuMeter:
         self._writer_clock: int | None = None
         self._writer_start = 0.0
         self._figures: dict[str, float] = {}
+        self._gc_began = 0.0
+        self._gc = {"gc_passes": 0.0, "gc_full_passes": 0.0, "gc_seconds": 0.0}
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_began = time.perf_counter()
+            return
+        self._gc["gc_seconds"] += time.perf_counter() - self._gc_began
+        self._gc["gc_passes"] += 1
+        if info["generation"] == 2:  # the oldest generation
+            self._gc["gc_full_passes"] += 1
 
     def start(self) -> None:
         writers = [
@@ -342,10 +357,13 @@ class CpuMeter:
         if len(writers) == 1 and writers[0].ident is not None:
             self._writer_clock = time.pthread_getcpuclockid(writers[0].ident)
             self._writer_start = time.clock_gettime(self._writer_clock)
+        self._gc = dict.fromkeys(self._gc, 0.0)
+        gc.callbacks.append(self._on_gc)
         self._usage = resource.getrusage(resource.RUSAGE_SELF)
 
     def stop(self) -> None:
         after = resource.getrusage(resource.RUSAGE_SELF)
+        gc.callbacks.remove(self._on_gc)
         before = self._usage
         assert before is not None, "stop() before start()"
         system = after.ru_stime - before.ru_stime
@@ -354,6 +372,7 @@ class CpuMeter:
             "system_seconds": system,
             "voluntary_switches": float(after.ru_nvcsw - before.ru_nvcsw),
         }
+        self._figures.update(self._gc)
         if self._writer_clock is not None:
             self._figures["writer_cpu_seconds"] = time.clock_gettime(self._writer_clock) - self._writer_start
 
@@ -761,12 +780,13 @@ def _bunching(samples: list[Sample]) -> str:
 
 
 def _run_figures(sample: Sample) -> str:
-    """One ring run: its time, bunching, CPU (system, the writer's), context switches a delivery."""
+    """One ring run: its time, bunching, CPU (system, the writer's, the collector's), switches a delivery."""
     x = sample.extra
     writer = f", writer {x['writer_cpu_seconds']:.2f}" if "writer_cpu_seconds" in x else ""
     return (
         f"{sample.seconds:.2f} {x['bunched']:.0%} "
-        f"(CPU {x['cpu_seconds']:.2f}: system {x['system_seconds']:.2f}{writer}; "
+        f"(CPU {x['cpu_seconds']:.2f}: system {x['system_seconds']:.2f}{writer}, "
+        f"gc {x['gc_seconds']:.2f} in {x['gc_passes']:.0f} passes, {x['gc_full_passes']:.0f} full; "
         f"{x['switches_per_delivery']:.2f} switches/delivery)"
     )
 
