@@ -48,15 +48,16 @@ def test_the_script_runs_and_writes_its_results(tmp_path: Path, script: str) -> 
 
 
 _RING_RUN = re.compile(
-    r"(\d+\.\d+) (\d+)% \(CPU (\d+\.\d+): system (\d+\.\d+)(?:, writer (\d+\.\d+))?; "
-    r"(\d+\.\d+) switches/delivery\)"
+    r"(\d+\.\d+) (\d+)% \(CPU (\d+\.\d+): system (\d+\.\d+)(?:, writer (\d+\.\d+))?, "
+    r"gc (\d+\.\d+) in (\d+) passes, (\d+) full; (\d+\.\d+) switches/delivery\)"
 )
 
 
 def test_the_ring_reports_how_bunched_each_run_was_and_where_its_cpu_went(tmp_path: Path) -> None:
     # Ring runs are bimodal; each run's share of deliveries that found more mail waiting
     # tells a convoy run from a spread-out one, so the note must carry it per run, with
-    # the run's CPU time, its system share and (with a journal) the writer thread's.
+    # the run's CPU time, its system share, (with a journal) the writer thread's and the
+    # garbage collector's passes.
     out = tmp_path / "out.json"
     options = "--only ring-batch --ring-batch-agents 4 --ring-batch-hops 10 --repeat 2 --timeout 120"
     options += f" --dir {tmp_path} --json {out}"
@@ -75,8 +76,9 @@ def test_the_ring_reports_how_bunched_each_run_was_and_where_its_cpu_went(tmp_pa
     for workload, note in rings.items():
         runs = _RING_RUN.findall(note)
         assert len(runs) == 2, note
-        for _seconds, bunched, cpu, _system, writer, _switches in runs:
+        for _seconds, bunched, cpu, _system, writer, _gc_seconds, passes, full, _switches in runs:
             assert 0 <= int(bunched) <= 100
+            assert int(full) <= int(passes)
             journaled = "memory-only" not in workload
             assert bool(writer) == journaled, note  # the writer's own clock, with a journal only
             assert not writer or float(writer) <= float(cpu) + 0.01  # a part of the process's
