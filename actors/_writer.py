@@ -141,8 +141,10 @@ class _Submission(msgspec.Struct, gc=False):
     tuple (which the collector stops tracking at its first pass, as it holds only
     untracked events): in batch durability thousands of them wait for each commit, and
     as tracked objects they were promoted to the oldest generation and made the
-    collector run full passes over every object of the process. Nothing a
-    submission holds refers back to it.
+    collector run full passes over every object of the process. The collector cannot
+    free a cycle through an untracked object, so once settled a submission lets go of
+    its ack and its post-commit action (``JournalWriter._run_after``): an ack may hold
+    an error whose traceback leads back to the submission.
     """
 
     events: tuple[Event, ...]
@@ -666,10 +668,19 @@ class JournalWriter:
 
     @staticmethod
     def _run_after(taken: list[_Submission], *, committed: bool) -> None:
+        """Run each submission's post-commit action, once its ack is resolved; then let both go.
+
+        Every path that settles a submission ends here. A submission is not tracked by
+        the cyclic garbage collector, so no cycle may pass through it, and a settled one
+        would close one: its ack holds the error, whose traceback holds the frame that
+        holds the submission.
+        """
         for submission in taken:
-            if submission.after is not None:
+            after = submission.after
+            submission.ack = submission.after = None
+            if after is not None:
                 try:
-                    submission.after(committed)
+                    after(committed)
                 except Exception:
                     log.exception("a post-commit action failed")
 

@@ -342,7 +342,10 @@ class CpuMeter:
         if phase == "start":
             self._gc_began = time.perf_counter()
             return
+        if not self._gc_began:
+            return  # the end of a pass that began before the hook was added
         self._gc["gc_seconds"] += time.perf_counter() - self._gc_began
+        self._gc_began = 0.0
         self._gc["gc_passes"] += 1
         if info["generation"] == 2:  # the oldest generation
             self._gc["gc_full_passes"] += 1
@@ -358,12 +361,13 @@ class CpuMeter:
             self._writer_clock = time.pthread_getcpuclockid(writers[0].ident)
             self._writer_start = time.clock_gettime(self._writer_clock)
         self._gc = dict.fromkeys(self._gc, 0.0)
+        self._gc_began = 0.0
         gc.callbacks.append(self._on_gc)
         self._usage = resource.getrusage(resource.RUSAGE_SELF)
 
     def stop(self) -> None:
         after = resource.getrusage(resource.RUSAGE_SELF)
-        gc.callbacks.remove(self._on_gc)
+        self.detach()
         before = self._usage
         assert before is not None, "stop() before start()"
         system = after.ru_stime - before.ru_stime
@@ -375,6 +379,11 @@ class CpuMeter:
         self._figures.update(self._gc)
         if self._writer_clock is not None:
             self._figures["writer_cpu_seconds"] = time.clock_gettime(self._writer_clock) - self._writer_start
+
+    def detach(self) -> None:
+        """Stop counting the collector's passes (``stop`` does; a failed run must too)."""
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
 
     def figures(self, *, deliveries: int) -> dict[str, float]:
         """The figures of the last run, with context switches per delivery."""
@@ -430,7 +439,10 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
             made = 3 * agents * hops if journal is None else journal.last_seq - before
             return {"events": made, "changes": agents * hops}
 
-        sample = _clock(body)
+        try:
+            sample = _clock(body)
+        finally:
+            cpu.detach()
         sample.extra["bunched"] = tracker.bunched()
         sample.extra.update(cpu.figures(deliveries=agents * hops))
         dead = runtime.bus.dead_letters()

@@ -7,6 +7,7 @@ import logging
 import math
 import threading
 import traceback
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -17,6 +18,7 @@ from cogfabric.events import PrivateSet
 from cogfabric.store import (
     InvalidStreamError,
     Journal,
+    JournalConflictError,
     JournalFailedError,
     JournalFullError,
     JournalStillFullError,
@@ -379,6 +381,33 @@ def test_changes_waiting_for_the_writer_are_left_out_of_the_garbage_collectors_s
     finally:
         gated.gate.set()
         writer.stop(WAIT)
+
+
+def test_a_refused_change_and_its_error_are_freed_once_its_waiter_has_it(tmp_path: Path) -> None:
+    # A waiting change is not tracked by the cyclic collector, so a cycle through it is
+    # never freed; its ack holds the error, whose traceback leads back to it (found by
+    # review: every refusal and the writer itself were kept for good).
+    with Journal.open(tmp_path / "j") as journal:
+        writer = JournalWriter(journal, group_commit_max=100, call_timeout=WAIT)
+        stored = PrivateSet(at=1.0, agent="a", key="k", value=1, id="X")
+        ack = writer.submit([stored])
+        assert ack is not None
+        ack.wait(WAIT)
+        errors = []
+        for i in range(5):
+            ack = writer.submit([PrivateSet(at=1.0, agent="a", key="k", value=2 + i, id="X")])
+            assert ack is not None
+            with pytest.raises(JournalConflictError):
+                ack.wait(WAIT)
+            assert ack.error is not None
+            errors.append(weakref.ref(ack.error))
+        writer.stop(WAIT)
+        stopped = weakref.ref(writer)
+        del ack, writer
+        gc.collect()
+
+        assert [ref() for ref in errors] == [None] * 5
+        assert stopped() is None
 
 
 def test_an_ack_wait_of_nan_or_less_does_not_wait_and_of_inf_waits_as_long_as_it_can() -> None:
