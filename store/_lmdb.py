@@ -1017,14 +1017,20 @@ class LmdbJournal(Journal):
         prev = self._head_chain
         with self._env.begin(write=True) as txn:
             bodies, anchors, touched = self._bodies(txn, batch, payloads, keys)
-            links = [prev]  # the chain's last link, once the records are put
-            records = self._linked(keys, bodies, links)
-            if keys and not self._put_records(
-                txn, zip(id_raws, keys, strict=True), records, anchors, touched
-            ):
+            values: list[bytes] = []
+            copy = self._hasher.copy
+            for body in bodies:
+                h = copy()
+                h.update(prev)
+                h.update(body)
+                prev = h.digest()
+                values.append(body + prev)
+            # zip hands putmulti one reused pair after another: no thousand tuples a
+            # commit for the garbage collector to count and scan
+            ids = zip(id_raws, keys, strict=True)
+            if keys and not self._put_records(txn, ids, zip(keys, values, strict=True), anchors, touched):
                 txn.abort()
                 return self._stored_seqs(id_raws, known or {})
-            prev = links[-1]
             if keys:
                 txn.put(_META_HEAD, keys[-1] + prev, db=self._db_meta)
             last = first + len(keys) - 1
@@ -1032,24 +1038,6 @@ class LmdbJournal(Journal):
                 self._put_snapshot(txn, snapshot, last)
         self._committed(last, prev, touched)
         return list(range(first, last + 1)) if seqs is None else seqs
-
-    def _linked(
-        self, keys: list[bytes], bodies: list[bytes], links: list[bytes]
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """Each record's key and stored value, its body and chain link; the last link goes to ``links``.
-
-        A generator that ``putmulti`` consumes: each pair is freed once it is put, so a
-        commit leaves no thousand tuples for the garbage collector to count and scan.
-        """
-        prev = links[-1]
-        copy = self._hasher.copy
-        for key, body in zip(keys, bodies, strict=True):
-            h = copy()
-            h.update(prev)
-            h.update(body)
-            prev = h.digest()
-            yield key, body + prev
-        links.append(prev)
 
     def _bodies(
         self,
