@@ -20,6 +20,7 @@ from cogfabric import (
     RuntimeClosedError,
 )
 from cogfabric.actors import Config, JournalConfig, RuntimeConfig
+from cogfabric.actors._runtime import _STOP_WINDOW
 from cogfabric.events import PrivateSet
 from cogfabric.store import Journal, JournalFailedError
 
@@ -390,3 +391,54 @@ def test_an_interrupted_close_leaves_the_journal_to_the_writer_and_loses_nothing
     lock.release()
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as reopened:
         assert dict(reopened.agent("a").context_view().private) == {f"k{i}": i for i in range(8)}
+
+
+def test_close_asks_a_window_of_agents_to_stop_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Thousands of threads woken at once spend close() fighting over the GIL: close()
+    # keeps at most _STOP_WINDOW agents asked to stop and not yet stopped.
+    rt = Runtime.open(None, clock=FakeClock())
+    agents = rt.spawn_many([{}] * (3 * _STOP_WINDOW + 5))
+    refs = [rt._entry(agent.id).ref for agent in agents]
+    asked: list[Any] = []
+    most: list[int] = []
+    stop = type(refs[0]).stop
+
+    def counting_stop(ref: Any, **kwargs: Any) -> Any:
+        if ref in refs:  # not the session actor, stopped after the agents
+            asked.append(ref)
+            most.append(sum(not one.actor_stopped.is_set() for one in asked))
+        return stop(ref, **kwargs)
+
+    monkeypatch.setattr(type(refs[0]), "stop", counting_stop)
+    rt.close()
+
+    assert len(asked) == len(refs)
+    assert all(ref.actor_stopped.is_set() for ref in refs)
+    assert max(most) <= _STOP_WINDOW
+
+
+def test_close_does_not_wait_for_a_busy_agent_before_stopping_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    config = _config(call_timeout=30.0)
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    rt = Runtime.open(None, config=config, clock=FakeClock(), behaviors=behaviors)
+    busy = rt.spawn("busy", behavior="gated")  # first: the oldest of close()'s first window
+    others = [rt._entry(agent.id).ref for agent in rt.spawn_many([{}] * (3 * _STOP_WINDOW))]
+    busy_ref = rt._entry(busy.id).ref
+    rt.bus.send("x", "busy", "work")
+    assert entered.wait(10)
+    try:
+        with caplog.at_level("WARNING", logger="cogfabric.actors._runtime"):
+            closer, outcome = _in_thread(rt.close)
+            assert all(ref.actor_stopped.wait(10) for ref in others)  # while "busy" still works
+            assert not busy_ref.actor_stopped.is_set()
+    finally:
+        gate.set()
+    closer.join(30)
+
+    assert not closer.is_alive()
+    assert outcome == [None]
+    assert busy_ref.actor_stopped.is_set()
+    assert "did not stop" not in caplog.text
