@@ -70,8 +70,8 @@ _STOP_WINDOW: Final = 32
 agent's thread; thousands woken at once spend close() fighting over the GIL (10,000
 idle agents: 2-4 s asked all at once, about 0.8 s this many at a time)."""
 _STOP_PATIENCE: Final = 0.05
-"""How long close() waits for the oldest agent of its window before it moves on and
-waits for that one (still busy in its behavior) last."""
+"""How long close() waits for the oldest agent of its window before it moves on, and
+waits for those of the window not yet stopped (still busy in their behavior) last."""
 _MAX_STREAM_BYTES = 255  # the journal's limit on a stream name (store/_lmdb.py)
 
 
@@ -1231,31 +1231,45 @@ class Runtime:
     def _stop_agents(self, entries: list[_Entry]) -> None:
         """Stop every agent actor; all together wait ``call_timeout`` at most.
 
-        At most ``_STOP_WINDOW`` are asked and not yet stopped at a time; one still busy in
-        its behavior is waited for last, so it does not hold up the others.
+        At most ``_STOP_WINDOW`` are asked and not yet stopped at a time. When the oldest
+        of them has not stopped within ``_STOP_PATIENCE``, those of the window not yet
+        stopped (busy in their behavior, most likely) are waited for last, so they do not
+        hold up the others. Whatever interrupts it, every agent is asked to stop.
         """
         deadline = time.monotonic() + self._core.call_timeout
 
-        def stopped(future: pykka.Future[bool], patience: float = math.inf) -> bool:
-            try:
-                future.get(timeout=max(0.0, min(patience, deadline - time.monotonic())))
+        def stopped(future: pykka.Future[bool], until: float) -> bool:
+            try:  # a dead actor's future gives False: it stopped before
+                future.get(timeout=max(0.0, until - time.monotonic()))
             except pykka.Timeout:
                 return False
-            except pykka.ActorDeadError:
-                pass  # it stopped
             return True
 
         me = threading.current_thread()
-        asked: collections.deque[pykka.Future[bool]] = collections.deque()
-        busy: list[pykka.Future[bool]] = []
-        for entry in entries:
-            future = entry.ref.stop(block=False)  # never raises
-            if entry.shared.thread is me:
-                continue  # close() called from this agent's behavior: it stops once it returns
-            asked.append(future)
-            if len(asked) >= _STOP_WINDOW and not stopped(oldest := asked.popleft(), _STOP_PATIENCE):
-                busy.append(oldest)
-        late = sum(not stopped(future) for future in itertools.chain(asked, busy))
+        window: collections.deque[tuple[pykka.ActorRef[Any], pykka.Future[bool]]] = collections.deque()
+        busy: list[tuple[pykka.ActorRef[Any], pykka.Future[bool]]] = []
+        asked = 0
+        try:
+            for entry in entries:
+                future = entry.ref.stop(block=False)  # never raises
+                asked += 1
+                if entry.shared.thread is me:
+                    continue  # close() called from this agent's behavior: it stops once it returns
+                window.append((entry.ref, future))
+                if len(window) < _STOP_WINDOW:
+                    continue
+                if stopped(window[0][1], min(deadline, time.monotonic() + _STOP_PATIENCE)):
+                    window.popleft()
+                else:
+                    busy += (pair for pair in window if not pair[0].actor_stopped.is_set())
+                    window.clear()
+        except BaseException:
+            for entry in entries[asked:]:
+                entry.ref.stop(block=False)  # no agent is left running once close() gave up on it
+            raise
+        # those asked last get a moment even when the deadline passed while they were asked
+        until = max(deadline, time.monotonic() + _STOP_PATIENCE)
+        late = sum(not stopped(future, until) for _, future in itertools.chain(window, busy))
         if late:
             log.warning("%d agent actors did not stop within %s s", late, self._core.call_timeout)
 

@@ -870,9 +870,7 @@ def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path |
 
         def spawn_note(samples: list[Sample]) -> str:
             how = methods[0] if methods else "?"
-            return (
-                f"{how}; peak RSS +{median_extra(samples, 'peak_rss_mib'):,.0f} MiB (VmHWM, child)"
-            )
+            return f"{how}; peak RSS +{median_extra(samples, 'peak_rss_mib'):,.0f} MiB (VmHWM, child)"
 
         row = RowSpec(label, "agents", note=spawn_note)
         closing = RowSpec(f"close() of those {s.spawn_agents:,} agents", "agents", seconds="close_seconds")

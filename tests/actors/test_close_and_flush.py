@@ -429,16 +429,60 @@ def test_close_does_not_wait_for_a_busy_agent_before_stopping_the_others(
     busy_ref = rt._entry(busy.id).ref
     rt.bus.send("x", "busy", "work")
     assert entered.wait(10)
-    try:
-        with caplog.at_level("WARNING", logger="cogfabric.actors._runtime"):
+    with caplog.at_level("WARNING", logger="cogfabric.actors._runtime"):
+        try:
             closer, outcome = _in_thread(rt.close)
             assert all(ref.actor_stopped.wait(10) for ref in others)  # while "busy" still works
             assert not busy_ref.actor_stopped.is_set()
-    finally:
-        gate.set()
-    closer.join(30)
+        finally:
+            gate.set()
+        closer.join(30)
 
     assert not closer.is_alive()
     assert outcome == [None]
     assert busy_ref.actor_stopped.is_set()
     assert "did not stop" not in caplog.text
+
+
+def test_agents_busy_past_call_timeout_do_not_make_close_ask_the_idle_ones_late(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Two windows of agents busy past call_timeout, then idle ones: close() waits for
+    # the busy ones a window at a time, not 50 ms each, so the idle ones are asked to
+    # stop within call_timeout and only the busy ones are reported.
+    entered, gate = threading.Event(), threading.Event()
+    busy_count = 2 * _STOP_WINDOW
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    rt = Runtime.open(None, config=_config(call_timeout=1.0), clock=FakeClock(), behaviors=behaviors)
+    busy = rt.spawn_many([{"agent_id": f"busy-{i}", "behavior": "gated"} for i in range(busy_count)])
+    idle = [rt._entry(agent.id).ref for agent in rt.spawn_many([{}] * 20)]
+    for agent in busy:
+        rt.bus.send("x", agent.id, "work")
+    held = [rt._entry(agent.id) for agent in busy]  # each handles its message before a stop
+    try:
+        with caplog.at_level("WARNING", logger="cogfabric.actors._runtime"):
+            rt.close()
+        assert all(ref.actor_stopped.is_set() for ref in idle)
+        assert f"{busy_count} agent actors did not stop within 1.0 s" in caplog.text
+    finally:
+        gate.set()
+    assert all(entry.ref.actor_stopped.wait(10) for entry in held)
+
+
+def test_an_interrupted_close_still_asks_every_agent_to_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = Runtime.open(None, clock=FakeClock())
+    refs = [rt._entry(agent.id).ref for agent in rt.spawn_many([{}] * (2 * _STOP_WINDOW))]
+    stop = type(refs[0]).stop
+    calls: list[Any] = []
+
+    def interrupted_once(ref: Any, **kwargs: Any) -> Any:
+        calls.append(ref)
+        if len(calls) == _STOP_WINDOW + 3:
+            raise KeyboardInterrupt
+        return stop(ref, **kwargs)
+
+    monkeypatch.setattr(type(refs[0]), "stop", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        rt.close()
+
+    assert all(ref.actor_stopped.wait(10) for ref in refs)
