@@ -43,6 +43,10 @@ the median):
   ``ru_maxrss``, which survives ``exec``), measured in a fresh child process per run so
   that earlier workloads do not mask it. A second row times the ``close()`` that follows:
   flush, stop every agent, close the journal.
+* Fan-out, batch durability: one ``bus.broadcast`` to 1,000 and to 10,000 idle agents,
+  timed until every behavior has handled it, and one ``publish_task_context`` to as
+  many, timed until each has applied it; the 10,000 again under the longer GIL switch
+  interval. Every recipient's thread wakes at once: how that scales with their number.
 * Recovery: a journal of 1,000 agents and 1,000,000 ``PrivateSet`` events (built once per
   run, directly with ``Journal.open(path, sync=False)``; in a second copy with a snapshot
   every 200 events of each agent), reopened with ``Runtime.open(path, verify=...)``,
@@ -114,7 +118,7 @@ SNAPSHOT_EVERY: Final = 200
 RECOVERY_BATCH: Final = 10_000
 SPAWN_THREADS: Final = 8
 HANDLE_THREADS: Final = (1, 4, 16)
-GROUPS: Final = ("ring-batch", "ring-sync", "handle", "spawn", "recovery")
+GROUPS: Final = ("ring-batch", "ring-sync", "handle", "spawn", "fanout", "recovery")
 
 TARGET_RING_BATCH_RATIO: Final = 0.25
 TARGET_RING_SYNC_RATE: Final = 5_000.0
@@ -137,6 +141,7 @@ class Settings:
     handle_ops: int
     handle_sync_ops: int
     spawn_agents: int
+    fanout_agents: int
     recovery_agents: int
     recovery_events: int
     repeat: int
@@ -156,6 +161,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add("--handle-ops", type=positive, default=None, help="set_private calls per batch run (40,000)")
     add("--handle-sync-ops", type=positive, default=None, help="set_private calls per sync run (3,000)")
     add("--spawn-agents", type=positive, default=None, help="agents spawned at once (10,000)")
+    add("--fanout-agents", type=positive, default=None, help="recipients of the largest fan-out (10,000)")
     add("--recovery-agents", type=positive, default=None, help="agents of the recovery journal (1,000)")
     add("--recovery-events", type=positive, default=None, help="PrivateSet events in it (1,000,000)")
     add("--repeat", type=positive, default=None, help="runs per measurement; median shown (3)")
@@ -192,6 +198,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, Path | None
         handle_ops=pick(args.handle_ops, 40_000, 2_000),
         handle_sync_ops=pick(args.handle_sync_ops, 3_000, 200),
         spawn_agents=pick(args.spawn_agents, 10_000, 1_000),
+        fanout_agents=pick(args.fanout_agents, 10_000, 500),
         recovery_agents=pick(args.recovery_agents, 1_000, 100),
         recovery_events=pick(args.recovery_events, 1_000_000, 50_000),
         repeat=pick(args.repeat, 3, 1),
@@ -693,6 +700,82 @@ def spawning(count: int, methods: list[str]) -> Timed:
     return run
 
 
+# ------------------------------------------------------------------ fan-out
+
+
+class Counted:
+    """Counts the messages its agents handled; ``done`` once ``expected`` were."""
+
+    def __init__(self, expected: int) -> None:
+        self._lock = threading.Lock()
+        self._left = expected
+        self.done = threading.Event()
+
+    def handled(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                self.done.set()
+
+
+class CountingBehavior:
+    def __init__(self, counted: Counted) -> None:
+        self._counted = counted
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+        self._counted.handled()
+
+
+FanoutKind = Literal["broadcast", "publish"]
+
+
+def fanout(kind: FanoutKind, agents: int, timeout: float, switch_interval: float | None) -> Timed:
+    """One message to ``agents`` idle agents at once, batch durability: until every one has it.
+
+    ``broadcast``: ``runtime.bus.broadcast`` to every agent (each subscribed to the topic),
+    timed until each agent's behavior has handled it. ``publish``:
+    ``runtime.publish_task_context`` to the task of every agent, timed until each has
+    applied it (a read of each agent's task layer, after ``flush()``). With
+    ``switch_interval``, under that GIL switch interval (restored after).
+    """
+
+    def run(path: Path) -> Sample:
+        counted = Counted(agents)
+        behaviors = {"count": functools.partial(CountingBehavior, counted)}
+        ids = [f"f{i:05d}" for i in range(agents)]
+        specs = [{"agent_id": a, "task_id": "fan", "behavior": "count"} for a in ids]
+        default = sys.getswitchinterval()
+        with Runtime.open(path / "journal", config=runtime_settings("batch"), behaviors=behaviors) as runtime:
+            spawn_agents(runtime, specs)
+            for agent_id in ids:
+                runtime.bus.subscribe(agent_id, "news")
+            runtime.flush()
+
+            def body() -> dict[str, int]:
+                if kind == "broadcast":
+                    delivered = runtime.bus.broadcast("driver", "news", {"n": 1})
+                    if delivered != agents or not counted.done.wait(timeout):
+                        msg = f"broadcast to {agents}: {delivered} delivered, not all handled in {timeout} s"
+                        raise FabricBroken(msg)
+                else:
+                    reached = runtime.publish_task_context("fan", {"round": 1})
+                    runtime.flush()
+                    applied = sum(runtime.agent(a).task_context() == {"round": 1} for a in ids)
+                    if len(reached) != agents or applied != agents:
+                        msg = f"publish to {agents} agents: {len(reached)} reached, {applied} applied"
+                        raise FabricBroken(msg)
+                return {"agents": agents}
+
+            if switch_interval is not None:
+                sys.setswitchinterval(switch_interval)
+            try:
+                return _clock(body)
+            finally:
+                sys.setswitchinterval(default)
+
+    return run
+
+
 # ------------------------------------------------------------------ recovery
 
 
@@ -804,6 +887,27 @@ def _run_figures(sample: Sample) -> str:
     )
 
 
+def fanout_workloads(s: Settings) -> list[Workload]:
+    """A broadcast and a publication to a tenth of ``fanout_agents``, to all, and to all
+    under the longer switch interval: how a message to every agent scales."""
+    out: list[Workload] = []
+    small = max(1, s.fanout_agents // 10)
+    ms = f"{s.switch_interval * 1000:g} ms"
+    kinds: tuple[tuple[FanoutKind, str, str], ...] = (
+        ("broadcast", "bus.broadcast", "until every behavior handled it"),
+        ("publish", "publish_task_context", "until each applied it"),
+    )
+    for kind, call, what in kinds:
+        cases: list[tuple[int, float | None, str]] = [(small, None, ""), (s.fanout_agents, None, "")]
+        cases.append((s.fanout_agents, s.switch_interval, f", switch interval {ms}"))
+        for n, interval, suffix in cases:
+            label = f"{call} to {n:,} agents{suffix}: {what}"
+            out.append(
+                Workload(label, "fanout", fanout(kind, n, s.timeout, interval), (RowSpec(label, "agents"),))
+            )
+    return out
+
+
 def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path | None) -> list[Workload]:
     s = settings
     out: list[Workload] = []
@@ -875,6 +979,8 @@ def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path |
         row = RowSpec(label, "agents", note=spawn_note)
         closing = RowSpec(f"close() of those {s.spawn_agents:,} agents", "agents", seconds="close_seconds")
         out.append(Workload(label, "spawn", spawning(s.spawn_agents, methods), (row, closing)))
+    if "fanout" in s.only:
+        out.extend(fanout_workloads(s))
     if "recovery" in s.only:
         assert recovery_dir is not None
         out.extend(recovery_workloads(settings, recovery_dir))

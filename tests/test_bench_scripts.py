@@ -17,7 +17,7 @@ TINY = {
     "journal_append.py": "--events 2000 --single-events 10 --hash-records 2000 --repeat 2 --ablate",
     "fabric.py": (
         "--ring-batch-agents 4 --ring-batch-hops 10 --ring-sync-agents 4 --ring-sync-hops 5"
-        " --handle-ops 200 --handle-sync-ops 20 --spawn-agents 20"
+        " --handle-ops 200 --handle-sync-ops 20 --spawn-agents 20 --fanout-agents 20"
         " --recovery-agents 4 --recovery-events 2000 --repeat 1 --timeout 120"
     ),
     "sessions.py": (
@@ -82,3 +82,26 @@ def test_the_ring_reports_how_bunched_each_run_was_and_where_its_cpu_went(tmp_pa
             journaled = "memory-only" not in workload
             assert bool(writer) == journaled, note  # the writer's own clock, with a journal only
             assert not writer or float(writer) <= float(cpu) + 0.01  # a part of the process's
+
+
+def test_the_fan_out_reaches_every_agent_at_both_sizes_and_both_switch_intervals(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    options = f"--only fanout --fanout-agents 30 --repeat 1 --timeout 120 --dir {tmp_path} --json {out}"
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "fabric.py"), *options.split()],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {row["workload"]: row["count"] for row in json.loads(out.read_text())["results"]}
+    assert rows == {
+        "bus.broadcast to 3 agents: until every behavior handled it": 3,
+        "bus.broadcast to 30 agents: until every behavior handled it": 30,
+        "bus.broadcast to 30 agents, switch interval 50 ms: until every behavior handled it": 30,
+        "publish_task_context to 3 agents: until each applied it": 3,
+        "publish_task_context to 30 agents: until each applied it": 30,
+        "publish_task_context to 30 agents, switch interval 50 ms: until each applied it": 30,
+    }
