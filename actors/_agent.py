@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
 
 import msgspec
 import pykka
@@ -59,13 +59,14 @@ if TYPE_CHECKING:
     from ._core import Core
     from ._memory import MemoryManager
 
-__all__ = ["AgentActor", "AgentContext", "Behavior", "Shared", "on_agent_thread"]
+__all__ = ["AgentActor", "AgentContext", "Behavior", "FanOut", "Shared", "on_agent_thread"]
 
 log = logging.getLogger(__name__)
 
 CALL: Final = 0
 IPC: Final = 1
 PUBLISH: Final = 2
+PACED: Final = 3  # (PACED, message, window): handle message, then give the fan-out window its slot back
 
 
 @runtime_checkable
@@ -158,8 +159,55 @@ class MailboxSlots:
         """How many slots are free now (below zero after ``take`` on a full mailbox)."""
         return self._free
 
+    @property
+    def empty(self) -> bool:
+        """Whether no message waits in the mailbox: a new one may wake an idle agent."""
+        return self._free >= self._size
+
     def _has_free(self) -> bool:
         return self._free > 0 or self._closed
+
+
+class FanOut:
+    """Paces one message to many agents, so that few idle agents wake at once.
+
+    Every agent is a thread. A message to an idle agent wakes its thread, which then
+    waits for the GIL; CPython wakes every thread waiting for the GIL once per switch
+    interval, so thousands woken at once cost far more than thousands woken a few at a
+    time (bench/fabric.py's fan-out group; README "Messages to every agent at once").
+    A fan-out first waits until fewer than ``WINDOW`` of the idle agents it woke are
+    still handling its message. If none of them finishes within ``PATIENCE`` seconds
+    (they are busy: an LLM call, say), the window is written off and a new one begins;
+    after ``WRITE_OFFS`` of them the rest goes out unpaced, so a fan-out to busy
+    agents is delayed ``WRITE_OFFS * PATIENCE`` seconds at most. An agent with mail
+    waiting is not idle (telling it wakes nothing) and is not paced.
+    """
+
+    WINDOW: ClassVar[int] = 32
+    PATIENCE: ClassVar[float] = 0.005
+    WRITE_OFFS: ClassVar[int] = 8
+
+    __slots__ = ("_window", "_write_offs")
+
+    def __init__(self) -> None:
+        """An empty window."""
+        self._window = threading.Semaphore(self.WINDOW)
+        self._write_offs = 0
+
+    def wrap(self, slots: MailboxSlots, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``message`` as it is to be told to the agent whose mailbox is ``slots``.
+
+        Call it before the message takes its mailbox slot. For an idle agent it waits for
+        room in the window and returns the message paced: the agent gives the window's
+        slot back once it has handled it.
+        """
+        if self._write_offs >= self.WRITE_OFFS or not slots.empty:
+            return message
+        window = self._window
+        if not window.acquire(timeout=self.PATIENCE):
+            self._write_offs += 1
+            window = self._window = threading.Semaphore(self.WINDOW - 1)  # this message holds one
+        return (PACED, message, window)
 
 
 _thread_role = threading.local()
@@ -239,14 +287,22 @@ class AgentActor(pykka.ThreadingActor):
         """Dispatch one mailbox message."""
         self._shared.slots.release()
         kind = message[0]
-        if self._core.stopped:
-            return self._after_close(kind)
+        window: threading.Semaphore | None = None
+        if kind == PACED:  # part of a fan-out (FanOut)
+            window, message = message[2], message[1]
+            kind = message[0]
         try:
-            return self._dispatch(kind, message)
-        except Exception as exc:  # noqa: BLE001 - _failed re-raises to a caller, or recovers
-            return self._failed(kind, exc)
-        except BaseException as exc:  # noqa: BLE001 - Pykka would stop every actor on it
-            return self._failed(kind, _user_code_error(exc, f"agent {self._state.id!r}"))
+            if self._core.stopped:
+                return self._after_close(kind)
+            try:
+                return self._dispatch(kind, message)
+            except Exception as exc:  # noqa: BLE001 - _failed re-raises to a caller, or recovers
+                return self._failed(kind, exc)
+            except BaseException as exc:  # noqa: BLE001 - Pykka would stop every actor on it
+                return self._failed(kind, _user_code_error(exc, f"agent {self._state.id!r}"))
+        finally:
+            if window is not None:
+                window.release()
 
     def _dispatch(self, kind: object, message: Any) -> Any:  # noqa: ANN401 - replies are any value
         if self._stale and not self._killed:

@@ -17,6 +17,7 @@ from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_
 from cogfabric.events._codec import journal_repr, require_str
 from cogfabric.store import JournalError
 
+from ._agent import FanOut
 from ._clock import bounded_wait
 from ._errors import (
     ActorTimeoutError,
@@ -598,6 +599,7 @@ class IpcBus:
         self._journal(message, durable=True)
         deadline = time.monotonic() + self._core.call_timeout
         delivered = 0
+        fanout = FanOut()
         for agent_id in targets:
             copy = IpcMessage(
                 at=message.at,
@@ -611,7 +613,7 @@ class IpcBus:
                 cause=message.cause,
             )
             try:
-                self._runtime._tell(agent_id, (1, copy), max(0.0, deadline - time.monotonic()))  # noqa: SLF001
+                self._runtime._tell(agent_id, (1, copy), max(0.0, deadline - time.monotonic()), fanout)  # noqa: SLF001
             except AgentNotFoundError:
                 continue
             except MailboxFullError as exc:

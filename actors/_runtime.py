@@ -30,7 +30,7 @@ from cogfabric.events import (
 from cogfabric.events._codec import require_str
 from cogfabric.store import Journal, JournalIntegrityError, JournalRecordError
 
-from ._agent import CALL, PUBLISH, AgentActor, Shared, on_agent_thread
+from ._agent import CALL, PUBLISH, AgentActor, FanOut, Shared, on_agent_thread
 from ._bus import IpcBus
 from ._clock import CheckedClock, Clock, FakeClock, SystemClock, bounded_wait
 from ._config import Config
@@ -899,9 +899,11 @@ class Runtime:
     ) -> None:
         writer = self._core.writer
         deadline = time.monotonic() + self._core.call_timeout  # one wait for all full mailboxes
+        fanout = FanOut()
         for agent_id, entry in targets:
+            message = fanout.wrap(entry.shared.slots, (PUBLISH, event, ticket, seq))
             try:
-                self._tell_publication(agent_id, entry, (PUBLISH, event, ticket, seq), deadline)
+                self._tell_publication(agent_id, entry, message, deadline)
             except AgentNotFoundError:
                 if writer is not None:
                     writer.publication_applied(agent_id, seq)  # gone: it will never apply it
@@ -1023,8 +1025,16 @@ class Runtime:
         self._admit(agent_id, entry, timeout)
         return entry
 
-    def _tell(self, agent_id: str, message: tuple[Any, ...], timeout: float | None = None) -> None:
+    def _tell(
+        self,
+        agent_id: str,
+        message: tuple[Any, ...],
+        timeout: float | None = None,
+        fanout: FanOut | None = None,
+    ) -> None:
         entry = self._entry(agent_id)
+        if fanout is not None:
+            message = fanout.wrap(entry.shared.slots, message)
         self._admit(agent_id, entry, timeout)
         try:
             entry.ref.tell(message)
@@ -1103,7 +1113,9 @@ class Runtime:
             entries = [(agent_id, e) for agent_id, e in self._agents.items() if e is not None]
         asked: list[tuple[str, pykka.Future[Any]]] = []
         full: list[tuple[str, _Entry]] = []
+        fanout = FanOut()
         for agent_id, entry in entries:
+            message = fanout.wrap(entry.shared.slots, (CALL, "noop", ()))
             try:
                 self._admit(agent_id, entry, 0.0)
             except AgentNotFoundError:
@@ -1111,7 +1123,7 @@ class Runtime:
             except MailboxFullError:
                 full.append((agent_id, entry))
                 continue
-            asked.append((agent_id, entry.ref.ask((CALL, "noop", ()), block=False)))
+            asked.append((agent_id, entry.ref.ask(message, block=False)))
         still_full: list[str] = []
         for agent_id, entry in full:
             try:

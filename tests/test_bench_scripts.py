@@ -101,7 +101,7 @@ def test_the_fan_out_reaches_every_agent_at_both_sizes_and_both_switch_intervals
         "bus.broadcast to 3 agents: until every behavior handled it": 3,
         "bus.broadcast to 30 agents: until every behavior handled it": 30,
         "bus.broadcast to 30 agents, switch interval 50 ms: until every behavior handled it": 30,
-        "publish_task_context to 3 agents: until each applied it": 3,
-        "publish_task_context to 30 agents: until each applied it": 30,
-        "publish_task_context to 30 agents, switch interval 50 ms: until each applied it": 30,
+        "publish_task_context to 3 agents: until flush() returns": 3,
+        "publish_task_context to 30 agents: until flush() returns": 30,
+        "publish_task_context to 30 agents, switch interval 50 ms: until flush() returns": 30,
     }

@@ -1,0 +1,173 @@
+"""A message to many agents (a broadcast, a task context publication, a flush) wakes the idle
+ones a window at a time, and never waits long for busy ones (FanOut)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from cogfabric import FakeClock, Runtime
+from cogfabric.actors._agent import PACED, FanOut, MailboxSlots
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from cogfabric.actors import AgentContext
+    from cogfabric.events import IpcMessage
+
+
+class _Held:
+    """Counts the agents inside their behavior; each stays until the test lets one go."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.inside = self.entered = self.most_inside = 0
+        self.permits = threading.Semaphore(0)
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+        with self.changed:
+            self.inside += 1
+            self.entered += 1
+            self.most_inside = max(self.most_inside, self.inside)
+            self.changed.notify_all()
+        assert self.permits.acquire(timeout=30)
+        with self.changed:
+            self.inside -= 1
+            self.changed.notify_all()
+
+    def wait_entered(self, count: int) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: self.entered >= count, timeout=10)
+
+
+class _Fails:
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+        msg = "this behavior always fails"
+        raise ValueError(msg)
+
+
+def _window(monkeypatch: pytest.MonkeyPatch, size: int, patience: float, write_offs: int = 8) -> None:
+    monkeypatch.setattr(FanOut, "WINDOW", size)
+    monkeypatch.setattr(FanOut, "PATIENCE", patience)
+    monkeypatch.setattr(FanOut, "WRITE_OFFS", write_offs)
+
+
+def _in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    outcome: list[object] = []
+
+    def run() -> None:
+        outcome.append(call())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+@pytest.fixture
+def held() -> _Held:
+    return _Held()
+
+
+@pytest.fixture
+def runtime(held: _Held) -> Iterator[Runtime]:
+    behaviors = {"held": lambda: held, "fails": _Fails}
+    rt = Runtime.open(None, clock=FakeClock(), behaviors=behaviors)
+    try:
+        yield rt
+    finally:
+        held.permits.release(1000)  # nothing stays held past the test
+        rt.close()
+
+
+def _subscribed(rt: Runtime, count: int, behavior: str) -> list[str]:
+    agents = rt.spawn_many([{"agent_id": f"a{i}", "behavior": behavior} for i in range(count)])
+    for agent in agents:
+        rt.bus.subscribe(agent.id, "news")
+    return [agent.id for agent in agents]
+
+
+def test_a_broadcast_wakes_at_most_a_window_of_idle_agents_at_once(
+    monkeypatch: pytest.MonkeyPatch, runtime: Runtime, held: _Held
+) -> None:
+    _window(monkeypatch, 3, patience=30.0)  # never written off here: only finishing frees a place
+    _subscribed(runtime, 8, "held")
+    broadcaster, delivered = _in_thread(lambda: runtime.bus.broadcast("driver", "news", "go"))
+    assert held.wait_entered(3)
+    for count in range(4, 9):  # each agent let go makes room for the next one
+        held.permits.release()
+        assert held.wait_entered(count)
+    held.permits.release(3)
+    broadcaster.join(10)
+    assert delivered == [8]
+    assert held.most_inside == 3
+
+
+def test_a_fan_out_to_busy_agents_writes_its_windows_off_and_reaches_all_of_them(
+    monkeypatch: pytest.MonkeyPatch, runtime: Runtime, held: _Held
+) -> None:
+    # None of them finishes while the broadcast goes on (a long LLM call, say): each full
+    # window is written off after PATIENCE, and after WRITE_OFFS of them the rest goes
+    # out at once. Every agent gets the message; the broadcast does not wait for them.
+    _window(monkeypatch, 2, patience=0.01, write_offs=2)
+    _subscribed(runtime, 10, "held")
+    broadcaster, delivered = _in_thread(lambda: runtime.bus.broadcast("driver", "news", "go"))
+    broadcaster.join(10)
+    assert delivered == [10]
+    assert held.wait_entered(10)
+    assert held.most_inside == 10
+
+
+def test_a_behavior_that_raises_still_frees_its_place_in_the_window(
+    monkeypatch: pytest.MonkeyPatch, runtime: Runtime
+) -> None:
+    _window(monkeypatch, 2, patience=30.0)  # a place never freed would hold the broadcast 30 s
+    _subscribed(runtime, 6, "fails")
+    broadcaster, delivered = _in_thread(lambda: runtime.bus.broadcast("driver", "news", "go"))
+    broadcaster.join(10)
+    assert delivered == [6]
+    runtime.flush(10)
+    assert [d.reason for d in runtime.bus.dead_letters()] == ["handler error"] * 6
+
+
+def test_an_agent_with_mail_waiting_is_not_paced_and_written_off_windows_end_the_pacing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _window(monkeypatch, 1, patience=0.001, write_offs=2)
+    fanout, message = FanOut(), ("message",)
+    busy = MailboxSlots(4)
+    assert busy.acquire(0)
+    assert fanout.wrap(busy, message) is message  # telling it wakes nothing
+    idle = MailboxSlots(4)
+    first = fanout.wrap(idle, message)
+    assert first[:2] == (PACED, message)
+    second = fanout.wrap(idle, message)  # nobody frees the first place: written off
+    third = fanout.wrap(idle, message)  # the second write-off
+    assert second[2] is not first[2]
+    assert third[2] is not second[2]
+    assert fanout.wrap(idle, message) is message  # the rest goes out unpaced
+
+
+@pytest.mark.parametrize("call", ["publish", "flush"])
+def test_a_publication_and_a_flush_are_paced_and_still_reach_every_agent(
+    monkeypatch: pytest.MonkeyPatch, runtime: Runtime, call: str
+) -> None:
+    _window(monkeypatch, 2, patience=30.0)  # a place never freed would hold the call 30 s
+    agents = runtime.spawn_many([{"agent_id": f"t{i}", "task_id": "fan"} for i in range(7)])
+    wrap = FanOut.wrap
+    paced: list[Any] = []
+
+    def spy(self: FanOut, slots: MailboxSlots, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        told = wrap(self, slots, message)
+        paced.append(told[0] == PACED)
+        return told
+
+    monkeypatch.setattr(FanOut, "wrap", spy)
+    caller, _ = _in_thread(
+        lambda: runtime.publish_task_context("fan", {"round": 1}) if call == "publish" else runtime.flush(10)
+    )
+    caller.join(10)
+    assert not caller.is_alive()
+    assert paced == [True] * 7
+    assert all(agent.task_context() == ({"round": 1} if call == "publish" else {}) for agent in agents)
