@@ -14,7 +14,7 @@ from cogfabric.actors._agent import PACED, FanOut, MailboxSlots
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from cogfabric.actors import AgentContext
+    from cogfabric.actors import AgentContext, Behavior
     from cogfabric.events import IpcMessage
 
 
@@ -72,7 +72,7 @@ def held() -> _Held:
 
 @pytest.fixture
 def runtime(held: _Held) -> Iterator[Runtime]:
-    behaviors = {"held": lambda: held, "fails": _Fails}
+    behaviors: dict[str, Callable[[], Behavior]] = {"held": lambda: held, "fails": _Fails}
     rt = Runtime.open(None, clock=FakeClock(), behaviors=behaviors)
     try:
         yield rt
