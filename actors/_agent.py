@@ -225,12 +225,16 @@ def _nothing() -> None:
 class Shared:
     """What other threads may read of an agent without asking its actor."""
 
-    __slots__ = ("flush_outbox", "has_behavior", "lifecycle", "slots", "thread")
+    __slots__ = ("busy", "flush_outbox", "has_behavior", "lifecycle", "slots", "thread")
 
     def __init__(self, lifecycle: str, mailbox_size: int, *, has_behavior: bool) -> None:
         self.lifecycle = lifecycle
         self.has_behavior = has_behavior
         self.slots = MailboxSlots(mailbox_size)
+        self.busy = False
+        """True from before the actor takes a message's mailbox slot back until it has
+        handed over what the message changed: with an empty mailbox, False means the
+        agent holds nothing that ``Runtime.flush`` must ask for."""
         self.thread: threading.Thread | None = None
         """The actor's thread, once it runs (``Runtime.close`` called from it must not wait for it)."""
         self.flush_outbox: Callable[[], object] = _nothing
@@ -285,7 +289,9 @@ class AgentActor(pykka.ThreadingActor):
 
     def on_receive(self, message: Any) -> Any:  # noqa: ANN401 - replies are any value
         """Dispatch one mailbox message."""
-        self._shared.slots.release()
+        shared = self._shared
+        shared.busy = True  # before the mailbox looks empty (Runtime._hand_over_all)
+        shared.slots.release()
         kind = message[0]
         window: threading.Semaphore | None = None
         if kind == PACED:  # part of a fan-out (FanOut)
@@ -301,6 +307,7 @@ class AgentActor(pykka.ThreadingActor):
             except BaseException as exc:  # noqa: BLE001 - Pykka would stop every actor on it
                 return self._failed(kind, _user_code_error(exc, f"agent {self._state.id!r}"))
         finally:
+            shared.busy = False  # what it changed is handed over (_dispatch flushed the outbox)
             if window is not None:
                 window.release()
 

@@ -1072,9 +1072,11 @@ class Runtime:
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every change handed over so far is durable (batch durability).
 
-        Every agent is asked at once to hand over what the messages already in its
-        mailbox led to; all of them together get ``timeout`` seconds (default, and for
-        0 or less, ``call_timeout``). Then the journal gets as long to commit
+        Every agent with mail waiting or a message in hand is asked to hand over what
+        the messages already in its mailbox led to (an idle agent handed its changes
+        over when it finished its last message, and is not woken); all of them together
+        get ``timeout`` seconds (default, and for 0 or less, ``call_timeout``). Then the
+        journal gets as long to commit
         everything handed over, also when an agent was too busy to answer:
         what it handed over before is made durable all the same. Called from a
         behavior, it hands over that agent's own changes and waits for the journal, not
@@ -1104,10 +1106,13 @@ class Runtime:
             raise problem
 
     def _hand_over_all(self, deadline: float) -> Exception | None:
-        """Ask every agent to hand over its changes, all at once; the error for those that did not.
+        """Ask every agent that may hold changes to hand them over; the error for those that did not.
 
-        Agents with room in their mailbox are asked first, without waiting; then those
-        whose mailbox was full get what is left of the deadline to make room.
+        An idle agent (no mail waiting, no message in hand) handed over what its last
+        message changed when it finished it, so it is not asked (not woken). The others
+        with room in their mailbox are asked first, without waiting, a fan-out window at
+        a time; then those whose mailbox was full get what is left of the deadline to
+        make room.
         """
         with self._lock:
             entries = [(agent_id, e) for agent_id, e in self._agents.items() if e is not None]
@@ -1115,7 +1120,11 @@ class Runtime:
         full: list[tuple[str, _Entry]] = []
         fanout = FanOut()
         for agent_id, entry in entries:
-            message = fanout.wrap(entry.shared.slots, (CALL, "noop", ()))
+            shared = entry.shared
+            # mailbox first: the actor marks itself busy before its mailbox looks empty
+            if shared.slots.empty and not shared.busy:
+                continue
+            message = fanout.wrap(shared.slots, (CALL, "noop", ()))
             try:
                 self._admit(agent_id, entry, 0.0)
             except AgentNotFoundError:

@@ -9,10 +9,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cogfabric import FakeClock, Runtime
-from cogfabric.actors._agent import PACED, FanOut, MailboxSlots
+from cogfabric.actors import Config, JournalConfig
+from cogfabric.actors._agent import PACED, AgentActor, FanOut, MailboxSlots
+from cogfabric.events import PrivateSet
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from pathlib import Path
 
     from cogfabric.actors import AgentContext, Behavior
     from cogfabric.events import IpcMessage
@@ -149,14 +152,13 @@ def test_an_agent_with_mail_waiting_is_not_paced_and_written_off_windows_end_the
     assert fanout.wrap(idle, message) is message  # the rest goes out unpaced
 
 
-@pytest.mark.parametrize("call", ["publish", "flush"])
-def test_a_publication_and_a_flush_are_paced_and_still_reach_every_agent(
-    monkeypatch: pytest.MonkeyPatch, runtime: Runtime, call: str
+def test_a_publication_is_paced_and_still_reaches_every_agent(
+    monkeypatch: pytest.MonkeyPatch, runtime: Runtime
 ) -> None:
     _window(monkeypatch, 2, patience=30.0)  # a place never freed would hold the call 30 s
     agents = runtime.spawn_many([{"agent_id": f"t{i}", "task_id": "fan"} for i in range(7)])
     wrap = FanOut.wrap
-    paced: list[Any] = []
+    paced: list[bool] = []
 
     def spy(self: FanOut, slots: MailboxSlots, message: tuple[Any, ...]) -> tuple[Any, ...]:
         told = wrap(self, slots, message)
@@ -164,10 +166,52 @@ def test_a_publication_and_a_flush_are_paced_and_still_reach_every_agent(
         return told
 
     monkeypatch.setattr(FanOut, "wrap", spy)
-    caller, _ = _in_thread(
-        lambda: runtime.publish_task_context("fan", {"round": 1}) if call == "publish" else runtime.flush(10)
-    )
-    caller.join(10)
-    assert not caller.is_alive()
+    publisher, reached = _in_thread(lambda: runtime.publish_task_context("fan", {"round": 1}))
+    publisher.join(10)
+    assert reached == [[agent.id for agent in agents]]
     assert paced == [True] * 7
-    assert all(agent.task_context() == ({"round": 1} if call == "publish" else {}) for agent in agents)
+    assert all(agent.task_context() == {"round": 1} for agent in agents)
+
+
+def test_a_flush_asks_the_agent_with_a_message_in_hand_and_does_not_wake_the_idle_ones(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, held: _Held
+) -> None:
+    asked: list[str] = []
+    noop = AgentActor.op_noop
+
+    def spy_noop(self: AgentActor) -> None:
+        asked.append(self._state.id)
+        noop(self)
+
+    wrapped = threading.Event()
+    wrap = FanOut.wrap
+
+    def spy_wrap(self: FanOut, slots: MailboxSlots, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        told = wrap(self, slots, message)
+        wrapped.set()  # flush() looked at every agent before this one: the busy one is last
+        return told
+
+    monkeypatch.setattr(AgentActor, "op_noop", spy_noop)
+    monkeypatch.setattr(FanOut, "wrap", spy_wrap)
+    config = Config(journal=JournalConfig(durability="batch"))
+    with Runtime.open(
+        tmp_path / "j", config=config, clock=FakeClock(), behaviors={"held": lambda: held}
+    ) as rt:
+        idle = rt.spawn_many([{"agent_id": f"idle{i}"} for i in range(5)])
+        rt.spawn("busy", behavior="held")
+        for agent in idle:
+            agent.set_private("key", agent.id)  # handed over when the call returns
+        rt.bus.send("driver", "busy", "work")
+        assert held.wait_entered(1)
+        try:
+            flusher, outcome = _in_thread(rt.flush)
+            assert wrapped.wait(10)
+        finally:
+            held.permits.release()
+        flusher.join(10)
+        assert outcome == [None]
+        assert asked == ["busy"]
+        journal = rt._journal
+        assert journal is not None
+        stored = {r.event.agent for r in journal.read() if isinstance(r.event, PrivateSet)}
+        assert stored == {agent.id for agent in idle}
