@@ -86,6 +86,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import lmdb
 import msgspec
+import pykka
 from _common import positive, positive_seconds, subset_of, write_json
 from _workloads import (
     RowSpec,
@@ -101,6 +102,7 @@ from _workloads import (
 
 from cogfabric.actors import Config as RuntimeSettings
 from cogfabric.actors import JournalConfig, Runtime
+from cogfabric.actors._agent import FanOut
 from cogfabric.actors._state import AgentSnapshot, apply_event, encode_snapshot
 from cogfabric.events import AgentSpawned, Event, IpcDelivered, IpcMessage, PrivateSet, new_event_id
 from cogfabric.store import Journal, Snapshot
@@ -726,6 +728,49 @@ class CountingBehavior:
         self._counted.handled()
 
 
+class _BareActor(pykka.ThreadingActor):
+    """A plain Pykka actor: each message counted, and its window place given back."""
+
+    def __init__(self, counted: Counted) -> None:
+        super().__init__()
+        self._counted = counted
+
+    def on_receive(self, message: Any) -> None:  # noqa: ANN401 - Pykka's signature
+        self._counted.handled()
+        message.release()
+
+
+def bare_fanout(actors: int, timeout: float) -> Timed:
+    """The fan-out's limit on this stack: one tell to each of ``actors`` idle plain Pykka
+    actors, ``FanOut.WINDOW`` of them at a time (the runtime's pacing, without the runtime),
+    timed until each has handled it. One thread per actor, as the agents: what waking a
+    thread costs bounds both."""
+
+    def run(_path: Path) -> Sample:
+        counted = Counted(actors)
+        refs = [_BareActor.start(counted) for _ in range(actors)]
+        try:
+
+            def body() -> dict[str, int]:
+                window = threading.Semaphore(FanOut.WINDOW)
+                for ref in refs:
+                    window.acquire(timeout=timeout)
+                    ref.tell(window)
+                if not counted.done.wait(timeout):
+                    msg = f"bare fan-out to {actors} actors: not all handled in {timeout} s"
+                    raise FabricBroken(msg)
+                return {"agents": actors}
+
+            return _clock(body)
+        finally:
+            for ref in refs:
+                ref.stop(block=False)
+            for ref in refs:
+                ref.actor_stopped.wait(timeout)
+
+    return run
+
+
 FanoutKind = Literal["broadcast", "publish"]
 
 
@@ -735,10 +780,10 @@ def fanout(kind: FanoutKind, agents: int, timeout: float, switch_interval: float
     ``broadcast``: ``runtime.bus.broadcast`` to every agent (each subscribed to the topic),
     timed until each agent's behavior has handled it. ``publish``:
     ``runtime.publish_task_context`` to the task of every agent, timed until
-    ``flush()`` returns: each agent has applied it by then, since the flush's question
-    reaches each after the publication, in its mailbox order (each agent's task layer
-    is read after the timing, to check). With ``switch_interval``, under that GIL
-    switch interval (restored after).
+    ``flush()`` returns: each agent has applied it by then, since the flush asks every
+    agent that still has mail, after the publication in its mailbox order (each
+    agent's task layer is read after the timing, to check). With ``switch_interval``,
+    under that GIL switch interval (restored after).
     """
 
     def run(path: Path) -> Sample:
@@ -896,10 +941,15 @@ def _run_figures(sample: Sample) -> str:
 
 def fanout_workloads(s: Settings) -> list[Workload]:
     """A broadcast and a publication to a tenth of ``fanout_agents``, to all, and to all
-    under the longer switch interval: how a message to every agent scales."""
+    under the longer switch interval: how a message to every agent scales. Each beside
+    bare Pykka actors told one message each, a window at a time, at its size."""
     out: list[Workload] = []
     small = max(1, s.fanout_agents // 10)
     ms = f"{s.switch_interval * 1000:g} ms"
+    bare: dict[int, str] = {}
+    for n in (small, s.fanout_agents):
+        bare[n] = f"bare Pykka: a tell to each of {n:,} idle actors, {FanOut.WINDOW} at a time"
+        out.append(Workload(bare[n], "fanout", bare_fanout(n, s.timeout), (RowSpec(bare[n], "agents"),)))
     kinds: tuple[tuple[FanoutKind, str, str], ...] = (
         ("broadcast", "bus.broadcast", "until every behavior handled it"),
         ("publish", "publish_task_context", "until flush() returns"),
@@ -909,9 +959,8 @@ def fanout_workloads(s: Settings) -> list[Workload]:
         cases.append((s.fanout_agents, s.switch_interval, f", switch interval {ms}"))
         for n, interval, suffix in cases:
             label = f"{call} to {n:,} agents{suffix}: {what}"
-            out.append(
-                Workload(label, "fanout", fanout(kind, n, s.timeout, interval), (RowSpec(label, "agents"),))
-            )
+            row = RowSpec(label, "agents", bare[n])
+            out.append(Workload(label, "fanout", fanout(kind, n, s.timeout, interval), (row,)))
     return out
 
 

@@ -98,6 +98,8 @@ def test_the_fan_out_reaches_every_agent_at_both_sizes_and_both_switch_intervals
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {row["workload"]: row["count"] for row in json.loads(out.read_text())["results"]}
     assert rows == {
+        "bare Pykka: a tell to each of 3 idle actors, 32 at a time": 3,
+        "bare Pykka: a tell to each of 30 idle actors, 32 at a time": 30,
         "bus.broadcast to 3 agents: until every behavior handled it": 3,
         "bus.broadcast to 30 agents: until every behavior handled it": 30,
         "bus.broadcast to 30 agents, switch interval 50 ms: until every behavior handled it": 30,
