@@ -101,8 +101,7 @@ from _workloads import (
 )
 
 from cogfabric.actors import Config as RuntimeSettings
-from cogfabric.actors import JournalConfig, Runtime
-from cogfabric.actors._agent import FanOut
+from cogfabric.actors import JournalConfig, Runtime, _agent
 from cogfabric.actors._state import AgentSnapshot, apply_event, encode_snapshot
 from cogfabric.events import AgentSpawned, Event, IpcDelivered, IpcMessage, PrivateSet, new_event_id
 from cogfabric.store import Journal, Snapshot
@@ -127,6 +126,8 @@ TARGET_RING_SYNC_RATE: Final = 5_000.0
 TARGET_RECOVERY_SECONDS: Final = 2.0
 
 T0: Final = 1.7e9
+# the runtime's fan-out window; 32 for a library from before FanOut (an A/B run's old side)
+FANOUT_WINDOW: Final[int] = getattr(getattr(_agent, "FanOut", None), "WINDOW", 32)
 
 
 # ---------------------------------------------------------------------- configuration
@@ -742,7 +743,7 @@ class _BareActor(pykka.ThreadingActor):
 
 def bare_fanout(actors: int, timeout: float) -> Timed:
     """The fan-out's limit on this stack: one tell to each of ``actors`` idle plain Pykka
-    actors, ``FanOut.WINDOW`` of them at a time (the runtime's pacing, without the runtime),
+    actors, ``FANOUT_WINDOW`` of them at a time (the runtime's pacing, without the runtime),
     timed until each has handled it. One thread per actor, as the agents: what waking a
     thread costs bounds both."""
 
@@ -752,7 +753,7 @@ def bare_fanout(actors: int, timeout: float) -> Timed:
         try:
 
             def body() -> dict[str, int]:
-                window = threading.Semaphore(FanOut.WINDOW)
+                window = threading.Semaphore(FANOUT_WINDOW)
                 for ref in refs:
                     window.acquire(timeout=timeout)
                     ref.tell(window)
@@ -948,7 +949,7 @@ def fanout_workloads(s: Settings) -> list[Workload]:
     ms = f"{s.switch_interval * 1000:g} ms"
     bare: dict[int, str] = {}
     for n in (small, s.fanout_agents):
-        bare[n] = f"bare Pykka: a tell to each of {n:,} idle actors, {FanOut.WINDOW} at a time"
+        bare[n] = f"bare Pykka: a tell to each of {n:,} idle actors, {FANOUT_WINDOW} at a time"
         out.append(Workload(bare[n], "fanout", bare_fanout(n, s.timeout), (RowSpec(bare[n], "agents"),)))
     kinds: tuple[tuple[FanoutKind, str, str], ...] = (
         ("broadcast", "bus.broadcast", "until every behavior handled it"),
