@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
 
 import msgspec
@@ -175,39 +176,52 @@ class FanOut:
     waits for the GIL; CPython wakes every thread waiting for the GIL once per switch
     interval, so thousands woken at once cost far more than thousands woken a few at a
     time (bench/fabric.py's fan-out group; README "Messages to every agent at once").
-    A fan-out first waits until fewer than ``WINDOW`` of the idle agents it woke are
-    still handling its message. If none of them finishes within ``PATIENCE`` seconds
-    (they are busy: an LLM call, say), the window is written off and a new one begins;
-    after ``WRITE_OFFS`` of them the rest goes out unpaced, so a fan-out to busy
-    agents is delayed ``WRITE_OFFS * PATIENCE`` seconds at most. An agent with mail
-    waiting is not idle (telling it wakes nothing) and is not paced.
+
+    Before it tells the next idle agent, a fan-out waits until fewer than ``WINDOW`` of
+    the idle agents it told are still handling its message. An agent with mail waiting
+    or a message in hand is not idle (telling it wakes nothing) and is told at once. If
+    none of the window finishes within ``PATIENCE`` seconds (each in a long LLM call,
+    say), the window is written off and a new one begins. The waiting has a budget:
+    ``BUDGET`` seconds, or ``BUDGET_PER_TARGET`` per target when that is more (what
+    waking each costs, with room to spare); past it the rest is told at once. So a
+    fan-out delays its caller by that budget at most, whatever the agents do.
     """
 
     WINDOW: ClassVar[int] = 32
     PATIENCE: ClassVar[float] = 0.005
-    WRITE_OFFS: ClassVar[int] = 8
+    BUDGET: ClassVar[float] = 0.05
+    BUDGET_PER_TARGET: ClassVar[float] = 0.0002
 
-    __slots__ = ("_window", "_write_offs")
+    __slots__ = ("_deadline", "_window")
 
-    def __init__(self) -> None:
-        """An empty window."""
+    def __init__(self, targets: int) -> None:
+        """An empty window, and the budget for ``targets`` agents."""
         self._window = threading.Semaphore(self.WINDOW)
-        self._write_offs = 0
+        self._deadline = time.monotonic() + max(self.BUDGET, self.BUDGET_PER_TARGET * targets)
 
-    def wrap(self, slots: MailboxSlots, message: tuple[Any, ...]) -> tuple[Any, ...]:
-        """``message`` as it is to be told to the agent whose mailbox is ``slots``.
+    def wrap(self, shared: Shared, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``message`` as it is to be told to the agent ``shared`` describes.
 
-        Call it before the message takes its mailbox slot. For an idle agent it waits for
-        room in the window and returns the message paced: the agent gives the window's
-        slot back once it has handled it.
+        Call it before the message takes its mailbox slot. For an idle agent, within the
+        budget, it waits for room in the window and returns the message paced: the
+        agent gives its place in the window back once it has handled it. A paced message
+        that is not told after all gives it back through ``untold``.
         """
-        if self._write_offs >= self.WRITE_OFFS or not slots.empty:
+        if shared.busy or not shared.slots.empty:
+            return message
+        left = self._deadline - time.monotonic()
+        if left <= 0:
             return message
         window = self._window
-        if not window.acquire(timeout=self.PATIENCE):
-            self._write_offs += 1
+        if not window.acquire(timeout=min(self.PATIENCE, left)):
             window = self._window = threading.Semaphore(self.WINDOW - 1)  # this message holds one
         return (PACED, message, window)
+
+    @staticmethod
+    def untold(message: tuple[Any, ...]) -> None:
+        """Give back the window place of ``message``, if paced: it never reached its agent."""
+        if message[0] == PACED:
+            message[2].release()
 
 
 _thread_role = threading.local()

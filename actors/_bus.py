@@ -599,7 +599,7 @@ class IpcBus:
         self._journal(message, durable=True)
         deadline = time.monotonic() + self._core.call_timeout
         delivered = 0
-        fanout = FanOut()
+        fanout = FanOut(len(targets))
         for agent_id in targets:
             copy = IpcMessage(
                 at=message.at,

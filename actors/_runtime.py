@@ -899,14 +899,29 @@ class Runtime:
     ) -> None:
         writer = self._core.writer
         deadline = time.monotonic() + self._core.call_timeout  # one wait for all full mailboxes
-        fanout = FanOut()
-        for agent_id, entry in targets:
-            message = fanout.wrap(entry.shared.slots, (PUBLISH, event, ticket, seq))
+        plain = (PUBLISH, event, ticket, seq)
+        fanout = FanOut(len(targets))
+        told = 0
+
+        def tell(agent_id: str, entry: _Entry, message: tuple[Any, ...]) -> None:
             try:
                 self._tell_publication(agent_id, entry, message, deadline)
             except AgentNotFoundError:
+                FanOut.untold(message)
                 if writer is not None:
                     writer.publication_applied(agent_id, seq)  # gone: it will never apply it
+
+        try:
+            for agent_id, entry in targets:
+                tell(agent_id, entry, fanout.wrap(entry.shared, plain))
+                told += 1
+        except BaseException:
+            # Interrupted (a Ctrl-C while pacing): it is durable, so replay gives it to
+            # every target; the rest get it too, unpaced. The one interrupted may get it
+            # twice, which changes nothing (an agent applies a publication once).
+            for agent_id, entry in targets[told:]:
+                tell(agent_id, entry, plain)
+            raise
 
     def _tell_publication(
         self, agent_id: str, entry: _Entry, message: tuple[Any, ...], deadline: float
@@ -1034,12 +1049,17 @@ class Runtime:
     ) -> None:
         entry = self._entry(agent_id)
         if fanout is not None:
-            message = fanout.wrap(entry.shared.slots, message)
-        self._admit(agent_id, entry, timeout)
+            message = fanout.wrap(entry.shared, message)
+        try:
+            self._admit(agent_id, entry, timeout)
+        except BaseException:
+            FanOut.untold(message)
+            raise
         try:
             entry.ref.tell(message)
         except pykka.ActorDeadError as exc:
             entry.shared.slots.release()
+            FanOut.untold(message)
             raise AgentNotFoundError(agent_id) from exc
 
     def _ask(self, agent_id: str, name: str, *args: object, incarnation: Shared | None = None) -> Any:  # noqa: ANN401 - the operation's result
@@ -1110,21 +1130,19 @@ class Runtime:
 
         An idle agent (no mail waiting, no message in hand) handed over what its last
         message changed when it finished it, so it is not asked (not woken). The others
-        with room in their mailbox are asked first, without waiting, a fan-out window at
-        a time; then those whose mailbox was full get what is left of the deadline to
-        make room.
+        with room in their mailbox are asked first, without waiting; then those whose
+        mailbox was full get what is left of the deadline to make room.
         """
         with self._lock:
             entries = [(agent_id, e) for agent_id, e in self._agents.items() if e is not None]
         asked: list[tuple[str, pykka.Future[Any]]] = []
         full: list[tuple[str, _Entry]] = []
-        fanout = FanOut()
+        message = (CALL, "noop", ())
         for agent_id, entry in entries:
             shared = entry.shared
             # mailbox first: the actor marks itself busy before its mailbox looks empty
             if shared.slots.empty and not shared.busy:
-                continue
-            message = fanout.wrap(shared.slots, (CALL, "noop", ()))
+                continue  # idle: nothing to hand over (and the others are awake: no FanOut)
             try:
                 self._admit(agent_id, entry, 0.0)
             except AgentNotFoundError:
