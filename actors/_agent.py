@@ -499,6 +499,21 @@ class AgentActor(pykka.ThreadingActor):
             event = msgspec.structs.replace(event, cause=self.cause)
         self._outbox.append(event)
 
+    def note_from_any_thread(self, event: Event) -> None:
+        """``note``, for a client that may be called off this actor's thread.
+
+        A behavior may keep ``ctx.llm`` and call it later from a thread of its own. The
+        outbox belongs to the actor's thread (it swaps it out when it hands it over),
+        and ``Runtime.flush`` does not ask an idle agent, so there the fact goes to the
+        journal writer at once, as no message's effect.
+        """
+        if threading.current_thread() is self._shared.thread:
+            self.note(event)
+            return
+        writer = self._core.writer
+        if writer is not None:
+            writer.submit_nowait([event])
+
     def _apply(self, event: Event) -> None:
         state = apply_event(self._state, event)
         if state is not None:
@@ -906,7 +921,7 @@ class AgentContext:
             core.llm_provider,
             core.config.llm,
             clock=core.clock,
-            journal=self._actor.note,
+            journal=self._actor.note_from_any_thread,
             memory=core.memory,
             agent_id=self.agent_id,
         )

@@ -566,6 +566,34 @@ class TestBehaviors:
 
         assert causes == [first.id, second.id]
 
+    def test_an_llm_client_called_from_another_thread_is_journaled_by_flush_with_no_cause(
+        self, tmp_path: Path
+    ) -> None:
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.events import LlmOutputRecorded  # noqa: PLC0415
+
+        class Keeper:
+            llm: Any = None
+
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                Keeper.llm = ctx.llm
+                Keeper.llm.generate("now")
+
+        provider = ScriptedProvider(["one", "two"])
+        with Runtime.open(tmp_path / "j", behaviors={"keep": Keeper}, llm_provider=provider) as rt:
+            rt.spawn("k", behavior="keep")
+            sent = rt.bus.send("x", "k", "a")
+            rt.agent("k").private("z")  # behind it: the agent is idle again
+            later = threading.Thread(target=lambda: Keeper.llm.generate("later"))
+            later.start()
+            later.join(10)
+            rt.flush()  # the agent is idle: flush does not ask it
+            journal = rt._journal
+            assert journal is not None
+            outputs = [r.event for r in journal.read() if isinstance(r.event, LlmOutputRecorded)]
+
+        assert [(e.output, e.cause) for e in outputs] == [("one", sent.id), ("two", None)]
+
     def test_a_cause_that_is_not_a_string_is_refused(self) -> None:
         with Runtime.open(None) as rt:
             rt.spawn("a")
