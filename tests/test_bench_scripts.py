@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,22 +30,26 @@ TINY = {
 }
 
 
-@pytest.mark.parametrize("script", TINY)
-def test_the_script_runs_and_writes_its_results(tmp_path: Path, script: str) -> None:
+def _run(script: str, options: str, tmp_path: Path) -> tuple[str, list[dict[str, Any]]]:
+    """Run ``script`` with ``options`` in ``tmp_path``: its output and its JSON's results."""
     out = tmp_path / "out.json"
-    options = [*TINY[script].split(), "--dir", str(tmp_path), "--json", str(out)]
-
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), *options],
+        [sys.executable, str(BENCH / script), *options.split(), "--dir", str(tmp_path), "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
-
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(out.read_text()), script
-    assert "workload" in done.stdout
+    return done.stdout, json.loads(out.read_text())["results"]
+
+
+@pytest.mark.parametrize("script", TINY)
+def test_the_script_runs_and_writes_its_results(tmp_path: Path, script: str) -> None:
+    stdout, results = _run(script, TINY[script], tmp_path)
+
+    assert results, script
+    assert "workload" in stdout
 
 
 _RING_RUN = re.compile(
@@ -58,19 +63,10 @@ def test_the_ring_reports_how_bunched_each_run_was_and_where_its_cpu_went(tmp_pa
     # tells a convoy run from a spread-out one, so the note must carry it per run, with
     # the run's CPU time, its system share, (with a journal) the writer thread's and the
     # garbage collector's passes.
-    out = tmp_path / "out.json"
     options = "--only ring-batch --ring-batch-agents 4 --ring-batch-hops 10 --repeat 2 --timeout 120"
-    options += f" --dir {tmp_path} --json {out}"
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "fabric.py"), *options.split()],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    _, results = _run("fabric.py", options, tmp_path)
 
-    assert done.returncode == 0, done.stderr[-3000:]
-    notes = {row["workload"]: row["note"] for row in json.loads(out.read_text())["results"]}
+    notes = {row["workload"]: row["note"] for row in results}
     rings = {workload: note for workload, note in notes.items() if workload.startswith("ring 4 agents")}
     assert len(rings) == 3  # journaled, journaled under another GIL switch interval, memory-only
     for workload, note in rings.items():
@@ -85,18 +81,9 @@ def test_the_ring_reports_how_bunched_each_run_was_and_where_its_cpu_went(tmp_pa
 
 
 def test_the_fan_out_reaches_every_agent_at_both_sizes_and_both_switch_intervals(tmp_path: Path) -> None:
-    out = tmp_path / "out.json"
-    options = f"--only fanout --fanout-agents 30 --repeat 1 --timeout 120 --dir {tmp_path} --json {out}"
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "fabric.py"), *options.split()],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    _, results = _run("fabric.py", "--only fanout --fanout-agents 30 --repeat 1 --timeout 120", tmp_path)
 
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {row["workload"]: row["count"] for row in json.loads(out.read_text())["results"]}
+    rows = {row["workload"]: row["count"] for row in results}
     assert rows == {
         "bare Pykka: a tell to each of 3 idle actors, 32 at a time": 3,
         "bare Pykka: a tell to each of 30 idle actors, 32 at a time": 30,
