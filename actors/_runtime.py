@@ -1096,9 +1096,8 @@ class Runtime:
         the messages already in its mailbox led to (an idle agent handed its changes
         over when it finished its last message, and is not woken); all of them together
         get ``timeout`` seconds (default, and for 0 or less, ``call_timeout``). Then the
-        journal gets as long to commit
-        everything handed over, also when an agent was too busy to answer:
-        what it handed over before is made durable all the same. Called from a
+        journal gets as long to commit everything handed over, also when an agent was
+        too busy to answer: what it handed over before is made durable all the same. Called from a
         behavior, it hands over that agent's own changes and waits for the journal, not
         for other agents (two agents flushing at once would each wait for the other).
 
