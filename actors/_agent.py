@@ -500,19 +500,25 @@ class AgentActor(pykka.ThreadingActor):
         self._outbox.append(event)
 
     def note_from_any_thread(self, event: Event) -> None:
-        """``note``, for a client that may be called off this actor's thread.
+        """``note``, for a client that may be called off this actor's thread (``ctx.llm``).
 
-        A behavior may keep ``ctx.llm`` and call it later from a thread of its own. The
-        outbox belongs to the actor's thread (it swaps it out when it hands it over),
-        and ``Runtime.flush`` does not ask an idle agent, so there the fact goes to the
-        journal writer at once, as no message's effect.
+        While the agent handles a message (its behavior may call the client from worker
+        threads it waits for), the fact is that message's, as on the actor's thread.
+        Otherwise (a client kept and called later from a thread of its own) it goes to
+        the journal writer at once, as no message's effect: ``Runtime.flush`` does not
+        ask an idle agent for its outbox. A writer that is stopped or failed drops it
+        (logged), as the agent's own hand-over would.
         """
-        if threading.current_thread() is self._shared.thread:
+        if self._shared.busy or threading.current_thread() is self._shared.thread:
             self.note(event)
             return
         writer = self._core.writer
-        if writer is not None:
+        if writer is None:
+            return
+        try:
             writer.submit_nowait([event])
+        except (RuntimeClosedError, JournalError) as exc:
+            log.warning("agent %s: %s not journaled: %s", self._state.id, type(event).__name__, exc)
 
     def _apply(self, event: Event) -> None:
         state = apply_event(self._state, event)

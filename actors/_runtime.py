@@ -907,7 +907,6 @@ class Runtime:
             try:
                 self._tell_publication(agent_id, entry, message, deadline)
             except AgentNotFoundError:
-                FanOut.untold(message)
                 if writer is not None:
                     writer.publication_applied(agent_id, seq)  # gone: it will never apply it
 
@@ -938,7 +937,19 @@ class Runtime:
                 "the mailbox of %r stayed full; the task context publication goes past its size", agent_id
             )
             entry.shared.slots.take()
-        with self._lock:  # still its agent: a kill removes the entry before it stops the actor
+        self._tell_current(agent_id, entry, message)
+
+    def _tell_current(self, agent_id: str, entry: _Entry, message: tuple[Any, ...]) -> None:
+        """Tell ``message`` (its mailbox slot taken) to ``entry``'s actor, if still ``agent_id``'s.
+
+        A kill removes the entry, under the lock, before it stops the actor: a message
+        told after that would queue behind the stop and never be handled.
+
+        Raises:
+            AgentNotFoundError: it was killed; the slot and any fan-out place are given back.
+
+        """
+        with self._lock:
             current = self._agents.get(agent_id) is entry
             if current:
                 try:
@@ -947,6 +958,7 @@ class Runtime:
                     current = False
         if not current:
             entry.shared.slots.release()
+            FanOut.untold(message)
             raise AgentNotFoundError(agent_id)
 
     def llm(self, provider: LLMProvider | None = None, *, agent_id: str | None = None) -> JournaledLLM:
@@ -1048,18 +1060,20 @@ class Runtime:
         fanout: FanOut | None = None,
     ) -> None:
         entry = self._entry(agent_id)
-        if fanout is not None:
+        if fanout is not None:  # one of many: paced, and told only to the agent still live
             message = fanout.wrap(entry.shared, message)
-        try:
-            self._admit(agent_id, entry, timeout)
-        except BaseException:
-            FanOut.untold(message)
-            raise
+            try:
+                self._admit(agent_id, entry, timeout)
+            except BaseException:
+                FanOut.untold(message)
+                raise
+            self._tell_current(agent_id, entry, message)
+            return
+        self._admit(agent_id, entry, timeout)
         try:
             entry.ref.tell(message)
         except pykka.ActorDeadError as exc:
             entry.shared.slots.release()
-            FanOut.untold(message)
             raise AgentNotFoundError(agent_id) from exc
 
     def _ask(self, agent_id: str, name: str, *args: object, incarnation: Shared | None = None) -> Any:  # noqa: ANN401 - the operation's result

@@ -594,6 +594,40 @@ class TestBehaviors:
 
         assert [(e.output, e.cause) for e in outputs] == [("one", sent.id), ("two", None)]
 
+    def test_llm_calls_from_worker_threads_a_behavior_waits_for_name_its_message(
+        self, tmp_path: Path
+    ) -> None:
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.events import IpcDelivered, LlmOutputRecorded  # noqa: PLC0415
+
+        class Parallel:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                llm = ctx.llm
+                with ThreadPoolExecutor(2) as pool:
+                    list(pool.map(llm.generate, ["first", "second"]))
+
+        provider = ScriptedProvider(["one", "two"])
+        with Runtime.open(tmp_path / "j", behaviors={"par": Parallel}, llm_provider=provider) as rt:
+            rt.spawn("p", behavior="par")
+            sent = rt.bus.send("x", "p", "a")
+            rt.agent("p").private("z")  # behind it
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            kinds = [
+                (type(r.event).__name__, r.event.cause)
+                for r in journal.read()
+                if isinstance(r.event, IpcDelivered | LlmOutputRecorded)
+            ]
+
+        assert kinds == [
+            ("IpcDelivered", None),
+            ("LlmOutputRecorded", sent.id),
+            ("LlmOutputRecorded", sent.id),
+        ]
+
     def test_a_cause_that_is_not_a_string_is_refused(self) -> None:
         with Runtime.open(None) as rt:
             rt.spawn("a")
