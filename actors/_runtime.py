@@ -1060,20 +1060,25 @@ class Runtime:
         fanout: FanOut | None = None,
     ) -> None:
         entry = self._entry(agent_id)
-        if fanout is not None:  # one of many: paced, and told only to the agent still live
+        if fanout is not None:
             message = fanout.wrap(entry.shared, message)
-            try:
-                self._admit(agent_id, entry, timeout)
-            except BaseException:
-                FanOut.untold(message)
-                raise
-            self._tell_current(agent_id, entry, message)
-            return
-        self._admit(agent_id, entry, timeout)
+        try:
+            self._admit(agent_id, entry, timeout)
+        except BaseException:
+            FanOut.untold(message)
+            raise
+        if fanout is not None and self._agents.get(agent_id) is not entry:
+            # Killed since: its actor would drop a message queued behind its stop, and the
+            # fan-out would wait for its place. Not checked under the lock, as
+            # _tell_current does: every agent a fan-out wakes would queue for it.
+            entry.shared.slots.release()
+            FanOut.untold(message)
+            raise AgentNotFoundError(agent_id)
         try:
             entry.ref.tell(message)
         except pykka.ActorDeadError as exc:
             entry.shared.slots.release()
+            FanOut.untold(message)
             raise AgentNotFoundError(agent_id) from exc
 
     def _ask(self, agent_id: str, name: str, *args: object, incarnation: Shared | None = None) -> Any:  # noqa: ANN401 - the operation's result
