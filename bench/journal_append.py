@@ -29,6 +29,11 @@ repeated ``--repeat`` times; the table shows the median):
   a helper thread (hashlib releases the GIL for large buffers). This is the
   measurement the design note in ``store/_lmdb.py``'s docstring refers to.
 
+Beside each median, the table shows the process's CPU time per event (the rest of a
+synced append's time is mostly waiting for the disk) and the size of the LMDB data files
+the run left per event (what its commits wrote, or what a scan read): together they
+say whether a ratio is bound by the Python work or by the bytes written.
+
 Each run starts after ``os.sync()``, so it does not pay for the previous one's writes. A
 ratio is the median of the rounds' ratios: each round measures every workload once, in
 turn, so a slow spell of the shared machine that spans a round cancels out.
@@ -63,7 +68,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import lmdb
 import msgspec
@@ -179,16 +184,29 @@ def record_bodies(events: Sequence[Event]) -> list[bytes]:
 # ---------------------------------------------------------------------- measurements
 
 
-Timed = Callable[[Path], tuple[float, int]]
-"""A measurement: given a fresh temporary directory, return (seconds, items done)."""
+class Clocked(NamedTuple):
+    """One timed run: wall seconds, items done, and the process's CPU seconds meanwhile.
+
+    Wall time minus CPU time is mostly waiting for the disk (each synced commit), so the
+    two show how much of a ratio is the Python work and how much the writes.
+    """
+
+    seconds: float
+    done: int
+    cpu: float
 
 
-def _clock(fn: Callable[[], int]) -> tuple[float, int]:
+Timed = Callable[[Path], Clocked]
+"""A measurement: given a fresh temporary directory, return its ``Clocked`` run."""
+
+
+def _clock(fn: Callable[[], int]) -> Clocked:
     gc.collect()
     os.sync()  # the previous measurement's dirty pages are not this one's to write
+    cpu = time.process_time()
     start = time.perf_counter()
     done = fn()
-    return time.perf_counter() - start, done
+    return Clocked(time.perf_counter() - start, done, time.process_time() - cpu)
 
 
 def _open_raw(path: Path) -> tuple[lmdb.Environment, Any]:
@@ -236,7 +254,7 @@ def journal_append(
 ) -> Timed:
     batches = [events[i : i + batch] for i in range(0, len(events), batch)]
 
-    def run(path: Path) -> tuple[float, int]:
+    def run(path: Path) -> Clocked:
         journal = Journal.open(path / "journal", sync=True)
         if leave_out:
             _ablated(journal, leave_out)
@@ -257,7 +275,7 @@ def journal_append(
 def raw_append_encoding(events: Sequence[Event], batch: int) -> Timed:
     batches = [events[i : i + batch] for i in range(0, len(events), batch)]
 
-    def run(path: Path) -> tuple[float, int]:
+    def run(path: Path) -> Clocked:
         env, db = _open_raw(path / "raw")
         encode = msgspec.msgpack.Encoder().encode
         try:
@@ -285,7 +303,7 @@ def raw_append_preencoded(events: Sequence[Event], batch: int) -> Timed:
     items = [(_seq_key(i + 1), encode(event)) for i, event in enumerate(events)]
     batches = [items[i : i + batch] for i in range(0, len(items), batch)]
 
-    def run(path: Path) -> tuple[float, int]:
+    def run(path: Path) -> Clocked:
         env, db = _open_raw(path / "raw")
         try:
 
@@ -318,7 +336,7 @@ def _fill_raw(path: Path, events: Sequence[Event]) -> lmdb.Environment:
 def raw_scan(events: Sequence[Event], *, decode: bool) -> Timed:
     decoder = msgspec.msgpack.Decoder(AnyEvent)
 
-    def run(path: Path) -> tuple[float, int]:
+    def run(path: Path) -> Clocked:
         env = _fill_raw(path / "raw", events)
         db = env.open_db(b"events", create=False)
         try:
@@ -353,7 +371,7 @@ def _fill_journal(path: Path, events: Sequence[Event]) -> None:
 
 
 def journal_replay(events: Sequence[Event]) -> Timed:
-    def run(path: Path) -> tuple[float, int]:
+    def run(path: Path) -> Clocked:
         _fill_journal(path / "journal", events)
         with Journal.open(path / "journal", sync=True) as journal:
 
@@ -370,7 +388,7 @@ def journal_replay(events: Sequence[Event]) -> Timed:
 
 
 def journal_verify(events: Sequence[Event]) -> Timed:
-    def run(path: Path) -> tuple[float, int]:
+    def run(path: Path) -> Clocked:
         _fill_journal(path / "journal", events)
         with Journal.open(path / "journal", sync=True) as journal:
 
@@ -388,7 +406,7 @@ def journal_verify(events: Sequence[Event]) -> Timed:
 # ---------------------------------------------------------------------- hash schemes
 
 
-def chain_per_record(bodies: Sequence[bytes], *, build: bool) -> tuple[float, int]:
+def chain_per_record(bodies: Sequence[bytes], *, build: bool) -> Clocked:
     """Chained BLAKE2b-128 per record, as ``LmdbJournal._write`` does it (a copy of one
     prepared hasher per record); with ``build``, also each stored value ``body | chain``."""
     copy = hashlib.blake2b(digest_size=16).copy
@@ -412,7 +430,7 @@ def chain_per_record(bodies: Sequence[bytes], *, build: bool) -> tuple[float, in
     return _clock(body)
 
 
-def crc_per_record_hash_per_commit(bodies: Sequence[bytes], *, build: bool) -> tuple[float, int]:
+def crc_per_record_hash_per_commit(bodies: Sequence[bytes], *, build: bool) -> Clocked:
     """CRC32 per record and one chained BLAKE2b-128 per commit of 1000 (over the bodies).
 
     With ``build``, also each stored value ``body | crc``.
@@ -436,7 +454,7 @@ def crc_per_record_hash_per_commit(bodies: Sequence[bytes], *, build: bool) -> t
     return _clock(body)
 
 
-def crc_per_record_hash_per_commit_threaded(bodies: Sequence[bytes], *, build: bool) -> tuple[float, int]:
+def crc_per_record_hash_per_commit_threaded(bodies: Sequence[bytes], *, build: bool) -> Clocked:
     """As ``crc_per_record_hash_per_commit``, with each commit's BLAKE2b on a helper thread.
 
     hashlib releases the GIL while it hashes a buffer of 2 KiB or more, so the commit's
@@ -482,6 +500,19 @@ class Row:
     reference: str = ""
     ratio: float | None = None
     target: float | None = None
+    cpu_runs: list[float] = field(default_factory=list)
+    """The process's CPU seconds in each run (the rest of its time is mostly waiting for the disk)."""
+    data_bytes: int = 0
+    """The LMDB data files' size after the first run: what the workload wrote (or scanned)."""
+
+    @property
+    def cpu_us(self) -> float:
+        """Median CPU microseconds per event."""
+        return statistics.median(self.cpu_runs) / self.events * 1e6 if self.cpu_runs else 0.0
+
+    @property
+    def bytes_per_event(self) -> float:
+        return self.data_bytes / self.events if self.events else 0.0
 
     @property
     def met(self) -> bool | None:
@@ -532,14 +563,22 @@ def build_workloads(config: Config, events: list[Event]) -> list[Workload]:
     ]
 
 
+def _data_bytes(where: Path) -> int:
+    """The size of the LMDB data files under ``where`` (every page a workload's commits wrote)."""
+    return sum(path.stat().st_size for path in where.rglob("data.mdb"))
+
+
 def run_workloads(config: Config, workloads: list[Workload]) -> list[Row]:
-    runs: dict[str, list[tuple[float, int]]] = {w.name: [] for w in workloads}
+    runs: dict[str, list[Clocked]] = {w.name: [] for w in workloads}
+    sizes: dict[str, int] = {}
     for round_no in range(config.repeat):
         # interleaved rounds: a slow spell of the machine hits every workload alike
         for workload in workloads:
             with tempfile.TemporaryDirectory(prefix="cogfabric-bench-", dir=config.tmp_parent) as tmp:
-                seconds, done = workload.timed(Path(tmp))
-            runs[workload.name].append((seconds, done))
+                clocked = workload.timed(Path(tmp))
+                sizes.setdefault(workload.name, _data_bytes(Path(tmp)))
+            seconds, done = clocked.seconds, clocked.done
+            runs[workload.name].append(clocked)
             print(
                 f"  run {round_no + 1}/{config.repeat} {workload.name}: {done / seconds:,.0f}/s",
                 file=sys.stderr,
@@ -547,16 +586,18 @@ def run_workloads(config: Config, workloads: list[Workload]) -> list[Row]:
             )
     rows: dict[str, Row] = {}
     for workload in workloads:
-        seconds = statistics.median(s for s, _ in runs[workload.name])
-        done = runs[workload.name][0][1]
+        seconds = statistics.median(run.seconds for run in runs[workload.name])
+        done = runs[workload.name][0].done
         rows[workload.name] = Row(
             workload=workload.name,
             events=done,
             seconds=seconds,
             rate=done / seconds,
-            runs=[s for s, _ in runs[workload.name]],
+            runs=[run.seconds for run in runs[workload.name]],
             reference=workload.reference,
             target=workload.target,
+            cpu_runs=[run.cpu for run in runs[workload.name]],
+            data_bytes=sizes[workload.name],
         )
     for row in rows.values():
         if row.reference:
@@ -582,7 +623,7 @@ class HashRow:
     runs_us_with_value: list[float] = field(default_factory=list)
 
 
-HashScheme = Callable[..., tuple[float, int]]
+HashScheme = Callable[..., Clocked]
 
 
 def run_hash_table(config: Config, events: list[Event]) -> list[HashRow]:
@@ -600,9 +641,9 @@ def run_hash_table(config: Config, events: list[Event]) -> list[HashRow]:
     with_value: dict[str, list[float]] = {name: [] for name, _ in schemes}
     for _ in range(config.repeat):
         for name, fn in schemes:
-            seconds, done = fn(bodies, build=False)
+            seconds, done, _ = fn(bodies, build=False)
             hash_only[name].append(seconds / done * 1e6)
-            seconds, done = fn(bodies, build=True)
+            seconds, done, _ = fn(bodies, build=True)
             with_value[name].append(seconds / done * 1e6)
     return [
         HashRow(
@@ -621,7 +662,10 @@ def run_hash_table(config: Config, events: list[Event]) -> list[HashRow]:
 
 
 def format_table(rows: list[Row]) -> str:
-    headers = ("workload", "events", "seconds", "events/s", "reference", "ratio", "target")
+    headers = (
+        "workload", "events", "seconds", "events/s", "CPU us/event", "file bytes/event", "reference", "ratio",
+        "target",
+    )  # fmt: skip
     lines = []
     for row in rows:
         ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
@@ -634,12 +678,14 @@ def format_table(rows: list[Row]) -> str:
                 f"{row.events:,}",
                 f"{row.seconds:.3f}",
                 f"{row.rate:,.0f}",
+                f"{row.cpu_us:.2f}",
+                f"{row.bytes_per_event:,.0f}",
                 row.reference,
                 ratio,
                 target,
             )
         )
-    return columns(headers, lines, right={1, 2, 3, 5})
+    return columns(headers, lines, right={1, 2, 3, 4, 5, 7})
 
 
 def format_hash_table(rows: list[HashRow]) -> str:
@@ -694,7 +740,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         document = {
             "environment": env_info,
             "config": asdict(config),
-            "results": [{**asdict(row), "met": row.met} for row in rows],
+            "results": [
+                {**asdict(row), "met": row.met, "cpu_us": row.cpu_us, "bytes_per_event": row.bytes_per_event}
+                for row in rows
+            ],
             "hash_schemes": [asdict(row) for row in hash_rows],
         }
         write_json(json_path, document)

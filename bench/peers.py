@@ -82,7 +82,7 @@ from typing import Any, Final
 
 import msgspec
 from _common import columns, source_revision, write_json
-from journal_append import raw_append_encoding, raw_scan
+from journal_append import Clocked, raw_append_encoding, raw_scan
 
 from cogfabric.events import Event, PrivateSet
 from cogfabric.store import Journal
@@ -221,12 +221,12 @@ def cf_append(events: Sequence[Event], batch: int) -> Timed:
     return run
 
 
-def limit(timed: Callable[[Path], tuple[float, int]]) -> Timed:
+def limit(timed: Callable[[Path], Clocked]) -> Timed:
     """A raw-LMDB reference of bench/journal_append.py, as a peers measurement."""
 
     def run(path: Path) -> Sample:
-        seconds, done = timed(path)
-        return Sample(seconds, done)
+        clocked = timed(path)
+        return Sample(clocked.seconds, clocked.done)
 
     return run
 

@@ -94,3 +94,19 @@ def test_the_fan_out_reaches_every_agent_at_both_sizes_and_both_switch_intervals
         "publish_task_context to 30 agents: until flush() returns": 30,
         "publish_task_context to 30 agents, switch interval 50 ms: until flush() returns": 30,
     }
+
+
+def test_the_journal_bench_reports_cpu_and_bytes_written_per_event(tmp_path: Path) -> None:
+    # What bounds a synced append is the Python work or the bytes its commits write: each
+    # row carries both, per event, so the note can say which.
+    _, results = _run("journal_append.py", "--events 2000 --single-events 10 --repeat 2", tmp_path)
+
+    rows = {row["workload"]: row for row in results}
+    raw = rows["raw append + encoding, 1000/txn"]
+    journal = rows["Journal.append(validate=False), batch 1000"]
+    for row in (raw, journal):
+        assert len(row["cpu_runs"]) == 2
+        assert row["cpu_us"] > 0
+        assert 0 < row["bytes_per_event"] < 10_000
+    # the journal stores each record's trailer and an id index beside it: more bytes a record
+    assert journal["bytes_per_event"] > raw["bytes_per_event"]
