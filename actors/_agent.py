@@ -175,7 +175,7 @@ class FanOut:
     Every agent is a thread. A message to an idle agent wakes its thread, which then
     waits for the GIL; CPython wakes every thread waiting for the GIL once per switch
     interval, so thousands woken at once cost far more than thousands woken a few at a
-    time (bench/fabric.py's fan-out group; README "Messages to every agent at once").
+    time (bench/fabric.py's fan-out group; docs/performance.md, "Many agents at once").
 
     Before it tells the next idle agent, a fan-out waits until fewer than ``WINDOW`` of
     the idle agents it told are still handling its message. An agent with mail waiting

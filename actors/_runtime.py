@@ -70,7 +70,7 @@ _STOP_WINDOW: Final = 32
 agent's thread; thousands woken at once spend close() fighting over the GIL (closing
 10,000 idle agents in ``bench/fabric.py --only spawn``: medians of 2.8-3.0 s, and runs
 of 75 s and 193 s, asked all at once; medians of 0.7-1.2 s, none over 1.6 s, this many
-at a time; see README "Closing many agents")."""
+at a time; see docs/performance.md, "Closing many agents")."""
 _STOP_PATIENCE: Final = 0.05
 """How long close() waits for the oldest agent of its window before it moves on, and
 waits for those of the window not yet stopped (still busy in their behavior) last."""

@@ -26,7 +26,7 @@ the median):
   the fast ones. The same journaled ring runs again under another GIL switch interval
   (``sys.setswitchinterval``, ``--switch-interval``, 50 ms unless told; Python's default
   is 5 ms), restored after each run: in the runs we made, the longer interval did away
-  with the spread-out runs (README, "Performance"). Beside each run, its CPU time
+  with the spread-out runs (docs/performance.md, "The batch ring and the GIL"). Beside each run, its CPU time
   (``getrusage``: the process's user and system time), the
   journal writer thread's own CPU time (its ``pthread_getcpuclockid`` clock), the
   cyclic garbage collector's passes (how many, how many full, their time), and the
