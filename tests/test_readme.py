@@ -62,7 +62,7 @@ def _anchor(heading: str) -> str:
 
 
 def test_every_relative_link_in_the_docs_leads_somewhere() -> None:
-    # The README sends readers to docs/performance.md for every missed target and to the
+    # The README sends readers to docs/performance.md for the missed targets and to the
     # JSON of each run it quotes: a moved file or a renamed heading must not leave a
     # dead link behind.
     pages = [_README, *sorted((_README.parent / "docs").glob("*.md"))]
