@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
@@ -275,6 +276,8 @@ class AgentActor(pykka.ThreadingActor):
         self._shared = shared
         self._stream = "agent/" + state.id
         self._outbox: list[Event] = []
+        self._foreign: collections.deque[Event] = collections.deque()
+        """Facts other threads noted while this agent was busy (``note_from_any_thread``)."""
         self._task_ticket = 0
         self._killed = False
         self._stale = False  # a commit it stopped waiting for may have happened
@@ -322,6 +325,8 @@ class AgentActor(pykka.ThreadingActor):
                 return self._failed(kind, _user_code_error(exc, f"agent {self._state.id!r}"))
         finally:
             shared.busy = False  # what it changed is handed over (_dispatch flushed the outbox)
+            if self._foreign:  # noted by another thread after that hand-over
+                self._hand_over_foreign()
             if window is not None:
                 window.release()
 
@@ -468,6 +473,8 @@ class AgentActor(pykka.ThreadingActor):
         if writer is None:
             self._apply(event)
             return 0
+        if self._foreign:
+            self._take_foreign()
         if self._core.sync or durable:
             events = [*self._outbox, event]
             self._outbox = []
@@ -497,28 +504,76 @@ class AgentActor(pykka.ThreadingActor):
         """
         if self.cause is not None and event.cause is None:
             event = msgspec.structs.replace(event, cause=self.cause)
+        if self._foreign:
+            self._take_foreign()
         self._outbox.append(event)
 
     def note_from_any_thread(self, event: Event) -> None:
         """``note``, for a client that may be called off this actor's thread (``ctx.llm``).
 
         While the agent handles a message (its behavior may call the client from worker
-        threads it waits for), the fact is that message's, as on the actor's thread.
-        Otherwise (a client kept and called later from a thread of its own) it goes to
-        the journal writer at once, as no message's effect: ``Runtime.flush`` does not
-        ask an idle agent for its outbox. A writer that is stopped or failed drops it
-        (logged), as the agent's own hand-over would.
+        threads it waits for), the fact is that message's, as on the actor's thread: it
+        joins the agent's waiting changes in the order they were made. Otherwise (a
+        client kept and called later from a thread of its own) it goes to the journal
+        writer at once, as no message's effect: ``Runtime.flush`` does not ask an idle
+        agent for its outbox. A writer that is stopped or failed drops it (logged), as
+        the agent's own hand-over would.
+
+        Other threads never touch the outbox: they queue the fact on a deque the agent
+        drains whenever it changes its outbox. Whoever sees the agent not busy last,
+        the agent as it finishes a message or the noting thread just after queuing,
+        hands over what is still queued, so a fact noted as the message ends is not
+        left behind for a next message that may never come.
         """
-        if self._shared.busy or threading.current_thread() is self._shared.thread:
+        if threading.current_thread() is self._shared.thread:
             self.note(event)
             return
+        if self._shared.busy:
+            cause = self.cause
+            if cause is not None and event.cause is None:
+                event = msgspec.structs.replace(event, cause=cause)
+            self._foreign.append(event)
+            if self._shared.busy:
+                return  # the agent takes it with its message's changes, or as it finishes
+            self._hand_over_foreign()  # it finished meanwhile, perhaps before it looked
+            return
+        self._submit_foreign([event])
+
+    def _take_foreign(self) -> None:
+        """On the actor's thread: move what other threads noted into the outbox, in order."""
+        foreign, outbox = self._foreign, self._outbox
+        while True:
+            try:
+                outbox.append(foreign.popleft())
+            except IndexError:
+                return
+
+    def _hand_over_foreign(self) -> None:
+        """From any thread: hand what other threads noted to the writer (each fact once)."""
+        events: list[Event] = []
+        foreign = self._foreign
+        while True:
+            try:
+                events.append(foreign.popleft())
+            except IndexError:
+                break
+        if events:
+            self._submit_foreign(events)
+
+    def _submit_foreign(self, events: list[Event]) -> None:
         writer = self._core.writer
         if writer is None:
             return
         try:
-            writer.submit_nowait([event])
+            writer.submit_nowait(events)
         except (RuntimeClosedError, JournalError) as exc:
-            log.warning("agent %s: %s not journaled: %s", self._state.id, type(event).__name__, exc)
+            log.warning(
+                "agent %s: %d %s not journaled: %s",
+                self._state.id,
+                len(events),
+                type(events[0]).__name__,
+                exc,
+            )
 
     def _apply(self, event: Event) -> None:
         state = apply_event(self._state, event)
@@ -529,6 +584,8 @@ class AgentActor(pykka.ThreadingActor):
 
     def _flush_outbox(self) -> int:
         writer = self._core.writer
+        if self._foreign:
+            self._take_foreign()
         if not self._outbox or writer is None:
             self._outbox = []
             return 0
@@ -559,6 +616,8 @@ class AgentActor(pykka.ThreadingActor):
         way, handing it over waits while the writer's queue is full (``JournalWriter``).
         """
         writer = self._core.writer
+        if self._foreign:
+            self._take_foreign()
         events = [*self._outbox, message]
         self._outbox = []
         if writer is None:

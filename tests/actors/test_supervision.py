@@ -607,6 +607,7 @@ class TestBehaviors:
                 llm = ctx.llm
                 with ThreadPoolExecutor(2) as pool:
                     list(pool.map(llm.generate, ["first", "second"]))
+                ctx.set_private("after", True)  # journaled after the outputs, as it came after
 
         provider = ScriptedProvider(["one", "two"])
         with Runtime.open(tmp_path / "j", behaviors={"par": Parallel}, llm_provider=provider) as rt:
@@ -619,14 +620,145 @@ class TestBehaviors:
             kinds = [
                 (type(r.event).__name__, r.event.cause)
                 for r in journal.read()
-                if isinstance(r.event, IpcDelivered | LlmOutputRecorded)
+                if isinstance(r.event, IpcDelivered | LlmOutputRecorded | PrivateSet)
             ]
 
         assert kinds == [
             ("IpcDelivered", None),
             ("LlmOutputRecorded", sent.id),
             ("LlmOutputRecorded", sent.id),
+            ("PrivateSet", sent.id),
         ]
+
+    def test_an_llm_output_noted_after_the_message_was_handed_over_is_not_left_behind(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # A thread the behavior does not wait for calls ctx.llm at the very end of the
+        # message: after the agent handed its changes over, while it still counts as
+        # busy. The output must reach the journal by flush(), which does not ask an
+        # idle agent (and close does not either).
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.events import LlmOutputRecorded  # noqa: PLC0415
+
+        go, called, finished = threading.Event(), threading.Event(), threading.Event()
+
+        class Detached:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                llm = ctx.llm
+
+                def late() -> None:
+                    go.wait(10)
+                    llm.generate("late")
+                    called.set()
+
+                threading.Thread(target=late, daemon=True).start()
+
+        handed_over, receive = AgentActor._flush_outbox, AgentActor.on_receive
+
+        def hand_over_then_let_it_call(actor: AgentActor) -> int:
+            ticket = handed_over(actor)
+            if actor.agent_id == "d" and actor.cause is None and not go.is_set():  # the message's last
+                go.set()
+                assert called.wait(10)
+            return ticket
+
+        def receive_then_say_so(actor: AgentActor, message: Any) -> Any:
+            try:
+                return receive(actor, message)
+            finally:
+                if actor.agent_id == "d":
+                    finished.set()
+
+        provider = ScriptedProvider(["out"])
+        with Runtime.open(tmp_path / "j", behaviors={"d": Detached}, llm_provider=provider) as rt:
+            rt.spawn("d", behavior="d")
+            monkeypatch.setattr(AgentActor, "_flush_outbox", hand_over_then_let_it_call)
+            monkeypatch.setattr(AgentActor, "on_receive", receive_then_say_so)
+            rt.bus.send("x", "d", "a")
+            assert finished.wait(10)  # the agent is idle again; nothing more is sent to it
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            flushed = [
+                (r.event.output, r.event.cause)
+                for r in journal.read()
+                if isinstance(r.event, LlmOutputRecorded)
+            ]
+        with Journal.open(tmp_path / "j", readonly=True) as closed:
+            kept = [
+                (r.event.output, r.event.cause)
+                for r in closed.read()
+                if isinstance(r.event, LlmOutputRecorded)
+            ]
+
+        assert flushed == kept == [("out", None)]
+
+    def test_an_llm_output_noted_as_the_agent_goes_idle_is_handed_over_by_its_thread(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The other side of the race above: the calling thread saw the agent busy, and
+        # the agent finished its message before the fact was queued. The thread must
+        # then hand the fact over itself (the agent looked before it was there).
+        import collections  # noqa: PLC0415
+
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.events import LlmOutputRecorded  # noqa: PLC0415
+
+        go, queuing, called, finished = (threading.Event() for _ in range(4))
+
+        class HeldUntilIdle(collections.deque[Any]):
+            """The agent's queue of facts from other threads, holding a fact until it is idle."""
+
+            def append(self, item: Any) -> None:
+                queuing.set()
+                assert finished.wait(10)
+                super().append(item)
+
+        class Detached:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                llm = ctx.llm
+
+                def late() -> None:
+                    go.wait(10)
+                    llm.generate("late")
+                    called.set()
+
+                threading.Thread(target=late, daemon=True).start()
+
+        handed_over, receive = AgentActor._flush_outbox, AgentActor.on_receive
+
+        def hand_over_then_let_it_call(actor: AgentActor) -> int:
+            ticket = handed_over(actor)
+            if actor.agent_id == "d" and actor.cause is None and not go.is_set():  # the message's last
+                actor._foreign = HeldUntilIdle()
+                go.set()
+                assert queuing.wait(10)  # it saw the agent busy
+            return ticket
+
+        def receive_then_say_so(actor: AgentActor, message: Any) -> Any:
+            try:
+                return receive(actor, message)
+            finally:
+                if actor.agent_id == "d":
+                    finished.set()
+
+        provider = ScriptedProvider(["out"])
+        with Runtime.open(tmp_path / "j", behaviors={"d": Detached}, llm_provider=provider) as rt:
+            rt.spawn("d", behavior="d")
+            monkeypatch.setattr(AgentActor, "_flush_outbox", hand_over_then_let_it_call)
+            monkeypatch.setattr(AgentActor, "on_receive", receive_then_say_so)
+            rt.bus.send("x", "d", "a")
+            assert called.wait(10)
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            flushed = [
+                (r.event.output, r.event.cause)
+                for r in journal.read()
+                if isinstance(r.event, LlmOutputRecorded)
+            ]
+
+        assert flushed == [("out", None)]
 
     def test_a_cause_that_is_not_a_string_is_refused(self) -> None:
         with Runtime.open(None) as rt:
