@@ -278,6 +278,9 @@ class AgentActor(pykka.ThreadingActor):
         self._outbox: list[Event] = []
         self._foreign: collections.deque[Event] = collections.deque()
         """Facts other threads noted while this agent was busy (``note_from_any_thread``)."""
+        self._foreign_lock = threading.Lock()
+        """Held by another thread while it checks ``busy`` and queues a fact, and by the
+        actor while it hands the last of them over and stops being busy."""
         self._task_ticket = 0
         self._killed = False
         self._stale = False  # a commit it stopped waiting for may have happened
@@ -324,9 +327,17 @@ class AgentActor(pykka.ThreadingActor):
             except BaseException as exc:  # noqa: BLE001 - Pykka would stop every actor on it
                 return self._failed(kind, _user_code_error(exc, f"agent {self._state.id!r}"))
         finally:
-            shared.busy = False  # what it changed is handed over (_dispatch flushed the outbox)
-            if self._foreign:  # noted by another thread after that hand-over
-                self._hand_over_foreign()
+            # What it changed is handed over (_dispatch flushed the outbox); what other
+            # threads noted since goes too, before it stops counting as busy: an agent
+            # that is not busy holds nothing Runtime.flush must ask for.
+            with self._foreign_lock:
+                try:
+                    if self._foreign:
+                        self._hand_over_foreign()
+                except Exception:
+                    log.exception("agent %s: what other threads noted was not handed over", self._state.id)
+                finally:
+                    shared.busy = False
             if window is not None:
                 window.release()
 
@@ -513,30 +524,27 @@ class AgentActor(pykka.ThreadingActor):
 
         While the agent handles a message (its behavior may call the client from worker
         threads it waits for), the fact is that message's, as on the actor's thread: it
-        joins the agent's waiting changes in the order they were made. Otherwise (a
-        client kept and called later from a thread of its own) it goes to the journal
+        joins the agent's waiting changes in the order they were made, and is handed
+        over with them, or at the latest as the agent finishes the message. Otherwise
+        (a client kept and called later from a thread of its own) it goes to the journal
         writer at once, as no message's effect: ``Runtime.flush`` does not ask an idle
         agent for its outbox. A writer that is stopped or failed drops it (logged), as
         the agent's own hand-over would.
 
-        Other threads never touch the outbox: they queue the fact on a deque the agent
-        drains whenever it changes its outbox. Whoever sees the agent not busy last,
-        the agent as it finishes a message or the noting thread just after queuing,
-        hands over what is still queued, so a fact noted as the message ends is not
-        left behind for a next message that may never come.
+        Other threads never touch the outbox: they queue the fact, under a lock the
+        agent also holds while it hands the last of them over and stops being busy, so
+        no fact is queued after that hand-over and left behind.
         """
         if threading.current_thread() is self._shared.thread:
             self.note(event)
             return
-        if self._shared.busy:
-            cause = self.cause
-            if cause is not None and event.cause is None:
-                event = msgspec.structs.replace(event, cause=cause)
-            self._foreign.append(event)
+        with self._foreign_lock:
             if self._shared.busy:
-                return  # the agent takes it with its message's changes, or as it finishes
-            self._hand_over_foreign()  # it finished meanwhile, perhaps before it looked
-            return
+                cause = self.cause
+                if cause is not None and event.cause is None:
+                    event = msgspec.structs.replace(event, cause=cause)
+                self._foreign.append(event)
+                return
         self._submit_foreign([event])
 
     def _take_foreign(self) -> None:
@@ -549,7 +557,7 @@ class AgentActor(pykka.ThreadingActor):
                 return
 
     def _hand_over_foreign(self) -> None:
-        """From any thread: hand what other threads noted to the writer (each fact once)."""
+        """On the actor's thread, as it finishes a message: hand what other threads noted to the writer."""
         events: list[Event] = []
         foreign = self._foreign
         while True:
@@ -873,6 +881,8 @@ class AgentActor(pykka.ThreadingActor):
             self._flush_outbox()
         finally:  # a requester hears of the failure even when the journal refuses the outbox
             self._core.bus.handler_failed(message, exc)
+        if self._foreign:
+            self._take_foreign()
         self._outbox.append(
             AgentFailed(
                 at=self._now(),
