@@ -330,14 +330,14 @@ class AgentActor(pykka.ThreadingActor):
             # What it changed is handed over (_dispatch flushed the outbox); what other
             # threads noted since goes too, before it stops counting as busy: an agent
             # that is not busy holds nothing Runtime.flush must ask for.
-            with self._foreign_lock:
-                try:
-                    if self._foreign:
-                        self._hand_over_foreign()
-                except Exception:
-                    log.exception("agent %s: what other threads noted was not handed over", self._state.id)
-                finally:
-                    shared.busy = False
+            lock = self._foreign_lock
+            lock.acquire()  # not ``with``: a message's cost, kept low
+            try:
+                if self._foreign:
+                    self._hand_over_foreign()
+            finally:
+                shared.busy = False
+                lock.release()
             if window is not None:
                 window.release()
 
@@ -557,7 +557,10 @@ class AgentActor(pykka.ThreadingActor):
                 return
 
     def _hand_over_foreign(self) -> None:
-        """On the actor's thread, as it finishes a message: hand what other threads noted to the writer."""
+        """On the actor's thread, as it finishes a message: hand what other threads noted to the writer.
+
+        Logs what fails rather than raising: it runs in ``on_receive``'s ``finally``.
+        """
         events: list[Event] = []
         foreign = self._foreign
         while True:
@@ -565,8 +568,12 @@ class AgentActor(pykka.ThreadingActor):
                 events.append(foreign.popleft())
             except IndexError:
                 break
-        if events:
+        if not events:
+            return
+        try:
             self._submit_foreign(events)
+        except Exception:
+            log.exception("agent %s: what other threads noted was not handed over", self._state.id)
 
     def _submit_foreign(self, events: list[Event]) -> None:
         writer = self._core.writer
