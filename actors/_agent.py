@@ -570,10 +570,22 @@ class AgentActor(pykka.ThreadingActor):
                 break
         if not events:
             return
+        if self._killed:
+            self._dropped_after_kill(events)
+            return
         try:
             self._submit_foreign(events)
         except Exception:
             log.exception("agent %s: what other threads noted was not handed over", self._state.id)
+
+    def _dropped_after_kill(self, events: list[Event]) -> None:
+        """Say so when facts noted after this agent's kill are not journaled (it journals nothing then)."""
+        log.warning(
+            "agent %s: %d %s noted after its kill not journaled",
+            self._state.id,
+            len(events),
+            type(events[0]).__name__,
+        )
 
     def _submit_foreign(self, events: list[Event]) -> None:
         writer = self._core.writer
@@ -601,6 +613,9 @@ class AgentActor(pykka.ThreadingActor):
         writer = self._core.writer
         if self._foreign:
             self._take_foreign()
+        if self._killed and self._outbox:  # noted by another thread after the kill was journaled
+            self._dropped_after_kill(self._outbox)
+            self._outbox = []
         if not self._outbox or writer is None:
             self._outbox = []
             return 0

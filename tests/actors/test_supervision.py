@@ -34,7 +34,7 @@ from cogfabric.actors import (
     RuntimeConfig,
     UserCodeError,
 )
-from cogfabric.actors._agent import CALL, AgentActor
+from cogfabric.actors._agent import CALL, AgentActor, Shared
 from cogfabric.events import (
     AgentFailed,
     AgentKilled,
@@ -50,6 +50,52 @@ from cogfabric.store import InvalidStreamError, Journal, JournalError, JournalFu
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
+
+
+def _shared_pausing(
+    caller: threading.Thread, checked: threading.Event, go_on: threading.Event
+) -> type[Shared]:
+    """A ``Shared`` whose ``busy`` holds ``caller`` just after it read it, until ``go_on``."""
+    slot: Any = vars(Shared)["busy"]
+
+    def read(shared: Shared) -> bool:
+        value: bool = slot.__get__(shared, Shared)
+        if threading.current_thread() is caller and not checked.is_set():
+            checked.set()
+            assert go_on.wait(10)
+        return value
+
+    def write(shared: Shared, value: bool) -> None:
+        slot.__set__(shared, value)
+
+    return type("PausingShared", (Shared,), {"__slots__": (), "busy": property(read, write)})
+
+
+class _WatchedLock:
+    """An agent's noted-facts lock that says when its actor found it taken or released it."""
+
+    def __init__(self, real: Any, moved: threading.Event) -> None:
+        self.real = real
+        self.moved = moved
+        self.owner = threading.current_thread()  # made on the actor's thread
+
+    def acquire(self) -> bool:
+        if threading.current_thread() is self.owner:
+            if self.real.acquire(blocking=False):
+                return True
+            self.moved.set()
+        return bool(self.real.acquire())
+
+    def release(self) -> None:
+        self.real.release()
+        if threading.current_thread() is self.owner:
+            self.moved.set()
+
+    def __enter__(self) -> None:
+        self.real.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.real.release()
 
 
 class _Stranger:
@@ -607,28 +653,39 @@ class TestBehaviors:
                 llm = ctx.llm
                 with ThreadPoolExecutor(2) as pool:
                     list(pool.map(llm.generate, ["first", "second"]))
-                ctx.set_private("after", True)  # journaled after the outputs, as it came after
+                    ctx.set_private("after", True)  # journaled after the outputs, as it came after
+                    pool.submit(llm.generate, "third").result()
+                    llm.generate("fourth")  # on the agent's own thread: after the worker's
+                    pool.submit(llm.generate, "fifth").result()
+                    ctx.send("q", "t", "sixth")  # after the outputs before it
 
-        provider = ScriptedProvider(["one", "two"])
+        provider = ScriptedProvider(["1", "2", "3", "4", "5"])
         with Runtime.open(tmp_path / "j", behaviors={"par": Parallel}, llm_provider=provider) as rt:
             rt.spawn("p", behavior="par")
+            rt.spawn("q")
             sent = rt.bus.send("x", "p", "a")
             rt.agent("p").private("z")  # behind it
             rt.flush()
             journal = rt._journal
             assert journal is not None
             kinds = [
-                (type(r.event).__name__, r.event.cause)
+                (type(r.event).__name__, getattr(r.event, "output", ""), r.event.cause)
                 for r in journal.read()
                 if isinstance(r.event, IpcDelivered | LlmOutputRecorded | PrivateSet)
+                or (isinstance(r.event, IpcMessage) and r.event.sender == "p")
             ]
 
-        assert kinds == [
-            ("IpcDelivered", None),
-            ("LlmOutputRecorded", sent.id),
-            ("LlmOutputRecorded", sent.id),
-            ("PrivateSet", sent.id),
+        worker_outputs = {kinds[1][1], kinds[2][1]}  # the first two ran side by side
+        assert worker_outputs == {"1", "2"}
+        assert kinds[:1] + kinds[3:] == [
+            ("IpcDelivered", "", None),
+            ("PrivateSet", "", sent.id),
+            ("LlmOutputRecorded", "3", sent.id),
+            ("LlmOutputRecorded", "4", sent.id),
+            ("LlmOutputRecorded", "5", sent.id),
+            ("IpcMessage", "", sent.id),
         ]
+        assert [k[0] for k in kinds[1:3]] == ["LlmOutputRecorded"] * 2
 
     def test_an_llm_output_noted_after_the_message_was_handed_over_is_not_left_behind(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -750,6 +807,122 @@ class TestBehaviors:
 
         assert busy_while_handing_over == [True]
         assert flushed == ["out"]
+
+    def test_an_llm_output_queued_while_its_agent_finishes_the_message_is_not_left_behind(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The calling thread has seen the agent busy and is about to queue its fact
+        # when the agent finishes the message. Checking and queuing must be one step
+        # against the agent's last hand-over and its "not busy": else the fact is
+        # queued after that hand-over and waits for a message that may never come.
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.events import LlmOutputRecorded  # noqa: PLC0415
+
+        go, called, finished = threading.Event(), threading.Event(), threading.Event()
+        checked = threading.Event()  # the calling thread has read busy
+        agent_went_on = threading.Event()  # the agent found the lock taken, or went through its finally
+        caller: list[threading.Thread] = []
+
+        class Detached:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                llm = ctx.llm
+
+                def late() -> None:
+                    go.wait(10)
+                    llm.generate("late")
+                    called.set()
+
+                caller.append(threading.Thread(target=late, daemon=True))
+                caller[0].start()
+
+        handed_over, receive = AgentActor._flush_outbox, AgentActor.on_receive
+
+        def hand_over_then_let_it_call(actor: AgentActor) -> int:
+            ticket = handed_over(actor)
+            if actor.agent_id == "d" and actor.cause is None and not go.is_set():  # the message's last
+                actor._shared.__class__ = _shared_pausing(caller[0], checked, agent_went_on)
+                actor._foreign_lock = _WatchedLock(actor._foreign_lock, agent_went_on)  # type: ignore[assignment]
+                go.set()
+                assert checked.wait(10)  # it read busy as True (and holds the lock, if it takes one)
+            return ticket
+
+        def receive_then_say_so(actor: AgentActor, message: Any) -> Any:
+            try:
+                return receive(actor, message)
+            finally:
+                if actor.agent_id == "d":
+                    finished.set()
+
+        provider = ScriptedProvider(["out"])
+        with Runtime.open(tmp_path / "j", behaviors={"d": Detached}, llm_provider=provider) as rt:
+            rt.spawn("d", behavior="d")
+            monkeypatch.setattr(AgentActor, "_flush_outbox", hand_over_then_let_it_call)
+            monkeypatch.setattr(AgentActor, "on_receive", receive_then_say_so)
+            rt.bus.send("x", "d", "a")
+            assert called.wait(10)  # the call returned
+            assert finished.wait(10)  # and the agent is idle
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            outputs = [r.event.output for r in journal.read() if isinstance(r.event, LlmOutputRecorded)]
+
+        assert outputs == ["out"]
+
+    def test_an_llm_output_noted_after_its_agent_was_killed_is_not_journaled(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # From its kill on, an agent journals nothing: a kept client called from another
+        # thread while the kill message is still in hand is dropped, and the log says so.
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.events import AgentKilled, LlmOutputRecorded  # noqa: PLC0415
+
+        go, called, left, let_go, handled = (threading.Event() for _ in range(5))
+
+        class Detached:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                llm = ctx.llm
+
+                def late() -> None:
+                    go.wait(10)
+                    llm.generate("late")
+                    called.set()
+
+                threading.Thread(target=late, daemon=True).start()
+                handled.set()
+
+        leave = AgentActor._leave
+
+        def leave_and_hold(actor: AgentActor) -> None:
+            leave(actor)
+            left.set()
+            assert let_go.wait(10)
+
+        provider = ScriptedProvider(["out"])
+        with Runtime.open(tmp_path / "j", behaviors={"d": Detached}, llm_provider=provider) as rt:
+            rt.spawn("d", behavior="d")
+            rt.bus.send("x", "d", "a")
+            assert handled.wait(10)
+            rt.flush()
+            monkeypatch.setattr(AgentActor, "_leave", leave_and_hold)
+            killer = threading.Thread(target=rt.kill, args=("d",), daemon=True)
+            killer.start()
+            assert left.wait(10)  # AgentKilled is journaled; the kill message is still in hand
+            go.set()
+            assert called.wait(10)
+            let_go.set()
+            killer.join(10)
+            assert not killer.is_alive()
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            kinds = [
+                type(r.event).__name__
+                for r in journal.read()
+                if isinstance(r.event, LlmOutputRecorded | AgentKilled)
+            ]
+
+        assert kinds == ["AgentKilled"]
+        assert "noted after its kill not journaled" in caplog.text
 
     def test_a_cause_that_is_not_a_string_is_refused(self) -> None:
         with Runtime.open(None) as rt:
