@@ -20,6 +20,7 @@ from cogfabric.actors import (
     AgentNotRegisteredError,
     AgentRunningError,
     AgentState,
+    Behavior,
     Config,
     FakeClock,
     InvalidSpawnSpecError,
@@ -50,6 +51,86 @@ from cogfabric.store import InvalidStreamError, Journal, JournalError, JournalFu
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
+
+
+class _LateCall:
+    """Agent ``d``, whose behavior leaves behind a thread that calls ``ctx.llm`` once told.
+
+    It is told (``go``) when the agent has handed over the message's changes, its last
+    ``_flush_outbox`` of the message; by default the agent then waits until the call
+    has returned (``called``), so the call falls between that hand-over and the end
+    of the message. ``at_last_hand_over`` replaces that step. ``run`` sends the message,
+    waits until the call returned and the agent is idle, flushes and returns the
+    journal's LLM outputs with their causes.
+    """
+
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        at_last_hand_over: Callable[[_LateCall, AgentActor], None] | None = None,
+    ) -> None:
+        self.go, self.called, self.finished = threading.Event(), threading.Event(), threading.Event()
+        self.callers: list[threading.Thread] = []
+        self._at_last_hand_over = at_last_hand_over or _LateCall._let_it_call
+        hand_over, receive = AgentActor._flush_outbox, AgentActor.on_receive
+
+        def hand_over_then(actor: AgentActor) -> int:
+            ticket = hand_over(actor)
+            if actor.agent_id == "d" and actor.cause is None and not self.go.is_set():  # the message's last
+                self._at_last_hand_over(self, actor)
+            return ticket
+
+        def receive_then_say_so(actor: AgentActor, message: Any) -> Any:
+            try:
+                return receive(actor, message)
+            finally:
+                if actor.agent_id == "d":
+                    self.finished.set()
+
+        self._patches = [("_flush_outbox", hand_over_then), ("on_receive", receive_then_say_so)]
+        self._monkeypatch = monkeypatch
+
+    def _let_it_call(self, actor: AgentActor) -> None:  # noqa: ARG002
+        self.go.set()
+        assert self.called.wait(10)
+
+    def behavior(self) -> Behavior:
+        late = self
+
+        class Detached:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                llm = ctx.llm
+
+                def call() -> None:
+                    late.go.wait(10)
+                    llm.generate("late")
+                    late.called.set()
+
+                late.callers.append(threading.Thread(target=call, daemon=True))
+                late.callers[-1].start()
+
+        return Detached()
+
+    def run(self, tmp_path: Path) -> list[tuple[str, str | None]]:
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.events import LlmOutputRecorded  # noqa: PLC0415
+
+        provider = ScriptedProvider(["out"])
+        with Runtime.open(tmp_path / "j", behaviors={"d": self.behavior}, llm_provider=provider) as rt:
+            rt.spawn("d", behavior="d")
+            for name, patched in self._patches:
+                self._monkeypatch.setattr(AgentActor, name, patched)
+            rt.bus.send("x", "d", "a")
+            assert self.called.wait(10)  # the call returned
+            assert self.finished.wait(10)  # and the agent is idle; nothing more is sent to it
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            return [
+                (r.event.output, r.event.cause)
+                for r in journal.read()
+                if isinstance(r.event, LlmOutputRecorded)
+            ]
 
 
 def _shared_pausing(
@@ -671,7 +752,8 @@ class TestBehaviors:
             kinds = [
                 (type(r.event).__name__, getattr(r.event, "output", ""), r.event.cause)
                 for r in journal.read()
-                if isinstance(r.event, IpcDelivered | LlmOutputRecorded | PrivateSet)
+                if isinstance(r.event, LlmOutputRecorded | PrivateSet)
+                or (isinstance(r.event, IpcDelivered) and r.event.recipient == "p")
                 or (isinstance(r.event, IpcMessage) and r.event.sender == "p")
             ]
 
@@ -694,55 +776,9 @@ class TestBehaviors:
         # message: after the agent handed its changes over, while it still counts as
         # busy. The output must reach the journal by flush(), which does not ask an
         # idle agent (nor does close: before the fix it was lost).
-        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
-        from cogfabric.events import LlmOutputRecorded  # noqa: PLC0415
+        late = _LateCall(monkeypatch)
 
-        go, called, finished = threading.Event(), threading.Event(), threading.Event()
-
-        class Detached:
-            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
-                llm = ctx.llm
-
-                def late() -> None:
-                    go.wait(10)
-                    llm.generate("late")
-                    called.set()
-
-                threading.Thread(target=late, daemon=True).start()
-
-        handed_over, receive = AgentActor._flush_outbox, AgentActor.on_receive
-
-        def hand_over_then_let_it_call(actor: AgentActor) -> int:
-            ticket = handed_over(actor)
-            if actor.agent_id == "d" and actor.cause is None and not go.is_set():  # the message's last
-                go.set()
-                assert called.wait(10)
-            return ticket
-
-        def receive_then_say_so(actor: AgentActor, message: Any) -> Any:
-            try:
-                return receive(actor, message)
-            finally:
-                if actor.agent_id == "d":
-                    finished.set()
-
-        provider = ScriptedProvider(["out"])
-        with Runtime.open(tmp_path / "j", behaviors={"d": Detached}, llm_provider=provider) as rt:
-            rt.spawn("d", behavior="d")
-            monkeypatch.setattr(AgentActor, "_flush_outbox", hand_over_then_let_it_call)
-            monkeypatch.setattr(AgentActor, "on_receive", receive_then_say_so)
-            rt.bus.send("x", "d", "a")
-            assert finished.wait(10)  # the agent is idle again; nothing more is sent to it
-            rt.flush()
-            journal = rt._journal
-            assert journal is not None
-            flushed = [
-                (r.event.output, r.event.cause)
-                for r in journal.read()
-                if isinstance(r.event, LlmOutputRecorded)
-            ]
-
-        assert flushed == [("out", None)]
+        assert late.run(tmp_path) == [("out", None)]
 
     def test_an_agent_counts_as_busy_until_it_has_handed_over_what_other_threads_noted(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -751,62 +787,18 @@ class TestBehaviors:
         # agent, finishing its message, hands over a fact another thread noted, it must
         # still count as busy: else a flush in that moment returns without the fact,
         # though the call that journaled it has returned.
-        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
-        from cogfabric.events import LlmOutputRecorded  # noqa: PLC0415
-
-        go, called, finished = threading.Event(), threading.Event(), threading.Event()
+        late = _LateCall(monkeypatch)
         busy_while_handing_over: list[bool] = []
-
-        class Detached:
-            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
-                llm = ctx.llm
-
-                def late() -> None:
-                    go.wait(10)
-                    llm.generate("late")
-                    called.set()
-
-                threading.Thread(target=late, daemon=True).start()
-
-        handed_over, hand_over_noted, receive = (
-            AgentActor._flush_outbox,
-            AgentActor._hand_over_foreign,
-            AgentActor.on_receive,
-        )
-
-        def hand_over_then_let_it_call(actor: AgentActor) -> int:
-            ticket = handed_over(actor)
-            if actor.agent_id == "d" and actor.cause is None and not go.is_set():  # the message's last
-                go.set()
-                assert called.wait(10)
-            return ticket
+        hand_over_noted = AgentActor._hand_over_foreign
 
         def hand_over_noted_and_look(actor: AgentActor) -> None:
             busy_while_handing_over.append(actor._shared.busy)
             hand_over_noted(actor)
 
-        def receive_then_say_so(actor: AgentActor, message: Any) -> Any:
-            try:
-                return receive(actor, message)
-            finally:
-                if actor.agent_id == "d":
-                    finished.set()
+        monkeypatch.setattr(AgentActor, "_hand_over_foreign", hand_over_noted_and_look)
 
-        provider = ScriptedProvider(["out"])
-        with Runtime.open(tmp_path / "j", behaviors={"d": Detached}, llm_provider=provider) as rt:
-            rt.spawn("d", behavior="d")
-            monkeypatch.setattr(AgentActor, "_flush_outbox", hand_over_then_let_it_call)
-            monkeypatch.setattr(AgentActor, "_hand_over_foreign", hand_over_noted_and_look)
-            monkeypatch.setattr(AgentActor, "on_receive", receive_then_say_so)
-            rt.bus.send("x", "d", "a")
-            assert finished.wait(10)
-            rt.flush()
-            journal = rt._journal
-            assert journal is not None
-            flushed = [r.event.output for r in journal.read() if isinstance(r.event, LlmOutputRecorded)]
-
+        assert late.run(tmp_path) == [("out", None)]
         assert busy_while_handing_over == [True]
-        assert flushed == ["out"]
 
     def test_an_llm_output_queued_while_its_agent_finishes_the_message_is_not_left_behind(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -815,58 +807,18 @@ class TestBehaviors:
         # when the agent finishes the message. Checking and queuing must be one step
         # against the agent's last hand-over and its "not busy": else the fact is
         # queued after that hand-over and waits for a message that may never come.
-        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
-        from cogfabric.events import LlmOutputRecorded  # noqa: PLC0415
-
-        go, called, finished = threading.Event(), threading.Event(), threading.Event()
         checked = threading.Event()  # the calling thread has read busy
         agent_went_on = threading.Event()  # the agent found the lock taken, or went through its finally
-        caller: list[threading.Thread] = []
 
-        class Detached:
-            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
-                llm = ctx.llm
+        def hold_the_caller_after_it_read_busy(late: _LateCall, actor: AgentActor) -> None:
+            actor._shared.__class__ = _shared_pausing(late.callers[0], checked, agent_went_on)
+            actor._foreign_lock = _WatchedLock(actor._foreign_lock, agent_went_on)  # type: ignore[assignment]
+            late.go.set()
+            assert checked.wait(10)  # it read busy as True (and holds the lock, if it takes one)
 
-                def late() -> None:
-                    go.wait(10)
-                    llm.generate("late")
-                    called.set()
+        late = _LateCall(monkeypatch, at_last_hand_over=hold_the_caller_after_it_read_busy)
 
-                caller.append(threading.Thread(target=late, daemon=True))
-                caller[0].start()
-
-        handed_over, receive = AgentActor._flush_outbox, AgentActor.on_receive
-
-        def hand_over_then_let_it_call(actor: AgentActor) -> int:
-            ticket = handed_over(actor)
-            if actor.agent_id == "d" and actor.cause is None and not go.is_set():  # the message's last
-                actor._shared.__class__ = _shared_pausing(caller[0], checked, agent_went_on)
-                actor._foreign_lock = _WatchedLock(actor._foreign_lock, agent_went_on)  # type: ignore[assignment]
-                go.set()
-                assert checked.wait(10)  # it read busy as True (and holds the lock, if it takes one)
-            return ticket
-
-        def receive_then_say_so(actor: AgentActor, message: Any) -> Any:
-            try:
-                return receive(actor, message)
-            finally:
-                if actor.agent_id == "d":
-                    finished.set()
-
-        provider = ScriptedProvider(["out"])
-        with Runtime.open(tmp_path / "j", behaviors={"d": Detached}, llm_provider=provider) as rt:
-            rt.spawn("d", behavior="d")
-            monkeypatch.setattr(AgentActor, "_flush_outbox", hand_over_then_let_it_call)
-            monkeypatch.setattr(AgentActor, "on_receive", receive_then_say_so)
-            rt.bus.send("x", "d", "a")
-            assert called.wait(10)  # the call returned
-            assert finished.wait(10)  # and the agent is idle
-            rt.flush()
-            journal = rt._journal
-            assert journal is not None
-            outputs = [r.event.output for r in journal.read() if isinstance(r.event, LlmOutputRecorded)]
-
-        assert outputs == ["out"]
+        assert late.run(tmp_path) == [("out", None)]
 
     def test_an_llm_output_noted_after_its_agent_was_killed_is_not_journaled(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
