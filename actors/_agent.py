@@ -545,7 +545,13 @@ class AgentActor(pykka.ThreadingActor):
                     event = msgspec.structs.replace(event, cause=cause)
                 self._foreign.append(event)
                 return
-        self._submit_foreign([event])
+        writer = self._core.writer
+        if writer is None:
+            return
+        try:
+            writer.submit_nowait([event])
+        except (RuntimeClosedError, JournalError) as exc:
+            log.warning("agent %s: %s not journaled: %s", self._state.id, type(event).__name__, exc)
 
     def _take_foreign(self) -> None:
         """On the actor's thread: move what other threads noted into the outbox, in order."""
@@ -557,50 +563,16 @@ class AgentActor(pykka.ThreadingActor):
                 return
 
     def _hand_over_foreign(self) -> None:
-        """On the actor's thread, as it finishes a message: hand what other threads noted to the writer.
+        """On the actor's thread, as it finishes a message: hand over what other threads noted since.
 
         Logs what fails rather than raising: it runs in ``on_receive``'s ``finally``.
         """
-        events: list[Event] = []
-        foreign = self._foreign
-        while True:
-            try:
-                events.append(foreign.popleft())
-            except IndexError:
-                break
-        if not events:
-            return
-        if self._killed:
-            self._dropped_after_kill(events)
-            return
         try:
-            self._submit_foreign(events)
+            self._flush_outbox()
+        except (RuntimeClosedError, JournalError) as exc:
+            log.warning("agent %s: what other threads noted was not journaled: %s", self._state.id, exc)
         except Exception:
             log.exception("agent %s: what other threads noted was not handed over", self._state.id)
-
-    def _dropped_after_kill(self, events: list[Event]) -> None:
-        """Say so when facts noted after this agent's kill are not journaled (it journals nothing then)."""
-        log.warning(
-            "agent %s: %d %s noted after its kill not journaled",
-            self._state.id,
-            len(events),
-            type(events[0]).__name__,
-        )
-
-    def _submit_foreign(self, events: list[Event]) -> None:
-        writer = self._core.writer
-        if writer is None:
-            return
-        try:
-            writer.submit_nowait(events)
-        except (RuntimeClosedError, JournalError) as exc:
-            log.warning(
-                "agent %s: %d %s not journaled: %s",
-                self._state.id,
-                len(events),
-                type(events[0]).__name__,
-                exc,
-            )
 
     def _apply(self, event: Event) -> None:
         state = apply_event(self._state, event)
@@ -614,7 +586,12 @@ class AgentActor(pykka.ThreadingActor):
         if self._foreign:
             self._take_foreign()
         if self._killed and self._outbox:  # noted by another thread after the kill was journaled
-            self._dropped_after_kill(self._outbox)
+            log.warning(
+                "agent %s: %d %s noted after its kill not journaled",
+                self._state.id,
+                len(self._outbox),
+                type(self._outbox[0]).__name__,
+            )
             self._outbox = []
         if not self._outbox or writer is None:
             self._outbox = []
