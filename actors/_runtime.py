@@ -1178,7 +1178,7 @@ class Runtime:
             except MailboxFullError:
                 still_full.append(agent_id)
                 continue
-            asked.append((agent_id, entry.ref.ask((CALL, "noop", ()), block=False)))
+            asked.append((agent_id, entry.ref.ask(message, block=False)))
         busy: list[str] = []
         for agent_id, future in asked:
             try:
