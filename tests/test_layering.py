@@ -99,6 +99,14 @@ def test_every_name_in_all_resolves() -> None:
     assert set(cogfabric.__all__) <= set(dir(cogfabric))
 
 
+def test_dir_shows_the_public_names_and_not_the_modules_own_imports() -> None:
+    shown = set(dir(cogfabric))
+    assert shown == {*cogfabric.__all__, "actors", "events", "store"}
+    # importlib.metadata's version() under the name cogfabric.version was a trap
+    assert not hasattr(cogfabric, "version")
+    assert isinstance(cogfabric.__version__, str)
+
+
 def test_the_events_errors_derive_from_the_root_cogfabric_error() -> None:
     assert issubclass(cogfabric.CognitiveStateSchemaVersionError, cogfabric.CogfabricError)
     assert issubclass(cogfabric.events.EventError, cogfabric.CogfabricError)

@@ -6,9 +6,9 @@ free of pykka and lmdb even though the package root exports the runtime.
 
 from __future__ import annotations
 
-import importlib
-import logging
-from importlib.metadata import PackageNotFoundError, version
+import importlib as _importlib
+import logging as _logging
+from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from cogfabric._errors import CogfabricError
@@ -115,11 +115,11 @@ if TYPE_CHECKING:
     )
 
 # A library never configures logging; applications attach their own handlers.
-logging.getLogger("cogfabric").addHandler(logging.NullHandler())
+_logging.getLogger("cogfabric").addHandler(_logging.NullHandler())
 
 try:
-    __version__ = version("cogfabric")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = _metadata.version("cogfabric")
+except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
 # name -> the module that defines it; imported on first access.
@@ -323,10 +323,11 @@ def __getattr__(name: str) -> Any:  # noqa: ANN401 - returns whatever the export
     if module is None:
         msg = f"module 'cogfabric' has no attribute {name!r}"
         raise AttributeError(msg)
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names (and the subpackages), not the helpers this module imports."""
+    return sorted({*__all__, "actors", "events", "store"})
