@@ -876,6 +876,52 @@ class TestBehaviors:
         assert kinds == ["AgentKilled"]
         assert "noted after its kill not journaled" in caplog.text
 
+    def test_an_llm_output_noted_while_a_failure_is_handled_is_journaled_before_the_failure(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Another thread calls the agent's kept client while the agent handles its
+        # behavior's failure (here: while the bus journals the dead letter), after the
+        # agent handed over the message's changes. What the failed message led to comes
+        # before its AgentFailed, and the restart loses none of it.
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.actors._bus import IpcBus  # noqa: PLC0415
+
+        class Failing:
+            llm: Any = None
+
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                Failing.llm = ctx.llm
+                msg = "boom"
+                raise RuntimeError(msg)
+
+        failed = IpcBus.handler_failed
+        outputs: list[str] = []
+
+        def failed_while_another_thread_calls(bus: IpcBus, *args: Any, **kwargs: Any) -> None:
+            failed(bus, *args, **kwargs)
+            caller = threading.Thread(target=lambda: outputs.append(Failing.llm.generate("meanwhile")))
+            caller.start()
+            caller.join(10)
+            assert not caller.is_alive()
+
+        provider = ScriptedProvider(["out"])
+        monkeypatch.setattr(IpcBus, "handler_failed", failed_while_another_thread_calls)
+        with Runtime.open(tmp_path / "j", behaviors={"f": Failing}, llm_provider=provider) as rt:
+            rt.spawn("f", behavior="f")
+            sent = rt.bus.send("x", "f", "a")
+            rt.agent("f").private("z")  # behind it: the failure and the restart are done
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            kinds = [
+                (type(r.event).__name__, r.event.cause)
+                for r in journal.read()
+                if isinstance(r.event, LlmOutputRecorded | AgentFailed)
+            ]
+
+        assert outputs == ["out"]
+        assert kinds == [("LlmOutputRecorded", sent.id), ("AgentFailed", sent.id)]
+
     def test_a_cause_that_is_not_a_string_is_refused(self) -> None:
         with Runtime.open(None) as rt:
             rt.spawn("a")
