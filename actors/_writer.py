@@ -173,7 +173,13 @@ class JournalWriterActor(pykka.ThreadingActor):
             self._writer._drain()  # noqa: SLF001 - the actor is the writer's own thread
 
     def on_stop(self) -> None:
-        """Commit whatever is still waiting before the actor stops (then close the journal, if asked)."""
+        """Commit whatever is still waiting before the actor stops (then close the journal, if asked).
+
+        Whoever stopped it (``JournalWriter.stop``, or ``pykka.ActorRegistry.stop_all``
+        in the host application), it refuses further submissions first: nothing would
+        commit them once it is gone.
+        """
+        self._writer._refuse_more()  # noqa: SLF001
         try:
             self._writer._drain()  # noqa: SLF001
         finally:
@@ -431,7 +437,11 @@ class JournalWriter:
             ring = not self._scheduled
             self._scheduled = True
         if ring:
-            self._ref.tell(_FLUSH)
+            # The actor may have stopped since this submission was queued: it was queued
+            # before on_stop refused more (under the lock), so that drain commits it, or
+            # on_failure's fails it. Either way its ack is resolved, not left waiting.
+            with contextlib.suppress(pykka.ActorDeadError):
+                self._ref.tell(_FLUSH)
         return ticket, ack
 
     def flush(self, timeout: float | None = None) -> None:
@@ -520,11 +530,28 @@ class JournalWriter:
         self._journal.close()
         return True
 
+    def _refuse_more(self) -> None:
+        """On the writer's thread, as it begins to stop: refuse every later submission."""
+        with self._lock:
+            self._closed = True
+            self._room.notify_all()
+
     def _stopped(self) -> None:
-        """On the writer's thread, as it stops: close the journal if that was left to it."""
+        """On the writer's thread, as it stops: fail what it left, close the journal if asked.
+
+        Only a drain that raised leaves submissions behind; their callers hear it now
+        rather than at their timeout.
+        """
         with self._lock:
             self._done = True
             close = self._close_journal
+            left = list(self._queue)
+            self._queue.clear()
+            self._queued = 0
+            self._room.notify_all()
+        if left:
+            error = self._failure or RuntimeClosedError("the journal writer stopped before committing it")
+            self._fail(left, error)
         if close:
             self._journal.close()
 

@@ -201,6 +201,75 @@ def test_stopping_the_writer_releases_a_waiting_producer_with_a_typed_error(gate
     assert [r.event.key for r in gated.read()] == ["k0", "k1"]
 
 
+def test_a_writer_stopped_by_someone_else_refuses_later_changes_instead_of_dropping_them(
+    gated: GatedJournal,
+) -> None:
+    # A host application's pykka.ActorRegistry.stop_all() stops the writer's actor
+    # without JournalWriter.stop: what was queued is committed, and every later
+    # submission is refused with a typed error (before, the first got Pykka's
+    # ActorDeadError and the rest were queued for nobody and lost).
+    writer = start_writer(gated, backlog_max=100)
+    gated.gate.set()
+    try:
+        writer.submit([event(0)])
+        writer._ref.stop(block=True)  # as stop_all does it: not through the writer's own stop
+        for submit in (
+            lambda: writer.submit([event(1)]),
+            lambda: writer.submit_nowait([event(2)]),
+            lambda: writer.submit([event(3)]),
+            writer.flush,
+        ):
+            with pytest.raises(RuntimeClosedError, match="stopped"):
+                submit()
+        assert not writer._queue
+    finally:
+        writer.stop(WAIT)
+    assert [r.event.key for r in gated.read()] == ["k0"]
+
+
+def test_a_change_queued_as_the_writer_stops_is_committed_and_its_producer_told_so(
+    gated: GatedJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The producer queues its change, then the writer's actor stops (its on_stop
+    # commits the change) before the producer rings the doorbell: the ring meets a
+    # dead actor. The producer must get its acknowledgement, not Pykka's ActorDeadError.
+    writer = start_writer(gated, backlog_max=100)
+    gated.gate.set()
+    queued, rang = threading.Event(), threading.Event()
+    ref = writer._ref
+    tell = ref.tell
+
+    def tell_once_stopped(message: Any) -> None:
+        queued.set()
+        assert rang.wait(WAIT)
+        tell(message)
+
+    monkeypatch.setattr(ref, "tell", tell_once_stopped)
+    outcome: list[object] = []
+
+    def produce() -> None:
+        try:
+            ack = writer.submit([event(0)])
+            assert ack is not None
+            outcome.append(ack.wait(WAIT))
+        except Exception as exc:  # noqa: BLE001 - what the producer gets is the assertion
+            outcome.append(exc)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        assert queued.wait(WAIT)  # queued, doorbell not rung yet
+        writer.stop(WAIT)  # the actor stops; its on_stop commits the change
+        rang.set()
+        producer.join(WAIT)
+        assert not producer.is_alive()
+    finally:
+        rang.set()
+        writer.stop(WAIT)
+    assert outcome == [[1]]
+    assert [r.event.key for r in gated.read()] == ["k0"]
+
+
 class BrokenJournal(GatedJournal):
     """Its appends raise an error the writer does not expect (a bug)."""
 
