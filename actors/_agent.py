@@ -27,6 +27,8 @@ from cogfabric.events import (
     PrivateSet,
     TaskContextPublished,
     TaskContextSet,
+    admit_mapping,
+    admit_value,
     copy_mapping,
     copy_value,
     upgrade_cognitive_state,
@@ -659,7 +661,7 @@ class AgentActor(pykka.ThreadingActor):
     def op_set_task_context(self, context: Mapping[str, Any] | None) -> None:
         """Replace the task layer with a deep copy of ``context``."""
         event = TaskContextSet(
-            at=self._now(), agent=self._state.id, context=copy_mapping(context), cause=self.cause
+            at=self._now(), agent=self._state.id, context=admit_mapping(context), cause=self.cause
         )
         ticket = self.journal(event) or self._flush_outbox()
         self._task_ticket = max(self._task_ticket, ticket)
@@ -676,7 +678,7 @@ class AgentActor(pykka.ThreadingActor):
         require_str(key, "private key")
         self.journal(
             PrivateSet(
-                at=self._now(), agent=self._state.id, key=key, value=copy_value(value), cause=self.cause
+                at=self._now(), agent=self._state.id, key=key, value=admit_value(value), cause=self.cause
             )
         )
 
@@ -694,7 +696,7 @@ class AgentActor(pykka.ThreadingActor):
 
     def op_set_cognitive_state(self, state: CognitiveState) -> None:
         """Replace the cognitive state (version 0 upgraded; future versions refused)."""
-        stored = _copy_cognitive(upgrade_cognitive_state(state))
+        stored = _copy_cognitive(upgrade_cognitive_state(state), admit_value)
         self.journal(CognitiveStateSet(at=self._now(), agent=self._state.id, state=stored, cause=self.cause))
 
     def op_cognitive_state(self) -> CognitiveState:
@@ -747,7 +749,7 @@ class AgentActor(pykka.ThreadingActor):
             raise AgentRetiredError(self._state.id)
         if self._shared.lifecycle == AgentState.RUNNING:
             raise AgentRunningError(self._state.id)
-        stored = _copy_cognitive(upgrade_cognitive_state(state))
+        stored = _copy_cognitive(upgrade_cognitive_state(state), admit_value)
         event = AgentRecovered(
             at=self._now(),
             agent=self._state.id,
@@ -912,16 +914,19 @@ class AgentActor(pykka.ThreadingActor):
         self._shared.lifecycle = self._state.lifecycle
 
 
-def _copy_cognitive(state: CognitiveState) -> CognitiveState:
-    """A deep copy of a cognitive state (its six fields copied by encoding)."""
+def _copy_cognitive(state: CognitiveState, copy: Callable[[object], Any] = copy_value) -> CognitiveState:
+    """A deep copy of a cognitive state (its six fields copied by encoding).
+
+    ``copy=admit_value`` for a state that enters the agent, to be journaled.
+    """
     return CognitiveState(
         schema_version=state.schema_version,
-        context=copy_value(state.context),
-        observation=copy_value(state.observation),
-        working_memory=copy_value(state.working_memory),
-        decision=copy_value(state.decision),
-        tool_state=copy_value(state.tool_state),
-        checkpoint=copy_value(state.checkpoint),
+        context=copy(state.context),
+        observation=copy(state.observation),
+        working_memory=copy(state.working_memory),
+        decision=copy(state.decision),
+        tool_state=copy(state.tool_state),
+        checkpoint=copy(state.checkpoint),
     )
 
 

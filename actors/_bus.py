@@ -13,7 +13,7 @@ import msgspec
 import pykka
 
 from cogfabric._errors import CogfabricError
-from cogfabric.events import IpcDeadLettered, IpcMessage, copy_value, new_event_id
+from cogfabric.events import IpcDeadLettered, IpcMessage, admit_value, copy_value, new_event_id
 from cogfabric.events._codec import journal_repr, require_str
 from cogfabric.store import JournalError
 
@@ -104,7 +104,7 @@ class IpcBus:
             sender=frm,
             recipient=to,
             topic=topic,
-            payload=copy_value(payload),
+            payload=admit_value(payload),
             **fields,
         )
 

@@ -23,8 +23,8 @@ from cogfabric.events import (
     AgentSpawned,
     CognitiveState,
     TaskContextPublished,
-    copy_mapping,
-    copy_value,
+    admit_mapping,
+    admit_value,
     upgrade_cognitive_state,
 )
 from cogfabric.events._codec import require_str
@@ -733,7 +733,7 @@ class Runtime:
         capabilities = _spawn_capabilities(capabilities)
         cognitive = CognitiveState()
         if experience_prior is not None:
-            cognitive = CognitiveState(schema_version=1, context=copy_value(experience_prior))
+            cognitive = CognitiveState(schema_version=1, context=admit_value(experience_prior))
         return AgentSpawned(
             at=core.clock.now(),
             agent=agent_id,
@@ -741,7 +741,7 @@ class Runtime:
             parent=parent,
             capabilities=capabilities,
             priority=priority,
-            task_context=copy_mapping(task_context),
+            task_context=admit_mapping(task_context),
             cognitive=cognitive,
             behavior=core.behavior_name(behavior),
         )
@@ -858,7 +858,7 @@ class Runtime:
         """
         self._check_open()
         require_str(task_id, "task_id")
-        copied = copy_mapping(context)
+        copied = admit_mapping(context)
         writer = self._core.writer
         if writer is not None:
             writer.wait_for_room()  # not while holding _order, which other callers wait for

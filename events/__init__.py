@@ -16,8 +16,11 @@ from ._base import (
 )
 from ._codec import (
     DEFAULT_CODEC,
+    MAX_VALUE_DEPTH,
     EventCodec,
     Upcaster,
+    admit_mapping,
+    admit_value,
     copy_mapping,
     copy_value,
     decode,
@@ -88,6 +91,7 @@ __all__ = [
     "COGNITIVE_STATE_SCHEMA_VERSION",
     "DEFAULT_CODEC",
     "EVENT_TYPES",
+    "MAX_VALUE_DEPTH",
     "ROLE_ASSISTANT",
     "ROLE_SYSTEM",
     "ROLE_TOOL_CALL",
@@ -136,6 +140,8 @@ __all__ = [
     "UnencodableValueError",
     "UnknownEventTypeError",
     "Upcaster",
+    "admit_mapping",
+    "admit_value",
     "agent_stream",
     "copy_mapping",
     "copy_value",

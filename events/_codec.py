@@ -25,8 +25,11 @@ from ._events import BUILTIN_UPCASTERS, EVENT_TYPES
 
 __all__ = [
     "DEFAULT_CODEC",
+    "MAX_VALUE_DEPTH",
     "EventCodec",
     "Upcaster",
+    "admit_mapping",
+    "admit_value",
     "copy_mapping",
     "copy_value",
     "decode",
@@ -351,6 +354,25 @@ def register_upcaster(type_name: str, from_version: int, upcaster: Upcaster) -> 
     DEFAULT_CODEC.register_upcaster(type_name, from_version, upcaster)
 
 
+MAX_VALUE_DEPTH: Final = 512
+"""How deeply a value entering a context layer or an IPC payload may nest lists and maps.
+
+msgspec's nesting limit is the interpreter's recursion limit, counted from wherever it
+runs: a value the caller's shallow stack could encode could fail in the journal
+writer's encoding, a level deeper in its event, or in a reader's decoding, from a
+deeper stack (``verify`` took such a record for a malformed one). A fixed limit, far
+inside the default recursion limit of 1000, leaves every writer and reader room."""
+
+# The msgpack headers of arrays and maps (fix, 16 and 32 bit): a value holds at most as
+# many lists and maps as its encoding has bytes of these values.
+_NOT_CONTAINER_HEADERS: Final = bytes(
+    b
+    for b in range(256)
+    if not (0x80 <= b < 0xA0 or 0xDC <= b <= 0xDF)  # noqa: PLR2004
+)
+_CONTAINERS: Final = frozenset({list, dict, tuple})  # what a decoded value nests (tuples: map keys)
+
+
 def encode_value(value: object) -> bytes:
     """Encode any msgspec-encodable value.
 
@@ -361,14 +383,61 @@ def encode_value(value: object) -> bytes:
     try:
         return _encoder.encode(value)
     except _ENCODE_ERRORS as exc:
-        msg = f"value of type {type(value).__name__} cannot cross a context layer: {exc}"
+        if isinstance(exc, RecursionError):
+            msg = (
+                f"value of type {type(value).__name__} cannot cross a context layer: it nests lists "
+                f"and maps deeper than {MAX_VALUE_DEPTH} levels"
+            )
+        else:
+            msg = f"value of type {type(value).__name__} cannot cross a context layer: {exc}"
         raise UnencodableValueError(msg) from exc
+
+
+def _nested_deeper_than(value: object, limit: int) -> bool:
+    """Whether a decoded value nests more than ``limit`` lists, maps and tuples (map keys).
+
+    Level by level, without recursion: the point is values too deep to recurse into.
+    """
+    level: list[Any] = [value] if type(value) in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below: list[Any] = []
+        for container in level:
+            if type(container) is dict:
+                below += [v for v in container.values() if type(v) in _CONTAINERS]
+                below += [k for k in container if type(k) is tuple]
+            else:
+                below += [v for v in container if type(v) in _CONTAINERS]
+        level = below
+    return False
+
+
+def _check_depth(data: bytes, copy: object) -> None:
+    """Refuse a value nested deeper than ``MAX_VALUE_DEPTH``, given its encoding and its copy.
+
+    For an encoding longer than that (a shorter one cannot nest so deep; the callers
+    test that, the hot case): a byte count in C for one with at most that many bytes
+    that could head a list or a map, a walk of its lists and maps (not of their other
+    items' contents) otherwise.
+    """
+    if len(data.translate(None, _NOT_CONTAINER_HEADERS)) <= MAX_VALUE_DEPTH:
+        return
+    if _nested_deeper_than(copy, MAX_VALUE_DEPTH):
+        msg = (
+            f"value of type {type(copy).__name__} cannot cross a context layer: it nests lists and "
+            f"maps deeper than {MAX_VALUE_DEPTH} levels"
+        )
+        raise UnencodableValueError(msg)
 
 
 def copy_value(value: object) -> Any:  # noqa: ANN401 - values of the layers are any encodable value
     """Return a deep copy of ``value`` made by encoding and decoding it.
 
     Tuples come back as lists and Structs as dicts, as any journal replay returns them.
+    For a value that enters a layer, ``admit_value``.
 
     Raises:
         UnencodableValueError: a value msgspec cannot encode (also a ``TypeError``).
@@ -380,13 +449,48 @@ def copy_value(value: object) -> Any:  # noqa: ANN401 - values of the layers are
         raise UnencodableValueError(str(exc)) from exc
 
 
+def admit_value(value: object) -> Any:  # noqa: ANN401 - values of the layers are any encodable value
+    """``copy_value`` for a value entering a context layer or an IPC payload, to be journaled.
+
+    Raises:
+        UnencodableValueError: as ``copy_value``, and for a value that nests lists and
+            maps deeper than ``MAX_VALUE_DEPTH`` levels.
+
+    """
+    data = encode_value(value)
+    try:
+        copy = _any_decoder.decode(data)
+    except _DECODE_ERRORS as exc:  # pragma: no cover - what encodes, decodes
+        raise UnencodableValueError(str(exc)) from exc
+    if len(data) > MAX_VALUE_DEPTH:
+        _check_depth(data, copy)
+    return copy
+
+
 def copy_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
     """Return a deep copy of a mapping with string keys; None becomes ``{}``.
+
+    For a mapping that enters a layer, ``admit_mapping``.
 
     Raises:
         UnencodableValueError: a key that is not a string or a value msgspec cannot encode.
 
     """
+    return _copy_mapping(value, admit=False)
+
+
+def admit_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``copy_mapping`` for a mapping entering a context layer, to be journaled.
+
+    Raises:
+        UnencodableValueError: as ``copy_mapping``, and for a mapping that nests lists
+            and maps deeper than ``MAX_VALUE_DEPTH`` levels (itself the first).
+
+    """
+    return _copy_mapping(value, admit=True)
+
+
+def _copy_mapping(value: Mapping[str, Any] | None, *, admit: bool) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -398,11 +502,15 @@ def copy_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
         except Exception as exc:  # a Mapping whose own methods fail, as a nested one would in encoding
             msg = f"cannot copy the mapping: {type(exc).__name__}: {journal_text(exc, 200)}"
             raise UnencodableValueError(msg) from exc
+    data = encode_value(value)
     try:
-        return _mapping_decoder.decode(encode_value(value))
+        copy = _mapping_decoder.decode(data)
     except _DECODE_ERRORS as exc:
         msg = f"expected a mapping with string keys: {exc}"
         raise UnencodableValueError(msg) from exc
+    if admit and len(data) > MAX_VALUE_DEPTH:
+        _check_depth(data, copy)
+    return copy
 
 
 def require_str(value: object, what: str) -> str:

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cogfabric import CognitiveState, CognitiveStateSchemaVersionError, Message, Runtime
+from cogfabric import (
+    CognitiveState,
+    CognitiveStateSchemaVersionError,
+    Message,
+    Runtime,
+    UnencodableValueError,
+)
 from cogfabric.actors import (
     Config,
     FakeClock,
@@ -22,12 +28,22 @@ from cogfabric.actors import (
     ProviderError,
     ScriptedProvider,
 )
+from cogfabric.events import MAX_VALUE_DEPTH
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
 BATCH = Config(journal=JournalConfig(durability="batch"))
+
+
+def _deep(levels: int = MAX_VALUE_DEPTH + 1) -> list[Any]:
+    """A list nested ``levels`` deep."""
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
 
 BAD_CALLS: dict[str, tuple[Callable[[Runtime], Any], type[Exception]]] = {
     "spawn task_id not a string": (lambda rt: rt.spawn("b", task_id=5), InvalidSpawnSpecError),
@@ -77,6 +93,41 @@ BAD_CALLS: dict[str, tuple[Callable[[Runtime], Any], type[Exception]]] = {
     "provider output not Unicode": (
         lambda rt: rt.llm(ScriptedProvider(["\ud800"]), agent_id="a").generate("hello"),
         ProviderError,
+    ),
+    # Nested deeper than MAX_VALUE_DEPTH: the writer, a level deeper, or a reader on a
+    # deeper stack, could fail where the caller's encoding passed (see test_deep_values).
+    "private value nested too deep": (
+        lambda rt: rt.agent("a").set_private("k", _deep()),
+        UnencodableValueError,
+    ),
+    "task context nested too deep": (
+        lambda rt: rt.agent("a").set_task_context({"k": _deep(MAX_VALUE_DEPTH)}),
+        UnencodableValueError,
+    ),
+    "published context nested too deep": (
+        lambda rt: rt.publish_task_context("t", {"k": _deep(MAX_VALUE_DEPTH)}),
+        UnencodableValueError,
+    ),
+    "spawn task context nested too deep": (
+        lambda rt: rt.spawn("b", task_context={"k": _deep(MAX_VALUE_DEPTH)}),
+        UnencodableValueError,
+    ),
+    "spawn experience prior nested too deep": (
+        lambda rt: rt.spawn("b", experience_prior=_deep()),
+        UnencodableValueError,
+    ),
+    "cognitive state nested too deep": (
+        lambda rt: rt.agent("a").set_cognitive_state(CognitiveState(working_memory=_deep())),
+        UnencodableValueError,
+    ),
+    "recovered state nested too deep": (
+        lambda rt: rt.recover("a", CognitiveState(checkpoint=_deep())),
+        UnencodableValueError,
+    ),
+    "sent payload nested too deep": (lambda rt: rt.bus.send("x", "a", "t", _deep()), UnencodableValueError),
+    "broadcast payload nested too deep": (
+        lambda rt: rt.bus.broadcast("x", "t", _deep()),
+        UnencodableValueError,
     ),
 }
 

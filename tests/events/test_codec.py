@@ -16,6 +16,7 @@ from cogfabric import CogfabricError
 from cogfabric.events import (
     DEFAULT_CODEC,
     EVENT_TYPES,
+    MAX_VALUE_DEPTH,
     AgentFailed,
     AgentKilled,
     AgentRecovered,
@@ -50,6 +51,8 @@ from cogfabric.events import (
     ToolCallFunction,
     UnencodableValueError,
     UnknownEventTypeError,
+    admit_mapping,
+    admit_value,
     copy_mapping,
     copy_value,
     decode,
@@ -410,6 +413,59 @@ class TestEncodeErrors:
 
         with pytest.raises(UnencodableValueError):
             encode(PrivateSet(at=1.0, agent="a", key="k", value=value))
+
+
+def _nested(levels: int, leaf: object = 0) -> object:
+    """``leaf`` inside ``levels`` lists."""
+    value = leaf
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+class TestAdmittedDepth:
+    """Values entering a layer nest at most MAX_VALUE_DEPTH lists and maps, wherever the caller is."""
+
+    def test_a_value_at_the_limit_is_admitted_and_one_level_more_refused(self) -> None:
+        assert admit_value(_nested(MAX_VALUE_DEPTH)) == _nested(MAX_VALUE_DEPTH)
+        with pytest.raises(UnencodableValueError, match=f"deeper than {MAX_VALUE_DEPTH} levels"):
+            admit_value(_nested(MAX_VALUE_DEPTH + 1))
+
+    def test_maps_and_the_mapping_itself_count_as_levels(self) -> None:
+        inner = _nested(MAX_VALUE_DEPTH - 2, {"leaf": 1})  # MAX - 1 levels
+        assert admit_mapping({"k": inner}) == {"k": inner}
+        with pytest.raises(UnencodableValueError, match="deeper than"):
+            admit_mapping({"k": [inner]})
+        with pytest.raises(UnencodableValueError, match="deeper than"):
+            admit_value({"k": [inner]})
+
+    def test_tuples_as_map_keys_count_as_levels(self) -> None:
+        key: object = 1
+        for _ in range(MAX_VALUE_DEPTH):
+            key = (key,)
+        with pytest.raises(UnencodableValueError, match="deeper than"):
+            admit_value({key: "v"})  # the map, then the key's tuples
+
+    def test_a_value_too_deep_for_any_encoding_is_refused_with_the_same_words(self) -> None:
+        with pytest.raises(UnencodableValueError, match="deeper than"):
+            admit_value(_nested(5000))
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            [i * 0.37 for i in range(3000)],  # float bytes that look like list and map headers
+            [[i, [i]] for i in range(1000)],  # many lists, two deep
+            {f"k{i}": {"v": [i]} for i in range(1000)},
+            "\u0080" * 5000,
+        ],
+        ids=["floats", "many-lists", "many-maps", "text"],
+    )
+    def test_a_wide_shallow_value_is_admitted(self, value: object) -> None:
+        assert admit_value(value) == copy_value(value)
+
+    def test_a_copy_for_reading_does_not_check_the_depth(self) -> None:
+        # what is read out was admitted on the way in; copy_value stays the lean path
+        assert copy_value(_nested(MAX_VALUE_DEPTH + 1)) == _nested(MAX_VALUE_DEPTH + 1)
 
 
 class TestCopyValue:
