@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import msgspec
@@ -44,7 +45,7 @@ from cogfabric.events._codec import require_str, validated
 from cogfabric.store import JournalError
 
 from ._cleaner import clean, clean_with_turns, with_ellipsis
-from ._clock import MAX_WAIT
+from ._clock import MAX_WAIT, bounded_wait
 from ._errors import (
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
@@ -108,6 +109,62 @@ def _checked_snippet(snippet: object) -> Snippet:
         msg = "a Snippet's score is NaN"
         raise ValueError(msg)
     return snippet
+
+
+MAX_PARALLEL_RETRIEVERS: Final = 4
+"""Retrievers that run at once for one prompt, as in the original."""
+
+
+def _retrieved(retriever: Retriever, query: str) -> list[Snippet]:
+    """One retriever's checked snippets; [] (logged) when it fails."""
+    try:
+        return [_checked_snippet(snippet) for snippet in retriever.retrieve(query)]
+    except BaseException:  # CancelledError, sys.exit() too: the caller's call goes on without it
+        log.exception("a retriever failed; the prompt goes on without it")
+        return []
+
+
+def _run_retrievers(retrievers: Sequence[Retriever], query: str, timeout: float) -> list[list[Snippet]]:
+    """Each retriever's snippets, in the retrievers' order; at most four run at once.
+
+    On daemon threads, so that one that never returns holds up neither this caller
+    (past ``timeout``) nor the interpreter's exit; it is logged and left out.
+    """
+    results: list[list[Snippet] | None] = [None] * len(retrievers)
+    todo = iter(enumerate(retrievers))
+    lock = threading.Lock()
+    over = False  # past the deadline: start no other retriever
+
+    def work() -> None:
+        while True:
+            with lock:
+                item = None if over else next(todo, None)
+            if item is None:
+                return
+            index, retriever = item
+            results[index] = _retrieved(retriever, query)
+
+    workers = [
+        threading.Thread(target=work, name="cogfabric-retriever", daemon=True)
+        for _ in range(min(MAX_PARALLEL_RETRIEVERS, len(retrievers)))
+    ]
+    for worker in workers:
+        worker.start()
+    deadline = time.monotonic() + bounded_wait(timeout, 0.0)
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+    with lock:
+        over = True
+        answered = list(results)
+    late = answered.count(None)
+    if late:
+        log.warning(
+            "%d of %d retrievers did not answer within %s s; the prompt goes on without them",
+            late,
+            len(answered),
+            timeout,
+        )
+    return [result for result in answered if result is not None]
 
 
 @runtime_checkable
@@ -504,22 +561,22 @@ class MemoryManager:
         now = self._now()
         return [session_id for session_id, state in self._sessions.items() if not self._expired(state, now)]
 
-    def _op_build_prompt_messages(self, session_id: str) -> list[Message]:
+    def _op_build_prompt_messages(self, session_id: str) -> tuple[list[Message], str, float]:
+        """The cleaned window; the query for retrieval (its last user message, raw) and the time."""
         messages = self._live(session_id, touch=True).messages[-self._config.max_history :]
-        cleaned = clean_with_turns(messages, self._config.clean)
-        context = self._retrieve(messages)
-        return [context, *cleaned] if context is not None else cleaned
+        query = next((m.content for m in reversed(messages) if m.role == ROLE_USER), "")
+        now = self._now() if query else 0.0  # the time of a retrieved-context message
+        return clean_with_turns(messages, self._config.clean), query, now
 
-    def _op_build_context(self, text: str, session_id: str) -> str:
+    def _op_build_context(self, session_id: str) -> str | None:
+        """The history part of ``build_context`` ("" for none); None for an unknown session."""
         try:
             state = self._live(session_id, touch=True)
         except SessionNotFoundError:
-            return text
+            return None
         history = clean(state.messages[-self._config.max_history :], self._config.clean)
-        relevant = self._relevant(text)
-        head = "" if relevant is None else relevant + "\n"
         if not history:
-            return head + text
+            return ""
         prefixes = {
             ROLE_USER: "User: ",
             ROLE_ASSISTANT: "Assistant: ",
@@ -530,7 +587,7 @@ class MemoryManager:
         lines = "".join(
             f"{prefixes.get(m.role, 'Unknown: ')}{with_ellipsis(m.content, _CONTEXT_LINE)}\n" for m in history
         )
-        return f"{head}Previous conversation history:\n\n{lines}\nCurrent request:\n{text}"
+        return f"Previous conversation history:\n\n{lines}\nCurrent request:\n"
 
     def _op_delete_session(self, session_id: str) -> None:
         if session_id in self._sessions:
@@ -552,28 +609,21 @@ class MemoryManager:
         now = self._now()
         return sum(1 for s in self._sessions.values() if not self._expired(s, now))
 
-    def _retrieve(self, window: list[Message]) -> Message | None:
-        """The RAG system message for a prompt window: its last user message is the query."""
-        query = next((m.content for m in reversed(window) if m.role == ROLE_USER), "")
-        text = self._relevant(query)
-        return None if text is None else Message(role=ROLE_SYSTEM, content=text, time=self._now())
-
     def _relevant(self, query: str) -> str | None:
         """``Relevant context:`` and one ``[source] content`` line per snippet kept, or None.
 
-        Snippets are deduplicated by source and content (the best score kept), filtered
-        by ``rag_min_score`` (0 means the default, 0.4, as in the original), sorted by
-        score and cut to ``rag_top_k``. A retriever that fails is logged and skipped.
+        On the caller's thread, not the session actor's: a slow retriever holds up only
+        its own caller. The retrievers run side by side, at most four at a time, as in
+        the original; one that fails, or is not done within ``call_timeout``, is logged
+        and left out. Snippets are deduplicated by source and content (the best score
+        kept), filtered by ``rag_min_score`` (0 means the default, 0.4, as in the
+        original), sorted by score and cut to ``rag_top_k``.
         """
-        if not self._retrievers or not query:
+        retrievers = self._retrievers
+        if not retrievers or not query:
             return None
         best: dict[tuple[str, str], Snippet] = {}
-        for retriever in self._retrievers:
-            try:
-                found = [_checked_snippet(snippet) for snippet in retriever.retrieve(query)]
-            except BaseException:  # CancelledError, sys.exit() too: Pykka would stop every actor on it
-                log.exception("a retriever failed; the prompt goes on without it")
-                continue
+        for found in _run_retrievers(retrievers, query, self._core.call_timeout):
             for snippet in found:
                 key = (snippet.source, snippet.content)
                 if key not in best or best[key].score < snippet.score:
@@ -644,10 +694,19 @@ class MemoryManager:
         return result
 
     def build_prompt_messages(self, session_id: str) -> list[Message]:
-        """The last ``max_history`` messages, cleaned turn by turn (spec §5.3)."""
+        """The last ``max_history`` messages, cleaned turn by turn (spec §5.3).
+
+        With retrievers set, the context they find for the window's last user message
+        comes first, as one system message (see ``set_retrievers``).
+        """
         require_str(session_id, "session_id")
-        result: list[Message] = self._call("build_prompt_messages", session_id)
-        return _own_copies(result)
+        cleaned: list[Message]
+        cleaned, query, now = self._call("build_prompt_messages", session_id)
+        window = _own_copies(cleaned)
+        relevant = self._relevant(query)
+        if relevant is None:
+            return window
+        return [Message(role=ROLE_SYSTEM, content=relevant, time=now), *window]
 
     def build_context(self, input: str, session_id: str) -> str:  # noqa: A002 - the original's name
         """The legacy flat-text context; an unknown session gives ``input`` unchanged.
@@ -657,8 +716,11 @@ class MemoryManager:
         """
         require_str(input, "input")
         require_str(session_id, "session_id")
-        result: str = self._call("build_context", input, session_id)
-        return result
+        history: str | None = self._call("build_context", session_id)
+        if history is None:
+            return input
+        relevant = self._relevant(input)
+        return ("" if relevant is None else relevant + "\n") + history + input
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session; idempotent."""
@@ -689,7 +751,11 @@ class MemoryManager:
         return result
 
     def set_retrievers(self, retrievers: Sequence[Retriever]) -> None:
-        """Use ``retrievers`` for RAG in ``build_prompt_messages`` (none by default).
+        """Use ``retrievers`` for RAG in ``build_prompt_messages`` and ``build_context`` (none by default).
+
+        They run on the calling thread's behalf, side by side (at most four at a time),
+        each given ``call_timeout`` seconds; a retriever that raises, returns something
+        that is not snippets, or is late is logged and left out.
 
         Raises:
             TypeError: ``retrievers`` is a str, or holds something without ``retrieve``.

@@ -621,6 +621,100 @@ class TestRetrievers:
             MemoryConfig(**{field: value})  # type: ignore[arg-type]
 
 
+class TestRetrieversRunBesideTheSessionActor:
+    """Spec §5.3: retrievers run in parallel, at most four at a time; not on the session actor."""
+
+    def test_four_retrievers_run_at_once_and_a_fifth_waits_for_one_of_them(self, runtime: Runtime) -> None:
+        together = threading.Barrier(4, timeout=10)  # breaks unless four run at once
+        lock = threading.Lock()
+        running: list[int] = [0, 0]  # now, most
+
+        class Meeting:
+            def __init__(self, name: str) -> None:
+                self.name = name
+
+            def retrieve(self, query: str) -> Sequence[Snippet]:
+                with lock:
+                    running[0] += 1
+                    running[1] = max(running)
+                try:
+                    if self.name != "fifth":
+                        together.wait()
+                    return [Snippet(self.name, query, 0.9)]
+                finally:
+                    with lock:
+                        running[0] -= 1
+
+        runtime.memory.set_retrievers([Meeting(n) for n in ("a", "b", "c", "d", "fifth")])
+        session = runtime.memory.create_session("u")
+        runtime.memory.add_message(session, "user", "q")
+
+        first = runtime.memory.build_prompt_messages(session)[0]
+
+        assert first.content.splitlines() == [
+            "Relevant context:",
+            *(f"[{n}] q" for n in ("a", "b", "c", "d", "fifth")),
+        ]
+        assert running[1] == 4
+
+    def test_a_slow_retriever_holds_up_only_its_own_caller(self, runtime: Runtime) -> None:
+        entered, release = threading.Event(), threading.Event()
+
+        class Slow:
+            def retrieve(self, query: str) -> Sequence[Snippet]:
+                entered.set()
+                assert release.wait(10)
+                return [Snippet("slow", query, 0.9)]
+
+        runtime.memory.set_retrievers([Slow()])
+        mine = runtime.memory.create_session("u")
+        other = runtime.memory.create_session("v")
+        runtime.memory.add_message(mine, "user", "q")
+        built: list[list[Message]] = []
+        caller = threading.Thread(target=lambda: built.append(runtime.memory.build_prompt_messages(mine)))
+        caller.start()
+        try:
+            assert entered.wait(10)
+            # the session actor answers while the retriever works
+            assert [m.content for m in runtime.memory.get_messages(other)] == ["New session started"]
+            runtime.memory.add_message(other, "user", "meanwhile")
+        finally:
+            release.set()
+            caller.join(10)
+        assert not caller.is_alive()
+        assert built[0][0].content == "Relevant context:\n[slow] q\n"
+
+    def test_a_retriever_late_past_call_timeout_is_left_out_and_logged(
+        self, tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        release = threading.Event()
+
+        class Stuck:
+            def retrieve(self, query: str) -> Sequence[Snippet]:  # noqa: ARG002
+                release.wait(10)
+                return [Snippet("stuck", "late", 0.9)]
+
+        class Quick:
+            def retrieve(self, query: str) -> Sequence[Snippet]:
+                return [Snippet("quick", query, 0.9)]
+
+        config = Config(memory=_config().memory, runtime=RuntimeConfig(call_timeout=0.2))
+        try:
+            with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
+                rt.memory.set_retrievers([Stuck(), Quick()])
+                session = rt.memory.create_session("u")
+                rt.memory.add_message(session, "user", "q")
+
+                first = rt.memory.build_prompt_messages(session)[0]
+                text = rt.memory.build_context("q2", session)
+        finally:
+            release.set()
+
+        assert first.content == "Relevant context:\n[quick] q\n"
+        assert text.startswith("Relevant context:\n[quick] q2\n\nPrevious conversation history:")
+        assert "1 of 2 retrievers did not answer within 0.2 s" in caplog.text
+
+
 class TestCleaner:
     def test_with_ellipsis(self) -> None:
         assert with_ellipsis("abc", 0) == ""
