@@ -36,6 +36,20 @@ arguments also trims U+001C to U+001F, which Go keeps."""
 
 _CODE_BLOCK = re.compile(r"```([^`]*)```")
 _SENTENCE_END = re.compile(r"[.!?\n]+\s*")
+# A code runner's exit code: "exit code: 1", "Exit code: 2", "exit_code=0", "exit=3",
+# "exit status 1", "exited with code 137", "returncode: 1".
+_EXIT_CODE = re.compile(
+    r"""\b(?:exit(?:ed with)?(?:[ _]?(?:code|status))?|return[ _]?code)[\s:='"]{0,4}(-?\d+)\b""",
+    re.IGNORECASE,
+)
+# An HTTP status, only where the output says it is one: "HTTP/1.1 404", "HTTP 200",
+# "Status: 503", "status_code=201", '"status": 200', or a first line "200 OK".
+_HTTP_STATUS = re.compile(
+    r"\bHTTP(?:/\d(?:\.\d)?)?\s+([1-5]\d\d)\b"
+    r"|\bstatus(?:[ _]?code)?\W{0,4}([1-5]\d\d)\b"
+    r"|\A\s*([1-5]\d\d)\s+[A-Za-z]",
+    re.IGNORECASE,
+)
 _GIST_ANY_TOOL = 200
 _GIST_TOOL_CALL = 100
 _SHOWN_ARG = 20
@@ -166,12 +180,13 @@ def _tool_summary(call: ToolCall, content: str) -> str:
         return f"{verb} {target}".strip()
     if name == "code_runner":
         command = args.get("command") or args.get("code") or ""
-        exit_code = re.search(r"exit(?:_code)?\W+(-?\d+)", content)
+        exit_code = _EXIT_CODE.search(content)
         return f"Exec `{with_ellipsis(str(command), 60)}` exit={exit_code.group(1) if exit_code else '?'}"
     if name == "http_request":
-        status = re.search(r"\b([1-5]\d\d)\b", content)
+        status = _HTTP_STATUS.search(content)
         method = str(args.get("method") or "GET").upper()
-        return f"{method} {args.get('url', '')} → {status.group(1) if status else '?'}"
+        code = next((group for group in status.groups() if group), "?") if status else "?"
+        return f"{method} {args.get('url', '')} → {code}"
     if name == "web_scraper":
         return f"Scraped {args.get('url', '')}: {extract_gist(content, 100)}"
     if name in ("knowledge_search", "memory_search"):

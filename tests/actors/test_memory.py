@@ -764,6 +764,44 @@ class TestCleaner:
         assert out[3] == Message(role="user", content="again", turn_id="t2")
         assert out[4] == messages[4]
 
+    @pytest.mark.parametrize(
+        ("tool", "arguments", "output", "summary"),
+        [
+            (
+                "code_runner",
+                '{"command": "pytest"}',
+                "collected 3 items\nexit code: 1",
+                "Exec `pytest` exit=1",
+            ),
+            ("code_runner", '{"command": "pytest"}', "Exit code: 2\nFAILED", "Exec `pytest` exit=2"),
+            ("code_runner", '{"command": "make"}', '{"exit_code": 0}', "Exec `make` exit=0"),
+            ("code_runner", '{"command": "kill"}', "Exited with code -9", "Exec `kill` exit=-9"),
+            ("code_runner", '{"command": "ls"}', "a.txt b.txt 42", "Exec `ls` exit=?"),
+            (
+                "http_request",
+                '{"url": "http://x", "method": "post"}',
+                "Status: 404\n250 items",
+                "POST http://x → 404",
+            ),
+            ("http_request", '{"url": "http://x"}', "HTTP/1.1 503 Service Unavailable", "GET http://x → 503"),
+            ("http_request", '{"url": "http://x"}', '{"status": 201, "items": 300}', "GET http://x → 201"),
+            ("http_request", '{"url": "http://x"}', "200 OK\nhello", "GET http://x → 200"),
+            ("http_request", '{"url": "http://x"}', "no status line, price 250", "GET http://x → ?"),
+        ],
+    )
+    def test_a_finished_turns_tool_result_names_the_exit_code_or_status_the_output_states(
+        self, tool: str, arguments: str, output: str, summary: str
+    ) -> None:
+        call = ToolCall(id="c1", function=ToolCallFunction(name=tool, arguments=arguments))
+        messages = [
+            Message(role="user", content="go", turn_id="t1"),
+            Message(role="assistant", content="", turn_id="t1", tool_calls=[call]),
+            Message(role="tool_result", content=output, turn_id="t1", tool_call_id="c1"),
+            Message(role="user", content="next", turn_id="t2"),
+        ]
+
+        assert clean_with_turns(messages, CleanOptions())[2].content == summary
+
     def test_max_summarized_turns_keeps_the_last_turns(self) -> None:
         messages = [Message(role="user", content=f"q{i}") for i in range(4)]
 
