@@ -288,6 +288,8 @@ class AgentActor(pykka.ThreadingActor):
         self._stale = False  # a commit it stopped waiting for may have happened
         self._saw_failure = False  # reloaded once the journal writer failed
         self.cause: str | None = None
+        self.trace: str | None = None
+        """The trace id of the message its behavior handles: what it sends continues it."""
         """The id of the IPC message the behavior is handling: the cause of what it does."""
         self.ctx = AgentContext(self)
 
@@ -843,21 +845,22 @@ class AgentActor(pykka.ThreadingActor):
             return
         self._shared.lifecycle = AgentState.RUNNING
         self.cause = message.id
+        self.trace = message.trace_id
         try:
             result = self._behavior.on_message(self.ctx, message)
-        except RuntimeClosedError:
-            self._shared.lifecycle = self._state.lifecycle
-            log.debug("agent %s: the runtime closed while it handled %s", self._state.id, message.topic)
-            return
         except BaseException as exc:  # noqa: BLE001 - a behavior's failure is journaled, not fatal
             # Any BaseException too (a sys.exit(), an asyncio.CancelledError): Pykka would
             # stop every actor of the process on it, while the runtime went on listing its
             # agents. A behavior runs on its actor's thread, where no Ctrl-C arrives.
             self._shared.lifecycle = self._state.lifecycle
+            if isinstance(exc, RuntimeClosedError) and (self._core.closing or self._core.stopped):
+                # this runtime's close, not a failure (another runtime's closing is one)
+                log.debug("agent %s: the runtime closed while it handled %s", self._state.id, message.topic)
+                return
             self._on_behavior_failure(message, exc)
             return
         finally:
-            self.cause = None
+            self.cause = self.trace = None
         self._shared.lifecycle = self._state.lifecycle
         if message.kind == "request" and result is not None:
             try:
@@ -1022,7 +1025,8 @@ class AgentContext:
             raise IpcInvalidMessageError(msg)
         self._actor.flush_outbox()
         bus = self._actor._core.bus  # noqa: SLF001
-        return bus.request(self.agent_id, to, topic, payload, timeout, cause=self._actor.cause)
+        actor = self._actor
+        return bus.request(self.agent_id, to, topic, payload, timeout, cause=actor.cause, trace=actor.trace)
 
     def subscribe(self, topic: str) -> bool:
         """Subscribe this agent to ``topic`` (journaled); False when it was already.
@@ -1047,7 +1051,8 @@ class AgentContext:
     def broadcast(self, topic: str, payload: object = None) -> int:
         """Broadcast to ``topic``'s subscribers; returns how many mailboxes took it."""
         self._actor.flush_outbox()
-        return self._actor._core.bus.broadcast(self.agent_id, topic, payload, cause=self._actor.cause)  # noqa: SLF001
+        actor = self._actor
+        return actor._core.bus.broadcast(self.agent_id, topic, payload, cause=actor.cause, trace=actor.trace)  # noqa: SLF001
 
 
 def _user_code_error(exc: BaseException, where: str) -> UserCodeError:

@@ -231,7 +231,7 @@ class IpcBus:
         returns nothing: in sync durability the recipient gets the message itself.
         """
         message = self._message(
-            sender.agent_id, to, topic, payload, trace_id=new_event_id(), cause=sender.cause
+            sender.agent_id, to, topic, payload, trace_id=sender.trace or new_event_id(), cause=sender.cause
         )
         entry = self._admit(message)
         try:
@@ -249,6 +249,7 @@ class IpcBus:
         timeout: float = DEFAULT_REQUEST_TIMEOUT,
         *,
         cause: str | None = None,
+        trace: str | None = None,
     ) -> IpcMessage:
         """Send a request and wait for the reply message.
 
@@ -256,7 +257,8 @@ class IpcBus:
         (1e9 s), ``inf`` included, waits that long, as long as a thread can.
 
         ``cause`` is the id of the event that led to it (a behavior's request carries the
-        message its agent is handling).
+        message its agent is handling), and ``trace`` the trace it continues (that
+        message's; a new one when None).
 
         ``timeout`` covers the wait for room in the recipient's mailbox and for the
         reply; journaling the request (durable first, in sync durability) may take up to
@@ -286,7 +288,7 @@ class IpcBus:
             topic,
             payload,
             correlation_id=new_event_id() + "-corr",
-            trace_id=new_event_id(),
+            trace_id=trace or new_event_id(),
             kind="request",
             cause=cause,
         )
@@ -441,9 +443,10 @@ class IpcBus:
         timeout: float = DEFAULT_REQUEST_TIMEOUT,
         *,
         cause: str | None = None,
+        trace: str | None = None,
     ) -> IpcMessage:
         """A request made on behalf of ``frm`` (the delegator); exactly ``request``, errors too."""
-        return self.request(frm, to, topic, payload, timeout, cause=cause)
+        return self.request(frm, to, topic, payload, timeout, cause=cause, trace=trace)
 
     def handoff(
         self,
@@ -577,7 +580,15 @@ class IpcBus:
         with self._lock:
             return list(self._topics.get(topic, ()))
 
-    def broadcast(self, frm: str, topic: str, payload: object = None, *, cause: str | None = None) -> int:
+    def broadcast(
+        self,
+        frm: str,
+        topic: str,
+        payload: object = None,
+        *,
+        cause: str | None = None,
+        trace: str | None = None,
+    ) -> int:
         """Deliver one message to every subscriber with a behavior; returns how many took it.
 
         Subscribers without a behavior are skipped and not counted, as in the
@@ -593,7 +604,7 @@ class IpcBus:
         """
         self._runtime._check_open()  # noqa: SLF001
         message = self._message(
-            frm, "", topic, payload, trace_id=new_event_id(), kind="broadcast", cause=cause
+            frm, "", topic, payload, trace_id=trace or new_event_id(), kind="broadcast", cause=cause
         )
         targets = [a for a in self.subscribers(topic) if self._runtime._has_behavior(a)]  # noqa: SLF001
         self._journal(message, durable=True)

@@ -73,6 +73,10 @@ class Core:
         self.stopped = False
         """Set by ``Runtime.close`` once its agents had ``call_timeout`` to finish: an agent
         still running drops what is left in its mailbox instead of handling it."""
+        self.closing = False
+        """Set by ``Runtime.close`` as it begins: a ``RuntimeClosedError`` out of a behavior
+        from then on is this runtime's close, not the behavior's failure (another
+        runtime's is one)."""
 
     def persist(self, events: Sequence[Event], *, durable: bool = True) -> None:
         """Journal ``events`` through the writer.

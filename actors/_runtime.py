@@ -1232,7 +1232,7 @@ class Runtime:
                 return
         with self._lock:
             closing = self._closed
-            self._closed = True
+            self._closed = self._core.closing = True
             entries = [e for e in self._agents.values() if e is not None]
             self._agents.clear()
         if closing:

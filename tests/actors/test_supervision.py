@@ -653,6 +653,56 @@ class TestBehaviors:
         before = next(e for e in events if isinstance(e, PrivateSet) and e.key == "before")
         assert before.cause is None
 
+    def test_what_a_behavior_sends_continues_the_trace_of_its_message(self, tmp_path: Path) -> None:
+        # spec §3.3: a message's trace id is continued from the context, or newly minted
+        class Relay:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+                if message.topic == "start":
+                    ctx.send("b", "hop", None)
+                    ctx.broadcast("news", None)
+                elif message.topic == "hop":
+                    return ctx.request("c", "ask", None, timeout=10).payload
+                return "answer"
+
+        with Runtime.open(tmp_path / "j", behaviors={"relay": Relay}) as rt:
+            for agent_id in ("a", "b", "c", "d"):
+                rt.spawn(agent_id, behavior="relay")
+            rt.bus.subscribe("d", "news")
+            first = rt.bus.send("x", "a", "start")
+            other = rt.bus.send("x", "d", "other")
+            for agent_id in ("a", "b", "c", "d"):
+                rt.agent(agent_id).private("z")  # behind what it was sent
+            rt.agent("b").private("z")  # b waited for c's answer: handled by now
+            rt.flush()
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            messages = [r.event for r in journal.read() if isinstance(r.event, IpcMessage)]
+
+        traces = {m.topic: m.trace_id for m in messages}
+        assert traces["hop"] == traces["news"] == traces["ask"] == traces["reply"] == first.trace_id
+        assert other.trace_id != first.trace_id  # a send from outside any behavior starts a trace
+
+    def test_a_behavior_that_meets_another_closed_runtime_fails_like_any_other_error(self) -> None:
+        # Only this runtime's close is not the behavior's failure: a RuntimeClosedError of
+        # another runtime (a closed one the behavior kept) is journaled and answered as one.
+        gone = Runtime.open(None)
+        gone.close()
+
+        class UsesTheOther:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                gone.spawn("z")
+                return "never"
+
+        with Runtime.open(None, behaviors={"other": UsesTheOther}) as rt:
+            rt.spawn("b", behavior="other")
+            with pytest.raises(IpcHandlerError) as caught:
+                rt.bus.request("x", "b", "q", timeout=10)
+            sent = rt.bus.send("x", "b", "s")
+            rt.agent("b").private("z")  # behind it
+            dead = [(d.message_id, d.reason) for d in rt.bus.dead_letters()]
+
+        assert isinstance(caught.value.__cause__, RuntimeClosedError)
+        assert (sent.id, "handler error") in dead
+
     def test_a_behavior_that_requests_its_own_agent_is_refused_at_once(self) -> None:
         class Narcissus:
             def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
