@@ -608,6 +608,9 @@ class AgentActor(pykka.ThreadingActor):
     def _maybe_snapshot(self) -> None:
         if (
             not self._killed  # a snapshot of it alive, covering its kill, would revive it on replay
+            # nor one while a timed-out commit may still land: it would cover that commit's
+            # seq without its change, and recovery would start from it (_catch_up first)
+            and not self._stale
             and self._core.writer is not None
             and self._state.events - self._state.snapshot_events >= self._core.snapshot_interval
         ):

@@ -1320,6 +1320,59 @@ class TestJournalFailure:
                 k for k in (f"k{i}" for i in range(100)) if runtime.agent("a").private(k) is not None
             ] == stored
 
+    def test_a_change_whose_sync_commit_timed_out_and_then_landed_is_in_the_next_snapshot(
+        self, tmp_path: Path
+    ) -> None:
+        # The disk stalls: set_private("late") times out (outcome unknown) and the agent
+        # is stale. Its next change is handled before the writer is done (its catch-up
+        # gives up too); the commit then lands. A snapshot taken meanwhile would cover
+        # the late change's seq without it, and recovery would start from it: lost for
+        # good, though the journal holds it.
+        from cogfabric.actors._core import replay_agent  # noqa: PLC0415
+
+        config = Config(
+            journal=JournalConfig(durability="sync", snapshot_interval=1),
+            runtime=RuntimeConfig(call_timeout=0.3),
+        )
+        with Runtime.open(tmp_path / "j", config=config) as runtime:
+            agent = runtime.spawn("a")
+            agent.set_private("x", 0)
+            journal, writer = runtime._journal, runtime._core.writer
+            assert journal is not None
+            assert writer is not None
+            disk = threading.Event()
+            append, settle = journal.append, writer.flush
+
+            def stalled_append(*args: Any, **kwargs: Any) -> list[int]:
+                assert disk.wait(10)
+                return append(*args, **kwargs)
+
+            def flush_then_disk_recovers(timeout: float | None = None) -> None:
+                try:
+                    settle(timeout)
+                except ActorTimeoutError:
+                    disk.set()  # once the agent's catch-up gave up on the writer
+                    raise
+
+            journal.append = stalled_append  # type: ignore[method-assign]
+            writer.flush = flush_then_disk_recovers  # type: ignore[method-assign]
+            with pytest.raises(ActorTimeoutError):
+                agent.set_private("late", 1)
+            with pytest.raises(ActorTimeoutError):  # its caller gives up; the agent goes on
+                agent.set_private("y", 2)
+            assert disk.wait(10)  # the agent's catch-up gave up: the disk recovers
+            writer.flush = settle  # type: ignore[method-assign]
+            runtime.flush(10)
+            live = dict(agent.context_view().private)
+
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            from_snapshot = replay_agent(journal, "a", from_snapshot=True).private
+            from_events = replay_agent(journal, "a", from_snapshot=False).private
+        with Runtime.open(tmp_path / "j") as runtime:
+            reopened = dict(runtime.agent("a").context_view().private)
+
+        assert live == from_snapshot == from_events == reopened == {"x": 0, "late": 1, "y": 2}
+
     def test_in_batch_durability_an_agent_that_ran_ahead_is_reloaded_from_the_journal(
         self, tmp_path: Path
     ) -> None:
