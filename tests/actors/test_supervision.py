@@ -1366,8 +1366,11 @@ class TestJournalFailure:
             live = dict(agent.context_view().private)
 
         with Journal.open(tmp_path / "j", readonly=True) as journal:
-            from_snapshot = replay_agent(journal, "a", from_snapshot=True).private
-            from_events = replay_agent(journal, "a", from_snapshot=False).private
+            snapshot_based = replay_agent(journal, "a", from_snapshot=True)
+            events_only = replay_agent(journal, "a", from_snapshot=False)
+        assert snapshot_based is not None
+        assert events_only is not None
+        from_snapshot, from_events = snapshot_based.private, events_only.private
         with Runtime.open(tmp_path / "j") as runtime:
             reopened = dict(runtime.agent("a").context_view().private)
 
