@@ -247,7 +247,9 @@ class Runtime:
         """Open a runtime on the journal at ``path`` (None: memory only), recovering its agents.
 
         ``verify="full"`` checks the whole hash chain before recovery, and that every
-        record decodes (as ``cogfabric verify`` does); ``"tail"`` checks
+        record decodes (as ``cogfabric verify`` does; that command also replays each
+        snapshot's stream to compare, which recovery, trusting the chained snapshots,
+        does not); ``"tail"`` checks
         the chain head, each stream's head (where recovery starts to read the stream)
         and every record recovery replays: from the earliest of the
         agents' latest snapshots, or from the first record of an agent without one or
