@@ -248,7 +248,7 @@ class Runtime:
 
         ``verify="full"`` checks the whole hash chain before recovery, and that every
         record decodes (as ``cogfabric verify`` does; that command also replays each
-        snapshot's stream to compare, which recovery, trusting the chained snapshots,
+        snapshot's stream to compare, which recovery, trusting each snapshot's own hash,
         does not); ``"tail"`` checks
         the chain head, each stream's head (where recovery starts to read the stream)
         and every record recovery replays: from the earliest of the
