@@ -76,7 +76,17 @@ from ._errors import (
     record_error,
 )
 from ._journal import Journal, Record, Snapshot, VerifyReport
-from ._record import CHAIN_LEN, PREFIX, last_seq_of, link_of, of_stream, parts, stream_part
+from ._record import (
+    CHAIN_LEN,
+    HEAD_LEN,
+    PREFIX,
+    head_value,
+    last_seq_of,
+    link_of,
+    of_stream,
+    parts,
+    stream_part,
+)
 from ._verify import verify_journal
 
 if TYPE_CHECKING:
@@ -91,13 +101,14 @@ _T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION: Final = 4
+FORMAT_VERSION: Final = 5
 """The on-disk format this code reads and writes; a journal of another format is refused.
 
-Formats 1 to 3 are development formats: 1 kept one index entry per record (before the
+Formats 1 to 4 are development formats: 1 kept one index entry per record (before the
 linked stream index), 2 put the chain and the stream header before the event, so
-replay had to cut every record apart in Python, and 3 (the record layout of today)
-did not keep each stream's first seq in its head. Read such a journal with the
+replay had to cut every record apart in Python, 3 (the record layout of today)
+did not keep each stream's first seq in its head, and 4's chain head had no tag, so
+a keyed journal could be cut short without the key. Read such a journal with the
 version that wrote it."""
 
 HASH_NAME: Final = "blake2b-128"
@@ -106,7 +117,6 @@ _READ_CHUNK: Final = 1024  # records per read transaction: bounds memory and txn
 _ZERO_CHAIN: Final = bytes(16)
 _SEQ_LEN: Final = 8
 _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
-_HEAD_LEN: Final = 24  # seq(8) | chain(16)
 _HEAD_VALUE_LEN: Final = 24  # a stream's head: last seq(8) | count(8) | first seq(8)
 _MAX_NAME: Final = 255
 _MAX_SEQ: Final = 2**64 - 1
@@ -751,7 +761,7 @@ class LmdbJournal(Journal):
             txn.put(_META_ENGINE, ".".join(map(str, lmdb.version())).encode(), db=meta_db)
             txn.put(_META_HASH, HASH_NAME.encode(), db=meta_db)
             txn.put(_META_KEYCHECK, _key_check(key), db=meta_db)
-            txn.put(_META_HEAD, _seq_key(0) + _ZERO_CHAIN, db=meta_db)
+            txn.put(_META_HEAD, head_value(_seq_key(0), _ZERO_CHAIN, key), db=meta_db)
 
     def _stored_tail(self) -> tuple[int, bytes]:
         """The last stored record's seq and chain: where the next append links on."""
@@ -770,14 +780,16 @@ class LmdbJournal(Journal):
         """
         with self._env.begin(db=self._db_meta) as txn:
             stored = txn.get(_META_HEAD)
-        expected = _seq_key(self._head_seq) + self._head_chain
+        expected = head_value(_seq_key(self._head_seq), self._head_chain, self._key)
         if stored is not None and bytes(stored) == expected:
             return None
-        if stored is None or len(stored) != _HEAD_LEN:
+        if stored is None or len(stored) != HEAD_LEN:
             return "its chain head is missing or malformed"
         named = int.from_bytes(stored[:8], "big")
         if named != self._head_seq:
             return f"its chain head names seq {named}, but its records end at seq {self._head_seq}"
+        if stored[:-CHAIN_LEN] == expected[:-CHAIN_LEN]:
+            return "its chain head's tag does not match it: the head was set without the journal's key"
         return f"its chain head does not match the chain link of its last record, seq {named}"
 
     # ------------------------------------------------------------------ properties
@@ -1032,7 +1044,7 @@ class LmdbJournal(Journal):
                 txn.abort()
                 return self._stored_seqs(id_raws, known or {})
             if keys:
-                txn.put(_META_HEAD, keys[-1] + prev, db=self._db_meta)
+                txn.put(_META_HEAD, head_value(keys[-1], prev, self._key), db=self._db_meta)
             last = first + len(keys) - 1
             for snapshot in snapshots:
                 self._put_snapshot(txn, snapshot, last)
@@ -1519,7 +1531,7 @@ class LmdbJournal(Journal):
         self._check_open()
         with self._lock, _translated(self._path):
             meta = self._txn_call(self._all_meta)
-        head = meta.get(_META_HEAD, bytes(_HEAD_LEN))
+        head = meta.get(_META_HEAD, bytes(HEAD_LEN))
         return {
             "format": int.from_bytes(meta.get(_META_FORMAT, b"\0"), "big"),
             "engine": meta.get(_META_ENGINE, b"").decode(errors="replace"),
@@ -1547,7 +1559,8 @@ class LmdbJournal(Journal):
         or reordered record, a chain head that does not match the records (a rolled
         back or truncated journal), a stream index or id index that disagrees with the
         records, and a snapshot that does not match its hash. With a key, a journal
-        re-chained by someone without the key fails. It cannot detect a journal
+        re-chained, or cut short (its head pointed at the last record left), by someone
+        without the key fails: the head's tag is keyed. It cannot detect a journal
         consistently rebuilt, head included, by someone who holds the key (or of an
         unkeyed journal, by anyone): anchor the head elsewhere for that.
 

@@ -19,6 +19,7 @@ the event with a decoder that skips every other field.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final, NamedTuple
 
 import msgspec
@@ -27,6 +28,7 @@ from ._errors import JournalIntegrityError
 
 __all__ = [
     "CHAIN_LEN",
+    "HEAD_LEN",
     "LINK_AT",
     "MIN_TRAILER_AT",
     "PREFIX",
@@ -34,6 +36,7 @@ __all__ = [
     "TRAILER_HEADERS",
     "RecordParts",
     "event_id",
+    "head_value",
     "last_seq_of",
     "link_of",
     "of_stream",
@@ -43,6 +46,8 @@ __all__ = [
 ]
 
 CHAIN_LEN: Final = 16
+HEAD_LEN: Final = 8 + 2 * CHAIN_LEN
+"""The chain head (the ``head`` key of the meta database): last seq, its chain link, tag."""
 PREFIX: Final = b"\x93\xcf"  # a 3-element array, then the seq as a uint64
 _EVENT_AT: Final = 10  # after the prefix and the 8-byte seq
 LINK_AT: Final = -CHAIN_LEN - 8
@@ -153,6 +158,18 @@ def event_id(event: bytes) -> bytes | None:
         return _id_decoder.decode(event).id.encode()
     except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
         return None
+
+
+def head_value(seq_raw: bytes, chain: bytes, key: bytes) -> bytes:
+    """The chain head for the record ``seq_raw`` whose chain link is ``chain``.
+
+    ``seq | chain | tag``, the tag a BLAKE2b-128 of the first two keyed with the
+    journal's key: the chain link of a record is in the record, so without the tag
+    anyone could cut records off the end and point the head at the last one left. With
+    a key, only its holder can (or whoever kept an older head).
+    """
+    tag = hashlib.blake2b(b"cogfabric head" + seq_raw + chain, digest_size=CHAIN_LEN, key=key).digest()
+    return seq_raw + chain + tag
 
 
 def last_seq_of(key: bytes, where: object) -> int:

@@ -16,7 +16,7 @@ import msgspec
 from cogfabric.events import EventError
 
 from ._journal import VerifyReport
-from ._record import CHAIN_LEN, event_id, last_seq_of, parts, summary
+from ._record import CHAIN_LEN, HEAD_LEN, event_id, head_value, last_seq_of, parts, summary
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,7 +31,6 @@ _CHAIN: Final = CHAIN_LEN
 # The database layout of store/_lmdb.py (kept here too: _lmdb imports this module); the
 # record layout is store/_record.py's.
 _SEQ_LEN: Final = 8
-_HEAD_LEN: Final = 24
 _SNAPSHOT_HEADER: Final = 24
 _MASK64: Final = (1 << 64) - 1
 _ZERO_CHAIN: Final = bytes(16)
@@ -66,7 +65,7 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
     last = state.expected - 1
     if last < stored_last:
         return VerifyReport(False, state.checked, last + 1, f"record {last + 1} is missing", stored_last)
-    problem = _head_problem(head, last, state.prev)
+    problem = _head_problem(head, last, state.prev, journal._key)
     if problem is not None:
         return VerifyReport(False, state.checked, problem[0], problem[1], last)
     if after == 0:
@@ -431,11 +430,11 @@ def _locate_id_problem(journal: LmdbJournal, last: int) -> int | None:
     return bad
 
 
-def _head_problem(head: bytes | None, last: int, chain: bytes) -> tuple[int | None, str] | None:
-    """What is wrong with the stored chain head, given the last record and its chain link."""
-    if head is None or len(head) != _HEAD_LEN:
+def _head_problem(head: bytes | None, last: int, chain: bytes, key: bytes) -> tuple[int | None, str] | None:
+    """What is wrong with the stored chain head, given the last record, its chain link, the key."""
+    if head is None or len(head) != HEAD_LEN:
         return None, "the chain head is missing"
-    head_seq, head_chain = int.from_bytes(head[:8], "big"), head[8:]
+    head_seq, head_chain = int.from_bytes(head[:8], "big"), head[8 : 8 + CHAIN_LEN]
     if head_seq > last:
         return (
             last + 1,
@@ -445,6 +444,10 @@ def _head_problem(head: bytes | None, last: int, chain: bytes) -> tuple[int | No
         return head_seq + 1, f"the chain head was rolled back to seq {head_seq} while records go on to {last}"
     if head_chain != chain:
         return last, f"the chain head does not match record {last}"
+    if head_value(head[:8], head_chain, key) != head:
+        # Keyed: a head pointed at the last record left after records were cut off the
+        # end, by someone without the key, fails here (with no key, anyone can make one).
+        return last, f"the chain head's tag does not match it: the head at seq {last} was set without the key"
     return None
 
 

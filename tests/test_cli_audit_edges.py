@@ -21,6 +21,7 @@ from cogfabric import AgentContext, CognitiveState, Config, FakeClock, JournalCo
 from cogfabric.cli import main
 from cogfabric.events import AgentEvent, AgentSpawned, EventCodec, IpcMessage, PrivateSet
 from cogfabric.store import Journal, JournalIntegrityError, LmdbJournal
+from cogfabric.store._record import head_value
 from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
@@ -563,7 +564,7 @@ def test_a_rechained_record_whose_stream_name_is_not_utf8_is_named_by_verify(tmp
         body = value[:-16].replace(b"agent/a", b"agent/\xff")
         chain = hashlib.blake2b(bytes(16) + body, digest_size=16).digest()
         txn.put(key, body + chain, db=events)
-        txn.put(b"head", key + chain, db=meta)
+        txn.put(b"head", head_value(key, chain, b""), db=meta)
         txn.put(b"agent/\xff", bytes(txn.get(b"agent/a", db=heads) or b""), db=heads)
         txn.delete(b"agent/a", db=heads)
     env.close()

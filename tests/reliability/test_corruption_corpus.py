@@ -17,6 +17,7 @@ from cogfabric.store import (
     JournalIntegrityError,
     JournalRecordError,
 )
+from cogfabric.store._record import head_value
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,7 +43,7 @@ def _rechain(txn: Any, events: Any, meta: Any, n: int, body: bytes) -> None:
             break
         seq += 1
         body = bytes(following)[:-16]
-    txn.put(b"head", _key(seq) + prev, db=meta)
+    txn.put(b"head", head_value(_key(seq), prev, b""), db=meta)
 
 
 def _with_event(value: bytes, change: Callable[[dict[str, Any]], None]) -> bytes:
@@ -78,7 +79,8 @@ def newer_schema(txn: Any, events: Any, meta: Any) -> None:
 
 
 def rolled_back_head(txn: Any, events: Any, meta: Any) -> None:
-    txn.put(b"head", _key(SEQ - 1) + bytes(txn.get(_key(SEQ - 1), db=events))[-16:], db=meta)
+    last = bytes(txn.get(_key(SEQ - 1), db=events))
+    txn.put(b"head", head_value(_key(SEQ - 1), last[-16:], b""), db=meta)
 
 
 CORPUS: dict[str, Callable[[Any, Any, Any], None]] = {

@@ -43,6 +43,7 @@ from cogfabric.store import (
     VerifyReport,
 )
 from cogfabric.store._lmdb import _short_by, _translated
+from cogfabric.store._record import head_value
 from cogfabric.store.testing import JournalContract, make_events
 
 if TYPE_CHECKING:
@@ -100,7 +101,58 @@ def _verify(path: Path, **kwargs: Any) -> Any:
         return journal.verify(decode=True)
 
 
+def _cut_off_the_end(txn: Any, events: Any, dbs: dict[bytes, Any], keep: int) -> None:
+    """Remove every record past ``keep`` and mend every index, without the chain key."""
+    for key, _ in list(txn.cursor(db=events)):
+        if int.from_bytes(key, "big") > keep:
+            txn.delete(key, db=events)
+    for key, value in list(txn.cursor(db=dbs[b"ids"])):
+        if int.from_bytes(value, "big") > keep:
+            txn.delete(key, db=dbs[b"ids"])
+    for key, _ in list(txn.cursor(db=dbs[b"anchors"])):
+        if int.from_bytes(key[-8:], "big") > keep:
+            txn.delete(key, db=dbs[b"anchors"])
+    for key, value in list(txn.cursor(db=dbs[b"snapshots"])):
+        if int.from_bytes(value[16:24], "big") > keep:
+            txn.delete(key, db=dbs[b"snapshots"])
+    heads: dict[bytes, list[int]] = {}
+    for key, value in txn.cursor(db=events):
+        stream = bytes(value[-25 - value[-25] : -25])  # the trailer: stream | len | link | chain
+        seq = int.from_bytes(key, "big")
+        head = heads.setdefault(stream, [0, 0, seq])
+        head[0], head[1] = seq, head[1] + 1
+    for key, _ in list(txn.cursor(db=dbs[b"heads"])):
+        txn.delete(key, db=dbs[b"heads"])
+    for stream, (last, count, first) in heads.items():
+        txn.put(stream, _seq(last) + count.to_bytes(8, "big") + _seq(first), db=dbs[b"heads"])
+    chain = bytes(txn.get(_seq(keep), db=events))[-16:]
+    txn.put(b"head", head_value(_seq(keep), chain, b""), db=dbs[b"meta"])  # no key to tag it with
+
+
 class TestTamperEvidence:
+    def test_a_keyed_journal_cut_short_without_the_key_fails_verification(self, tmp_path: Path) -> None:
+        # Cutting records off the end needs no re-chaining: before the head had a keyed
+        # tag, pointing it at the last record left (whose chain link is in the record)
+        # passed verify with the key.
+        path = tmp_path / "keyed"
+        with Journal.open(path, key=b"secret") as journal:
+            journal.append(make_events(20))
+
+        _raw_edit(path, lambda txn, events, dbs: _cut_off_the_end(txn, events, dbs, 12))
+        report = _verify(path, key=b"secret")
+
+        assert not report.ok
+        assert report.first_bad_seq == 12
+        assert "without the key" in report.reason
+        with Journal.open(path, key=b"secret") as journal, pytest.raises(JournalIntegrityError):
+            journal.append(make_events(1))
+
+    def test_an_unkeyed_journal_cut_short_consistently_is_not_detectable(self, closed_journal: Path) -> None:
+        # what verify() documents: with no key anyone can make a head; anchor it elsewhere
+        _raw_edit(closed_journal, lambda txn, events, dbs: _cut_off_the_end(txn, events, dbs, 12))
+
+        assert _verify(closed_journal).ok
+
     def test_a_byte_changed_in_a_stored_value_is_reported_at_its_seq(self, closed_journal: Path) -> None:
         def flip(txn: Any, events: Any, _: Any) -> None:
             value = bytearray(txn.get(_seq(7), db=events))
@@ -170,7 +222,7 @@ class TestTamperEvidence:
     def test_a_rolled_back_chain_head_is_reported(self, closed_journal: Path) -> None:
         def roll_back(txn: Any, events: Any, dbs: dict[bytes, Any]) -> None:
             chain = txn.get(_seq(10), db=events)[-16:]
-            txn.put(b"head", _seq(10) + chain, db=dbs[b"meta"])
+            txn.put(b"head", head_value(_seq(10), chain, b""), db=dbs[b"meta"])
 
         _raw_edit(closed_journal, roll_back)
         report = _verify(closed_journal)
@@ -191,7 +243,9 @@ class TestTamperEvidence:
                 txn.delete(_seq(20), db=events)
                 assert txn.delete(last_id.encode(), db=dbs[b"ids"])
             else:
-                txn.put(b"head", _seq(10) + txn.get(_seq(10), db=events)[-16:], db=dbs[b"meta"])
+                txn.put(
+                    b"head", head_value(_seq(10), txn.get(_seq(10), db=events)[-16:], b""), db=dbs[b"meta"]
+                )
 
         _raw_edit(closed_journal, change)
         data = (closed_journal / "data.mdb").read_bytes()
@@ -448,7 +502,7 @@ class TestTamperEvidence:
                     body[len(body) // 2] ^= 0x01
                 prev = hashlib.blake2b(prev + bytes(body), digest_size=16).digest()
                 txn.put(_seq(n), bytes(body) + prev, db=events)
-            txn.put(b"head", _seq(5) + prev, db=dbs[b"meta"])
+            txn.put(b"head", head_value(_seq(5), prev, b""), db=dbs[b"meta"])
 
         _raw_edit(path, rechain)
         report = _verify(path, key=b"secret")
@@ -1029,7 +1083,7 @@ def test_a_record_holding_another_seq_is_named_by_verify_and_refused_by_read(clo
         prev = bytes(txn.get(_seq(19), db=events))[-16:]
         chain = hashlib.blake2b(prev + body, digest_size=16).digest()
         txn.put(_seq(20), body + chain, db=events)
-        txn.put(b"head", _seq(20) + chain, db=dbs[b"meta"])
+        txn.put(b"head", head_value(_seq(20), chain, b""), db=dbs[b"meta"])
 
     _raw_edit(closed_journal, forge)
 
