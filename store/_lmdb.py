@@ -45,6 +45,7 @@ import itertools
 import logging
 import operator
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
@@ -345,6 +346,27 @@ _P_META: Final = 0x08
 """The flag of a meta page in an LMDB page header's ``mp_flags`` (at its byte 10)."""
 
 
+def data_file(where: Path) -> Path | None:
+    """The journal's data file at ``where``, or None when there is none.
+
+    Raises:
+        JournalFormatError: ``data.mdb`` is not a regular file (a FIFO would hang the open).
+        JournalUnavailableError: the path cannot be reached (permission denied on a
+            directory on the way, a name too long).
+
+    """
+    data = where / "data.mdb"
+    try:
+        mode = data.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise JournalUnavailableError(f"{where}: cannot reach its data file: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(mode):
+        raise JournalFormatError(f"{where} is not a journal: its data.mdb is not a regular file")
+    return data
+
+
 def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
     """The data file's length and how many bytes it lacks of what its header names.
 
@@ -586,10 +608,11 @@ class LmdbJournal(Journal):
             size = max_map_size
         lock_fd: int | None = None
         if readonly:
-            if not (where / "data.mdb").is_file():
+            if data_file(where) is None:
                 raise JournalNotFoundError(f"no journal at {where}")
         else:
             cls._make_directory(where)
+            data_file(where)  # a data.mdb that is no regular file is refused before anything opens it
             lock_fd = cls._take_writer_lock(where)
             for name in ("data.mdb", "lock.mdb"):  # else LMDB says only that it is read-only
                 if (where / name).exists() and not os.access(where / name, os.W_OK):

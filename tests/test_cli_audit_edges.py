@@ -620,3 +620,22 @@ def test_replay_shows_a_huge_value_cut_in_its_table_and_whole_in_json(tmp_path: 
     assert (table.exit_code, whole.exit_code) == (0, 0)
     assert "characters; --json shows it whole)" in table.output
     assert json.loads(whole.output)["private"]["big"] == "x" * 1_000_000
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect", "export"])
+def test_an_audit_of_a_path_it_cannot_reach_blames_the_path_not_the_output(
+    tmp_path: Path, command: str
+) -> None:
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "data.mdb")
+    too_long = tmp_path.joinpath(*["a"] * 3000)
+
+    refused = CliRunner().invoke(main, [command, str(fifo)])
+    unreachable = CliRunner().invoke(main, [command, str(too_long)])
+
+    assert refused.exit_code == 2
+    assert "not a regular file" in refused.output
+    assert unreachable.exit_code == 2
+    assert "cannot reach its data file" in unreachable.output
+    assert "output" not in unreachable.output

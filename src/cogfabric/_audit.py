@@ -26,6 +26,7 @@ from cogfabric.store import (
     JournalUnavailableError,
     LmdbJournal,
 )
+from cogfabric.store._lmdb import data_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -82,11 +83,11 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
         JournalError: as the store raises it, naming ``path`` (not the private copy).
 
     """
-    source = path / "data.mdb"
-    if source.is_file() and not os.access(source, os.R_OK):  # before suggesting --copy, which must read it
+    source = data_file(path)  # None: no journal there, which opening it says
+    if source is not None and not os.access(source, os.R_OK):  # before suggesting --copy, which must read it
         raise JournalUnavailableError(f"{path}: cannot read its data file: permission denied")
     if not copy:
-        if source.is_file() and not _writable(path):
+        if source is not None and not _writable(path):
             msg = (
                 f"cannot audit {path} in place: LMDB writes its lock file even when reading, "
                 "and this directory is not writable; rerun with --copy to audit a private copy"
@@ -99,7 +100,7 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
     with tempfile.TemporaryDirectory(prefix="cogfabric-audit-") as tmp:
         target = Path(tmp) / "journal"
         target.mkdir(mode=0o700)
-        if not source.is_file():
+        if source is None:
             with LmdbJournal.open(path, readonly=True, key=key) as journal:  # raises "no journal"
                 yield journal
             return
@@ -141,7 +142,7 @@ def _check_pages(where: Path, named: Path, key: str | None) -> bool:
             which says nothing of the journal.
 
     """
-    if not hasattr(os, "fork") or threading.active_count() > 1 or not (where / "data.mdb").is_file():
+    if not hasattr(os, "fork") or threading.active_count() > 1 or data_file(where) is None:
         return False
     try:
         pid = os.fork()

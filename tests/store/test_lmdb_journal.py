@@ -973,6 +973,24 @@ class TestShortDataFile:
         assert self._open(tmp_path / "j", "ro").startswith("JournalFormatError")
 
 
+class TestPathsThatAreNoJournal:
+    @pytest.mark.parametrize("readonly", [True, False], ids=["read-only", "read-write"])
+    def test_a_data_file_that_is_a_fifo_is_refused_not_waited_on(
+        self, tmp_path: Path, readonly: bool
+    ) -> None:
+        (tmp_path / "j").mkdir()
+        os.mkfifo(tmp_path / "j" / "data.mdb")  # opening it to read would wait for a writer
+
+        with pytest.raises(JournalFormatError, match="not a regular file"):
+            Journal.open(tmp_path / "j", readonly=readonly)
+
+    def test_a_path_too_long_to_reach_is_a_journal_error_naming_it(self, tmp_path: Path) -> None:
+        too_long = tmp_path.joinpath(*["a"] * 3000)
+
+        with pytest.raises(JournalUnavailableError, match="cannot reach its data file"):
+            Journal.open(too_long, readonly=True)
+
+
 class TestMapGrowth:
     def test_a_one_mib_map_grows_past_fifty_mib_of_events(self, tmp_path: Path) -> None:
         value = "x" * 200
