@@ -288,9 +288,9 @@ class AgentActor(pykka.ThreadingActor):
         self._stale = False  # a commit it stopped waiting for may have happened
         self._saw_failure = False  # reloaded once the journal writer failed
         self.cause: str | None = None
+        """The id of the IPC message the behavior is handling: the cause of what it does."""
         self.trace: str | None = None
         """The trace id of the message its behavior handles: what it sends continues it."""
-        """The id of the IPC message the behavior is handling: the cause of what it does."""
         self.ctx = AgentContext(self)
 
     def _start_actor_loop(self) -> None:
@@ -1026,9 +1026,9 @@ class AgentContext:
         if to == self.agent_id:
             msg = f"agentipc: invalid message: {to!r} cannot request itself from its own behavior"
             raise IpcInvalidMessageError(msg)
-        self._actor.flush_outbox()
-        bus = self._actor._core.bus  # noqa: SLF001
         actor = self._actor
+        actor.flush_outbox()
+        bus = actor._core.bus  # noqa: SLF001
         return bus.request(self.agent_id, to, topic, payload, timeout, cause=actor.cause, trace=actor.trace)
 
     def subscribe(self, topic: str) -> bool:
@@ -1053,8 +1053,8 @@ class AgentContext:
 
     def broadcast(self, topic: str, payload: object = None) -> int:
         """Broadcast to ``topic``'s subscribers; returns how many mailboxes took it."""
-        self._actor.flush_outbox()
         actor = self._actor
+        actor.flush_outbox()
         return actor._core.bus.broadcast(self.agent_id, topic, payload, cause=actor.cause, trace=actor.trace)  # noqa: SLF001
 
 
