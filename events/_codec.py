@@ -386,7 +386,8 @@ def encode_value(value: object) -> bytes:
         if isinstance(exc, RecursionError):
             msg = (
                 f"value of type {type(value).__name__} cannot cross a context layer: it nests lists "
-                f"and maps deeper than {MAX_VALUE_DEPTH} levels"
+                f"and maps too deeply to encode from this call's stack (values may nest "
+                f"{MAX_VALUE_DEPTH} levels deep)"
             )
         else:
             msg = f"value of type {type(value).__name__} cannot cross a context layer: {exc}"
