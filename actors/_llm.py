@@ -219,10 +219,22 @@ class OpenAICompatibleProvider:
     def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - request fields
         """POST ``/chat/completions`` with the prompt as one user message.
 
+        ``params`` (and the configuration's ``extra``) are further request fields; the
+        model and the messages are the provider's own (the gated prompt is what is
+        sent, and the journal names this provider's model). The whole call, answer
+        read included, takes at most ``timeout`` seconds; a redirect is not followed
+        (it would take the API key to another address).
+
         Raises:
-            ProviderError: an HTTP or network error, or an answer without a completion.
+            InvalidArgumentError: ``params`` or ``extra`` set ``model`` or ``messages``.
+            ProviderError: an HTTP or network error, no whole answer within the timeout,
+                a redirect, or an answer without a completion.
 
         """
+        taken = _OWN_FIELDS.intersection(self._config.extra).union(_OWN_FIELDS.intersection(params))
+        if taken:
+            msg = f"invalid argument: {', '.join(sorted(taken))} is set by the provider, not by parameters"
+            raise InvalidArgumentError(msg)
         body = {
             "model": self.model,
             "messages": [{"role": "user", "content": prompt}],
@@ -235,12 +247,7 @@ class OpenAICompatibleProvider:
             headers["Authorization"] = f"Bearer {self._config.api_key}"
         url = self._config.base_url.rstrip("/") + "/chat/completions"
         request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")  # noqa: S310 - scheme checked in __init__
-        try:
-            with urllib.request.urlopen(request, timeout=self._config.request_timeout) as response:  # noqa: S310
-                answer = json.loads(response.read())
-        except (urllib.error.URLError, TimeoutError, ValueError) as exc:
-            msg = f"{self.name} at {url} failed: {exc}"
-            raise ProviderError(msg) from exc
+        answer = self._answer(request, url)
         try:
             content = answer["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
@@ -250,6 +257,50 @@ class OpenAICompatibleProvider:
             msg = f"{self.name} answered a completion that is not text"
             raise ProviderError(msg)
         return content
+
+    def _answer(self, request: urllib.request.Request, url: str) -> Any:  # noqa: ANN401 - decoded JSON
+        """The decoded answer, within ``timeout`` for the whole exchange.
+
+        On a daemon thread, waited for with the deadline: a socket timeout bounds each
+        read, not a server that trickles its answer. A late exchange goes on there
+        until its own socket gives up; its answer is dropped.
+        """
+        timeout = self._config.request_timeout
+        done = threading.Event()
+        outcome: list[Any] = []
+
+        def exchange() -> None:
+            try:
+                with _NO_REDIRECTS.open(request, timeout=timeout) as response:
+                    outcome.append(json.loads(response.read()))
+            except BaseException as exc:  # noqa: BLE001 - network, HTTP, JSON: the caller's ProviderError
+                if isinstance(exc, urllib.error.HTTPError):
+                    exc.close()  # it holds the answer's socket
+                outcome.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=exchange, name="cogfabric-llm-http", daemon=True).start()
+        if not done.wait(bounded_wait(timeout, 0.0)):
+            msg = f"{self.name} at {url} gave no whole answer within {timeout} s"
+            raise ProviderError(msg)
+        answer = outcome[0]
+        if isinstance(answer, BaseException):
+            msg = f"{self.name} at {url} failed: {str(answer) or repr(answer)}"
+            raise ProviderError(msg) from answer
+        return answer
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow no redirect: urllib would send the API key on, and turn the POST into a GET."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401, ARG002 - urllib's hook
+        """Refuse it: urllib then raises the 3xx as an ``HTTPError``."""
+        return
+
+
+_NO_REDIRECTS: Final = urllib.request.build_opener(_RefuseRedirects)
+_OWN_FIELDS: Final = frozenset({"model", "messages"})
 
 
 def prompt_hash(prompt: str) -> str:

@@ -319,12 +319,39 @@ def test_a_behaviors_failed_llm_call_is_journaled_on_its_agent_stream_naming_the
 class _Completions(http.server.BaseHTTPRequestHandler):
     received: ClassVar[list[dict[str, Any]]] = []
 
+    def do_GET(self) -> None:
+        _Completions.received.append({"path": self.path, "auth": self.headers.get("Authorization")})
+        self.send_response(404)
+        self.end_headers()
+
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _Completions.received.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-        if body["messages"][0]["content"] == "fail":
+        content = body["messages"][0]["content"] if body.get("messages") else ""
+        if content == "fail":
             self.send_response(500)
             self.end_headers()
+            return
+        if content == "redirect":  # to another host name of this server
+            self.send_response(302)
+            port = self.server.server_address[1]  # type: ignore[index]
+            self.send_header("Location", f"http://localhost:{port}/elsewhere")
+            self.end_headers()
+            return
+        if content == "hang up":
+            self.close_connection = True
+            return
+        if content == "trickle":  # a whole answer, a byte at a time, slower than the timeout
+            self.send_response(200)
+            self.send_header("Content-Length", "30")
+            self.end_headers()
+            for _ in range(30):
+                try:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                threading.Event().wait(0.05)
             return
         answer = {
             "choices": [
@@ -370,6 +397,55 @@ def test_the_openai_compatible_provider_talks_to_a_real_http_server(server: str)
         "m",
         7,
     )
+
+
+def test_the_http_provider_bounds_the_whole_exchange_by_its_timeout(server: str) -> None:
+    # a socket timeout bounds each read: a server that trickles its answer held the call
+    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=0.5))
+    done = threading.Event()
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            provider.generate("trickle")
+        except ProviderError as exc:
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=call, daemon=True).start()
+
+    assert done.wait(1.2)  # 0.5 s and some, not the 1.5 s the answer takes
+    assert "no whole answer within 0.5 s" in str(outcome[0])
+
+
+def test_the_http_provider_follows_no_redirect_and_sends_its_key_nowhere_else(server: str) -> None:
+    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, api_key="sk-secret", timeout=5))
+
+    with pytest.raises(ProviderError, match="302"):
+        provider.generate("redirect")
+
+    assert [r["path"] for r in _Completions.received] == ["/v1/chat/completions"]
+
+
+def test_the_http_provider_raises_provider_error_for_a_dropped_connection(server: str) -> None:
+    with pytest.raises(ProviderError, match="failed"):
+        OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=5)).generate("hang up")
+
+
+@pytest.mark.parametrize("field", ["model", "messages"])
+def test_parameters_cannot_replace_the_model_or_the_gated_prompt(server: str, field: str) -> None:
+    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, model="m", timeout=5))
+    with_extra = OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=5, extra={field: "x"}))
+
+    with pytest.raises(InvalidArgumentError, match=field):
+        provider.generate("hi", **{field: [{"role": "user", "content": "x" * 50_000}]})
+    with pytest.raises(InvalidArgumentError, match=field):
+        with_extra.generate("hi")
+
+    assert _Completions.received == []  # nothing was sent
+    assert provider.generate("hi", temperature=0.2) == "ok: hi"
+    assert _Completions.received[-1]["temperature"] == 0.2
 
 
 def test_a_refused_prompt_never_reaches_the_http_server(server: str) -> None:
