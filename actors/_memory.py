@@ -400,22 +400,20 @@ class MemoryManager:
     def _journal_batch(self, events: list[Event]) -> Exception | None:
         """Hand a batch's events to the writer; the error its callers get, if any.
 
-        In sync durability the writes are durable when this returns; touches (recency
-        only) never wait.
+        In sync durability the writes are durable when this returns; a batch of touches
+        alone (recency only) never waits. The events keep the order the operations made
+        them in: a touch journaled ahead of an earlier write of its session would give
+        replay an older last access (or none, ahead of its creation).
         """
-        writes = [e for e in events if not isinstance(e, SessionTouched)]
-        touches = [e for e in events if isinstance(e, SessionTouched)]
         writer = self._core.writer
         try:
-            if writer is not None and writes:
-                if self._core.sync:
-                    ack = writer.submit([*touches, *writes])
+            if writer is not None and events:
+                if not self._core.sync or all(isinstance(e, SessionTouched) for e in events):
+                    writer.submit_nowait(events)
+                else:
+                    ack = writer.submit(events)
                     assert ack is not None
                     ack.wait(self._core.call_timeout)
-                else:
-                    writer.submit_nowait([*touches, *writes])
-            elif writer is not None and touches:
-                writer.submit_nowait(touches)
         except ActorTimeoutError as exc:
             # Whether the batch is stored is unknown until the writer gets to it; it
             # most likely will be. Keep it, and take the journal's word before the

@@ -445,6 +445,52 @@ class TestTtlAndEviction:
 
         assert third_evicts(reopen=False) == third_evicts(reopen=True) == "b"
 
+    @pytest.mark.parametrize("durability", ["sync", "batch"])
+    def test_a_batch_journals_a_write_and_a_later_touch_in_the_order_they_were_made(
+        self, tmp_path: Path, durability: str
+    ) -> None:
+        # Two callers' operations served in one batch of the session actor: a write,
+        # then a read that journals a touch TTL/5 later. Journaled touch first (as
+        # before), replay took the write's time for the last access: TTL/5 older than
+        # live, past the TTL/10 precision, so reopening could expire a live session.
+        from cogfabric.actors._memory import _DRAIN, _Op  # noqa: PLC0415
+
+        class Stepping(FakeClock):
+            """Moves on TTL/5 at each reading while ``step`` is set."""
+
+            step = False
+
+            def now(self) -> float:
+                now = super().now()
+                if self.step:
+                    self.advance(TTL / 5)
+                return now
+
+        clock = Stepping()
+        config = Config(memory=_config().memory, journal=JournalConfig(durability=durability))  # type: ignore[arg-type]
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
+            memory = rt.memory
+            session = memory.create_session("u")
+            ops = [_Op("add", (session, Message(role="user", content="hi"))), _Op("get_session", (session,))]
+            clock.step = True
+            with memory._lock:  # queued together, as two callers' calls can be
+                memory._queue.extend(ops)
+                ring = not memory._scheduled
+                memory._scheduled = True
+            if ring:
+                memory._ref.tell(_DRAIN)
+            assert all(op.done.acquire(timeout=10) for op in ops)
+            assert [op.error for op in ops] == [None, None]
+            clock.step = False
+            live = ops[1].result.accessed_at
+            rt.flush()
+
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            kinds = [type(r.event).__name__ for r in journal.read(stream=f"session/{session}")]
+        assert kinds == ["SessionCreated", "SessionMessageAdded", "SessionTouched"]
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(live + TTL - 1)) as rt:
+            assert rt.memory.get_session(session).accessed_at == live + TTL - 1  # alive, and touched now
+
     def test_the_latest_session_of_an_agent_on_a_tie_in_time_is_the_one_used_last(
         self, tmp_path: Path
     ) -> None:
