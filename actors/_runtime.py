@@ -28,7 +28,8 @@ from cogfabric.events import (
     upgrade_cognitive_state,
 )
 from cogfabric.events._codec import require_str
-from cogfabric.store import Journal, JournalIntegrityError, JournalRecordError
+from cogfabric.store import Journal, JournalIntegrityError, JournalRecordError, VerifyReport
+from cogfabric.store._journal import UNDECODABLE
 
 from ._agent import CALL, PUBLISH, AgentActor, FanOut, Shared, on_agent_thread
 from ._bus import IpcBus
@@ -356,9 +357,29 @@ class Runtime:
         report = journal.verify(after=after, decode=True)
         if not report.ok:
             if not allow_unverified:
+                Runtime._raise_undecodable(journal, report)
                 msg = f"the journal failed verification at seq {report.first_bad_seq}: {report.reason}"
                 raise JournalIntegrityError(msg, report)
             log.warning("opening an unverified journal: %s", report.reason)
+
+    @staticmethod
+    def _raise_undecodable(journal: Journal, report: VerifyReport) -> None:
+        """For a record whose chain holds but whose event no reader here decodes, raise its typed error.
+
+        A newer version or an unknown type (a journal of a newer cogfabric, say) is then
+        a ``JournalRecordVersionError`` or ``JournalRecordTypeError``: an
+        ``EventVersionError`` or ``UnknownEventTypeError`` naming the type and the
+        versions, and still a ``JournalIntegrityError``. Any other failure returns.
+        """
+        seq = report.first_bad_seq
+        if seq is None or not report.reason.startswith(UNDECODABLE):
+            return
+        try:
+            for _ in journal.read(after=seq - 1, until=seq):
+                pass
+        except JournalRecordError as exc:
+            exc.report = report
+            raise
 
     @staticmethod
     def _replay_start(journal: Journal, *, allow_unverified: bool) -> int:

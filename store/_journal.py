@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Final, Self
 
 import msgspec
 
@@ -57,6 +57,11 @@ class Snapshot(msgspec.Struct, frozen=True):
     stream: str
     seq: int
     data: bytes
+
+
+UNDECODABLE: Final = "the record does not decode"
+"""How a ``VerifyReport``'s reason begins for a record whose chain holds but whose event
+does not decode (an unknown type, a newer version): ``Journal.read`` names its typed error."""
 
 
 class VerifyReport(msgspec.Struct, frozen=True):

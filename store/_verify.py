@@ -15,7 +15,7 @@ import msgspec
 
 from cogfabric.events import EventError
 
-from ._journal import VerifyReport
+from ._journal import UNDECODABLE, VerifyReport
 from ._record import CHAIN_LEN, HEAD_LEN, event_id, head_value, last_seq_of, parts, summary
 
 if TYPE_CHECKING:
@@ -235,7 +235,7 @@ def _verify_chunk(
         if decode and not _decodes(record_decode, value):
             problem = _decode_problem(codec_decode, value)
             if problem is not None:
-                return VerifyReport(False, state.checked, seq, f"the record does not decode: {problem}", seq)
+                return VerifyReport(False, state.checked, seq, f"{UNDECODABLE}: {problem}", seq)
         prev = chain
         expected += 1
         state.checked += 1

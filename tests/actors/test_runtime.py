@@ -9,9 +9,10 @@ import textwrap
 import threading
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import lmdb
+import msgspec
 import pytest
 
 from cogfabric.actors import (
@@ -33,6 +34,8 @@ from cogfabric.actors import (
     replay_agent,
 )
 from cogfabric.events import (
+    EVENT_TYPES,
+    AgentEvent,
     CognitiveState,
     CognitiveStateSchemaVersionError,
     IpcMessage,
@@ -40,7 +43,16 @@ from cogfabric.events import (
     TaskContextPublished,
     UnencodableValueError,
 )
-from cogfabric.store import Journal, JournalFormatError, JournalIntegrityError, JournalKeyError
+from cogfabric.events._codec import EventCodec
+from cogfabric.events._errors import EventVersionError, UnknownEventTypeError
+from cogfabric.store import (
+    Journal,
+    JournalFormatError,
+    JournalIntegrityError,
+    JournalKeyError,
+    LmdbJournal,
+    VerifyReport,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -554,6 +566,50 @@ def _tamper(path: Path, db: bytes, old: bytes, new: bytes) -> int:
                 changed += 1
     env.close()
     return changed
+
+
+class _PrivateSetV2(AgentEvent, frozen=True, kw_only=True, tag="PrivateSet"):
+    """``PrivateSet`` as a newer cogfabric might write it."""
+
+    key: str
+    value: Any = None
+    v: Annotated[int, msgspec.Meta(ge=2, le=2)] = 2
+
+
+class _Unknown(AgentEvent, frozen=True, kw_only=True):
+    """An event type this code does not know."""
+
+
+@pytest.mark.parametrize("verify", ["full", "tail"])
+def test_a_record_of_a_newer_version_or_unknown_type_is_refused_with_its_typed_error(
+    tmp_path: Path, verify: str
+) -> None:
+    # A journal a newer cogfabric wrote is not "tampered with": the runtime names the
+    # type and the versions with the event layer's error (still a JournalIntegrityError).
+    newer = EventCodec([_PrivateSetV2 if t is PrivateSet else t for t in EVENT_TYPES])
+    unknown = EventCodec([*EVENT_TYPES, _Unknown])
+    for name, codec, event in (
+        ("newer", newer, _PrivateSetV2(at=2.0, agent="a", key="k", value=1)),
+        ("unknown", unknown, _Unknown(at=2.0, agent="a")),
+    ):
+        path = tmp_path / name
+        with Runtime.open(path) as runtime:
+            runtime.spawn("a")
+        with LmdbJournal.open(path, codec=codec) as journal:
+            journal.append([event])
+
+        with pytest.raises(JournalIntegrityError) as raised:
+            Runtime.open(path, verify=verify)  # type: ignore[arg-type]
+
+        error = raised.value
+        assert isinstance(error.report, VerifyReport)
+        assert error.report.first_bad_seq == 2
+        if name == "newer":
+            assert isinstance(error, EventVersionError)
+            assert (error.type_name, error.stored, error.known) == ("PrivateSet", 2, 1)
+        else:
+            assert isinstance(error, UnknownEventTypeError)
+            assert error.type_name == "_Unknown"
 
 
 class TestTailVerification:
