@@ -204,7 +204,8 @@ class EventCodec:
         """
         versions = self._versions
         try:
-            stray = [event for event in events if versions.get(type(event)) != event.v]
+            # ``type(v) is not int``: True and 1.0 equal 1, yet no reader decodes them as a version
+            stray = [e for e in events if versions.get(type(e)) != e.v or type(e.v) is not int]
         except AttributeError:  # something that is not an event at all
             stray = [event for event in events if not isinstance(event, Event)]
         if stray:
@@ -239,6 +240,9 @@ class EventCodec:
         if own is None:
             raise UnknownEventTypeError(tag)
         known = self._versions[own]
+        if type(event.v) is not int:
+            msg = f"{cls.__qualname__}'s version v must be an int, got {type(event.v).__name__} {event.v!r}"
+            raise TypeError(msg)
         if event.v == known:  # not the codec's class for the tag, yet at its version
             msg = f"{cls.__qualname__} is not the class this codec decodes {tag!r} into ({own.__qualname__})"
             raise TypeError(msg)

@@ -613,6 +613,20 @@ class TestSchemaVersionsOnRead:
         assert info.value.seq == 2
         assert (report.ok, report.first_bad_seq) == (False, 2)
 
+    @pytest.mark.parametrize("version", [True, 1.0], ids=["bool", "float"])
+    def test_an_event_whose_version_is_no_int_is_refused_even_unvalidated(
+        self, tmp_path: Path, version: object
+    ) -> None:
+        # True and 1.0 equal 1, but no reader decodes them as a version: stored, the
+        # record would stop every replay at its seq
+        odd = PrivateSet(at=1.0, agent="a", key="k", value=1, v=version)  # type: ignore[arg-type]
+        with Journal.open(tmp_path / "j") as journal:
+            journal.append(make_events(1))
+            with pytest.raises(TypeError, match="must be an int"):
+                journal.append([odd], validate=False)
+            assert journal.last_seq == 1
+            assert journal.verify(decode=True).ok
+
     def test_a_record_of_an_unknown_type_is_refused_by_name(self, tmp_path: Path) -> None:
         path = tmp_path / "j"
         with LmdbJournal.open(path, codec=EventCodec([_Alien, PrivateSet])) as journal:
