@@ -305,3 +305,91 @@ def test_an_export_file_is_created_owner_only(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert target.stat().st_mode & 0o777 == 0o600
     assert len(target.read_text().splitlines()) == 10
+
+
+def test_an_empty_journal_path_is_a_usage_error_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``--journal "$J"`` with J unset: Path("") is ".", where the journal's files would land
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["simulate", "--journal", "", "--agents", "2", "--turns", "1"])
+
+    assert result.exit_code == 2
+    assert "must not be empty" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_config_with_yaml_aliases_is_refused_before_they_expand(tmp_path: Path) -> None:
+    # nine levels of ten aliases each: 561 bytes that expand to 10**9 values
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    body = "\n".join("    " + line for line in lines)
+    config = tmp_path / "bomb.yaml"
+    config.write_text(f"llm:\n  extra:\n{body}\n")
+
+    result = CliRunner().invoke(main, ["simulate", "--config", str(config), "--journal", str(tmp_path / "j")])
+
+    assert result.exit_code == 2
+    assert "YAML aliases (*a0) are not accepted" in result.output
+
+
+def test_bench_writes_its_json_before_the_table_that_may_not_print(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import click  # noqa: PLC0415
+
+    import cogfabric._bench  # noqa: PLC0415
+    from cogfabric._bench import Result  # noqa: PLC0415
+
+    monkeypatch.setattr(
+        cogfabric._bench, "run_bench", lambda *_, **__: ([Result("w", 1, "events", [0.5])], {"cores": 2})
+    )
+    echo = click.echo
+
+    def reader_gone(message: object = None, **kwargs: Any) -> None:
+        if kwargs.get("err"):
+            echo(message, **kwargs)
+            return
+        raise BrokenPipeError  # ``cogfabric bench --json F | head -1``, its reader gone
+
+    monkeypatch.setattr(click, "echo", reader_gone)
+    out = tmp_path / "bench.json"
+    CliRunner().invoke(main, ["bench", "--quick", "--json", str(out)])
+
+    assert out.exists()
+    assert '"w"' in out.read_text()
+
+
+def test_bench_names_no_commit_of_a_repository_it_is_merely_installed_in(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    site = project / ".venv" / "site"
+    shutil.copytree(Path(__file__).parents[1] / "src" / "cogfabric", site / "cogfabric", symlinks=False)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(project),
+            "-c",
+            "user.email=u@x",
+            "-c",
+            "user.name=u",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "theirs",
+        ],
+        check=True,
+    )
+    code = "import cogfabric._bench as b; print(b._commit())"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+    assert done.stdout.strip() == "None"

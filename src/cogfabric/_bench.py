@@ -363,7 +363,11 @@ def _machine() -> dict[str, Any]:
 
 
 def _commit() -> str | None:
-    """The source tree's commit, with ``+dirty`` when its files differ from it; None outside git."""
+    """The source tree's commit, with ``+dirty`` when its files differ from it; None outside git.
+
+    Only cogfabric's own checkout counts: an installed copy inside another repository
+    (a virtual environment in a user's project) would report that project's commit.
+    """
     where = Path(__file__).resolve().parent
 
     def git(*args: str) -> str:
@@ -378,6 +382,9 @@ def _commit() -> str | None:
         return done.stdout.strip() if done.returncode == 0 else ""
 
     try:
+        top = git("rev-parse", "--show-toplevel")
+        if not top or (Path(top) / "src" / "cogfabric").resolve() != where:
+            return None
         head = git("rev-parse", "--short", "HEAD")
         dirty = head and git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.TimeoutExpired):

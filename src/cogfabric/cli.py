@@ -100,7 +100,8 @@ def main() -> None:
     "path",
     default="./cogfabric-journal",
     show_default=True,
-    type=click.Path(path_type=Path),
+    type=click.Path(),
+    callback=lambda _ctx, _param, value: _journal_path(value),
     help="The journal directory (created, or continued).",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the scripted model.")
@@ -618,6 +619,8 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
     sizes = Sizes.quick() if quick else Sizes()
     runs = repeat or (1 if quick else 3)
     results, machine = run_bench(sizes, runs, progress=lambda label: click.echo(f"  {label}...", err=True))
+    if json_path is not None:  # first: a table that cannot be printed (a closed pipe) loses no sample
+        json_path.write_text(to_json(results, machine, repeat=runs, quick=quick))
     by_name = {r.name: r for r in results}
     click.echo(
         f"cogfabric bench: median of {runs} ({machine['cores']} cores, Python {machine['python']}, "
@@ -641,8 +644,18 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
             median = statistics.median(grown) / 2**20
             click.echo(f"{result.name}: peak resident memory +{median:.0f} MiB (median)")
     if json_path is not None:
-        json_path.write_text(to_json(results, machine, repeat=runs, quick=quick))
         click.echo(f"wrote {json_path}")
+
+
+def _journal_path(value: str) -> Path:
+    """``--journal`` as a path; an empty one (an unset shell variable, say) is refused.
+
+    ``Path("")`` is the working directory, where the journal's files would land.
+    """
+    if not value:
+        msg = "must not be empty (it would be the working directory); give a directory"
+        raise click.BadParameter(msg)
+    return Path(value)
 
 
 def _check_writable(path: Path) -> None:

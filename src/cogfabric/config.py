@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
+import yaml
 
 from cogfabric.actors import (
     CleanOptions,
@@ -55,6 +56,7 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
 
     """
     _check_text(text)
+    _refuse_aliases(text, source)
     try:
         # An empty file, or one of comments only (YAML's null), means every default.
         decoded = msgspec.yaml.decode(text, type=Config | None) if text.strip() else None
@@ -69,6 +71,28 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
         msg = f"{source}: {exc}"
         raise InvalidConfigError(msg) from exc
     return config
+
+
+def _refuse_aliases(text: str | bytes | bytearray, source: str) -> None:
+    """Refuse YAML aliases: a few hundred bytes of nested ones expand to billions of values.
+
+    The parser's events are read without building anything, so this costs as much as
+    the file is long. A configuration has no use for them.
+
+    Raises:
+        InvalidConfigError: the text holds an alias (``*name``).
+
+    """
+    try:
+        events = yaml.parse(bytes(text) if isinstance(text, bytearray) else text, Loader=yaml.SafeLoader)
+        alias = next((event for event in events if isinstance(event, yaml.AliasEvent)), None)
+    except yaml.YAMLError:
+        return  # malformed: the decoder says how
+    if alias is not None:
+        mark = alias.start_mark
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        msg = f"{source}: YAML aliases (*{alias.anchor}) are not accepted in a configuration{where}"
+        raise InvalidConfigError(msg)
 
 
 def load_config(path: str | PathLike[str]) -> Config:
