@@ -233,7 +233,9 @@ class OpenAICompatibleProvider:
         """
         taken = _OWN_FIELDS.intersection(self._config.extra).union(_OWN_FIELDS.intersection(params))
         if taken:
-            msg = f"invalid argument: {', '.join(sorted(taken))} is set by the provider, not by parameters"
+            names = " and ".join(sorted(taken))
+            verb = "are" if len(taken) > 1 else "is"
+            msg = f"invalid argument: {names} {verb} the provider's own, not a parameter"
             raise InvalidArgumentError(msg)
         body = {
             "model": self.model,
