@@ -47,6 +47,7 @@ import operator
 import os
 import stat
 import threading
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
@@ -114,6 +115,8 @@ version that wrote it."""
 
 HASH_NAME: Final = "blake2b-128"
 _DEFAULT_MAP_SIZE: Final = 1 << 30  # sparse on 64-bit: costs no disk until used
+_OPEN_WRITERS: weakref.WeakSet[LmdbJournal] = weakref.WeakSet()
+"""This process's journals that hold a writer lock: a forked child lets go of its copies."""
 _READ_CHUNK: Final = 1024  # records per read transaction: bounds memory and txn length
 _ZERO_CHAIN: Final = bytes(16)
 _SEQ_LEN: Final = 8
@@ -141,6 +144,35 @@ _META_HEAD: Final = b"head"
 
 def _seq_key(seq: int) -> bytes:
     return seq.to_bytes(8, "big")
+
+
+def _grown_size(current: int, limit: int | None) -> int | None:
+    """The map size to grow a full map of ``current`` bytes to; None at ``limit``."""
+    if limit is not None and current >= limit:
+        return None
+    return current * 2 if limit is None else min(current * 2, limit)
+
+
+def _release_in_forked_child() -> None:
+    """Close a forked child's copies of the writer locks' descriptors.
+
+    A ``flock`` belongs to the open file, which ``fork`` shares: while a child (of
+    ``multiprocessing``'s fork start, say) kept its copy, the lock would outlive the
+    parent's ``close()`` and refuse every later writer. The child may not use the
+    parent's journals anyway (LMDB forbids it; ``_check_open`` says so).
+    """
+    for journal in list(_OPEN_WRITERS):
+        journal._release_lock()  # noqa: SLF001
+    _OPEN_WRITERS.clear()
+
+
+os.register_at_fork(after_in_child=_release_in_forked_child)
+
+
+def _close_quietly(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 _RECORD_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
@@ -518,7 +550,6 @@ class LmdbJournal(Journal):
         self._readonly = readonly
         self._max_map_size = max_map_size
         self._key = key
-        self._lock_fd = lock_fd
         self._codec = codec
         self._hasher = hashlib.blake2b(digest_size=16, key=key)
         """An empty keyed hash: copied per record, cheaper than a new one (bench/journal_append.py)."""
@@ -538,6 +569,13 @@ class LmdbJournal(Journal):
         """Why appends are refused: the stored chain head and the records disagree (or None)."""
         self._heads: dict[str, list[Any]] = {}
         """stream -> its entry of ``heads`` and more (see ``_load_head``): the writer's cache."""
+        # Last, so that no failure above leaves both this and ``open``'s cleanup to close it.
+        self._release_lock = weakref.finalize(self, _close_quietly, lock_fd)
+        """Lets go of the writer lock, once: on ``close()``, in a forked child, or when collected."""
+        if lock_fd is None:
+            self._release_lock.detach()
+        else:
+            _OPEN_WRITERS.add(self)
 
     # ------------------------------------------------------------------ opening
 
@@ -568,8 +606,9 @@ class LmdbJournal(Journal):
                 accept that. ``close()`` still syncs.
             map_size: the initial LMDB map size in bytes (default 1 GiB, sparse).
             max_map_size: when the map fills, it is doubled and the append retried,
-                invisibly, up to this size; past it appends raise
-                ``JournalFullError``. None means no limit but the disk.
+                invisibly, up to this size (so is the creation of a new journal in a
+                map too small for it); past it appends raise ``JournalFullError``.
+                None means no limit but the disk.
             key: makes the hash chain keyed (BLAKE2b MAC); a journal written with a
                 key must be opened with the same key.
             codec: the event codec (default: every event type of cogfabric.events).
@@ -591,6 +630,7 @@ class LmdbJournal(Journal):
                 it open already (LMDB allows one open of a file per process: share
                 the open journal instead).
             JournalUnavailableError: the directory cannot be created or written to.
+            JournalFullError: ``max_map_size`` is too small to create a new journal in.
             JournalDamagedError: ``readonly`` and the data file is shorter than its header
                 names (truncated; opening it for writing pads it with empty pages); or a
                 page of the file is damaged where LMDB could crash on it: every B-tree
@@ -623,7 +663,7 @@ class LmdbJournal(Journal):
             _check_length(where, readonly=readonly)
             with _translated(where):
                 env = lmdb.open(
-                    str(where),
+                    os.fsencode(where),  # any name the file system holds, UTF-8 or not
                     map_size=size,
                     subdir=True,
                     readonly=readonly,
@@ -642,7 +682,7 @@ class LmdbJournal(Journal):
                         cls._check_existing(env, where, raw_key)
                     else:
                         env.reader_check()  # slots of killed readers pin pages (PITFALLS §1.5)
-                        cls._init_or_check(env, where, raw_key)
+                        cls._init_growing(env, where, raw_key, max_map_size)
                     return cls(
                         env,
                         where,
@@ -735,6 +775,26 @@ class LmdbJournal(Journal):
             cls._check_meta(dict(txn.cursor().iternext()), where, key)
         for name in _DATA_DBS:
             _check_flags(env, _existing_db(env, name, where), name, where)
+
+    @classmethod
+    def _init_growing(cls, env: lmdb.Environment, where: Path, key: bytes, limit: int | None) -> None:
+        """``_init_or_check``, growing the map as an append does when it is too small to create.
+
+        Raises:
+            JournalFullError: even ``limit`` bytes cannot hold a new journal's databases.
+
+        """
+        while True:
+            try:
+                cls._init_or_check(env, where, key)
+            except lmdb.MapFullError as exc:
+                size = _grown_size(int(env.info()["map_size"]), limit)
+                if size is None:
+                    msg = f"{where}: max_map_size ({limit} bytes) cannot hold a new journal"
+                    raise JournalFullError(msg) from exc
+                env.set_mapsize(size)
+            else:
+                return
 
     @classmethod
     def _init_or_check(cls, env: lmdb.Environment, where: Path, key: bytes) -> None:
@@ -1010,15 +1070,14 @@ class LmdbJournal(Journal):
                     raise JournalConflictError(event.id, 0)
 
     def _grow(self, cause: lmdb.Error) -> None:
-        current = int(self._env.info()["map_size"])
         limit = self._max_map_size
-        if limit is not None and current >= limit:
+        new_size = _grown_size(int(self._env.info()["map_size"]), limit)
+        if new_size is None:
             self._failed = cause
             msg = (
                 f"{self._path} reached max_map_size ({limit} bytes); the journal is fail-stop until reopened"
             )
             raise JournalFullError(msg) from cause
-        new_size = current * 2 if limit is None else min(current * 2, limit)
         try:
             self._env.set_mapsize(new_size)
         except lmdb.Error as exc:
@@ -1609,9 +1668,7 @@ class LmdbJournal(Journal):
                 return
             self._closed = True
             if os.getpid() != self._pid:  # a forked child: the environment is the parent's
-                if self._lock_fd is not None:  # its copy of the lock's descriptor; the parent's holds it
-                    os.close(self._lock_fd)
-                    self._lock_fd = None
+                self._release_lock()  # its copy of the lock's descriptor; the parent's holds it
                 return
             try:
                 if not self._readonly and self._failed is None:
@@ -1619,9 +1676,7 @@ class LmdbJournal(Journal):
                         self._env.sync(True)
                 self._env.close()
             finally:
-                if self._lock_fd is not None:
-                    os.close(self._lock_fd)
-                    self._lock_fd = None
+                self._release_lock()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self._readonly else "open")

@@ -393,3 +393,24 @@ def test_bench_names_no_commit_of_a_repository_it_is_merely_installed_in(tmp_pat
     )
 
     assert done.stdout.strip() == "None"
+
+
+def test_simulate_on_a_keyed_journal_is_a_usage_error(tmp_path: Path) -> None:
+    path = tmp_path / "keyed"
+    with Journal.open(path, key=b"k") as journal:
+        journal.append(make_events(2))
+
+    result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--agents", "2", "--turns", "1"])
+
+    assert result.exit_code == 2
+    assert "was written with a chain key; simulate continues only journals without one" in result.output
+
+
+def test_simulate_prints_an_audit_command_that_works_when_pasted(tmp_path: Path) -> None:
+    path = tmp_path / "my journal"
+
+    result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--agents", "2", "--turns", "1"])
+
+    assert result.exit_code == 0, result.output
+    hint = next(line for line in result.output.splitlines() if line.startswith("audit it: "))
+    assert hint == f"audit it: cogfabric inspect '{path}' && cogfabric verify '{path}'"

@@ -639,3 +639,51 @@ def test_an_audit_of_a_path_it_cannot_reach_blames_the_path_not_the_output(
     assert unreachable.exit_code == 2
     assert "cannot reach its data file" in unreachable.output
     assert "output" not in unreachable.output
+
+
+@pytest.mark.parametrize("how", ["path", "symlink", "hard link"])
+def test_an_export_never_writes_over_the_journals_own_files(tmp_path: Path, how: str) -> None:
+    path = _journal(tmp_path, 5)
+    data = path / "data.mdb"
+    before = hashlib.sha256(data.read_bytes()).hexdigest()
+    target = data
+    if how == "symlink":
+        target = tmp_path / "out.jsonl"
+        target.symlink_to(data)
+    elif how == "hard link":
+        target = tmp_path / "out.jsonl"
+        os.link(data, target)
+
+    result = CliRunner().invoke(main, ["export", str(path), "-o", str(target)])
+
+    assert result.exit_code == 2
+    assert "would write over the journal's own files" in result.output
+    assert hashlib.sha256(data.read_bytes()).hexdigest() == before
+    assert CliRunner().invoke(main, ["verify", str(path)]).exit_code == 0
+
+
+def test_replay_shows_values_as_stored_never_as_markup(tmp_path: Path) -> None:
+    text = "[red]secret[/red] :thumbs_up: a closing [/INST] tag"
+    path = tmp_path / "journal"
+    with Runtime.open(path) as runtime:
+        runtime.spawn("a0").set_private("note", text)
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", "a0"])
+
+    assert result.exit_code == 0, result.output
+    assert "[red]secret[/red] :thumbs_up: a closing [/INST] tag" in result.output
+
+
+def test_an_audit_stopped_by_ctrl_c_exits_130_not_as_a_bad_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _journal(tmp_path, 5)
+
+    def interrupted(*_args: object, **_kwargs: object) -> NoReturn:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LmdbJournal, "verify", interrupted)
+    result = CliRunner().invoke(main, ["verify", str(path)])
+
+    assert result.exit_code == 130
+    assert "interrupted" in result.output

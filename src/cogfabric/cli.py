@@ -8,7 +8,9 @@ cannot be written.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -27,6 +29,7 @@ __all__ = ["main"]
 EXIT_OK = 0
 EXIT_PROBLEM = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 
 _JOURNAL = click.argument("journal", type=click.Path(path_type=Path))
 _COPY = click.option("--copy", is_flag=True, help="Audit a private copy (for a directory you cannot write).")
@@ -66,6 +69,9 @@ class _Commands(click.Group):
     def invoke(self, ctx: click.Context) -> Any:  # noqa: ANN401 - click's own signature
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:  # click's own "Aborted!" exits 1, which here means a bad journal
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         except BrokenPipeError:  # ``cogfabric export J | head -1``: the reader has what it wanted
             _stdout_closed()
         except OSError as exc:
@@ -137,6 +143,7 @@ def simulate(
         JournalFailedError,
         JournalFullError,
         JournalIntegrityError,
+        JournalKeyError,
     )
 
     try:
@@ -156,6 +163,8 @@ def simulate(
                 config=config,
                 progress=advance,
             )
+        except JournalKeyError:  # a usage error: simulate has no key to give
+            _fail(f"{path} was written with a chain key; simulate continues only journals without one")
         except (JournalFullError, JournalFailedError, JournalIntegrityError) as exc:
             # the run could not go on (max_map_size, a failed write) or the journal is bad
             _fail(f"the simulation stopped: {exc}", EXIT_PROBLEM)
@@ -178,11 +187,12 @@ def simulate(
     click.echo(
         f"  journal {report.path}: {report.total_events:,} events, {report.journal_bytes / 1e6:.1f} MB"
     )
-    click.echo(f"audit it: cogfabric inspect {report.path} && cogfabric verify {report.path}")
+    where = shlex.quote(str(report.path))
+    click.echo(f"audit it: cogfabric inspect {where} && cogfabric verify {where}")
     if report.failures:
         click.echo(
             f"error: agents raised {report.failures} times and were restarted, failing their turns "
-            f"(AgentFailed in the journal: cogfabric export {report.path} --after "
+            f"(AgentFailed in the journal: cogfabric export {where} --after "
             f"{report.total_events - report.events})",
             err=True,
         )
@@ -423,11 +433,12 @@ _CELL_MAX = 2_000
 def _print_view(view: dict[str, Any]) -> None:
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415 - a journal's text is shown as it is, never as markup
 
     from cogfabric._audit import encode_json  # noqa: PLC0415 - values as --json shows them
 
     title = f"agent {view['agent']}" if "agent" in view else f"session {view['session']}"
-    table = Table(title=f"{title} at seq {view['at']}", show_lines=False)
+    table = Table(title=Text(f"{title} at seq {view['at']}"), show_lines=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     for name, value in view.items():
@@ -436,7 +447,7 @@ def _print_view(view: dict[str, Any]) -> None:
         shown = value if isinstance(value, str) else encode_json(value).decode()
         if len(shown) > _CELL_MAX:  # rich folds a very long cell slowly
             shown = f"{shown[:_CELL_MAX]}... ({len(shown):,} characters; --json shows it whole)"
-        table.add_row(name, shown)
+        table.add_row(Text(name), Text(shown))
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:  # rich's own exits 1: here that means a bad journal
@@ -488,6 +499,8 @@ def export(
     # pipe, a device, a link) is written in place, as stdout is.
     if output is not None and output.is_dir():
         _fail(f"{output} is a directory; name a file for --output")
+    if output is not None and _writes_into(journal, output):
+        _fail(f"--output {output} would write over the journal's own files in {journal}; name another file")
     partial = None
     if output is not None and _replaceable(output):
         partial = output.with_name(f".{output.name}.partial")
@@ -515,6 +528,25 @@ def export(
     finally:
         if partial is not None:
             partial.unlink(missing_ok=True)
+
+
+def _writes_into(journal: Path, output: Path) -> bool:
+    """Whether ``output`` is in the journal's directory, or is (a link to) one of its files.
+
+    Truncating ``data.mdb`` under an open LMDB environment loses the journal and kills
+    the process on its next read (SIGBUS): an audit must never write there.
+    """
+    if not journal.is_dir():
+        return False  # no journal there: opening it fails with its own error
+    try:
+        if output.resolve().parent == journal.resolve():
+            return True
+        target = output.stat()
+    except OSError:
+        return False  # nothing there yet (or out of reach): not one of the journal's files
+    with contextlib.suppress(OSError):
+        return any(entry.is_file() and os.path.samestat(entry.stat(), target) for entry in journal.iterdir())
+    return False
 
 
 def _replaceable(output: Path) -> bool:

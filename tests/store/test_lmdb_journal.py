@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import shutil
@@ -843,6 +844,41 @@ class TestFilesAndFormat:
         with Journal.open(tmp_path / "j"), pytest.raises(JournalLockedError):
             Journal.open(tmp_path / "j")
 
+    def test_a_forked_child_keeps_no_writer_lock_after_the_parent_closes(self, tmp_path: Path) -> None:
+        journal = Journal.open(tmp_path / "j")
+        journal.append(make_events(1))
+        go_on, hold = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: some other work, never the journal
+            os.close(hold)
+            os.read(go_on, 1)
+            os._exit(0)
+        os.close(go_on)
+        try:
+            journal.close()
+            with Journal.open(tmp_path / "j") as reopened:  # the child still lives
+                assert reopened.last_seq == 1
+        finally:
+            os.close(hold)  # the child reads end of file and exits
+            os.waitpid(pid, 0)
+
+    def test_a_directory_whose_name_is_not_utf8_holds_a_journal(self, tmp_path: Path) -> None:
+        where = tmp_path / os.fsdecode(b"\xffdir")  # any name the file system holds
+        with Journal.open(where) as journal:
+            journal.append(make_events(2))
+        with Journal.open(where, readonly=True) as journal:
+            assert journal.last_seq == 2
+            assert journal.verify().ok
+
+    def test_a_journal_collected_unclosed_lets_go_of_its_writer_lock(self, tmp_path: Path) -> None:
+        journal = Journal.open(tmp_path / "j")
+        journal.append(make_events(1))
+        del journal
+        gc.collect()
+
+        with Journal.open(tmp_path / "j") as reopened:
+            assert reopened.last_seq == 1
+
     def test_a_journal_whose_data_file_this_user_cannot_write_says_so(
         self, closed_journal: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -1018,6 +1054,15 @@ class TestMapGrowth:
         assert (tmp_path / "j" / "data.mdb").stat().st_size > 50 << 20
         assert report.ok
         assert report.checked == 220_000
+
+    def test_a_map_too_small_for_a_new_journal_grows_as_for_an_append(self, tmp_path: Path) -> None:
+        with LmdbJournal.open(tmp_path / "j", map_size=4096) as journal:
+            assert journal.map_size > 4096
+            assert journal.append(make_events(3)) == [1, 2, 3]
+        with pytest.raises(JournalFullError, match="cannot hold a new journal"):
+            Journal.open(tmp_path / "k", map_size=4096, max_map_size=8192)
+        with Journal.open(tmp_path / "k") as journal:  # nothing was created: a new journal
+            assert journal.last_seq == 0
 
     def test_past_max_map_size_appends_fail_and_the_journal_is_fail_stop(self, tmp_path: Path) -> None:
         path = tmp_path / "j"
