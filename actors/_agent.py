@@ -840,11 +840,7 @@ class AgentActor(pykka.ThreadingActor):
         lifecycle = self._state.lifecycle
         if self._behavior is None or lifecycle in (AgentState.SUSPENDED, AgentState.RETIRED):
             reason = "no behavior" if self._behavior is None else f"agent {lifecycle.lower()}"
-            if message.kind != "request":
-                bus.dead_letter(message, reason, "")
-                return
-            why = f"agentipc: no handler: {self._state.id!r} cannot handle {message.topic!r} ({reason})"
-            bus.refuse(message, reason, IpcNoHandlerError(why))  # the requester fails at once
+            self._not_handled(message, reason)
             return
         self._shared.lifecycle = AgentState.RUNNING
         self.cause = message.id
@@ -881,6 +877,18 @@ class AgentActor(pykka.ThreadingActor):
                 raise  # the journal's or the clock's: on_receive handles them
             except BaseException as exc:  # noqa: BLE001 - copying the reply ran code of the behavior's objects
                 self._on_behavior_failure(message, exc)
+
+    def _not_handled(self, message: IpcMessage, reason: str) -> None:
+        """Dead-letter a delivered message this agent cannot handle; a requester fails at once."""
+        bus = self._core.bus
+        try:
+            self._flush_outbox()  # its delivery is journaled before its dead letter, as it came
+        finally:
+            if message.kind != "request":
+                bus.dead_letter(message, reason, "")
+            else:
+                why = f"agentipc: no handler: {self._state.id!r} cannot handle {message.topic!r} ({reason})"
+                bus.refuse(message, reason, IpcNoHandlerError(why))
 
     def _on_behavior_failure(self, message: IpcMessage, exc: BaseException) -> None:
         log.warning("behavior of agent %s raised on %s: %s", self._state.id, message.topic, journal_repr(exc))

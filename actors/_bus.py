@@ -10,7 +10,6 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
-import pykka
 
 from cogfabric._errors import CogfabricError
 from cogfabric.events import IpcDeadLettered, IpcMessage, admit_value, copy_value, new_event_id
@@ -143,9 +142,10 @@ class IpcBus:
             # durability the writer may still be encoding it.
             delivered = _own_copy(message) if own_copy else message
             try:
-                entry.ref.tell((1, delivered))
-            except pykka.ActorDeadError:
-                entry.shared.slots.release()
+                # only to the agent that is still the recipient's: once its kill is over, a
+                # message told would queue behind its actor's stop and be dropped unseen
+                self._runtime._tell_current(message.recipient, entry, (1, delivered))  # noqa: SLF001
+            except AgentNotFoundError:  # its slot is given back
                 try:
                     if message.kind == "request":  # its requester learns it at once
                         gone = AgentNotRegisteredError(message.recipient)

@@ -155,7 +155,7 @@ def _turns(messages: Sequence[Message]) -> list[list[Message]]:
 def _arguments(call: ToolCall) -> dict[str, Any]:
     try:
         parsed = json.loads(call.function.arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # a model's text: malformed, or nested past the stack
         return {}
     return parsed if isinstance(parsed, dict) else {}
 
@@ -163,7 +163,7 @@ def _arguments(call: ToolCall) -> dict[str, Any]:
 def _count_results(content: str) -> int:
     try:
         parsed = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):  # a tool's text: not JSON, or nested past the stack
         return sum(1 for line in content.splitlines() if line.strip())
     if isinstance(parsed, dict):
         parsed = parsed.get("results", [parsed])

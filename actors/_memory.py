@@ -337,7 +337,7 @@ class MemoryManager:
     def _call(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's result
         op = _Op(name, args)
         with self._lock:
-            if self._closed:
+            if self._closed or self._core.closing:  # from the moment close() begins, as every call
                 msg = "the runtime is closed"
                 raise RuntimeClosedError(msg)
             self._queue.append(op)

@@ -464,9 +464,10 @@ class Runtime:
     def _register(self, launched: _Launched) -> Agent:
         """Make a launched agent reachable (listed, addressable, subscribed); return its handle.
 
-        Raises:
-            RuntimeClosedError: ``close()`` began meanwhile (the actor is stopped).
-
+        Called once its spawn is stored (or handed over, in batch durability). If
+        ``close()`` began meanwhile, close will not see this actor: it is stopped here,
+        and the handle is returned all the same (the spawn is in the journal, and the
+        agent is back on reopen; the handle's calls raise ``RuntimeClosedError``).
         """
         state, shared, ref = launched.state, launched.shared, launched.ref
         handle = Agent(self, state, shared)
@@ -476,10 +477,9 @@ class Runtime:
                 self._agents[state.id] = _Entry(ref, shared, handle, launched.behavior)
                 self._listed.setdefault(state.id)
                 self._unlisted_if_refused.discard(state.id)  # started: it stays listed
-        if closed:  # close() began meanwhile and will not see this actor: stop it here
+        if closed:
             self._stop_ref(ref)
-            msg = "the runtime is closed"
-            raise RuntimeClosedError(msg)
+            return handle
         self.bus._index(state.id, state.topics, state.topic_orders)  # noqa: SLF001
         return handle
 
@@ -519,7 +519,8 @@ class Runtime:
             AgentExistsError: a live agent has that id.
             AgentCapacityError: the process cannot start another thread for it (nothing
                 is journaled).
-            RuntimeClosedError: the runtime is closed.
+            RuntimeClosedError: the runtime is closed (a spawn stored as ``close()``
+                begins returns its handle: the agent is back on reopen).
             ActorTimeoutError: the spawn was not journaled within ``call_timeout``
                 (sync durability); a journal's refusal raises its ``JournalError``.
 

@@ -527,8 +527,9 @@ def _walk_pages(env: lmdb.Environment, where: Path) -> None:
 class LmdbJournal(Journal):
     """The journal on an embedded LMDB environment (a directory of two files).
 
-    One process writes (a lock file enforces it); any number of processes read, also
-    while the writer appends, each seeing a consistent snapshot. The object itself is
+    One process writes (a lock file enforces it; a forked child lets go of its copy
+    of the lock as it starts, so the lock is the parent's alone); any number of
+    processes read, also while the writer appends, each seeing a consistent snapshot. The object itself is
     thread-safe: every write transaction begins and ends inside one ``append`` call,
     on the calling thread, as LMDB requires (PITFALLS.md §1.6).
     """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["CogfabricError"]
 
 
@@ -11,4 +13,20 @@ class CogfabricError(Exception):
     Each layer derives its own base from it (``EventError``, ``JournalError``,
     ``ActorError``), so ``except cogfabric.CogfabricError`` catches everything the
     library reports and nothing that is a bug in it.
+
+    Every one survives ``pickle`` and ``copy`` (a worker process of a
+    ``ProcessPoolExecutor`` raises it to its parent) with its message and attributes,
+    whatever its constructor takes: it is rebuilt from its state, not by calling
+    its constructor again with its message.
     """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(cls: type[CogfabricError], args: tuple[Any, ...], state: dict[str, Any]) -> CogfabricError:
+    """An error of ``cls`` with ``args`` and attributes ``state``, its constructor not called."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error

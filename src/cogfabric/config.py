@@ -117,6 +117,7 @@ def load_llm_config(text: str | bytes, *, source: str = "<llm config>") -> LLMCo
 
     """
     _check_text(text)
+    _refuse_aliases(text, source)
     try:
         decoded = msgspec.yaml.decode(text, type=LLMConfig | None) if text.strip() else None
     except msgspec.DecodeError as exc:  # a ValidationError too

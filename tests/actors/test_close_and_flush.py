@@ -11,6 +11,7 @@ import pytest
 
 from cogfabric import (
     ActorTimeoutError,
+    Agent,
     ClockError,
     FakeClock,
     IpcHandlerError,
@@ -486,3 +487,82 @@ def test_an_interrupted_close_still_asks_every_agent_to_stop(monkeypatch: pytest
         rt.close()
 
     assert all(ref.actor_stopped.wait(10) for ref in refs)
+
+
+def _gated_disk(rt: Runtime) -> tuple[threading.Event, threading.Event]:
+    """Hold the runtime's next commit until the test opens the gate: (committing, gate)."""
+    journal = rt._journal
+    assert journal is not None
+    append = journal.append
+    committing, gate = threading.Event(), threading.Event()
+
+    def gated_append(events: list[Any], **kwargs: Any) -> list[int]:
+        committing.set()
+        assert gate.wait(30)
+        return append(events, **kwargs)
+
+    journal.append = gated_append  # type: ignore[method-assign,assignment]
+    return committing, gate
+
+
+def _closing_begun(rt: Runtime) -> threading.Event:
+    """Set once ``close()`` has closed the runtime to calls and begins to stop its agents."""
+    begun = threading.Event()
+    stop_agents = rt._stop_agents
+
+    def stop(entries: Any) -> None:
+        begun.set()
+        stop_agents(entries)
+
+    rt._stop_agents = stop  # type: ignore[method-assign]
+    return begun
+
+
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_a_spawn_stored_as_close_begins_returns_its_handle_and_is_back_on_reopen(
+    tmp_path: Path, durability: str
+) -> None:
+    rt = Runtime.open(tmp_path / "j", config=_config(durability), clock=FakeClock())
+    try:
+        committing, gate = _gated_disk(rt)
+        begun = _closing_begun(rt)
+        spawner, outcome = _in_thread(lambda: rt.spawn("late"))
+        assert committing.wait(10)
+        closer, _ = _in_thread(rt.close)
+        assert begun.wait(10)
+        gate.set()
+        spawner.join(10)
+        closer.join(30)
+    finally:
+        gate.set()
+        rt.close()
+
+    (handle,) = outcome
+    assert isinstance(handle, Agent), handle
+    with pytest.raises(RuntimeClosedError):
+        handle.set_private("k", 1)
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as reopened:
+        assert reopened.agents() == ["late"]
+
+
+def test_session_calls_are_refused_from_the_moment_close_begins(tmp_path: Path) -> None:
+    rt = Runtime.open(tmp_path / "j", config=_config("sync"), clock=FakeClock())
+    try:
+        agent = rt.spawn("a")
+        committing, gate = _gated_disk(rt)
+        setter, _ = _in_thread(lambda: agent.set_private("k", 1))  # close() waits for its commit
+        assert committing.wait(10)
+        begun = _closing_begun(rt)
+        closer, _ = _in_thread(rt.close)
+        assert begun.wait(10)
+        assert rt.closed
+        with pytest.raises(RuntimeClosedError):
+            rt.memory.create_session("u1")
+        gate.set()
+        setter.join(10)
+        closer.join(30)
+    finally:
+        gate.set()
+        rt.close()
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as reopened:
+        assert reopened.memory.sessions() == []

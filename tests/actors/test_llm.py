@@ -103,6 +103,11 @@ class TestConfig:
         with pytest.raises(InvalidConfigError, match=r"^llm\.yaml: .*\$\.base_url"):
             load_llm_config("base_url: file:///etc/passwd\n", source="llm.yaml")
 
+    def test_an_llm_config_with_yaml_aliases_is_refused_before_they_expand(self) -> None:
+        text = "extra:\n  a0: &a0 [x, x]\n  a1: [*a0, *a0]\n"
+        with pytest.raises(InvalidConfigError, match=r"^llm\.yaml: YAML aliases \(\*a0\) are not accepted"):
+            load_llm_config(text, source="llm.yaml")
+
     def test_an_unknown_key_is_an_error_naming_it(self) -> None:
         with pytest.raises(InvalidConfigError, match="max_prompt_lenght"):
             load_llm_config("max_prompt_lenght: 5\n")

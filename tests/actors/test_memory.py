@@ -848,6 +848,22 @@ class TestCleaner:
 
         assert clean_with_turns(messages, CleanOptions())[2].content == summary
 
+    @pytest.mark.parametrize("tool", ["code_runner", "knowledge_search"])
+    def test_json_nested_past_the_stack_is_summarised_as_malformed_json_is(self, tool: str) -> None:
+        deep = "[" * 100_000 + "]" * 100_000  # a model's or a tool's text: json.loads recurses
+
+        def cleaned(arguments: str, output: str) -> str:
+            call = ToolCall(id="c1", function=ToolCallFunction(name=tool, arguments=arguments))
+            messages = [
+                Message(role="user", content="go", turn_id="t1"),
+                Message(role="assistant", content="", turn_id="t1", tool_calls=[call]),
+                Message(role="tool_result", content=output, turn_id="t1", tool_call_id="c1"),
+                Message(role="user", content="next", turn_id="t2"),
+            ]
+            return "|".join(m.content for m in clean_with_turns(messages, CleanOptions()))
+
+        assert cleaned(deep, deep) == cleaned("{", "{\n")
+
     def test_max_summarized_turns_keeps_the_last_turns(self) -> None:
         messages = [Message(role="user", content=f"q{i}") for i in range(4)]
 

@@ -26,6 +26,7 @@ from cogfabric.actors import (
     Config,
     FakeClock,
     InvalidSpawnSpecError,
+    IpcBus,
     IpcHandlerError,
     IpcNoHandlerError,
     IpcTimeoutError,
@@ -38,6 +39,8 @@ from cogfabric.events import (
     AgentEvent,
     CognitiveState,
     CognitiveStateSchemaVersionError,
+    IpcDeadLettered,
+    IpcDelivered,
     IpcMessage,
     PrivateSet,
     TaskContextPublished,
@@ -833,7 +836,7 @@ class TestBus:
         ],
     )
     def test_a_request_the_recipient_cannot_handle_fails_at_once_with_one_dead_letter(
-        self, runtime: Runtime, make: Callable[[Runtime], object], reason: str
+        self, runtime: Runtime, make: Callable[[Runtime], object], reason: str, tmp_path: Path
     ) -> None:
         make(runtime)
         runtime.bus.send("a", "b", "s", 0)  # handled first: the mailbox keeps order
@@ -851,6 +854,48 @@ class TestBus:
         assert (requested.topic, requested.reason) == ("q", reason)
         assert "IpcNoHandlerError" in requested.error
         assert Recorder.log == []
+        runtime.close()
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            notes = [r.event for r in journal.read() if isinstance(r.event, IpcDelivered | IpcDeadLettered)]
+        for letter in (sent, requested):  # each delivery is journaled before its dead letter
+            kinds = [type(e).__name__ for e in notes if e.message_id == letter.message_id]
+            assert kinds == ["IpcDelivered", "IpcDeadLettered"]
+
+    def test_a_message_admitted_before_its_recipients_kill_and_delivered_after_is_dead_lettered(
+        self, runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        runtime.spawn("b", behavior="rec")
+        killed, delivered = threading.Event(), threading.Event()
+        on_killed, journal_and_deliver = runtime._core.on_killed, IpcBus._journal_and_deliver
+        assert on_killed is not None
+
+        def slow_stop(agent_id: str, ref: object) -> None:
+            on_killed(agent_id, ref)  # b is removed and its stop queued; its actor lives on
+            killed.set()
+            delivered.wait(10)
+
+        def kill_first(bus: IpcBus, message: IpcMessage, entry: Any, *, shared: bool = False) -> None:
+            killer = threading.Thread(target=runtime.kill, args=("b",))
+            killer.start()
+            assert killed.wait(10)
+            try:
+                journal_and_deliver(bus, message, entry, shared=shared)
+            finally:
+                delivered.set()
+                killer.join(10)
+
+        monkeypatch.setattr(runtime._core, "on_killed", slow_stop)
+        monkeypatch.setattr(IpcBus, "_journal_and_deliver", kill_first)
+        sent = runtime.bus.send("a", "b", "late")
+
+        (letter,) = runtime.bus.dead_letters()  # not told to an actor that drops it behind its stop
+        assert (letter.message_id, letter.reason) == (sent.id, "agent not registered")
+        assert Recorder.log == []
+        runtime.close()
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            assert [r.event.message_id for r in journal.read() if isinstance(r.event, IpcDeadLettered)] == [
+                sent.id
+            ]
 
     def test_request_reply_round_trip(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")

@@ -848,18 +848,23 @@ class TestFilesAndFormat:
         journal = Journal.open(tmp_path / "j")
         journal.append(make_events(1))
         go_on, hold = os.pipe()
+        started, ready = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: some other work, never the journal
             os.close(hold)
+            os.write(ready, b"r")  # fork has returned here: the at-fork hooks have run
             os.read(go_on, 1)
             os._exit(0)
         os.close(go_on)
+        os.close(ready)
         try:
+            assert os.read(started, 1) == b"r"
             journal.close()
             with Journal.open(tmp_path / "j") as reopened:  # the child still lives
                 assert reopened.last_seq == 1
         finally:
             os.close(hold)  # the child reads end of file and exits
+            os.close(started)
             os.waitpid(pid, 0)
 
     def test_a_directory_whose_name_is_not_utf8_holds_a_journal(self, tmp_path: Path) -> None:
