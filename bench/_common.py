@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["columns", "positive", "source_revision", "subset_of", "write_json"]
+__all__ = ["columns", "json_file", "positive", "source_revision", "subset_of", "write_json"]
 
 
 def positive_seconds(text: str) -> float:
@@ -47,6 +48,21 @@ def subset_of(choices: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
         return names
 
     return parse
+
+
+def json_file(text: str) -> Path:
+    """An argparse type: a ``--json`` path that can be written, refused before minutes of measuring."""
+    path = Path(text)
+    if not text or path.is_dir():
+        problem = "is a directory"
+    elif not path.parent.is_dir():
+        problem = f"is in a directory that does not exist ({path.parent})"
+    elif not os.access(path if path.exists() else path.parent, os.W_OK):
+        problem = "cannot be written" if path.exists() else f"cannot be created in {path.parent}"
+    else:
+        return path
+    msg = f"{text} {problem}; name a file you can write"
+    raise argparse.ArgumentTypeError(msg)
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:

@@ -48,10 +48,9 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
-from _common import positive, subset_of, write_json
+from _common import json_file, positive, subset_of, write_json
 from _workloads import (
     RowSpec,
     Sample,
@@ -76,6 +75,7 @@ from cogfabric import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from pathlib import Path
 
 Durability = Literal["sync", "batch"]
 Mode = Literal["sync", "batch", "memory"]
@@ -129,7 +129,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     add("--quick", action="store_true", help="small counts and one run: a smoke test (< 1 minute)")
     add("--dir", default=None, help="parent of the temporary directories (a real disk)")
-    add("--json", type=Path, default=None, metavar="FILE", help="also write the results here")
+    add("--json", type=json_file, default=None, metavar="FILE", help="also write the results here")
     return p
 
 

@@ -110,3 +110,29 @@ def test_the_journal_bench_reports_cpu_and_bytes_written_per_event(tmp_path: Pat
         assert 0 < row["bytes_per_event"] < 10_000
     # the journal stores each record's trailer and an id index beside it: more bytes a record
     assert journal["bytes_per_event"] > raw["bytes_per_event"]
+
+
+@pytest.mark.parametrize("script", TINY)
+def test_a_json_path_that_cannot_be_written_is_refused_before_measuring(tmp_path: Path, script: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", "--json", str(tmp_path / "missing" / "out.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert out.returncode == 2
+    assert "is in a directory that does not exist" in out.stderr
+    assert out.stdout == ""  # nothing measured
+
+
+def test_fabric_judges_no_target_on_workloads_smaller_than_the_targets(tmp_path: Path) -> None:
+    options = (
+        "--only ring-batch,ring-sync,recovery --ring-batch-agents 4 --ring-batch-hops 10 --ring-sync-agents 4"
+        " --ring-sync-hops 5 --recovery-agents 4 --recovery-events 2000 --repeat 1 --timeout 120"
+    )
+    stdout, results = _run("fabric.py", options, tmp_path)
+
+    assert [r for r in results if r.get("met") is not None] == []
+    assert "MISSED" not in stdout

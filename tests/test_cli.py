@@ -414,3 +414,11 @@ def test_simulate_prints_an_audit_command_that_works_when_pasted(tmp_path: Path)
     assert result.exit_code == 0, result.output
     hint = next(line for line in result.output.splitlines() if line.startswith("audit it: "))
     assert hint == f"audit it: cogfabric inspect '{path}' && cogfabric verify '{path}'"
+
+
+def test_bench_counts_the_rings_own_events_not_its_agents_spawns(tmp_path: Path) -> None:
+    from cogfabric._bench import _ring  # noqa: PLC0415
+
+    _, count = _ring(tmp_path, 4, 10, "batch")  # batch: the spawns commit after spawn_many returns
+
+    assert count == 4 * 10 * 3  # a delivery journals its message, its delivery and one change
