@@ -967,14 +967,16 @@ class Runtime:
         """Tell ``message`` (its mailbox slot taken) to ``entry``'s actor, if still ``agent_id``'s.
 
         A kill removes the entry, under the lock, before it stops the actor: a message
-        told after that would queue behind the stop and never be handled.
+        told after that would queue behind the stop and never be handled. ``close()``
+        takes every entry before it stops the actors, and not to kill them: what it
+        is told meanwhile is handled, or dropped, as close() documents.
 
         Raises:
             AgentNotFoundError: it was killed; the slot and any fan-out place are given back.
 
         """
         with self._lock:
-            current = self._agents.get(agent_id) is entry
+            current = self._agents.get(agent_id) is entry or self._closed
             if current:
                 try:
                     entry.ref.tell(message)

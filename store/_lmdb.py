@@ -115,8 +115,6 @@ version that wrote it."""
 
 HASH_NAME: Final = "blake2b-128"
 _DEFAULT_MAP_SIZE: Final = 1 << 30  # sparse on 64-bit: costs no disk until used
-_OPEN_WRITERS: weakref.WeakSet[LmdbJournal] = weakref.WeakSet()
-"""This process's journals that hold a writer lock: a forked child lets go of its copies."""
 _READ_CHUNK: Final = 1024  # records per read transaction: bounds memory and txn length
 _ZERO_CHAIN: Final = bytes(16)
 _SEQ_LEN: Final = 8
@@ -153,26 +151,40 @@ def _grown_size(current: int, limit: int | None) -> int | None:
     return current * 2 if limit is None else min(current * 2, limit)
 
 
-def _release_in_forked_child() -> None:
-    """Close a forked child's copies of the writer locks' descriptors.
+class _WriterLock:
+    """The descriptor of a journal's ``writer.lock``, closed once (``release``).
 
-    A ``flock`` belongs to the open file, which ``fork`` shares: while a child (of
-    ``multiprocessing``'s fork start, say) kept its copy, the lock would outlive the
-    parent's ``close()`` and refuse every later writer. The child may not use the
-    parent's journals anyway (LMDB forbids it; ``_check_open`` says so).
+    A ``flock`` belongs to the open file, which ``fork`` shares: while a forked child
+    (of ``multiprocessing``'s fork start, say) kept its copy, the lock would outlive
+    the parent's ``close()`` and refuse every later writer. So every lock this process
+    holds is known from the moment its file is opened, and a forked child closes its
+    copies as it starts (it may not use the parent's journals anyway: LMDB forbids it).
     """
-    for journal in list(_OPEN_WRITERS):
-        journal._release_lock()  # noqa: SLF001
-    _OPEN_WRITERS.clear()
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+        _HELD.add(self)
+
+    def release(self) -> None:
+        """Close the descriptor (the lock goes once no process holds a copy); idempotent."""
+        fd, self.fd = self.fd, None
+        _HELD.discard(self)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+_HELD: set[_WriterLock] = set()
+
+
+def _release_in_forked_child() -> None:
+    for lock in list(_HELD):
+        lock.release()
 
 
 os.register_at_fork(after_in_child=_release_in_forked_child)
-
-
-def _close_quietly(fd: int | None) -> None:
-    if fd is not None:
-        with contextlib.suppress(OSError):
-            os.close(fd)
 
 
 _RECORD_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
@@ -542,7 +554,7 @@ class LmdbJournal(Journal):
         readonly: bool,
         max_map_size: int | None,
         key: bytes,
-        lock_fd: int | None,
+        writer_lock: _WriterLock | None,
         codec: EventCodec,
     ) -> None:
         """Use ``LmdbJournal.open`` or ``Journal.open``; this wraps an opened environment."""
@@ -552,6 +564,7 @@ class LmdbJournal(Journal):
         self._max_map_size = max_map_size
         self._key = key
         self._codec = codec
+        self._writer_lock = writer_lock
         self._hasher = hashlib.blake2b(digest_size=16, key=key)
         """An empty keyed hash: copied per record, cheaper than a new one (bench/journal_append.py)."""
         self._record_decoder = _record_decoder(codec)
@@ -570,13 +583,9 @@ class LmdbJournal(Journal):
         """Why appends are refused: the stored chain head and the records disagree (or None)."""
         self._heads: dict[str, list[Any]] = {}
         """stream -> its entry of ``heads`` and more (see ``_load_head``): the writer's cache."""
-        # Last, so that no failure above leaves both this and ``open``'s cleanup to close it.
-        self._release_lock = weakref.finalize(self, _close_quietly, lock_fd)
-        """Lets go of the writer lock, once: on ``close()``, in a forked child, or when collected."""
-        if lock_fd is None:
-            self._release_lock.detach()
-        else:
-            _OPEN_WRITERS.add(self)
+        if writer_lock is not None:  # let go of when closed, or when collected unclosed
+            # not at exit: a runtime left open is closed then, and must still hold the lock
+            weakref.finalize(self, writer_lock.release).atexit = False
 
     # ------------------------------------------------------------------ opening
 
@@ -647,17 +656,17 @@ class LmdbJournal(Journal):
         size = map_size or _DEFAULT_MAP_SIZE
         if max_map_size is not None and max_map_size < size:
             size = max_map_size
-        lock_fd: int | None = None
+        writer_lock: _WriterLock | None = None
         if readonly:
             if data_file(where) is None:
                 raise JournalNotFoundError(f"no journal at {where}")
         else:
             cls._make_directory(where)
             data_file(where)  # a data.mdb that is no regular file is refused before anything opens it
-            lock_fd = cls._take_writer_lock(where)
+            writer_lock = cls._take_writer_lock(where)
             for name in ("data.mdb", "lock.mdb"):  # else LMDB says only that it is read-only
                 if (where / name).exists() and not os.access(where / name, os.W_OK):
-                    os.close(lock_fd)
+                    writer_lock.release()
                     msg = f"cannot open {where} for writing: its {name} is not writable (open it readonly)"
                     raise JournalUnavailableError(msg)
         try:
@@ -690,15 +699,15 @@ class LmdbJournal(Journal):
                         readonly=readonly,
                         max_map_size=max_map_size,
                         key=raw_key,
-                        lock_fd=lock_fd,
+                        writer_lock=writer_lock,
                         codec=codec or DEFAULT_CODEC,
                     )
             except BaseException:
                 env.close()
                 raise
         except BaseException:
-            if lock_fd is not None:
-                os.close(lock_fd)
+            if writer_lock is not None:
+                writer_lock.release()
             raise
 
     @staticmethod
@@ -713,19 +722,20 @@ class LmdbJournal(Journal):
             raise JournalUnavailableError(f"cannot create the journal directory {where}: {exc}") from exc
 
     @staticmethod
-    def _take_writer_lock(where: Path) -> int:
+    def _take_writer_lock(where: Path) -> _WriterLock:
         try:
             fd = os.open(where / "writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:  # a directory this process may not write to
             raise JournalUnavailableError(f"cannot open {where} for writing: {exc}") from exc
+        lock = _WriterLock(fd)  # known at once: a fork from here on leaves the child no copy
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            os.close(fd)
+            lock.release()
             if exc.errno in (errno.EAGAIN, errno.EACCES):
                 raise JournalLockedError(f"{where} is held by another writer") from exc
             raise JournalUnavailableError(f"cannot lock {where}: {exc}") from exc
-        return fd
+        return lock
 
     @staticmethod
     def _check_meta(meta: dict[bytes, bytes], where: Path, key: bytes) -> None:
@@ -1662,6 +1672,10 @@ class LmdbJournal(Journal):
 
     # ------------------------------------------------------------------ closing
 
+    def _release_writer_lock(self) -> None:
+        if self._writer_lock is not None:
+            self._writer_lock.release()
+
     def close(self) -> None:
         """Sync (when ``sync=False``), close the environment and release the writer lock; idempotent."""
         with self._lock:
@@ -1669,7 +1683,7 @@ class LmdbJournal(Journal):
                 return
             self._closed = True
             if os.getpid() != self._pid:  # a forked child: the environment is the parent's
-                self._release_lock()  # its copy of the lock's descriptor; the parent's holds it
+                self._release_writer_lock()  # released as it started, if it holds one
                 return
             try:
                 if not self._readonly and self._failed is None:
@@ -1677,7 +1691,7 @@ class LmdbJournal(Journal):
                         self._env.sync(True)
                 self._env.close()
             finally:
-                self._release_lock()
+                self._release_writer_lock()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self._readonly else "open")

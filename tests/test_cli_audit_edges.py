@@ -687,3 +687,25 @@ def test_an_audit_stopped_by_ctrl_c_exits_130_not_as_a_bad_journal(
 
     assert result.exit_code == 130
     assert "interrupted" in result.output
+
+
+def test_inspect_json_names_a_journal_whose_directory_name_is_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / os.fsdecode(b"\xffdir")
+    with Journal.open(path) as journal:
+        journal.append(make_events(2))
+
+    result = CliRunner().invoke(main, ["inspect", str(path), "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["path"] == str(tmp_path / "\\xffdir")
+
+
+def test_an_export_into_a_symlink_loop_is_a_usage_error(tmp_path: Path) -> None:
+    path = _journal(tmp_path, 5)
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+
+    result = CliRunner().invoke(main, ["export", str(path), "-o", str(loop)])
+
+    assert result.exit_code == 2
+    assert "cannot write --output" in result.output

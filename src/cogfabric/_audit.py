@@ -241,7 +241,7 @@ def inspect_journal(journal: LmdbJournal, path: Path, *, until: int | None = Non
         count += 1
     info = journal.info()
     return {
-        "path": str(path),
+        "path": os.fsencode(path).decode(errors="backslashreplace"),  # a name that is not UTF-8, too
         "format": info["format"],
         "engine": info["engine"],
         "hash": info["hash"],

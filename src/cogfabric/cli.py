@@ -536,11 +536,11 @@ def _writes_into(journal: Path, output: Path) -> bool:
     Truncating ``data.mdb`` under an open LMDB environment loses the journal and kills
     the process on its next read (SIGBUS): an audit must never write there.
     """
-    if not journal.is_dir():
+    if not (journal / "data.mdb").exists():
         return False  # no journal there: opening it fails with its own error
+    if Path(os.path.realpath(output)).parent == Path(os.path.realpath(journal)):  # links and loops too
+        return True
     try:
-        if output.resolve().parent == journal.resolve():
-            return True
         target = output.stat()
     except OSError:
         return False  # nothing there yet (or out of reach): not one of the journal's files

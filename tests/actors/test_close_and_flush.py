@@ -4,6 +4,9 @@ is lost, and nobody waits past what the runtime can still deliver."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import textwrap
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -566,3 +569,81 @@ def test_session_calls_are_refused_from_the_moment_close_begins(tmp_path: Path) 
         rt.close()
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as reopened:
         assert reopened.memory.sessions() == []
+
+
+def test_a_runtime_left_open_holds_its_writer_lock_until_it_is_closed_at_exit(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import fcntl, os, sys
+        from cogfabric import Runtime
+
+        where = sys.argv[1]
+        rt = Runtime.open(where, config={"journal": {"durability": "batch"}})
+        rt.spawn("a").set_private("k", 1)
+
+        def lock_free():
+            fd = os.open(os.path.join(where, "writer.lock"), os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except OSError:
+                return False
+            finally:
+                os.close(fd)
+
+        close = rt.close
+
+        def close_at_exit():
+            print("lock free as the runtime closes at exit:", lock_free(), flush=True)
+            close()
+
+        rt.close = close_at_exit  # left open: closed at exit
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "j")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+    assert out.stdout.strip() == "lock free as the runtime closes at exit: False"
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        assert rt.agent("a").private("k") == 1
+
+
+class _Echo:
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+        return "pong"
+
+
+def test_a_request_delivered_as_close_begins_is_answered_or_refused_as_closed(tmp_path: Path) -> None:
+    rt = Runtime.open(tmp_path / "j", config=_config("sync"), clock=FakeClock(), behaviors={"echo": _Echo})
+    try:
+        rt.spawn("b", behavior="echo")
+        committing, gate = _gated_disk(rt)
+        stop_agents, writer = rt._stop_agents, rt._core.writer
+
+        def stop(entries: Any) -> None:
+            gate.set()  # the request commits and is delivered once close() has taken every agent
+            assert writer is not None
+            writer.flush(10)  # its delivery (a post-commit action) is over
+            stop_agents(entries)
+
+        rt._stop_agents = stop  # type: ignore[method-assign]
+        requester, outcome = _in_thread(lambda: rt.bus.request("x", "b", "q", timeout=10))
+        assert committing.wait(10)
+        rt.close()
+        requester.join(15)
+    finally:
+        gate.set()
+        rt.close()
+
+    (answer,) = outcome
+    if isinstance(answer, Exception):  # its agent stopped first: the requester hears the close
+        assert isinstance(answer, RuntimeClosedError), answer
+        assert [d.reason for d in rt.bus.dead_letters()] == ["closed"]
+    else:
+        assert answer.payload == "pong"  # type: ignore[attr-defined]
+        assert rt.bus.dead_letters() == []

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 from typing import TYPE_CHECKING, Any
 
 import lmdb
@@ -42,6 +43,7 @@ from cogfabric.store import (
     LmdbJournal,
     Snapshot,
     VerifyReport,
+    _lmdb,
 )
 from cogfabric.store._lmdb import _short_by, _translated
 from cogfabric.store._record import head_value
@@ -865,6 +867,46 @@ class TestFilesAndFormat:
         finally:
             os.close(hold)  # the child reads end of file and exits
             os.close(started)
+            os.waitpid(pid, 0)
+
+    def test_a_fork_while_another_thread_opens_a_journal_leaves_the_child_no_lock(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        Journal.open(tmp_path / "j").close()
+        walk = _lmdb._walk_pages
+        walking, go_on = threading.Event(), threading.Event()
+
+        def slow_walk(*args: Any) -> None:  # a large journal's walk of its pages takes seconds
+            walking.set()
+            assert go_on.wait(10)
+            walk(*args)
+
+        monkeypatch.setattr(_lmdb, "_walk_pages", slow_walk)
+        opened: list[Journal] = []
+        opener = threading.Thread(target=lambda: opened.append(Journal.open(tmp_path / "j")))
+        opener.start()
+        assert walking.wait(10)  # the writer lock is taken, the journal not yet made
+        hold_r, hold_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(hold_w)
+            os.write(ready_w, b"r")
+            os.read(hold_r, 1)  # end of file once the parent closes its end
+            os._exit(0)
+        os.close(hold_r)
+        os.close(ready_w)
+        try:
+            assert os.read(ready_r, 1) == b"r"
+            go_on.set()
+            opener.join(10)
+            opened[0].close()
+            with Journal.open(tmp_path / "j"):  # the child still lives
+                pass
+        finally:
+            go_on.set()
+            os.close(hold_w)
+            os.close(ready_r)
             os.waitpid(pid, 0)
 
     def test_a_directory_whose_name_is_not_utf8_holds_a_journal(self, tmp_path: Path) -> None:
