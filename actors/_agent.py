@@ -7,7 +7,7 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, cast, runtime_checkable
 
 import msgspec
 import pykka
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from cogfabric.events import Event
+    from cogfabric.events._events import Lifecycle
 
     from ._core import Core
     from ._memory import MemoryManager
@@ -677,9 +678,6 @@ class AgentActor(pykka.ThreadingActor):
 
     def op_set_private(self, key: str, value: object) -> None:
         """Set one private key to a deep copy of ``value``."""
-        if not isinstance(key, str):
-            msg = f"private keys are strings, got {type(key).__name__}"
-            raise TypeError(msg)
         require_str(key, "private key")
         self.journal(
             PrivateSet(
@@ -723,10 +721,16 @@ class AgentActor(pykka.ThreadingActor):
 
     # ------------------------------------------------------------- lifecycle
 
-    def _set_lifecycle(self, new: str) -> None:
+    def _set_lifecycle(self, new: AgentState) -> None:
         old = self._state.lifecycle
         if old != new:
-            self.journal(LifecycleChanged(at=self._now(), agent=self._state.id, state=new, previous=old))
+            event = LifecycleChanged(
+                at=self._now(),
+                agent=self._state.id,
+                state=cast("Lifecycle", str(new)),
+                previous=cast("Lifecycle", str(old)),
+            )
+            self.journal(event)
 
     def op_suspend(self) -> None:
         """Suspend; idempotent. A retired agent raises ``AgentRetiredError``."""

@@ -41,6 +41,7 @@ from ._errors import (
     EventError,
     EventVersionError,
     InvalidEventError,
+    InvalidTextError,
     UnencodableValueError,
     UnknownEventTypeError,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "EventError",
     "EventVersionError",
     "InvalidEventError",
+    "InvalidTextError",
     "IpcDeadLettered",
     "IpcDelivered",
     "IpcMessage",

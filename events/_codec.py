@@ -18,6 +18,7 @@ from ._errors import (
     EventError,
     EventVersionError,
     InvalidEventError,
+    InvalidTextError,
     UnencodableValueError,
     UnknownEventTypeError,
 )
@@ -519,25 +520,26 @@ def _copy_mapping(value: Mapping[str, Any] | None, *, admit: bool) -> dict[str, 
 
 
 def require_str(value: object, what: str) -> str:
-    """Return ``value`` if it is a string that UTF-8 can encode; raise ``TypeError`` otherwise.
+    """Return ``value`` if it is a string that UTF-8 can encode; raise ``InvalidTextError`` otherwise.
 
     msgspec checks a Struct's field types only when it decodes one, so a journaled field
     of the wrong type would be written, and then refuse to decode on replay: every
     string that goes into an event from the public API is checked here first.
 
     Raises:
-        TypeError: not a ``str``, or one with a lone surrogate (which UTF-8 cannot encode).
+        InvalidTextError: not a ``str``, or one with a lone surrogate (which UTF-8 cannot
+            encode); also a ``TypeError``.
 
     """
     if not isinstance(value, str):
         msg = f"{what} must be a string, got {type(value).__name__}"
-        raise TypeError(msg)
+        raise InvalidTextError(msg)
     if not value.isascii():
         try:
             value.encode()
         except UnicodeEncodeError as exc:
             msg = f"{what} is not valid Unicode text: {exc}"
-            raise TypeError(msg) from exc
+            raise InvalidTextError(msg) from exc
     return value
 
 

@@ -60,6 +60,14 @@ class UnencodableValueError(EventError, TypeError):
     """
 
 
+class InvalidTextError(EventError, TypeError):
+    """Raised for an id, key, name, role or topic that is not text UTF-8 can encode.
+
+    Not a ``str``, or one with a lone surrogate: it would go into a journaled event,
+    which no reader could then decode. Also a ``TypeError``.
+    """
+
+
 class InvalidEventError(EventError, TypeError, ValueError):
     """Raised when an event holds a field its type's declaration would refuse on read.
 

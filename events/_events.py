@@ -7,7 +7,7 @@ streams plus ``TaskContextPublished`` on ``runtime``, sessions from ``session/``
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, ClassVar, Final, get_args
+from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 
 import msgspec
 
@@ -72,11 +72,15 @@ class AgentSpawned(AgentEvent, frozen=True, kw_only=True):
     layer: ClassVar[ContextLayer | None] = ContextLayer.TASK_SHARED
 
 
+Lifecycle = Literal["IDLE", "RUNNING", "SUSPENDED", "RETIRED"]
+"""The values of ``AgentState``: a record naming another is refused when it is read."""
+
+
 class LifecycleChanged(AgentEvent, frozen=True, kw_only=True):
     """An agent moved between IDLE, SUSPENDED and RETIRED."""
 
-    state: str
-    previous: str
+    state: Lifecycle
+    previous: Lifecycle
 
 
 class AgentKilled(AgentEvent, frozen=True, kw_only=True):

@@ -1569,6 +1569,8 @@ class LmdbJournal(Journal):
         Raises:
             TypeError: ``prefix`` is not a str.
             InvalidStreamError: ``prefix`` is not valid UTF-8 text.
+            JournalIntegrityError: the index holds a name no writer makes (not UTF-8, empty,
+                too long, or with a NUL): it was changed.
 
         """
         self._check_open()
@@ -1586,10 +1588,13 @@ class LmdbJournal(Journal):
                 if not key.startswith(prefix):
                     break
                 try:
-                    names.append(key.decode())
-                except UnicodeDecodeError as exc:  # no writer makes one: verify names its record
-                    msg = f"{self._path}: the stream index holds a name that is not UTF-8, {bytes(key)!r}"
-                    raise JournalIntegrityError(msg) from exc
+                    name = key.decode()
+                except UnicodeDecodeError:  # no writer makes one: verify names its record
+                    name = None
+                if name is None or not 0 < len(key) <= _MAX_NAME or b"\0" in key:
+                    msg = f"{self._path}: the stream index holds a name no stream can have, {bytes(key)!r}"
+                    raise JournalIntegrityError(msg)
+                names.append(name)
         return names
 
     def load_snapshot(self, stream: str) -> Snapshot | None:

@@ -9,6 +9,7 @@ A module of ``LmdbJournal``'s own: it reads the journal's private state.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 
     import lmdb
 
+    from cogfabric.events import Event
+
+    from ._journal import Record
     from ._lmdb import LmdbJournal
 
 __all__ = ["verify_journal"]
@@ -232,10 +236,8 @@ def _verify_chunk(
             anchors_sum += hash(stream_raw + b"\0" + key)
             anchors_count += 1
         ids_sum += hash(id_raw + key)
-        if decode and not _decodes(record_decode, value):
-            problem = _decode_problem(codec_decode, value)
-            if problem is not None:
-                return VerifyReport(False, state.checked, seq, f"{UNDECODABLE}: {problem}", seq)
+        if decode and (problem := _event_problem(record_decode, codec_decode, value, stream_raw)):
+            return VerifyReport(False, state.checked, seq, problem, seq)
         prev = chain
         expected += 1
         state.checked += 1
@@ -247,25 +249,35 @@ def _verify_chunk(
     return None
 
 
-def _decode_problem(codec_decode: Callable[[bytes], object], value: bytes) -> EventError | None:
-    """The codec's checked decode of a record's event: upcasts an older version, or names the problem."""
-    taken = parts(value)
-    try:
-        codec_decode(b"" if taken is None else taken.event)
-    except EventError as exc:
-        return exc
+def _event_problem(
+    record_decode: Callable[[bytes], Record] | None,
+    codec_decode: Callable[[bytes], Event],
+    value: bytes,
+    stream_raw: bytes,
+) -> str | None:
+    """Why a record's event cannot be replayed as the record is filed, or None.
+
+    One msgspec call decodes a current record; else the codec's checked decode
+    upcasts an older version, or names the problem. An event of another stream than
+    the one its record is filed under would be given to that other stream by replay.
+    """
+    event: Event | None = None
+    if record_decode is not None:
+        with contextlib.suppress(msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            event = record_decode(value).event
+    if event is None:
+        taken = parts(value)
+        try:
+            event = codec_decode(b"" if taken is None else taken.event)
+        except EventError as exc:
+            return f"{UNDECODABLE}: {exc}"
+    if event.stream.encode() != stream_raw:
+        try:
+            name = stream_raw.decode()
+        except UnicodeDecodeError:
+            return None  # the check of its stream names that, more precisely
+        return f"the record is filed under stream {name!r}, but its event is of {event.stream!r}"
     return None
-
-
-def _decodes(record_decode: Callable[[bytes], object] | None, value: bytes) -> bool:
-    """Whether the fast typed decode of a whole record succeeds (False: take the checked path)."""
-    if record_decode is None:
-        return False
-    try:
-        record_decode(value)
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-        return False
-    return True
 
 
 def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tuple[int | None, str] | None:

@@ -16,6 +16,7 @@ import pytest
 from cogfabric import (
     CognitiveState,
     CognitiveStateSchemaVersionError,
+    InvalidTextError,
     Message,
     Runtime,
     UnencodableValueError,
@@ -169,3 +170,19 @@ def test_a_cognitive_state_with_a_wrong_version_type_is_refused(tmp_path: Path) 
         agent = rt.spawn("a")
         with pytest.raises(TypeError):
             agent.set_cognitive_state(CognitiveState(schema_version="1"))
+
+
+def test_text_that_is_not_a_str_or_not_utf8_is_refused_with_a_typed_error(tmp_path: Path) -> None:
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        agent = rt.spawn("a")
+        calls: list[Callable[[], object]] = [
+            lambda: agent.set_private(5, 1),
+            lambda: agent.set_private("\ud800", 1),
+            lambda: rt.bus.send("a", "a", 7),
+            lambda: rt.memory.create_session(b"u"),
+        ]
+        for call in calls:
+            with pytest.raises(InvalidTextError):
+                call()
+        assert issubclass(InvalidTextError, TypeError)
+        assert agent.context_view().private == {}

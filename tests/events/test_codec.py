@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import collections.abc
 import types
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 import pytest
@@ -192,6 +192,8 @@ class TestRoundTrip:
                 values[name] = 3
             elif name == "context":
                 values[name] = {}
+            elif get_origin(annotation) is Literal:
+                values[name] = get_args(annotation)[0]
             else:
                 values[name] = "x"
         event = cls(at=2.0, **values)

@@ -78,6 +78,11 @@ def newer_schema(txn: Any, events: Any, meta: Any) -> None:
     _rechain(txn, events, meta, SEQ, _with_event(value, lambda raw: raw.update(v=99)))
 
 
+def another_agents_event(txn: Any, events: Any, meta: Any) -> None:
+    value = bytes(txn.get(_key(SEQ), db=events))
+    _rechain(txn, events, meta, SEQ, _with_event(value, lambda raw: raw.update(agent="b")))
+
+
 def rolled_back_head(txn: Any, events: Any, meta: Any) -> None:
     last = bytes(txn.get(_key(SEQ - 1), db=events))
     txn.put(b"head", head_value(_key(SEQ - 1), last[-16:], b""), db=meta)
@@ -90,6 +95,7 @@ CORPUS: dict[str, Callable[[Any, Any, Any], None]] = {
     "unknown tag (re-chained)": unknown_tag,
     "newer schema version (re-chained)": newer_schema,
     "rolled-back chain head": rolled_back_head,
+    "another agent's event filed under this one (re-chained)": another_agents_event,
 }
 
 
@@ -181,3 +187,20 @@ def test_a_forged_record_in_a_stream_recovery_does_not_read_is_refused_too(
     named = f"seq {message}: (unknown event type|event type .* newer)"  # the record's typed error
     with pytest.raises(JournalIntegrityError, match=named):
         Runtime.open(path, clock=FakeClock())
+
+
+@pytest.mark.parametrize("name", [b"agent/q\x00r", b"agent/" + b"q" * 300], ids=["NUL", "too long"])
+@pytest.mark.parametrize(
+    "options", [{"verify": "tail"}, {"allow_unverified": True}], ids=["tail", "unverified"]
+)
+def test_a_stream_name_no_writer_makes_in_the_index_is_an_integrity_error(
+    journal_path: Path, name: bytes, options: dict[str, Any]
+) -> None:
+    env = lmdb.open(str(journal_path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        heads = env.open_db(b"heads", txn=txn)
+        txn.put(name, bytes(txn.get(b"agent/a", db=heads) or b""), db=heads)
+    env.close()
+
+    with pytest.raises(JournalIntegrityError, match="the stream index holds a name no stream can have"):
+        Runtime.open(journal_path, clock=FakeClock(), **options)

@@ -21,6 +21,8 @@ from cogfabric.events import (
     CognitiveStateSet,
     EventCodec,
     EventVersionError,
+    InvalidEventError,
+    LifecycleChanged,
     PrivateSet,
     UnknownEventTypeError,
 )
@@ -38,6 +40,7 @@ from cogfabric.store import (
     JournalLockedError,
     JournalNotFoundError,
     JournalReadOnlyError,
+    JournalRecordDecodeError,
     JournalRecordError,
     JournalUnavailableError,
     LmdbJournal,
@@ -1455,3 +1458,14 @@ def test_a_snapshot_of_the_wrong_types_is_refused_and_nothing_is_written(
         assert journal.last_seq == 0
         assert journal.load_snapshot("agent/a0") is None
         assert journal.append(make_events(1)) == [1]  # still usable
+
+
+def test_a_lifecycle_no_agent_can_be_in_is_refused_on_append_and_named_on_read(tmp_path: Path) -> None:
+    bogus = LifecycleChanged(at=1.0, agent="a", state="BOGUS", previous="IDLE")  # type: ignore[arg-type]
+    with Journal.open(tmp_path / "j") as journal:
+        with pytest.raises(InvalidEventError, match=r"\$\.state"):
+            journal.append([bogus])
+        journal.append([bogus], validate=False)  # as a forger could
+        with pytest.raises(JournalRecordDecodeError, match="seq 1"):
+            list(journal.read())
+        assert journal.verify(decode=True).first_bad_seq == 1
