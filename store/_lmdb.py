@@ -116,6 +116,8 @@ version that wrote it."""
 HASH_NAME: Final = "blake2b-128"
 _DEFAULT_MAP_SIZE: Final = 1 << 30  # sparse on 64-bit: costs no disk until used
 _READ_CHUNK: Final = 1024  # records per read transaction: bounds memory and txn length
+_READ_BYTES: Final = 16 << 20  # ... and about this many bytes of them, for records of megabytes too
+_FIRST_TAKE: Final = 8  # records read before a chunk's size is estimated
 _ZERO_CHAIN: Final = bytes(16)
 _SEQ_LEN: Final = 8
 _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
@@ -142,6 +144,35 @@ _META_HEAD: Final = b"head"
 
 def _seq_key(seq: int) -> bytes:
     return seq.to_bytes(8, "big")
+
+
+def _total(values: list[bytes]) -> int:
+    return sum(map(len, values))
+
+
+def _pairs_total(pairs: list[tuple[bytes, bytes]]) -> int:
+    return sum(map(len, map(operator.itemgetter(1), pairs)))
+
+
+def _take(items: Iterator[_T], want: int, size_of: Callable[[list[_T]], int]) -> tuple[list[_T], bool]:
+    """Up to ``want`` items, fewer once they hold about ``_READ_BYTES``; and whether that cut them.
+
+    A few C calls per chunk, not a Python step per record: the first ``_FIRST_TAKE``
+    items give the average size, and the rest is read in one go as far as the
+    budget allows at that size (so records of megabytes are read a few at a time).
+    """
+    taken = list(itertools.islice(items, min(want, _FIRST_TAKE)))
+    size = size_of(taken)
+    while len(taken) < want:
+        if size >= _READ_BYTES:
+            return taken, True
+        fit = (_READ_BYTES - size) * len(taken) // max(size, 1)
+        more = list(itertools.islice(items, max(1, min(want - len(taken), fit))))
+        if not more:
+            break
+        taken += more
+        size += size_of(more)
+    return taken, False
 
 
 def _grown_size(current: int, limit: int | None) -> int | None:
@@ -473,6 +504,38 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
     return size, max(0, needed - size)
 
 
+_LOCK_FILE_ROOM: Final = 64 << 10
+"""More than LMDB's lock file takes with this journal's 254 reader slots (about 16 KiB)."""
+
+
+def _check_room_for_locks(where: Path) -> None:
+    """Refuse to open where LMDB could not write its lock file, rather than die there.
+
+    LMDB writes its lock file through a memory map: on a file system with no free
+    block, its first write to a page of the file not yet on disk kills the process
+    (SIGBUS), in a read-only open too. A lock file used before has its first page on
+    disk, which holds the header and the first 62 reader slots: that one is opened.
+
+    Raises:
+        JournalUnavailableError: the file system has less than ``_LOCK_FILE_ROOM`` free.
+
+    """
+    try:
+        free = os.statvfs(where)
+    except OSError:
+        return  # LMDB says what is wrong with the directory
+    if free.f_bavail * free.f_frsize >= _LOCK_FILE_ROOM:
+        return
+    try:
+        lock = (where / "lock.mdb").stat()
+    except OSError:
+        lock = None
+    if lock is not None and lock.st_blocks * 512 >= min(lock.st_size, 4096) > 0:
+        return
+    msg = f"{where}: no space left on its file system for LMDB's lock file; free some, then open it again"
+    raise JournalUnavailableError(msg)
+
+
 def _is_second_meta(head: bytes, page: int) -> bool:
     """Whether LMDB's second meta page starts at ``page`` (page number 1, the meta flag).
 
@@ -639,7 +702,8 @@ class LmdbJournal(Journal):
             JournalLockedError: another writer holds the journal, or this process has
                 it open already (LMDB allows one open of a file per process: share
                 the open journal instead).
-            JournalUnavailableError: the directory cannot be created or written to.
+            JournalUnavailableError: the directory cannot be created or written to, or its
+                file system has no room left for LMDB's lock file (LMDB would die of SIGBUS).
             JournalFullError: ``max_map_size`` is too small to create a new journal in.
             JournalDamagedError: ``readonly`` and the data file is shorter than its header
                 names (truncated; opening it for writing pads it with empty pages); or a
@@ -671,6 +735,7 @@ class LmdbJournal(Journal):
                     raise JournalUnavailableError(msg)
         try:
             _check_length(where, readonly=readonly)
+            _check_room_for_locks(where)
             with _translated(where):
                 env = lmdb.open(
                     os.fsencode(where),  # any name the file system holds, UTF-8 or not
@@ -1324,7 +1389,7 @@ class LmdbJournal(Journal):
     def _iter_chunks(self, after: int, end: int, stream_raw: bytes | None) -> Iterator[list[Record]]:
         decode_record = self._record_decoder
         while after < end:
-            seqs, values = self._read_chunk(after, end, stream_raw)
+            seqs, values, cut = self._read_chunk(after, end, stream_raw)
             if not values:
                 return
             records: list[Record] | None = None
@@ -1341,7 +1406,7 @@ class LmdbJournal(Journal):
                 yield from self._records_one_by_one(seqs, values)
             else:
                 yield records
-            if len(values) < _READ_CHUNK:
+            if len(values) < _READ_CHUNK and not cut:
                 return  # a short chunk is the end: no second, empty read transaction
             after = seqs[-1]
 
@@ -1375,26 +1440,33 @@ class LmdbJournal(Journal):
 
     def _read_chunk(
         self, after: int, end: int, stream_raw: bytes | None
-    ) -> tuple[range | list[int], list[bytes]]:
+    ) -> tuple[range | list[int], list[bytes], bool]:
         self._check_open()
         with self._lock, _translated(self._path):
             return self._txn_call(lambda: self._read_chunk_txn(after, end, stream_raw))
 
     def _read_chunk_txn(
         self, after: int, end: int, stream_raw: bytes | None
-    ) -> tuple[range | list[int], list[bytes]]:
-        """Up to ``_READ_CHUNK`` records after ``after``: their seqs and raw values."""
+    ) -> tuple[range | list[int], list[bytes], bool]:
+        """Up to ``_READ_CHUNK`` records after ``after`` (fewer of big ones: ``_READ_BYTES``).
+
+        Their seqs, their raw values, and whether the byte budget cut the chunk short.
+        """
         with self._env.begin() as txn:
             if stream_raw is None:
                 return self._read_range(txn, after, end)
             return self._read_stream(txn, after, end, stream_raw)
 
-    def _read_range(self, txn: lmdb.Transaction[bytes], after: int, end: int) -> tuple[range, list[bytes]]:
+    def _read_range(
+        self, txn: lmdb.Transaction[bytes], after: int, end: int
+    ) -> tuple[range, list[bytes], bool]:
         want = min(_READ_CHUNK, end - after)
         cursor = txn.cursor(db=self._db_events)
         if want <= 0 or not cursor.set_range(_seq_key(after + 1)):
-            return range(0), []
-        values: list[bytes] = list(itertools.islice(cursor.iternext(keys=False, values=True), want))
+            return range(0), [], False
+        values, cut = _take(cursor.iternext(keys=False, values=True), want, _total)
+        if cut:
+            want = len(values)
         # Seqs are gapless by contract; check it once per chunk instead of per record.
         last = int.from_bytes(cursor.key(), "big") if len(values) == want else 0
         if last != after + len(values):
@@ -1409,11 +1481,11 @@ class LmdbJournal(Journal):
                     break
                 expected += 1
             raise JournalRecordError(expected, "the record is missing")
-        return range(after + 1, last + 1), values
+        return range(after + 1, last + 1), values, cut
 
     def _read_stream(
         self, txn: lmdb.Transaction[bytes], after: int, end: int, stream_raw: bytes
-    ) -> tuple[list[int], list[bytes]]:
+    ) -> tuple[list[int], list[bytes], bool]:
         """About ``_READ_CHUNK`` records of one stream after ``after``, walking its back links.
 
         Between one anchor (or the stream's head) and the record after the reader's
@@ -1425,14 +1497,15 @@ class LmdbJournal(Journal):
         head = txn.get(stream_raw, db=self._db_heads)
         last = 0 if head is None else int.from_bytes(head[:8], "big")
         if last <= after:
-            return seqs, values
+            return seqs, values, False
         prefix = stream_raw + b"\0"
         anchors = txn.cursor(db=self._db_anchors)
         get = txn.get
         events_db = self._db_events
         part = stream_part(stream_raw)
         position = after
-        while len(values) < _READ_CHUNK and position < min(last, end):
+        size = 0
+        while len(values) < _READ_CHUNK and position < min(last, end) and size < _READ_BYTES:
             top = last
             if anchors.set_range(prefix + _seq_key(position + 1)):
                 key = anchors.key()
@@ -1455,11 +1528,12 @@ class LmdbJournal(Journal):
                 if seq <= end:
                     seqs.append(seq)
                     values.append(record)
+                    size += len(record)
             position = top
-        return seqs, values
+        return seqs, values, size >= _READ_BYTES and position < min(last, end)
 
     def _read_pairs(self, after: int) -> list[tuple[bytes, bytes]]:
-        """Up to ``_READ_CHUNK`` (key, value) pairs after seq ``after``, gaps and stray keys too."""
+        """Up to ``_READ_CHUNK`` (key, value) pairs after seq ``after`` (fewer big ones), stray keys too."""
         self._check_open()
         with self._lock, _translated(self._path):
             return self._txn_call(lambda: self._read_pairs_txn(after))
@@ -1471,7 +1545,8 @@ class LmdbJournal(Journal):
             # it (its key and more bytes) is read too, not jumped over to seq after + 1.
             if not cursor.set_range(_seq_key(after) + b"\0"):
                 return []
-            return list(itertools.islice(cursor.iternext(), _READ_CHUNK))
+            pairs: list[tuple[bytes, bytes]] = _take(cursor.iternext(), _READ_CHUNK, _pairs_total)[0]
+            return pairs
 
     def stream_head(self, stream: str) -> int:
         """The seq of ``stream``'s newest record, 0 when it has none: one lookup."""

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import types
 from typing import TYPE_CHECKING, Any
 
 import lmdb
@@ -1469,3 +1470,40 @@ def test_a_lifecycle_no_agent_can_be_in_is_refused_on_append_and_named_on_read(t
         with pytest.raises(JournalRecordDecodeError, match="seq 1"):
             list(journal.read())
         assert journal.verify(decode=True).first_bad_seq == 1
+
+
+def test_reads_take_big_records_a_few_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = make_events(60, agents=2, value="v" * 3000)  # ~3 kB records; chunks of ~30 kB below
+    with Journal.open(tmp_path / "j") as journal:
+        journal.append(events)
+        monkeypatch.setattr(_lmdb, "_READ_BYTES", 30_000)
+        chunks: list[int] = []
+        read_chunk = journal._read_chunk  # type: ignore[attr-defined]
+
+        def counted(*args: Any) -> Any:
+            taken = read_chunk(*args)
+            chunks.append(len(taken[1]))
+            return taken
+
+        monkeypatch.setattr(journal, "_read_chunk", counted)
+        assert [r.event for r in journal.read()] == events
+        assert sum(chunks) == 60
+        assert max(chunks) <= 10
+        assert [r.event for r in journal.read(stream="agent/a1")] == events[1::2]
+        assert journal.verify(decode=True).ok
+
+
+def test_a_full_file_system_refuses_a_journal_lmdb_would_die_opening(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Journal.open(tmp_path / "used") as journal:  # its lock file is on disk
+        journal.append(make_events(2))
+    full = types.SimpleNamespace(f_bavail=0, f_frsize=4096)
+    monkeypatch.setattr(os, "statvfs", lambda _where: full)
+
+    with pytest.raises(
+        JournalUnavailableError, match="no space left on its file system for LMDB's lock file"
+    ):
+        Journal.open(tmp_path / "new")  # LMDB's first write to its new lock file would be SIGBUS
+    with Journal.open(tmp_path / "used", readonly=True) as journal:
+        assert journal.last_seq == 2

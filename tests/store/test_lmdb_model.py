@@ -131,8 +131,10 @@ class _Run:
 def test_stream_reads_heads_and_verify_agree_with_a_model(
     ops: list[tuple[str, Any]], data: st.DataObject, chunk: int, stride: int, cache: int
 ) -> None:
+    budget = data.draw(st.sampled_from([1, 300, 2000, 16 << 20]), label="read bytes")
     with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as tmp:
         patch.setattr(lmdb_module, "_READ_CHUNK", chunk)
+        patch.setattr(lmdb_module, "_READ_BYTES", budget)  # chunks cut by their bytes, too
         patch.setattr(lmdb_module, "_ANCHOR_EVERY", stride)
         patch.setattr(verify_module, "_ANCHOR_EVERY", stride)
         patch.setattr(lmdb_module, "_HEADS_CACHE", cache)
