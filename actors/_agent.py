@@ -616,11 +616,13 @@ class AgentActor(pykka.ThreadingActor):
             and self._state.events - self._state.snapshot_events >= self._core.snapshot_interval
         ):
             self._state.snapshot_events = self._state.events
+            try:
+                data = encode_snapshot(self._state)
+            except RecursionError:  # a value a forged record nested too deeply: the events stand
+                log.warning("agent %s: its state nests too deeply to snapshot; none is taken", self._state.id)
+                return
             self._core.writer.submit_snapshot(
-                self._stream,
-                encode_snapshot(self._state),
-                agent_id=self._state.id,
-                publish_seq=self._state.publish_seq,
+                self._stream, data, agent_id=self._state.id, publish_seq=self._state.publish_seq
             )
 
     def emit_and_deliver(self, message: IpcMessage, deliver: Callable[[bool], None]) -> None:

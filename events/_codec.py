@@ -38,6 +38,7 @@ __all__ = [
     "encode_value",
     "journal_repr",
     "journal_text",
+    "nests_too_deeply",
     "register_upcaster",
     "require_str",
     "validated",
@@ -221,11 +222,18 @@ class EventCodec:
         return payloads
 
     def _check_readable(self, events: list[Event], payloads: list[bytes]) -> None:
-        """Decode each payload back with the union's typed decoder; raise for the first that fails."""
+        """Decode each payload back with the union's typed decoder; raise for the first that fails.
+
+        Also refuse one nesting values deeper than ``MAX_VALUE_DEPTH`` (and the few levels
+        of the event around them): how deep a reader can decode depends on its stack.
+        """
         typed = self._decoder.decode
         for index, payload in enumerate(payloads):
             try:
                 typed(payload)
+                if len(payload) > MAX_VALUE_DEPTH and nests_too_deeply(payload):
+                    msg = f"it nests lists and maps deeper than {MAX_VALUE_DEPTH} levels"
+                    raise msgspec.ValidationError(msg)  # noqa: TRY301 - refused as the others are
             except (msgspec.ValidationError, *_DECODE_ERRORS) as exc:
                 msg = f"event {index} ({type(events[index]).__name__}) would not read back: {exc}"
                 raise InvalidEventError(msg) from exc
@@ -419,6 +427,25 @@ def _nested_deeper_than(value: object, limit: int) -> bool:
                 below += [v for v in container if type(v) in _CONTAINERS]
         level = below
     return False
+
+
+_EVENT_LEVELS: Final = 4
+"""The levels an event adds around the values it holds (its map; a cognitive state's)."""
+
+
+def nests_too_deeply(encoded: bytes) -> bool:
+    """Whether an encoded event nests values deeper than ``MAX_VALUE_DEPTH`` allows.
+
+    A byte count in C; a decode and a walk only for an encoding with more bytes that
+    could head a list or a map than that limit.
+    """
+    limit = MAX_VALUE_DEPTH + _EVENT_LEVELS
+    if len(encoded.translate(None, _NOT_CONTAINER_HEADERS)) <= limit:
+        return False
+    try:
+        return _nested_deeper_than(_any_decoder.decode(encoded), limit)
+    except RecursionError:
+        return True
 
 
 def _check_depth(data: bytes, copy: object) -> None:

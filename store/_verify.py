@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
 
-from cogfabric.events import EventError
+from cogfabric.events import MAX_VALUE_DEPTH, EventError
+from cogfabric.events._codec import nests_too_deeply
 
 from ._journal import UNDECODABLE, VerifyReport
 from ._record import CHAIN_LEN, HEAD_LEN, event_id, head_value, last_seq_of, parts, summary
@@ -271,6 +272,10 @@ def _event_problem(
             event = codec_decode(b"" if taken is None else taken.event)
         except EventError as exc:
             return f"{UNDECODABLE}: {exc}"
+    if len(value) > MAX_VALUE_DEPTH and nests_too_deeply(
+        value
+    ):  # how deep a reader can go depends on its stack
+        return f"{UNDECODABLE}: it nests lists and maps deeper than {MAX_VALUE_DEPTH} levels"
     if event.stream.encode() != stream_raw:
         try:
             name = stream_raw.decode()

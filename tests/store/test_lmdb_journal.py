@@ -17,6 +17,7 @@ import msgspec
 import pytest
 
 from cogfabric.events import (
+    MAX_VALUE_DEPTH,
     AgentEvent,
     CognitiveState,
     CognitiveStateSet,
@@ -1507,3 +1508,19 @@ def test_a_full_file_system_refuses_a_journal_lmdb_would_die_opening(
         Journal.open(tmp_path / "new")  # LMDB's first write to its new lock file would be SIGBUS
     with Journal.open(tmp_path / "used", readonly=True) as journal:
         assert journal.last_seq == 2
+
+
+def test_values_nested_past_max_value_depth_are_refused_on_append_and_named_by_verify(tmp_path: Path) -> None:
+    deep: list[Any] = []
+    for _ in range(MAX_VALUE_DEPTH + 50):  # decodable from a shallow stack, not from every one
+        deep = [deep]
+    event = PrivateSet(at=1.0, agent="a", key="k", value=deep)
+    with Journal.open(tmp_path / "j") as journal:
+        with pytest.raises(InvalidEventError, match=f"deeper than {MAX_VALUE_DEPTH} levels"):
+            journal.append([event])
+        journal.append(make_events(1))
+        journal.append([event], validate=False)  # as a forger could
+        report = journal.verify(decode=True)
+
+    assert (report.ok, report.first_bad_seq) == (False, 2)
+    assert f"deeper than {MAX_VALUE_DEPTH} levels" in report.reason
