@@ -171,7 +171,8 @@ def _take(items: Iterator[_T], want: int, size_of: Callable[[list[_T]], int]) ->
         if not more:
             break
         taken += more
-        size += size_of(more)
+        if len(taken) < want:  # measured only to go on: small records end here, unmeasured
+            size += size_of(more)
     return taken, False
 
 
