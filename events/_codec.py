@@ -433,13 +433,14 @@ _EVENT_LEVELS: Final = 4
 """The levels an event adds around the values it holds (its map; a cognitive state's)."""
 
 
-def nests_too_deeply(encoded: bytes) -> bool:
+def nests_too_deeply(encoded: bytes, *, around: int = 0) -> bool:
     """Whether an encoded event nests values deeper than ``MAX_VALUE_DEPTH`` allows.
 
+    ``around``: the levels the encoding wraps the event in (a stored record's array: 1).
     A byte count in C; a decode and a walk only for an encoding with more bytes that
     could head a list or a map than that limit.
     """
-    limit = MAX_VALUE_DEPTH + _EVENT_LEVELS
+    limit = MAX_VALUE_DEPTH + _EVENT_LEVELS + around
     if len(encoded.translate(None, _NOT_CONTAINER_HEADERS)) <= limit:
         return False
     try:
@@ -599,15 +600,24 @@ def _storable(value: object, show: Callable[[object], str], limit: int | None) -
     return text[:limit]
 
 
+_TEXT_TYPES: Final = (str, str | None)
+
+
 def validated(value: _S) -> _S:
     """Return a copy of a Struct built by a caller, checked against its own field types.
 
     For Structs that go into events whole (a session ``Message``): see ``require_str``.
 
     Raises:
+        InvalidTextError: a text field holds no ``str``, or one UTF-8 cannot encode.
         TypeError: a field holds a value of the wrong type, or one msgspec cannot encode.
 
     """
+    for field in msgspec.structs.fields(type(value)):
+        if field.type in _TEXT_TYPES:
+            text = getattr(value, field.name)
+            if text is not None or field.type is str:
+                require_str(text, f"{type(value).__name__}.{field.name}")
     try:
         return msgspec.msgpack.decode(_encoder.encode(value), type=type(value))
     except (msgspec.ValidationError, *_ENCODE_ERRORS) as exc:

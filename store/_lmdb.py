@@ -117,7 +117,6 @@ HASH_NAME: Final = "blake2b-128"
 _DEFAULT_MAP_SIZE: Final = 1 << 30  # sparse on 64-bit: costs no disk until used
 _READ_CHUNK: Final = 1024  # records per read transaction: bounds memory and txn length
 _READ_BYTES: Final = 16 << 20  # ... and about this many bytes of them, for records of megabytes too
-_FIRST_TAKE: Final = 8  # records read before a chunk's size is estimated
 _ZERO_CHAIN: Final = bytes(16)
 _SEQ_LEN: Final = 8
 _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
@@ -146,34 +145,36 @@ def _seq_key(seq: int) -> bytes:
     return seq.to_bytes(8, "big")
 
 
-def _total(values: list[bytes]) -> int:
-    return sum(map(len, values))
+def _pair_size(pair: tuple[bytes, bytes]) -> int:
+    return len(pair[1])
 
 
-def _pairs_total(pairs: list[tuple[bytes, bytes]]) -> int:
-    return sum(map(len, map(operator.itemgetter(1), pairs)))
+def _take(
+    items: Iterator[_T], want: int, size_of: Callable[[_T], int], *, big: bool
+) -> tuple[list[_T], bool]:
+    """Up to ``want`` items, fewer once they hold ``_READ_BYTES``; and whether that cut them.
 
-
-def _take(items: Iterator[_T], want: int, size_of: Callable[[list[_T]], int]) -> tuple[list[_T], bool]:
-    """Up to ``want`` items, fewer once they hold about ``_READ_BYTES``; and whether that cut them.
-
-    A few C calls per chunk, not a Python step per record: the first ``_FIRST_TAKE``
-    items give the average size, and the rest is read in one go as far as the
-    budget allows at that size (so records of megabytes are read a few at a time).
+    ``big``: the database holds records too big for a page (LMDB's overflow pages). Only
+    then are the items counted one by one: 1,024 records that fit in pages hold at
+    most a few MiB, and are taken in one C call.
     """
-    taken = list(itertools.islice(items, min(want, _FIRST_TAKE)))
-    size = size_of(taken)
-    while len(taken) < want:
+    if not big:
+        return list(itertools.islice(items, want)), False
+    taken: list[_T] = []
+    size = 0
+    for item in items:
+        taken.append(item)
+        size += size_of(item)
+        if len(taken) >= want:
+            break
         if size >= _READ_BYTES:
             return taken, True
-        fit = (_READ_BYTES - size) * len(taken) // max(size, 1)
-        more = list(itertools.islice(items, max(1, min(want - len(taken), fit))))
-        if not more:
-            break
-        taken += more
-        if len(taken) < want:  # measured only to go on: small records end here, unmeasured
-            size += size_of(more)
     return taken, False
+
+
+def _has_big_records(txn: lmdb.Transaction[bytes], db: lmdb._Database) -> bool:
+    """Whether ``db`` holds a value on overflow pages (one bigger than about half a page)."""
+    return bool(txn.stat(db)["overflow_pages"])
 
 
 def _grown_size(current: int, limit: int | None) -> int | None:
@@ -525,8 +526,8 @@ def _check_room_for_locks(where: Path) -> None:
         free = os.statvfs(where)
     except OSError:
         return  # LMDB says what is wrong with the directory
-    if free.f_bavail * free.f_frsize >= _LOCK_FILE_ROOM:
-        return
+    if free.f_flag & os.ST_RDONLY or free.f_bavail * free.f_frsize >= _LOCK_FILE_ROOM:
+        return  # read-only media report no room, and LMDB opens them without a lock file
     try:
         lock = (where / "lock.mdb").stat()
     except OSError:
@@ -1454,10 +1455,13 @@ class LmdbJournal(Journal):
 
         Their seqs, their raw values, and whether the byte budget cut the chunk short.
         """
-        with self._env.begin() as txn:
-            if stream_raw is None:
+        # a stream walk reads records in place (buffers into the map, valid while the
+        # transaction is open) and copies only those it hands out
+        if stream_raw is None:
+            with self._env.begin() as txn:
                 return self._read_range(txn, after, end)
-            return self._read_stream(txn, after, end, stream_raw)
+        with self._env.begin(buffers=True) as buffered:
+            return self._read_stream(buffered, after, end, stream_raw)
 
     def _read_range(
         self, txn: lmdb.Transaction[bytes], after: int, end: int
@@ -1466,7 +1470,8 @@ class LmdbJournal(Journal):
         cursor = txn.cursor(db=self._db_events)
         if want <= 0 or not cursor.set_range(_seq_key(after + 1)):
             return range(0), [], False
-        values, cut = _take(cursor.iternext(keys=False, values=True), want, _total)
+        big = _has_big_records(txn, self._db_events)
+        values, cut = _take(cursor.iternext(keys=False, values=True), want, len, big=big)
         if cut:
             want = len(values)
         # Seqs are gapless by contract; check it once per chunk instead of per record.
@@ -1486,7 +1491,7 @@ class LmdbJournal(Journal):
         return range(after + 1, last + 1), values, cut
 
     def _read_stream(
-        self, txn: lmdb.Transaction[bytes], after: int, end: int, stream_raw: bytes
+        self, txn: lmdb.Transaction[memoryview], after: int, end: int, stream_raw: bytes
     ) -> tuple[list[int], list[bytes], bool]:
         """About ``_READ_CHUNK`` records of one stream after ``after``, walking its back links.
 
@@ -1510,27 +1515,31 @@ class LmdbJournal(Journal):
         while len(values) < _READ_CHUNK and position < min(last, end) and size < _READ_BYTES:
             top = last
             if anchors.set_range(prefix + _seq_key(position + 1)):
-                key = anchors.key()
+                key = bytes(anchors.key())
                 if key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN:
                     top = min(int.from_bytes(key[-8:], "big"), last)
-            walked: list[tuple[int, bytes]] = []
+            walked: list[tuple[int, memoryview]] = []
             seq = top
             while seq > position:
                 record = get(_seq_key(seq), db=events_db)
                 if record is None:
                     raise JournalRecordError(seq, "the stream index names a record that is missing")
                 if not of_stream(record, part):
-                    raise _not_of_stream(seq, record)
+                    raise _not_of_stream(seq, bytes(record))
                 walked.append((seq, record))
                 back = link_of(record)
                 if back >= seq:
                     raise JournalRecordError(seq, "the record's stream link does not point back")
                 seq = back
             for seq, record in reversed(walked):
-                if seq <= end:
-                    seqs.append(seq)
-                    values.append(record)
-                    size += len(record)
+                if seq > end:
+                    break
+                seqs.append(seq)
+                values.append(bytes(record))
+                size += len(record)
+                if size >= _READ_BYTES:
+                    top = seq  # the next chunk goes on from here
+                    break
             position = top
         return seqs, values, size >= _READ_BYTES and position < min(last, end)
 
@@ -1547,7 +1556,8 @@ class LmdbJournal(Journal):
             # it (its key and more bytes) is read too, not jumped over to seq after + 1.
             if not cursor.set_range(_seq_key(after) + b"\0"):
                 return []
-            pairs: list[tuple[bytes, bytes]] = _take(cursor.iternext(), _READ_CHUNK, _pairs_total)[0]
+            big = _has_big_records(txn, self._db_events)
+            pairs: list[tuple[bytes, bytes]] = _take(cursor.iternext(), _READ_CHUNK, _pair_size, big=big)[0]
             return pairs
 
     def stream_head(self, stream: str) -> int:

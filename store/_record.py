@@ -69,12 +69,12 @@ def stream_part(stream_raw: bytes) -> bytes:
     return b"%s%s%c" % (TRAILER_HEADERS[len(stream_raw)], stream_raw, len(stream_raw))
 
 
-def of_stream(record: bytes, part: bytes) -> bool:
+def of_stream(record: bytes | memoryview, part: bytes) -> bool:
     """Whether ``record`` is framed as a record of the stream whose ``stream_part`` is ``part``."""
     return record[:2] == PREFIX and record[LINK_AT - len(part) : LINK_AT] == part
 
 
-def link_of(record: bytes) -> int:
+def link_of(record: bytes | memoryview) -> int:
     """The stream link of a record (the seq of its stream's previous record)."""
     return int.from_bytes(record[LINK_AT:-CHAIN_LEN], "big")
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["verify_journal"]
 
 _CHAIN: Final = CHAIN_LEN
+_MAX_NAME: Final = 255  # as store/_lmdb.py writes them
 # The database layout of store/_lmdb.py (kept here too: _lmdb imports this module); the
 # record layout is store/_record.py's.
 _SEQ_LEN: Final = 8
@@ -118,12 +119,14 @@ def _key_problem(key: bytes, expected: int, last: int, checked: int) -> VerifyRe
 
 
 def _stream_name_problem(streams: dict[bytes, list[int]]) -> tuple[int | None, str] | None:
-    """A stream name must be UTF-8, as every name the journal writes is (once per stream)."""
+    """A stream name must be one the journal writes: UTF-8, 1 to 255 bytes, no NUL (once per stream)."""
     for stream_raw, (_, _, first) in streams.items():
         try:
             stream_raw.decode()
         except UnicodeDecodeError:
             return first, f"the record's stream name {stream_raw!r} is not UTF-8"
+        if not 0 < len(stream_raw) <= _MAX_NAME or b"\0" in stream_raw:
+            return first, f"the record's stream name {stream_raw!r} is one no writer makes"
     return None
 
 
@@ -272,9 +275,8 @@ def _event_problem(
             event = codec_decode(b"" if taken is None else taken.event)
         except EventError as exc:
             return f"{UNDECODABLE}: {exc}"
-    if len(value) > MAX_VALUE_DEPTH and nests_too_deeply(
-        value
-    ):  # how deep a reader can go depends on its stack
+    # how deep a reader can decode depends on its stack; the record's array is one more level
+    if len(value) > MAX_VALUE_DEPTH and nests_too_deeply(value, around=1):
         return f"{UNDECODABLE}: it nests lists and maps deeper than {MAX_VALUE_DEPTH} levels"
     if event.stream.encode() != stream_raw:
         try:

@@ -552,7 +552,14 @@ def test_a_key_that_is_no_seq_after_the_last_record_is_refused_as_a_change(tmp_p
         Journal.open(path)
 
 
-def test_a_rechained_record_whose_stream_name_is_not_utf8_is_named_by_verify(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [(b"agent/\xff", "the record's stream name b'agent/\\xff' is not UTF-8"), (b"agent/\x00", "")],
+    ids=["not UTF-8", "NUL"],
+)
+def test_a_rechained_record_whose_stream_name_no_writer_makes_is_named_by_verify(
+    tmp_path: Path, name: bytes, why: str
+) -> None:
     path = tmp_path / "journal"
     with Journal.open(path) as journal:
         journal.append([PrivateSet(at=0.0, agent="a", key="k")])
@@ -561,18 +568,18 @@ def test_a_rechained_record_whose_stream_name_is_not_utf8_is_named_by_verify(tmp
     with env.begin(write=True) as txn:  # what anyone can do to an unkeyed journal
         key = (1).to_bytes(8, "big")
         value = bytes(txn.get(key, db=events) or b"")
-        body = value[:-16].replace(b"agent/a", b"agent/\xff")
+        body = value[:-16].replace(b"agent/a", name)
         chain = hashlib.blake2b(bytes(16) + body, digest_size=16).digest()
         txn.put(key, body + chain, db=events)
         txn.put(b"head", head_value(key, chain, b""), db=meta)
-        txn.put(b"agent/\xff", bytes(txn.get(b"agent/a", db=heads) or b""), db=heads)
+        txn.put(name, bytes(txn.get(b"agent/a", db=heads) or b""), db=heads)
         txn.delete(b"agent/a", db=heads)
     env.close()
 
     result = CliRunner().invoke(main, ["verify", str(path)])
 
     assert result.exit_code == 1, result.output  # a UnicodeDecodeError traceback before
-    assert "FAILED at seq 1: the record's stream name b'agent/\\xff' is not UTF-8" in result.output
+    assert f"FAILED at seq 1: {why}" in result.output
 
 
 def test_a_database_re_created_with_flags_no_journal_sets_is_refused_as_a_change(tmp_path: Path) -> None:

@@ -175,11 +175,14 @@ def test_a_cognitive_state_with_a_wrong_version_type_is_refused(tmp_path: Path) 
 def test_text_that_is_not_a_str_or_not_utf8_is_refused_with_a_typed_error(tmp_path: Path) -> None:
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
         agent = rt.spawn("a")
+        session = rt.memory.create_session("u")
         calls: list[Callable[[], object]] = [
             lambda: agent.set_private(5, 1),
             lambda: agent.set_private("\ud800", 1),
             lambda: rt.bus.send("a", "a", 7),
             lambda: rt.memory.create_session(b"u"),
+            lambda: rt.memory.add_structured_message(session, Message(role=5, content="x")),
+            lambda: rt.memory.add_structured_message(session, Message(role="user", content="\ud800")),
         ]
         for call in calls:
             with pytest.raises(InvalidTextError):

@@ -1490,7 +1490,10 @@ def test_reads_take_big_records_a_few_at_a_time(tmp_path: Path, monkeypatch: pyt
         assert [r.event for r in journal.read()] == events
         assert sum(chunks) == 60
         assert max(chunks) <= 10
+        chunks.clear()
         assert [r.event for r in journal.read(stream="agent/a1")] == events[1::2]
+        assert sum(chunks) == 30
+        assert max(chunks) <= 10
         assert journal.verify(decode=True).ok
 
 
@@ -1499,7 +1502,7 @@ def test_a_full_file_system_refuses_a_journal_lmdb_would_die_opening(
 ) -> None:
     with Journal.open(tmp_path / "used") as journal:  # its lock file is on disk
         journal.append(make_events(2))
-    full = types.SimpleNamespace(f_bavail=0, f_frsize=4096)
+    full = types.SimpleNamespace(f_bavail=0, f_frsize=4096, f_flag=0)
     monkeypatch.setattr(os, "statvfs", lambda _where: full)
 
     with pytest.raises(
@@ -1507,6 +1510,12 @@ def test_a_full_file_system_refuses_a_journal_lmdb_would_die_opening(
     ):
         Journal.open(tmp_path / "new")  # LMDB's first write to its new lock file would be SIGBUS
     with Journal.open(tmp_path / "used", readonly=True) as journal:
+        assert journal.last_seq == 2
+    (tmp_path / "copy").mkdir()  # a copy of its data file alone, as mdb_copy makes
+    shutil.copyfile(tmp_path / "used" / "data.mdb", tmp_path / "copy" / "data.mdb")
+    read_only_media = types.SimpleNamespace(f_bavail=0, f_frsize=4096, f_flag=os.ST_RDONLY)
+    monkeypatch.setattr(os, "statvfs", lambda _where: read_only_media)  # squashfs, iso9660: "no room"
+    with Journal.open(tmp_path / "copy", readonly=True) as journal:  # LMDB needs no lock file there
         assert journal.last_seq == 2
 
 
@@ -1524,3 +1533,18 @@ def test_values_nested_past_max_value_depth_are_refused_on_append_and_named_by_v
 
     assert (report.ok, report.first_bad_seq) == (False, 2)
     assert f"deeper than {MAX_VALUE_DEPTH} levels" in report.reason
+
+
+def test_what_append_accepts_at_the_depth_limit_verify_accepts(tmp_path: Path) -> None:
+    def nested(levels: int) -> list[Any]:
+        value: list[Any] = []
+        for _ in range(levels - 1):
+            value = [value]
+        return value
+
+    deepest = MAX_VALUE_DEPTH + 3  # the event's own levels around a value leave this much room
+    with Journal.open(tmp_path / "j") as journal:
+        journal.append([PrivateSet(at=1.0, agent="a", key="k", value=nested(deepest))])
+        with pytest.raises(InvalidEventError):
+            journal.append([PrivateSet(at=1.0, agent="a", key="k", value=nested(deepest + 1))])
+        assert journal.verify(decode=True).ok
