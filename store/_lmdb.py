@@ -1455,13 +1455,13 @@ class LmdbJournal(Journal):
 
         Their seqs, their raw values, and whether the byte budget cut the chunk short.
         """
-        # a stream walk reads records in place (buffers into the map, valid while the
-        # transaction is open) and copies only those it hands out
-        if stream_raw is None:
-            with self._env.begin() as txn:
+        with self._env.begin() as txn:
+            if stream_raw is None:
                 return self._read_range(txn, after, end)
-        with self._env.begin(buffers=True) as buffered:
-            return self._read_stream(buffered, after, end, stream_raw)
+            if not _has_big_records(txn, self._db_events):
+                return self._read_stream(txn, after, end, stream_raw, big=False)
+        with self._env.begin(buffers=True) as buffered:  # in place: only what it hands out is copied
+            return self._read_stream(buffered, after, end, stream_raw, big=True)
 
     def _read_range(
         self, txn: lmdb.Transaction[bytes], after: int, end: int
@@ -1491,13 +1491,21 @@ class LmdbJournal(Journal):
         return range(after + 1, last + 1), values, cut
 
     def _read_stream(
-        self, txn: lmdb.Transaction[memoryview], after: int, end: int, stream_raw: bytes
+        self,
+        txn: lmdb.Transaction[bytes] | lmdb.Transaction[memoryview],
+        after: int,
+        end: int,
+        stream_raw: bytes,
+        *,
+        big: bool,
     ) -> tuple[list[int], list[bytes], bool]:
         """About ``_READ_CHUNK`` records of one stream after ``after``, walking its back links.
 
         Between one anchor (or the stream's head) and the record after the reader's
         position lie at most ``_ANCHOR_EVERY`` records: each step walks them down,
-        then hands them out in seq order.
+        then hands them out in seq order. Where the journal holds records bigger than a
+        page, the transaction gives buffers into the map (valid while it is open), so
+        a step holds no copy of a record it does not hand out.
         """
         seqs: list[int] = []
         values: list[bytes] = []
@@ -1518,7 +1526,7 @@ class LmdbJournal(Journal):
                 key = bytes(anchors.key())
                 if key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN:
                     top = min(int.from_bytes(key[-8:], "big"), last)
-            walked: list[tuple[int, memoryview]] = []
+            walked: list[tuple[int, bytes | memoryview]] = []
             seq = top
             while seq > position:
                 record = get(_seq_key(seq), db=events_db)
@@ -1531,17 +1539,38 @@ class LmdbJournal(Journal):
                 if back >= seq:
                     raise JournalRecordError(seq, "the record's stream link does not point back")
                 seq = back
-            for seq, record in reversed(walked):
-                if seq > end:
-                    break
-                seqs.append(seq)
-                values.append(bytes(record))
-                size += len(record)
-                if size >= _READ_BYTES:
-                    top = seq  # the next chunk goes on from here
-                    break
+            if big:
+                top, size = self._hand_out(walked, end, seqs, values, size)
+            else:
+                for seq, record in reversed(walked):
+                    if seq <= end:
+                        seqs.append(seq)
+                        values.append(record)  # type: ignore[arg-type]  # bytes: not buffered
             position = top
         return seqs, values, size >= _READ_BYTES and position < min(last, end)
+
+    @staticmethod
+    def _hand_out(
+        walked: list[tuple[int, bytes | memoryview]],
+        end: int,
+        seqs: list[int],
+        values: list[bytes],
+        size: int,
+    ) -> tuple[int, int]:
+        """Copy a walked step's records out in seq order, up to ``_READ_BYTES`` in all.
+
+        Returns the seq to go on from and the bytes handed out so far.
+        """
+        top = walked[0][0] if walked else 0
+        for seq, record in reversed(walked):
+            if seq > end:
+                break
+            seqs.append(seq)
+            values.append(bytes(record))
+            size += len(record)
+            if size >= _READ_BYTES:
+                return seq, size  # the next chunk goes on from here
+        return top, size
 
     def _read_pairs(self, after: int) -> list[tuple[bytes, bytes]]:
         """Up to ``_READ_CHUNK`` (key, value) pairs after seq ``after`` (fewer big ones), stray keys too."""
