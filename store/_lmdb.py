@@ -1366,9 +1366,9 @@ class LmdbJournal(Journal):
     def read(self, after: int = 0, until: int | None = None, stream: str | None = None) -> Iterator[Record]:
         """Iterate records with ``after < seq <= until`` (optionally of one ``stream``), in seq order.
 
-        Reads in chunks of 1,024 records (fewer of big ones: about 16 MiB of records a
-        chunk, estimated from its first records), each in its own short read
-        transaction, so memory stays bounded and no transaction pins pages for long. ``until``
+        Reads in chunks of 1,024 records (fewer of big ones: where the journal holds a
+        record bigger than a page, a chunk stops at about 16 MiB), each in its own short
+        read transaction, so memory stays bounded and no transaction pins pages for long. ``until``
         defaults to the last seq at the time of the call. It does not check the hash
         chain (``verify`` does; the runtime and the audit commands verify first): a
         changed record that still decodes is returned as it is.
