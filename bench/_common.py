@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from cogfabric._bench import unwritable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -53,16 +54,11 @@ def subset_of(choices: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
 def json_file(text: str) -> Path:
     """An argparse type: a ``--json`` path that can be written, refused before minutes of measuring."""
     path = Path(text)
-    if not text or path.is_dir():
-        problem = "is a directory"
-    elif not path.parent.is_dir():
-        problem = f"is in a directory that does not exist ({path.parent})"
-    elif not os.access(path if path.exists() else path.parent, os.W_OK):
-        problem = "cannot be written" if path.exists() else f"cannot be created in {path.parent}"
-    else:
-        return path
-    msg = f"{text} {problem}; name a file you can write"
-    raise argparse.ArgumentTypeError(msg)
+    problem = unwritable(path)
+    if problem is not None:
+        msg = f"{text} {problem}; name a file you can write"
+        raise argparse.ArgumentTypeError(msg)
+    return path
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:

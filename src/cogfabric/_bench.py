@@ -97,6 +97,21 @@ class Result:
         return statistics.median((self.count / mine) / (reference.count / theirs) for mine, theirs in pairs)
 
 
+def unwritable(path: Path) -> str | None:
+    """Why a results file could not be written at ``path``; None when it could.
+
+    Checked before minutes of measuring, by ``cogfabric bench --json`` and the bench/
+    scripts alike.
+    """
+    if path.is_dir() or not path.name:
+        return "is a directory"
+    if not path.parent.is_dir():
+        return f"is in a directory that does not exist ({path.parent})"
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        return "cannot be written" if path.exists() else f"cannot be created in {path.parent}"
+    return None
+
+
 def _events(n: int) -> list[PrivateSet]:
     return [PrivateSet(at=float(i), agent=f"a{i % 100}", key=f"k{i}", value="x" * 150) for i in range(n)]
 

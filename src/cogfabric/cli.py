@@ -644,10 +644,11 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
     Example:
         cogfabric bench --quick --json bench.json
     """
-    from cogfabric._bench import Sizes, run_bench, to_json  # noqa: PLC0415
+    from cogfabric._bench import Sizes, run_bench, to_json, unwritable  # noqa: PLC0415
 
-    if json_path is not None:
-        _check_writable(json_path)
+    if json_path is not None and (problem := unwritable(json_path)) is not None:
+        # before minutes of measuring
+        raise click.BadParameter(f"{json_path} {problem}; name a file you can write", param_hint="'--json'")
     sizes = Sizes.quick() if quick else Sizes()
     runs = repeat or (1 if quick else 3)
     results, machine = run_bench(sizes, runs, progress=lambda label: click.echo(f"  {label}...", err=True))
@@ -688,19 +689,6 @@ def _journal_path(value: str) -> Path:
         msg = "must not be empty (it would be the working directory); give a directory"
         raise click.BadParameter(msg)
     return Path(value)
-
-
-def _check_writable(path: Path) -> None:
-    """Refuse, before minutes of measuring, a ``--json`` path that could not be written."""
-    if path.is_dir():
-        problem = "is a directory"
-    elif not path.parent.is_dir():
-        problem = f"is in a directory that does not exist ({path.parent})"
-    elif not os.access(path if path.exists() else path.parent, os.W_OK):
-        problem = "cannot be written" if path.exists() else f"cannot be created in {path.parent}"
-    else:
-        return
-    raise click.BadParameter(f"{path} {problem}; name a file you can write", param_hint="'--json'")
 
 
 def _ratio(value: float) -> str:
