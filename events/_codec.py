@@ -6,6 +6,7 @@ only the types it is told to.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn, TypeVar, Union
@@ -600,7 +601,11 @@ def _storable(value: object, show: Callable[[object], str], limit: int | None) -
     return text[:limit]
 
 
-_TEXT_TYPES: Final = (str, str | None)
+@functools.cache
+def _text_fields(cls: type[msgspec.Struct]) -> tuple[tuple[str, bool], ...]:
+    """A Struct type's text fields: each name, and whether it may be None."""
+    fields = msgspec.structs.fields(cls)
+    return tuple((f.name, f.type is not str) for f in fields if f.type in (str, str | None))
 
 
 def validated(value: _S) -> _S:
@@ -613,11 +618,10 @@ def validated(value: _S) -> _S:
         TypeError: a field holds a value of the wrong type, or one msgspec cannot encode.
 
     """
-    for field in msgspec.structs.fields(type(value)):
-        if field.type in _TEXT_TYPES:
-            text = getattr(value, field.name)
-            if text is not None or field.type is str:
-                require_str(text, f"{type(value).__name__}.{field.name}")
+    for name, optional in _text_fields(type(value)):
+        text = getattr(value, name)
+        if text is not None or not optional:
+            require_str(text, f"{type(value).__name__}.{name}")
     try:
         return msgspec.msgpack.decode(_encoder.encode(value), type=type(value))
     except (msgspec.ValidationError, *_ENCODE_ERRORS) as exc:
