@@ -81,8 +81,10 @@ from ._journal import Journal, Record, Snapshot, VerifyReport
 from ._record import (
     CHAIN_LEN,
     HEAD_LEN,
+    MAX_NAME,
     PREFIX,
     head_value,
+    is_name,
     last_seq_of,
     link_of,
     of_stream,
@@ -121,7 +123,6 @@ _ZERO_CHAIN: Final = bytes(16)
 _SEQ_LEN: Final = 8
 _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
 _HEAD_VALUE_LEN: Final = 24  # a stream's head: last seq(8) | count(8) | first seq(8)
-_MAX_NAME: Final = 255
 _MAX_SEQ: Final = 2**64 - 1
 
 _DB_EVENTS: Final = b"events"
@@ -379,8 +380,8 @@ def _text_bytes(text: str, what: str) -> bytes:
 
 def _name_bytes(name: str, what: str) -> bytes:
     raw = _text_bytes(name, what)
-    if not 0 < len(raw) <= _MAX_NAME or b"\0" in raw:
-        msg = f"{what} {name!r} must be 1 to {_MAX_NAME} UTF-8 bytes without NUL"
+    if not is_name(raw):
+        msg = f"{what} {name!r} must be 1 to {MAX_NAME} UTF-8 bytes without NUL"
         raise InvalidStreamError(msg)
     return raw
 
@@ -1182,9 +1183,9 @@ class LmdbJournal(Journal):
         seqs: list[int] | None = None
         if known is not None:
             batch, payloads, id_raws, seqs = _without_stored(batch, payloads, id_raws, known, first)
-        if id_raws and not 0 < min(map(len, id_raws)) <= max(map(len, id_raws)) <= _MAX_NAME:
-            bad = next(e.id for e, i in zip(batch, id_raws, strict=True) if not 0 < len(i) <= _MAX_NAME)
-            raise InvalidStreamError(f"event id {bad!r} must be 1 to {_MAX_NAME} UTF-8 bytes")
+        if id_raws and not 0 < min(map(len, id_raws)) <= max(map(len, id_raws)) <= MAX_NAME:
+            bad = next(e.id for e, i in zip(batch, id_raws, strict=True) if not 0 < len(i) <= MAX_NAME)
+            raise InvalidStreamError(f"event id {bad!r} must be 1 to {MAX_NAME} UTF-8 bytes")
         keys = [n.to_bytes(8, "big") for n in range(first, first + len(batch))]
         prev = self._head_chain
         with self._env.begin(write=True) as txn:
@@ -1707,7 +1708,7 @@ class LmdbJournal(Journal):
                     name = key.decode()
                 except UnicodeDecodeError:  # no writer makes one: verify names its record
                     name = None
-                if name is None or not 0 < len(key) <= _MAX_NAME or b"\0" in key:
+                if name is None or not is_name(key):
                     msg = f"{self._path}: the stream index holds a name no stream can have, {bytes(key)!r}"
                     raise JournalIntegrityError(msg)
                 names.append(name)

@@ -30,6 +30,7 @@ __all__ = [
     "CHAIN_LEN",
     "HEAD_LEN",
     "LINK_AT",
+    "MAX_NAME",
     "MIN_TRAILER_AT",
     "PREFIX",
     "TRAILER_FIXED",
@@ -37,6 +38,7 @@ __all__ = [
     "RecordParts",
     "event_id",
     "head_value",
+    "is_name",
     "last_seq_of",
     "link_of",
     "of_stream",
@@ -58,6 +60,18 @@ MIN_TRAILER_AT: Final = 10 + 1 + 3
 """The least offset of a trailer: the prefix and the seq, an event of one byte, the bin16 header."""
 TRAILER_HEADERS: Final = tuple(b"\xc5" + (n + TRAILER_FIXED).to_bytes(2, "big") for n in range(256))
 """The trailer's bin16 header of a record, for each length of its stream's name."""
+
+
+MAX_NAME: Final = 255
+"""The most UTF-8 bytes of a stream's name or an event's id (a trailer holds its length in a byte)."""
+
+
+def is_name(raw: bytes) -> bool:
+    """Whether ``raw`` is a stream name the journal writes: 1 to ``MAX_NAME`` bytes, no NUL.
+
+    (Whether it is UTF-8 the callers check, as each needs the text or says why it is not.)
+    """
+    return 0 < len(raw) <= MAX_NAME and b"\0" not in raw
 
 
 def stream_part(stream_raw: bytes) -> bytes:

@@ -18,7 +18,7 @@ from cogfabric.events import MAX_VALUE_DEPTH, EventError
 from cogfabric.events._codec import nests_too_deeply
 
 from ._journal import UNDECODABLE, VerifyReport
-from ._record import CHAIN_LEN, HEAD_LEN, event_id, head_value, last_seq_of, parts, summary
+from ._record import CHAIN_LEN, HEAD_LEN, event_id, head_value, is_name, last_seq_of, parts, summary
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["verify_journal"]
 
 _CHAIN: Final = CHAIN_LEN
-_MAX_NAME: Final = 255  # as store/_lmdb.py writes them
 # The database layout of store/_lmdb.py (kept here too: _lmdb imports this module); the
 # record layout is store/_record.py's.
 _SEQ_LEN: Final = 8
@@ -125,7 +124,7 @@ def _stream_name_problem(streams: dict[bytes, list[int]]) -> tuple[int | None, s
             stream_raw.decode()
         except UnicodeDecodeError:
             return first, f"the record's stream name {stream_raw!r} is not UTF-8"
-        if not 0 < len(stream_raw) <= _MAX_NAME or b"\0" in stream_raw:
+        if not is_name(stream_raw):
             return first, f"the record's stream name {stream_raw!r} is one no writer makes"
     return None
 

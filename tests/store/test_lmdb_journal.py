@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import os
@@ -715,6 +716,31 @@ class TestAppendRefusesWhatItCouldNotReadBack:
             assert journal.last_seq == 0
 
 
+@contextlib.contextmanager
+def _idle_child() -> Iterator[None]:
+    """Fork a child that does other work (never a journal) until the block ends.
+
+    The block begins once the child runs: its at-fork hooks have run by then.
+    """
+    hold_r, hold_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(hold_w)
+        os.write(ready_w, b"r")
+        os.read(hold_r, 1)  # end of file once the parent closes its end
+        os._exit(0)
+    os.close(hold_r)
+    os.close(ready_w)
+    try:
+        assert os.read(ready_r, 1) == b"r"
+        yield
+    finally:
+        os.close(hold_w)
+        os.close(ready_r)
+        os.waitpid(pid, 0)
+
+
 class TestFilesAndFormat:
     def test_journal_files_are_owner_only(self, tmp_path: Path) -> None:
         path = tmp_path / "j"
@@ -854,25 +880,10 @@ class TestFilesAndFormat:
     def test_a_forked_child_keeps_no_writer_lock_after_the_parent_closes(self, tmp_path: Path) -> None:
         journal = Journal.open(tmp_path / "j")
         journal.append(make_events(1))
-        go_on, hold = os.pipe()
-        started, ready = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: some other work, never the journal
-            os.close(hold)
-            os.write(ready, b"r")  # fork has returned here: the at-fork hooks have run
-            os.read(go_on, 1)
-            os._exit(0)
-        os.close(go_on)
-        os.close(ready)
-        try:
-            assert os.read(started, 1) == b"r"
+        with _idle_child():
             journal.close()
             with Journal.open(tmp_path / "j") as reopened:  # the child still lives
                 assert reopened.last_seq == 1
-        finally:
-            os.close(hold)  # the child reads end of file and exits
-            os.close(started)
-            os.waitpid(pid, 0)
 
     def test_a_fork_while_another_thread_opens_a_journal_leaves_the_child_no_lock(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -891,28 +902,15 @@ class TestFilesAndFormat:
         opener = threading.Thread(target=lambda: opened.append(Journal.open(tmp_path / "j")))
         opener.start()
         assert walking.wait(10)  # the writer lock is taken, the journal not yet made
-        hold_r, hold_w = os.pipe()
-        ready_r, ready_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(hold_w)
-            os.write(ready_w, b"r")
-            os.read(hold_r, 1)  # end of file once the parent closes its end
-            os._exit(0)
-        os.close(hold_r)
-        os.close(ready_w)
         try:
-            assert os.read(ready_r, 1) == b"r"
-            go_on.set()
-            opener.join(10)
-            opened[0].close()
-            with Journal.open(tmp_path / "j"):  # the child still lives
-                pass
+            with _idle_child():
+                go_on.set()
+                opener.join(10)
+                opened[0].close()
+                with Journal.open(tmp_path / "j"):  # the child still lives
+                    pass
         finally:
             go_on.set()
-            os.close(hold_w)
-            os.close(ready_r)
-            os.waitpid(pid, 0)
 
     def test_a_directory_whose_name_is_not_utf8_holds_a_journal(self, tmp_path: Path) -> None:
         where = tmp_path / os.fsdecode(b"\xffdir")  # any name the file system holds
