@@ -1029,7 +1029,9 @@ class LmdbJournal(Journal):
             JournalIntegrityError: the stored chain head and the last record disagreed when
                 the journal was opened (records cut off, or the head changed), or a
                 stream's head names no record of that stream: appending would build on
-                the damage, or overwrite the evidence ``verify()`` names (fail-stop).
+                the damage, or overwrite the evidence ``verify()`` names (fail-stop). Also
+                when the last seq leaves no room for the batch below 2**64 (a record moved
+                there by hand; nothing is written, and the journal is not fail-stop).
             InvalidStreamError: an event's stream or id is empty, has NUL, or is too long.
             JournalConflictError: an event's id is stored, or given twice in the batch, with
                 other content (a retry of the same event is acknowledged with its seq).
@@ -1186,6 +1188,12 @@ class LmdbJournal(Journal):
         if id_raws and not 0 < min(map(len, id_raws)) <= max(map(len, id_raws)) <= MAX_NAME:
             bad = next(e.id for e, i in zip(batch, id_raws, strict=True) if not 0 < len(i) <= MAX_NAME)
             raise InvalidStreamError(f"event id {bad!r} must be 1 to {MAX_NAME} UTF-8 bytes")
+        if first + len(batch) - 1 > _MAX_SEQ:
+            msg = (
+                f"{self._path} holds a record at seq {self._head_seq}: no seq is left for {len(batch)} "
+                f"more (no writer gets near {_MAX_SEQ}: the file was changed; verify() names it)"
+            )
+            raise JournalIntegrityError(msg)
         keys = [n.to_bytes(8, "big") for n in range(first, first + len(batch))]
         prev = self._head_chain
         with self._env.begin(write=True) as txn:

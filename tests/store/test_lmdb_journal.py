@@ -277,6 +277,29 @@ class TestTamperEvidence:
         assert (closed_journal / "data.mdb").read_bytes() == data
         assert not _verify(closed_journal).ok
 
+    def test_a_last_seq_moved_to_the_end_of_the_seq_space_refuses_appends_by_type(
+        self, closed_journal: Path
+    ) -> None:
+        # No writer gets near 2**64 - 1; a record moved there (and a head made for it,
+        # which needs no key on an unkeyed journal) leaves no room for the next seq.
+        top = 2**64 - 1
+
+        def move(txn: Any, events: Any, dbs: dict[bytes, Any]) -> None:
+            record = bytes(txn.get(_seq(20), db=events))
+            txn.delete(_seq(20), db=events)
+            txn.put(_seq(top), record, db=events)
+            txn.put(b"head", head_value(_seq(top), record[-16:], b""), db=dbs[b"meta"])
+
+        _raw_edit(closed_journal, move)
+        data = (closed_journal / "data.mdb").read_bytes()
+
+        with Journal.open(closed_journal) as journal:
+            assert journal.last_seq == top
+            with pytest.raises(JournalIntegrityError, match="no seq is left"):
+                journal.append(make_events(1, start=100))
+            assert not journal.is_failed  # refused before writing: nothing to stop for
+        assert (closed_journal / "data.mdb").read_bytes() == data
+
     @pytest.mark.parametrize("name", [b"heads", b"ids", b"anchors", b"snapshots"])
     def test_a_removed_index_database_is_refused_not_re_created_empty(
         self, closed_journal: Path, name: bytes
