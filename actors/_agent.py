@@ -974,9 +974,9 @@ class AgentContext:
         """A deep copy of a private value; None when missing."""
         return self._actor.op_private(key)
 
-    def set_task_context(self, context: Mapping[str, Any] | None) -> None:
-        """Replace this agent's task layer."""
-        self._actor.op_set_task_context(context)
+    def set_task_context(self, mapping: Mapping[str, Any] | None) -> None:
+        """Replace this agent's task layer with a deep copy of ``mapping`` (None means empty)."""
+        self._actor.op_set_task_context(mapping)
 
     def task_context(self) -> dict[str, Any]:
         """A deep copy of the task layer."""

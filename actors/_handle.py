@@ -125,9 +125,9 @@ class Agent:
         # gives the new one).
         return self._runtime._ask(self._id, name, *args, incarnation=self._shared)  # noqa: SLF001
 
-    def set_task_context(self, context: Mapping[str, Any] | None) -> None:
-        """Replace the task layer with a deep copy of ``context`` (None means empty)."""
-        self._call("set_task_context", context)
+    def set_task_context(self, mapping: Mapping[str, Any] | None) -> None:
+        """Replace the task layer with a deep copy of ``mapping`` (None means empty)."""
+        self._call("set_task_context", mapping)
 
     def task_context(self) -> dict[str, Any]:
         """A deep copy of the task layer."""

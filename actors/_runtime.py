@@ -861,7 +861,7 @@ class Runtime:
         self.bus._forget(agent_id)  # noqa: SLF001
         ref.stop(block=False)  # behind what is in its mailbox, which it refuses
 
-    def publish_task_context(self, task_id: str, context: Mapping[str, Any] | None) -> list[str]:
+    def publish_task_context(self, task_id: str, mapping: Mapping[str, Any] | None) -> list[str]:
         """Replace the task layer of every live agent of ``task_id``, as one journaled event.
 
         Returns the ids it went to, once the event is durable; each agent applies it in
@@ -870,19 +870,19 @@ class Runtime:
         (``call_timeout`` at most, for all targets together) takes it over its size
         (logged), rather than leave that agent short of what replay will give it. If
         the commit times out (``ActorTimeoutError``), it is delivered once stored.
-        ``context`` None means an empty task layer, as for ``set_task_context``.
+        ``mapping`` None means an empty task layer, as for ``set_task_context``.
 
         Raises:
             RuntimeClosedError: the runtime is closed.
-            TypeError: ``task_id`` is not a str, or ``context`` is no mapping.
-            UnencodableValueError: ``context`` holds a value msgspec cannot encode
+            TypeError: ``task_id`` is not a str, or ``mapping`` is no mapping.
+            UnencodableValueError: ``mapping`` holds a value msgspec cannot encode
                 (also a ``TypeError``).
             ActorTimeoutError: the event was not durable within ``call_timeout``.
 
         """
         self._check_open()
         require_str(task_id, "task_id")
-        copied = admit_mapping(context)
+        copied = admit_mapping(mapping)
         writer = self._core.writer
         if writer is not None:
             writer.wait_for_room()  # not while holding _order, which other callers wait for

@@ -353,6 +353,22 @@ class TestFabric:
         runtime.agent("b").set_task_context({"goal": "mine"})
         assert runtime.agent("b").task_context() == {"goal": "mine"}
 
+    def test_the_task_layer_setters_take_the_mapping_by_its_name(self, runtime: Runtime) -> None:
+        # the issue's names: set_task_context(mapping), publish_task_context(task_id, mapping)
+        class SetsItsOwn:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                ctx.set_task_context(mapping={"by": "ctx"})
+                return ctx.task_context()
+
+        runtime.spawn("a", task_id="t")
+        runtime.spawn("b", task_id="t", behavior=SetsItsOwn())
+
+        runtime.agent("a").set_task_context(mapping={"by": "handle"})
+        assert runtime.agent("a").task_context() == {"by": "handle"}
+        assert runtime.publish_task_context(task_id="t", mapping={"by": "publish"}) == ["a", "b"]
+        assert runtime.agent("a").task_context() == {"by": "publish"}
+        assert runtime.bus.request("a", "b", "go", None, timeout=10.0).payload == {"by": "ctx"}
+
 
 def _one_agent_with_a_snapshot(path: Path) -> Config:
     """A journal at ``path`` of agent "a" and 12 private values: seqs 1..13, a snapshot at 10."""

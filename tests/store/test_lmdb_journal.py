@@ -294,6 +294,7 @@ class TestTamperEvidence:
         data = (closed_journal / "data.mdb").read_bytes()
 
         with Journal.open(closed_journal) as journal:
+            assert isinstance(journal, LmdbJournal)
             assert journal.last_seq == top
             with pytest.raises(JournalIntegrityError, match="no seq is left"):
                 journal.append(make_events(1, start=100))
