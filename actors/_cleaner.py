@@ -134,10 +134,10 @@ def _turns(messages: Sequence[Message]) -> list[list[Message]]:
         return []
     turns: list[list[Message]] = [[]]
     if any(m.turn_id for m in messages):
-        current = None
+        current = None  # the first turn id names the turn open already: what came before joins it
         for m in messages:
             if m.turn_id and m.turn_id != current:
-                if turns[-1]:
+                if current is not None:
                     turns.append([])
                 current = m.turn_id
             turns[-1].append(m)
@@ -237,8 +237,12 @@ def _active_turn(turn: list[Message], options: CleanOptions) -> list[Message]:
 def clean_with_turns(messages: Sequence[Message], options: CleanOptions) -> list[Message]:
     """Clean a window turn by turn (spec §5.4 ``CleanWithTurns``).
 
-    The last turn is active: its tool traffic is kept exactly. Earlier turns have
-    tool results and tool calls summarised, everything else cleaned.
+    Turns: where any message has a turn id, a new turn starts at each turn id other
+    than the current one (the first one names the turn open already, so the messages
+    before it join it; an untagged message stays in the current turn); else at each
+    user message once the turn holds one; else the window is one turn. The last turn is
+    active: its tool traffic is kept exactly. Earlier turns have tool results and tool
+    calls summarised, everything else cleaned.
     """
     turns = _turns(messages)
     if options.max_summarized_turns > 0:

@@ -44,7 +44,7 @@ from cogfabric.events import (
 from cogfabric.events._codec import require_str, validated
 from cogfabric.store import JournalError
 
-from ._cleaner import clean, clean_with_turns, with_ellipsis
+from ._cleaner import CleanOptions, clean, clean_with_turns, with_ellipsis
 from ._clock import MAX_WAIT, bounded_wait
 from ._errors import (
     ActorTimeoutError,
@@ -76,6 +76,7 @@ log = logging.getLogger(__name__)
 SEED_MESSAGE: Final = "New session started"
 _DRAIN: Final = "drain"
 _CONTEXT_LINE: Final = 100
+_DEFAULT_CLEAN: Final = CleanOptions()
 
 
 class Snippet(msgspec.Struct, frozen=True):
@@ -572,7 +573,9 @@ class MemoryManager:
             state = self._live(session_id, touch=True)
         except SessionNotFoundError:
             return None
-        history = clean(state.messages[-self._config.max_history :], self._config.clean)
+        # the default options, not the configured ones: the original's BuildContext
+        # calls Clean without any (only its prompt window takes them)
+        history = clean(state.messages[-self._config.max_history :], _DEFAULT_CLEAN)
         if not history:
             return ""
         prefixes = {
@@ -711,6 +714,9 @@ class MemoryManager:
 
         Retrieved context for ``input`` (with retrievers set) and a blank line, then the
         last ``max_history`` messages cleaned, one line each, then ``input`` (spec §5.3).
+        As in the original, the cleaning uses ``CleanOptions()``'s defaults, not the
+        configured ``memory.clean`` (which the prompt window, ``build_prompt_messages``,
+        uses), and each line is cut to 100 code points.
         """
         require_str(input, "input")
         require_str(session_id, "session_id")

@@ -308,6 +308,17 @@ class TestSessions:
 
             assert rt.memory.build_context("x", session).count("Message") <= 5
 
+    def test_build_context_cleans_with_the_default_options_as_the_original_does(self, tmp_path: Path) -> None:
+        # the original's BuildContext calls Clean without options; only the prompt window
+        # (build_prompt_messages) takes the configured ones
+        config = _config(clean={"max_user_len": 20})
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
+            session = rt.memory.create_session("u")
+            rt.memory.add_message(session, "user", "x" * 80)
+
+            assert "User: " + "x" * 80 + "\n" in rt.memory.build_context("now", session)
+            assert rt.memory.build_prompt_messages(session)[-1].content == "x" * 17 + "..."
+
     def test_unknown_sessions(self, runtime: Runtime) -> None:
         assert runtime.memory.build_context("input", "nope") == "input"
         with pytest.raises(SessionNotFoundError, match="session not found"):
@@ -809,6 +820,25 @@ class TestCleaner:
         assert out[2].content == "GET http://x → 200"
         assert out[3] == Message(role="user", content="again", turn_id="t2")
         assert out[4] == messages[4]
+
+    def test_messages_before_the_first_turn_id_join_the_first_turn(self) -> None:
+        # the original's groupByTurnID: the first turn id names the turn already open,
+        # so the session's seed and untagged tool traffic before it are not a finished turn
+        call = ToolCall(id="c1", function=ToolCallFunction(name="web_scraper", arguments="{}"))
+        messages = [
+            Message(role="system", content="New session started"),
+            Message(role="assistant", content="", tool_calls=[call]),
+            Message(role="tool_result", content="Result line one is here. " * 10, tool_call_id="c1"),
+            Message(role="user", content="question", turn_id="t1"),
+            Message(role="assistant", content="answer", turn_id="t1"),
+        ]
+
+        out = clean_with_turns(messages, CleanOptions(max_summarized_turns=1))
+
+        assert [m.content for m in out[:1] + out[3:]] == ["New session started", "question", "answer"]
+        assert out[1:3] == messages[1:3]  # tool traffic of the active turn is kept as it is
+        later = [*messages, Message(role="user", content="next", turn_id="t2")]
+        assert [m.content for m in clean_with_turns(later, CleanOptions(max_summarized_turns=1))] == ["next"]
 
     @pytest.mark.parametrize(
         ("tool", "arguments", "output", "summary"),
