@@ -472,7 +472,7 @@ class Model:
         return clean_with_turns(s.messages[-MAX_HISTORY:], CLEAN)
 
     def context(self, text: str, s: MSession) -> str:
-        history = clean(s.messages[-MAX_HISTORY:], CLEAN)
+        history = clean(s.messages[-MAX_HISTORY:], CleanOptions())  # build_context: the defaults
         prefixes = {
             "user": "User: ",
             "assistant": "Assistant: ",
