@@ -35,7 +35,7 @@ GO_SPACE = (
 arguments also trims U+001C to U+001F, which Go keeps."""
 
 _CODE_BLOCK = re.compile(r"```([^`]*)```")
-_SENTENCE_END = re.compile(r"[.!?\n]+\s*")
+_SENTENCE_END = re.compile(r"[.!?\n]+[\t\n\f\r ]*")  # Go's \s: ASCII only
 # A code runner's exit code: "exit code: 1", "Exit code: 2", "exit_code=0", "exit=3",
 # "exit status 1", "exited with code 137", "returncode: 1".
 _EXIT_CODE = re.compile(
@@ -51,6 +51,8 @@ _HTTP_STATUS = re.compile(
     re.IGNORECASE,
 )
 _GIST_ANY_TOOL = 200
+_FILE_ERROR = 150
+_PREVIEW = 100
 _GIST_TOOL_CALL = 100
 _SHOWN_ARG = 20
 
@@ -170,14 +172,34 @@ def _count_results(content: str) -> int:
     return len(parsed) if isinstance(parsed, list) else 1
 
 
+def _file_summary(args: dict[str, Any], content: str) -> str:
+    """A file tool's result, as the original's ``summarizeFileToolResult``."""
+    operation = args.get("operation")
+    operation = operation if isinstance(operation, str) else ""
+    path = args.get("path")
+    path = path if isinstance(path, str) else ""
+    if content.startswith(("Error:", "error:")):
+        return f"File {path} ({operation}): {with_ellipsis(content, _FILE_ERROR)}"
+    if operation == "read":
+        lines = content.split("\n", 2)
+        preview = lines[0].strip(GO_SPACE)
+        if not preview and len(lines) > 1:
+            preview = lines[1].strip(GO_SPACE)
+        if preview:
+            return f"Read {path}: {with_ellipsis(preview, _PREVIEW)}"
+        return f"Read {path} ({len(content.encode())} bytes)"
+    if operation == "write":
+        return f"Wrote {path} ({len(content.encode())} bytes)"
+    if operation == "list":
+        return f"Listed {path} ({len(content.split(chr(10)))} entries)"
+    return extract_gist(content, _GIST_ANY_TOOL)
+
+
 def _tool_summary(call: ToolCall, content: str) -> str:
     name = call.function.name
     args = _arguments(call)
     if name == "file_tools" or name.startswith("file_"):
-        action = str(args.get("operation") or args.get("action") or name.removeprefix("file_")).lower()
-        target = args.get("path") or args.get("file") or ""
-        verb = {"read": "Read", "write": "Wrote", "list": "Listed"}.get(action, action.capitalize() or "Used")
-        return f"{verb} {target}".strip()
+        return _file_summary(args, content)
     if name == "code_runner":
         command = args.get("command") or args.get("code") or ""
         exit_code = _EXIT_CODE.search(content)
@@ -201,11 +223,12 @@ def _summarise_call(message: Message) -> str:
     for call in message.tool_calls:
         shown = []
         for key, value in _arguments(call).items():
-            if isinstance(value, str) and len(value) <= _SHOWN_ARG:
-                shown.append(f'{key}="{value}"')
+            if isinstance(value, str) and len(value.encode()) <= _SHOWN_ARG:  # Go's len: bytes
+                shown.append(f"{key}={json.dumps(value, ensure_ascii=False)}")  # quoted, as Go's %q
             else:
                 shown.append(key)
-        parts.append(f"{call.id}: call {call.function.name}({', '.join(shown)})")
+        summary = f"call {call.function.name}({', '.join(shown)})"
+        parts.append(f"{call.id}: {summary}" if call.id else summary)
     return "; ".join(parts)
 
 
@@ -215,9 +238,10 @@ def _finished_turn(turn: list[Message], options: CleanOptions) -> list[Message]:
     for m in turn:
         if m.role == ROLE_TOOL_RESULT:
             call = calls.get(m.tool_call_id) if m.tool_call_id else None
-            summary = (
-                _tool_summary(call, m.content) if call else extract_gist(m.content, options.max_tool_len)
-            )
+            if call is None:
+                summary = extract_gist(m.content, options.max_tool_len)
+            else:  # an empty result stays empty, as in the original: nothing to summarise
+                summary = _tool_summary(call, m.content) if m.content else m.content
             out.append(msgspec.structs.replace(m, content=summary))
         elif m.role == ROLE_TOOL_CALL:
             out.append(msgspec.structs.replace(m, content=_summarise_call(m)))

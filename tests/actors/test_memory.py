@@ -878,6 +878,69 @@ class TestCleaner:
 
         assert clean_with_turns(messages, CleanOptions())[2].content == summary
 
+    @pytest.mark.parametrize(
+        ("tool", "arguments", "output", "summary"),
+        [
+            (
+                "file_tools",
+                '{"operation": "read", "path": "/a"}',
+                "\n  first line\nmore",
+                "Read /a: first line",
+            ),
+            ("file_read", '{"operation": "read", "path": "/a"}', "\n\nthird", "Read /a (7 bytes)"),
+            ("file_tools", '{"operation": "write", "path": "/a"}', "héllo", "Wrote /a (6 bytes)"),
+            ("file_tools", '{"operation": "list", "path": "/d"}', "a\nb\nc", "Listed /d (3 entries)"),
+            (
+                "file_tools",
+                '{"operation": "write", "path": "/etc/app.conf"}',
+                "Error: permission denied",
+                "File /etc/app.conf (write): Error: permission denied",
+            ),
+            ("file_tools", '{"path": "/a"}', "contents of a. More.", "contents of a."),
+            ("file_stat", '{"operation": "stat", "path": "/a"}', "size 3. mode 644", "size 3."),
+            ("code_runner", '{"command": "true"}', "", ""),  # an empty result stays empty
+            ("http_request", '{"url": "http://x"}', "", ""),
+            (
+                "other",
+                "{}",
+                "Done.\x1f then more",
+                "Done.",
+            ),  # Go's \s is ASCII: the sentence ends before U+001F
+        ],
+    )
+    def test_a_finished_turns_tool_result_is_summarised_as_the_original_does(
+        self, tool: str, arguments: str, output: str, summary: str
+    ) -> None:
+        call = ToolCall(id="c1", function=ToolCallFunction(name=tool, arguments=arguments))
+        messages = [
+            Message(role="user", content="go", turn_id="t1"),
+            Message(role="assistant", content="", turn_id="t1", tool_calls=[call]),
+            Message(role="tool_result", content=output, turn_id="t1", tool_call_id="c1"),
+            Message(role="user", content="next", turn_id="t2"),
+        ]
+
+        assert clean_with_turns(messages, CleanOptions())[2].content == summary
+
+    def test_a_finished_turns_tool_call_names_its_calls_with_quoted_short_values(self) -> None:
+        calls = [
+            ToolCall(id="", function=ToolCallFunction(name="f", arguments='{"a": "b", "n": 3}')),
+            ToolCall(
+                id="c2",
+                function=ToolCallFunction(
+                    name="g", arguments='{"q": "x\\"y\\nz", "long": "' + "é" * 11 + '"}'
+                ),
+            ),
+        ]
+        messages = [
+            Message(role="tool_call", content="calling", turn_id="t1", tool_calls=calls),
+            Message(role="user", content="next", turn_id="t2"),
+        ]
+
+        summary = clean_with_turns(messages, CleanOptions())[0].content
+
+        # no id: no "id: " before it; a value of more than 20 bytes (11 é are 22) shows its key only
+        assert summary == 'call f(a="b", n); c2: call g(q="x\\"y\\nz", long)'
+
     @pytest.mark.parametrize("tool", ["code_runner", "knowledge_search"])
     def test_json_nested_past_the_stack_is_summarised_as_malformed_json_is(self, tool: str) -> None:
         deep = "[" * 100_000 + "]" * 100_000  # a model's or a tool's text: json.loads recurses
