@@ -40,6 +40,7 @@ from ._errors import (
     ActorTimeoutError,
     AgentExistsError,
     AgentNotFoundError,
+    AgentRetiredError,
     AgentRunningError,
     InvalidSpawnSpecError,
     MailboxFullError,
@@ -505,7 +506,9 @@ class Runtime:
         instance, and a reopen cannot reattach it unless that name is registered, so
         the agent comes back without a behavior and messages to it are dead-lettered.
         A class counts as registered when it is itself a factory in ``behaviors``
-        (an instance made by a function that is registered is not recognised).
+        (an instance made by a function that is registered is not recognised). An
+        empty id is assigned one, and an empty ``parent`` is none (a root agent), as
+        in the original.
 
         Raises:
             InvalidSpawnSpecError: the id contains white space, the behavior is an
@@ -753,6 +756,8 @@ class Runtime:
                     require_str(value, name)
                 except TypeError as exc:
                     raise SpawnSpecTypeError(str(exc)) from None
+        if parent == "":
+            parent = None  # no agent has the empty id: the original's root agent
         priority = _spawn_priority(priority)
         capabilities = _spawn_capabilities(capabilities)
         cognitive = CognitiveState()
@@ -833,8 +838,11 @@ class Runtime:
             CognitiveStateSchemaVersionError: ``state`` is of a future schema version.
 
         """
-        if self._entry(agent_id).shared.lifecycle == AgentState.RUNNING:
+        lifecycle = self._entry(agent_id).shared.lifecycle
+        if lifecycle == AgentState.RUNNING:
             raise AgentRunningError(agent_id)
+        if lifecycle == AgentState.RETIRED:
+            raise AgentRetiredError(agent_id)  # before the state's version, as the original checks
         upgrade_cognitive_state(state)
         self._ask(agent_id, "recover", state)
 

@@ -106,6 +106,14 @@ class TestFabric:
         assert runtime.agent("parent").lifecycle == AgentState.IDLE
         assert child.lifecycle == AgentState.IDLE
 
+    def test_an_empty_parent_is_none_a_root_agent(self, runtime: Runtime, tmp_path: Path) -> None:
+        root = runtime.spawn("root", parent="")
+
+        assert root.parent is None
+        assert runtime.children("") == []
+        with _reopen(runtime, tmp_path) as again:
+            assert again.agent("root").parent is None
+
     def test_parent_death_child_survives(self, runtime: Runtime) -> None:
         runtime.spawn("parent")
         runtime.spawn("child", parent="parent")
@@ -264,6 +272,9 @@ class TestFabric:
                 operation("a")
         with pytest.raises(AgentRetiredError):
             runtime.recover("a", CognitiveState())
+        # retired is checked first, as the original does, also for a state of a future version
+        with pytest.raises(AgentRetiredError):
+            runtime.recover("a", CognitiveState(schema_version=2))
 
     def test_set_task_context_does_not_mutate_caller(self, runtime: Runtime) -> None:
         agent = runtime.spawn("a")
