@@ -455,8 +455,15 @@ class IpcBus:
         task_id: str,
         snapshot: object = None,
         timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        *,
+        cause: str | None = None,
+        trace: str | None = None,
     ) -> IpcMessage:
         """Hand a task over: a request on topic ``handoff-task``; raises as ``request`` does.
+
+        ``cause`` and ``trace`` are ``request``'s: a behavior that hands over the task
+        of the message it handles passes ``cause=message.id, trace=message.trace_id``
+        to continue that trace, as the original's handoff continues its context's.
 
         Raises:
             TypeError: ``task_id`` is not a str.
@@ -464,7 +471,7 @@ class IpcBus:
         """
         require_str(task_id, "task_id")
         payload = {"task_id": task_id, "context": snapshot, "artifacts": []}
-        return self.request(frm, to, HANDOFF_TOPIC, payload, timeout)
+        return self.request(frm, to, HANDOFF_TOPIC, payload, timeout, cause=cause, trace=trace)
 
     def subscribe(self, agent_id: str, topic: str) -> None:
         """Subscribe a live agent to ``topic`` (journaled; duplicates ignored).
@@ -483,15 +490,22 @@ class IpcBus:
         self._ask_agent(agent_id, "subscribe", topic)
 
     def unsubscribe(self, agent_id: str, topic: str) -> None:
-        """Unsubscribe an agent from ``topic`` (journaled; a no-op when not subscribed).
+        """Unsubscribe an agent from ``topic`` (journaled); a no-op when it is not subscribed.
+
+        As the original's, it never fails for what it is given: an agent that is not
+        live (unknown, or killed: a kill drops its subscriptions), an empty id or an
+        empty topic has no subscription to remove.
 
         Raises:
-            AgentNotRegisteredError: no live agent has that id (an ``AgentNotFoundError``).
-            IpcInvalidMessageError: an empty agent id or topic.
+            TypeError: ``agent_id`` or ``topic`` is not a str.
 
         """
-        self._check_ids(agent_id, topic)
-        self._ask_agent(agent_id, "unsubscribe", topic)
+        require_str(agent_id, "agent id")
+        require_str(topic, "topic")
+        if not agent_id or not topic:
+            return
+        with contextlib.suppress(AgentNotFoundError):
+            self._runtime._ask(agent_id, "unsubscribe", topic)  # noqa: SLF001
 
     def _ask_agent(self, agent_id: str, name: str, topic: str) -> None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import subprocess
 import sys
@@ -973,6 +974,39 @@ class TestBus:
         assert reply.payload == "accept"
         assert [m.topic for m in Recorder.log] == ["handoff-task"]
         assert Recorder.log[0].payload == {"task_id": "t1", "context": {"state": 1}, "artifacts": []}
+
+    def test_handoff_continues_the_trace_it_is_given(self, runtime: Runtime) -> None:
+        runtime.spawn("b", behavior="rec")
+
+        runtime.bus.handoff("a", "b", "t1", None, timeout=10, cause="m-1", trace="trace-1")
+
+        assert (Recorder.log[0].cause, Recorder.log[0].trace_id) == ("m-1", "trace-1")
+
+    def test_unsubscribe_never_fails_for_what_it_is_given(self, runtime: Runtime) -> None:
+        # the original's Unsubscribe returns nothing: no subscription, nothing to remove
+        runtime.spawn("b", behavior="rec")
+        runtime.bus.subscribe("b", "news")
+        runtime.kill("b")
+
+        for agent_id, topic in (("b", "news"), ("nobody", "news"), ("", "news"), ("b", "")):
+            runtime.bus.unsubscribe(agent_id, topic)
+
+        assert runtime.bus.subscribers("news") == []
+        with pytest.raises(TypeError):
+            runtime.bus.unsubscribe(5, "news")  # type: ignore[arg-type]
+
+    def test_concurrent_requests_are_safe(self, runtime: Runtime) -> None:
+        # spec §3.4 TestConcurrentRequestsAreSafe: each caller gets its own reply
+        runtime.spawn("b", behavior="rec")
+
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            replies = list(
+                pool.map(lambda i: runtime.bus.request(f"c{i}", "b", "q", i, timeout=30.0), range(10))
+            )
+
+        assert [r.payload for r in replies] == [{"echo": i, "by": "b"} for i in range(10)]
+        assert [r.recipient for r in replies] == [f"c{i}" for i in range(10)]
+        assert len({r.correlation_id for r in replies}) == 10
 
     def test_subscribe_broadcast(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
