@@ -812,17 +812,17 @@ class Runtime:
 
     def suspend(self, agent_id: str) -> None:
         """Suspend an agent; idempotent. Raises ``AgentRetiredError`` for a retired one."""
-        self._ask(agent_id, "suspend")
+        self._ask(agent_id, "suspend", control=True)
 
     def resume(self, agent_id: str) -> None:
         """Resume a suspended agent (``AgentNotSuspendedError`` otherwise)."""
-        self._ask(agent_id, "resume")
+        self._ask(agent_id, "resume", control=True)
 
     def retire(self, agent_id: str) -> None:
         """Retire an agent; idempotent. Raises ``AgentRunningError`` while it runs."""
         if self._entry(agent_id).shared.lifecycle == AgentState.RUNNING:
             raise AgentRunningError(agent_id)
-        self._ask(agent_id, "retire")
+        self._ask(agent_id, "retire", control=True)
 
     def recover(self, agent_id: str, state: CognitiveState) -> None:
         """Install a cognitive state (e.g. a checkpoint) in an IDLE or SUSPENDED agent.
@@ -844,7 +844,7 @@ class Runtime:
         if lifecycle == AgentState.RETIRED:
             raise AgentRetiredError(agent_id)  # before the state's version, as the original checks
         upgrade_cognitive_state(state)
-        self._ask(agent_id, "recover", state)
+        self._ask(agent_id, "recover", state, control=True)
 
     def kill(self, agent_id: str) -> None:
         """Journal a death snapshot and remove the agent; its children live on.
@@ -852,10 +852,12 @@ class Runtime:
         The agent removes itself once its death is journaled, in its mailbox order, so
         a kill that raises ``ActorTimeoutError`` (the agent was busy) still completes
         when the agent gets to it, as the journal will show; nothing it still had in its
-        mailbox is handled after that.
+        mailbox is handled after that. Like every lifecycle call, it is queued even when
+        the agent's mailbox is full (past the bound), never refused with
+        ``MailboxFullError``.
         """
         entry = self._entry(agent_id)
-        self._ask(agent_id, "kill")
+        self._ask(agent_id, "kill", control=True)
         self._stop_ref(entry.ref)
 
     def _on_killed(self, agent_id: str, ref: pykka.ActorRef[AgentActor]) -> None:
@@ -1115,11 +1117,21 @@ class Runtime:
             FanOut.untold(message)
             raise AgentNotFoundError(agent_id) from exc
 
-    def _ask(self, agent_id: str, name: str, *args: object, incarnation: Shared | None = None) -> Any:  # noqa: ANN401 - the operation's result
+    def _ask(
+        self,
+        agent_id: str,
+        name: str,
+        *args: object,
+        incarnation: Shared | None = None,
+        control: bool = False,
+    ) -> Any:  # noqa: ANN401 - the operation's result
         """Run operation ``name`` on the agent's actor; ``incarnation``: only on that one.
 
         A handle passes its agent's ``Shared``: once that agent is killed, a new agent
-        spawned with the same id is not the one the handle was given.
+        spawned with the same id is not the one the handle was given. A lifecycle
+        operation (``control``) takes its mailbox slot over the bound rather than wait
+        for room: a kill must reach an agent whose mailbox its own busy behavior keeps
+        full (each caller waits for its answer, so they cannot pile up without limit).
         """
         entry = self._entry(agent_id) if incarnation is None else self._incarnation(agent_id, incarnation)
         if entry.shared.thread is threading.current_thread():
@@ -1129,7 +1141,10 @@ class Runtime:
                 "wait for itself: use ctx for its own state, and lifecycle calls from elsewhere"
             )
             raise AgentRunningError(agent_id, detail)
-        self._admit(agent_id, entry)
+        if control:
+            entry.shared.slots.take()
+        else:
+            self._admit(agent_id, entry)
         try:
             result = entry.ref.ask((CALL, name, args), timeout=self._core.call_timeout)
         except pykka.Timeout as exc:

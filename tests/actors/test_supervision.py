@@ -1106,6 +1106,30 @@ class TestBackpressure:
             assert [m.topic for m in Gate.seen] == ["block", "one"]
             assert runtime._entry("a").shared.slots.free == 1  # every slot given back
 
+    @pytest.mark.parametrize("operation", ["kill", "suspend"])
+    def test_a_lifecycle_call_reaches_an_agent_whose_mailbox_stays_full(
+        self, tmp_path: Path, operation: str
+    ) -> None:
+        # a kill must reach an agent whose own busy behavior keeps its mailbox full: it is
+        # queued past the bound (the caller hears ActorTimeoutError while the agent is busy)
+        with _open(tmp_path / "j", mailbox=1, timeout=0.3) as runtime:
+            runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            runtime.bus.send("x", "a", "one")  # the mailbox is full now
+
+            with pytest.raises(ActorTimeoutError, match="did not answer"):
+                getattr(runtime, operation)("a")
+            Gate.release.set()
+            runtime.flush()
+
+            assert [m.topic for m in Gate.seen] == ["block", "one"]
+            if operation == "kill":
+                assert runtime.agents() == []
+            else:
+                assert runtime.agent("a").lifecycle == AgentState.SUSPENDED
+                assert runtime._entry("a").shared.slots.free == 1  # every slot given back
+
     def test_close_stops_busy_agents_together_within_one_call_timeout(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
