@@ -173,18 +173,22 @@ class IpcBus:
             topic=message.topic,
             reason=reason,
             error=error,
+            payload=_copied(message.payload),  # its own: the message's may still be in use
+            trace_id=message.trace_id,
             cause=message.id,
         )
 
     def dead_letters(self) -> list[IpcDeadLettered]:
         """The most recent dead letters of this runtime (at most 1,024), oldest first.
 
-        Kept in memory since the runtime opened; earlier ones are in the journal
+        Each holds its message's payload (a copy of its own) and trace id. Kept in
+        memory since the runtime opened; earlier ones are in the journal
         (``IpcDeadLettered`` records of the ``bus`` stream: ``cogfabric export
         --stream bus``), not reloaded on reopen.
         """
         with self._lock:
-            return list(self._dead)
+            letters = list(self._dead)
+        return [msgspec.structs.replace(letter, payload=_copied(letter.payload)) for letter in letters]
 
     # ------------------------------------------------------------- primitives
 
@@ -646,6 +650,13 @@ class IpcBus:
                 continue
             delivered += 1
         return delivered
+
+
+def _copied(value: object) -> Any:  # noqa: ANN401 - a payload is any encodable value
+    """A deep copy of ``value`` (itself when it cannot change)."""
+    if isinstance(value, str | int | float | bytes | None):
+        return value
+    return copy_value(value)
 
 
 def _own_copy(message: IpcMessage) -> IpcMessage:

@@ -223,7 +223,13 @@ class IpcDelivered(_BusEvent, frozen=True, kw_only=True):
 
 
 class IpcDeadLettered(_BusEvent, frozen=True, kw_only=True):
-    """An IPC message could not be delivered or handled."""
+    """An IPC message could not be delivered or handled.
+
+    It carries the message's ``payload`` and ``trace_id`` as the original's dead
+    letters do, for diagnosis and redelivery: a message refused before it was
+    journaled (an unknown recipient, a full mailbox) is kept by its dead letter alone.
+    Records written before these fields existed read them as None and "".
+    """
 
     message_id: str
     sender: str
@@ -231,6 +237,8 @@ class IpcDeadLettered(_BusEvent, frozen=True, kw_only=True):
     topic: str
     reason: str
     error: str = ""
+    payload: Any = None
+    trace_id: str = ""
 
 
 class SessionEvent(Event, frozen=True, kw_only=True):

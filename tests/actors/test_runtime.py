@@ -842,6 +842,35 @@ class TestBus:
 
         assert [d.reason for d in runtime.bus.dead_letters()] == ["agent not registered"]
 
+    def test_a_dead_letter_keeps_the_payload_and_trace_of_its_message(
+        self, runtime: Runtime, tmp_path: Path
+    ) -> None:
+        # as the original's DeadLetter: a message refused before it was journaled (an
+        # unknown recipient) is kept by its dead letter alone
+        runtime.spawn("b", behavior="rec")
+        with pytest.raises(AgentNotFoundError):
+            runtime.bus.send("a", "nobody", "hello", {"plan": [1, 2]})
+        with pytest.raises(IpcHandlerError):
+            runtime.bus.request("a", "b", "boom", {"n": 3}, timeout=10)
+
+        letters = runtime.bus.dead_letters()
+        assert [(d.reason, d.payload) for d in letters] == [
+            ("agent not registered", {"plan": [1, 2]}),
+            ("handler error", {"n": 3}),
+        ]
+        assert all(d.trace_id for d in letters)
+        letters[0].payload["plan"].append(3)  # a copy: the runtime's own is unchanged
+        assert runtime.bus.dead_letters()[0].payload == {"plan": [1, 2]}
+        with _reopen(runtime, tmp_path) as again:
+            assert again._journal is not None
+            stored = [
+                r.event for r in again._journal.read(stream="bus") if isinstance(r.event, IpcDeadLettered)
+            ]
+        assert [(d.payload, d.trace_id) for d in stored] == [
+            ({"plan": [1, 2]}, letters[0].trace_id),
+            ({"n": 3}, letters[1].trace_id),
+        ]
+
     def test_the_bus_names_an_unknown_target_with_the_originals_error(self, runtime: Runtime) -> None:
         calls: list[Callable[[], object]] = [
             lambda: runtime.bus.send("a", "nobody", "hello"),
