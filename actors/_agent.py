@@ -236,6 +236,12 @@ def on_agent_thread() -> bool:
     return getattr(_thread_role, "agent", False)
 
 
+def agent_of_thread(core: object) -> str | None:
+    """The id of the agent of runtime ``core`` whose actor runs on this thread, if any."""
+    mine: tuple[object, str] | None = getattr(_thread_role, "mine", None)
+    return mine[1] if mine is not None and mine[0] is core else None
+
+
 def _nothing() -> None:
     """``Shared.flush_outbox`` before the actor runs: nothing is batched yet."""
 
@@ -468,6 +474,7 @@ class AgentActor(pykka.ThreadingActor):
         self._shared.thread = threading.current_thread()
         self._shared.flush_outbox = self.flush_outbox
         _thread_role.agent = True
+        _thread_role.mine = (self._core, self._state.id)
 
     def on_stop(self) -> None:
         """Pykka's hook, as the actor stops: a handle kept after a kill must not keep it alive."""

@@ -16,7 +16,7 @@ from cogfabric.events import IpcDeadLettered, IpcMessage, admit_value, copy_valu
 from cogfabric.events._codec import journal_repr, require_str
 from cogfabric.store import JournalError
 
-from ._agent import FanOut
+from ._agent import FanOut, agent_of_thread
 from ._clock import bounded_wait
 from ._errors import (
     ActorTimeoutError,
@@ -86,6 +86,8 @@ class IpcBus:
         self._orders: dict[tuple[str, str], int] = {}
         """(topic, agent) -> the subscription's order, as journaled (``IpcSubscribed.order``)."""
         self._next_order = 1
+        self._waiting: dict[str, str] = {}
+        """agent -> the agent its behavior waits on for a reply (a request made on its thread)."""
 
     # ------------------------------------------------------------- journaling
 
@@ -278,7 +280,10 @@ class IpcBus:
             IpcNoHandlerError: the recipient has no behavior, or is suspended or retired
                 (raised as soon as it reaches the request; one dead letter is journaled).
             IpcInvalidMessageError: called from ``to``'s own behavior, which would wait
-                for its own mailbox, which it is blocking (as ``ctx.request`` to itself).
+                for its own mailbox, which it is blocking (as ``ctx.request`` to itself);
+                or from a behavior that ``to`` waits for, itself or through others (``to``
+                requested it, or an agent that requested it...): each would wait for the
+                next one's reply until the timeout.
 
         """
         timeout = bounded_wait(timeout, DEFAULT_REQUEST_TIMEOUT)
@@ -286,6 +291,51 @@ class IpcBus:
         if entry is not None and entry.shared.thread is threading.current_thread():
             msg = f"agentipc: invalid message: {to!r} cannot be sent a request from its own behavior"
             raise IpcInvalidMessageError(msg)
+        waiter = agent_of_thread(self._core)
+        if waiter is None:
+            return self._request(frm, to, topic, payload, timeout=timeout, cause=cause, trace=trace)
+        self._wait_on(waiter, to)
+        try:
+            return self._request(frm, to, topic, payload, timeout=timeout, cause=cause, trace=trace)
+        finally:
+            with self._lock:
+                del self._waiting[waiter]
+
+    def _wait_on(self, waiter: str, to: str) -> None:
+        """Note that ``waiter``'s behavior waits for ``to``; refuse a wait that closes a circle.
+
+        ``to`` handles the request only once it is free, and it is not while it waits,
+        itself or through others, for ``waiter``'s behavior, which this request blocks.
+
+        Raises:
+            IpcInvalidMessageError: ``to`` waits for ``waiter`` (the request would only
+                time out).
+
+        """
+        with self._lock:
+            chain = [waiter, to]
+            while (hop := self._waiting.get(chain[-1])) is not None and hop not in chain:
+                chain.append(hop)
+            if hop == waiter:
+                circle = " -> ".join(map(repr, [*chain, waiter]))
+                msg = (
+                    f"agentipc: invalid message: a request from {waiter!r} to {to!r} would wait for "
+                    f"itself ({circle}: each behavior waits for the next one's reply)"
+                )
+                raise IpcInvalidMessageError(msg)
+            self._waiting[waiter] = to
+
+    def _request(
+        self,
+        frm: str,
+        to: str,
+        topic: str,
+        payload: object,
+        *,
+        timeout: float,
+        cause: str | None,
+        trace: str | None,
+    ) -> IpcMessage:
         message = self._message(
             frm,
             to,

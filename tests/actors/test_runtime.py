@@ -29,6 +29,7 @@ from cogfabric.actors import (
     InvalidSpawnSpecError,
     IpcBus,
     IpcHandlerError,
+    IpcInvalidMessageError,
     IpcNoHandlerError,
     IpcTimeoutError,
     JournalConfig,
@@ -1023,6 +1024,41 @@ class TestBus:
         assert runtime.bus.subscribers("news") == []
         with pytest.raises(TypeError):
             runtime.bus.unsubscribe(5, "news")  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize("ring", [["a", "b"], ["a", "b", "c"]])
+    def test_a_request_that_closes_a_circle_of_waiting_behaviors_is_refused_at_once(
+        self, runtime: Runtime, ring: list[str]
+    ) -> None:
+        # each behavior asks the next agent and waits; the last asks the first, whose
+        # behavior is blocked waiting: it could only time out (30 s here), so it is refused
+        class Asker:
+            def __init__(self, to: str | None) -> None:
+                self.to = to
+
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                if self.to is None:
+                    return ["answer"]
+                return [ctx.agent_id, *ctx.request(self.to, "ask", None, timeout=30.0).payload]
+
+        for agent_id, to in zip(ring, [*ring[1:], ring[0]], strict=True):
+            runtime.spawn(agent_id, behavior=Asker(to))
+
+        with pytest.raises(IpcHandlerError) as info:
+            runtime.bus.request("user", ring[0], "ask", None, timeout=30.0)
+
+        root: BaseException = info.value
+        while root.__cause__ is not None:
+            root = root.__cause__
+        assert isinstance(root, IpcInvalidMessageError)
+        circle = " -> ".join(repr(a) for a in [ring[-1], *ring])  # refused to the last asker
+        assert f"would wait for itself ({circle}: " in str(root)
+        # the waits are over: a chain that ends in an answer goes through
+        runtime.spawn("end", behavior=Asker(None))
+        runtime.spawn("first", behavior=Asker(ring[0]))
+        runtime.kill(ring[-1])
+        runtime.spawn(ring[-1], behavior=Asker("end"))
+        reply = runtime.bus.request("user", "first", "ask", None, timeout=30.0)
+        assert reply.payload == ["first", *ring, "answer"]
 
     def test_concurrent_requests_are_safe(self, runtime: Runtime) -> None:
         # spec §3.4 TestConcurrentRequestsAreSafe: each caller gets its own reply
