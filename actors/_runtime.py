@@ -1073,13 +1073,20 @@ class Runtime:
         return entry is not None and entry.shared.has_behavior
 
     def _admit(self, agent_id: str, entry: _Entry, timeout: float | None = None) -> None:
-        """Take a mailbox slot, waiting ``timeout`` (default ``call_timeout``) at most."""
-        wait = self._core.call_timeout if timeout is None else timeout
+        """Take a mailbox slot, waiting ``timeout`` (default ``call_timeout``) at most.
+
+        Not at all from the agent's own behavior (a send or broadcast to itself): only
+        that behavior, which would be waiting, could make room.
+        """
+        own = entry.shared.thread is threading.current_thread()
+        wait = 0.0 if own else self._core.call_timeout if timeout is None else timeout
         if not entry.shared.slots.acquire(timeout=wait):
             self._check_open()  # closed while the sender waited
             if self._agents.get(agent_id) is not entry:
                 raise AgentNotFoundError(agent_id)  # killed while the sender waited
             msg = f"the mailbox of {agent_id!r} stayed full for {wait:g} s"
+            if own:
+                msg = f"the mailbox of {agent_id!r} is full, and only its behavior (the sender) empties it"
             raise MailboxFullError(msg)
 
     def _admitted(self, agent_id: str, timeout: float | None = None) -> _Entry:

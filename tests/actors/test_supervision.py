@@ -1106,6 +1106,39 @@ class TestBackpressure:
             assert [m.topic for m in Gate.seen] == ["block", "one"]
             assert runtime._entry("a").shared.slots.free == 1  # every slot given back
 
+    def test_a_behavior_sending_to_itself_with_its_mailbox_full_fails_at_once(self) -> None:
+        # only that behavior, which would wait, could make room: no call_timeout (30 s) wait
+        outcome: list[str] = []
+
+        class SelfSender:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
+                if message.topic != "go":
+                    return
+                assert Gate.release.wait(10)
+                try:
+                    ctx.send(ctx.agent_id, "again", 1)
+                except MailboxFullError as exc:
+                    outcome.append(str(exc))
+                ctx.subscribe("news")
+                outcome.append(f"broadcast reached {ctx.broadcast('news', 2)}")
+
+        with _open(None, mailbox=2, timeout=30, behaviors={"self": SelfSender}) as runtime:
+            runtime.spawn("a", behavior="self")
+            runtime.bus.send("x", "a", "go")
+            runtime.bus.send("x", "a", "one")
+            runtime.bus.send("x", "a", "two")  # the mailbox is full now
+            Gate.release.set()
+            runtime.flush()
+
+            assert outcome == [
+                "the mailbox of 'a' is full, and only its behavior (the sender) empties it",
+                "broadcast reached 0",
+            ]
+            assert [(d.topic, d.reason) for d in runtime.bus.dead_letters()] == [
+                ("again", "mailbox full"),
+                ("news", "mailbox full"),
+            ]
+
     @pytest.mark.parametrize("operation", ["kill", "suspend"])
     def test_a_lifecycle_call_reaches_an_agent_whose_mailbox_stays_full(
         self, tmp_path: Path, operation: str
