@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from typing import Annotated, Any, Final
 
@@ -105,13 +107,18 @@ def upgrade_cognitive_state(state: CognitiveState) -> CognitiveState:
 
 def _mapping_version(raw: object) -> int:
     # bool is an int subclass, but True is not a version: refuse it like any non-number.
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
+    # Any real number type counts (a NumPy integer, a Fraction), as long as it is whole.
+    if isinstance(raw, bool) or not isinstance(raw, numbers.Real):
         msg = f"{_MISMATCH}: schema_version must be a number, got {type(raw).__name__} {raw!r}"
         raise CognitiveStateSchemaVersionError(msg)
-    if isinstance(raw, float) and not raw.is_integer():
+    try:
+        whole: int | None = int(math.trunc(raw))  # noqa: RUF046 - typeshed: trunc of a Real is no int; inf, NaN: none
+    except (OverflowError, ValueError):
+        whole = None
+    if whole is None or whole != raw:
         msg = f"{_MISMATCH}: schema_version {raw!r} is not whole"
         raise CognitiveStateSchemaVersionError(msg)
-    return int(raw)
+    return whole
 
 
 def decode_cognitive_state(value: object) -> CognitiveState:

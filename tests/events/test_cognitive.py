@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import msgspec
@@ -227,6 +228,13 @@ class TestDecodeRejections:
     def test_a_schema_version_that_is_not_a_whole_number_raises(self, version: float) -> None:
         with pytest.raises(CognitiveStateSchemaVersionError, match=MISMATCH):
             decode_cognitive_state({"schema_version": version})
+
+    def test_a_whole_schema_version_of_any_real_number_type_is_read(self) -> None:
+        # a NumPy integer or a Fraction is a number too (numbers.Real), if whole
+        assert decode_cognitive_state({"schema_version": Fraction(2, 2), "context": "c"}).schema_version == 1
+        for version in (Fraction(3, 2), Fraction(10**400, 3)):
+            with pytest.raises(CognitiveStateSchemaVersionError, match=MISMATCH):
+                decode_cognitive_state({"schema_version": version})
 
     def test_unknown_keys_in_a_versioned_mapping_raise_instead_of_being_dropped(self) -> None:
         with pytest.raises(ValueError, match="unknown cognitive state keys") as info:
