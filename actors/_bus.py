@@ -86,8 +86,8 @@ class IpcBus:
         self._orders: dict[tuple[str, str], int] = {}
         """(topic, agent) -> the subscription's order, as journaled (``IpcSubscribed.order``)."""
         self._next_order = 1
-        self._waiting: dict[str, str] = {}
-        """agent -> the agent its behavior waits on for a reply (a request made on its thread)."""
+        self._waiting: dict[str, tuple[str, str]] = {}
+        """agent -> (the agent its behavior waits on for a reply, the request's correlation id)."""
 
     # ------------------------------------------------------------- journaling
 
@@ -291,51 +291,6 @@ class IpcBus:
         if entry is not None and entry.shared.thread is threading.current_thread():
             msg = f"agentipc: invalid message: {to!r} cannot be sent a request from its own behavior"
             raise IpcInvalidMessageError(msg)
-        waiter = agent_of_thread(self._core)
-        if waiter is None:
-            return self._request(frm, to, topic, payload, timeout=timeout, cause=cause, trace=trace)
-        self._wait_on(waiter, to)
-        try:
-            return self._request(frm, to, topic, payload, timeout=timeout, cause=cause, trace=trace)
-        finally:
-            with self._lock:
-                del self._waiting[waiter]
-
-    def _wait_on(self, waiter: str, to: str) -> None:
-        """Note that ``waiter``'s behavior waits for ``to``; refuse a wait that closes a circle.
-
-        ``to`` handles the request only once it is free, and it is not while it waits,
-        itself or through others, for ``waiter``'s behavior, which this request blocks.
-
-        Raises:
-            IpcInvalidMessageError: ``to`` waits for ``waiter`` (the request would only
-                time out).
-
-        """
-        with self._lock:
-            chain = [waiter, to]
-            while (hop := self._waiting.get(chain[-1])) is not None and hop not in chain:
-                chain.append(hop)
-            if hop == waiter:
-                circle = " -> ".join(map(repr, [*chain, waiter]))
-                msg = (
-                    f"agentipc: invalid message: a request from {waiter!r} to {to!r} would wait for "
-                    f"itself ({circle}: each behavior waits for the next one's reply)"
-                )
-                raise IpcInvalidMessageError(msg)
-            self._waiting[waiter] = to
-
-    def _request(
-        self,
-        frm: str,
-        to: str,
-        topic: str,
-        payload: object,
-        *,
-        timeout: float,
-        cause: str | None,
-        trace: str | None,
-    ) -> IpcMessage:
         message = self._message(
             frm,
             to,
@@ -346,25 +301,62 @@ class IpcBus:
             kind="request",
             cause=cause,
         )
-        deadline = time.monotonic() + timeout  # waiting for room in the mailbox counts too
         pending = _Pending(message)
+        waiter = agent_of_thread(self._core)
         with self._lock:
+            if waiter is not None:
+                self._wait_on(waiter, to, message.correlation_id)
             self._pending[message.correlation_id] = pending
         try:
-            self._journal_and_deliver(message, self._admit(message, min(timeout, self._core.call_timeout)))
-            if not pending.done.wait(max(0.0, deadline - time.monotonic())):
-                with self._lock:
-                    mine = self._pending.pop(message.correlation_id, None) is not None
-                # Not mine: a reply or a failure took it and settles it (its commit, its
-                # dead letter) within call_timeout; its outcome is the request's.
-                if mine or not pending.done.wait(self._core.call_timeout):
-                    if mine:
-                        self.dead_letter(message, "timeout", f"no reply within {timeout} s")
-                    msg = f"agentipc: request timed out: {topic!r} to {to!r} after {timeout} s"
-                    raise IpcTimeoutError(msg)
+            return self._request(message, pending, timeout)
         finally:
             with self._lock:
                 self._pending.pop(message.correlation_id, None)
+                if waiter is not None:
+                    del self._waiting[waiter]
+
+    def _wait_on(self, waiter: str, to: str, correlation_id: str) -> None:
+        """Note that ``waiter``'s behavior waits for ``to``; refuse a wait that closes a circle.
+
+        ``to`` handles the request only once it is free, and it is not while it waits,
+        itself or through others, for ``waiter``'s behavior, which this request blocks.
+        A wait counts until its request is settled (answered, failed or timed out: its
+        correlation id leaves ``_pending``), not until its waiter's thread wakes up.
+        Under ``_lock``.
+
+        Raises:
+            IpcInvalidMessageError: ``to`` waits for ``waiter`` (the request would only
+                time out).
+
+        """
+        chain = [waiter, to]
+        while (wait := self._waiting.get(chain[-1])) is not None and wait[1] in self._pending:
+            if wait[0] == waiter:
+                circle = " -> ".join(map(repr, [*chain, waiter]))
+                msg = (
+                    f"agentipc: invalid message: a request from {waiter!r} to {to!r} would wait for "
+                    f"itself ({circle}: each behavior waits for the next one's reply)"
+                )
+                raise IpcInvalidMessageError(msg)
+            if wait[0] in chain:
+                break  # a circle of others (not possible while each is refused; bounded all the same)
+            chain.append(wait[0])
+        self._waiting[waiter] = (to, correlation_id)
+
+    def _request(self, message: IpcMessage, pending: _Pending, timeout: float) -> IpcMessage:
+        to, topic = message.recipient, message.topic
+        deadline = time.monotonic() + timeout  # waiting for room in the mailbox counts too
+        self._journal_and_deliver(message, self._admit(message, min(timeout, self._core.call_timeout)))
+        if not pending.done.wait(max(0.0, deadline - time.monotonic())):
+            with self._lock:
+                mine = self._pending.pop(message.correlation_id, None) is not None
+            # Not mine: a reply or a failure took it and settles it (its commit, its
+            # dead letter) within call_timeout; its outcome is the request's.
+            if mine or not pending.done.wait(self._core.call_timeout):
+                if mine:
+                    self.dead_letter(message, "timeout", f"no reply within {timeout} s")
+                msg = f"agentipc: request timed out: {topic!r} to {to!r} after {timeout} s"
+                raise IpcTimeoutError(msg)
         if pending.as_is and pending.error is not None:
             raise pending.error  # killed before it got to the request, or it cannot handle it
         if pending.error is not None:

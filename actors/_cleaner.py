@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -216,6 +216,31 @@ def _tool_summary(call: ToolCall, content: str) -> str:
     return extract_gist(content, _GIST_ANY_TOOL)
 
 
+_GO_ESCAPES: Final = {
+    "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+    "\\": "\\\\", '"': '\\"',
+}  # fmt: skip
+
+
+def _go_quote(text: str) -> str:
+    """``text`` quoted as Go's ``%q`` (``strconv.Quote``) quotes it."""
+    out = ['"']
+    for ch in text:
+        escaped = _GO_ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+        elif ch.isprintable():  # Go's unicode.IsPrint: no space but U+0020 is printable
+            out.append(ch)
+        elif ord(ch) < 0x80:  # noqa: PLR2004 - ASCII
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) <= 0xFFFF:  # noqa: PLR2004 - the basic multilingual plane
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
+
+
 def _summarise_call(message: Message) -> str:
     if not message.tool_calls:
         return extract_gist(message.content, _GIST_TOOL_CALL)
@@ -224,7 +249,7 @@ def _summarise_call(message: Message) -> str:
         shown = []
         for key, value in _arguments(call).items():
             if isinstance(value, str) and len(value.encode()) <= _SHOWN_ARG:  # Go's len: bytes
-                shown.append(f"{key}={json.dumps(value, ensure_ascii=False)}")  # quoted, as Go's %q
+                shown.append(f"{key}={_go_quote(value)}")
             else:
                 shown.append(key)
         summary = f"call {call.function.name}({', '.join(shown)})"

@@ -70,6 +70,14 @@ class AgentSnapshot(msgspec.Struct, kw_only=True):
     """``events`` when the agent's latest snapshot was taken (0: none yet), so a snapshot
     comes every ``snapshot_interval`` of its events, counted across a reopen too."""
 
+    def __post_init__(self) -> None:
+        """Read an empty parent as none, a root agent, as a spawn takes it now.
+
+        So it reads from a journal whose spawns, and snapshots, stored it as it was.
+        """
+        if self.parent == "":
+            self.parent = None
+
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(AgentSnapshot)

@@ -941,6 +941,27 @@ class TestCleaner:
         # no id: no "id: " before it; a value of more than 20 bytes (11 é are 22) shows its key only
         assert summary == 'call f(a="b", n); c2: call g(q="x\\"y\\nz", long)'
 
+    @pytest.mark.parametrize(
+        ("value", "quoted"),
+        [
+            ("a\x01b", '"a\\x01b"'),
+            ("bell\x07", '"bell\\a"'),
+            ("del\x7f", '"del\\x7f"'),
+            ("nb\xa0sp", '"nb\\u00a0sp"'),
+            ("\u2028", '"\\u2028"'),
+            ("é😀", '"é😀"'),
+        ],
+    )
+    def test_a_short_tool_call_value_is_quoted_as_gos_percent_q(self, value: str, quoted: str) -> None:
+        arguments = msgspec.json.encode({"k": value}).decode()
+        call = ToolCall(id="c1", function=ToolCallFunction(name="f", arguments=arguments))
+        messages = [
+            Message(role="tool_call", content="calling", turn_id="t1", tool_calls=[call]),
+            Message(role="user", content="next", turn_id="t2"),
+        ]
+
+        assert clean_with_turns(messages, CleanOptions())[0].content == f"c1: call f(k={quoted})"
+
     @pytest.mark.parametrize("tool", ["code_runner", "knowledge_search"])
     def test_json_nested_past_the_stack_is_summarised_as_malformed_json_is(self, tool: str) -> None:
         deep = "[" * 100_000 + "]" * 100_000  # a model's or a tool's text: json.loads recurses

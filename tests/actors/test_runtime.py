@@ -39,6 +39,7 @@ from cogfabric.actors import (
 from cogfabric.events import (
     EVENT_TYPES,
     AgentEvent,
+    AgentSpawned,
     CognitiveState,
     CognitiveStateSchemaVersionError,
     IpcDeadLettered,
@@ -115,6 +116,20 @@ class TestFabric:
         assert runtime.children("") == []
         with _reopen(runtime, tmp_path) as again:
             assert again.agent("root").parent is None
+
+    @pytest.mark.parametrize("snapshot_interval", [1, 200])
+    def test_an_empty_parent_stored_by_an_older_spawn_reads_as_none(
+        self, tmp_path: Path, snapshot_interval: int
+    ) -> None:
+        path = tmp_path / "old"
+        with Journal.open(path) as journal:  # as a spawn wrote it before: parent ""
+            journal.append([AgentSpawned(at=1.0, agent="b", parent="")])
+        config = Config(journal=JournalConfig(snapshot_interval=snapshot_interval))
+        for _ in range(2):  # from the spawn, then (interval 1) from the snapshot it led to
+            with Runtime.open(path, config=config, clock=FakeClock()) as rt:
+                assert rt.agent("b").parent is None
+                assert rt.children("") == []
+                rt.agent("b").set_private("k", 1)
 
     def test_parent_death_child_survives(self, runtime: Runtime) -> None:
         runtime.spawn("parent")
@@ -1059,6 +1074,29 @@ class TestBus:
         runtime.spawn(ring[-1], behavior=Asker("end"))
         reply = runtime.bus.request("user", "first", "ask", None, timeout=30.0)
         assert reply.payload == ["first", *ring, "answer"]
+
+    def test_a_request_back_to_an_agent_already_answered_is_not_a_circle(self, runtime: Runtime) -> None:
+        # b answers a's request early (bus.reply), then requests a back: a has its reply,
+        # so b's request only queues until a's behavior returns
+        outcome: list[object] = []
+
+        class A:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+                if message.topic == "start":
+                    return ["a got", ctx.request("b", "ask", None, timeout=30.0).payload]
+                return "a answers b"
+
+        class B:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
+                runtime.bus.reply(message.correlation_id, "early")
+                outcome.append(ctx.request("a", "back", None, timeout=30.0).payload)
+
+        runtime.spawn("a", behavior=A())
+        runtime.spawn("b", behavior=B())
+
+        assert runtime.bus.request("user", "a", "start", None, timeout=30.0).payload == ["a got", "early"]
+        runtime.flush()
+        assert outcome == ["a answers b"]
 
     def test_concurrent_requests_are_safe(self, runtime: Runtime) -> None:
         # spec §3.4 TestConcurrentRequestsAreSafe: each caller gets its own reply
