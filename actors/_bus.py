@@ -544,6 +544,8 @@ class IpcBus:
 
         Raises:
             TypeError: ``agent_id`` or ``topic`` is not a str.
+            ActorTimeoutError: a live agent stayed busy in its behavior for
+                ``call_timeout`` (the change is queued, and applied when it gets to it).
 
         """
         require_str(agent_id, "agent id")
