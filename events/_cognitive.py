@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import numbers
+import operator
 from collections.abc import Mapping
 from typing import Annotated, Any, Final
 
@@ -112,8 +112,10 @@ def _mapping_version(raw: object) -> int:
         msg = f"{_MISMATCH}: schema_version must be a number, got {type(raw).__name__} {raw!r}"
         raise CognitiveStateSchemaVersionError(msg)
     try:
-        whole: int | None = int(math.trunc(raw))  # noqa: RUF046 - typeshed: trunc of a Real is no int; inf, NaN: none
-    except (OverflowError, ValueError):
+        # an Integral through __index__ (NumPy's integers have no __trunc__); any other
+        # Real through int(), which truncates (inf and NaN raise)
+        whole: int | None = operator.index(raw) if isinstance(raw, numbers.Integral) else int(raw)
+    except (OverflowError, ValueError, TypeError):
         whole = None
     if whole is None or whole != raw:
         msg = f"{_MISMATCH}: schema_version {raw!r} is not whole"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from fractions import Fraction
 from typing import Any
 
@@ -236,6 +237,13 @@ class TestDecodeRejections:
             with pytest.raises(CognitiveStateSchemaVersionError, match=MISMATCH):
                 decode_cognitive_state({"schema_version": version})
 
+    def test_a_whole_schema_version_of_an_integer_type_without_trunc_is_read(self) -> None:
+        # NumPy's integers are numbers.Integral with __index__ but no __trunc__
+        assert decode_cognitive_state({"schema_version": _IndexOnly(1), "context": "c"}).schema_version == 1
+        assert decode_cognitive_state({"schema_version": _IndexOnly(0)}).schema_version == 0
+        with pytest.raises(CognitiveStateSchemaVersionError, match=MISMATCH):
+            decode_cognitive_state({"schema_version": _IndexOnly(2)})
+
     def test_unknown_keys_in_a_versioned_mapping_raise_instead_of_being_dropped(self) -> None:
         with pytest.raises(ValueError, match="unknown cognitive state keys") as info:
             decode_cognitive_state({"schema_version": 1, "context": "c", "mood": "happy"})
@@ -327,3 +335,25 @@ class TestUpgradeCognitiveState:
     def test_a_value_that_is_not_a_cognitive_state_raises_type_error(self, value: Any) -> None:
         with pytest.raises(TypeError, match="expected a CognitiveState"):
             upgrade_cognitive_state(value)
+
+
+class _IndexOnly:
+    """An integer type as NumPy's are: numbers.Integral, with __index__ but no __trunc__."""
+
+    def __init__(self, value: int) -> None:
+        self._value = value
+
+    def __index__(self) -> int:
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        return self._value == other
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __repr__(self) -> str:
+        return f"_IndexOnly({self._value})"
+
+
+numbers.Integral.register(_IndexOnly)
