@@ -36,6 +36,7 @@ arguments also trims U+001C to U+001F, which Go keeps."""
 
 _CODE_BLOCK = re.compile(r"```([^`]*)```")
 _SENTENCE_END = re.compile(r"[.!?\n]+[\t\n\f\r ]*")  # Go's \s: ASCII only
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # A code runner's exit code: "exit code: 1", "Exit code: 2", "exit_code=0", "exit=3",
 # "exit status 1", "exited with code 137", "returncode: 1".
 _EXIT_CODE = re.compile(
@@ -155,11 +156,21 @@ def _turns(messages: Sequence[Message]) -> list[list[Message]]:
 
 
 def _arguments(call: ToolCall) -> dict[str, Any]:
+    text = call.function.arguments or "{}"
     try:
-        parsed = json.loads(call.function.arguments or "{}")
+        parsed = json.loads(text)
     except (ValueError, RecursionError):  # a model's text: malformed, or nested past the stack
         return {}
-    return parsed if isinstance(parsed, dict) else {}
+    if not isinstance(parsed, dict):
+        return {}
+    if "\\u" in text:  # an escaped lone surrogate reads as U+FFFD, as Go's decoder reads it
+        parsed = {_valid(k): _valid(v) if isinstance(v, str) else v for k, v in parsed.items()}
+    return parsed
+
+
+def _valid(text: str) -> str:
+    """``text`` with each lone surrogate (from a JSON escape) replaced by U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _count_results(content: str) -> int:
@@ -262,7 +273,7 @@ def _finished_turn(turn: list[Message], options: CleanOptions) -> list[Message]:
     out = []
     for m in turn:
         if m.role == ROLE_TOOL_RESULT:
-            call = calls.get(m.tool_call_id) if m.tool_call_id else None
+            call = calls.get(m.tool_call_id)  # "" too: the original's map matches a call without id
             if call is None:
                 summary = extract_gist(m.content, options.max_tool_len)
             else:  # an empty result stays empty, as in the original: nothing to summarise

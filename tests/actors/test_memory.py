@@ -962,6 +962,50 @@ class TestCleaner:
 
         assert clean_with_turns(messages, CleanOptions())[0].content == f"c1: call f(k={quoted})"
 
+    def test_an_escaped_lone_surrogate_in_tool_call_arguments_reads_as_the_replacement_character(
+        self,
+    ) -> None:
+        # a cut-off emoji escape: ASCII text, but json.loads makes it a lone surrogate,
+        # which Go's decoder (and so the original's summary) reads as U+FFFD
+        call = ToolCall(
+            id="c1",
+            function=ToolCallFunction(
+                name="file_tools", arguments='{"operation": "read", "path": "\\ud83d"}'
+            ),
+        )
+        messages = [
+            Message(role="user", content="go", turn_id="t1"),
+            Message(role="tool_call", content="", turn_id="t1", tool_calls=[call]),
+            Message(role="tool_result", content="line one", turn_id="t1", tool_call_id="c1"),
+            Message(role="user", content="next", turn_id="t2"),
+        ]
+
+        cleaned = [m.content for m in clean_with_turns(messages, CleanOptions())]
+
+        assert cleaned[1:3] == [
+            'c1: call file_tools(operation="read", path="\ufffd")',
+            "Read \ufffd: line one",
+        ]
+        assert all(text.encode() for text in cleaned)  # nothing a provider's encoder would refuse
+
+    def test_a_tool_result_without_id_is_summarised_by_the_call_without_id_as_the_original_matches_them(
+        self,
+    ) -> None:
+        # the original looks a result's ToolCallID up in a map of the turn's calls by id,
+        # where a call without id is stored under "" too
+        call = ToolCall(
+            id="",
+            function=ToolCallFunction(name="file_tools", arguments='{"operation": "write", "path": "/a"}'),
+        )
+        messages = [
+            Message(role="user", content="go", turn_id="t1"),
+            Message(role="tool_call", content="", turn_id="t1", tool_calls=[call]),
+            Message(role="tool_result", content="abc", turn_id="t1"),
+            Message(role="user", content="next", turn_id="t2"),
+        ]
+
+        assert clean_with_turns(messages, CleanOptions())[2].content == "Wrote /a (3 bytes)"
+
     @pytest.mark.parametrize("tool", ["code_runner", "knowledge_search"])
     def test_json_nested_past_the_stack_is_summarised_as_malformed_json_is(self, tool: str) -> None:
         deep = "[" * 100_000 + "]" * 100_000  # a model's or a tool's text: json.loads recurses
