@@ -5,11 +5,14 @@ from __future__ import annotations
 import numbers
 import operator
 from collections.abc import Mapping
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, cast
 
 import msgspec
 
 from ._errors import CognitiveStateSchemaVersionError
+
+if TYPE_CHECKING:
+    from typing import SupportsInt
 
 __all__ = [
     "COGNITIVE_STATE_FIELDS",
@@ -111,16 +114,21 @@ def _mapping_version(raw: object) -> int:
     if isinstance(raw, bool) or not isinstance(raw, numbers.Real):
         msg = f"{_MISMATCH}: schema_version must be a number, got {type(raw).__name__} {raw!r}"
         raise CognitiveStateSchemaVersionError(msg)
-    try:
-        # an Integral through __index__ (NumPy's integers have no __trunc__); any other
-        # Real through int(), which truncates (inf and NaN raise)
-        whole: int | None = operator.index(raw) if isinstance(raw, numbers.Integral) else int(raw)
-    except (OverflowError, ValueError, TypeError):
-        whole = None
+    whole = _whole(raw)
     if whole is None or whole != raw:
         msg = f"{_MISMATCH}: schema_version {raw!r} is not whole"
         raise CognitiveStateSchemaVersionError(msg)
     return whole
+
+
+def _whole(raw: numbers.Real) -> int | None:
+    """``raw`` as an int, truncated; None for inf, NaN or a type that cannot say."""
+    try:
+        if isinstance(raw, numbers.Integral):
+            return operator.index(raw)  # NumPy's integers have __index__, not __trunc__
+        return int(cast("SupportsInt", raw))  # a float, a Fraction, a NumPy float truncate
+    except (OverflowError, ValueError, TypeError):
+        return None
 
 
 def decode_cognitive_state(value: object) -> CognitiveState:
