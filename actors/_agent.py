@@ -874,7 +874,9 @@ class AgentActor(pykka.ThreadingActor):
         finally:
             self.cause = self.trace = None
         self._shared.lifecycle = self._state.lifecycle
-        if message.kind == "request" and result is not None:
+        if message.kind == "request" and result is None:
+            bus.deferred(message)  # answered later with bus.reply, if not already
+        elif message.kind == "request":
             try:
                 self._flush_outbox()
             except Exception as exc:

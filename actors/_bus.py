@@ -49,7 +49,7 @@ HANDOFF_TOPIC: Final = "handoff-task"
 
 
 class _Pending:
-    __slots__ = ("as_is", "done", "error", "reply", "request")
+    __slots__ = ("as_is", "deferred", "done", "error", "reply", "request")
 
     def __init__(self, request: IpcMessage) -> None:
         self.request = request
@@ -59,6 +59,9 @@ class _Pending:
         self.as_is = False
         """Raise ``error`` to the requester as it is (the bus refused the request), not
         as the ``__cause__`` of an ``IpcHandlerError`` (the recipient's behavior raised it)."""
+        self.deferred = False
+        """The recipient's behavior returned None: someone answers it later with ``reply``,
+        and the recipient is free meanwhile (its wait no longer closes a circle)."""
 
 
 class IpcBus:
@@ -69,7 +72,7 @@ class IpcBus:
     delivered), then put into the recipient's mailbox; its delivery is journaled
     too. IPC never touches the context layers.
 
-    ``send_from``, ``answer``, ``handler_failed``, ``refuse`` and ``dead_letter`` are
+    ``send_from``, ``answer``, ``deferred``, ``handler_failed``, ``refuse`` and ``dead_letter`` are
     the agents' own plumbing (a behavior's ``ctx`` and the agent actors call them), not
     for user code: a dead letter or a refusal made by hand is journaled as real.
     """
@@ -321,8 +324,9 @@ class IpcBus:
         ``to`` handles the request only once it is free, and it is not while it waits,
         itself or through others, for ``waiter``'s behavior, which this request blocks.
         A wait counts until its request is settled (answered, failed or timed out: its
-        correlation id leaves ``_pending``), not until its waiter's thread wakes up.
-        Under ``_lock``.
+        correlation id leaves ``_pending``), not until its waiter's thread wakes up, and
+        while the recipient's behavior has not returned None for it (``deferred``: the
+        reply comes later, from elsewhere, and the recipient is free). Under ``_lock``.
 
         Raises:
             IpcInvalidMessageError: ``to`` waits for ``waiter`` (the request would only
@@ -330,7 +334,11 @@ class IpcBus:
 
         """
         chain = [waiter, to]
-        while (wait := self._waiting.get(chain[-1])) is not None and wait[1] in self._pending:
+        while (
+            (wait := self._waiting.get(chain[-1])) is not None
+            and (pending := self._pending.get(wait[1])) is not None
+            and not pending.deferred
+        ):
             if wait[0] == waiter:
                 circle = " -> ".join(map(repr, [*chain, waiter]))
                 msg = (
@@ -420,6 +428,13 @@ class IpcBus:
     def answer(self, request: IpcMessage, frm: str, result: object) -> None:
         """Reply to ``request`` with a behavior's return value."""
         self.reply(request.correlation_id, result, frm=frm)
+
+    def deferred(self, request: IpcMessage) -> None:
+        """A behavior returned None for ``request``: it is answered later, by ``reply``."""
+        with self._lock:
+            pending = self._pending.get(request.correlation_id)
+            if pending is not None:
+                pending.deferred = True
 
     def handler_failed(
         self, message: IpcMessage, error: BaseException, reason: str = "handler error"

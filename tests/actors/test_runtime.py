@@ -28,6 +28,7 @@ from cogfabric.actors import (
     FakeClock,
     InvalidSpawnSpecError,
     IpcBus,
+    IpcError,
     IpcHandlerError,
     IpcInvalidMessageError,
     IpcNoHandlerError,
@@ -1095,6 +1096,55 @@ class TestBus:
         runtime.spawn("b", behavior=B())
 
         assert runtime.bus.request("user", "a", "start", None, timeout=30.0).payload == ["a got", "early"]
+        runtime.flush()
+        assert outcome == ["a answers b"]
+
+    def test_a_request_back_to_an_agent_whose_request_was_deferred_is_not_a_circle(
+        self, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # b returns None for a's request (answered later with bus.reply), so b is free:
+        # its request to a waits until a's behavior has its reply, and is answered
+        deferred: list[str] = []
+        outcome: list[object] = []
+        b_waits = threading.Event()
+        work_seen = threading.Event()
+        wait_on = runtime.bus._wait_on  # the test needs b's wait to be noted first
+
+        def noted(waiter: str, to: str, correlation_id: str) -> None:
+            try:
+                wait_on(waiter, to, correlation_id)
+            finally:
+                if waiter == "b":
+                    b_waits.set()
+
+        monkeypatch.setattr(runtime.bus, "_wait_on", noted)
+
+        class A:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+                if message.topic == "start":
+                    return ["a got", ctx.request("b", "work", None, timeout=30.0).payload]
+                return "a answers b"
+
+        class B:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
+                if message.topic == "work":
+                    deferred.append(message.correlation_id)
+                    work_seen.set()
+                    return  # answered later, by bus.reply (b's next message comes after this return)
+                try:
+                    outcome.append(ctx.request("a", "back", None, timeout=30.0).payload)
+                except IpcError as exc:
+                    outcome.append(exc)
+
+        runtime.spawn("a", behavior=A())
+        runtime.spawn("b", behavior=B())
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            started = pool.submit(runtime.bus.request, "user", "a", "start", None, 30.0)
+            assert work_seen.wait(30)
+            runtime.bus.send("user", "b", "ask a")
+            assert b_waits.wait(30)
+            runtime.bus.reply(deferred[0], "done later")
+            assert started.result(30).payload == ["a got", "done later"]
         runtime.flush()
         assert outcome == ["a answers b"]
 
