@@ -103,13 +103,17 @@ class MailboxSlots:
     a sender facing a full mailbox waits on the condition.
     """
 
-    __slots__ = ("_closed", "_free", "_lock", "_room", "_size", "_waiters")
+    CONTROL_EXTRA: ClassVar[int] = 16
+    """How many messages past its size a mailbox takes for lifecycle calls (``acquire_control``)."""
+
+    __slots__ = ("_closed", "_control_waiters", "_free", "_lock", "_room", "_size", "_waiters")
 
     def __init__(self, size: int) -> None:
         """``size`` free slots."""
         self._size = size
         self._free = size
         self._waiters = 0
+        self._control_waiters = 0
         self._closed = False
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
@@ -126,6 +130,27 @@ class MailboxSlots:
                     return False
             finally:
                 self._waiters -= 1
+            self._free -= 1
+            return True
+
+    def acquire_control(self, timeout: float | None = None) -> bool:
+        """Take a slot for a lifecycle call, past the bound by up to ``CONTROL_EXTRA`` messages.
+
+        A kill must reach an agent whose own busy behavior keeps its mailbox full, so a
+        lifecycle call does not wait for a free slot; but a caller that timed out may call
+        again, so the calls queued past the bound are bounded too. Past that, it waits up to
+        ``timeout`` seconds; False if no room came or on ``close``.
+        """
+        with self._lock:
+            if self._free > -self.CONTROL_EXTRA:
+                self._free -= 1
+                return True
+            self._control_waiters += 1
+            try:
+                if not self._room.wait_for(self._has_control_room, timeout) or self._closed:
+                    return False
+            finally:
+                self._control_waiters -= 1
             self._free -= 1
             return True
 
@@ -156,7 +181,9 @@ class MailboxSlots:
                 msg = "a mailbox slot was released more often than it was taken"
                 raise ValueError(msg)
             self._free += 1
-            if self._waiters:
+            if self._control_waiters:  # a sender's room and a lifecycle call's differ: wake both kinds
+                self._room.notify_all()
+            elif self._waiters:
                 self._room.notify()
 
     @property
@@ -171,6 +198,9 @@ class MailboxSlots:
 
     def _has_free(self) -> bool:
         return self._free > 0 or self._closed
+
+    def _has_control_room(self) -> bool:
+        return self._free > -self.CONTROL_EXTRA or self._closed
 
 
 class FanOut:

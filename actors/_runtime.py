@@ -31,7 +31,7 @@ from cogfabric.events._codec import require_str
 from cogfabric.store import Journal, JournalIntegrityError, JournalRecordError, VerifyReport
 from cogfabric.store._journal import UNDECODABLE
 
-from ._agent import CALL, PUBLISH, AgentActor, FanOut, Shared, on_agent_thread
+from ._agent import CALL, PUBLISH, AgentActor, FanOut, MailboxSlots, Shared, on_agent_thread
 from ._bus import IpcBus
 from ._clock import CheckedClock, Clock, FakeClock, SystemClock, bounded_wait
 from ._config import Config
@@ -853,8 +853,10 @@ class Runtime:
         a kill that raises ``ActorTimeoutError`` (the agent was busy) still completes
         when the agent gets to it, as the journal will show; nothing it still had in its
         mailbox is handled after that. Like every lifecycle call, it is queued even when
-        the agent's mailbox is full (past the bound), never refused with
-        ``MailboxFullError``.
+        the agent's mailbox is full (past the bound): it gets ``MailboxFullError`` only
+        when ``MailboxSlots.CONTROL_EXTRA`` (16) messages past the bound are waiting
+        already (lifecycle calls that timed out, called again) and no room comes within
+        ``call_timeout``.
         """
         entry = self._entry(agent_id)
         self._ask(agent_id, "kill", control=True)
@@ -1089,6 +1091,19 @@ class Runtime:
                 msg = f"the mailbox of {agent_id!r} is full, and only its behavior (the sender) empties it"
             raise MailboxFullError(msg)
 
+    def _admit_control(self, agent_id: str, entry: _Entry) -> None:
+        """Take a mailbox slot for a lifecycle call: past the bound, within its allowance."""
+        wait = self._core.call_timeout
+        if not entry.shared.slots.acquire_control(timeout=wait):
+            self._check_open()  # closed while the caller waited
+            if self._agents.get(agent_id) is not entry:
+                raise AgentNotFoundError(agent_id)  # killed while the caller waited
+            msg = (
+                f"the mailbox of {agent_id!r} stayed full for {wait:g} s, with "
+                f"{MailboxSlots.CONTROL_EXTRA} messages past its size (lifecycle calls that timed out)"
+            )
+            raise MailboxFullError(msg)
+
     def _admitted(self, agent_id: str, timeout: float | None = None) -> _Entry:
         """The live agent's entry, with a mailbox slot taken for one message."""
         entry = self._entry(agent_id)
@@ -1138,7 +1153,9 @@ class Runtime:
         spawned with the same id is not the one the handle was given. A lifecycle
         operation (``control``) takes its mailbox slot over the bound rather than wait
         for room: a kill must reach an agent whose mailbox its own busy behavior keeps
-        full (each caller waits for its answer, so they cannot pile up without limit).
+        full. A caller that timed out may call again, so that goes ``CONTROL_EXTRA``
+        messages past the bound at most (``MailboxSlots.acquire_control``); past that it
+        waits for room as a sender does.
         """
         entry = self._entry(agent_id) if incarnation is None else self._incarnation(agent_id, incarnation)
         if entry.shared.thread is threading.current_thread():
@@ -1149,7 +1166,7 @@ class Runtime:
             )
             raise AgentRunningError(agent_id, detail)
         if control:
-            entry.shared.slots.take()
+            self._admit_control(agent_id, entry)
         else:
             self._admit(agent_id, entry)
         try:

@@ -104,3 +104,57 @@ def test_take_goes_below_zero_and_the_slots_come_back_one_release_at_a_time() ->
     assert not slots.acquire(timeout=0)  # still none free
     slots.release()
     assert slots.acquire(timeout=0)
+
+
+def test_a_lifecycle_call_goes_past_the_bound_by_its_allowance_then_waits_for_room() -> None:
+    slots, condition = watched(1)
+    assert slots.acquire(timeout=0)
+    for _ in range(MailboxSlots.CONTROL_EXTRA):
+        assert slots.acquire_control(timeout=0)  # past the bound, no waiting
+    assert slots.free == -MailboxSlots.CONTROL_EXTRA
+    assert slots.acquire_control(timeout=0.05) is False  # the allowance is used up
+
+    got: list[bool] = []
+    taker = threading.Thread(target=lambda: got.append(slots.acquire_control(timeout=60)))
+    taker.start()
+    assert condition.started.acquire(timeout=WAIT)  # it waits for room
+    slots.release()
+    taker.join(WAIT)
+    assert got == [True]
+    assert slots.free == -MailboxSlots.CONTROL_EXTRA
+
+
+def test_a_release_wakes_a_waiting_lifecycle_call_behind_a_waiting_sender() -> None:
+    # a sender needs a free slot, a lifecycle call only room within its allowance: a
+    # release that makes room for the call alone must wake it, whoever waits first
+    slots, condition = watched(1)
+    assert slots.acquire(timeout=0)
+    for _ in range(MailboxSlots.CONTROL_EXTRA):
+        assert slots.acquire_control(timeout=0)
+    got: list[str] = []
+    sender = threading.Thread(target=lambda: got.append(f"sender {slots.acquire(timeout=0.5)}"))
+    sender.start()
+    assert condition.started.acquire(timeout=WAIT)
+    control = threading.Thread(target=lambda: got.append(f"control {slots.acquire_control(timeout=60)}"))
+    control.start()
+    assert condition.started.acquire(timeout=WAIT)
+
+    slots.release()
+    control.join(WAIT)
+    sender.join(WAIT)
+
+    assert got == ["control True", "sender False"]
+
+
+def test_close_wakes_a_waiting_lifecycle_call_with_false() -> None:
+    slots, condition = watched(1)
+    assert slots.acquire(timeout=0)
+    for _ in range(MailboxSlots.CONTROL_EXTRA):
+        assert slots.acquire_control(timeout=0)
+    got: list[bool] = []
+    taker = threading.Thread(target=lambda: got.append(slots.acquire_control(timeout=60)))
+    taker.start()
+    assert condition.started.acquire(timeout=WAIT)
+    slots.close()
+    taker.join(WAIT)
+    assert got == [False]

@@ -35,7 +35,7 @@ from cogfabric.actors import (
     RuntimeConfig,
     UserCodeError,
 )
-from cogfabric.actors._agent import CALL, AgentActor, Shared
+from cogfabric.actors._agent import CALL, AgentActor, MailboxSlots, Shared
 from cogfabric.events import (
     AgentFailed,
     AgentKilled,
@@ -1162,6 +1162,33 @@ class TestBackpressure:
             else:
                 assert runtime.agent("a").lifecycle == AgentState.SUSPENDED
                 assert runtime._entry("a").shared.slots.free == 1  # every slot given back
+
+    def test_lifecycle_calls_that_time_out_and_are_called_again_pile_up_only_to_their_allowance(
+        self, tmp_path: Path
+    ) -> None:
+        # a caller that hears ActorTimeoutError may call again: each call queues past the
+        # bound, so past CONTROL_EXTRA of them the next one gets MailboxFullError
+        with _open(tmp_path / "j", mailbox=1, timeout=0.05) as runtime:
+            runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            runtime.bus.send("x", "a", "one")  # the mailbox is full now
+
+            for _ in range(MailboxSlots.CONTROL_EXTRA):
+                with pytest.raises(ActorTimeoutError, match="did not answer"):
+                    runtime.suspend("a")
+            with pytest.raises(MailboxFullError, match="past its size"):
+                runtime.suspend("a")
+            with pytest.raises(MailboxFullError, match="past its size"):
+                runtime.kill("a")
+            assert runtime._entry("a").shared.slots.free == -MailboxSlots.CONTROL_EXTRA
+            Gate.release.set()
+            runtime.flush()
+
+            assert runtime.agent("a").lifecycle == AgentState.SUSPENDED
+            assert runtime._entry("a").shared.slots.free == 1  # every slot given back
+            runtime.kill("a")
+            assert runtime.agents() == []
 
     def test_close_stops_busy_agents_together_within_one_call_timeout(
         self, caplog: pytest.LogCaptureFixture
