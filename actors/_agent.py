@@ -708,7 +708,11 @@ class AgentActor(pykka.ThreadingActor):
         event = TaskContextSet(
             at=self._now(), agent=self._state.id, context=admit_mapping(context), cause=self.cause
         )
-        ticket = self.journal(event) or self._flush_outbox()
+        if self._core.writer is None:
+            self.journal(event)
+            ticket = next(self._core.tickets)  # after every publication that returned
+        else:
+            ticket = self.journal(event) or self._flush_outbox()
         self._task_ticket = max(self._task_ticket, ticket)
 
     def op_task_context(self) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import threading
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -65,6 +66,10 @@ class Core:
         self.call_timeout = config.runtime.call_timeout
         self.snapshot_interval = config.journal.snapshot_interval
         self.mailbox_size = config.runtime.mailbox_size
+        self.tickets = itertools.count(1)
+        """Without a writer, what orders task context changes: a publication and each
+        ``set_task_context`` take the next, and the later one wins (the writer's tickets
+        do it with a journal)."""
         self.bus: IpcBus = None  # type: ignore[assignment]  # set by the runtime
         self.memory: MemoryManager = None  # type: ignore[assignment]  # set by the runtime
         self.llm_provider: LLMProvider | None = None

@@ -218,7 +218,6 @@ class Runtime:
         self._close_done = threading.Event()
         self._writer_stopped = False
         """Set by close() once the journal writer stopped: only then may it close the journal."""
-        self._tickets = itertools.count(1)
         self._order = threading.Lock()
         """Held while a spawn reserves and submits, and a publication chooses and submits."""
         self.bus = IpcBus(self)
@@ -910,7 +909,7 @@ class Runtime:
                 at=self._core.clock.now(), task_id=task_id, context=copied, agents=tuple(targets)
             )
             if writer is None:  # no writer to number it: the runtime's own tickets order it
-                ack, ticket = None, next(self._tickets)
+                ack, ticket = None, next(self._core.tickets)
             else:
                 ack, ticket = writer.submit([event], wait_for_room=False), 0
         if ack is None:

@@ -1282,6 +1282,35 @@ def test_replay_at_a_seq_never_shows_changes_a_clamped_snapshot_holds_from_later
         assert set(end.private) == {"after0", "after1", "after2"}
 
 
+@pytest.mark.parametrize("where", ["sync", "batch", "memory-only"])
+def test_a_behaviors_set_task_context_after_a_publication_returned_wins_for_its_agent(
+    tmp_path: Path, where: str
+) -> None:
+    # the issue: a later set_task_context on one agent wins for that agent, whether the
+    # publication reaches its mailbox before or after the behavior sets it
+    entered, gate = threading.Event(), threading.Event()
+
+    class SetsLater:
+        def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+            entered.set()
+            assert gate.wait(30)
+            ctx.set_task_context({"by": "the behavior, after the publication"})
+
+    path = None if where == "memory-only" else tmp_path / "j"
+    config = {"journal": {"durability": "batch" if path is None else where}}
+    with Runtime.open(path, config=config, clock=FakeClock(), behaviors={"s": SetsLater}) as rt:
+        agent = rt.spawn("A", task_id="t", behavior="s")
+        other = rt.spawn("B", task_id="t")
+        rt.bus.send("driver", "A", "work")
+        assert entered.wait(10)
+        assert rt.publish_task_context("t", {"by": "publication"}) == ["A", "B"]
+        gate.set()
+        rt.flush()
+
+        assert agent.task_context() == {"by": "the behavior, after the publication"}
+        assert other.task_context() == {"by": "publication"}
+
+
 @pytest.mark.parametrize("durability", ["sync", "batch"])
 def test_replay_at_a_seq_never_shows_a_task_context_a_snapshot_holds_from_later(
     tmp_path: Path, durability: str
