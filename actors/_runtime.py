@@ -281,21 +281,14 @@ class Runtime:
             ClockError: ``clock`` lacks ``now()`` or ``monotonic()``, or its ``now()`` is
                 not finite seconds (checked again at every journaled reading).
             InvalidConfigError: ``config`` is invalid (the message names the field).
-            TypeError: ``behaviors`` is no mapping, or ``llm_provider`` has no ``generate``.
+            TypeError: ``behaviors`` is no mapping, ``llm_provider`` has no ``generate``, or
+                ``allow_unverified`` is no bool (a string "false" would waive verification).
             ValueError: a ``key`` without a ``path``, or ``verify`` is neither "full" nor "tail".
 
         """
         config = Config.of(config)
         checked = CheckedClock.wrap(SystemClock() if clock is None else clock)
-        if verify not in ("full", "tail"):
-            msg = f"verify must be 'full' or 'tail', not {verify!r}"
-            raise ValueError(msg)
-        if behaviors is not None and not isinstance(behaviors, Mapping):
-            msg = f"behaviors maps names to behavior factories, got {type(behaviors).__name__}"
-            raise TypeError(msg)
-        if llm_provider is not None and not callable(getattr(llm_provider, "generate", None)):
-            msg = f"llm_provider has a generate(prompt, **params) method, got {type(llm_provider).__name__}"
-            raise TypeError(msg)
+        _check_open_arguments(verify, allow_unverified, behaviors, llm_provider)
         journal: Journal | None = None
         writer: JournalWriter | None = None
         if path is None and key is not None:
@@ -1416,3 +1409,21 @@ class Runtime:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _check_open_arguments(
+    verify: object, allow_unverified: object, behaviors: object, llm_provider: object
+) -> None:
+    """``Runtime.open``'s argument checks, before anything is opened."""
+    if verify not in ("full", "tail"):
+        msg = f"verify must be 'full' or 'tail', not {verify!r}"
+        raise ValueError(msg)
+    if not isinstance(allow_unverified, bool):  # "false" would waive verification
+        msg = f"allow_unverified is a bool, got {type(allow_unverified).__name__} {allow_unverified!r}"
+        raise TypeError(msg)
+    if behaviors is not None and not isinstance(behaviors, Mapping):
+        msg = f"behaviors maps names to behavior factories, got {type(behaviors).__name__}"
+        raise TypeError(msg)
+    if llm_provider is not None and not callable(getattr(llm_provider, "generate", None)):
+        msg = f"llm_provider has a generate(prompt, **params) method, got {type(llm_provider).__name__}"
+        raise TypeError(msg)

@@ -331,6 +331,14 @@ def _check_open_arguments(path: str | PathLike[str], map_size: int | None, max_m
             raise ValueError(msg)
 
 
+def _require_bools(**flags: object) -> None:
+    """Refuse a flag that is no bool: a string "false" is true."""
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            msg = f"{name} is a bool, got {type(flag).__name__} {flag!r}"
+            raise TypeError(msg)
+
+
 def _key_check(key: bytes) -> bytes:
     if not key:
         return b""
@@ -712,12 +720,14 @@ class LmdbJournal(Journal):
                 names (truncated; opening it for writing pads it with empty pages); or a
                 page of the file is damaged where LMDB could crash on it: every B-tree
                 page is checked before LMDB reads one (``store/_pages.py``).
-            TypeError: ``key`` is not bytes or str; a map size is not an int.
+            TypeError: ``key`` is not bytes or str; a map size is not an int; ``readonly``,
+                ``sync`` or ``check_pages`` is not a bool.
             ValueError: ``path`` is empty; ``key`` is empty or too long; a map size is
                 not 1 to 2**63 - 1 bytes.
 
         """
         _check_open_arguments(path, map_size, max_map_size)
+        _require_bools(readonly=readonly, sync=sync, check_pages=check_pages)
         where = Path(path)
         raw_key = _normalise_key(key)
         size = map_size or _DEFAULT_MAP_SIZE

@@ -105,6 +105,16 @@ def test_open_checks_its_arguments_with_or_without_a_path() -> None:
         Runtime.open(verify="ful")
     with pytest.raises(TypeError, match="behaviors"):
         Runtime.open(behaviors="abc")
+    for flag in ("false", "no", 0, None):  # a string "false" would waive verification
+        with pytest.raises(TypeError, match="allow_unverified is a bool"):
+            Runtime.open(allow_unverified=flag)
+
+
+@pytest.mark.parametrize("flag", ["readonly", "sync", "check_pages"])
+def test_journal_open_refuses_a_flag_that_is_no_bool(tmp_path: Path, flag: str) -> None:
+    with pytest.raises(TypeError, match=f"{flag} is a bool, got str"):
+        Journal.open(tmp_path / "j", **{flag: "false"})
+    assert not (tmp_path / "j").exists()  # refused before anything is made
 
 
 @pytest.mark.parametrize(
