@@ -28,7 +28,7 @@ from cogfabric.events import (
     upgrade_cognitive_state,
 )
 from cogfabric.events._codec import require_str
-from cogfabric.store import Journal, JournalIntegrityError, JournalRecordError, VerifyReport
+from cogfabric.store import Journal, JournalError, JournalIntegrityError, JournalRecordError, VerifyReport
 from cogfabric.store._journal import UNDECODABLE
 
 from ._agent import CALL, PUBLISH, AgentActor, FanOut, MailboxSlots, Shared, on_agent_thread
@@ -223,6 +223,8 @@ class Runtime:
         self.bus = IpcBus(self)
         core.bus = self.bus
         core.on_killed = self._on_killed
+        if core.writer is not None:
+            core.writer.on_failstop = self._reload_all
         self.memory = MemoryManager(core, journal)
         core.memory = self.memory
         """Session memory (spec §5): sessions, prompt windows, TTL sweeps."""
@@ -1192,7 +1194,10 @@ class Runtime:
             ActorTimeoutError: an agent was still busy after ``timeout`` (say, in a long
                 LLM call; the message names it, and everything handed over is durable),
                 or the journal did not commit in time (the outcome is unknown).
-            JournalError: the journal failed (fail-stop).
+            JournalError: the journal failed (fail-stop); in batch durability every agent
+                first drops what it applied that the journal does not hold (within
+                ``timeout``: a busy one does so before its next message), so lifecycle,
+                ``agents()`` and every read agree with the journal.
 
         """
         self._check_open()
@@ -1204,9 +1209,49 @@ class Runtime:
         else:
             problem = self._hand_over_all(time.monotonic() + wait)
         if self._core.writer is not None:
-            self._core.writer.flush(wait)
+            try:
+                self._core.writer.flush(wait)
+            except JournalError:
+                if own is None and self._core.writer.failure is not None:
+                    # Fail-stop: in batch durability agents may show changes the journal
+                    # refused. Each takes the journal's word before this raises, so
+                    # lifecycle, agents() and every read agree with the journal from now.
+                    self._await_reloads(time.monotonic() + wait)
+                raise
         if problem is not None:
             raise problem
+
+    def _reload_all(self) -> None:
+        """The journal went fail-stop: have every live agent take its word (on the writer's thread).
+
+        Told, not asked: each agent reloads its state from the journal before its next
+        message (``AgentActor._dispatch``), and this no-op is that message. A killed agent
+        it reloads leaves the registry; ``flush`` waits for them (``_await_reloads``).
+        """
+        # not under _lock: a thread holding it may wait for this writer (one C call is atomic)
+        entries = [e for e in list(self._agents.values()) if e is not None]
+        for entry in entries:
+            entry.shared.slots.take()  # once per fail-stop: past the bound, as a publication
+            try:
+                entry.ref.tell((CALL, "noop", ()))
+            except pykka.ActorDeadError:
+                entry.shared.slots.release()
+
+    def _await_reloads(self, deadline: float) -> None:
+        """Wait (until ``deadline``) for every live agent to have taken the journal's word."""
+        with self._lock:
+            entries = [e for e in self._agents.values() if e is not None]
+        asked = []
+        for entry in entries:
+            if not entry.shared.slots.acquire_control(timeout=0):
+                continue  # its mailbox is past its allowance: it reloads at its next message
+            try:
+                asked.append(entry.ref.ask((CALL, "noop", ()), block=False))
+            except pykka.ActorDeadError:
+                entry.shared.slots.release()
+        for future in asked:
+            with contextlib.suppress(Exception):
+                future.get(timeout=max(0.0, deadline - time.monotonic()))
 
     def _hand_over_all(self, deadline: float) -> Exception | None:
         """Ask every agent that may hold changes to hand them over; the error for those that did not.

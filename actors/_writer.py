@@ -231,6 +231,9 @@ class JournalWriter:
         threads only test membership."""
         self._closed = False
         self._failure: BaseException | None = None
+        self.on_failstop: Callable[[], None] | None = None
+        """Called on the writer's thread once a commit failed in storage (fail-stop): the
+        runtime has every agent take the journal's word for its state (batch durability)."""
         self._commits = 0
         """Commits begun and ended so far: how ``stop`` tells a busy writer from a stalled one."""
         self._commit_began = 0.0
@@ -349,6 +352,14 @@ class JournalWriter:
 
     def _has_room(self) -> bool:
         return self._queued < self._backlog_max or self._closed or self._failure is not None
+
+    def _announce_failstop(self) -> None:
+        hook = self.on_failstop
+        if hook is not None:
+            try:
+                hook()
+            except Exception:  # the failure stands; the agents reload at their next message
+                log.exception("the runtime could not be told the journal is fail-stop")
 
     def _died(self, cause: object) -> None:
         """The writer actor failed on a bug: fail what waits, refuse what comes, wake producers."""
@@ -639,7 +650,10 @@ class JournalWriter:
         except (JournalError, TypeError, ValueError) as exc:
             if isinstance(exc, JournalError) and self._journal_failed():
                 self._failure = exc
-            elif len(taken) > 1:
+                self._fail(taken, exc)
+                self._announce_failstop()
+                return
+            if len(taken) > 1:
                 # The journal refused the group and stored nothing (a bad stream name, a
                 # value it cannot encode): one bad submission must not take the others
                 # with it, so commit the halves apart until the bad one stands alone.
@@ -647,7 +661,7 @@ class JournalWriter:
                 self._commit(taken[:half])
                 self._commit(taken[half:])
                 return
-            elif taken:
+            if taken:
                 self._refused(taken[0], exc)
             self._fail(taken, exc)
             return
@@ -659,6 +673,7 @@ class JournalWriter:
             failure.__cause__ = exc
             self._failure = failure
             self._fail(taken, failure)
+            self._announce_failstop()
             return
         for event, seq in zip(events, seqs, strict=True):
             if isinstance(event, TaskContextPublished) and event.agents:

@@ -1514,6 +1514,29 @@ class TestJournalFailure:
             assert agent.private("k0") is not None
             assert other.private("k") is None
 
+    def test_in_batch_durability_lifecycle_and_agents_after_the_failed_flush_show_what_the_journal_holds(
+        self, tmp_path: Path
+    ) -> None:
+        # lifecycle and agents() read no actor: flush has every agent take the journal's
+        # word before it raises, not only at the agent's next message
+        config = Config(journal=JournalConfig(durability="batch", map_size=1 << 20, max_map_size=2 << 20))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            agent = runtime.spawn("a")
+            other = runtime.spawn("b")
+            runtime.flush()
+            agent.set_private("big", "x" * (4 << 20))  # the commit that holds it fails...
+            runtime.suspend("b")  # ...and these are handed over behind it
+            runtime.spawn("newbie")
+            assert other.lifecycle == AgentState.SUSPENDED  # applied at once (batch)
+
+            with pytest.raises(JournalFullError):
+                runtime.flush()
+
+            assert runtime.agent("b").lifecycle == AgentState.IDLE  # the handle reads the same state
+            assert runtime.agents() == ["a", "b"]
+            with pytest.raises(AgentNotFoundError):
+                runtime.agent("newbie")
+
     def test_in_batch_durability_a_kill_the_journal_refuses_leaves_the_agent_live_as_on_reopen(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
