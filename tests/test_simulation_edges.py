@@ -99,6 +99,32 @@ def test_the_same_seed_gives_the_same_answers_and_another_seed_other_ones(tmp_pa
     assert [getattr(runs["a"], f) for f in figures] == [getattr(runs["b"], f) for f in figures]
 
 
+def test_a_run_stopped_after_its_spawns_is_set_up_in_full_by_the_run_that_continues_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the first run stops after its spawns are journaled, before the goal is published
+    # and the researchers subscribed: the next run finishes the set-up, not skips it
+    def stop(*args: Any, **kwargs: Any) -> list[str]:  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Runtime, "publish_task_context", stop)
+        with pytest.raises(KeyboardInterrupt):
+            run_simulation(tmp_path / "j", agents=6, turns=10)
+
+    run_simulation(tmp_path / "j", agents=6, turns=10)
+    run_simulation(tmp_path / "j", agents=6, turns=10)  # nothing left to do: nothing redone
+
+    with Runtime.open(tmp_path / "j") as rt:
+        researchers = [a for a in rt.agents() if a.startswith("researcher-")]
+        assert len(researchers) == 5
+        assert all(rt.agent(a).task_context() == cogfabric._simulation.GOAL for a in researchers)
+        assert sorted(rt.bus.subscribers(cogfabric._simulation.FINDINGS)) == researchers
+    types = _types(tmp_path / "j")
+    assert types["TaskContextPublished"] == 1
+    assert types["IpcSubscribed"] == 5
+
+
 # ---------------------------------------------------------------- 2: a journal the simulation did not write
 
 

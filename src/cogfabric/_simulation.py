@@ -273,6 +273,7 @@ def run_simulation(
             foreign = [a for a in rt.agents() if rt.agent(a).task_id != TASK]
             if foreign or not researchers or not reviewers:
                 raise SimulationError(_foreign_message(path, foreign))
+            _finish_set_up(rt, researchers)  # a run stopped after its spawns left it undone
         else:
             _set_up(rt, researchers, reviewers)
         _ensure_sessions(rt, [*reviewers, *researchers])
@@ -375,9 +376,21 @@ def _set_up(rt: Runtime, researchers: list[str], reviewers: list[str]) -> None:
         for a in researchers
     ]
     rt.spawn_many(specs)
-    rt.publish_task_context(TASK, GOAL)
+    _finish_set_up(rt, researchers)
+
+
+def _finish_set_up(rt: Runtime, researchers: list[str]) -> None:
+    """Publish the goal and subscribe the researchers to findings, where not done yet.
+
+    A run stopped (an error, Ctrl-C) after its spawns were journaled may have left this
+    undone; the run that continues the journal finishes it.
+    """
+    if not rt.agent(researchers[0]).task_context():  # one event publishes it to all
+        rt.publish_task_context(TASK, GOAL)
+    subscribed = set(rt.bus.subscribers(FINDINGS))
     for a in researchers:
-        rt.bus.subscribe(a, FINDINGS)
+        if a not in subscribed:
+            rt.bus.subscribe(a, FINDINGS)
 
 
 def _settings(config: Config, durability: str | None) -> Config:
