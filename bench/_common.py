@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,15 @@ from cogfabric._bench import unwritable
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["columns", "json_file", "positive", "source_revision", "subset_of", "write_json"]
+__all__ = [
+    "columns",
+    "directory",
+    "json_file",
+    "positive",
+    "source_revision",
+    "subset_of",
+    "write_json",
+]
 
 
 def positive_seconds(text: str) -> float:
@@ -59,6 +68,18 @@ def json_file(text: str) -> Path:
         msg = f"{text} {problem}; name a file you can write"
         raise argparse.ArgumentTypeError(msg)
     return path
+
+
+def directory(text: str) -> str:
+    """An argparse type: an existing directory that can be written (``--dir``)."""
+    path = Path(text)
+    if not path.is_dir():
+        msg = f"{text} is no directory" if path.exists() else f"{text} does not exist"
+        raise argparse.ArgumentTypeError(msg)
+    if not os.access(path, os.W_OK | os.X_OK):
+        msg = f"{text} cannot be written"
+        raise argparse.ArgumentTypeError(msg)
+    return text
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:

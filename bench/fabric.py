@@ -87,7 +87,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import lmdb
 import msgspec
 import pykka
-from _common import json_file, positive, positive_seconds, subset_of, write_json
+from _common import directory, json_file, positive, positive_seconds, subset_of, write_json
 from _workloads import (
     RowSpec,
     Sample,
@@ -184,7 +184,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--only", type=subset_of(GROUPS), default=GROUPS, help=f"comma-separated subset of {','.join(GROUPS)}"
     )
     add("--quick", action="store_true", help="small counts and one run: a smoke test (< 1 minute)")
-    add("--dir", default=None, help="parent of the temporary directories (a real disk)")
+    add("--dir", type=directory, default=None, help="parent of the temporary directories (a real disk)")
     add("--json", type=json_file, default=None, metavar="FILE", help="also write the results here")
     # the spawn measurement runs in a child process of this script
     add("--spawn-child", type=Path, default=None, help=argparse.SUPPRESS)

@@ -72,7 +72,7 @@ from typing import Any, Final, NamedTuple
 
 import lmdb
 import msgspec
-from _common import columns, json_file, source_revision, write_json
+from _common import columns, directory, json_file, source_revision, write_json
 
 from cogfabric.events import AnyEvent, Event, PrivateSet
 from cogfabric.store import Journal, LmdbJournal
@@ -117,7 +117,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, Path | None]:
     )
     parser.add_argument("--repeat", type=int, default=None, help="runs per measurement; median shown (3)")
     parser.add_argument("--quick", action="store_true", help="small counts and one run: a smoke test")
-    parser.add_argument("--dir", default=None, help="parent of the temporary directories (a real disk)")
+    parser.add_argument(
+        "--dir", type=directory, default=None, help="parent of the temporary directories (a real disk)"
+    )
     parser.add_argument(
         "--json", type=json_file, default=None, metavar="FILE", help="also write the results here"
     )

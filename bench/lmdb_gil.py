@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self
 
 import lmdb
-from _common import columns, json_file, positive, source_revision, write_json
+from _common import columns, directory, json_file, positive, source_revision, write_json
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -82,7 +82,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, Path | None
     p.add_argument("--repeat", type=positive, default=5, help="rounds (5)")
     p.add_argument("--quick", action="store_true", help="400 items, 2 rounds")
     p.add_argument("--json", type=json_file, default=None, help="write every sample to this file")
-    p.add_argument("--dir", default=None, help="parent of the temporary directory")
+    p.add_argument("--dir", type=directory, default=None, help="parent of the temporary directory")
     a = p.parse_args(argv)
     items, repeat = (400, 2) if a.quick else (a.items, a.repeat)
     return Settings(items, a.busy, repeat, a.dir), a.json

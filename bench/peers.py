@@ -81,7 +81,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
-from _common import columns, json_file, source_revision, write_json
+from _common import columns, directory, json_file, source_revision, write_json
 from journal_append import Clocked, raw_append_encoding, raw_scan
 
 from cogfabric.events import Event, PrivateSet
@@ -151,7 +151,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, Path | None]:
     parser.add_argument("--agents", type=int, default=100, help="agents (aggregates, threads)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per measurement; median shown (3)")
     parser.add_argument("--quick", action="store_true", help="small counts and one run: a smoke test")
-    parser.add_argument("--dir", default=None, help="parent of the temporary directories (a real disk)")
+    parser.add_argument(
+        "--dir", type=directory, default=None, help="parent of the temporary directories (a real disk)"
+    )
     parser.add_argument(
         "--json", type=json_file, default=None, metavar="FILE", help="also write the results here"
     )

@@ -21,12 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import matplotlib as mpl
-
-mpl.use("Agg")
-
-import matplotlib.pyplot as plt
-from matplotlib.patches import Patch
+from cogfabric._bench import unwritable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -80,9 +75,13 @@ def load_bars(paths: Sequence[Path]) -> list[Bar]:
         except (OSError, ValueError) as exc:
             msg = f"cannot read {path}: {exc}"
             raise SystemExit(msg) from exc
+        rows = document.get("results") if isinstance(document, dict) else None
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            msg = f"{path} is no results file of the bench scripts (a JSON object with a list of results)"
+            raise SystemExit(msg)
         source = _source(document, path)
         prefix = "" if source == "peers" or len(paths) == 1 else f"[{source}] "
-        for row in document.get("results", []):
+        for row in rows:
             rate = float(row.get("rate") or 0.0)
             if row.get("skipped") or rate <= 0:
                 continue
@@ -92,6 +91,15 @@ def load_bars(paths: Sequence[Path]) -> list[Bar]:
 
 
 def draw(bars: Sequence[Bar], output: Path, title: str) -> None:
+    try:
+        import matplotlib as mpl  # noqa: PLC0415 - arguments are checked without it
+
+        mpl.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+        from matplotlib.patches import Patch  # noqa: PLC0415
+    except ImportError as exc:
+        msg = f"plotting needs matplotlib, which the bench extra installs: pip install -e '.[bench]' ({exc})"
+        raise SystemExit(msg) from exc
     height = max(3.0, 0.38 * len(bars) + 1.6)
     fig, ax = plt.subplots(figsize=(12, height))
     positions = range(len(bars))
@@ -117,10 +125,24 @@ def draw(bars: Sequence[Bar], output: Path, title: str) -> None:
     plt.close(fig)
 
 
+def _png_file(text: str) -> Path:
+    """An argparse type: the chart's path, ``.png`` added when it has no suffix, and writable."""
+    path = Path(text)
+    if path.name and not path.suffix and not path.is_dir():
+        path = path.with_suffix(".png")  # matplotlib would add it, and the message name another file
+    problem = unwritable(path)
+    if problem is not None:
+        msg = f"{path} {problem}; name a file you can write"
+        raise argparse.ArgumentTypeError(msg)
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("results", type=Path, nargs="+", help="JSON files written with --json")
-    parser.add_argument("-o", "--output", type=Path, default=Path("chart.png"), help="PNG to write")
+    parser.add_argument(
+        "-o", "--output", type=_png_file, default=Path("chart.png"), help="PNG to write (.png added if none)"
+    )
     parser.add_argument("--title", default=None, help="chart title")
     args = parser.parse_args(argv)
     bars = load_bars(args.results)

@@ -50,7 +50,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
-from _common import json_file, positive, subset_of, write_json
+from _common import directory, json_file, positive, subset_of, write_json
 from _workloads import (
     RowSpec,
     Sample,
@@ -128,7 +128,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--only", type=subset_of(GROUPS), default=GROUPS, help=f"comma-separated subset of {','.join(GROUPS)}"
     )
     add("--quick", action="store_true", help="small counts and one run: a smoke test (< 1 minute)")
-    add("--dir", default=None, help="parent of the temporary directories (a real disk)")
+    add("--dir", type=directory, default=None, help="parent of the temporary directories (a real disk)")
     add("--json", type=json_file, default=None, metavar="FILE", help="also write the results here")
     return p
 

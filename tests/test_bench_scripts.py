@@ -136,3 +136,72 @@ def test_fabric_judges_no_target_on_workloads_smaller_than_the_targets(tmp_path:
 
     assert [r for r in results if r.get("met") is not None] == []
     assert "MISSED" not in stdout
+
+
+@pytest.mark.parametrize("script", TINY)
+@pytest.mark.parametrize("where", ["missing", "a file"])
+def test_a_dir_that_is_no_writable_directory_is_refused_before_measuring(
+    tmp_path: Path, script: str, where: str
+) -> None:
+    target = tmp_path / "missing"
+    if where == "a file":
+        target = tmp_path / "file"
+        target.write_text("")
+    out = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", "--dir", str(target)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert out.returncode == 2
+    assert ("does not exist" if where == "missing" else "is no directory") in out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stdout == ""  # nothing measured
+
+
+def _plot(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCH / "plot.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+
+
+def test_plot_refuses_an_output_it_cannot_write_and_a_file_that_holds_no_results(tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"results": [{"workload": "w", "rate": 10.0}]}))
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+
+    missing_dir = _plot(tmp_path, str(results), "-o", str(tmp_path / "missing" / "chart.png"))
+    a_dir = _plot(tmp_path, str(results), "-o", str(tmp_path))
+    not_results = _plot(tmp_path, str(listed), "-o", str(tmp_path / "chart.png"))
+
+    assert (missing_dir.returncode, a_dir.returncode) == (2, 2)
+    assert "is in a directory that does not exist" in missing_dir.stderr
+    assert "is a directory" in a_dir.stderr
+    assert not_results.returncode == 1
+    assert "is no results file" in not_results.stderr
+    for done in (missing_dir, a_dir, not_results):
+        assert "Traceback" not in done.stderr
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_plot_writes_the_png_it_names(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the bench extra
+    results = tmp_path / "results.json"
+    results.write_text(
+        json.dumps({"results": [{"workload": "w", "rate": 10.0}, {"workload": "raw", "rate": 20.0}]})
+    )
+
+    done = _plot(tmp_path, str(results), "-o", "chart")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "wrote chart.png (2 bars)"
+    assert (tmp_path / "chart.png").read_bytes().startswith(b"\x89PNG")
+    assert not (tmp_path / "chart").exists()
