@@ -420,8 +420,14 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
         )
     if "already open in this process" in msg:
         return JournalLockedError(f"{path} is already open in this process{suffix}")
-    if isinstance(exc, lmdb.InvalidError | lmdb.VersionMismatchError):
-        return JournalFormatError(f"{path} is not an LMDB journal this code can open: {msg}{suffix}")
+    if isinstance(exc, lmdb.InvalidError | lmdb.VersionMismatchError | lmdb.IncompatibleError):
+        # MDB_INCOMPATIBLE: a journal's database name holds a plain value
+        what = (
+            "a cogfabric journal"
+            if isinstance(exc, lmdb.IncompatibleError)
+            else "an LMDB journal this code can open"
+        )
+        return JournalFormatError(f"{path} is not {what}: {msg}{suffix}")
     return JournalUnavailableError(f"{path}: {msg}{suffix}")
 
 

@@ -820,6 +820,22 @@ class TestFilesAndFormat:
         with pytest.raises(JournalFormatError, match="not a cogfabric journal"):
             Journal.open(tmp_path / "other", readonly=True)
 
+    @pytest.mark.parametrize("name", [b"meta", b"events"])
+    def test_an_lmdb_file_whose_plain_key_has_a_journal_database_name_is_refused(
+        self, tmp_path: Path, name: bytes
+    ) -> None:
+        # LMDB cannot open a database whose name is a plain key (MDB_INCOMPATIBLE)
+        env = lmdb.open(str(tmp_path / "other"))
+        with env.begin(write=True) as txn:
+            txn.put(name, b"not a database")
+        env.close()
+        data = (tmp_path / "other" / "data.mdb").read_bytes()
+
+        for readonly in (False, True):
+            with pytest.raises(JournalFormatError, match="not a cogfabric journal"):
+                Journal.open(tmp_path / "other", readonly=readonly)
+        assert (tmp_path / "other" / "data.mdb").read_bytes() == data
+
     def test_databases_left_empty_by_a_crash_before_the_header_are_taken_over(self, tmp_path: Path) -> None:
         # what an older version left when killed between creating its databases one by
         # one and writing the header; a journal is now created in one transaction
