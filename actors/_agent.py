@@ -72,6 +72,8 @@ CALL: Final = 0
 IPC: Final = 1
 PUBLISH: Final = 2
 PACED: Final = 3  # (PACED, message, window): handle message, then give the fan-out window its slot back
+LIFECYCLE_CALLS: Final = frozenset({"suspend", "resume", "retire", "recover", "kill"})
+"""The operations whose ``(CALL, name, args)`` message takes a lifecycle slot (``acquire_control``)."""
 
 
 @runtime_checkable
@@ -104,15 +106,17 @@ class MailboxSlots:
     """
 
     CONTROL_EXTRA: ClassVar[int] = 16
-    """How many messages past its size a mailbox takes for lifecycle calls (``acquire_control``)."""
+    """How many lifecycle calls a mailbox holds at most, past its size (``acquire_control``)."""
 
-    __slots__ = ("_closed", "_control_waiters", "_free", "_lock", "_room", "_size", "_waiters")
+    __slots__ = ("_closed", "_control", "_control_waiters", "_free", "_lock", "_room", "_size", "_waiters")
 
     def __init__(self, size: int) -> None:
         """``size`` free slots."""
         self._size = size
         self._free = size
         self._waiters = 0
+        self._control = 0
+        """Lifecycle calls in the mailbox (taken by ``acquire_control``, not yet handled)."""
         self._control_waiters = 0
         self._closed = False
         self._lock = threading.Lock()
@@ -134,25 +138,38 @@ class MailboxSlots:
             return True
 
     def acquire_control(self, timeout: float | None = None) -> bool:
-        """Take a slot for a lifecycle call, past the bound by up to ``CONTROL_EXTRA`` messages.
+        """Take a slot for a lifecycle call, whether the mailbox is full or not.
 
         A kill must reach an agent whose own busy behavior keeps its mailbox full, so a
         lifecycle call does not wait for a free slot; but a caller that timed out may call
-        again, so the calls queued past the bound are bounded too. Past that, it waits up to
-        ``timeout`` seconds; False if no room came or on ``close``.
+        again, so the mailbox holds ``CONTROL_EXTRA`` lifecycle calls at most. Past that,
+        it waits up to ``timeout`` seconds for one to be handled (``release_control``);
+        False if none was, or on ``close``.
         """
         with self._lock:
-            if self._free > -self.CONTROL_EXTRA:
-                self._free -= 1
-                return True
-            self._control_waiters += 1
-            try:
-                if not self._room.wait_for(self._has_control_room, timeout) or self._closed:
-                    return False
-            finally:
-                self._control_waiters -= 1
+            if self._control >= self.CONTROL_EXTRA:
+                self._control_waiters += 1
+                try:
+                    if not self._room.wait_for(self._has_control_room, timeout) or self._closed:
+                        return False
+                finally:
+                    self._control_waiters -= 1
+            self._control += 1
             self._free -= 1
             return True
+
+    def release_control(self) -> None:
+        """Give back a slot ``acquire_control`` took: its lifecycle call is being handled."""
+        with self._lock:
+            if self._control <= 0:
+                msg = "a lifecycle call's mailbox slot was released more often than it was taken"
+                raise ValueError(msg)
+            self._control -= 1
+            self._free += 1
+            if self._control_waiters:  # a sender's room and a lifecycle call's differ: wake both kinds
+                self._room.notify_all()
+            elif self._waiters:
+                self._room.notify()
 
     def close(self) -> None:
         """Wake every sender waiting for room: the runtime is closing, none will come."""
@@ -181,9 +198,7 @@ class MailboxSlots:
                 msg = "a mailbox slot was released more often than it was taken"
                 raise ValueError(msg)
             self._free += 1
-            if self._control_waiters:  # a sender's room and a lifecycle call's differ: wake both kinds
-                self._room.notify_all()
-            elif self._waiters:
+            if self._waiters:
                 self._room.notify()
 
     @property
@@ -200,7 +215,7 @@ class MailboxSlots:
         return self._free > 0 or self._closed
 
     def _has_control_room(self) -> bool:
-        return self._free > -self.CONTROL_EXTRA or self._closed
+        return self._control < self.CONTROL_EXTRA or self._closed
 
 
 class FanOut:
@@ -352,8 +367,11 @@ class AgentActor(pykka.ThreadingActor):
         """Dispatch one mailbox message."""
         shared = self._shared
         shared.busy = True  # before the mailbox looks empty (Runtime._hand_over_all)
-        shared.slots.release()
         kind = message[0]
+        if kind == CALL and message[1] in LIFECYCLE_CALLS:
+            shared.slots.release_control()
+        else:
+            shared.slots.release()
         window: threading.Semaphore | None = None
         if kind == PACED:  # part of a fan-out (FanOut)
             window, message = message[2], message[1]

@@ -31,7 +31,7 @@ from cogfabric.events._codec import require_str
 from cogfabric.store import Journal, JournalError, JournalIntegrityError, JournalRecordError, VerifyReport
 from cogfabric.store._journal import UNDECODABLE
 
-from ._agent import CALL, PUBLISH, AgentActor, FanOut, MailboxSlots, Shared, on_agent_thread
+from ._agent import CALL, LIFECYCLE_CALLS, PUBLISH, AgentActor, FanOut, MailboxSlots, Shared, on_agent_thread
 from ._bus import IpcBus
 from ._clock import CheckedClock, Clock, FakeClock, SystemClock, bounded_wait
 from ._config import Config
@@ -806,17 +806,17 @@ class Runtime:
 
     def suspend(self, agent_id: str) -> None:
         """Suspend an agent; idempotent. Raises ``AgentRetiredError`` for a retired one."""
-        self._ask(agent_id, "suspend", control=True)
+        self._ask(agent_id, "suspend")
 
     def resume(self, agent_id: str) -> None:
         """Resume a suspended agent (``AgentNotSuspendedError`` otherwise)."""
-        self._ask(agent_id, "resume", control=True)
+        self._ask(agent_id, "resume")
 
     def retire(self, agent_id: str) -> None:
         """Retire an agent; idempotent. Raises ``AgentRunningError`` while it runs."""
         if self._entry(agent_id).shared.lifecycle == AgentState.RUNNING:
             raise AgentRunningError(agent_id)
-        self._ask(agent_id, "retire", control=True)
+        self._ask(agent_id, "retire")
 
     def recover(self, agent_id: str, state: CognitiveState) -> None:
         """Install a cognitive state (e.g. a checkpoint) in an IDLE or SUSPENDED agent.
@@ -838,7 +838,7 @@ class Runtime:
         if lifecycle == AgentState.RETIRED:
             raise AgentRetiredError(agent_id)  # before the state's version, as the original checks
         upgrade_cognitive_state(state)
-        self._ask(agent_id, "recover", state, control=True)
+        self._ask(agent_id, "recover", state)
 
     def kill(self, agent_id: str) -> None:
         """Journal a death snapshot and remove the agent; its children live on.
@@ -848,12 +848,11 @@ class Runtime:
         when the agent gets to it, as the journal will show; nothing it still had in its
         mailbox is handled after that. Like every lifecycle call, it is queued even when
         the agent's mailbox is full (past the bound): it gets ``MailboxFullError`` only
-        when ``MailboxSlots.CONTROL_EXTRA`` (16) messages past the bound are waiting
-        already (lifecycle calls that timed out, called again) and no room comes within
-        ``call_timeout``.
+        when the mailbox holds ``MailboxSlots.CONTROL_EXTRA`` (16) lifecycle calls already
+        (calls that timed out, made again) and none is handled within ``call_timeout``.
         """
         entry = self._entry(agent_id)
-        self._ask(agent_id, "kill", control=True)
+        self._ask(agent_id, "kill")
         self._stop_ref(entry.ref)
 
     def _on_killed(self, agent_id: str, ref: pykka.ActorRef[AgentActor]) -> None:
@@ -1093,8 +1092,8 @@ class Runtime:
             if self._agents.get(agent_id) is not entry:
                 raise AgentNotFoundError(agent_id)  # killed while the caller waited
             msg = (
-                f"the mailbox of {agent_id!r} stayed full for {wait:g} s, with "
-                f"{MailboxSlots.CONTROL_EXTRA} messages past its size (lifecycle calls that timed out)"
+                f"the mailbox of {agent_id!r} held {MailboxSlots.CONTROL_EXTRA} lifecycle calls "
+                f"(calls that timed out, made again) for {wait:g} s"
             )
             raise MailboxFullError(msg)
 
@@ -1139,17 +1138,16 @@ class Runtime:
         name: str,
         *args: object,
         incarnation: Shared | None = None,
-        control: bool = False,
     ) -> Any:  # noqa: ANN401 - the operation's result
         """Run operation ``name`` on the agent's actor; ``incarnation``: only on that one.
 
         A handle passes its agent's ``Shared``: once that agent is killed, a new agent
         spawned with the same id is not the one the handle was given. A lifecycle
-        operation (``control``) takes its mailbox slot over the bound rather than wait
-        for room: a kill must reach an agent whose mailbox its own busy behavior keeps
-        full. A caller that timed out may call again, so that goes ``CONTROL_EXTRA``
-        messages past the bound at most (``MailboxSlots.acquire_control``); past that it
-        waits for room as a sender does.
+        operation (``LIFECYCLE_CALLS``) takes its mailbox slot past the bound rather than
+        wait for room: a kill must reach an agent whose mailbox its own busy behavior
+        keeps full. A caller that timed out may call again, so a mailbox holds
+        ``CONTROL_EXTRA`` lifecycle calls at most (``MailboxSlots.acquire_control``);
+        past that the next one waits for one of them to be handled.
         """
         entry = self._entry(agent_id) if incarnation is None else self._incarnation(agent_id, incarnation)
         if entry.shared.thread is threading.current_thread():
@@ -1159,7 +1157,7 @@ class Runtime:
                 "wait for itself: use ctx for its own state, and lifecycle calls from elsewhere"
             )
             raise AgentRunningError(agent_id, detail)
-        if control:
+        if name in LIFECYCLE_CALLS:
             self._admit_control(agent_id, entry)
         else:
             self._admit(agent_id, entry)
@@ -1224,34 +1222,33 @@ class Runtime:
     def _reload_all(self) -> None:
         """The journal went fail-stop: have every live agent take its word (on the writer's thread).
 
-        Told, not asked: each agent reloads its state from the journal before its next
-        message (``AgentActor._dispatch``), and this no-op is that message. A killed agent
-        it reloads leaves the registry; ``flush`` waits for them (``_await_reloads``).
+        Each agent reloads its state from the journal before its next message
+        (``AgentActor._dispatch``), and this no-op is that message, past the bound (once:
+        fail-stop lasts). Asked, not told: what the reload raises (a spawn the journal
+        refused is no agent) goes to the discarded answer, not to Pykka, which would stop
+        the actor. A killed agent it reloads leaves the registry.
         """
-        # not under _lock: a thread holding it may wait for this writer (one C call is atomic)
-        entries = [e for e in list(self._agents.values()) if e is not None]
-        for entry in entries:
-            entry.shared.slots.take()  # once per fail-stop: past the bound, as a publication
-            try:
-                entry.ref.tell((CALL, "noop", ()))
-            except pykka.ActorDeadError:
-                entry.shared.slots.release()
+        self._noops(past_bound=True)
 
     def _await_reloads(self, deadline: float) -> None:
         """Wait (until ``deadline``) for every live agent to have taken the journal's word."""
-        with self._lock:
-            entries = [e for e in self._agents.values() if e is not None]
-        asked = []
-        for entry in entries:
-            if not entry.shared.slots.acquire_control(timeout=0):
-                continue  # its mailbox is past its allowance: it reloads at its next message
-            try:
-                asked.append(entry.ref.ask((CALL, "noop", ()), block=False))
-            except pykka.ActorDeadError:
-                entry.shared.slots.release()
-        for future in asked:
+        for future in self._noops(past_bound=False):
             with contextlib.suppress(Exception):
                 future.get(timeout=max(0.0, deadline - time.monotonic()))
+
+    def _noops(self, *, past_bound: bool) -> list[pykka.Future[Any]]:
+        """Ask every live agent a no-op; ``past_bound``: also one whose mailbox is full."""
+        # not under _lock: a thread holding it may wait for the writer (one C call is atomic)
+        entries = [e for e in list(self._agents.values()) if e is not None]
+        asked = []
+        for entry in entries:
+            slots = entry.shared.slots
+            if past_bound:
+                slots.take()
+            elif not slots.acquire(timeout=0):
+                continue  # mail waits: it takes the journal's word before handling it
+            asked.append(entry.ref.ask((CALL, "noop", ()), block=False))
+        return asked
 
     def _hand_over_all(self, deadline: float) -> Exception | None:
         """Ask every agent that may hold changes to hand them over; the error for those that did not.

@@ -106,7 +106,7 @@ def test_take_goes_below_zero_and_the_slots_come_back_one_release_at_a_time() ->
     assert slots.acquire(timeout=0)
 
 
-def test_a_lifecycle_call_goes_past_the_bound_by_its_allowance_then_waits_for_room() -> None:
+def test_a_lifecycle_call_goes_past_the_bound_until_the_mailbox_holds_its_allowance() -> None:
     slots, condition = watched(1)
     assert slots.acquire(timeout=0)
     for _ in range(MailboxSlots.CONTROL_EXTRA):
@@ -117,16 +117,30 @@ def test_a_lifecycle_call_goes_past_the_bound_by_its_allowance_then_waits_for_ro
     got: list[bool] = []
     taker = threading.Thread(target=lambda: got.append(slots.acquire_control(timeout=60)))
     taker.start()
-    assert condition.started.acquire(timeout=WAIT)  # it waits for room
-    slots.release()
+    assert condition.started.acquire(timeout=WAIT)  # it waits for a lifecycle call to be handled
+    slots.release()  # a message handled: room for a sender, not for a lifecycle call
+    assert not got
+    slots.release_control()
     taker.join(WAIT)
     assert got == [True]
-    assert slots.free == -MailboxSlots.CONTROL_EXTRA
+    assert slots.free == 1 - MailboxSlots.CONTROL_EXTRA
 
 
-def test_a_release_wakes_a_waiting_lifecycle_call_behind_a_waiting_sender() -> None:
-    # a sender needs a free slot, a lifecycle call only room within its allowance: a
-    # release that makes room for the call alone must wake it, whoever waits first
+def test_messages_past_the_bound_that_are_no_lifecycle_calls_leave_the_allowance_whole() -> None:
+    # a durable publication takes its slot past the bound too: it must not use up the
+    # room a kill has
+    slots = MailboxSlots(1)
+    assert slots.acquire(timeout=0)
+    for _ in range(3 * MailboxSlots.CONTROL_EXTRA):
+        slots.take()
+
+    assert slots.acquire_control(timeout=0)
+    slots.release_control()
+    with pytest.raises(ValueError, match="released more often"):
+        slots.release_control()
+
+
+def test_a_released_lifecycle_call_wakes_a_waiting_lifecycle_call_behind_a_waiting_sender() -> None:
     slots, condition = watched(1)
     assert slots.acquire(timeout=0)
     for _ in range(MailboxSlots.CONTROL_EXTRA):
@@ -139,7 +153,7 @@ def test_a_release_wakes_a_waiting_lifecycle_call_behind_a_waiting_sender() -> N
     control.start()
     assert condition.started.acquire(timeout=WAIT)
 
-    slots.release()
+    slots.release_control()
     control.join(WAIT)
     sender.join(WAIT)
 

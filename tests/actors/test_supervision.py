@@ -1177,9 +1177,9 @@ class TestBackpressure:
             for _ in range(MailboxSlots.CONTROL_EXTRA):
                 with pytest.raises(ActorTimeoutError, match="did not answer"):
                     runtime.suspend("a")
-            with pytest.raises(MailboxFullError, match="past its size"):
+            with pytest.raises(MailboxFullError, match="held 16 lifecycle calls"):
                 runtime.suspend("a")
-            with pytest.raises(MailboxFullError, match="past its size"):
+            with pytest.raises(MailboxFullError, match="held 16 lifecycle calls"):
                 runtime.kill("a")
             assert runtime._entry("a").shared.slots.free == -MailboxSlots.CONTROL_EXTRA
             Gate.release.set()
@@ -1188,6 +1188,25 @@ class TestBackpressure:
             assert runtime.agent("a").lifecycle == AgentState.SUSPENDED
             assert runtime._entry("a").shared.slots.free == 1  # every slot given back
             runtime.kill("a")
+            assert runtime.agents() == []
+
+    def test_a_kill_reaches_an_agent_whose_full_mailbox_took_publications_past_the_bound(
+        self, tmp_path: Path
+    ) -> None:
+        # durable publications go past the bound too; they leave a kill its room
+        with _open(tmp_path / "j", mailbox=1, timeout=0.05) as runtime:
+            runtime.spawn("a", task_id="t", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            runtime.bus.send("x", "a", "one")  # the mailbox is full now
+            for step in range(2 * MailboxSlots.CONTROL_EXTRA):
+                runtime.publish_task_context("t", {"step": step})  # each waits call_timeout, then goes past
+
+            with pytest.raises(ActorTimeoutError, match="did not answer"):
+                runtime.kill("a")
+            Gate.release.set()
+            runtime.flush()
+
             assert runtime.agents() == []
 
     def test_close_stops_busy_agents_together_within_one_call_timeout(
@@ -1515,7 +1534,7 @@ class TestJournalFailure:
             assert other.private("k") is None
 
     def test_in_batch_durability_lifecycle_and_agents_after_the_failed_flush_show_what_the_journal_holds(
-        self, tmp_path: Path
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
     ) -> None:
         # lifecycle and agents() read no actor: flush has every agent take the journal's
         # word before it raises, not only at the agent's next message
@@ -1529,13 +1548,16 @@ class TestJournalFailure:
             runtime.spawn("newbie")
             assert other.lifecycle == AgentState.SUSPENDED  # applied at once (batch)
 
-            with pytest.raises(JournalFullError):
+            with caplog.at_level("ERROR"), pytest.raises(JournalFullError):
                 runtime.flush()
 
             assert runtime.agent("b").lifecycle == AgentState.IDLE  # the handle reads the same state
             assert runtime.agents() == ["a", "b"]
             with pytest.raises(AgentNotFoundError):
                 runtime.agent("newbie")
+            assert other.private("k") is None  # its actor lives on: the reload stopped none
+            # the refused spawn's reload is no actor failure (Pykka would stop the actor)
+            assert "Unhandled exception" not in caplog.text
 
     def test_in_batch_durability_a_kill_the_journal_refuses_leaves_the_agent_live_as_on_reopen(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
