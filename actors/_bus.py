@@ -128,6 +128,21 @@ class IpcBus:
         except MailboxFullError as exc:
             self.dead_letter(message, "mailbox full", str(exc))
             raise
+        except RuntimeClosedError:
+            self._closed_letter(message)
+            raise
+
+    def _closed_letter(self, message: IpcMessage) -> None:
+        """A ``closed`` dead letter for a message the runtime's close refused, while it can be journaled.
+
+        A sender that waited for room in a full mailbox when ``close()`` began loses its
+        message: the dead letter keeps it. Once the writer stopped (a call after close),
+        there is nothing to record it in.
+        """
+        if self._runtime._writer_stopped:  # noqa: SLF001
+            return
+        with contextlib.suppress(CogfabricError):
+            self.dead_letter(message, "closed", "the runtime was closed")
 
     def _delivery(
         self, message: IpcMessage, entry: _Entry, *, shared: bool = False
@@ -368,7 +383,7 @@ class IpcBus:
         if pending.as_is and pending.error is not None:
             raise pending.error  # killed before it got to the request, or it cannot handle it
         if pending.error is not None:
-            msg = f"agentipc: handler of {to!r} failed on {topic!r}: {journal_repr(pending.error)}"
+            msg = f"agentipc: handler panicked: {to!r} failed on {topic!r}: {journal_repr(pending.error)}"
             raise IpcHandlerError(msg) from pending.error
         assert pending.reply is not None
         return self._handed_back(pending.reply)
@@ -688,7 +703,7 @@ class IpcBus:
         deadline = time.monotonic() + self._core.call_timeout
         delivered = 0
         fanout = FanOut(len(targets))
-        for agent_id in targets:
+        for n, agent_id in enumerate(targets):
             copy = IpcMessage(
                 at=message.at,
                 id=message.id,
@@ -707,6 +722,10 @@ class IpcBus:
             except MailboxFullError as exc:
                 self.dead_letter(copy, "mailbox full", str(exc))
                 continue
+            except RuntimeClosedError:  # closed while it waited for room: the rest are not told
+                for untold in targets[n:]:
+                    self._closed_letter(msgspec.structs.replace(copy, recipient=untold))
+                raise
             delivered += 1
         return delivered
 

@@ -25,7 +25,7 @@ from cogfabric import (
 )
 from cogfabric.actors import Config, JournalConfig, RuntimeConfig
 from cogfabric.actors._runtime import _STOP_WINDOW
-from cogfabric.events import PrivateSet
+from cogfabric.events import IpcDeadLettered, PrivateSet
 from cogfabric.store import Journal, JournalFailedError
 
 if TYPE_CHECKING:
@@ -215,6 +215,50 @@ def test_close_wakes_a_sender_waiting_for_room_with_runtime_closed(tmp_path: Pat
         gate.set()
     closer.join(30)
     assert not closer.is_alive()
+
+
+@pytest.mark.parametrize("call", ["send", "request", "broadcast"])
+def test_a_message_waiting_for_room_when_close_begins_leaves_a_closed_dead_letter(
+    tmp_path: Path, call: str
+) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    config = Config(runtime=RuntimeConfig(call_timeout=20.0, mailbox_size=1))
+    rt = Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=behaviors)
+    try:
+        rt.spawn("s", behavior="gated")
+        rt.spawn("t", behavior="gated")
+        rt.bus.subscribe("s", "news")
+        rt.bus.subscribe("t", "news")
+        rt.bus.send("u", "s", "first")
+        assert entered.wait(10)
+        rt.bus.send("u", "s", "second")  # the mailbox is full now
+        calls = {
+            "send": lambda: rt.bus.send("u", "s", "waiting", {"w": 1}),
+            "request": lambda: rt.bus.request("u", "s", "waiting", {"w": 1}, timeout=60),
+            "broadcast": lambda: rt.bus.broadcast("u", "news", {"w": 1}),  # s first: t is never told
+        }
+        sender, outcome = _in_thread(calls[call])
+        slots = rt._entry("s").shared.slots
+        assert _until(lambda: slots._waiters == 1)  # the sender waits for room
+        closer, _ = _in_thread(rt.close)
+        sender.join(30)
+        assert not sender.is_alive()
+        assert isinstance(outcome[0], RuntimeClosedError)
+    finally:
+        gate.set()
+    closer.join(30)
+    assert not closer.is_alive()
+
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        letters = [r.event for r in journal.read(stream="bus") if isinstance(r.event, IpcDeadLettered)]
+    waiting = [(d.recipient, d.reason, d.payload) for d in letters if d.topic in ("waiting", "news")]
+    expected = (
+        [("s", "closed", {"w": 1}), ("t", "closed", {"w": 1})]
+        if call == "broadcast"
+        else [("s", "closed", {"w": 1})]
+    )
+    assert waiting == expected
 
 
 def test_flush_names_the_agent_whose_mailbox_stayed_full_not_the_idle_ones(tmp_path: Path) -> None:

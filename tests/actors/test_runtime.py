@@ -867,8 +867,8 @@ class TestBus:
         runtime.spawn("b", behavior="rec")
         with pytest.raises(AgentNotFoundError):
             runtime.bus.send("a", "nobody", "hello", {"plan": [1, 2]})
-        with pytest.raises(IpcHandlerError):
-            runtime.bus.request("a", "b", "boom", {"n": 3}, timeout=10)
+        with pytest.raises(IpcHandlerError, match=r"^agentipc: handler panicked: 'b' failed on 'boom'"):
+            runtime.bus.request("a", "b", "boom", {"n": 3}, timeout=10)  # the original's ErrHandlerPanic
 
         letters = runtime.bus.dead_letters()
         assert [(d.reason, d.payload) for d in letters] == [
