@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from cogfabric._errors import CogfabricError
-from cogfabric.events import IpcDeadLettered, IpcMessage, admit_value, copy_value, new_event_id
+from cogfabric.events import IpcDeadLettered, IpcDelivered, IpcMessage, admit_value, copy_value, new_event_id
 from cogfabric.events._codec import journal_repr, require_str
 from cogfabric.store import JournalError
 
@@ -386,7 +386,20 @@ class IpcBus:
             msg = f"agentipc: handler panicked: {to!r} failed on {topic!r}: {journal_repr(pending.error)}"
             raise IpcHandlerError(msg) from pending.error
         assert pending.reply is not None
+        self._reply_delivered(pending.reply)
         return self._handed_back(pending.reply)
+
+    def _reply_delivered(self, reply: IpcMessage) -> None:
+        """Journal that ``reply`` reached its requester, as a message's delivery is journaled.
+
+        Not waited for: the reply itself is durable already (sync durability), and the
+        requester has it; a journal or clock that fails now is logged, not raised.
+        """
+        try:
+            event = IpcDelivered(at=self._core.clock.now(), message_id=reply.id, recipient=reply.recipient)
+            self._journal(event, durable=False)
+        except (ClockError, RuntimeClosedError, JournalError) as exc:
+            log.warning("reply %s reached %r, its delivery not journaled: %r", reply.id, reply.recipient, exc)
 
     def reply(self, correlation_id: str, payload: object = None, *, frm: str | None = None) -> None:
         """Answer a pending request asynchronously; an unknown or expired id is ignored.

@@ -980,6 +980,21 @@ class TestBus:
         assert reply.correlation_id
         assert reply.payload == {"echo": 5, "by": "b"}
 
+    def test_a_request_and_its_reply_are_each_journaled_when_sent_and_when_delivered(
+        self, runtime: Runtime
+    ) -> None:
+        runtime.spawn("b", behavior="rec")
+
+        reply = runtime.bus.request("a", "b", "q", 5, timeout=10)
+        runtime.flush()
+
+        assert runtime._journal is not None
+        ipc = [r.event for r in runtime._journal.read(stream="bus")]
+        sent = [(e.id, e.kind) for e in ipc if isinstance(e, IpcMessage)]
+        delivered = [(e.message_id, e.recipient) for e in ipc if isinstance(e, IpcDelivered)]
+        assert [kind for _, kind in sent] == ["request", "reply"]
+        assert delivered == [(sent[0][0], "b"), (reply.id, "a")]
+
     def test_request_async_reply(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
         result: list[IpcMessage] = []
