@@ -259,7 +259,7 @@ def _summarise_call(message: Message) -> str:
     for call in message.tool_calls:
         shown = []
         for key, value in _arguments(call).items():
-            if isinstance(value, str) and len(value.encode()) <= _SHOWN_ARG:  # Go's len: bytes
+            if isinstance(value, str) and len(value) <= _SHOWN_ARG:  # characters, as spec §5.4 counts
                 shown.append(f"{key}={_go_quote(value)}")
             else:
                 shown.append(key)

@@ -927,7 +927,8 @@ class TestCleaner:
             ToolCall(
                 id="c2",
                 function=ToolCallFunction(
-                    name="g", arguments='{"q": "x\\"y\\nz", "long": "' + "é" * 11 + '"}'
+                    name="g",
+                    arguments='{"q": "x\\"y\\nz", "long": "' + "é" * 21 + '", "cjk": "' + "東" * 20 + '"}',
                 ),
             ),
         ]
@@ -938,8 +939,9 @@ class TestCleaner:
 
         summary = clean_with_turns(messages, CleanOptions())[0].content
 
-        # no id: no "id: " before it; a value of more than 20 bytes (11 é are 22) shows its key only
-        assert summary == 'call f(a="b", n); c2: call g(q="x\\"y\\nz", long)'
+        # no id: no "id: " before it; a value of more than 20 characters shows its key only
+        # (spec §5.4 counts characters: 20 CJK characters are shown)
+        assert summary == 'call f(a="b", n); c2: call g(q="x\\"y\\nz", long, cjk="' + "東" * 20 + '")'
 
     @pytest.mark.parametrize(
         ("value", "quoted"),
