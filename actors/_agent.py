@@ -1084,6 +1084,7 @@ class AgentContext:
             journal=self._actor.note_from_any_thread,
             memory=core.memory,
             agent_id=self.agent_id,
+            check_open=core.check_running,
         )
 
     def send(self, to: str, topic: str, payload: object = None) -> None:

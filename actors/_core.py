@@ -14,7 +14,7 @@ from cogfabric.events import TaskContextPublished
 from cogfabric.store import JournalRecordError
 
 from ._clock import CheckedClock
-from ._errors import InvalidSpawnSpecError
+from ._errors import InvalidSpawnSpecError, RuntimeClosedError
 from ._state import AgentSnapshot, apply_event, decode_snapshot
 
 if TYPE_CHECKING:
@@ -82,6 +82,12 @@ class Core:
         """Set by ``Runtime.close`` as it begins: a ``RuntimeClosedError`` out of a behavior
         from then on is this runtime's close, not the behavior's failure (another
         runtime's is one)."""
+
+    def check_running(self) -> None:
+        """Raise ``RuntimeClosedError`` once ``close()`` stopped the agents' work (``stopped``)."""
+        if self.stopped:
+            msg = "the runtime is closed"
+            raise RuntimeClosedError(msg)
 
     def persist(self, events: Sequence[Event], *, durable: bool = True) -> None:
         """Journal ``events`` through the writer.

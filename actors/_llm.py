@@ -446,11 +446,14 @@ class JournaledLLM(LLMClient):
         journal: Callable[[Event], None],
         memory: MemoryManager,
         agent_id: str | None = None,
+        check_open: Callable[[], None] | None = None,
     ) -> None:
         """Journal through ``journal`` (one event at a time) on behalf of ``agent_id``.
 
         A behavior's ``ctx.llm`` journals through its agent, which names the message the
-        behavior is handling as the cause of each output and refusal.
+        behavior is handling as the cause of each output and refusal. ``check_open``
+        raises ``RuntimeClosedError`` once nothing could be journaled: no provider is
+        called then (a model's output that no record holds would be lost to an audit).
         """
         super().__init__(
             provider, config, on_reject=self._rejected, on_output=self._answered, on_failure=self._failed
@@ -459,8 +462,15 @@ class JournaledLLM(LLMClient):
         self._journal = journal
         self._memory = memory
         self._agent_id = agent_id
+        self._check_open = check_open
         self._turn = threading.local()
         """The session of the turn under way on this thread: one client may serve many threads."""
+
+    def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - provider parameters
+        """``LLMClient.generate``, refused with ``RuntimeClosedError`` once the runtime is closed."""
+        if self._check_open is not None:
+            self._check_open()
+        return super().generate(prompt, **params)
 
     def _rejected(self, length: int, limit: int, reason: str) -> None:
         self._journal(

@@ -1026,6 +1026,7 @@ class Runtime:
             journal=self._journal_now,
             memory=self.memory,
             agent_id=agent_id,
+            check_open=self._check_open,
         )
 
     def _journal_now(self, event: Event) -> None:

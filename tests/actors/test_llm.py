@@ -23,6 +23,7 @@ from cogfabric.actors import (
     PromptTooLongError,
     ProviderError,
     Runtime,
+    RuntimeClosedError,
     ScriptedProvider,
 )
 from cogfabric.actors._llm import prompt_hash
@@ -155,6 +156,18 @@ class TestJournaled:
         ]
         (output,) = [e for e in events if isinstance(e, LlmOutputRecorded)]
         assert (output.provider, output.output, len(output.prompt_hash)) == ("scripted", "first", 32)
+
+    def test_a_client_used_after_close_calls_no_provider(
+        self, tmp_path: Path, provider: ScriptedProvider
+    ) -> None:
+        # nothing could journal the output: the model is not called (nor paid for)
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+            llm = runtime.llm(provider)
+
+        for prompt in ("hello", ""):
+            with pytest.raises(RuntimeClosedError):
+                llm.generate(prompt)
+        assert provider.calls == []
 
     def test_a_turn_builds_the_prompt_from_the_session_and_adds_the_answer(
         self, tmp_path: Path, provider: ScriptedProvider
