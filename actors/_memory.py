@@ -319,6 +319,10 @@ class MemoryManager:
         self._journal = journal
         self._sessions: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
         """In access order, least recently used first: eviction is O(1)."""
+        self._latest = -math.inf
+        self._clock_went_back = False
+        """Whether a clock reading was ever below an earlier one (a wall clock stepped
+        back): access order then no longer puts the sessions that expire first in front."""
         self._retrievers: list[Retriever] = []
         self._queue: collections.deque[_Op] = collections.deque()
         self._lock = threading.Lock()
@@ -476,7 +480,12 @@ class MemoryManager:
         self._events.append(event)
 
     def _now(self) -> float:
-        return self._core.clock.now()
+        now = self._core.clock.now()
+        if now >= self._latest:
+            self._latest = now
+        else:
+            self._clock_went_back = True
+        return now
 
     def _expired(self, state: SessionState, now: float) -> bool:
         # Not ``now - accessed_at > ttl``: at wall-clock magnitudes that difference is
@@ -514,7 +523,10 @@ class MemoryManager:
             require_str(agent_id, "agent_id")
         now = self._now()
         sessions = self._sessions
-        # Expired sessions go before a live one is evicted; both come off the front.
+        # Expired sessions go before a live one is evicted; both come off the front, but
+        # after the clock stepped back an expired one may be behind a live one.
+        if self._clock_went_back and len(sessions) >= self._config.max_sessions:
+            self._expire_all()
         while len(sessions) >= self._config.max_sessions:
             oldest_id, oldest = next(iter(sessions.items()))
             del sessions[oldest_id]

@@ -436,6 +436,36 @@ class TestTtlAndEviction:
             with pytest.raises(SessionNotFoundError):
                 rt.memory.get_messages(b)
 
+    def test_after_the_wall_clock_steps_back_an_expired_session_goes_before_a_live_one_is_evicted(
+        self, tmp_path: Path
+    ) -> None:
+        class SteppingClock:  # a wall clock an NTP step moves back
+            wall = 1_700_001_000.0
+
+            def now(self) -> float:
+                return self.wall
+
+            def monotonic(self) -> float:
+                return 0.0
+
+        clock = SteppingClock()
+        config = Config(memory=MemoryConfig(max_sessions=2, session_ttl=100.0))
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
+            a = rt.memory.create_session("a")  # accessed at 1000
+            clock.wall -= 150
+            b = rt.memory.create_session("b")  # accessed at 850, after a in access order
+            clock.wall += 110  # 960: b expired (past 950), a live until 1100
+
+            c = rt.memory.create_session("c")
+
+            assert rt.memory.get_messages(a)
+            assert rt.memory.get_messages(c)
+            with pytest.raises(SessionNotFoundError):
+                rt.memory.get_messages(b)
+            assert rt._journal is not None
+            ended = [type(r.event).__name__ for r in rt._journal.read() if r.stream == f"session/{b}"][-1]
+            assert ended == "SessionExpired"  # expired, not evicted
+
     def test_after_reopening_the_same_session_is_evicted_as_live_when_accesses_tie_in_time(
         self, tmp_path: Path
     ) -> None:
