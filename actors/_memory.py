@@ -330,6 +330,9 @@ class MemoryManager:
         self._closed = False
         self._events: list[Event] = []
         self._stale = False  # a commit it stopped waiting for may have happened
+        self._saw_failure = False
+        """Whether it reloaded after the journal went fail-stop: in batch durability it
+        applied writes at once that the failed commit may not hold."""
         # Recover before the actor exists, on the opening thread: Runtime.open returns
         # with every session in place, and nothing can use the journal meanwhile.
         self._recover()
@@ -375,7 +378,11 @@ class MemoryManager:
     def _run(self, ops: list[_Op]) -> None:
         error: Exception | None = None
         try:
-            if self._stale:
+            writer = self._core.writer
+            if writer is not None and not self._saw_failure and writer.failure is not None:
+                self._saw_failure = True
+                self._recover()  # the journal's word, reads too, before anything else
+            elif self._stale:
                 self._catch_up()
             self._events = []
             for op in ops:

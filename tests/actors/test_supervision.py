@@ -45,6 +45,7 @@ from cogfabric.events import (
     IpcMessage,
     LlmOutputRecorded,
     PrivateSet,
+    SessionMessageAdded,
 )
 from cogfabric.store import InvalidStreamError, Journal, JournalError, JournalFullError
 
@@ -1558,6 +1559,32 @@ class TestJournalFailure:
             assert other.private("k") is None  # its actor lives on: the reload stopped none
             # the refused spawn's reload is no actor failure (Pykka would stop the actor)
             assert "Unhandled exception" not in caplog.text
+
+    def test_in_batch_durability_a_session_read_after_the_failed_flush_shows_what_the_journal_holds(
+        self, tmp_path: Path
+    ) -> None:
+        config = Config(journal=JournalConfig(durability="batch", map_size=1 << 20, max_map_size=1 << 20))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            session = runtime.memory.create_session("u")
+            runtime.flush()
+
+            def fill() -> None:
+                for i in range(100):
+                    runtime.memory.add_message(session, "user", f"{i}:" + "x" * 100_000)  # applied at once...
+                    runtime.flush()  # ...and refused by the journal here, at some i
+
+            with pytest.raises(JournalFullError):
+                fill()
+
+            live = [m.content.split(":")[0] for m in runtime.memory.get_messages(session)[1:]]
+            assert runtime._journal is not None
+            stored = [
+                r.event.message.content.split(":")[0]
+                for r in runtime._journal.read(stream=f"session/{session}")
+                if isinstance(r.event, SessionMessageAdded)
+            ]
+            assert 0 < len(stored) < 100
+            assert live == stored
 
     def test_in_batch_durability_a_kill_the_journal_refuses_leaves_the_agent_live_as_on_reopen(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
