@@ -716,3 +716,67 @@ def test_an_export_into_a_symlink_loop_is_a_usage_error(tmp_path: Path) -> None:
 
     assert result.exit_code == 2
     assert "cannot write --output" in result.output
+
+
+def test_a_value_nested_as_deep_as_stored_with_keys_json_lacks_is_replayed_and_exported(
+    tmp_path: Path,
+) -> None:
+    from cogfabric.events import MAX_VALUE_DEPTH  # noqa: PLC0415
+
+    deep: object = {None: 1}
+    for _ in range(MAX_VALUE_DEPTH - 5):  # as deep as set_private takes
+        deep = [deep]
+    path = tmp_path / "journal"
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        runtime.spawn("a").set_private("x", deep)
+
+    for args in (
+        ["replay", str(path), "--agent", "a", "--json"],
+        ["replay", str(path), "--agent", "a"],
+        ["export", str(path)],
+    ):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, (args, result.output[-500:])
+    exported = CliRunner().invoke(main, ["export", str(path)]).output.splitlines()[-1]
+    assert '{"null":1}' in exported
+
+
+def test_replay_of_an_agent_spawned_again_shows_only_its_own_messages(tmp_path: Path) -> None:
+    from cogfabric.actors import Runtime  # noqa: PLC0415
+
+    with Runtime.open(tmp_path / "j", behaviors={"listen": _Listener}) as runtime:
+        runtime.spawn("w", behavior="listen")
+        runtime.bus.send("x", "w", "old", {"n": 1})
+        runtime.flush()
+        runtime.kill("w")
+        runtime.spawn("w", behavior="listen")
+        runtime.bus.send("x", "w", "new", {"n": 2})
+        runtime.flush()
+
+    shown = json.loads(
+        CliRunner().invoke(main, ["replay", str(tmp_path / "j"), "--agent", "w", "--json"]).output
+    )
+
+    assert [m["topic"] for m in shown["ipc"]["latest"]] == ["new"]  # not the killed agent's
+
+
+def test_replay_names_the_kill_of_an_agent_whose_stream_has_a_model_output_after_it(tmp_path: Path) -> None:
+    from cogfabric.actors import Runtime, ScriptedProvider  # noqa: PLC0415
+
+    path = tmp_path / "j"
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        runtime.spawn("x", priority=2.5)
+        runtime.bus.subscribe("x", "news")
+        runtime.flush()
+        assert runtime._journal is not None
+        before = runtime._journal.last_seq
+        runtime.kill("x")
+        runtime.llm(ScriptedProvider(["ok"]), agent_id="x").generate("hello")  # recorded on agent/x
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", "x"])
+    at = ["replay", str(path), "--agent", "x", "--at", str(before), "--json"]
+    shown = json.loads(CliRunner().invoke(main, at).output)
+
+    assert (shown["priority"], shown["topics"]) == (2.5, ["news"])
+    assert result.exit_code != 0
+    assert "was killed at seq" in result.output

@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from collections import Counter
@@ -18,7 +19,7 @@ import msgspec
 
 from cogfabric.actors import apply_session_event, replay_agent, snapshot_problem
 from cogfabric.actors._core import publications
-from cogfabric.events import ContextLayer, IpcDelivered, IpcMessage
+from cogfabric.events import MAX_VALUE_DEPTH, AgentSpawned, ContextLayer, IpcDelivered, IpcMessage
 from cogfabric.store import (
     JournalDamagedError,
     JournalError,
@@ -297,7 +298,10 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
     state = replay_agent(journal, agent_id, until=at, from_snapshot=False)
     if state is None:
         return None
-    ipc = _ipc_of(journal, agent_id, at)
+    spawned = max(
+        r.seq for r in journal.read(until=at, stream="agent/" + agent_id) if isinstance(r.event, AgentSpawned)
+    )
+    ipc = _ipc_of(journal, agent_id, spawned, at)
     return {
         "agent": agent_id,
         "at": at,
@@ -305,7 +309,9 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
         "task_id": state.task_id,
         "parent": state.parent,
         "capabilities": list(state.capabilities),
+        "priority": state.priority,
         "behavior": state.behavior,
+        "topics": list(state.topics),
         "task_shared": state.task_context,
         "private": state.private,
         "cognitive": msgspec.to_builtins(state.cognitive, enc_hook=_ext_as_builtin),
@@ -316,15 +322,16 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
     }
 
 
-def _ipc_of(journal: LmdbJournal, agent_id: str, at: int | None) -> list[dict[str, str]]:
-    """The messages ``agent_id`` sent or was sent up to ``at``, broadcasts it received included.
+def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -> list[dict[str, str]]:
+    """The messages ``agent_id`` sent or was sent from its spawn at seq ``spawned`` up to ``at``.
 
+    Broadcasts it received included; not those of an earlier agent of that id (killed).
     A broadcast names no recipient: its deliveries (``IpcDelivered``) say who got it.
     Only the fields shown are kept, not the payloads, so memory follows the count.
     """
     messages: list[dict[str, str]] = []
     delivered: set[str] = set()
-    for record in journal.read(until=at, stream="bus"):
+    for record in journal.read(after=spawned, until=at, stream="bus"):
         event = record.event
         if isinstance(event, IpcMessage) and (
             agent_id in (event.sender, event.recipient) or not event.recipient
@@ -388,8 +395,25 @@ def encode_json(value: object, *, indent: int = 0) -> bytes:
     try:
         encoded = _json.encode(value)
     except TypeError:  # a key JSON has no spelling for
-        encoded = _json.encode(_with_str_keys(value))
+        encoded = _json.encode(_with_str_keys_deep(value))
     return msgspec.json.format(encoded, indent=indent) if indent else encoded
+
+
+_KEY_WALK_FRAMES: Final = 4 * MAX_VALUE_DEPTH + 1_000
+"""Stack frames ``_with_str_keys`` may take: two a level, for a value and a key as deep as
+the runtime stores, and the caller's own."""
+
+
+def _with_str_keys_deep(value: object) -> object:
+    """``_with_str_keys``, with room on the stack for a value nested as deep as one stored."""
+    limit = sys.getrecursionlimit()
+    if limit >= _KEY_WALK_FRAMES:
+        return _with_str_keys(value)
+    sys.setrecursionlimit(_KEY_WALK_FRAMES)
+    try:
+        return _with_str_keys(value)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _with_str_keys(value: object) -> object:

@@ -410,12 +410,21 @@ def _sink(target: Path | None, output: Path | None) -> Any:  # noqa: ANN401 - a 
 
 def _ending(opened: Any, agent: str | None, session: str | None, seq: int) -> tuple[str, int] | None:  # noqa: ANN401
     """How and when the agent or session ended by ``seq`` (killed; deleted, expired, evicted), if it did."""
-    from cogfabric.events import AgentKilled, SessionDeleted, SessionEvicted, SessionExpired  # noqa: PLC0415
+    from cogfabric.events import (  # noqa: PLC0415
+        AgentKilled,
+        AgentSpawned,
+        SessionDeleted,
+        SessionEvicted,
+        SessionExpired,
+    )
 
     stream = f"agent/{agent}" if agent is not None else f"session/{session}"
     last = None
     for record in opened.read(until=seq, stream=stream):
-        last = record
+        # an agent's life is its spawns and kill: a model's output recorded on its stream
+        # after its kill (runtime.llm(agent_id=...)) ends nothing
+        if agent is None or isinstance(record.event, AgentSpawned | AgentKilled):
+            last = record
     if last is None:
         return None
     ends = (
