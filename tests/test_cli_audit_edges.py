@@ -215,6 +215,28 @@ def test_an_export_to_a_file_that_fails_half_way_leaves_no_partial_file(tmp_path
     assert list(tmp_path.iterdir()) == [path]  # neither the export nor a partial one
 
 
+def test_an_export_never_writes_through_a_file_or_link_planted_at_a_name_known_in_advance(
+    tmp_path: Path,
+) -> None:
+    path = _journal(tmp_path, 5)
+    out = tmp_path / "priv.jsonl"
+    planted = tmp_path / ".priv.jsonl.partial"  # the name an earlier version wrote to
+    planted.write_text("")
+    planted.chmod(0o644)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / ".other.jsonl.partial").symlink_to(victim)
+
+    for target in (out, tmp_path / "other.jsonl"):
+        result = CliRunner().invoke(main, ["export", str(path), "-o", str(target)])
+        assert result.exit_code == 0, result.output
+        assert not target.is_symlink()
+        assert target.stat().st_mode & 0o777 == 0o600
+        assert len(target.read_text().splitlines()) == 5
+    assert victim.read_text() == "keep me\n"
+    assert planted.read_text() == ""
+
+
 def test_an_export_into_a_link_writes_through_it(tmp_path: Path) -> None:
     path = _journal(tmp_path, 5)
     real = tmp_path / "real.jsonl"

@@ -13,6 +13,7 @@ import os
 import shlex
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -22,7 +23,8 @@ from click.core import ParameterSource
 import cogfabric
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
+    from typing import BinaryIO
 
 __all__ = ["main"]
 
@@ -510,9 +512,6 @@ def export(
         _fail(f"{output} is a directory; name a file for --output")
     if output is not None and _writes_into(journal, output):
         _fail(f"--output {output} would write over the journal's own files in {journal}; name another file")
-    partial = None
-    if output is not None and _replaceable(output):
-        partial = output.with_name(f".{output.name}.partial")
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             verified = _check(opened, skip=no_verify)
@@ -520,23 +519,46 @@ def export(
                 _fail(
                     f"{journal} has no stream {stream!r}; streams are agent/<id>, session/<id>, bus, runtime"
                 )
-            target = partial or output
-            sink = _sink(target, output)
-            try:
+            with _export_target(output) as sink:
                 for line in export_lines(opened, stream=stream, layer=layer, after=after, until=verified):
                     sink.write(line)
-            finally:
-                if target is not None:
-                    sink.close()
-                else:
-                    sink.flush()
-            if partial is not None and output is not None:
-                partial.replace(output)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
+
+
+@contextlib.contextmanager
+def _export_target(output: Path | None) -> Iterator[BinaryIO]:
+    """What ``export`` writes to: stdout, ``output`` in place, or a new file renamed over it once whole."""
+    if output is None or not _replaceable(output):
+        sink = _sink(output, output)
+        try:
+            yield sink
+        finally:
+            if output is not None:
+                sink.close()
+            else:
+                sink.flush()
+        return
+    fd, partial = _partial_file(output)
+    try:
+        with os.fdopen(fd, "wb") as sink:
+            yield sink
+        partial.replace(output)
     finally:
-        if partial is not None:
-            partial.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
+
+
+def _partial_file(output: Path) -> tuple[int, Path]:
+    """A new owner-only (0600) file beside ``output``, open for writing: its descriptor and path.
+
+    Made with a random name and ``O_EXCL`` (``tempfile.mkstemp``): a file or link someone
+    planted under a name known in advance is never written through, nor kept with its mode.
+    """
+    try:
+        fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".partial")
+    except OSError as exc:  # a missing directory, no permission: a usage error
+        _fail(f"cannot write --output {output}: {exc.strerror or exc}")
+    return fd, Path(name)
 
 
 def _writes_into(journal: Path, output: Path) -> bool:
