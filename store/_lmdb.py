@@ -1814,7 +1814,9 @@ class LmdbJournal(Journal):
         re-chained, or cut short (its head pointed at the last record left), by someone
         without the key fails: the head's tag is keyed. It cannot detect a journal
         consistently rebuilt, head included, by someone who holds the key (or of an
-        unkeyed journal, by anyone): anchor the head elsewhere for that.
+        unkeyed journal, by anyone), nor one put back whole to an earlier state of its
+        own (an old copy; LMDB's previous header page made current): anchor the head
+        elsewhere for that.
 
         Args:
             after: start after this seq, trusting its chain link (a tail check). A tail
