@@ -139,8 +139,12 @@ class IpcBus:
         message: the dead letter keeps it. Once the writer stopped (a call after close),
         there is nothing to record it in.
         """
-        if self._runtime._writer_stopped:  # noqa: SLF001
+        if self._runtime._writer_stopped or self._runtime._close_done.is_set():  # noqa: SLF001
             return
+        if message.kind == "request":
+            with self._lock:  # close() letters each request still pending: one letter, whoever takes it
+                if self._pending.pop(message.correlation_id, None) is None:
+                    return
         with contextlib.suppress(CogfabricError):
             self.dead_letter(message, "closed", "the runtime was closed")
 

@@ -475,6 +475,8 @@ class MemoryManager:
         recovered.sort(key=lambda entry: entry[:2])
         for _, _, state in recovered:
             self._sessions[state.id] = state
+        if recovered:  # a clock that stepped back while the runtime was closed shows at its first reading
+            self._latest = max(self._latest, recovered[-1][0])
         # Sessions whose TTL passed while the runtime was closed expire now.
         if self._core.writer is not None and self._expire_all():
             try:

@@ -802,3 +802,13 @@ def test_replay_names_the_kill_of_an_agent_whose_stream_has_a_model_output_after
     assert (shown["priority"], shown["topics"]) == (2.5, ["news"])
     assert result.exit_code != 0
     assert "was killed at seq" in result.output
+
+
+def test_an_export_to_a_file_with_a_name_near_the_longest_a_name_may_be_is_written(tmp_path: Path) -> None:
+    path = _journal(tmp_path, 5)
+    out = tmp_path / ("x" * 240 + ".jsonl")
+
+    result = CliRunner().invoke(main, ["export", str(path), "-o", str(out)])
+
+    assert result.exit_code == 0, result.output
+    assert len(out.read_text().splitlines()) == 5

@@ -555,7 +555,8 @@ def _partial_file(output: Path) -> tuple[int, Path]:
     planted under a name known in advance is never written through, nor kept with its mode.
     """
     try:
-        fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".partial")
+        # the name cut short: with the random part and suffix it must fit the 255 a name may have
+        fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name[:64]}.", suffix=".partial")
     except OSError as exc:  # a missing directory, no permission: a usage error
         _fail(f"cannot write --output {output}: {exc.strerror or exc}")
     return fd, Path(name)

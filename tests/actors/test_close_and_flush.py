@@ -3,6 +3,7 @@ is lost, and nobody waits past what the runtime can still deliver."""
 
 from __future__ import annotations
 
+import functools
 import math
 import subprocess
 import sys
@@ -259,6 +260,56 @@ def test_a_message_waiting_for_room_when_close_begins_leaves_a_closed_dead_lette
         else [("s", "closed", {"w": 1})]
     )
     assert waiting == expected
+
+
+def test_requests_waiting_for_room_when_close_begins_leave_one_dead_letter_each(tmp_path: Path) -> None:
+    # close() letters every request still pending, and each woken requester its own: one
+    # letter a message, whichever comes first (a close from a behavior runs on at once)
+    entered, gate = threading.Event(), threading.Event()
+    opened: list[Runtime] = []
+
+    class Closer:
+        def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+            entered.set()
+            assert gate.wait(30)
+            opened[0].close()
+
+    config = Config(runtime=RuntimeConfig(call_timeout=10.0, mailbox_size=1))
+    rt = Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"c": Closer})
+    opened.append(rt)
+    waiting = 40
+    try:
+        rt.spawn("s", behavior="c")
+        rt.bus.send("u", "s", "first")
+        assert entered.wait(10)
+        rt.bus.send("u", "s", "second")  # the mailbox is full now
+        senders = [
+            _in_thread(functools.partial(rt.bus.request, f"u{i}", "s", "waiting", i, timeout=60))
+            for i in range(waiting)
+        ]
+        slots = rt._entry("s").shared.slots
+        assert _until(lambda: slots._waiters == waiting)
+    finally:
+        gate.set()
+    for sender, outcome in senders:
+        sender.join(30)
+        assert isinstance(outcome[0], RuntimeClosedError)
+    assert rt._close_done.wait(30)
+
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        letters = [r.event for r in journal.read(stream="bus") if isinstance(r.event, IpcDeadLettered)]
+    assert sorted(d.payload for d in letters if d.topic == "waiting") == list(range(waiting))
+
+
+def test_a_memory_only_runtime_keeps_no_dead_letter_for_a_send_after_close() -> None:
+    rt = Runtime.open(None)
+    rt.spawn("s")
+    rt.close()
+
+    with pytest.raises(RuntimeClosedError):
+        rt.bus.send("u", "s", "late")
+
+    assert rt.bus.dead_letters() == []
 
 
 def test_flush_names_the_agent_whose_mailbox_stayed_full_not_the_idle_ones(tmp_path: Path) -> None:

@@ -466,6 +466,33 @@ class TestTtlAndEviction:
             ended = [type(r.event).__name__ for r in rt._journal.read() if r.stream == f"session/{b}"][-1]
             assert ended == "SessionExpired"  # expired, not evicted
 
+    def test_a_wall_clock_that_stepped_back_while_closed_is_seen_before_a_live_session_is_evicted(
+        self, tmp_path: Path
+    ) -> None:
+        class SteppingClock:
+            wall = 1_700_001_000.0
+
+            def now(self) -> float:
+                return self.wall
+
+            def monotonic(self) -> float:
+                return 0.0
+
+        clock = SteppingClock()
+        config = Config(memory=MemoryConfig(max_sessions=2, session_ttl=100.0))
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
+            a = rt.memory.create_session("a")  # accessed at 1000
+        clock.wall -= 50  # stepped back while closed
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
+            b = rt.memory.create_session("b")  # accessed at 950
+            clock.wall += 110  # 1060: b expired (past 1050), a live until 1100
+
+            rt.memory.create_session("c")
+
+            assert rt.memory.get_messages(a)
+            with pytest.raises(SessionNotFoundError):
+                rt.memory.get_messages(b)
+
     def test_after_reopening_the_same_session_is_evicted_as_live_when_accesses_tie_in_time(
         self, tmp_path: Path
     ) -> None:

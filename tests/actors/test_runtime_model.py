@@ -297,6 +297,7 @@ class Model:
         )
         agent.runs = agent.behavior is not None
         self.agents[agent.id] = agent
+        self.ipc[agent.id] = 0  # replay shows an agent's IPC since its spawn, not its id's before
         if agent.id not in self.listed:
             self.listed.append(agent.id)
         self.stream_begins(agent.id)
