@@ -124,6 +124,8 @@ _SEQ_LEN: Final = 8
 _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
 _HEAD_VALUE_LEN: Final = 24  # a stream's head: last seq(8) | count(8) | first seq(8)
 _MAX_SEQ: Final = 2**64 - 1
+_CANONICAL: Final = msgspec.msgpack.Encoder(order="sorted")
+"""Encodes a decoded event with its keys sorted and every value's type kept (``_same``)."""
 
 _DB_EVENTS: Final = b"events"
 _DB_HEADS: Final = b"heads"
@@ -1171,11 +1173,15 @@ class LmdbJournal(Journal):
 
         An event read back (``at=0`` stored as an int reads as 0.0) or a mapping built in
         another key order encodes to other bytes, yet a retry of it is the same event.
+        Decoded, they are compared encoded again with sorted keys, not with ``==``, which
+        takes ``True`` for ``1`` and ``1.0``, and ``-0.0`` for ``0.0``.
         """
         if stored == payload:
             return True
         try:
-            return self._codec.decode(stored) == self._codec.decode(payload)
+            return _CANONICAL.encode(self._codec.decode(stored)) == _CANONICAL.encode(
+                self._codec.decode(payload)
+            )
         except EventError:  # a stored record that no longer decodes is no match
             return False
 

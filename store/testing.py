@@ -149,6 +149,14 @@ class JournalContract:
         assert journal.last_seq == 2
         with pytest.raises(JournalConflictError, match="stored at seq 2"):
             journal.append([msgspec.structs.replace(second, value={"y": 2, "x": 2})])
+        # equal by == but not the same value: True is not 1, 1.0 is not 1, -0.0 is not 0.0
+        third = msgspec.structs.replace(second, id="e-zero", value={"z": 0.0})
+        assert journal.append([third]) == [3]
+        for equal_by_eq in ({"x": True, "y": 2}, {"x": 1.0, "y": 2}):
+            with pytest.raises(JournalConflictError, match="stored at seq 2"):
+                journal.append([msgspec.structs.replace(second, value=equal_by_eq)])
+        with pytest.raises(JournalConflictError, match="stored at seq 3"):
+            journal.append([msgspec.structs.replace(third, value={"z": -0.0})])
 
     def test_a_batch_with_an_unencodable_event_writes_nothing(self, journal: Journal) -> None:
         good = make_events(2)
