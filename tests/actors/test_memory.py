@@ -439,15 +439,6 @@ class TestTtlAndEviction:
     def test_after_the_wall_clock_steps_back_an_expired_session_goes_before_a_live_one_is_evicted(
         self, tmp_path: Path
     ) -> None:
-        class SteppingClock:  # a wall clock an NTP step moves back
-            wall = 1_700_001_000.0
-
-            def now(self) -> float:
-                return self.wall
-
-            def monotonic(self) -> float:
-                return 0.0
-
         clock = SteppingClock()
         config = Config(memory=MemoryConfig(max_sessions=2, session_ttl=100.0))
         with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
@@ -469,15 +460,6 @@ class TestTtlAndEviction:
     def test_a_wall_clock_that_stepped_back_while_closed_is_seen_before_a_live_session_is_evicted(
         self, tmp_path: Path
     ) -> None:
-        class SteppingClock:
-            wall = 1_700_001_000.0
-
-            def now(self) -> float:
-                return self.wall
-
-            def monotonic(self) -> float:
-                return 0.0
-
         clock = SteppingClock()
         config = Config(memory=MemoryConfig(max_sessions=2, session_ttl=100.0))
         with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
@@ -1136,3 +1118,15 @@ def test_open_releases_the_journal_when_session_recovery_fails(tmp_path: Path) -
     for _ in range(2):  # the second open would find the journal locked if the first leaked it
         with pytest.raises(JournalRecordError):
             Runtime.open(path, allow_unverified=True, clock=FakeClock())
+
+
+class SteppingClock:
+    """A wall clock an NTP step may move back (a FakeClock only moves forward)."""
+
+    wall = 1_700_001_000.0
+
+    def now(self) -> float:
+        return self.wall
+
+    def monotonic(self) -> float:
+        return 0.0
