@@ -126,6 +126,7 @@ _HEAD_VALUE_LEN: Final = 24  # a stream's head: last seq(8) | count(8) | first s
 _MAX_SEQ: Final = 2**64 - 1
 _CANONICAL: Final = msgspec.msgpack.Encoder(order="sorted")
 """Encodes a decoded event with its keys sorted and every value's type kept (``_same``)."""
+_IN_ORDER: Final = msgspec.msgpack.Encoder()
 
 _DB_EVENTS: Final = b"events"
 _DB_HEADS: Final = b"heads"
@@ -142,6 +143,14 @@ _META_ENGINE: Final = b"engine"
 _META_HASH: Final = b"hash"
 _META_KEYCHECK: Final = b"key_check"
 _META_HEAD: Final = b"head"
+
+
+def _canonical(event: Event) -> bytes:
+    """``event`` encoded with its mappings' keys sorted; in their own order where a key is no str."""
+    try:
+        return _CANONICAL.encode(event)
+    except TypeError:  # msgspec sorts str keys only: a retry with such keys must keep their order
+        return _IN_ORDER.encode(event)
 
 
 def _seq_key(seq: int) -> bytes:
@@ -1179,9 +1188,7 @@ class LmdbJournal(Journal):
         if stored == payload:
             return True
         try:
-            return _CANONICAL.encode(self._codec.decode(stored)) == _CANONICAL.encode(
-                self._codec.decode(payload)
-            )
+            return _canonical(self._codec.decode(stored)) == _canonical(self._codec.decode(payload))
         except EventError:  # a stored record that no longer decodes is no match
             return False
 
