@@ -1015,7 +1015,7 @@ class Runtime:
                 msg = "agent_id must not be empty: it names the agent's stream, agent/<id>"
                 raise ValueError(msg)
             check_agent_id(agent_id, ValueError)
-        chosen = provider or self._core.llm_provider
+        chosen = self._core.llm_provider if provider is None else provider
         if chosen is None:
             msg = "no LLM provider: pass one, or open the runtime with llm_provider= or config.llm.base_url"
             raise ValueError(msg)

@@ -157,6 +157,20 @@ class TestJournaled:
         (output,) = [e for e in events if isinstance(e, LlmOutputRecorded)]
         assert (output.provider, output.output, len(output.prompt_hash)) == ("scripted", "first", 32)
 
+    def test_a_provider_that_is_false_as_a_bool_is_still_the_one_used(self, tmp_path: Path) -> None:
+        class Counting(ScriptedProvider):
+            def __len__(self) -> int:  # a fresh one is "empty", so bool() is False
+                return len(self.calls)
+
+        mine = Counting(["mine"])
+        default = ScriptedProvider(["the runtime's"])
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=default) as runtime:
+            assert runtime.llm(mine).generate("hello") == "mine"
+        with Runtime.open(clock=FakeClock()) as runtime:
+            assert runtime.llm(Counting(["also mine"])).generate("hello") == "also mine"
+
+        assert (mine.calls, default.calls) == (["hello"], [])
+
     def test_a_client_used_after_close_calls_no_provider(
         self, tmp_path: Path, provider: ScriptedProvider
     ) -> None:
