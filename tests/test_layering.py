@@ -83,6 +83,24 @@ def test_importing_the_package_root_does_not_load_the_events_layer_until_asked(t
     assert loaded_from(after, "lmdb", "pykka", "cogfabric.store", "cogfabric.actors") == set()
 
 
+def test_each_subpackage_resolves_as_an_attribute_after_a_bare_import_of_the_root(tmp_path: Path) -> None:
+    statement = (
+        "import cogfabric\n"
+        "assert cogfabric.events.CognitiveState is cogfabric.CognitiveState\n"
+        "assert cogfabric.store.Journal is cogfabric.Journal\n"
+        "assert cogfabric.actors.Runtime is cogfabric.Runtime\n"
+        "assert callable(cogfabric.config.parse_config)"
+    )
+
+    assert {"cogfabric.store", "cogfabric.actors", "cogfabric.config"} <= modules_after(statement, tmp_path)
+
+
+def test_the_events_subpackage_as_an_attribute_loads_no_store_actors_lmdb_or_pykka(tmp_path: Path) -> None:
+    modules = modules_after("import cogfabric\ncogfabric.events.PrivateSet", tmp_path)
+
+    assert loaded_from(modules, "cogfabric.store", "cogfabric.actors", "lmdb", "pykka") == set()
+
+
 @pytest.mark.parametrize("name", ROOT_EXPORTS_FROM_EVENTS)
 def test_the_root_re_exports_the_events_object_itself(name: str) -> None:
     assert getattr(cogfabric, name) is getattr(cogfabric.events, name)
@@ -101,7 +119,7 @@ def test_every_name_in_all_resolves() -> None:
 
 def test_dir_shows_the_public_names_and_not_the_modules_own_imports() -> None:
     shown = set(dir(cogfabric))
-    assert shown == {*cogfabric.__all__, "actors", "events", "store"}
+    assert shown == {*cogfabric.__all__, "actors", "config", "events", "store"}
     # importlib.metadata's version() under the name cogfabric.version was a trap
     assert not hasattr(cogfabric, "version")
     assert isinstance(cogfabric.__version__, str)

@@ -321,7 +321,13 @@ __all__ = [  # noqa: RUF022 - grouped: events, then the runtime, then the journa
 ]
 
 
+_SUBPACKAGES = frozenset({"actors", "events", "store", "config"})
+"""Subpackages ``cogfabric.<name>`` also resolves after a bare ``import cogfabric``."""
+
+
 def __getattr__(name: str) -> Any:  # noqa: ANN401 - returns whatever the export is
+    if name in _SUBPACKAGES:
+        return _importlib.import_module(f"cogfabric.{name}")  # which also binds it here
     module = _LAZY.get(name)
     if module is None:
         msg = f"module 'cogfabric' has no attribute {name!r}"
@@ -333,4 +339,4 @@ def __getattr__(name: str) -> Any:  # noqa: ANN401 - returns whatever the export
 
 def __dir__() -> list[str]:
     """The public names (and the subpackages), not the helpers this module imports."""
-    return sorted({*__all__, "actors", "events", "store"})
+    return sorted({*__all__, *_SUBPACKAGES})
