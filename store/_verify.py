@@ -304,7 +304,9 @@ def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tup
     for stream_raw, value in snapshots:
         seq_raw, data = value[16:24], value[24:]
         if len(value) < _SNAPSHOT_HEADER or value[:16] != journal._snapshot_hash(stream_raw, seq_raw, data):
-            seq = int.from_bytes(seq_raw, "big") if len(seq_raw) == _SEQ_LEN else None
+            seq: int | None = int.from_bytes(seq_raw, "big") if len(seq_raw) == _SEQ_LEN else None
+            if seq is not None and not 0 < seq <= last:
+                seq = None  # a changed seq names no record of this journal
             return seq, f"the snapshot of {stream_raw.decode(errors='replace')!r} does not match its hash"
     return None
 

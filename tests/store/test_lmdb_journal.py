@@ -522,6 +522,17 @@ class TestTamperEvidence:
             journal.load_snapshot("agent/a0")
         assert info.value.seq == 9
 
+    def test_a_snapshot_whose_seq_was_changed_past_the_head_names_no_seq(self, closed_journal: Path) -> None:
+        def forge(txn: Any, _: Any, dbs: dict[bytes, Any]) -> None:
+            value = txn.get(b"agent/a0", db=dbs[b"snapshots"])
+            txn.put(b"agent/a0", value[:16] + _seq(65686) + value[24:], db=dbs[b"snapshots"])
+
+        _raw_edit(closed_journal, forge)
+        report = _verify(closed_journal)
+
+        assert (report.ok, report.first_bad_seq) == (False, None)
+        assert "the snapshot of 'agent/a0' does not match its hash" in report.reason
+
     def test_a_keyed_chain_rejects_a_journal_rechained_without_the_key(self, tmp_path: Path) -> None:
         path = tmp_path / "keyed"
         with Journal.open(path, key=b"secret") as journal:
