@@ -574,46 +574,60 @@ def _is_second_meta(head: bytes, page: int) -> bool:
     return int.from_bytes(head[page : page + 8], "little") == 1 and bool(head[page + 10] & _P_META)
 
 
-def _check_length(where: Path, *, readonly: bool) -> None:
-    """Make sure LMDB never maps a page past the end of the data file.
+def _check_length(where: Path, *, readonly: bool) -> tuple[int, int]:
+    """Make sure LMDB never maps a page past the end of the data file; return (length, bytes short).
 
     Writing, a short file is padded with zero pages up to the length its header names
-    (under the writer lock; LMDB would write those pages itself): pages that are free
-    are never read, and a page in use that a truncation cut off then reads as an empty
-    page, which LMDB reports as damage (``JournalDamagedError``) or, on some pages,
-    aborts the process on (an assertion): no worse than reading past the file's end.
-    Reading, the file is never changed, so a short one is refused.
+    (under the writer lock; LMDB would write those pages itself), and (length, 0) is
+    returned: pages that are free are never read, and a page in use that a truncation
+    cut off then reads as an empty page, which LMDB reports as damage
+    (``JournalDamagedError``) or, on some pages, aborts the process on (an assertion):
+    no worse than reading past the file's end. Reading, the file is never changed: a
+    short one is healthy only if every page past its end is free (allocated and freed
+    in one transaction, never written, as LMDB leaves them), which only a walk of its
+    pages tells, so the caller walks them (``_walk_pages``) before LMDB reads one.
 
     Raises:
-        JournalDamagedError: ``readonly`` and the data file is short.
         JournalUnavailableError: the file cannot be padded.
 
     """
     size, missing = _short_by(where, readonly=readonly)
-    if not missing:
-        return
-    if readonly:
-        msg = (
-            f"{where} is damaged: its data file is {size:,} bytes, {missing:,} short of what its "
-            "header names, and reading it could crash the process. It was truncated, or (rarely) LMDB "
-            "left pages it freed before writing them: opening it for writing pads it"
-        )
-        raise JournalDamagedError(msg)
+    if not missing or readonly:
+        return size, missing
     log.warning("%s: the data file is %d bytes short of what its header names; padding it", where, missing)
     try:
         os.truncate(where / "data.mdb", size + missing)
     except OSError as exc:
         raise JournalUnavailableError(f"{where}: cannot pad its short data file: {exc}") from exc
+    return size + missing, 0
 
 
-def _walk_pages(env: lmdb.Environment, where: Path) -> None:
+def _walk_pages(env: lmdb.Environment, where: Path, short: tuple[int, int] = (0, 0)) -> None:
     """Check every B-tree page of the file before LMDB reads one (``store/_pages.py``).
+
+    ``short`` is the file's length and how many bytes it lacks of what its header names
+    (``_check_length``, read-only): the walk then also proves that every page past its
+    end is free, or names the file as truncated.
 
     Raises:
         JournalDamagedError: a page LMDB would misread or crash on.
         JournalUnavailableError: the data file cannot be read.
 
     """
+    size, missing = short
+    try:
+        _walk_pages_once(env, where)
+    except JournalDamagedError as exc:
+        if not missing:
+            raise
+        msg = (
+            f"{where} is damaged: its data file is {size:,} bytes, {missing:,} short of what its "
+            f"header names, and not only free pages lie past its end (it was truncated): {exc}"
+        )
+        raise JournalDamagedError(msg) from exc
+
+
+def _walk_pages_once(env: lmdb.Environment, where: Path) -> None:
     try:
         with _translated(where):
             try:
@@ -734,9 +748,11 @@ class LmdbJournal(Journal):
                 file system has no room left for LMDB's lock file (LMDB would die of SIGBUS).
             JournalFullError: ``max_map_size`` is too small to create a new journal in.
             JournalDamagedError: ``readonly`` and the data file is shorter than its header
-                names (truncated; opening it for writing pads it with empty pages); or a
-                page of the file is damaged where LMDB could crash on it: every B-tree
-                page is checked before LMDB reads one (``store/_pages.py``).
+                names, past pages in use (truncated; a file short only by pages LMDB freed
+                before writing them is healthy, and its pages are walked to prove it, even
+                with ``check_pages=False``); or a page of the file is damaged where LMDB
+                could crash on it: every B-tree page is checked before LMDB reads one
+                (``store/_pages.py``).
             TypeError: ``key`` is not bytes or str; a map size is not an int; ``readonly``,
                 ``sync`` or ``check_pages`` is not a bool.
             ValueError: ``path`` is empty; ``key`` is empty or too long; a map size is
@@ -764,7 +780,7 @@ class LmdbJournal(Journal):
                     msg = f"cannot open {where} for writing: its {name} is not writable (open it readonly)"
                     raise JournalUnavailableError(msg)
         try:
-            _check_length(where, readonly=readonly)
+            short = _check_length(where, readonly=readonly)
             _check_room_for_locks(where)
             with _translated(where):
                 env = lmdb.open(
@@ -780,8 +796,8 @@ class LmdbJournal(Journal):
                     readahead=False,
                 )
             try:
-                if check_pages:
-                    _walk_pages(env, where)
+                if check_pages or short[1]:  # a short file is read only once its pages are proven free
+                    _walk_pages(env, where, short)
                 with _translated(where):
                     if readonly:
                         cls._check_existing(env, where, raw_key)

@@ -304,9 +304,9 @@ def _count_walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     walks: list[Path] = []
     real = _lmdb._walk_pages
 
-    def counted(env: lmdb.Environment, where: Path) -> None:
+    def counted(env: lmdb.Environment, where: Path, *short: tuple[int, int]) -> None:
         walks.append(where)
-        real(env, where)
+        real(env, where, *short)
 
     monkeypatch.setattr(_lmdb, "_walk_pages", counted)
     return walks

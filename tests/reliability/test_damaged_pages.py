@@ -268,7 +268,7 @@ def test_the_runtime_walks_the_pages_unless_its_config_says_not_to(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     walked: list[Path] = []
-    monkeypatch.setattr(_lmdb, "_walk_pages", lambda _env, where: walked.append(where))
+    monkeypatch.setattr(_lmdb, "_walk_pages", lambda _env, where, *_: walked.append(where))
     path = tmp_path / "j"
 
     Runtime.open(path, config=Config(journal=JournalConfig(check_pages=False))).close()

@@ -1108,14 +1108,45 @@ class TestShortDataFile:
         env.close()
         assert _short_by(path, readonly=True)[1] > 0  # shorter than its header names, and healthy
 
-        refused = self._open(path, "ro")  # reading cannot tell it from a truncated one
+        before = hashlib.sha256((path / "data.mdb").read_bytes()).hexdigest()
+        read = self._open(path, "ro")  # the walk of its pages proves the pages past its end free
+        audit = subprocess.run(
+            [sys.executable, "-m", "cogfabric", "verify", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        unchanged = hashlib.sha256((path / "data.mdb").read_bytes()).hexdigest() == before
+        assert (audit.returncode, audit.stdout.startswith("ok: 3000 records verified")) == (0, True), (
+            audit.stderr
+        )
         padded = self._open(path, "rw")  # writing pads it with pages that are free
 
-        assert refused.startswith("JournalDamagedError")
-        assert "opening it for writing pads it" in refused
+        assert (read, unchanged) == ("verified True 3000", True)
         assert padded == "verified True 3000"
         assert _short_by(path, readonly=True)[1] == 0
         assert self._open(path, "ro") == "verified True 3000"
+
+    def test_a_short_file_is_walked_read_only_even_with_check_pages_false(self, tmp_path: Path) -> None:
+        path = tmp_path / "j"
+        self._journal(path)
+        data = path / "data.mdb"
+        data.write_bytes(data.read_bytes()[: -3 * 4096])  # cut pages in use off the end
+        code = self.OPEN.replace('readonly=sys.argv[2] == "ro"', "readonly=True, check_pages=False")
+        assert code != self.OPEN
+
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path), "ro"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+        assert done.returncode == 0, (done.returncode, done.stderr)
+        assert done.stdout.startswith("JournalDamagedError"), done.stdout
+        assert "short of what its header names, and not only free pages lie past its end" in done.stdout
 
     def test_an_empty_data_file_is_not_a_journal(self, tmp_path: Path) -> None:
         (tmp_path / "j").mkdir()
