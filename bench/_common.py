@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,8 +84,14 @@ def directory(text: str) -> str:
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:
-    """Write the results document and say where."""
-    path.write_text(json.dumps(document, indent=2) + "\n")
+    """Write the results document and say where; exit 2 with a message if it cannot be written.
+
+    Called after the tables are printed, so a full disk loses no figure.
+    """
+    try:
+        path.write_text(json.dumps(document, indent=2) + "\n")
+    except OSError as exc:
+        sys.exit(f"error: cannot write {path}: {exc.strerror or exc}")  # exit status 1, the message on stderr
     print(f"\nwrote {path}")
 
 

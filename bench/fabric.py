@@ -173,7 +173,12 @@ def _build_parser() -> argparse.ArgumentParser:
     add("--recovery-agents", type=positive, default=None, help="agents of the recovery journal (1,000)")
     add("--recovery-events", type=positive, default=None, help="PrivateSet events in it (1,000,000)")
     add("--repeat", type=positive, default=None, help="runs per measurement; median shown (3)")
-    add("--timeout", type=float, default=600.0, help="seconds a ring may take before it counts as hung")
+    add(
+        "--timeout",
+        type=positive_seconds,
+        default=600.0,
+        help="seconds a ring may take before it counts as hung",
+    )
     add(
         "--switch-interval",
         type=positive_seconds,

@@ -67,6 +67,32 @@ def _source(document: dict[str, Any], path: Path) -> str:
     return path.stem
 
 
+_TITLE_LINES: Final = 4
+
+
+def _setting(document: dict[str, Any], name: str) -> object:
+    """A run's setting ``name`` wherever its script keeps it (top level, or a settings section)."""
+    for section in (document, *(document.get(k) for k in ("settings", "config", "environment", "machine"))):
+        if isinstance(section, dict) and section.get(name) is not None:
+            return section[name]
+    return None
+
+
+def _run_label(document: dict[str, Any], path: Path) -> str:
+    """What produced one results file, for the default title: the command, its runs, its commit."""
+    source = _source(document, path)
+    repeat = _setting(document, "repeat") or "?"
+    commit = _setting(document, "git_commit") or _setting(document, "commit") or "?"
+    quick = " --quick" if _setting(document, "quick") else ""
+    if source == "bench":
+        return f"cogfabric bench{quick} --repeat {repeat} at {commit}"
+    if source == "peers":
+        return (
+            f"cogfabric vs peers{quick}: median of {repeat} at {commit}, durable on disk (fsync per commit)"
+        )
+    return f"bench/{source}.py{quick}: median of {repeat} at {commit}"
+
+
 def load_bars(paths: Sequence[Path]) -> list[Bar]:
     bars = []
     for path in paths:
@@ -150,15 +176,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no measured rows in the given files")
     title = args.title
     if title is None:
-        first = json.loads(args.results[0].read_text())
-        if _source(first, args.results[0]) == "bench":  # cogfabric bench --json
-            commit = first.get("machine", {}).get("git_commit") or "?"
-            repeat = first.get("repeat", "?")
-            title = f"cogfabric bench --repeat {repeat} at {commit}: rate per workload, log scale"
-        else:
-            repeat = first.get("environment", {}).get("repeat", "?")
-            title = f"cogfabric vs peers: median of {repeat}, durable on disk (fsync per commit)"
-    draw(bars, args.output, title)
+        labels = [_run_label(json.loads(path.read_text()), path) for path in args.results]
+        if len(labels) > _TITLE_LINES:
+            labels[_TITLE_LINES - 1 :] = [f"and {len(labels) - _TITLE_LINES + 1} more files"]
+        title = "\n".join(labels)  # a line for each file
+    try:
+        draw(bars, args.output, title)
+    except OSError as exc:
+        parser.exit(2, f"{parser.prog}: error: cannot write {args.output}: {exc.strerror or exc}\n")
     print(f"wrote {args.output} ({len(bars)} bars)")
     return 0
 

@@ -3,6 +3,7 @@ change cannot leave the published benchmarks broken."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import subprocess
@@ -127,6 +128,41 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_measuring(tmp_path
     assert out.stdout == ""  # nothing measured
 
 
+def _bench_module(name: str) -> Any:
+    """A module of bench/, imported as its scripts import each other (bench/ on the path)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_fabric_refuses_a_ring_timeout_that_is_no_positive_number_of_seconds(value: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "fabric.py"), "--quick", f"--timeout={value}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert (out.returncode, out.stdout) == (2, "")
+    assert f"--timeout: must be a positive number of seconds, got {value}" in out.stderr
+
+
+def test_a_results_file_that_cannot_be_written_after_the_tables_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        _bench_module("_common").write_json(
+            tmp_path / "gone" / "out.json", {"results": []}
+        )  # its directory removed meanwhile
+
+    assert str(info.value).startswith(f"error: cannot write {tmp_path / 'gone' / 'out.json'}: No such file")
+    assert "wrote" not in capsys.readouterr().out
+
+
 def test_fabric_judges_no_target_on_workloads_smaller_than_the_targets(tmp_path: Path) -> None:
     options = (
         "--only ring-batch,ring-sync,recovery --ring-batch-agents 4 --ring-batch-hops 10 --ring-sync-agents 4"
@@ -205,3 +241,52 @@ def test_plot_writes_the_png_it_names(tmp_path: Path) -> None:
     assert done.stdout.strip() == "wrote chart.png (2 bars)"
     assert (tmp_path / "chart.png").read_bytes().startswith(b"\x89PNG")
     assert not (tmp_path / "chart").exists()
+
+
+def _plot_module() -> Any:
+    return _bench_module("plot")
+
+
+def test_plot_reports_a_chart_it_could_not_write_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plot = _plot_module()
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"results": [{"workload": "w", "rate": 10.0}]}))
+
+    def disk_full(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(plot, "draw", disk_full)
+    with pytest.raises(SystemExit) as info:
+        plot.main([str(results), "-o", str(tmp_path / "chart.png")])
+
+    assert info.value.code == 2
+    assert f"cannot write {tmp_path / 'chart.png'}: No space left on device" in capsys.readouterr().err
+
+
+def test_plot_titles_each_file_by_the_command_that_wrote_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plot = _plot_module()
+    documents: dict[str, dict[str, Any]] = {
+        "bench.json": {"machine": {"git_commit": "abc1234"}, "repeat": 3, "quick": True},
+        "peers.json": {"benchmark": "peers", "environment": {"commit": "abc1234", "repeat": 5}},
+        "fabric.json": {"environment": {"commit": "abc1234"}, "settings": {"repeat": 2}},
+    }
+    paths = []
+    for name, document in documents.items():
+        path = tmp_path / name
+        path.write_text(json.dumps({**document, "results": [{"workload": "w", "rate": 10.0}]}))
+        paths.append(str(path))
+    titles: list[str] = []
+    monkeypatch.setattr(plot, "draw", lambda _bars, _output, title: titles.append(title))
+
+    assert plot.main([*paths, "-o", str(tmp_path / "chart.png")]) == 0
+
+    assert len(titles) == 1
+    assert titles[0].split("\n") == [
+        "cogfabric bench --quick --repeat 3 at abc1234",
+        "cogfabric vs peers: median of 5 at abc1234, durable on disk (fsync per commit)",
+        "bench/fabric.py: median of 2 at abc1234",
+    ]

@@ -360,6 +360,34 @@ def test_bench_writes_its_json_before_the_table_that_may_not_print(
     assert '"w"' in out.read_text()
 
 
+def test_bench_prints_its_table_when_its_json_cannot_be_written_and_then_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cogfabric._bench  # noqa: PLC0415
+    from cogfabric._bench import Result  # noqa: PLC0415
+
+    monkeypatch.setattr(
+        cogfabric._bench,
+        "run_bench",
+        lambda *_, **__: (
+            [Result("w", 1, "events", [0.5])],
+            {"cores": 2, "python": "3.11", "git_commit": "c"},
+        ),
+    )
+    out = tmp_path / "bench.json"
+
+    def disk_full(self: Path, *_: object, **__: object) -> int:
+        raise OSError(28, "No space left on device", str(self))
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    result = CliRunner().invoke(main, ["bench", "--quick", "--json", str(out)])
+
+    assert result.exit_code == 2
+    assert "\nw " in result.output  # the table, with what was measured
+    assert f"cannot write the output {out}: No space left on device" in result.output
+    assert "wrote" not in result.output
+
+
 def test_bench_names_no_commit_of_a_repository_it_is_merely_installed_in(tmp_path: Path) -> None:
     project = tmp_path / "project"
     site = project / ".venv" / "site"

@@ -684,8 +684,12 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
     sizes = Sizes.quick() if quick else Sizes()
     runs = repeat or (1 if quick else 3)
     results, machine = run_bench(sizes, runs, progress=lambda label: click.echo(f"  {label}...", err=True))
+    unwritten: OSError | None = None
     if json_path is not None:  # first: a table that cannot be printed (a closed pipe) loses no sample
-        json_path.write_text(to_json(results, machine, repeat=runs, quick=quick))
+        try:
+            json_path.write_text(to_json(results, machine, repeat=runs, quick=quick))
+        except OSError as exc:  # a full disk: the table below still shows what was measured
+            unwritten = exc
     by_name = {r.name: r for r in results}
     click.echo(
         f"cogfabric bench: median of {runs} ({machine['cores']} cores, Python {machine['python']}, "
@@ -708,6 +712,8 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
         if grown:
             median = statistics.median(grown) / 2**20
             click.echo(f"{result.name}: peak resident memory +{median:.0f} MiB (median)")
+    if unwritten is not None:
+        raise unwritten  # after the table: "cannot write the output ...", exit 2
     if json_path is not None:
         click.echo(f"wrote {json_path}")
 
