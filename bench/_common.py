@@ -91,7 +91,8 @@ def write_json(path: Path, document: dict[str, Any]) -> None:
     try:
         path.write_text(json.dumps(document, indent=2) + "\n")
     except OSError as exc:
-        sys.exit(f"error: cannot write {path}: {exc.strerror or exc}")  # exit status 1, the message on stderr
+        print(f"error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        sys.exit(2)  # as the scripts' other refusals of their output
     print(f"\nwrote {path}")
 
 

@@ -159,8 +159,10 @@ def test_a_results_file_that_cannot_be_written_after_the_tables_is_an_error_not_
             tmp_path / "gone" / "out.json", {"results": []}
         )  # its directory removed meanwhile
 
-    assert str(info.value).startswith(f"error: cannot write {tmp_path / 'gone' / 'out.json'}: No such file")
-    assert "wrote" not in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert info.value.code == 2
+    assert captured.err.startswith(f"error: cannot write {tmp_path / 'gone' / 'out.json'}: No such file")
+    assert "wrote" not in captured.out
 
 
 def test_fabric_judges_no_target_on_workloads_smaller_than_the_targets(tmp_path: Path) -> None:
