@@ -353,7 +353,8 @@ class Runtime:
         if not report.ok:
             if not allow_unverified:
                 Runtime._raise_undecodable(journal, report)
-                msg = f"the journal failed verification at seq {report.first_bad_seq}: {report.reason}"
+                at = "" if report.first_bad_seq is None else f" at seq {report.first_bad_seq}"
+                msg = f"the journal failed verification{at}: {report.reason}"
                 raise JournalIntegrityError(msg, report)
             log.warning("opening an unverified journal: %s", report.reason)
 

@@ -482,8 +482,10 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
 
     Raises:
         JournalFormatError: ``readonly`` and the data file is empty.
-        JournalDamagedError: the header names an impossible page size or length, or the
-            file is too short to hold both meta pages (nothing is padded then).
+        JournalDamagedError: a header page holds a transaction LMDB writes to the other
+            one (its readers would read other trees); the header names an impossible
+            page size or length, or the file is too short to hold both meta pages
+            (nothing is padded then).
         JournalUnavailableError: the data file cannot be read.
 
     """
@@ -512,13 +514,7 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
     if not _is_second_meta(head, page):
         msg = f"{where} is damaged: LMDB's second header page, at byte {page:,}, is not one"
         raise JournalDamagedError(msg)
-    newest: _pages.Meta | None = None
-    for offset in (0, page):
-        if len(head) >= offset + _pages.META_END:
-            meta = _pages.meta_at(head, offset)
-            if meta.magic == _pages.META_MAGIC and (newest is None or meta.txnid > newest.txnid):
-                newest = meta
-    assert newest is not None  # the first meta page's magic matched
+    newest = _newest_header(head, page, where)
     needed: int = (newest.last_page + 1) * page
     if size < 2 * page or needed > max(size, newest.map_size, 2 * page):
         # A file without both meta pages, or one to pad past its map: padding would write
@@ -530,6 +526,26 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
         )
         raise JournalDamagedError(msg)
     return size, max(0, needed - size)
+
+
+def _newest_header(head: bytes, page: int, where: Path) -> _pages.Meta:
+    """The newer of the meta records in ``head`` (the first one's magic matched).
+
+    Raises:
+        JournalDamagedError: a meta page holds a transaction LMDB writes to the other one:
+            its readers would read another record than its writer.
+
+    """
+    newest = _pages.meta_at(head, 0)
+    for number, offset in enumerate((0, page)):
+        if len(head) >= offset + _pages.META_END:
+            meta = _pages.meta_at(head, offset)
+            problem = _pages.misplaced(meta, number)
+            if problem is not None:
+                raise JournalDamagedError(f"{where} is damaged: {problem}")
+            if meta.magic == _pages.META_MAGIC and meta.txnid > newest.txnid:
+                newest = meta
+    return newest
 
 
 _LOCK_FILE_ROOM: Final = 64 << 10

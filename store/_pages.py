@@ -48,7 +48,7 @@ from ._errors import JournalDamagedError
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["META_END", "META_MAGIC", "Meta", "check_pages", "meta_at"]
+__all__ = ["META_END", "META_MAGIC", "Meta", "check_pages", "meta_at", "misplaced"]
 
 _HEADER: Final = struct.Struct("<QHHHH")  # mp_pgno, mp_pad, mp_flags, mp_lower, mp_upper
 _OVERFLOW: Final = struct.Struct("<QHHI")  # mp_pgno, mp_pad, mp_flags, mp_pages
@@ -85,6 +85,20 @@ class Meta(NamedTuple):
 def meta_at(data: bytes, offset: int) -> Meta:
     """The meta record of the meta page that starts at ``offset`` of ``data``."""
     return Meta._make(_META.unpack_from(data, offset + META_AT))
+
+
+def misplaced(meta: Meta, page: int) -> str | None:
+    """Why meta page ``page`` (0 or 1) holds a record LMDB never writes there; None if it could.
+
+    LMDB writes the meta record of transaction N to page N % 2 (both hold 0 in a new
+    file), and a reader reads page ``newest txnid % 2``: on a page of the other
+    parity, the newest record is not what readers read, and the walk, which checks
+    the newest record's trees, would check other trees than LMDB reads.
+    """
+    if meta.magic != META_MAGIC or meta.txnid == 0 or meta.txnid % 2 == page:
+        return None
+    txnid = meta.txnid
+    return f"LMDB's header page {page} holds transaction {txnid}, which LMDB writes to page {txnid % 2}"
 
 
 _PAGE_HEADER: Final = _HEADER.size
@@ -344,8 +358,14 @@ def _shown(name: bytes) -> str:
     return text if text.isprintable() else ascii(text)
 
 
-def _newest_meta(fd: int, page_size: int) -> Meta:
-    """The meta record of the newest commit, read until two reads agree."""
+def _newest_meta(fd: int, page_size: int, where: Path) -> Meta:
+    """The meta record of the newest commit, read until two reads agree.
+
+    Raises:
+        JournalDamagedError: a meta page holds a transaction of the other page's parity.
+        OSError: a meta page is cut off.
+
+    """
     before: list[bytes] = []
     for _ in range(_READS):
         pages = [os.pread(fd, META_END, at) for at in (0, page_size)]
@@ -355,8 +375,13 @@ def _newest_meta(fd: int, page_size: int) -> Meta:
     if any(len(page) != META_END for page in before):
         msg = "a header page of the data file is cut off"
         raise OSError(msg)
-    # the greater txnid; on a tie the first, as LMDB picks
-    return max((meta_at(page, 0) for page in before), key=operator.attrgetter("txnid"))
+    metas = [meta_at(page, 0) for page in before]
+    for number, meta in enumerate(metas):
+        problem = misplaced(meta, number)
+        if problem is not None:
+            raise JournalDamagedError(f"{where} is damaged: {problem}")
+    # the greater txnid (on a tie, of a new file, the first): the page LMDB's readers read
+    return max(metas, key=operator.attrgetter("txnid"))
 
 
 def check_pages(where: Path, page_size: int) -> None:
@@ -372,7 +397,7 @@ def check_pages(where: Path, page_size: int) -> None:
     """
     fd = os.open(where / "data.mdb", os.O_RDONLY)
     try:
-        meta = _newest_meta(fd, page_size)
+        meta = _newest_meta(fd, page_size, where)
         free_db, main_db, last_page, txnid = meta.free_db, meta.main_db, meta.last_page, meta.txnid
         in_file = os.fstat(fd).st_size // page_size
         # LMDB's last page; beyond the file only by pages freed unwritten (bounded: hostile input)

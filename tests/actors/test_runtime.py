@@ -467,6 +467,22 @@ class TestRecovery:
         with pytest.raises(JournalIntegrityError, match="seq 13: the stream index's head of 'agent/a'"):
             Runtime.open(tmp_path / "j", config=config, verify="tail")
 
+    def test_a_refusal_that_names_no_record_names_no_seq(self, tmp_path: Path) -> None:
+        config = _one_agent_with_a_snapshot(tmp_path / "j")
+        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
+        with env.begin(write=True) as txn:  # the snapshot's seq changed to one past the journal
+            snapshots = env.open_db(b"snapshots", txn=txn)
+            value = bytes(txn.get(b"agent/a", db=snapshots) or b"")
+            txn.put(b"agent/a", value[:16] + (99).to_bytes(8, "big") + value[24:], db=snapshots)
+        env.close()
+
+        with pytest.raises(JournalIntegrityError) as raised:
+            Runtime.open(tmp_path / "j", config=config)
+
+        assert str(raised.value).startswith(
+            "the journal failed verification: the snapshot of 'agent/a' does not match its hash"
+        )
+
     def test_agents_and_children_keep_their_order_across_a_reopen(self, tmp_path: Path) -> None:
         names = ["zeta", "alpha", "mid", "b2", "b10", "gone"]
         with Runtime.open(tmp_path / "j") as runtime:

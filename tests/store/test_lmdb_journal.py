@@ -1148,6 +1148,28 @@ class TestShortDataFile:
         assert done.stdout.startswith("JournalDamagedError"), done.stdout
         assert "short of what its header names, and not only free pages lie past its end" in done.stdout
 
+    @pytest.mark.parametrize("page", [0, 1])
+    def test_a_header_page_holding_a_transaction_of_the_other_page_is_damage(
+        self, tmp_path: Path, page: int
+    ) -> None:
+        path = tmp_path / "j"
+        self._journal(path)  # LMDB writes transaction N's header to page N % 2; readers read that page
+        data = path / "data.mdb"
+        raw = bytearray(data.read_bytes())
+        at = page * 4096 + 16 + 4 + 4 + 8 + 8 + 48 + 48 + 8  # the meta record's txnid
+        txnid = int.from_bytes(raw[at : at + 8], "little")
+        raw[at : at + 8] = (txnid + 1).to_bytes(8, "little")  # the other parity
+        data.write_bytes(bytes(raw))
+
+        read, written = self._open(path, "ro"), self._open(path, "rw")
+
+        for outcome in (read, written):
+            assert outcome.startswith("JournalDamagedError"), outcome
+            assert (
+                f"LMDB's header page {page} holds transaction {txnid + 1}, which LMDB writes to page"
+                in outcome
+            )
+
     def test_an_empty_data_file_is_not_a_journal(self, tmp_path: Path) -> None:
         (tmp_path / "j").mkdir()
         (tmp_path / "j" / "data.mdb").write_bytes(b"")
