@@ -30,11 +30,15 @@ __all__ = [
 ]
 
 
+MAX_SECONDS = 1_000_000.0
+"""The longest wait the scripts take (11 days): the clocks' arithmetic overflows past far larger ones."""
+
+
 def positive_seconds(text: str) -> float:
-    """An argparse type: a positive number of seconds."""
+    """An argparse type: a positive number of seconds, at most ``MAX_SECONDS``."""
     value = float(text)
-    if not value > 0:
-        msg = f"must be a positive number of seconds, got {text}"
+    if not 0 < value <= MAX_SECONDS:  # refuses nan and inf too
+        msg = f"must be a positive number of seconds up to {MAX_SECONDS:,.0f}, got {text}"
         raise argparse.ArgumentTypeError(msg)
     return value
 

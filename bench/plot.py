@@ -79,7 +79,11 @@ def _setting(document: dict[str, Any], name: str) -> object:
 
 
 def _run_label(document: dict[str, Any], path: Path) -> str:
-    """What produced one results file, for the default title: the command, its runs, its commit."""
+    """What produced one results file, for the default title: the command, its runs, its commit.
+
+    Only ``cogfabric bench`` records ``--quick`` in its file; the scripts' quick runs
+    show as their smaller counts in the row labels only.
+    """
     source = _source(document, path)
     repeat = _setting(document, "repeat") or "?"
     commit = _setting(document, "git_commit") or _setting(document, "commit") or "?"

@@ -137,7 +137,7 @@ def _bench_module(name: str) -> Any:
         sys.path.remove(str(BENCH))
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e300"])
 def test_fabric_refuses_a_ring_timeout_that_is_no_positive_number_of_seconds(value: str) -> None:
     out = subprocess.run(
         [sys.executable, str(BENCH / "fabric.py"), "--quick", f"--timeout={value}"],
@@ -148,7 +148,7 @@ def test_fabric_refuses_a_ring_timeout_that_is_no_positive_number_of_seconds(val
     )
 
     assert (out.returncode, out.stdout) == (2, "")
-    assert f"--timeout: must be a positive number of seconds, got {value}" in out.stderr
+    assert f"--timeout: must be a positive number of seconds up to 1,000,000, got {value}" in out.stderr
 
 
 def test_a_results_file_that_cannot_be_written_after_the_tables_is_an_error_not_a_traceback(

@@ -388,6 +388,42 @@ def test_bench_prints_its_table_when_its_json_cannot_be_written_and_then_fails(
     assert "wrote" not in result.output
 
 
+def test_bench_reports_a_json_it_could_not_write_even_when_its_table_meets_a_closed_pipe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import click  # noqa: PLC0415
+
+    import cogfabric._bench  # noqa: PLC0415
+    from cogfabric._bench import Result  # noqa: PLC0415
+
+    monkeypatch.setattr(
+        cogfabric._bench,
+        "run_bench",
+        lambda *_, **__: (
+            [Result("w", 1, "events", [0.5])],
+            {"cores": 2, "python": "3.11", "git_commit": "c"},
+        ),
+    )
+
+    def disk_full(self: Path, *_: object, **__: object) -> int:
+        raise OSError(28, "No space left on device", str(self))
+
+    echo = click.echo
+
+    def reader_gone(message: object = None, **kwargs: Any) -> None:
+        if kwargs.get("err"):
+            echo(message, **kwargs)
+            return
+        raise BrokenPipeError  # ``cogfabric bench --json F | head -0``
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    monkeypatch.setattr(click, "echo", reader_gone)
+    result = CliRunner().invoke(main, ["bench", "--quick", "--json", str(tmp_path / "bench.json")])
+
+    assert result.exit_code == 2
+    assert "No space left on device" in result.output
+
+
 def test_bench_names_no_commit_of_a_repository_it_is_merely_installed_in(tmp_path: Path) -> None:
     project = tmp_path / "project"
     site = project / ".venv" / "site"

@@ -690,6 +690,17 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
             json_path.write_text(to_json(results, machine, repeat=runs, quick=quick))
         except OSError as exc:  # a full disk: the table below still shows what was measured
             unwritten = exc
+    try:
+        _print_bench_table(results, machine, runs)
+    finally:
+        if unwritten is not None:  # after the table, or in place of a broken pipe's quiet exit
+            raise unwritten  # "cannot write the output ...", exit 2
+    if json_path is not None:
+        click.echo(f"wrote {json_path}")
+
+
+def _print_bench_table(results: list[Any], machine: dict[str, Any], runs: int) -> None:
+    """The table of ``cogfabric bench``: each workload's median, min, max, rate and ratio."""
     by_name = {r.name: r for r in results}
     click.echo(
         f"cogfabric bench: median of {runs} ({machine['cores']} cores, Python {machine['python']}, "
@@ -712,10 +723,6 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
         if grown:
             median = statistics.median(grown) / 2**20
             click.echo(f"{result.name}: peak resident memory +{median:.0f} MiB (median)")
-    if unwritten is not None:
-        raise unwritten  # after the table: "cannot write the output ...", exit 2
-    if json_path is not None:
-        click.echo(f"wrote {json_path}")
 
 
 def _journal_path(value: str) -> Path:
