@@ -360,26 +360,27 @@ def test_bench_writes_its_json_before_the_table_that_may_not_print(
     assert '"w"' in out.read_text()
 
 
-def test_bench_prints_its_table_when_its_json_cannot_be_written_and_then_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _bench_on_a_full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cogfabric bench`` measures one workload at once, and no file can be written."""
     import cogfabric._bench  # noqa: PLC0415
     from cogfabric._bench import Result  # noqa: PLC0415
 
+    machine = {"cores": 2, "python": "3.11", "git_commit": "c"}
     monkeypatch.setattr(
-        cogfabric._bench,
-        "run_bench",
-        lambda *_, **__: (
-            [Result("w", 1, "events", [0.5])],
-            {"cores": 2, "python": "3.11", "git_commit": "c"},
-        ),
+        cogfabric._bench, "run_bench", lambda *_, **__: ([Result("w", 1, "events", [0.5])], machine)
     )
-    out = tmp_path / "bench.json"
 
     def disk_full(self: Path, *_: object, **__: object) -> int:
         raise OSError(28, "No space left on device", str(self))
 
     monkeypatch.setattr(Path, "write_text", disk_full)
+
+
+def test_bench_prints_its_table_when_its_json_cannot_be_written_and_then_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _bench_on_a_full_disk(monkeypatch)
+    out = tmp_path / "bench.json"
     result = CliRunner().invoke(main, ["bench", "--quick", "--json", str(out)])
 
     assert result.exit_code == 2
@@ -393,21 +394,7 @@ def test_bench_reports_a_json_it_could_not_write_even_when_its_table_meets_a_clo
 ) -> None:
     import click  # noqa: PLC0415
 
-    import cogfabric._bench  # noqa: PLC0415
-    from cogfabric._bench import Result  # noqa: PLC0415
-
-    monkeypatch.setattr(
-        cogfabric._bench,
-        "run_bench",
-        lambda *_, **__: (
-            [Result("w", 1, "events", [0.5])],
-            {"cores": 2, "python": "3.11", "git_commit": "c"},
-        ),
-    )
-
-    def disk_full(self: Path, *_: object, **__: object) -> int:
-        raise OSError(28, "No space left on device", str(self))
-
+    _bench_on_a_full_disk(monkeypatch)
     echo = click.echo
 
     def reader_gone(message: object = None, **kwargs: Any) -> None:
@@ -416,7 +403,6 @@ def test_bench_reports_a_json_it_could_not_write_even_when_its_table_meets_a_clo
             return
         raise BrokenPipeError  # ``cogfabric bench --json F | head -0``
 
-    monkeypatch.setattr(Path, "write_text", disk_full)
     monkeypatch.setattr(click, "echo", reader_gone)
     result = CliRunner().invoke(main, ["bench", "--quick", "--json", str(tmp_path / "bench.json")])
 
