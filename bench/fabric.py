@@ -4,33 +4,37 @@ What it measures (each measurement on a fresh temporary directory, timed with
 ``time.perf_counter``, repeated ``--repeat`` times in interleaved rounds; the table shows
 the median):
 
-* Ring, batch durability: 100 agents in a ring (``behavior="ring"``, the next agent's id in
-  the task context). Each agent gets one token; each delivery sets the private key
+* Ring, batch durability: 100 agents in a ring (``behavior="ring"``, the next agent's id
+  in the task context). Each agent gets one token; each delivery sets the private key
   ``last`` and, while the token has hops left, sends it on. A delivery journals three
-  events (``IpcMessage``, ``IpcDelivered``, ``PrivateSet``). Counted: the journal records
-  appended (``last_seq`` after minus before), from the first injected token until
-  ``runtime.flush()`` returns. Reference, in the same round: raw LMDB append of the same
-  event mix with msgspec encoding in the loop, ``putmulti`` of 1000 per synced write
-  transaction (as in bench/journal_append.py). Target: >= 0.25x. Beside it, the same
-  ring on a memory-only runtime (``Runtime.open(None)``: the same agents, messages and
-  events, no journal), counting the events made: the ceiling of the actor path, which
-  bounds what any journal could reach in this ring; and ``Journal.append`` of the ring's
-  events alone (no agents, no writer; the raw reference's batches of 1000, ``sync=True``,
-  ``validate=False`` as the writer appends), the journal's own share, with its thread's
-  CPU time. The two are the ring's ceilings from either side: on one GIL the journaled
-  ring spends the CPU time of both, but for what can overlap the agents' work (the
-  journal's waits for its syncs, the C parts of its puts and commits). Each run also
-  reports how bunched
-  its deliveries were: the share that found more mail already waiting in the agent's
-  mailbox. In the runs seen, those where the tokens travel in convoys (near 100%) were
-  the fast ones. The same journaled ring runs again under another GIL switch interval
-  (``sys.setswitchinterval``, ``--switch-interval``, 50 ms unless told; Python's default
-  is 5 ms), restored after each run: in the runs we made, the longer interval did away
-  with the spread-out runs (docs/performance.md, "The batch ring and the GIL"). Beside each run, its CPU time
-  (``getrusage``: the process's user and system time), the
-  journal writer thread's own CPU time (its ``pthread_getcpuclockid`` clock), the
-  cyclic garbage collector's passes (how many, how many full, their time), and the
-  voluntary context switches per delivery: what the run spent, and on what.
+  events (``IpcMessage``, ``IpcDelivered``, ``PrivateSet``). Counted: the journal
+  records appended (``last_seq`` after minus before), from the first injected token
+  until ``runtime.flush()`` returns. Reference, in the same round: raw LMDB append of
+  the same event mix with msgspec encoding in the loop, ``putmulti`` of 1000 per synced
+  write transaction (as in bench/journal_append.py). Target: >= 0.25x. Beside it, the
+  same ring on a memory-only runtime (``Runtime.open(None)``: the same agents, messages
+  and events, no journal), counting the events made: the ceiling of the actor path,
+  which bounds what any journal could reach in this ring; its deliveries are also
+  counted against a ring of as many plain Pykka actors (one token each, a tell to the
+  next a delivery, no runtime), with the process's CPU time a delivery of both: what the
+  runtime's agents cost beside the actor library's threads and mailboxes; and
+  ``Journal.append`` of the ring's events alone (no agents, no writer; the raw
+  reference's batches of 1000, ``sync=True``, ``validate=False`` as the writer appends),
+  the journal's own share, with its thread's CPU time. The memory-only ring and the
+  journal's append alone are the ring's ceilings from either side: on one GIL the
+  journaled ring spends the CPU time of both, but for what can overlap the agents' work
+  (the journal's waits for its syncs, the C parts of its puts and commits). Each run
+  also reports how bunched its deliveries were: the share that found more mail already
+  waiting in the agent's mailbox. In the runs seen, those where the tokens travel in
+  convoys (near 100%) were the fast ones. The same journaled ring runs again under
+  another GIL switch interval (``sys.setswitchinterval``, ``--switch-interval``, 50 ms
+  unless told; Python's default is 5 ms), restored after each run: in the runs we made,
+  the longer interval did away with the spread-out runs (docs/performance.md, "The batch
+  ring and the GIL"). Beside each run, its CPU time (``getrusage``: the process's user
+  and system time), the journal writer thread's own CPU time (its
+  ``pthread_getcpuclockid`` clock), the cyclic garbage collector's passes (how many, how
+  many full, their time), and the voluntary context switches per delivery: what the run
+  spent, and on what.
 * Ring, sync durability, 1,000 agents: acknowledged state changes per second (one
   ``PrivateSet`` per delivery, durable before the behavior goes on), and all journaled
   events per second. Target: >= 5,000 changes/s.
@@ -75,6 +79,7 @@ import gc
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -458,7 +463,7 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
             runtime.flush()
             cpu.stop()
             made = 3 * agents * hops if journal is None else journal.last_seq - before
-            return {"events": made, "changes": agents * hops}
+            return {"events": made, "changes": agents * hops, "deliveries": agents * hops}
 
         try:
             sample = _clock(body)
@@ -782,6 +787,66 @@ def bare_fanout(actors: int, timeout: float) -> Timed:
     return run
 
 
+class _BareRingActor(pykka.ThreadingActor):
+    """A plain Pykka actor of a ring: it tells the next actor the token, less one hop."""
+
+    def __init__(self, tracker: RingTracker) -> None:
+        super().__init__()
+        self._tracker = tracker
+        self.next: pykka.ActorRef[Any] | None = None
+
+    def on_receive(self, message: Any) -> None:  # noqa: ANN401 - Pykka's signature
+        if isinstance(message, pykka.ActorRef):
+            self.next = message
+            return
+        if message <= 0:
+            self._tracker.finished()
+            return
+        assert self.next is not None, "a token before the ring was closed"
+        self.next.tell(message - 1)
+
+
+def bare_ring(actors: int, hops: int, timeout: float) -> Timed:
+    """The ring's actor path on this stack: ``actors`` plain Pykka actors, one token each,
+    each delivery a tell to the next, ``hops`` deliveries a token. The same threads and
+    the same convoy of tokens as the agents' ring, without a runtime: no state, no
+    events, no bus. Counted: deliveries."""
+
+    def run(_path: Path) -> Sample:
+        tracker = RingTracker(actors)
+        refs = [_BareRingActor.start(tracker) for _ in range(actors)]
+        try:
+            for i, ref in enumerate(refs):
+                ref.ask(refs[(i + 1) % actors], timeout=timeout)
+
+            cpu = CpuMeter(set())
+
+            def body() -> dict[str, int]:
+                cpu.start()
+                for ref in refs:
+                    ref.tell(hops - 1)
+                if not tracker.done.wait(timeout):
+                    left = tracker.left
+                    msg = f"bare Pykka ring of {actors} actors: {left} tokens unfinished after {timeout} s"
+                    raise FabricBroken(msg)
+                cpu.stop()
+                return {"deliveries": actors * hops}
+
+            try:
+                sample = _clock(body)
+            finally:
+                cpu.detach()
+            sample.extra.update(cpu.figures(deliveries=actors * hops))
+            return sample
+        finally:
+            for ref in refs:
+                ref.stop(block=False)
+            for ref in refs:
+                ref.actor_stopped.wait(timeout)
+
+    return run
+
+
 FanoutKind = Literal["broadcast", "publish"]
 
 
@@ -950,6 +1015,12 @@ def _run_figures(sample: Sample) -> str:
     )
 
 
+def _cpu_per_delivery(samples: list[Sample]) -> str:
+    """The process's CPU time a delivery, median of the runs."""
+    per = statistics.median(x.extra["cpu_seconds"] / x.counts["deliveries"] * 1e6 for x in samples)
+    return f"{per:.1f} us of CPU a delivery (median)"
+
+
 def fanout_workloads(s: Settings) -> list[Workload]:
     """A broadcast and a publication to a tenth of ``fanout_agents``, to all, and to all
     under the longer switch interval: how a message to every agent scales. Each beside
@@ -975,49 +1046,66 @@ def fanout_workloads(s: Settings) -> list[Workload]:
     return out
 
 
+def ring_batch_workloads(s: Settings) -> list[Workload]:
+    """The batch ring and what bounds it: the raw append, the journal alone, the ring at
+    two GIL switch intervals, a ring of bare Pykka actors, the memory-only ring."""
+    out: list[Workload] = []
+    n = s.ring_batch_agents
+    raw = f"raw LMDB append + encoding, {RAW_BATCH}/txn (ring mix)"
+    mix = ring_event_mix(n, s.ring_batch_hops)
+    out.append(Workload(raw, "ring-batch", raw_append_encoding(mix), (RowSpec(raw, "events"),)))
+    # Journal.append of the same events alone: the journal's side of the ring's
+    # ceiling, as the memory-only ring below is the actors' side. On one GIL the
+    # journaled ring spends the CPU time of both shares.
+    alone = f"Journal.append of the ring's events, {RAW_BATCH}/txn (no agents)"
+    row = RowSpec(
+        alone,
+        "events",
+        raw,
+        note=_append_note,
+    )
+    out.append(Workload(alone, "ring-batch", journal_append_mix(mix), (row,)))
+    label = f"ring {n:,} agents x {s.ring_batch_hops:,} hops, batch: journaled events"
+    target = Target("ratio", TARGET_RING_BATCH_RATIO) if n == TARGET_RING_BATCH_AGENTS else None
+    timed = ring(n, s.ring_batch_hops, "batch", s.timeout)
+    row = RowSpec(label, "events", raw, target, note=_bunching)
+    out.append(Workload(label, "ring-batch", timed, (row,)))
+    # The same ring under another GIL switch interval (a process-wide setting a
+    # simulation may choose), side by side: in ad-hoc runs it decided whether the
+    # tokens travelled in convoys.
+    ms = f"{s.switch_interval * 1000:g} ms"
+    hops = f"{s.ring_batch_hops:,} hops"
+    longer = f"ring {n:,} agents x {hops}, batch, switch interval {ms}: journaled events"
+    timed = ring(n, s.ring_batch_hops, "batch", s.timeout, switch_interval=s.switch_interval)
+    out.append(Workload(longer, "ring-batch", timed, (RowSpec(longer, "events", raw, note=_bunching),)))
+    # The same ring with no journal at all: the ceiling of the actor path, so the
+    # table shows how much of the gap to the target the journal could ever close.
+    # And the same ring of plain Pykka actors: what the actor library's threads and
+    # mailboxes cost a delivery, beside what the runtime's agents cost.
+    pykka_ring = f"bare Pykka ring {n:,} actors x {s.ring_batch_hops:,} hops: deliveries"
+    timed = bare_ring(n, s.ring_batch_hops, s.timeout)
+    row = RowSpec(pykka_ring, "deliveries", note=_cpu_per_delivery)
+    out.append(Workload(pykka_ring, "ring-batch", timed, (row,)))
+    bare = f"ring {n:,} agents x {s.ring_batch_hops:,} hops, memory-only (no journal)"
+    timed = ring(n, s.ring_batch_hops, "batch", s.timeout, memory=True)
+    rows = (
+        RowSpec(
+            f"{bare}: events made",
+            "events",
+            raw,
+            note=lambda runs: "the actor path alone: the ceiling of the row above; " + _bunching(runs),
+        ),
+        RowSpec(f"{bare}: deliveries", "deliveries", pykka_ring, note=_cpu_per_delivery),
+    )
+    out.append(Workload(bare, "ring-batch", timed, rows))
+    return out
+
+
 def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path | None) -> list[Workload]:
     s = settings
     out: list[Workload] = []
     if "ring-batch" in s.only:
-        n = s.ring_batch_agents
-        raw = f"raw LMDB append + encoding, {RAW_BATCH}/txn (ring mix)"
-        mix = ring_event_mix(n, s.ring_batch_hops)
-        out.append(Workload(raw, "ring-batch", raw_append_encoding(mix), (RowSpec(raw, "events"),)))
-        # Journal.append of the same events alone: the journal's side of the ring's
-        # ceiling, as the memory-only ring below is the actors' side. On one GIL the
-        # journaled ring spends the CPU time of both shares.
-        alone = f"Journal.append of the ring's events, {RAW_BATCH}/txn (no agents)"
-        row = RowSpec(
-            alone,
-            "events",
-            raw,
-            note=_append_note,
-        )
-        out.append(Workload(alone, "ring-batch", journal_append_mix(mix), (row,)))
-        label = f"ring {n:,} agents x {s.ring_batch_hops:,} hops, batch: journaled events"
-        target = Target("ratio", TARGET_RING_BATCH_RATIO) if n == TARGET_RING_BATCH_AGENTS else None
-        timed = ring(n, s.ring_batch_hops, "batch", s.timeout)
-        row = RowSpec(label, "events", raw, target, note=_bunching)
-        out.append(Workload(label, "ring-batch", timed, (row,)))
-        # The same ring under another GIL switch interval (a process-wide setting a
-        # simulation may choose), side by side: in ad-hoc runs it decided whether the
-        # tokens travelled in convoys.
-        ms = f"{s.switch_interval * 1000:g} ms"
-        hops = f"{s.ring_batch_hops:,} hops"
-        longer = f"ring {n:,} agents x {hops}, batch, switch interval {ms}: journaled events"
-        timed = ring(n, s.ring_batch_hops, "batch", s.timeout, switch_interval=s.switch_interval)
-        out.append(Workload(longer, "ring-batch", timed, (RowSpec(longer, "events", raw, note=_bunching),)))
-        # The same ring with no journal at all: the ceiling of the actor path, so the
-        # table shows how much of the gap to the target the journal could ever close.
-        bare = f"ring {n:,} agents x {s.ring_batch_hops:,} hops, memory-only (no journal): events made"
-        timed = ring(n, s.ring_batch_hops, "batch", s.timeout, memory=True)
-        row = RowSpec(
-            bare,
-            "events",
-            raw,
-            note=lambda runs: "the actor path alone: the ceiling of the row above; " + _bunching(runs),
-        )
-        out.append(Workload(bare, "ring-batch", timed, (row,)))
+        out.extend(ring_batch_workloads(s))
     if "ring-sync" in s.only:
         n = s.ring_sync_agents
         base = f"ring {n:,} agents x {s.ring_sync_hops:,} hops, sync"

@@ -68,7 +68,11 @@ def test_the_ring_reports_how_bunched_each_run_was_and_where_its_cpu_went(tmp_pa
     _, results = _run("fabric.py", options, tmp_path)
 
     notes = {row["workload"]: row["note"] for row in results}
-    rings = {workload: note for workload, note in notes.items() if workload.startswith("ring 4 agents")}
+    rings = {
+        workload: note
+        for workload, note in notes.items()
+        if workload.startswith("ring 4 agents") and not workload.endswith(": deliveries")
+    }
     assert len(rings) == 3  # journaled, journaled under another GIL switch interval, memory-only
     for workload, note in rings.items():
         runs = _RING_RUN.findall(note)
@@ -79,6 +83,25 @@ def test_the_ring_reports_how_bunched_each_run_was_and_where_its_cpu_went(tmp_pa
             journaled = "memory-only" not in workload
             assert bool(writer) == journaled, note  # the writer's own clock, with a journal only
             assert not writer or float(writer) <= float(cpu) + 0.01  # a part of the process's
+
+
+def test_the_memory_only_ring_is_measured_against_a_ring_of_bare_pykka_actors(tmp_path: Path) -> None:
+    # What the runtime's agents cost a delivery beside the actor library alone: the same
+    # ring shape (4 actors, one token each, 10 hops) of plain Pykka actors, in the same run,
+    # with the CPU time a delivery of both.
+    options = "--only ring-batch --ring-batch-agents 4 --ring-batch-hops 10 --repeat 2 --timeout 120"
+    _, results = _run("fabric.py", options, tmp_path)
+
+    rows = {row["workload"]: row for row in results}
+    bare = rows["bare Pykka ring 4 actors x 10 hops: deliveries"]
+    agents = rows["ring 4 agents x 10 hops, memory-only (no journal): deliveries"]
+    assert bare["count"] == agents["count"] == 40
+    assert agents["reference"] == "bare Pykka ring 4 actors x 10 hops: deliveries"
+    assert agents["ratio"] == pytest.approx(agents["rate"] / bare["rate"])
+    for row in (bare, agents):
+        cpu = re.match(r"(\d+\.\d) us of CPU a delivery \(median\)", row["note"])
+        assert cpu is not None, row["note"]
+        assert float(cpu.group(1)) > 0
 
 
 def test_the_fan_out_reaches_every_agent_at_both_sizes_and_both_switch_intervals(tmp_path: Path) -> None:
