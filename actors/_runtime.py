@@ -40,6 +40,7 @@ from ._errors import (
     ActorTimeoutError,
     AgentExistsError,
     AgentNotFoundError,
+    AgentNotSuspendedError,
     AgentRetiredError,
     AgentRunningError,
     InvalidSpawnSpecError,
@@ -806,11 +807,26 @@ class Runtime:
             return [a for a in self._listed if (e := live.get(a)) is not None and e.handle.parent == agent_id]
 
     def suspend(self, agent_id: str) -> None:
-        """Suspend an agent; idempotent. Raises ``AgentRetiredError`` for a retired one."""
+        """Suspend an agent; idempotent. Raises ``AgentRetiredError`` for a retired one.
+
+        An agent whose behavior is handling a message (RUNNING) is suspended once that
+        message is handled, in its mailbox order: the call waits for that, at most
+        ``call_timeout``. A suspend that raises ``ActorTimeoutError`` still takes effect
+        when the agent gets to it, as the journal will show (the original flips the
+        state at once and lets the work go on).
+        """
         self._ask(agent_id, "suspend")
 
     def resume(self, agent_id: str) -> None:
-        """Resume a suspended agent (``AgentNotSuspendedError`` otherwise)."""
+        """Resume a suspended agent (``AgentNotSuspendedError`` otherwise).
+
+        A RUNNING agent is not suspended: it is refused at once, as in the original,
+        rather than after the message its behavior is handling.
+        """
+        shared = self._entry(agent_id).shared
+        # (its own behavior calling it hears AgentRunningError from _ask)
+        if shared.lifecycle == AgentState.RUNNING and shared.thread is not threading.current_thread():
+            raise AgentNotSuspendedError(agent_id)
         self._ask(agent_id, "resume")
 
     def retire(self, agent_id: str) -> None:
@@ -1166,7 +1182,10 @@ class Runtime:
         try:
             result = entry.ref.ask((CALL, name, args), timeout=self._core.call_timeout)
         except pykka.Timeout as exc:
-            msg = f"agent {agent_id!r} did not answer {name} within {self._core.call_timeout} s"
+            msg = (
+                f"agent {agent_id!r} did not answer {name} within {self._core.call_timeout} s; the call "
+                "stays in its mailbox and takes effect (or is refused) when the agent gets to it"
+            )
             raise ActorTimeoutError(msg) from exc
         except pykka.ActorDeadError as exc:
             self._check_open()  # stopped by close(), not killed

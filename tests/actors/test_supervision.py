@@ -18,6 +18,7 @@ from cogfabric.actors import (
     AgentExistsError,
     AgentNotFoundError,
     AgentNotRegisteredError,
+    AgentNotSuspendedError,
     AgentRunningError,
     AgentState,
     Behavior,
@@ -438,6 +439,41 @@ class TestBehaviors:
             runtime.flush()
 
             assert running == AgentState.RUNNING
+            assert agent.lifecycle == AgentState.IDLE
+
+    def test_resume_refuses_a_running_agent_at_once_as_it_is_not_suspended(self) -> None:
+        # The original answers ErrAgentNotSuspended for any state but SUSPENDED; waiting
+        # behind the running message gave ActorTimeoutError once it outlasted call_timeout.
+        with _open(None, timeout=0.2) as runtime:
+            agent = runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            try:
+                with pytest.raises(AgentNotSuspendedError):
+                    runtime.resume("a")
+                running = agent.lifecycle
+            finally:
+                Gate.release.set()
+            runtime.flush()
+
+            assert running == AgentState.RUNNING
+            assert agent.lifecycle == AgentState.IDLE
+
+    def test_a_suspend_that_times_out_behind_a_running_message_still_takes_effect_and_says_so(self) -> None:
+        with _open(None, timeout=0.2) as runtime:
+            agent = runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            try:
+                with pytest.raises(ActorTimeoutError, match="stays in its mailbox and takes effect"):
+                    runtime.suspend("a")
+            finally:
+                Gate.release.set()
+            runtime.flush()
+            suspended = agent.lifecycle
+            runtime.resume("a")
+
+            assert suspended == AgentState.SUSPENDED
             assert agent.lifecycle == AgentState.IDLE
 
     def test_a_behavior_sees_its_own_layers_side_by_side_in_a_read_only_view(self) -> None:
@@ -1210,8 +1246,14 @@ class TestBackpressure:
     def test_a_kill_reaches_an_agent_whose_full_mailbox_took_publications_past_the_bound(
         self, tmp_path: Path
     ) -> None:
-        # durable publications go past the bound too; they leave a kill its room
-        with _open(tmp_path / "j", mailbox=1, timeout=0.05) as runtime:
+        # durable publications go past the bound too; they leave a kill its room. Unsynced
+        # commits: with a call_timeout this short, a synced spawn or publication timed out
+        # waiting for its commit on a loaded machine.
+        config = Config(
+            journal=JournalConfig(fsync=False), runtime=RuntimeConfig(mailbox_size=1, call_timeout=0.1)
+        )
+        gate = {"gate": Gate}
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=gate) as runtime:
             runtime.spawn("a", task_id="t", behavior="gate")
             runtime.bus.send("x", "a", "block")
             assert Gate.started.wait(10)
