@@ -48,6 +48,19 @@ DEFAULT_REQUEST_TIMEOUT: Final = 30.0
 HANDOFF_TOPIC: Final = "handoff-task"
 
 
+def _trace_of(trace: object) -> str:
+    """The trace a message continues: ``trace``, or a new one when it is None or empty.
+
+    Raises:
+        InvalidTextError: ``trace`` is not None and not a str UTF-8 can encode (a journaled
+            ``trace_id`` of another type would be written and then refuse to decode).
+
+    """
+    if trace is None:
+        return new_event_id()
+    return require_str(trace, "trace") or new_event_id()
+
+
 class _Pending:
     __slots__ = ("as_is", "deferred", "done", "error", "reply", "request")
 
@@ -306,6 +319,8 @@ class IpcBus:
                 or from a behavior that ``to`` waits for, itself or through others (``to``
                 requested it, or an agent that requested it...): each would wait for the
                 next one's reply until the timeout.
+            InvalidTextError: ``frm``, ``to``, ``topic``, ``cause`` or ``trace`` is not a str
+                (also a ``TypeError``); nothing is journaled.
 
         """
         timeout = bounded_wait(timeout, DEFAULT_REQUEST_TIMEOUT)
@@ -319,7 +334,7 @@ class IpcBus:
             topic,
             payload,
             correlation_id=new_event_id() + "-corr",
-            trace_id=trace or new_event_id(),
+            trace_id=_trace_of(trace),
             kind="request",
             cause=cause,
         )
@@ -707,13 +722,14 @@ class IpcBus:
 
         Raises:
             RuntimeClosedError: the runtime is closed.
-            TypeError: ``frm`` or ``topic`` is not a str.
+            TypeError: ``frm``, ``topic``, ``cause`` or ``trace`` is not a str
+                (``InvalidTextError``).
             UnencodableValueError: a payload msgspec cannot encode (also a ``TypeError``).
 
         """
         self._runtime._check_open()  # noqa: SLF001
         message = self._message(
-            frm, "", topic, payload, trace_id=trace or new_event_id(), kind="broadcast", cause=cause
+            frm, "", topic, payload, trace_id=_trace_of(trace), kind="broadcast", cause=cause
         )
         targets = [a for a in self.subscribers(topic) if self._runtime._has_behavior(a)]  # noqa: SLF001
         self._journal(message, durable=True)

@@ -284,8 +284,10 @@ class Runtime:
             ClockError: ``clock`` lacks ``now()`` or ``monotonic()``, or its ``now()`` is
                 not finite seconds (checked again at every journaled reading).
             InvalidConfigError: ``config`` is invalid (the message names the field).
-            TypeError: ``behaviors`` is no mapping, ``llm_provider`` has no ``generate``, or
-                ``allow_unverified`` is no bool (a string "false" would waive verification).
+            TypeError: ``behaviors`` is no mapping of str names to callables (a name of
+                another type raises ``InvalidTextError``), ``llm_provider`` has no
+                ``generate``, or ``allow_unverified`` is no bool (a string "false" would
+                waive verification).
             ValueError: a ``key`` without a ``path``, or ``verify`` is neither "full" nor "tail".
 
         """
@@ -1487,6 +1489,14 @@ def _check_open_arguments(
     if behaviors is not None and not isinstance(behaviors, Mapping):
         msg = f"behaviors maps names to behavior factories, got {type(behaviors).__name__}"
         raise TypeError(msg)
+    for name, factory in (behaviors or {}).items():
+        # the name is journaled with every agent that runs it: another type would be
+        # written, and then refuse to decode on every reopen
+        require_str(name, "a behavior's name")
+        if not callable(factory):
+            what = type(factory).__name__
+            msg = f"behaviors maps names to behavior factories: {name!r} maps to a {what}, not callable"
+            raise TypeError(msg)
     if llm_provider is not None and not callable(getattr(llm_provider, "generate", None)):
         msg = f"llm_provider has a generate(prompt, **params) method, got {type(llm_provider).__name__}"
         raise TypeError(msg)

@@ -302,3 +302,54 @@ def test_an_llm_provider_without_generate_is_refused_before_anything_opens(tmp_p
     assert not (tmp_path / "r").exists()
     with pytest.raises(TypeError, match="an LLM provider has a generate"):
         LLMClient(None)
+
+
+class _Echo:
+    def on_message(self, ctx: Any, message: Any) -> object:  # noqa: ARG002
+        return "ok"
+
+
+@pytest.mark.parametrize(
+    ("behaviors", "match"),
+    [
+        ({5: _Echo}, "a behavior's name must be a string, got int"),
+        ({"\ud800": _Echo}, "a behavior's name is not valid Unicode text"),
+        ({"echo": 5}, "'echo' maps to a int, not callable"),
+    ],
+)
+def test_behavior_names_are_strings_and_factories_callable_before_anything_opens(
+    tmp_path: Path, behaviors: dict[Any, Any], match: str
+) -> None:
+    # The name is journaled with each agent that runs it: an int was written, and every
+    # later open of the journal refused it as a record that does not decode.
+    with pytest.raises(TypeError, match=re.escape(match)):
+        Runtime.open(tmp_path / "r", behaviors=behaviors)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("trace", [5, 0, b"t", "\ud800"])
+def test_a_trace_that_is_no_text_is_refused_before_anything_is_journaled(
+    tmp_path: Path, trace: object
+) -> None:
+    # A trace_id of another type was journaled, and then refused by verify and every reopen.
+    with Runtime.open(tmp_path / "r", clock=FakeClock(), behaviors={"echo": _Echo}) as runtime:
+        runtime.spawn("a", behavior="echo")
+        runtime.spawn("b", behavior="echo")
+        runtime.bus.subscribe("b", "news")
+        journal = runtime._journal
+        assert journal is not None
+        before = journal.last_seq
+        calls: list[Callable[[], object]] = [
+            lambda: runtime.bus.request("a", "b", "t", 1, timeout=5, trace=trace),
+            lambda: runtime.bus.delegate("a", "b", "t", 1, timeout=5, trace=trace),
+            lambda: runtime.bus.handoff("a", "b", "task", {}, timeout=5, trace=trace),
+            lambda: runtime.bus.broadcast("a", "news", 1, trace=trace),
+        ]
+        for call in calls:
+            with pytest.raises(TypeError, match="trace"):
+                call()
+        runtime.flush()
+        assert journal.last_seq == before
+        assert runtime.bus.request("a", "b", "t", 1, timeout=5, trace="").trace_id  # empty: a new trace
+    with Runtime.open(tmp_path / "r", behaviors={"echo": _Echo}) as runtime:
+        assert sorted(runtime.agents()) == ["a", "b"]
