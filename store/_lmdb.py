@@ -439,7 +439,29 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
             else "an LMDB journal this code can open"
         )
         return JournalFormatError(f"{path} is not {what}: {msg}{suffix}")
+    msg = msg.removeprefix(f"{path}: ")  # LMDB names the path of an open's error itself
+    if "Input/output error" in msg:
+        msg += _free_space_note(path)
+    elif "Cannot allocate memory" in msg:
+        msg += " (its map size may be more than this process can map)"
     return JournalUnavailableError(f"{path}: {msg}{suffix}")
+
+
+def _free_space_note(path: Path) -> str:
+    """What the file system holding ``path`` has free, for an I/O error LMDB reports.
+
+    LMDB reports a write the disk cut short (a full disk, or a quota) as EIO, not ENOSPC:
+    the free space tells a full disk from a failing one.
+    """
+    try:
+        fs = os.statvfs(path)
+    except OSError:
+        return ""
+    free = fs.f_bavail * fs.f_frsize
+    return (
+        f" (its file system has {free:,} bytes free: LMDB reports a write that a full disk "
+        "cut short as an I/O error)"
+    )
 
 
 _PAGE_SIZES: Final = frozenset(1 << n for n in range(8, 17))
@@ -751,7 +773,9 @@ class LmdbJournal(Journal):
                 (one this process has just checked, on a disk you trust).
 
         Raises:
-            JournalNotFoundError: ``readonly`` and there is no journal at ``path``.
+            JournalNotFoundError: ``readonly`` and there is no journal at ``path`` (nor
+                anything committed to an LMDB file there: a creation that failed leaves
+                such a file, and opening it for writing creates the journal).
             JournalFormatError: not a cogfabric journal (a file in its place, too), or of a
                 newer format.
             JournalHeaderError: its header names a hash other than this format's (also a
@@ -906,6 +930,11 @@ class LmdbJournal(Journal):
     def _check_existing_once(cls, env: lmdb.Environment, where: Path, key: bytes) -> None:
         with env.begin() as txn:
             if txn.get(_DB_META) is None:
+                if not int(env.info()["last_txnid"]) and not env.stat()["entries"]:
+                    # What a creation that failed leaves (a map too small for the journal's
+                    # databases, say): opening it for writing creates the journal there.
+                    msg = f"no journal at {where}: nothing was ever committed to its LMDB file"
+                    raise JournalNotFoundError(msg)
                 raise JournalFormatError(f"{where} is not a cogfabric journal")
         meta_db = env.open_db(_DB_META, create=False)
         _check_flags(env, meta_db, _DB_META, where)  # duplicates would keep an old head beside the new

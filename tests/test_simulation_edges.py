@@ -334,6 +334,26 @@ def test_a_run_that_cannot_go_on_is_a_one_line_error(tmp_path: Path) -> None:
     _assert_one_line_error(result, naming="the simulation stopped")
 
 
+def test_a_run_that_could_not_create_its_journal_leaves_a_directory_the_next_run_takes(
+    tmp_path: Path,
+) -> None:
+    # A map too small for a new journal's databases fails the first run; the LMDB file it
+    # leaves holds nothing committed, which the foreign-journal check took for "not a
+    # cogfabric journal" for good, while a writer takes it as new.
+    first = _simulate_with(tmp_path, "journal:\n  max_map_size: 16384\n")
+    assert first.exit_code == 1, first.output
+    assert "cannot hold a new journal" in first.output
+    assert (tmp_path / "j" / "data.mdb").exists()
+
+    arguments = ["--agents", "4", "--turns", "6", "--journal", str(tmp_path / "j")]
+    again = CliRunner().invoke(main, ["simulate", *arguments])
+
+    assert again.exit_code == 0, again.output
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        assert journal.verify().ok
+        assert journal.last_seq > 0
+
+
 def test_a_run_that_fills_max_map_size_stops_with_exit_one(tmp_path: Path) -> None:
     config = tmp_path / "small.yaml"
     config.write_text("journal:\n  map_size: 1048576\n  max_map_size: 2097152\n")

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
 from typing import TYPE_CHECKING
 
+import lmdb
+import pytest
+
 from cogfabric.actors import Runtime
+from cogfabric.events import PrivateSet
+from cogfabric.store import Journal, JournalUnavailableError
+from cogfabric.store._lmdb import _journal_error
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 _CHILD = textwrap.dedent(
@@ -65,3 +75,67 @@ def test_a_full_disk_fails_appends_with_a_typed_error_and_loses_nothing_acknowle
         assert agent.private(f"k{acked[-1] + 1}") is None
         agent.set_private("again", 1)
         assert agent.private("again") == 1
+
+
+def test_an_io_error_names_the_free_space_as_lmdb_reports_a_short_write_as_eio(tmp_path: Path) -> None:
+    # LMDB turns a write that a full disk cut short into EIO: the operator reads that as
+    # failing hardware unless the error says how much room is left.
+    error = _journal_error(tmp_path, lmdb.Error("mdb_txn_commit: Input/output error"), "; fail-stop")
+
+    assert isinstance(error, JournalUnavailableError)
+    assert re.fullmatch(
+        rf"{re.escape(str(tmp_path))}: mdb_txn_commit: Input/output error \(its file system has [\d,]+ bytes "
+        r"free: LMDB reports a write that a full disk cut short as an I/O error\); fail-stop",
+        str(error),
+    ), str(error)
+
+
+def test_an_error_of_an_open_names_its_path_once_and_says_what_a_failed_mapping_means(tmp_path: Path) -> None:
+    error = _journal_error(tmp_path, lmdb.Error(f"{tmp_path}: Cannot allocate memory"))
+
+    assert (
+        str(error)
+        == f"{tmp_path}: Cannot allocate memory (its map size may be more than this process can map)"
+    )
+
+
+@pytest.fixture
+def small_file_system(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs (root only; skipped where it cannot be mounted)."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+        timeout=30,
+    )
+    if made.returncode:
+        pytest.skip(f"cannot mount a tmpfs: {made.stderr!r}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False, timeout=30)
+
+
+def test_a_full_file_system_is_named_in_the_error(small_file_system: Path) -> None:
+    path = small_file_system / "j"
+    acked: list[int] = []
+    error: JournalUnavailableError | None = None
+    with Runtime.open(path) as rt:
+        agent = rt.spawn("a")
+        for n in range(200):  # 4 MB into 2 MiB
+            try:
+                agent.set_private(f"k{n}", "x" * 20_000)
+            except JournalUnavailableError as exc:
+                error = exc
+                break
+            acked.append(n)
+
+    assert error is not None
+    assert "its file system has" in str(error) or "No space left" in str(error), error
+    with Journal.open(path, readonly=True) as journal:
+        stored = {r.event.key for r in journal.read(stream="agent/a") if isinstance(r.event, PrivateSet)}
+    assert stored >= {f"k{n}" for n in acked}

@@ -878,6 +878,20 @@ class TestFilesAndFormat:
 
         assert not (tmp_path / "nothing").exists()
 
+    def test_an_lmdb_file_nothing_was_committed_to_is_no_journal_read_only_and_a_new_one_for_writing(
+        self, tmp_path: Path
+    ) -> None:
+        # What a creation that failed leaves (a map too small for the databases)
+        with pytest.raises(JournalFullError, match="cannot hold a new journal"):
+            Journal.open(tmp_path / "j", max_map_size=16384)
+
+        with pytest.raises(JournalNotFoundError, match="nothing was ever committed"):
+            Journal.open(tmp_path / "j", readonly=True)
+        with Journal.open(tmp_path / "j") as journal:
+            assert journal.append(make_events(2)) == [1, 2]
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            assert journal.last_seq == 2
+
     def test_a_file_where_the_journal_directory_should_be_is_refused_by_type(self, tmp_path: Path) -> None:
         plain = tmp_path / "plain"
         plain.write_bytes(b"not a journal")
