@@ -103,9 +103,42 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 converted = msgspec.convert(config, Config)
             except msgspec.ValidationError as exc:
                 raise config_error(exc) from exc
+            except UnicodeEncodeError as exc:  # msgspec's, for a lone surrogate anywhere
+                where = _unencodable_text(config, "$") or "$"
+                msg = f"text UTF-8 cannot encode (a lone surrogate) - at {where}"
+                raise InvalidConfigError(msg) from exc
             return converted.validated()  # sections given as objects are checked too
         msg = f"config must be a cogfabric.Config, a mapping or None, got {type(config).__name__}"
         raise InvalidConfigError(msg)
+
+
+def _unencodable_text(value: object, where: str) -> str | None:
+    """The path of the first key or string in ``value`` that UTF-8 cannot encode, or None."""
+
+    def bad(text: object) -> bool:
+        if not isinstance(text, str):
+            return False
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return True
+        return False
+
+    if bad(value):
+        return where
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if bad(key):
+                return f"{where}.{key!r}"
+            found = _unencodable_text(item, f"{where}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _unencodable_text(item, f"{where}[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 def config_error(exc: msgspec.ValidationError) -> InvalidConfigError:

@@ -353,3 +353,49 @@ def test_a_trace_that_is_no_text_is_refused_before_anything_is_journaled(
         assert runtime.bus.request("a", "b", "t", 1, timeout=5, trace="").trace_id  # empty: a new trace
     with Runtime.open(tmp_path / "r", behaviors={"echo": _Echo}) as runtime:
         assert sorted(runtime.agents()) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("journal: {durability: batch}\nruntime: {}\njournal: {fsync: false}\n", "$.journal (line 3)"),
+        ("runtime:\n  call_timeout: 5\n  call_timeout: 0.001\n", "$.runtime.call_timeout (line 3)"),
+        ("memory: {max_sessions: 3, max_sessions: 4}\n", "$.memory.max_sessions (line 1)"),
+    ],
+)
+def test_a_key_given_twice_in_a_yaml_config_is_refused_not_dropped(text: str, where: str) -> None:
+    # The decoder keeps the last value and dropped the first without a word: a whole
+    # section, or a timeout, the user believed set.
+    from cogfabric.config import load_llm_config, parse_config  # noqa: PLC0415
+
+    with pytest.raises(
+        InvalidConfigError,
+        match=re.escape(f"is given twice in one mapping (the first value would be dropped) - at {where}"),
+    ):
+        parse_config(text)
+    with pytest.raises(InvalidConfigError, match="is given twice"):
+        load_llm_config("model: a\nmodel: b\n")
+
+
+def test_the_same_key_in_two_mappings_is_no_repetition() -> None:
+    from cogfabric.config import parse_config  # noqa: PLC0415
+
+    config = parse_config("journal: {fsync: false}\nllm: {extra: {fsync: 1, items: [{a: 1}, {a: 2}]}}\n")
+
+    assert config.journal.fsync is False
+
+
+@pytest.mark.parametrize(
+    ("config", "where"),
+    [
+        ({"journal": {"durability": "\ud800"}}, "$.journal.durability"),
+        ({"journal": {"\ud800": 1}}, "$.journal.'\\ud800'"),
+        ({"\ud800": {}}, "$.'\\ud800'"),
+    ],
+)
+def test_a_config_mapping_with_text_utf8_cannot_encode_is_an_invalid_config_naming_it(
+    config: dict[str, Any], where: str
+) -> None:
+    # msgspec raised a bare UnicodeEncodeError that named no field
+    with pytest.raises(InvalidConfigError, match=re.escape(f"a lone surrogate) - at {where}")):
+        Runtime.open(None, config=config)

@@ -6,6 +6,7 @@ error that names it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -56,7 +57,7 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
 
     """
     _check_text(text)
-    _refuse_aliases(text, source)
+    _refuse_aliases_and_repeated_keys(text, source)
     try:
         # An empty file, or one of comments only (YAML's null), means every default.
         decoded = msgspec.yaml.decode(text, type=Config | None) if text.strip() else None
@@ -77,26 +78,72 @@ _EVENT_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's parser where PyYAML has it: the pure-Python one takes ~1 ms a byte on nested text."""
 
 
-def _refuse_aliases(text: str | bytes | bytearray, source: str) -> None:
-    """Refuse YAML aliases: a few hundred bytes of nested ones expand to billions of values.
+@dataclass
+class _Collection:
+    """A mapping or sequence the YAML parser has open: where it is, what it has seen."""
 
-    The parser's events are read without building anything, so this costs as much as
-    the file is long. A configuration has no use for them.
+    path: str
+    keys: set[str] | None  # a mapping's keys so far; None for a sequence
+    expect_key: bool = True
+    key: str = ""
+    index: int = 0
+
+    def child(self, event: yaml.NodeEvent, source: str) -> str:
+        """The path of the node ``event`` starts in this collection; checks a mapping's key."""
+        if self.keys is None:
+            self.index += 1
+            return f"{self.path}[{self.index - 1}]"
+        if not self.expect_key:
+            self.expect_key = True
+            return f"{self.path}.{self.key}"
+        self.expect_key = False
+        self.key = event.value if isinstance(event, yaml.ScalarEvent) else "?"  # "?": a complex key
+        if isinstance(event, yaml.ScalarEvent):
+            if self.key in self.keys:
+                msg = (
+                    f"{source}: the key {self.key!r} is given twice in one mapping (the first value "
+                    f"would be dropped) - at {self.path}.{self.key}{_line(event)}"
+                )
+                raise InvalidConfigError(msg)
+            self.keys.add(self.key)
+        return f"{self.path}.{self.key}"
+
+
+def _line(event: yaml.Event) -> str:
+    mark = event.start_mark
+    return f" (line {mark.line + 1})" if mark is not None else ""
+
+
+def _refuse_aliases_and_repeated_keys(text: str | bytes | bytearray, source: str) -> None:
+    """Refuse YAML aliases and a key given twice in one mapping.
+
+    A few hundred bytes of nested aliases expand to billions of values, and a
+    configuration has no use for them. Of a key given twice the decoder keeps the last
+    value and drops the first without a word: a whole section, or a timeout, the user
+    believes set. The parser's events are read without building anything, so this
+    costs as much as the file is long.
 
     Raises:
-        InvalidConfigError: the text holds an alias (``*name``).
+        InvalidConfigError: the text holds an alias (``*name``) or a repeated key.
 
     """
+    open_collections: list[_Collection] = []
     try:
-        events = yaml.parse(bytes(text) if isinstance(text, bytearray) else text, Loader=_EVENT_LOADER)
-        alias = next((event for event in events if isinstance(event, yaml.AliasEvent)), None)
+        for event in yaml.parse(bytes(text) if isinstance(text, bytearray) else text, Loader=_EVENT_LOADER):
+            if isinstance(event, yaml.AliasEvent):
+                what = f"YAML aliases (*{event.anchor}) are not accepted in a configuration"
+                msg = f"{source}: {what}{_line(event)}"
+                raise InvalidConfigError(msg)
+            if isinstance(event, yaml.CollectionEndEvent):
+                open_collections.pop()
+            elif isinstance(event, yaml.NodeEvent):
+                path = open_collections[-1].child(event, source) if open_collections else "$"
+                if isinstance(event, yaml.MappingStartEvent):
+                    open_collections.append(_Collection(path, set()))
+                elif isinstance(event, yaml.SequenceStartEvent):
+                    open_collections.append(_Collection(path, None))
     except yaml.YAMLError:
         return  # malformed: the decoder says how
-    if alias is not None:
-        mark = alias.start_mark
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        msg = f"{source}: YAML aliases (*{alias.anchor}) are not accepted in a configuration{where}"
-        raise InvalidConfigError(msg)
 
 
 def load_config(path: str | PathLike[str]) -> Config:
@@ -121,7 +168,7 @@ def load_llm_config(text: str | bytes, *, source: str = "<llm config>") -> LLMCo
 
     """
     _check_text(text)
-    _refuse_aliases(text, source)
+    _refuse_aliases_and_repeated_keys(text, source)
     try:
         decoded = msgspec.yaml.decode(text, type=LLMConfig | None) if text.strip() else None
     except msgspec.DecodeError as exc:  # a ValidationError too
