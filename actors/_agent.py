@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import queue
 import threading
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
 
     from ._core import Core
     from ._memory import MemoryManager
+    from ._writer import JournalWriter
 
 __all__ = ["AgentActor", "AgentContext", "Behavior", "FanOut", "Shared", "on_agent_thread"]
 
@@ -294,7 +296,7 @@ def _nothing() -> None:
 class Shared:
     """What other threads may read of an agent without asking its actor."""
 
-    __slots__ = ("busy", "flush_outbox", "has_behavior", "lifecycle", "slots", "thread")
+    __slots__ = ("busy", "flush_outbox", "has_behavior", "lifecycle", "slots", "stale", "thread")
 
     def __init__(self, lifecycle: str, mailbox_size: int, *, has_behavior: bool) -> None:
         self.lifecycle = lifecycle
@@ -308,6 +310,9 @@ class Shared:
         """The actor's thread, once it runs (``Runtime.close`` called from it must not wait for it)."""
         self.flush_outbox: Callable[[], object] = _nothing
         """Hands over the agent's batched changes; call it on ``thread`` only (its behavior's flush)."""
+        self.stale = False
+        """True from a commit the agent stopped waiting for until it has taken the journal's
+        word for its state (``AgentActor._catch_up``): ``Runtime.flush`` waits for that."""
 
 
 class AgentActor(pykka.ThreadingActor):
@@ -481,7 +486,7 @@ class AgentActor(pykka.ThreadingActor):
         self._flush_outbox()
         if writer.settled():
             self._reload_after_journal_failure()
-            self._stale = False
+            self._stale = self._shared.stale = False
 
     def _after_death(self, message: Any) -> None:  # noqa: ANN401 - a mailbox message
         """Handle what reached the mailbox behind the kill: nothing more is journaled for it."""
@@ -555,8 +560,10 @@ class AgentActor(pykka.ThreadingActor):
                 ack.wait(self._core.call_timeout)
             except ActorTimeoutError:
                 # They may still commit: before its next message this agent takes the
-                # journal's word for its state (_catch_up), rather than guess.
-                self._stale = True
+                # journal's word for its state (_catch_up), rather than guess; and the
+                # writer sends it that message once it is past them.
+                self._stale = self._shared.stale = True
+                self._catch_up_when_written(writer)
                 raise
             # in batch durability the outbox's events were applied when they went in
             for item in events if self._core.sync else (event,):
@@ -566,6 +573,29 @@ class AgentActor(pykka.ThreadingActor):
         self._apply(event)
         self._outbox.append(event)
         return 0
+
+    def _catch_up_when_written(self, writer: JournalWriter) -> None:
+        """Once the writer is past what this agent stopped waiting for, have it catch up.
+
+        An empty submission queued behind them; its post-commit action asks the agent a
+        no-op (past the mailbox bound, as a publication), before which it takes the
+        journal's word (``_dispatch``). Until then reads that do not ask the agent (its
+        lifecycle, the bus's topic index) would show what it had before the change that
+        timed out, although the journal, and a reopen, hold it. Asked, not told: what the
+        reload raises goes to the discarded answer, not to Pykka, which would stop the actor.
+        """
+        ref, slots = self.actor_ref, self._shared.slots
+
+        def wake(_committed: bool) -> None:
+            slots.take()
+            try:
+                ref.ask((CALL, "noop", ()), block=False)
+            except pykka.ActorDeadError:
+                slots.release()  # stopped or killed meanwhile: nothing to catch up
+
+        # stopped or fail-stop: the runtime is closing, or every agent reloads (Runtime._reload_all)
+        with contextlib.suppress(RuntimeClosedError, JournalError):
+            writer.submit((), want_ack=False, after=wake)
 
     def note(self, event: Event) -> None:
         """Journal a fact that changes no state, with the next commit, without waiting.

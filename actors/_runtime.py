@@ -1232,6 +1232,8 @@ class Runtime:
         if self._core.writer is not None:
             try:
                 self._core.writer.flush(wait)
+                if own is None:
+                    self._await_catch_ups(time.monotonic() + wait)
             except JournalError:
                 if own is None and self._core.writer.failure is not None:
                     # Fail-stop: in batch durability agents may show changes the journal
@@ -1258,6 +1260,34 @@ class Runtime:
         for future in self._noops(past_bound=False):
             with contextlib.suppress(Exception):
                 future.get(timeout=max(0.0, deadline - time.monotonic()))
+
+    def _await_catch_ups(self, deadline: float) -> None:
+        """Wait (until ``deadline``) for the agents that stopped waiting for a commit to catch up.
+
+        Each takes the journal's word for its state, now that the writer is past that
+        commit: until then its lifecycle and the bus's topic index may not show what the
+        journal holds.
+
+        Raises:
+            ActorTimeoutError: an agent was still busy at ``deadline`` (the message names it).
+
+        """
+        for agent_id, entry in list(self._agents.items()):
+            if entry is None or not entry.shared.stale:
+                continue
+            entry.shared.slots.take()  # past the bound, as the writer's own wake-up
+            try:
+                future = entry.ref.ask((CALL, "noop", ()), block=False)
+            except pykka.ActorDeadError:
+                entry.shared.slots.release()
+                continue
+            try:
+                future.get(timeout=max(0.0, deadline - time.monotonic()))
+            except pykka.Timeout as exc:
+                msg = f"agent {agent_id!r} did not take the journal's word for a timed-out change in time"
+                raise ActorTimeoutError(msg) from exc
+            except Exception:  # noqa: BLE001, S110 - what the reload raises is the agent's to handle
+                pass
 
     def _noops(self, *, past_bound: bool) -> list[pykka.Future[Any]]:
         """Ask every live agent a no-op; ``past_bound``: also one whose mailbox is full."""

@@ -2074,6 +2074,46 @@ class TestKillAndReloadEdges:
 
             assert runtime.bus.subscribers("news") == ["a"]
 
+    @pytest.mark.parametrize("change", ["subscribe", "unsubscribe", "suspend"])
+    def test_after_a_flush_what_the_agent_stopped_waiting_for_shows_without_another_message(
+        self, tmp_path: Path, change: str
+    ) -> None:
+        # Reads that do not ask the agent (its lifecycle, the bus's topic index) showed
+        # the state before the timed-out change, though the journal held it, until the
+        # agent handled another message: a broadcast still reached an unsubscribed agent.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            agent = runtime.spawn("a", behavior="gate")
+            if change == "unsubscribe":
+                runtime.bus.subscribe("a", "news")
+            calls: dict[str, Callable[[], object]] = {
+                "subscribe": lambda: runtime.bus.subscribe("a", "news"),
+                "unsubscribe": lambda: runtime.bus.unsubscribe("a", "news"),
+                "suspend": lambda: runtime.suspend("a"),
+            }
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                calls[change]()
+            # once the agent too has stopped waiting (its next message finds the writer
+            # still stalled, so it stays behind the journal), the writer goes on
+            entry = runtime._entry("a")
+            entry.shared.slots.take()
+            entry.ref.ask((CALL, "noop", ()), block=False).get(timeout=10)
+            gate.set()
+            runtime.flush()
+
+            live = (runtime.bus.subscribers("news"), agent.lifecycle)
+        with _open(tmp_path / "j") as runtime:
+            replayed = (runtime.bus.subscribers("news"), runtime.agent("a").lifecycle)
+        assert live == replayed
+        assert (
+            live
+            == {
+                "subscribe": (["a"], AgentState.IDLE),
+                "unsubscribe": ([], AgentState.IDLE),
+                "suspend": ([], AgentState.SUSPENDED),
+            }[change]
+        )
+
     def test_a_publication_the_reload_applied_does_not_override_a_later_own_change(
         self, tmp_path: Path
     ) -> None:
