@@ -414,6 +414,42 @@ def _translated(path: Path) -> Iterator[None]:
         raise _journal_error(path, exc) from exc
 
 
+_FORK_ADVICE: Final = (
+    "py-lmdb refuses to open its files again in a process that inherited them open, so open the "
+    "journal in a process that did not (multiprocessing's 'spawn' or 'forkserver' start method), "
+    "or fork before opening it"
+)
+_OPEN_JOURNALS: Final[weakref.WeakSet[LmdbJournal]] = weakref.WeakSet()
+"""Every journal this process opened (or a forked child inherited), to name a fork's refusal."""
+
+
+@contextlib.contextmanager
+def _inherited_by_fork(where: Path) -> Iterator[None]:
+    """Say so when LMDB refuses ``where`` because this process inherited it open from its parent.
+
+    Raises:
+        JournalLockedError: with what to do instead, when a journal of the parent process
+            (which forked this one) has the same files open.
+
+    """
+    try:
+        yield
+    except JournalLockedError as exc:
+        here = os.path.realpath(where)
+        parent = next(
+            (
+                j
+                for j in list(_OPEN_JOURNALS)
+                if j._pid != os.getpid() and os.path.realpath(j._path) == here  # noqa: SLF001
+            ),
+            None,
+        )
+        if parent is None:
+            raise
+        msg = f"{where} was opened by process {parent._pid}, which forked this one: {_FORK_ADVICE}"  # noqa: SLF001
+        raise JournalLockedError(msg) from exc
+
+
 def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalError:
     """The journal's error for an LMDB error: the one place that maps them.
 
@@ -714,6 +750,7 @@ class LmdbJournal(Journal):
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()  # LMDB's environment must not be used by a forked child
+        _OPEN_JOURNALS.add(self)
         self._failed: BaseException | None = None
         self._db_events = env.open_db(_DB_EVENTS, create=False)
         self._db_heads = env.open_db(_DB_HEADS, create=False)
@@ -822,7 +859,7 @@ class LmdbJournal(Journal):
         try:
             short = _check_length(where, readonly=readonly)
             _check_room_for_locks(where)
-            with _translated(where):
+            with _inherited_by_fork(where), _translated(where):
                 env = lmdb.open(
                     os.fsencode(where),  # any name the file system holds, UTF-8 or not
                     map_size=size,
@@ -1087,11 +1124,8 @@ class LmdbJournal(Journal):
         if self._closed:
             raise JournalClosedError(f"{self._path} is closed")
         if os.getpid() != self._pid:
-            msg = (
-                f"{self._path} was opened by process {self._pid}; LMDB forbids using it in a forked "
-                "child: open the journal again in this process"
-            )
-            raise JournalUnavailableError(msg)
+            msg = f"{self._path} was opened by process {self._pid}; LMDB forbids using it in a forked child: "
+            raise JournalUnavailableError(msg + _FORK_ADVICE)
 
     # ------------------------------------------------------------------ writing
 

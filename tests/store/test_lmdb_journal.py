@@ -1532,6 +1532,43 @@ def test_a_forked_child_cannot_use_its_parents_journal_and_makes_ids_of_its_own(
         assert journal.verify().ok
 
 
+def test_a_forked_child_is_told_how_to_open_its_parents_journal_as_it_cannot_open_it_again(
+    tmp_path: Path,
+) -> None:
+    # The child's refusal said "open the journal again in this process", which py-lmdb
+    # refuses too (it keeps the files it has open across a fork): it names the way out.
+    with Journal.open(tmp_path / "j") as journal:
+        journal.append(make_events(1))
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            messages = []
+            try:
+                try:
+                    journal.read()
+                except JournalUnavailableError as exc:
+                    messages.append(str(exc))
+                journal.close()
+                try:
+                    Journal.open(tmp_path / "j", readonly=True)
+                except JournalLockedError as exc:
+                    messages.append(str(exc))
+                os.write(write_end, "\n".join(messages).encode())
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        told = os.read(read_end, 4000).decode().splitlines()
+        os.close(read_end)
+        os.waitpid(pid, 0)
+
+    assert len(told) == 2, told
+    assert "open the journal again in this process" not in told[0]
+    advice = "open the journal in a process that did not (multiprocessing's 'spawn' or 'forkserver'"
+    for message in told:
+        assert advice in message
+    assert f"was opened by process {os.getpid()}, which forked this one" in told[1]
+
+
 def test_a_forked_child_that_closes_its_copy_leaves_the_parent_its_lock(tmp_path: Path) -> None:
     journal = Journal.open(tmp_path / "j")
     from_child, to_parent = os.pipe()
