@@ -1154,7 +1154,9 @@ class LmdbJournal(Journal):
                 the damage, or overwrite the evidence ``verify()`` names (fail-stop). Also
                 when the last seq leaves no room for the batch below 2**64 (a record moved
                 there by hand; nothing is written, and the journal is not fail-stop).
-            InvalidStreamError: an event's stream or id is empty, has NUL, or is too long.
+            InvalidStreamError: an event's stream is empty, has NUL or is longer than
+                ``MAX_NAME`` (255) UTF-8 bytes; or its id is empty or longer than that (an id
+                is an opaque key: it may hold NUL).
             JournalConflictError: an event's id is stored, or given twice in the batch, with
                 other content (a retry of the same event is acknowledged with its seq).
             UnencodableValueError: an event holds a value msgspec cannot encode.
