@@ -456,7 +456,8 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
     ``suffix`` is added to the message (an append's says the journal is fail-stop).
     """
     msg = str(exc)
-    if isinstance(exc, lmdb.ReadonlyError):
+    # EACCES opening its files (the message names the path) is a ReadonlyError too, below
+    if isinstance(exc, lmdb.ReadonlyError) and not msg.startswith(f"{path}: "):
         return JournalReadOnlyError(f"{path} is open read-only{suffix}")
     if isinstance(exc, lmdb.MapFullError):  # the writer grows the map, or fails-stop, first
         return JournalFullError(f"{path} is full{suffix}")
@@ -476,7 +477,9 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
         )
         return JournalFormatError(f"{path} is not {what}: {msg}{suffix}")
     msg = msg.removeprefix(f"{path}: ")  # LMDB names the path of an open's error itself
-    if "Input/output error" in msg:
+    if isinstance(exc, lmdb.ReadonlyError):  # nothing is open yet: not "open read-only"
+        msg += " (LMDB writes its lock file, lock.mdb, even to read: this user needs write access to it)"
+    elif "Input/output error" in msg:
         msg += _free_space_note(path)
     elif "Cannot allocate memory" in msg:
         msg += " (its map size may be more than this process can map)"

@@ -15,7 +15,7 @@ import pytest
 
 from cogfabric.actors import Runtime
 from cogfabric.events import PrivateSet
-from cogfabric.store import Journal, JournalUnavailableError
+from cogfabric.store import Journal, JournalReadOnlyError, JournalUnavailableError
 from cogfabric.store._lmdb import _journal_error
 
 if TYPE_CHECKING:
@@ -139,3 +139,17 @@ def test_a_full_file_system_is_named_in_the_error(small_file_system: Path) -> No
     with Journal.open(path, readonly=True) as journal:
         stored = {r.event.key for r in journal.read(stream="agent/a") if isinstance(r.event, PrivateSet)}
     assert stored >= {f"k{n}" for n in acked}
+
+
+def test_a_journal_this_user_cannot_open_is_not_called_open_read_only(tmp_path: Path) -> None:
+    # py-lmdb names EACCES opening the files ReadonlyError; the journal said "is open
+    # read-only" of a journal nothing had opened (simulate on files of another user)
+    opening = _journal_error(tmp_path, lmdb.ReadonlyError(f"{tmp_path}: Permission denied"))
+    writing = _journal_error(tmp_path, lmdb.ReadonlyError("mdb_txn_begin: Permission denied"))
+
+    assert isinstance(opening, JournalUnavailableError)
+    assert str(opening) == (
+        f"{tmp_path}: Permission denied (LMDB writes its lock file, lock.mdb, even to read: "
+        "this user needs write access to it)"
+    )
+    assert isinstance(writing, JournalReadOnlyError)
