@@ -124,6 +124,11 @@ class MailboxSlots:
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
 
+    @property
+    def control_pending(self) -> bool:
+        """Whether a lifecycle call waits in the mailbox (taken, not yet handled)."""
+        return self._control > 0
+
     def acquire(self, timeout: float | None = None) -> bool:
         """Take a slot, waiting up to ``timeout`` seconds for one; False if none came or on ``close``."""
         with self._lock:

@@ -71,17 +71,24 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         (``msgspec.Meta``) are checked here, as msgspec checks them only when decoding.
 
         Raises:
-            InvalidConfigError: a field is out of range; the message names it and its
-                path (e.g. ``$.journal.snapshot_interval``).
+            InvalidConfigError: a field is out of range, or holds text UTF-8 cannot encode
+                (a lone surrogate); the message names it and its path (e.g.
+                ``$.journal.snapshot_interval``).
 
         """
         try:
-            return msgspec.convert(msgspec.to_builtins(self), Config)
+            builtins = msgspec.to_builtins(self)
+            converted = msgspec.convert(builtins, Config)
         except msgspec.ValidationError as exc:
             raise config_error(exc) from exc
         except (TypeError, ValueError, OverflowError) as exc:  # a value no config file could hold
             msg = f"the configuration holds a value it cannot be written with: {exc}"
             raise InvalidConfigError(msg) from exc
+        where = _unencodable_text(builtins, "$")
+        if where is not None:  # a model name or an extra parameter no provider request could send
+            msg = f"text UTF-8 cannot encode (a lone surrogate) - at {where}"
+            raise InvalidConfigError(msg)
+        return converted
 
     @classmethod
     def of(cls, config: Config | Mapping[str, Any] | None) -> Config:

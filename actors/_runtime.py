@@ -823,11 +823,15 @@ class Runtime:
         """Resume a suspended agent (``AgentNotSuspendedError`` otherwise).
 
         A RUNNING agent is not suspended: it is refused at once, as in the original,
-        rather than after the message its behavior is handling.
+        rather than after the message its behavior is handling; unless a lifecycle call
+        waits in its mailbox (a suspend that timed out, say), which the resume follows.
         """
         shared = self._entry(agent_id).shared
-        # (its own behavior calling it hears AgentRunningError from _ask)
-        if shared.lifecycle == AgentState.RUNNING and shared.thread is not threading.current_thread():
+        if (
+            shared.lifecycle == AgentState.RUNNING
+            and not shared.slots.control_pending
+            and shared.thread is not threading.current_thread()  # its own behavior: AgentRunningError
+        ):
             raise AgentNotSuspendedError(agent_id)
         self._ask(agent_id, "resume")
 
@@ -1204,7 +1208,10 @@ class Runtime:
         over when it finished its last message, and is not woken); all of them together
         get ``timeout`` seconds (default, and for 0 or less, ``call_timeout``). Then the
         journal gets as long to commit everything handed over, also when an agent was
-        too busy to answer: what it handed over before is made durable all the same. Called from a
+        too busy to answer: what it handed over before is made durable all the same. Then
+        each agent that stopped waiting for a commit (a call that timed out) takes the
+        journal's word for its state, within as long again, so that its lifecycle and
+        the bus's topic index show what the journal holds. Called from a
         behavior, it hands over that agent's own changes and waits for the journal, not
         for other agents (two agents flushing at once would each wait for the other).
 
@@ -1232,7 +1239,7 @@ class Runtime:
         if self._core.writer is not None:
             try:
                 self._core.writer.flush(wait)
-                if own is None:
+                if own is None and problem is None:  # a busy agent's error comes first
                     self._await_catch_ups(time.monotonic() + wait)
             except JournalError:
                 if own is None and self._core.writer.failure is not None:

@@ -437,11 +437,7 @@ def _inherited_by_fork(where: Path) -> Iterator[None]:
     except JournalLockedError as exc:
         here = os.path.realpath(where)
         parent = next(
-            (
-                j
-                for j in list(_OPEN_JOURNALS)
-                if j._pid != os.getpid() and os.path.realpath(j._path) == here  # noqa: SLF001
-            ),
+            (j for j in list(_OPEN_JOURNALS) if j._pid != os.getpid() and j._real_path == here),  # noqa: SLF001
             None,
         )
         if parent is None:
@@ -753,6 +749,7 @@ class LmdbJournal(Journal):
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()  # LMDB's environment must not be used by a forked child
+        self._real_path = os.path.realpath(path)  # now: a forked child may change directory
         _OPEN_JOURNALS.add(self)
         self._failed: BaseException | None = None
         self._db_events = env.open_db(_DB_EVENTS, create=False)

@@ -399,3 +399,43 @@ def test_a_config_mapping_with_text_utf8_cannot_encode_is_an_invalid_config_nami
     # msgspec raised a bare UnicodeEncodeError that named no field
     with pytest.raises(InvalidConfigError, match=re.escape(f"a lone surrogate) - at {where}")):
         Runtime.open(None, config=config)
+
+
+@pytest.mark.parametrize(
+    ("text", "repeated"),
+    [
+        ("llm: {extra: {yes: 5, true: 3}}\n", True),  # one key to the decoder (YAML 1.1 booleans)
+        ("llm: {extra: {0x10: 1, 16: 2}}\n", True),
+        ("llm: {extra: {a: 1, 'a': 2}}\n", True),
+        ("llm: {extra: {<<: {a: 1}, <<: {b: 2}}}\n", False),  # merge keys may repeat
+        ("llm: {extra: {'1': 1, '2': 2}}\n", False),
+    ],
+)
+def test_keys_are_compared_as_the_decoder_reads_them(text: str, *, repeated: bool) -> None:
+    from cogfabric.config import parse_config  # noqa: PLC0415
+
+    if repeated:
+        with pytest.raises(InvalidConfigError, match="is given twice"):
+            parse_config(text)
+    else:
+        parse_config(text)
+
+
+@pytest.mark.parametrize(
+    ("config", "where"),
+    [
+        ({"llm": {"model": "\udcff"}}, "$.llm.model"),
+        ({"llm": {"extra": {"k": ["a", {"b": "\udcff"}]}}}, "$.llm.extra.k[1].b"),
+    ],
+)
+def test_a_config_value_utf8_cannot_encode_is_refused_where_msgspec_takes_it(
+    config: dict[str, Any], where: str
+) -> None:
+    # msgspec converts a str field or an Any value without encoding it: a model name or
+    # an extra parameter no provider request could send was accepted
+    with pytest.raises(
+        InvalidConfigError, match=re.escape(f"text UTF-8 cannot encode (a lone surrogate) - at {where}")
+    ):
+        Config.of(config)
+    with pytest.raises(InvalidConfigError, match="a lone surrogate"):
+        Config(llm=LLMConfig(model="\udcff")).validated()

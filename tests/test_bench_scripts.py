@@ -315,3 +315,33 @@ def test_plot_titles_each_file_by_the_command_that_wrote_it(
         "cogfabric vs peers: median of 5 at abc1234, durable on disk (fsync per commit)",
         "bench/fabric.py: median of 2 at abc1234",
     ]
+
+
+@pytest.mark.parametrize("reference", ["bare_ring", "bare_fanout"])
+def test_a_bare_pykka_reference_stops_the_actors_it_started_when_a_start_fails(
+    monkeypatch: pytest.MonkeyPatch, reference: str
+) -> None:
+    # They were started in one list comprehension before the try: a failed start (a
+    # process out of threads) left the others running, and the process never exited.
+    import pykka  # noqa: PLC0415
+
+    fabric = _bench_module("fabric")
+    actor = fabric._BareRingActor if reference == "bare_ring" else fabric._BareActor
+    started = 0
+    real_start = actor.start
+
+    def start(*args: Any, **kwargs: Any) -> Any:
+        nonlocal started
+        started += 1
+        if started == 4:
+            msg = "can't start new thread"
+            raise RuntimeError(msg)
+        return real_start(*args, **kwargs)
+
+    monkeypatch.setattr(actor, "start", start)
+    timed = fabric.bare_ring(10, 5, 10) if reference == "bare_ring" else fabric.bare_fanout(10, 10)
+
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        timed(None)
+
+    assert [ref for ref in pykka.ActorRegistry.get_by_class(actor) if ref.is_alive()] == []

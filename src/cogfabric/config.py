@@ -83,7 +83,7 @@ class _Collection:
     """A mapping or sequence the YAML parser has open: where it is, what it has seen."""
 
     path: str
-    keys: set[str] | None  # a mapping's keys so far; None for a sequence
+    keys: set[tuple[str, object]] | None  # a mapping's resolved keys so far; None for a sequence
     expect_key: bool = True
     key: str = ""
     index: int = 0
@@ -98,15 +98,43 @@ class _Collection:
             return f"{self.path}.{self.key}"
         self.expect_key = False
         self.key = event.value if isinstance(event, yaml.ScalarEvent) else "?"  # "?": a complex key
-        if isinstance(event, yaml.ScalarEvent):
-            if self.key in self.keys:
+        identity = _key_identity(event) if isinstance(event, yaml.ScalarEvent) else None
+        if identity is not None:
+            if identity in self.keys:
                 msg = (
                     f"{source}: the key {self.key!r} is given twice in one mapping (the first value "
                     f"would be dropped) - at {self.path}.{self.key}{_line(event)}"
                 )
                 raise InvalidConfigError(msg)
-            self.keys.add(self.key)
+            self.keys.add(identity)
         return f"{self.path}.{self.key}"
+
+
+_RESOLVER: Final = yaml.resolver.Resolver()
+_STR: Final = "tag:yaml.org,2002:str"
+_MERGE: Final = "tag:yaml.org,2002:merge"
+
+
+def _key_identity(event: yaml.ScalarEvent) -> tuple[str, object] | None:
+    """The key a scalar makes once the loader resolves it, or None for a merge key (``<<``).
+
+    ``1`` and ``'1'`` are two keys, ``yes`` and ``true`` one (YAML 1.1, as the decoder
+    reads it); a merge key may be given more than once.
+    """
+    if event.tag not in (None, "!"):
+        tag = event.tag
+    elif event.implicit[0]:  # plain: its tag follows from its text
+        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))  # type: ignore[no-untyped-call]
+    else:  # quoted
+        tag = _STR
+    if tag == _MERGE:
+        return None
+    if tag == _STR or not event.implicit[0]:
+        return (tag, event.value)
+    try:
+        return (tag, yaml.load(event.value, Loader=_EVENT_LOADER))  # noqa: S506 - a safe loader
+    except yaml.YAMLError:
+        return (tag, event.value)
 
 
 def _line(event: yaml.Event) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import threading
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -457,6 +458,24 @@ class TestBehaviors:
             runtime.flush()
 
             assert running == AgentState.RUNNING
+            assert agent.lifecycle == AgentState.IDLE
+
+    def test_a_resume_after_a_suspend_that_timed_out_follows_it_in_the_mailbox(self) -> None:
+        # Refusing the resume at once (the agent is RUNNING) left the queued suspend the
+        # last word: the agent ended SUSPENDED though the caller's last call was resume.
+        with _open(None, timeout=0.2) as runtime:
+            agent = runtime.spawn("a", behavior="gate")
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            try:
+                with pytest.raises(ActorTimeoutError):
+                    runtime.suspend("a")
+                with pytest.raises(ActorTimeoutError):  # queued behind the suspend, not refused
+                    runtime.resume("a")
+            finally:
+                Gate.release.set()
+            runtime.flush()
+
             assert agent.lifecycle == AgentState.IDLE
 
     def test_a_suspend_that_times_out_behind_a_running_message_still_takes_effect_and_says_so(self) -> None:
@@ -2113,6 +2132,44 @@ class TestKillAndReloadEdges:
                 "suspend": ([], AgentState.SUSPENDED),
             }[change]
         )
+
+    def test_flush_keeps_to_its_timeout_when_an_agent_behind_the_journal_is_busy(
+        self, tmp_path: Path
+    ) -> None:
+        # An agent whose own change timed out and that then works on in its behavior: the
+        # flush waited for it once to hand over and again to catch up, twice its timeout,
+        # and raised the second wait's error instead of naming the busy agent.
+        stalled, timed_out, release = threading.Event(), threading.Event(), threading.Event()
+
+        class Worker:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                assert stalled.wait(10)
+                with pytest.raises(ActorTimeoutError):
+                    ctx.subscribe("news")  # the writer is stalled
+                timed_out.set()
+                assert release.wait(10)  # a long piece of work (an LLM call, say)
+
+        with _open(tmp_path / "j", timeout=0.3, behaviors={"w": Worker}) as runtime:
+            runtime.spawn("a", behavior="w")
+            runtime.bus.send("x", "a", "work")
+            gate = _stall(runtime)
+            stalled.set()
+            try:
+                assert timed_out.wait(10)
+                gate.set()
+                writer = runtime._core.writer
+                assert writer is not None
+                writer.flush(10)  # the writer is past the change that timed out
+                began = time.monotonic()
+                with pytest.raises(ActorTimeoutError, match="still busy") as caught:
+                    runtime.flush(timeout=1.0)
+                took = time.monotonic() - began
+            finally:
+                release.set()
+            runtime.flush(timeout=10)
+
+            assert took < 1.8, (took, caught.value)
+            assert runtime.bus.subscribers("news") == ["a"]
 
     def test_a_publication_the_reload_applied_does_not_override_a_later_own_change(
         self, tmp_path: Path

@@ -1533,11 +1533,13 @@ def test_a_forked_child_cannot_use_its_parents_journal_and_makes_ids_of_its_own(
 
 
 def test_a_forked_child_is_told_how_to_open_its_parents_journal_as_it_cannot_open_it_again(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The child's refusal said "open the journal again in this process", which py-lmdb
-    # refuses too (it keeps the files it has open across a fork): it names the way out.
-    with Journal.open(tmp_path / "j") as journal:
+    # refuses too (it keeps the files it has open across a fork): it names the way out,
+    # also to a child that changed directory after its parent opened a relative path.
+    monkeypatch.chdir(tmp_path)
+    with Journal.open("j") as journal:
         journal.append(make_events(1))
         read_end, write_end = os.pipe()
         pid = os.fork()
@@ -1549,6 +1551,7 @@ def test_a_forked_child_is_told_how_to_open_its_parents_journal_as_it_cannot_ope
                 except JournalUnavailableError as exc:
                     messages.append(str(exc))
                 journal.close()
+                os.chdir("/")
                 try:
                     Journal.open(tmp_path / "j", readonly=True)
                 except JournalLockedError as exc:
