@@ -764,6 +764,14 @@ class _BareActor(pykka.ThreadingActor):
         message.release()
 
 
+def _stop_all(refs: list[pykka.ActorRef[Any]], timeout: float) -> None:
+    """Stop bare actors together: every stop asked first, then each waited for."""
+    for ref in refs:
+        ref.stop(block=False)
+    for ref in refs:
+        ref.actor_stopped.wait(timeout)
+
+
 def bare_fanout(actors: int, timeout: float) -> Timed:
     """The fan-out's limit on this stack: one tell to each of ``actors`` idle plain Pykka
     actors, ``FANOUT_WINDOW`` of them at a time (the runtime's pacing, without the runtime),
@@ -789,10 +797,7 @@ def bare_fanout(actors: int, timeout: float) -> Timed:
 
             return _clock(body)
         finally:
-            for ref in refs:
-                ref.stop(block=False)
-            for ref in refs:
-                ref.actor_stopped.wait(timeout)
+            _stop_all(refs, timeout)
 
     return run
 
@@ -856,10 +861,7 @@ def bare_ring(actors: int, hops: int, timeout: float) -> Timed:
             sample.extra.update(cpu.figures(deliveries=actors * hops))
             return sample
         finally:
-            for ref in refs:
-                ref.stop(block=False)
-            for ref in refs:
-                ref.actor_stopped.wait(timeout)
+            _stop_all(refs, timeout)
 
     return run
 

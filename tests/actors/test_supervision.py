@@ -15,6 +15,7 @@ from freezegun import freeze_time
 
 from cogfabric.actors import (
     ActorTimeoutError,
+    Agent,
     AgentContext,
     AgentExistsError,
     AgentNotFoundError,
@@ -228,6 +229,14 @@ def _reset_gate() -> None:
     Gate.instances = 0
 
 
+def _running(runtime: Runtime, agent_id: str = "a") -> Agent:
+    """Spawn an agent running ``Gate`` and hand it the message it blocks on (until ``Gate.release``)."""
+    agent = runtime.spawn(agent_id, behavior="gate")
+    runtime.bus.send("x", agent_id, "block")
+    assert Gate.started.wait(10)
+    return agent
+
+
 def _open(
     path: Path | None,
     *,
@@ -427,9 +436,7 @@ class TestBehaviors:
 
     def test_an_agent_is_running_while_its_behavior_handles_a_message(self) -> None:
         with _open(None) as runtime:
-            agent = runtime.spawn("a", behavior="gate")
-            runtime.bus.send("x", "a", "block")
-            assert Gate.started.wait(10)
+            agent = _running(runtime)
 
             running = agent.lifecycle
             with pytest.raises(AgentRunningError):
@@ -446,9 +453,7 @@ class TestBehaviors:
         # The original answers ErrAgentNotSuspended for any state but SUSPENDED; waiting
         # behind the running message gave ActorTimeoutError once it outlasted call_timeout.
         with _open(None, timeout=0.2) as runtime:
-            agent = runtime.spawn("a", behavior="gate")
-            runtime.bus.send("x", "a", "block")
-            assert Gate.started.wait(10)
+            agent = _running(runtime)
             try:
                 with pytest.raises(AgentNotSuspendedError):
                     runtime.resume("a")
@@ -464,9 +469,7 @@ class TestBehaviors:
         # Refusing the resume at once (the agent is RUNNING) left the queued suspend the
         # last word: the agent ended SUSPENDED though the caller's last call was resume.
         with _open(None, timeout=0.2) as runtime:
-            agent = runtime.spawn("a", behavior="gate")
-            runtime.bus.send("x", "a", "block")
-            assert Gate.started.wait(10)
+            agent = _running(runtime)
             try:
                 with pytest.raises(ActorTimeoutError):
                     runtime.suspend("a")
@@ -480,9 +483,7 @@ class TestBehaviors:
 
     def test_a_suspend_that_times_out_behind_a_running_message_still_takes_effect_and_says_so(self) -> None:
         with _open(None, timeout=0.2) as runtime:
-            agent = runtime.spawn("a", behavior="gate")
-            runtime.bus.send("x", "a", "block")
-            assert Gate.started.wait(10)
+            agent = _running(runtime)
             try:
                 with pytest.raises(ActorTimeoutError, match="stays in its mailbox and takes effect"):
                     runtime.suspend("a")
@@ -1422,9 +1423,7 @@ class TestBackpressure:
 
     def test_a_busy_agent_makes_a_handle_call_time_out(self) -> None:
         with _open(None, timeout=0.2) as runtime:
-            agent = runtime.spawn("a", behavior="gate")
-            runtime.bus.send("x", "a", "block")
-            assert Gate.started.wait(10)
+            agent = _running(runtime)
 
             with pytest.raises(ActorTimeoutError):
                 agent.set_private("k", 1)
@@ -1800,9 +1799,7 @@ class TestLiveMatchesReplay:
 
     def test_a_subscription_whose_call_timed_out_still_reaches_the_topic_index(self, tmp_path: Path) -> None:
         with _open(tmp_path / "j", timeout=0.3) as runtime:
-            agent = runtime.spawn("a", behavior="gate")
-            runtime.bus.send("x", "a", "block")
-            assert Gate.started.wait(10)
+            agent = _running(runtime)
             with pytest.raises(ActorTimeoutError):
                 runtime.bus.subscribe("a", "news")  # queued behind the blocked message
             Gate.release.set()
