@@ -827,9 +827,12 @@ class Runtime:
         waits in its mailbox (a suspend that timed out, say), which the resume follows.
         """
         shared = self._entry(agent_id).shared
+        # pending first: the agent takes a lifecycle call out only after its behavior's
+        # message is over, so no call pending and RUNNING afterwards means none is ahead
+        pending = shared.slots.control_pending
         if (
-            shared.lifecycle == AgentState.RUNNING
-            and not shared.slots.control_pending
+            not pending
+            and shared.lifecycle == AgentState.RUNNING
             and shared.thread is not threading.current_thread()  # its own behavior: AgentRunningError
         ):
             raise AgentNotSuspendedError(agent_id)

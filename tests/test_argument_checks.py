@@ -409,6 +409,11 @@ def test_a_config_mapping_with_text_utf8_cannot_encode_is_an_invalid_config_nami
         ("llm: {extra: {a: 1, 'a': 2}}\n", True),
         ("llm: {extra: {<<: {a: 1}, <<: {b: 2}}}\n", False),  # merge keys may repeat
         ("llm: {extra: {'1': 1, '2': 2}}\n", False),
+        ("llm: {extra: {m: {1: 1, '1': 2}}}\n", False),  # an int and a str
+        ("llm: {extra: {m: {1: 1, 1.0: 2}}}\n", True),  # one key of a dict
+        ("llm: {extra: {m: {!!int 7: 1, 7: 2}}}\n", True),
+        ("llm: {extra: {m: {2020-01-01: 1, '2020-01-01': 2}}}\n", True),  # msgspec: the date's ISO text
+        ("llm: {extra: {m: {null: 1, ~: 2}}}\n", True),
     ],
 )
 def test_keys_are_compared_as_the_decoder_reads_them(text: str, *, repeated: bool) -> None:

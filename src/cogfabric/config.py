@@ -6,6 +6,8 @@ error that names it.
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -83,7 +85,7 @@ class _Collection:
     """A mapping or sequence the YAML parser has open: where it is, what it has seen."""
 
     path: str
-    keys: set[tuple[str, object]] | None  # a mapping's resolved keys so far; None for a sequence
+    keys: set[object] | None  # a mapping's keys so far, as the decoder reads them; None for a sequence
     expect_key: bool = True
     key: str = ""
     index: int = 0
@@ -98,8 +100,8 @@ class _Collection:
             return f"{self.path}.{self.key}"
         self.expect_key = False
         self.key = event.value if isinstance(event, yaml.ScalarEvent) else "?"  # "?": a complex key
-        identity = _key_identity(event) if isinstance(event, yaml.ScalarEvent) else None
-        if identity is not None:
+        identity = _key_identity(event) if isinstance(event, yaml.ScalarEvent) else _UNCHECKED
+        if identity is not _UNCHECKED:  # neither a complex key nor a merge key
             if identity in self.keys:
                 msg = (
                     f"{source}: the key {self.key!r} is given twice in one mapping (the first value "
@@ -113,13 +115,17 @@ class _Collection:
 _RESOLVER: Final = yaml.resolver.Resolver()
 _STR: Final = "tag:yaml.org,2002:str"
 _MERGE: Final = "tag:yaml.org,2002:merge"
+_UNCHECKED: Final = object()
+"""The identity of a key that may be given more than once (a merge key), or is not checked."""
 
 
-def _key_identity(event: yaml.ScalarEvent) -> tuple[str, object] | None:
-    """The key a scalar makes once the loader resolves it, or None for a merge key (``<<``).
+def _key_identity(event: yaml.ScalarEvent) -> object:
+    """The key a scalar makes as the decoder reads it, or ``_UNCHECKED`` for a merge key (``<<``).
 
-    ``1`` and ``'1'`` are two keys, ``yes`` and ``true`` one (YAML 1.1, as the decoder
-    reads it); a merge key may be given more than once.
+    Built with its tag, as the loader builds it: ``1`` and ``'1'`` are two keys, ``1``,
+    ``1.0``, ``!!int 1`` and ``true`` one (a dict's), ``yes`` and ``true`` one (YAML
+    1.1); a date is its ISO text, as msgspec turns it into. A merge key may be given
+    more than once.
     """
     if event.tag not in (None, "!"):
         tag = event.tag
@@ -128,13 +134,15 @@ def _key_identity(event: yaml.ScalarEvent) -> tuple[str, object] | None:
     else:  # quoted
         tag = _STR
     if tag == _MERGE:
-        return None
-    if tag == _STR or not event.implicit[0]:
-        return (tag, event.value)
+        return _UNCHECKED
+    node = yaml.ScalarNode(tag, event.value, style=event.style)
     try:
-        return (tag, yaml.load(event.value, Loader=_EVENT_LOADER))  # noqa: S506 - a safe loader
+        key = yaml.constructor.SafeConstructor().construct_object(node)
     except yaml.YAMLError:
-        return (tag, event.value)
+        return (tag, event.value)  # one the decoder refuses anyway
+    if isinstance(key, dt.date):
+        return msgspec.to_builtins(key)
+    return key if isinstance(key, Hashable) else (tag, event.value)
 
 
 def _line(event: yaml.Event) -> str:

@@ -481,6 +481,45 @@ class TestBehaviors:
 
             assert agent.lifecycle == AgentState.IDLE
 
+    def test_a_resume_racing_the_agent_as_it_takes_a_timed_out_suspend_still_follows_it(self) -> None:
+        # resume read the lifecycle (RUNNING), then whether a lifecycle call was pending:
+        # if the behavior ended and the agent took the suspend between the two reads, it
+        # saw neither and refused, and the suspend had the last word. The race is forced
+        # here: reading whether a call is pending lets the agent take the suspend first.
+        dequeued = threading.Event()
+
+        class Preempted(MailboxSlots):
+            armed = False
+
+            def release_control(self) -> None:
+                super().release_control()
+                dequeued.set()  # the agent took a lifecycle call out of its mailbox
+
+            @property
+            def control_pending(self) -> bool:
+                if Preempted.armed and threading.current_thread() is threading.main_thread():
+                    Preempted.armed = False
+                    Gate.release.set()  # the behavior ends...
+                    assert dequeued.wait(10)  # ...and the agent takes the suspend
+                return super().control_pending
+
+        with _open(None, timeout=0.3) as runtime:
+            agent = runtime.spawn("a", behavior="gate")
+            shared = runtime._entry("a").shared
+            shared.slots = Preempted(shared.slots._size)  # before its first message
+            runtime.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            try:
+                with pytest.raises(ActorTimeoutError):
+                    runtime.suspend("a")
+                Preempted.armed = True
+                runtime.resume("a")
+            finally:
+                Gate.release.set()
+            runtime.flush()
+
+            assert agent.lifecycle == AgentState.IDLE
+
     def test_a_suspend_that_times_out_behind_a_running_message_still_takes_effect_and_says_so(self) -> None:
         with _open(None, timeout=0.2) as runtime:
             agent = _running(runtime)
