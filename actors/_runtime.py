@@ -216,6 +216,8 @@ class Runtime:
         self._unlisted_if_refused: set[str] = set()
         """Ids a spawn listed that were not listed before: taken out if the spawn fails."""
         self._closed = False
+        self._late: set[threading.Thread] = set()
+        """Helper threads finishing calls whose callers timed out (``_finish_late``): flush waits for them."""
         self._close_done = threading.Event()
         self._writer_stopped = False
         """Set by close() once the journal writer stopped: only then may it close the journal."""
@@ -715,10 +717,15 @@ class Runtime:
                 done(committed)
             except Exception:
                 log.exception("finishing a %s after its caller timed out failed", what)
+            finally:
+                self._late.discard(thread)
 
+        thread = threading.Thread(target=wait, name=f"cogfabric-late-{what}", daemon=True)
+        self._late.add(thread)  # before it starts: a flush from now on waits for it
         try:
-            threading.Thread(target=wait, name=f"cogfabric-late-{what}", daemon=True).start()
+            thread.start()
         except RuntimeError:  # no thread left
+            self._late.discard(thread)
             log.warning(
                 "no thread to finish a %s whose commit timed out: the live runtime will not follow "
                 "it if it commits; reopen the runtime to take it from the journal",
@@ -1212,9 +1219,10 @@ class Runtime:
         get ``timeout`` seconds (default, and for 0 or less, ``call_timeout``). Then the
         journal gets as long to commit everything handed over, also when an agent was
         too busy to answer: what it handed over before is made durable all the same. Then
-        each agent that stopped waiting for a commit (a call that timed out) takes the
-        journal's word for its state, within as long again, so that its lifecycle and
-        the bus's topic index show what the journal holds. Called from a
+        what a call that timed out left to finish is finished (a spawn registers its
+        agents, a publication reaches its agents), and each agent that stopped waiting
+        for a commit takes the journal's word for its state, each within as long again,
+        so that every read shows what the journal holds. Called from a
         behavior, it hands over that agent's own changes and waits for the journal, not
         for other agents (two agents flushing at once would each wait for the other).
 
@@ -1243,6 +1251,7 @@ class Runtime:
             try:
                 self._core.writer.flush(wait)
                 if own is None and problem is None:  # a busy agent's error comes first
+                    self._await_late(time.monotonic() + wait)
                     self._await_catch_ups(time.monotonic() + wait)
             except JournalError:
                 if own is None and self._core.writer.failure is not None:
@@ -1270,6 +1279,25 @@ class Runtime:
         for future in self._noops(past_bound=False):
             with contextlib.suppress(Exception):
                 future.get(timeout=max(0.0, deadline - time.monotonic()))
+
+    def _await_late(self, deadline: float) -> None:
+        """Wait (until ``deadline``) for the calls whose callers timed out to be finished.
+
+        The writer is past their commits, so each helper thread (``_finish_late``) has
+        its answer: a spawn it registers, a publication it delivers.
+
+        Raises:
+            ActorTimeoutError: one was not finished by ``deadline``.
+
+        """
+        for thread in list(self._late):
+            if thread is threading.current_thread():
+                continue
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                what = thread.name.removeprefix("cogfabric-late-")
+                msg = f"a {what} whose caller timed out was not finished in time"
+                raise ActorTimeoutError(msg)
 
     def _await_catch_ups(self, deadline: float) -> None:
         """Wait (until ``deadline``) for the agents that stopped waiting for a commit to catch up.

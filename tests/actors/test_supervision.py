@@ -1951,6 +1951,50 @@ class TestTimedOutCallsFinishLate:
         with _open(tmp_path / "j") as runtime:
             assert runtime.agents() == ["b"]
 
+    @pytest.mark.parametrize("call", ["spawn", "publication"])
+    def test_a_flush_returns_once_what_calls_that_timed_out_left_is_finished(
+        self, tmp_path: Path, call: str
+    ) -> None:
+        # A helper thread finishes a call whose caller timed out (a spawn registers its
+        # agent, a publication reaches its agents) once the writer commits it; flush()
+        # returned without waiting for it, so agents() or a task layer right after it
+        # did not show what the journal held. Here the helper thread only goes on once
+        # the flush has seen the writer commit, as a loaded machine may schedule it.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            runtime.spawn("a", task_id="t", task_context={"v": 0})
+            writer = runtime._core.writer
+            assert writer is not None
+            committed = threading.Event()
+            real_flush, real_finish_late = writer.flush, runtime._finish_late
+
+            def flush(timeout: float | None = None) -> None:
+                real_flush(timeout)
+                committed.set()
+
+            def finish_late(ack: Any, done: Callable[[bool], None], what: str) -> bool:
+                def later(ok: bool) -> None:
+                    assert committed.wait(10)
+                    done(ok)
+
+                return real_finish_late(ack, later, what)
+
+            writer.flush = flush  # type: ignore[method-assign]
+            runtime._finish_late = finish_late  # type: ignore[method-assign]
+            calls: dict[str, Callable[[], object]] = {
+                "spawn": lambda: runtime.spawn("b", task_id="t"),
+                "publication": lambda: runtime.publish_task_context("t", {"v": "published"}),
+            }
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                calls[call]()
+            gate.set()
+            runtime.flush()
+
+            live = (runtime.agents(), runtime.agent("a").task_context())
+        with _open(tmp_path / "j") as runtime:
+            assert live == (runtime.agents(), runtime.agent("a").task_context())
+        assert live == ((["a", "b"], {"v": 0}) if call == "spawn" else (["a"], {"v": "published"}))
+
     def test_a_publication_that_timed_out_with_no_thread_left_to_finish_it_is_a_timeout_logged(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
     ) -> None:
