@@ -216,8 +216,9 @@ class Runtime:
         self._unlisted_if_refused: set[str] = set()
         """Ids a spawn listed that were not listed before: taken out if the spawn fails."""
         self._closed = False
-        self._late: set[threading.Thread] = set()
-        """Helper threads finishing calls whose callers timed out (``_finish_late``): flush waits for them."""
+        self._late: dict[threading.Event, threading.Thread] = {}
+        """Helper threads finishing calls whose callers timed out (``_finish_late``), each by the
+        event it sets when done (a thread not yet started cannot be joined): flush waits for them."""
         self._close_done = threading.Event()
         self._writer_stopped = False
         """Set by close() once the journal writer stopped: only then may it close the journal."""
@@ -718,14 +719,17 @@ class Runtime:
             except Exception:
                 log.exception("finishing a %s after its caller timed out failed", what)
             finally:
-                self._late.discard(thread)
+                finished.set()
+                self._late.pop(finished, None)
 
+        finished = threading.Event()
         thread = threading.Thread(target=wait, name=f"cogfabric-late-{what}", daemon=True)
-        self._late.add(thread)  # before it starts: a flush from now on waits for it
+        self._late[finished] = thread  # before it starts: a flush from now on waits for it
         try:
             thread.start()
         except RuntimeError:  # no thread left
-            self._late.discard(thread)
+            finished.set()
+            self._late.pop(finished, None)
             log.warning(
                 "no thread to finish a %s whose commit timed out: the live runtime will not follow "
                 "it if it commits; reopen the runtime to take it from the journal",
@@ -1290,11 +1294,10 @@ class Runtime:
             ActorTimeoutError: one was not finished by ``deadline``.
 
         """
-        for thread in list(self._late):
+        for finished, thread in list(self._late.items()):
             if thread is threading.current_thread():
                 continue
-            thread.join(max(0.0, deadline - time.monotonic()))
-            if thread.is_alive():
+            if not finished.wait(max(0.0, deadline - time.monotonic())):
                 what = thread.name.removeprefix("cogfabric-late-")
                 msg = f"a {what} whose caller timed out was not finished in time"
                 raise ActorTimeoutError(msg)

@@ -444,3 +444,13 @@ def test_a_config_value_utf8_cannot_encode_is_refused_where_msgspec_takes_it(
         Config.of(config)
     with pytest.raises(InvalidConfigError, match="a lone surrogate"):
         Config(llm=LLMConfig(model="\udcff")).validated()
+
+
+@pytest.mark.parametrize("key", ["!!timestamp bad", "!!int abc", "!!bool maybe", "!!int ''", "!!float x"])
+def test_a_tagged_key_its_tag_cannot_build_is_an_invalid_config(key: str) -> None:
+    # The repeated-key check built each key with PyYAML's constructors, whose ValueError,
+    # KeyError or AttributeError escaped parse_config
+    from cogfabric.config import parse_config  # noqa: PLC0415
+
+    with pytest.raises(InvalidConfigError):
+        parse_config(f"llm: {{extra: {{m: {{{key}: 1}}}}}}\n")

@@ -138,8 +138,8 @@ def _key_identity(event: yaml.ScalarEvent) -> object:
     node = yaml.ScalarNode(tag, event.value, style=event.style)
     try:
         key = yaml.constructor.SafeConstructor().construct_object(node)
-    except yaml.YAMLError:
-        return (tag, event.value)  # one the decoder refuses anyway
+    except Exception:  # noqa: BLE001 - PyYAML's constructors raise ValueError, KeyError...
+        return (tag, event.value)  # a key the decoder refuses anyway
     if isinstance(key, dt.date):
         return msgspec.to_builtins(key)
     return key if isinstance(key, Hashable) else (tag, event.value)

@@ -1995,6 +1995,44 @@ class TestTimedOutCallsFinishLate:
             assert live == (runtime.agents(), runtime.agent("a").task_context())
         assert live == ((["a", "b"], {"v": 0}) if call == "spawn" else (["a"], {"v": "published"}))
 
+    def test_a_flush_racing_the_start_of_a_late_helper_thread_raises_no_runtime_error(
+        self, tmp_path: Path
+    ) -> None:
+        # flush joined the helper threads it found registered, and one registered but not
+        # yet started cannot be joined: RuntimeError. The interleaving is forced: the
+        # registration runs a whole flush on another thread before the helper starts.
+        outcome: list[BaseException | None] = []
+
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            runtime.spawn("a")
+            gate = _stall(runtime)
+
+            class Racing(dict[Any, Any]):
+                def __setitem__(self, key: Any, value: Any) -> None:
+                    super().__setitem__(key, value)
+                    if not outcome:
+                        gate.set()  # the writer goes on, so the flush gets past it
+
+                        def flush() -> None:
+                            try:
+                                runtime.flush()
+                                outcome.append(None)
+                            except BaseException as exc:  # noqa: BLE001 - reported below
+                                outcome.append(exc)
+
+                        other = threading.Thread(target=flush)
+                        other.start()
+                        other.join(10)
+
+            runtime._late = Racing()
+            with pytest.raises(ActorTimeoutError):
+                runtime.spawn("b")
+            runtime.flush()
+
+            assert len(outcome) == 1
+            assert outcome[0] is None or isinstance(outcome[0], ActorTimeoutError), repr(outcome[0])
+            assert runtime.agents() == ["a", "b"]
+
     def test_a_publication_that_timed_out_with_no_thread_left_to_finish_it_is_a_timeout_logged(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
     ) -> None:
