@@ -324,6 +324,7 @@ class IpcBus:
 
         """
         timeout = bounded_wait(timeout, DEFAULT_REQUEST_TIMEOUT)
+        require_str(to, "recipient")  # before it is looked up: a list is no key
         entry = self._runtime._agents.get(to)  # noqa: SLF001 - a dict read; None: refused below
         if entry is not None and entry.shared.thread is threading.current_thread():
             msg = f"agentipc: invalid message: {to!r} cannot be sent a request from its own behavior"

@@ -97,8 +97,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         A mapping is read as a YAML configuration file is (``parse_config``).
 
         Raises:
-            InvalidConfigError: a field is unknown, of the wrong type or out of range (the
-                message names its path), or ``config`` is none of the three.
+            InvalidConfigError: a field is unknown, of the wrong type or out of range, or
+                holds text UTF-8 cannot encode (the message names its path), or ``config``
+                is none of the three.
 
         """
         if config is None:

@@ -831,11 +831,20 @@ class Runtime:
         self._ask(agent_id, "suspend")
 
     def resume(self, agent_id: str) -> None:
-        """Resume a suspended agent (``AgentNotSuspendedError`` otherwise).
+        """Resume a suspended agent.
 
         A RUNNING agent is not suspended: it is refused at once, as in the original,
         rather than after the message its behavior is handling; unless a lifecycle call
         waits in its mailbox (a suspend that timed out, say), which the resume follows.
+
+        Raises:
+            AgentNotFoundError: no live agent has that id.
+            AgentNotSuspendedError: the agent is not suspended (RUNNING included).
+            AgentRetiredError: the agent is retired.
+            ActorTimeoutError: the agent did not get to it within ``call_timeout`` (queued
+                behind a running message and a lifecycle call); it still takes effect
+                when the agent does.
+
         """
         shared = self._entry(agent_id).shared
         # pending first: the agent takes a lifecycle call out only after its behavior's

@@ -820,9 +820,13 @@ class LmdbJournal(Journal):
             JournalKeyError: the key differs from the one the journal was written with.
             JournalLockedError: another writer holds the journal, or this process has
                 it open already (LMDB allows one open of a file per process: share
-                the open journal instead).
-            JournalUnavailableError: the directory cannot be created or written to, or its
-                file system has no room left for LMDB's lock file (LMDB would die of SIGBUS).
+                the open journal instead), or inherited it open from the parent that
+                forked it (the message says how to open it instead).
+            JournalUnavailableError: the directory cannot be created or written to, its
+                lock file (lock.mdb, which LMDB writes even to read) is not writable, its
+                file system has no room left for LMDB's lock file (LMDB would die of
+                SIGBUS), the map size is more than the process can map, or the storage
+                failed (an I/O error names the file system's free space).
             JournalFullError: ``max_map_size`` is too small to create a new journal in.
             JournalDamagedError: ``readonly`` and the data file is shorter than its header
                 names, past pages in use (truncated; a file short only by pages LMDB freed

@@ -454,3 +454,13 @@ def test_a_tagged_key_its_tag_cannot_build_is_an_invalid_config(key: str) -> Non
 
     with pytest.raises(InvalidConfigError):
         parse_config(f"llm: {{extra: {{m: {{{key}: 1}}}}}}\n")
+
+
+def test_a_request_to_a_recipient_that_is_no_str_is_named_as_such() -> None:
+    # It was looked up first: an unhashable one raised "unhashable type: 'list'"
+    from cogfabric import InvalidTextError  # noqa: PLC0415
+
+    with Runtime.open(None, clock=FakeClock()) as runtime:
+        runtime.spawn("a")
+        with pytest.raises(InvalidTextError, match="recipient must be a string, got list"):
+            runtime.bus.request("x", ["a"], "t", 1, timeout=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -246,7 +247,7 @@ def test_a_journal_of_a_newer_format_gets_a_clear_error(simulated: Path, tmp_pat
 def test_a_directory_the_auditor_cannot_write_is_refused_unless_copied(
     simulated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cogfabric._audit, "_writable", lambda _path: False)
+    monkeypatch.setattr(cogfabric._audit, "_not_writable", lambda _path: "this directory is not writable")
     runner = CliRunner()
 
     refused = runner.invoke(main, ["inspect", str(simulated)])
@@ -255,6 +256,31 @@ def test_a_directory_the_auditor_cannot_write_is_refused_unless_copied(
     assert refused.exit_code == 2
     assert "--copy" in refused.output
     assert copied.exit_code == 0, copied.output
+
+
+@pytest.mark.parametrize(
+    ("unwritable", "said"),
+    [("lock.mdb", "its lock file (lock.mdb) is not writable"), ("", "this directory is not writable")],
+)
+def test_the_refusal_to_audit_in_place_names_what_is_not_writable(
+    simulated: Path, monkeypatch: pytest.MonkeyPatch, unwritable: str, said: str
+) -> None:
+    # It blamed the directory when only lock.mdb (another user's) was not writable.
+    real_access = os.access
+    if not unwritable:
+        (simulated / "lock.mdb").unlink()  # LMDB would create it in the directory
+
+    def access(where: object, mode: int, **kwargs: object) -> bool:
+        target = simulated / unwritable if unwritable else simulated
+        if Path(str(where)) == target and mode == os.W_OK:
+            return False  # as for an auditor who does not own it (tests run as root)
+        return real_access(where, mode, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "access", access)
+    result = CliRunner().invoke(main, ["verify", str(simulated)])
+
+    assert result.exit_code == 2, result.output
+    assert f"LMDB writes its lock file even when reading, and {said}; rerun with --copy" in result.output
 
 
 def test_every_command_has_help_with_an_example() -> None:

@@ -328,7 +328,7 @@ def test_an_unreadable_data_file_is_named_before_any_advice_to_copy(
             return False  # as for an auditor who does not own a 0600 file (tests run as root)
         return real_access(where, mode, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cogfabric._audit, "_writable", lambda _path: False)
+    monkeypatch.setattr(cogfabric._audit, "_not_writable", lambda _path: "this directory is not writable")
     monkeypatch.setattr(os, "access", access)
     result = CliRunner().invoke(main, ["verify", str(path), *copy])
 

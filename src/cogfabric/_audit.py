@@ -52,11 +52,12 @@ class AuditAccessError(JournalError):
     """Raised when a journal cannot be opened read-only in place (LMDB writes its lock file)."""
 
 
-def _writable(path: Path) -> bool:
+def _not_writable(path: Path) -> str | None:
+    """What LMDB cannot write to take a reader's place in the journal at ``path``, or None."""
     lock = path / "lock.mdb"
     if lock.exists():
-        return os.access(lock, os.W_OK)
-    return os.access(path, os.W_OK)
+        return None if os.access(lock, os.W_OK) else "its lock file (lock.mdb) is not writable"
+    return None if os.access(path, os.W_OK) else "this directory is not writable"
 
 
 @contextlib.contextmanager
@@ -88,10 +89,11 @@ def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) ->
     if source is not None and not os.access(source, os.R_OK):  # before suggesting --copy, which must read it
         raise JournalUnavailableError(f"{path}: cannot read its data file: permission denied")
     if not copy:
-        if source is not None and not _writable(path):
+        unwritable = None if source is None else _not_writable(path)
+        if unwritable is not None:
             msg = (
                 f"cannot audit {path} in place: LMDB writes its lock file even when reading, "
-                "and this directory is not writable; rerun with --copy to audit a private copy"
+                f"and {unwritable}; rerun with --copy to audit a private copy"
             )
             raise AuditAccessError(msg)
         walked = _check_pages(path, path, key)

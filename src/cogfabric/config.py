@@ -53,8 +53,9 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
     """Decode YAML ``text`` into a validated ``Config``.
 
     Raises:
-        InvalidConfigError: malformed YAML, an unknown key, a wrong type, or a value
-            out of range; the message names the key (e.g. ``$.memory.max_history``).
+        InvalidConfigError: malformed YAML, an unknown key, a wrong type, a value out of
+            range, a key given twice in one mapping, a YAML alias (``*name``), or text
+            UTF-8 cannot encode; the message names the key (e.g. ``$.memory.max_history``).
         TypeError: ``text`` is neither str nor bytes.
 
     """
