@@ -593,10 +593,7 @@ class AgentActor(pykka.ThreadingActor):
 
         def wake(_committed: bool) -> None:
             slots.take()
-            try:
-                ref.ask((CALL, "noop", ()), block=False)
-            except pykka.ActorDeadError:
-                slots.release()  # stopped or killed meanwhile: nothing to catch up
+            ref.ask((CALL, "noop", ()), block=False)  # a stopped actor's error goes to the future
 
         # stopped or fail-stop: the runtime is closing, or every agent reloads (Runtime._reload_all)
         with contextlib.suppress(RuntimeClosedError, JournalError):

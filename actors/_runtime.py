@@ -1289,7 +1289,7 @@ class Runtime:
 
     def _await_reloads(self, deadline: float) -> None:
         """Wait (until ``deadline``) for every live agent to have taken the journal's word."""
-        for future in self._noops(past_bound=False):
+        for _, future in self._noops(past_bound=False):
             with contextlib.suppress(Exception):
                 future.get(timeout=max(0.0, deadline - time.monotonic()))
 
@@ -1322,35 +1322,34 @@ class Runtime:
             ActorTimeoutError: an agent was still busy at ``deadline`` (the message names it).
 
         """
-        for agent_id, entry in list(self._agents.items()):
-            if entry is None or not entry.shared.stale:
-                continue
-            entry.shared.slots.take()  # past the bound, as the writer's own wake-up
-            try:
-                future = entry.ref.ask((CALL, "noop", ()), block=False)
-            except pykka.ActorDeadError:
-                entry.shared.slots.release()
-                continue
+        for agent_id, future in self._noops(past_bound=True, stale_only=True):
             try:
                 future.get(timeout=max(0.0, deadline - time.monotonic()))
             except pykka.Timeout as exc:
                 msg = f"agent {agent_id!r} did not take the journal's word for a timed-out change in time"
                 raise ActorTimeoutError(msg) from exc
-            except Exception:  # noqa: BLE001, S110 - what the reload raises is the agent's to handle
+            except Exception:  # noqa: BLE001, S110 - what the reload raises (or a killed agent) is not flush's
                 pass
 
-    def _noops(self, *, past_bound: bool) -> list[pykka.Future[Any]]:
-        """Ask every live agent a no-op; ``past_bound``: also one whose mailbox is full."""
+    def _noops(self, *, past_bound: bool, stale_only: bool = False) -> list[tuple[str, pykka.Future[Any]]]:
+        """Ask every live agent a no-op; ``past_bound``: also one whose mailbox is full.
+
+        ``stale_only``: only the agents that stopped waiting for a commit (``Shared.stale``).
+        """
         # not under _lock: a thread holding it may wait for the writer (one C call is atomic)
-        entries = [e for e in list(self._agents.values()) if e is not None]
+        entries = [
+            (agent_id, e)
+            for agent_id, e in list(self._agents.items())
+            if e is not None and (e.shared.stale or not stale_only)
+        ]
         asked = []
-        for entry in entries:
+        for agent_id, entry in entries:
             slots = entry.shared.slots
             if past_bound:
                 slots.take()
             elif not slots.acquire(timeout=0):
                 continue  # mail waits: it takes the journal's word before handling it
-            asked.append(entry.ref.ask((CALL, "noop", ()), block=False))
+            asked.append((agent_id, entry.ref.ask((CALL, "noop", ()), block=False)))
         return asked
 
     def _hand_over_all(self, deadline: float) -> Exception | None:
