@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import itertools
 import os
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
@@ -40,6 +40,8 @@ class ContextLayer(enum.IntEnum):
 
     Each event type records the layer it touches (``Event.layer``), so an audit can
     filter a journal by layer; events that touch none (lifecycle, sessions) say None.
+    ``Event.layers`` adds the other layers a type's fields hold (an agent's spawn holds
+    its task layer and its first, private, cognitive state).
     """
 
     TASK_SHARED = 0
@@ -105,6 +107,17 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=Tru
 
     layer: ClassVar[ContextLayer | None] = None
     """The context layer this event type touches, or None."""
+    layers: ClassVar[frozenset[ContextLayer]] = frozenset()
+    """Every context layer its fields hold a part of: ``layer``'s, and any other (a spawn
+    holds the task layer and the agent's first cognitive state, which is private; an
+    agent's death snapshot its cognitive state). An audit that filters by layer matches
+    any of them, so a layer's data is found wherever it is."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:  # noqa: ANN401 - msgspec's Struct options
+        """Give ``layers`` the type's own ``layer`` when it declares no more."""
+        super().__init_subclass__(**kwargs)
+        if "layers" not in cls.__dict__:
+            cls.layers = frozenset() if cls.layer is None else frozenset({cls.layer})
 
     @property
     def stream(self) -> str:

@@ -70,6 +70,9 @@ class AgentSpawned(AgentEvent, frozen=True, kw_only=True):
     behavior: str | None = None
 
     layer: ClassVar[ContextLayer | None] = ContextLayer.TASK_SHARED
+    layers: ClassVar[frozenset[ContextLayer]] = frozenset(
+        {ContextLayer.TASK_SHARED, ContextLayer.AGENT_PRIVATE}
+    )
 
 
 Lifecycle = Literal["IDLE", "RUNNING", "SUSPENDED", "RETIRED"]
@@ -89,6 +92,8 @@ class AgentKilled(AgentEvent, frozen=True, kw_only=True):
     cognitive: CognitiveState = CognitiveState()
     capabilities: tuple[str, ...] = ()
     parent: str | None = None
+
+    layers: ClassVar[frozenset[ContextLayer]] = frozenset({ContextLayer.AGENT_PRIVATE})
 
 
 class AgentRecovered(AgentEvent, frozen=True, kw_only=True):

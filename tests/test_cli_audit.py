@@ -131,7 +131,7 @@ def test_export_has_one_line_per_record_with_stable_fields(simulated: Path, tmp_
     with Journal.open(simulated, readonly=True) as journal:
         assert len(lines) == journal.last_seq
     assert result.exit_code == 0
-    assert set(lines[0]) == {"seq", "time", "stream", "layer", "type", "version", "data", "chain"}
+    assert set(lines[0]) == {"seq", "time", "stream", "layer", "layers", "type", "version", "data", "chain"}
     assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
 
 
@@ -143,7 +143,11 @@ def test_export_filters_by_layer_stream_and_after(simulated: Path) -> None:
         main, ["export", str(simulated), "--stream", "agent/researcher-000", "--after", "5"]
     )
 
-    assert {json.loads(x)["layer"] for x in private.output.splitlines()} == {"AGENT_PRIVATE"}
+    kept = [json.loads(x) for x in private.output.splitlines()]
+    assert all("AGENT_PRIVATE" in line["layers"] for line in kept)
+    # a spawn holds the agent's first cognitive state, a kill its last: private both
+    assert {line["layer"] for line in kept} == {"AGENT_PRIVATE", "TASK_SHARED"}
+    assert {line["type"] for line in kept if line["layer"] != "AGENT_PRIVATE"} == {"AgentSpawned"}
     rows = [json.loads(x) for x in stream.output.splitlines()]
     assert rows
     assert {r["stream"] for r in rows} == {"agent/researcher-000"}

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 import cogfabric._audit
 from cogfabric import AgentContext, CognitiveState, Config, FakeClock, JournalConfig, Runtime
 from cogfabric.cli import main
-from cogfabric.events import AgentEvent, AgentSpawned, EventCodec, IpcMessage, PrivateSet
+from cogfabric.events import AgentEvent, AgentSpawned, ContextLayer, EventCodec, IpcMessage, PrivateSet
 from cogfabric.store import Journal, JournalIntegrityError, LmdbJournal
 from cogfabric.store._record import head_value
 from cogfabric.store.testing import make_events
@@ -146,7 +146,9 @@ def test_replay_json_is_strict_and_encodes_values_as_export_does(tmp_path: Path)
     assert replayed.exit_code == 0, replayed.output
     view = json.loads(replayed.output, parse_constant=_no_constants)
     lines = [json.loads(line, parse_constant=_no_constants) for line in exported.output.splitlines()]
-    assert view["private"] == {line["data"]["key"]: line["data"]["value"] for line in lines}
+    assert view["private"] == {
+        line["data"]["key"]: line["data"]["value"] for line in lines if line["type"] == "PrivateSet"
+    }
     assert view["private"] == {"nan": None, "inf": None, "bytes": "AP8="}
     table = runner.invoke(main, ["replay", str(path), "--agent", "a"])
     assert table.exit_code == 0, table.output
@@ -554,8 +556,44 @@ def test_values_keyed_by_other_than_strings_are_exported_with_keys_spelled_in_js
     replayed = CliRunner().invoke(main, ["replay", str(path), "--agent", "a", "--json"])
 
     assert (exported.exit_code, replayed.exit_code) == (0, 0), exported.output + replayed.output
-    assert json.loads(exported.output.splitlines()[-1])["data"]["value"] == {"null": 1, "2": "b"}
-    assert json.loads(replayed.output)["private"] == {"x": {"null": 1, "2": "b"}}
+    assert json.loads(exported.output.splitlines()[-1])["data"]["value"] == {"$map": [[None, 1], [2, "b"]]}
+    assert json.loads(replayed.output)["private"] == {"x": {"$map": [[None, 1], [2, "b"]]}}
+
+
+@pytest.mark.parametrize("command", ["export", "replay"])
+def test_no_value_is_merged_away_nor_passes_for_another_in_json(tmp_path: Path, command: str) -> None:
+    # {1: a, "1": b} was written {"1": a, "1": b} (a parser keeps b) and {None: a, "null":
+    # b} as {"null": b}: an agent could hide a value from an auditor behind another key.
+    ledger = {1: "paid 10000 to mallory", "1": "paid 10 to bob"}
+    flags = {None: "exfiltrate", "null": "idle"}
+    forged = {"$map": [["a", "b"]]}
+    path = tmp_path / "journal"
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        agent = runtime.spawn("a")
+        for key, value in (("ledger", ledger), ("flags", flags), ("forged", forged)):
+            agent.set_private(key, value)
+
+    args = (
+        ["export", str(path), "--stream", "agent/a"]
+        if command == "export"
+        else ["replay", str(path), "--agent", "a", "--json"]
+    )
+    result = CliRunner().invoke(main, args)
+
+    assert result.exit_code == 0, result.output
+    if command == "export":
+        private = {
+            line["data"]["key"]: line["data"]["value"]
+            for line in map(json.loads, result.output.splitlines())
+            if line["type"] == "PrivateSet"
+        }
+    else:
+        private = json.loads(result.output)["private"]
+    assert private == {
+        "ledger": {"$map": [[1, "paid 10000 to mallory"], ["1", "paid 10 to bob"]]},
+        "flags": {"$map": [[None, "exfiltrate"], ["null", "idle"]]},
+        "forged": {"$map": [["$map", [["a", "b"]]]]},  # a map with the tag's key is written as pairs too
+    }
 
 
 def test_a_key_that_is_no_seq_after_the_last_record_is_refused_as_a_change(tmp_path: Path) -> None:
@@ -760,7 +798,7 @@ def test_a_value_nested_as_deep_as_stored_with_keys_json_lacks_is_replayed_and_e
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 0, (args, result.output[-500:])
     exported = CliRunner().invoke(main, ["export", str(path)]).output.splitlines()[-1]
-    assert '{"null":1}' in exported
+    assert '{"$map":[[null,1]]}' in exported
 
 
 def test_replay_of_an_agent_spawned_again_shows_only_its_own_messages(tmp_path: Path) -> None:
@@ -812,3 +850,54 @@ def test_an_export_to_a_file_with_a_name_near_the_longest_a_name_may_be_is_writt
 
     assert result.exit_code == 0, result.output
     assert len(out.read_text().splitlines()) == 5
+
+
+def test_an_agents_text_cannot_move_the_cursor_or_forge_a_line_of_an_audit(tmp_path: Path) -> None:
+    # Agent ids, task ids and session user ids reached the terminal as they were: an ESC
+    # sequence erased the line above, a newline printed a stream that does not exist.
+    path = tmp_path / "journal"
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        runtime.spawn("ops")
+        runtime.spawn("zz\x1b[1A\x1b[2K\u202e", task_id="t1\x1b[2K\nok: 0 messages")
+        runtime.spawn("null")
+        runtime.spawn("kid", parent="null", task_id="null")
+        runtime.memory.create_session("x\n     42  agent/ghost")
+
+    runner = CliRunner()
+    inspect = runner.invoke(main, ["inspect", str(path)], color=True)  # color: click strips no ESC
+    replay = runner.invoke(main, ["replay", str(path), "--agent", "zz\x1b[1A\x1b[2K\u202e"], color=True)
+    kid = runner.invoke(main, ["replay", str(path), "--agent", "kid"], color=True)
+    root = runner.invoke(main, ["replay", str(path), "--agent", "ops"], color=True)
+
+    assert [r.exit_code for r in (inspect, replay, kid, root)] == [0, 0, 0, 0], inspect.output + replay.output
+    for result in (inspect, replay):
+        assert "\x1b" not in result.output
+        assert "\u202e" not in result.output
+    assert "agent/zz\\x1b[1A\\x1b[2K\\u202e" in inspect.output
+    assert not any(line.strip().startswith("42  agent/ghost") for line in inspect.output.splitlines())
+    assert "session/session_x\\n     42  agent/ghost" in inspect.output
+    assert "ok: 0 messages" in replay.output  # inside the task id's quoted value, not a line of its own
+    assert not any(line.startswith("ok: 0 messages") for line in replay.output.splitlines())
+    assert '"null"' in kid.output  # a parent named "null" is not no parent
+    assert '"null"' not in root.output
+
+
+def test_export_by_layer_finds_an_agents_cognitive_state_wherever_a_record_holds_it(tmp_path: Path) -> None:
+    # The spawn's first cognitive state went out under task_shared only, and the kill's
+    # death snapshot under no layer: --layer agent_private missed both.
+    path = tmp_path / "journal"
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        agent = runtime.spawn("a", task_context={"goal": "g"}, experience_prior={"secret_prior": 1})
+        agent.set_private("k", 1)
+        runtime.kill("a")
+
+    def exported(layer: str) -> list[str]:
+        result = CliRunner().invoke(main, ["export", str(path), "--layer", layer])
+        assert result.exit_code == 0, result.output
+        return [json.loads(line)["type"] for line in result.output.splitlines()]
+
+    assert exported("agent_private") == ["AgentSpawned", "PrivateSet", "AgentKilled"]
+    assert exported("task_shared") == ["AgentSpawned"]
+    assert AgentSpawned.layers == {ContextLayer.TASK_SHARED, ContextLayer.AGENT_PRIVATE}
+    assert AgentSpawned.layer == ContextLayer.TASK_SHARED
+    assert PrivateSet.layers == {ContextLayer.AGENT_PRIVATE}

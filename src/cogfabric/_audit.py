@@ -13,7 +13,7 @@ import tempfile
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 
@@ -30,7 +30,7 @@ from cogfabric.store import (
 from cogfabric.store._lmdb import data_file
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 __all__ = [
     "AuditAccessError",
@@ -387,46 +387,72 @@ def _ext_as_builtin(value: object) -> object:
 _json = msgspec.json.Encoder(enc_hook=_ext_as_builtin)
 
 
+_T = TypeVar("_T")
+
+MAP_TAG: Final = "$map"
+"""The one key of the object ``encode_json`` writes for a map JSON has no object for."""
+
+
 def encode_json(value: object, *, indent: int = 0) -> bytes:
     """``value`` as strict JSON, encoded as ``export`` does: NaN and infinities as null, bytes as base64.
 
-    A dict key that is not a string (a private value may be keyed by ints, None or
-    tuples) is written as the JSON of the key, as a string: ``{null: 1}`` becomes
-    ``{"null": 1}``.
+    A map with a key that is not a string (a private value may be keyed by ints, None
+    or tuples), or with the key ``"$map"``, is written as ``{"$map": [[key, value],
+    ...]}``, each key as its own JSON: ``{1: "a", "1": "b"}`` becomes ``{"$map": [[1,
+    "a"], ["1", "b"]]}``. Nothing is merged (an object cannot hold both keys) and no
+    map can pass for another: every object with a ``"$map"`` key is such a map.
     """
-    try:
-        encoded = _json.encode(value)
-    except TypeError:  # a key JSON has no spelling for
-        encoded = _json.encode(_with_str_keys_deep(value))
+    if _has_odd_keys_deep(value):
+        value = _json_ready_deep(value)
+    encoded = _json.encode(value)
     return msgspec.json.format(encoded, indent=indent) if indent else encoded
 
 
 _KEY_WALK_FRAMES: Final = 4 * MAX_VALUE_DEPTH + 1_000
-"""Stack frames ``_with_str_keys`` may take: two a level, for a value and a key as deep as
+"""Stack frames a walk of a value may take: two a level, for a value and a key as deep as
 the runtime stores, and the caller's own."""
 
 
-def _with_str_keys_deep(value: object) -> object:
-    """``_with_str_keys``, with room on the stack for a value nested as deep as one stored."""
-    limit = sys.getrecursionlimit()
-    if limit >= _KEY_WALK_FRAMES:
-        return _with_str_keys(value)
-    sys.setrecursionlimit(_KEY_WALK_FRAMES)
-    try:
-        return _with_str_keys(value)
-    finally:
-        sys.setrecursionlimit(limit)
+def _deep(walk: Callable[[object], _T]) -> Callable[[object], _T]:
+    """``walk``, with room on the stack for a value nested as deep as one stored."""
+
+    def walked(value: object) -> _T:
+        limit = sys.getrecursionlimit()
+        if limit >= _KEY_WALK_FRAMES:
+            return walk(value)
+        sys.setrecursionlimit(_KEY_WALK_FRAMES)
+        try:
+            return walk(value)
+        finally:
+            sys.setrecursionlimit(limit)
+
+    return walked
 
 
-def _with_str_keys(value: object) -> object:
+def _has_odd_keys(value: object) -> bool:
+    """Whether ``value`` holds a map JSON has no object for (see ``encode_json``)."""
     if isinstance(value, dict):
-        return {
-            k if isinstance(k, str) else _json.encode(_with_str_keys(k)).decode(): _with_str_keys(v)
-            for k, v in value.items()
-        }
+        return MAP_TAG in value or any(type(k) is not str or _has_odd_keys(v) for k, v in value.items())
     if isinstance(value, list | tuple):
-        return [_with_str_keys(v) for v in value]
+        return any(_has_odd_keys(v) for v in value)
+    return False
+
+
+def _json_ready(value: object) -> object:
+    if isinstance(value, dict):
+        if MAP_TAG in value or any(type(k) is not str for k in value):
+            return {MAP_TAG: [[_json_ready(k), _json_ready(v)] for k, v in value.items()]}
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_ready(v) for v in value]
     return value
+
+
+_has_odd_keys_deep = _deep(_has_odd_keys)
+_json_ready_deep = _deep(_json_ready)
+
+
+_LAYER_NAMES: Final = tuple(layer.name for layer in ContextLayer)
 
 
 def export_lines(
@@ -437,14 +463,18 @@ def export_lines(
     after: int = 0,
     until: int | None = None,
 ) -> Iterator[bytes]:
-    """One JSON line per record up to ``until``: ``seq, time, stream, layer, type, version, data, chain``."""
-    wanted: int | None = None
-    if layer is not None:
-        wanted = ContextLayer[layer.upper()].value
+    """One JSON line per record up to ``until``.
+
+    Its fields: ``seq, time, stream, layer, layers, type, version, data, chain``.
+
+    ``layer`` is the event type's own layer; ``layers`` every layer its fields hold a part
+    of (in the layers' order), which ``layer`` (the filter) matches.
+    """
+    wanted = None if layer is None else ContextLayer[layer.upper()]
     for record in journal.read(after=after, until=until, stream=stream):
         event = record.event
         event_layer = type(event).layer
-        if layer is not None and (event_layer is None or event_layer.value != wanted):
+        if wanted is not None and wanted not in type(event).layers:  # every layer its fields hold
             continue
         data = msgspec.to_builtins(event, enc_hook=_ext_as_builtin)
         kind = data.pop("type")
@@ -454,6 +484,7 @@ def export_lines(
             "time": event.at,
             "stream": record.stream,
             "layer": event_layer.name if event_layer is not None else None,
+            "layers": [name for name in _LAYER_NAMES if ContextLayer[name] in type(event).layers],
             "type": kind,
             "version": version,
             "data": data,

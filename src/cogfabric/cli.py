@@ -325,10 +325,11 @@ def verify(journal: Path, key: str | None, copy: bool, no_snapshots: bool) -> No
         click.echo(f"ok: {report.checked} records verified, head at seq {report.head_seq}{checked}")
         sys.exit(EXIT_OK)
     if bad is not None:
-        click.echo(f"FAILED: {bad} ({report.checked} records verified)")
+        click.echo(f"FAILED: {_printable(bad, backslash=False)} ({report.checked} records verified)")
         sys.exit(EXIT_PROBLEM)
     where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the journal"
-    click.echo(f"FAILED at {where}: {report.reason} ({report.checked} records checked before it)")
+    reason = _printable(report.reason or "", backslash=False)
+    click.echo(f"FAILED at {where}: {reason} ({report.checked} records checked before it)")
     sys.exit(EXIT_PROBLEM)
 
 
@@ -441,6 +442,23 @@ def _ending(opened: Any, agent: str | None, session: str | None, seq: int) -> tu
 _CELL_MAX = 2_000
 
 
+def _printable(text: str, *, backslash: bool = True) -> str:
+    """``text`` safe to print: what a terminal would act on or hide is escaped.
+
+    A journal's text comes from its agents: an ESC sequence, a newline, a bidi override
+    (U+202E) or a backspace in an agent id could move the cursor, erase or forge a line
+    of an audit's output. Every character ``str.isprintable`` refuses (controls, format
+    characters, line and paragraph separators) is written as its Python escape, and so is
+    a backslash (unless ``backslash`` is False: JSON text, whose backslashes are escapes).
+    """
+    if text.isprintable() and (not backslash or "\\" not in text):
+        return text
+    return "".join(
+        c if c.isprintable() and (c != "\\" or not backslash) else c.encode("unicode_escape").decode()
+        for c in text
+    )
+
+
 def _print_view(view: dict[str, Any]) -> None:
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
@@ -449,13 +467,14 @@ def _print_view(view: dict[str, Any]) -> None:
     from cogfabric._audit import encode_json  # noqa: PLC0415 - values as --json shows them
 
     title = f"agent {view['agent']}" if "agent" in view else f"session {view['session']}"
-    table = Table(title=Text(f"{title} at seq {view['at']}"), show_lines=False)
+    table = Table(title=Text(f"{_printable(title)} at seq {view['at']}"), show_lines=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     for name, value in view.items():
         if name in ("agent", "session", "at"):
             continue
-        shown = value if isinstance(value, str) else encode_json(value).decode()
+        # as --json shows it: a str quoted, so that "null" is not null (no parent)
+        shown = _printable(encode_json(value).decode(), backslash=False)
         if len(shown) > _CELL_MAX:  # rich folds a very long cell slowly
             shown = f"{shown[:_CELL_MAX]}... ({len(shown):,} characters; --json shows it whole)"
         table.add_row(Text(name), Text(shown))
@@ -639,10 +658,10 @@ def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify
     click.echo(f"time      {_when(summary['first_time'])} .. {_when(summary['last_time'])}")
     click.echo(f"on disk   {summary['bytes_on_disk'] / 1e6:.1f} MB")
     click.echo("types     " + ", ".join(f"{k} {v:,}" for k, v in summary["types"].items()))
-    click.echo("streams   " + ", ".join(f"{k} {v:,}" for k, v in summary["stream_kinds"].items()))
+    click.echo("streams   " + ", ".join(f"{_printable(k)} {v:,}" for k, v in summary["stream_kinds"].items()))
     width = max((len(f"{v:,}") for v in summary["streams"].values()), default=0)
     for stream, count in summary["streams"].items():
-        click.echo(f"  {count:>{width},}  {stream}")
+        click.echo(f"  {count:>{width},}  {_printable(stream)}")
 
 
 def _when(seconds: float | None) -> str:
