@@ -771,7 +771,7 @@ class AgentActor(pykka.ThreadingActor):
 
     def op_set_private(self, key: str, value: object) -> None:
         """Set one private key to a deep copy of ``value``."""
-        require_str(key, "private key")
+        key = require_str(key, "private key")
         self.journal(
             PrivateSet(
                 at=self._now(), agent=self._state.id, key=key, value=admit_value(value), cause=self.cause
@@ -892,6 +892,7 @@ class AgentActor(pykka.ThreadingActor):
 
     def op_subscribe(self, topic: str) -> bool:
         """Subscribe to ``topic``; False when already subscribed."""
+        topic = require_str(topic, "topic")
         if topic in self._state.topics:
             return False
         bus = self._core.bus
@@ -904,6 +905,7 @@ class AgentActor(pykka.ThreadingActor):
 
     def op_unsubscribe(self, topic: str) -> bool:
         """Unsubscribe from ``topic``; False when not subscribed."""
+        topic = require_str(topic, "topic")
         if topic not in self._state.topics:
             return False
         self.journal(IpcUnsubscribed(at=self._now(), agent=self._state.id, topic=topic, cause=self.cause))
@@ -1047,8 +1049,10 @@ class AgentContext:
     """What a behavior may do, for its own agent, from inside its actor.
 
     Its state methods raise as an ``Agent`` handle's do for bad keys and values and
-    for the journal's refusals; ``send``, ``request`` and ``broadcast`` raise as the
-    bus's (``runtime.bus``) do, with this agent as the sender.
+    for the journal's refusals; ``send``, ``request``, ``delegate``, ``handoff``,
+    ``broadcast`` and ``reply`` raise as the bus's (``runtime.bus``) do, with this
+    agent as the sender. A behavior reaches the bus through them: its factory is
+    called while ``Runtime.open`` recovers agents, before the runtime is returned.
     """
 
     def __init__(self, actor: AgentActor) -> None:
@@ -1126,18 +1130,69 @@ class AgentContext:
     def request(self, to: str, topic: str, payload: object = None, timeout: float = 30.0) -> IpcMessage:
         """Send a request and wait for the reply (blocks this agent meanwhile).
 
+        It carries the handled message as its cause and continues its trace.
+
         Raises:
             IpcInvalidMessageError: ``to`` is this agent: it would wait for its own
                 mailbox, which it is blocking, until the timeout.
 
         """
+        actor = self._ready_to_ask(to)
+        bus = actor._core.bus  # noqa: SLF001
+        return bus.request(self.agent_id, to, topic, payload, timeout, cause=actor.cause, trace=actor.trace)
+
+    def delegate(self, to: str, topic: str, payload: object = None, timeout: float = 30.0) -> IpcMessage:
+        """Delegate work to ``to``: exactly ``request``, with this agent as the delegator.
+
+        Raises:
+            IpcInvalidMessageError: as ``request``.
+
+        """
+        return self.request(to, topic, payload, timeout)
+
+    def handoff(self, to: str, task_id: str, snapshot: object = None, timeout: float = 30.0) -> IpcMessage:
+        """Hand a task over to ``to`` and wait for its answer, as ``runtime.bus.handoff``.
+
+        A request on topic ``handoff-task`` whose payload is ``{"task_id": task_id,
+        "context": snapshot, "artifacts": []}`` (the original's shape); it carries the
+        handled message as its cause and continues its trace.
+
+        Raises:
+            IpcInvalidMessageError: as ``request``.
+            TypeError: ``task_id`` is not a str.
+
+        """
+        actor = self._ready_to_ask(to)
+        bus = actor._core.bus  # noqa: SLF001
+        return bus.handoff(
+            self.agent_id, to, task_id, snapshot, timeout, cause=actor.cause, trace=actor.trace
+        )
+
+    def reply(self, correlation_id: str, payload: object = None) -> None:
+        """Answer a request later, from this agent: for one a behavior returned None for.
+
+        ``correlation_id`` is the request's (``message.correlation_id``); an unknown
+        or expired one is ignored, as ``runtime.bus.reply`` ignores it.
+
+        Raises:
+            IpcInvalidMessageError: an empty ``correlation_id``.
+            TypeError: ``correlation_id`` is not a str.
+            UnencodableValueError: a payload msgspec cannot encode (also a ``TypeError``);
+                the request is still pending.
+
+        """
+        actor = self._actor
+        actor.flush_outbox()
+        actor._core.bus.reply(correlation_id, payload, frm=self.agent_id)  # noqa: SLF001
+
+    def _ready_to_ask(self, to: str) -> AgentActor:
+        """Refuse a request to this agent itself; send what it sent so far first."""
         if to == self.agent_id:
             msg = f"agentipc: invalid message: {to!r} cannot request itself from its own behavior"
             raise IpcInvalidMessageError(msg)
         actor = self._actor
         actor.flush_outbox()
-        bus = actor._core.bus  # noqa: SLF001
-        return bus.request(self.agent_id, to, topic, payload, timeout, cause=actor.cause, trace=actor.trace)
+        return actor
 
     def subscribe(self, topic: str) -> bool:
         """Subscribe this agent to ``topic`` (journaled); False when it was already.

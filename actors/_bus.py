@@ -111,11 +111,11 @@ class IpcBus:
         self._core.persist([event], durable=durable)
 
     def _message(self, frm: str, to: str, topic: str, payload: object, **fields: Any) -> IpcMessage:  # noqa: ANN401
-        require_str(frm, "sender")
-        require_str(to, "recipient")
-        require_str(topic, "topic")
+        frm = require_str(frm, "sender")
+        to = require_str(to, "recipient")
+        topic = require_str(topic, "topic")
         if fields.get("cause") is not None:
-            require_str(fields["cause"], "cause")
+            fields["cause"] = require_str(fields["cause"], "cause")
         return IpcMessage(
             at=self._core.clock.now(),
             sender=frm,
@@ -570,15 +570,17 @@ class IpcBus:
     ) -> IpcMessage:
         """Hand a task over: a request on topic ``handoff-task``; raises as ``request`` does.
 
-        ``cause`` and ``trace`` are ``request``'s: a behavior that hands over the task
-        of the message it handles passes ``cause=message.id, trace=message.trace_id``
-        to continue that trace, as the original's handoff continues its context's.
+        The recipient's behavior gets the payload ``{"task_id": task_id, "context":
+        snapshot, "artifacts": []}`` (the original's shape). ``cause`` and ``trace`` are
+        ``request``'s; a behavior hands over a task with ``ctx.handoff``, which passes
+        the message it handles as the cause and continues its trace, as the original's
+        handoff continues its context's.
 
         Raises:
             TypeError: ``task_id`` is not a str.
 
         """
-        require_str(task_id, "task_id")
+        task_id = require_str(task_id, "task_id")
         payload = {"task_id": task_id, "context": snapshot, "artifacts": []}
         return self.request(frm, to, HANDOFF_TOPIC, payload, timeout, cause=cause, trace=trace)
 
@@ -648,6 +650,8 @@ class IpcBus:
         members = self._topics.get(topic)
         if members is not None and agent_id in members:
             members.remove(agent_id)
+            if not members:  # no entry for a topic nobody is subscribed to: the index stays bounded
+                del self._topics[topic]
         self._orders.pop((topic, agent_id), None)
 
     def _subscribed(self, agent_id: str, topic: str, *, subscribed: bool, order: int = 0) -> None:
@@ -718,6 +722,9 @@ class IpcBus:
 
         Subscribers without a behavior are skipped and not counted, as in the
         original; a behavior's error is dead-lettered later, when it is handled. A
+        suspended or retired subscriber's mailbox takes it and is counted: an agent
+        reads its lifecycle in its mailbox order (a resume may be ahead of the message),
+        and dead-letters the message when it reaches it, as it refuses a request. A
         subscriber whose mailbox stays full is dead-lettered and not counted; all of
         them together wait ``call_timeout`` at most for room.
 

@@ -123,11 +123,11 @@ class Core:
         if isinstance(behavior, str):
             if behavior not in self.behaviors:
                 raise InvalidSpawnSpecError(f"unknown behavior {behavior!r}")
-            return behavior
+            return str.__str__(behavior)  # a str subclass's text: msgspec encodes no subclass
         cls = behavior if isinstance(behavior, type) else type(behavior)
         for name, factory in self.behaviors.items():
             if factory is cls:
-                return name
+                return str.__str__(name)
         if isinstance(behavior, type):
             msg = (
                 f"behavior class {cls.__name__} is not registered; "

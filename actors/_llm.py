@@ -168,16 +168,24 @@ class ScriptedProvider:
     """A deterministic provider for simulations and tests.
 
     ``script`` is either a sequence of outputs, returned in turn (cycling), or a
-    function of the prompt. Every prompt it is called with is kept in ``calls``.
+    function of the prompt. Every prompt it is called with is kept in ``calls``, for
+    a test to look at; a long simulation passes ``keep_calls=False``, as ``cogfabric
+    simulate`` does, so that they do not pile up (the journal holds each call's hash).
     """
 
     def __init__(
-        self, script: Sequence[str] | Callable[[str], str], *, name: str = "scripted", model: str = "script"
+        self,
+        script: Sequence[str] | Callable[[str], str],
+        *,
+        name: str = "scripted",
+        model: str = "script",
+        keep_calls: bool = True,
     ) -> None:
         """Use ``script`` to answer."""
         self.name = name
         self.model = model
         self.calls: list[str] = []
+        self._keep_calls = keep_calls
         self._lock = threading.Lock()
         if callable(script):
             self._answer = script
@@ -192,7 +200,8 @@ class ScriptedProvider:
     def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401, ARG002 - a script ignores them
         """The next scripted output."""
         with self._lock:
-            self.calls.append(prompt)
+            if self._keep_calls:
+                self.calls.append(prompt)
             return self._answer(prompt)
 
 
@@ -352,8 +361,11 @@ class LLMClient:
         """The limit in code points."""
         return self.config.prompt_limit
 
-    def validate(self, prompt: str) -> None:
-        """Apply the gate without calling the provider.
+    def validate(self, prompt: str) -> str:
+        """Apply the gate without calling the provider; return the prompt as a plain ``str``.
+
+        A ``str`` subclass is measured and passed on as its text, so that no method of
+        its own (a ``__len__``) decides what the gate counts.
 
         Raises:
             InvalidArgumentError: an empty or whitespace-only prompt, not a str, or text
@@ -361,19 +373,21 @@ class LLMClient:
             PromptTooLongError: more than ``max_prompt_length`` code points.
 
         """
-        self._check_text(prompt)
+        prompt = self._check_text(prompt)
         limit = self.max_prompt_length
         if len(prompt) > limit:
             self._reject(len(prompt), limit, "too_long")
             raise PromptTooLongError(len(prompt), limit)
+        return prompt
 
-    def _check_text(self, prompt: str) -> None:
-        """The gate's checks but the length: a str, not empty or blank, UTF-8 text."""
+    def _check_text(self, prompt: str) -> str:
+        """The gate's checks but the length: a str, not empty or blank, UTF-8 text (returned plain)."""
         limit = self.max_prompt_length
         if not isinstance(prompt, str):
             self._reject(0, limit, "not_text")
             msg = f"invalid argument: a prompt is a str, got {type(prompt).__name__}"
             raise InvalidArgumentError(msg)
+        prompt = str.__str__(prompt)  # a subclass's text: its own methods decide nothing here
         if prompt == "":
             self._reject(0, limit, "empty")
             msg = "invalid argument: empty prompt"
@@ -388,6 +402,7 @@ class LLMClient:
             self._reject(len(prompt), limit, "not_utf8")
             msg = "invalid argument: the prompt is not valid UTF-8 text (it holds a lone surrogate)"
             raise InvalidArgumentError(msg) from None
+        return prompt
 
     def _reject(self, length: int, limit: int, reason: str) -> None:
         if self._on_reject is not None:
@@ -402,7 +417,7 @@ class LLMClient:
             ProviderError: the provider failed (its own error is the ``__cause__``).
 
         """
-        self.validate(prompt)
+        prompt = self.validate(prompt)
         try:
             output = self._call_provider(prompt, params)
             if self._on_output is not None:
@@ -428,7 +443,7 @@ class LLMClient:
         if not isinstance(output, str):
             msg = f"provider {getattr(self.provider, 'name', '?')} returned {type(output).__name__}, not str"
             raise ProviderError(msg)
-        return output
+        return str.__str__(output)  # a subclass's text: msgspec encodes no subclass
 
 
 class JournaledLLM(LLMClient):
@@ -523,7 +538,9 @@ class JournaledLLM(LLMClient):
             ProviderError: the provider failed.
 
         """
-        self._check_text(user_message)  # the gate's checks but the length (the cleaner truncates)
+        user_message = self._check_text(
+            user_message
+        )  # the gate's checks but the length (the cleaner truncates)
         self._memory.add_message(session_id, ROLE_USER, user_message)
         prompt = render_messages(self._memory.build_prompt_messages(session_id))
         self._turn.session = session_id

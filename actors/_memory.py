@@ -125,13 +125,20 @@ def _retrieved(retriever: Retriever, query: str) -> list[Snippet]:
         return []
 
 
-def _run_retrievers(retrievers: Sequence[Retriever], query: str, timeout: float) -> list[list[Snippet]]:
+def _run_retrievers(
+    retrievers: Sequence[Retriever], query: str, timeout: float, overdue: set[int]
+) -> list[list[Snippet]]:
     """Each retriever's snippets, in the retrievers' order; at most four run at once.
 
     On daemon threads, so that one that never returns holds up neither this caller
-    (past ``timeout``) nor the interpreter's exit; it is logged and left out.
+    (past ``timeout``) nor the interpreter's exit; it is logged and left out. Its thread
+    goes on until it returns: ``overdue`` (shared by every call of one session memory)
+    holds the ids of the retrievers still running past an earlier caller's deadline,
+    and those are skipped (logged) until they return, so a retriever that hangs holds
+    one thread, not one more for each prompt built.
     """
     results: list[list[Snippet] | None] = [None] * len(retrievers)
+    running: set[int] = set()  # indexes of the retrievers a worker is in
     todo = iter(enumerate(retrievers))
     lock = threading.Lock()
     over = False  # past the deadline: start no other retriever
@@ -140,14 +147,24 @@ def _run_retrievers(retrievers: Sequence[Retriever], query: str, timeout: float)
         while True:
             with lock:
                 item = None if over else next(todo, None)
-            if item is None:
-                return
+                while item is not None and id(item[1]) in overdue:
+                    item = next(todo, None)  # still in an earlier call: left out
+                if item is None:
+                    return
+                running.add(item[0])
             index, retriever = item
-            results[index] = _retrieved(retriever, query)
+            found = _retrieved(retriever, query)
+            with lock:
+                running.discard(index)
+                if over:  # the caller left without it, and marked it overdue: it is free again
+                    overdue.discard(id(retriever))
+                else:
+                    results[index] = found
 
+    busy = [r for r in retrievers if id(r) in overdue]
     workers = [
         threading.Thread(target=work, name="cogfabric-retriever", daemon=True)
-        for _ in range(min(MAX_PARALLEL_RETRIEVERS, len(retrievers)))
+        for _ in range(min(MAX_PARALLEL_RETRIEVERS, len(retrievers) - len(busy)))
     ]
     for worker in workers:
         worker.start()
@@ -156,11 +173,13 @@ def _run_retrievers(retrievers: Sequence[Retriever], query: str, timeout: float)
         worker.join(max(0.0, deadline - time.monotonic()))
     with lock:
         over = True
+        overdue.update(id(retrievers[index]) for index in running)
         answered = list(results)
     late = answered.count(None)
     if late:
         log.warning(
-            "%d of %d retrievers did not answer within %s s; the prompt goes on without them",
+            "%d of %d retrievers did not answer within %s s, or were still running for an earlier "
+            "prompt; the prompt goes on without them",
             late,
             len(answered),
             timeout,
@@ -246,6 +265,12 @@ def session_end(journal: Journal, stream: str) -> int:
     return head if ended else 0
 
 
+def _accessed(state: SessionState, at: float) -> None:
+    """A journaled access at ``at``: a wall clock that stepped back moves no last access back."""
+    state.accessed_at = max(state.accessed_at, at)
+    state.touched_at = max(state.touched_at, at)
+
+
 def apply_session_event(state: SessionState | None, event: Event) -> SessionState | None:
     """Return a session's state after ``event``; None once it is deleted, expired or evicted."""
     match event:
@@ -264,9 +289,9 @@ def apply_session_event(state: SessionState | None, event: Event) -> SessionStat
             return None
         case SessionMessageAdded():
             state.messages.append(event.message)
-            state.accessed_at = state.touched_at = event.at
+            _accessed(state, event.at)
         case SessionTouched():
-            state.accessed_at = state.touched_at = event.at
+            _accessed(state, event.at)
         case SessionDeleted() | SessionExpired() | SessionEvicted():
             return None
     return state
@@ -324,6 +349,8 @@ class MemoryManager:
         """Whether a clock reading was ever below an earlier one (a wall clock stepped
         back): access order then no longer puts the sessions that expire first in front."""
         self._retrievers: list[Retriever] = []
+        self._overdue: set[int] = set()
+        """Ids of the retrievers still running past a caller's deadline: skipped until they return."""
         self._queue: collections.deque[_Op] = collections.deque()
         self._lock = threading.Lock()
         self._scheduled = False
@@ -459,7 +486,7 @@ class MemoryManager:
         journal = self._journal
         if journal is None:
             return
-        recovered: list[tuple[float, int, SessionState]] = []
+        recovered: list[tuple[int, SessionState]] = []
         for stream in journal.streams("session/"):
             if session_end(journal, stream):
                 continue  # replaying it would end in nothing
@@ -469,14 +496,14 @@ class MemoryManager:
                 state = apply_session_event(state, record.event)
                 last = record.seq
             if state is not None:
-                # A live session's every record is an access: ties in time go by seq,
-                # the order in which the live runtime used them.
-                recovered.append((state.accessed_at, last, state))
-        recovered.sort(key=lambda entry: entry[:2])
-        for _, _, state in recovered:
+                # A live session's every record is an access: the live runtime used them
+                # in the order of their last records (whatever a wall clock said meanwhile).
+                recovered.append((last, state))
+        recovered.sort(key=lambda entry: entry[0])
+        for _, state in recovered:
             self._sessions[state.id] = state
         if recovered:  # a clock that stepped back while the runtime was closed shows at its first reading
-            self._latest = max(self._latest, recovered[-1][0])
+            self._latest = max(self._latest, *(state.accessed_at for _, state in recovered))
         # Sessions whose TTL passed while the runtime was closed expire now.
         if self._core.writer is not None and self._expire_all():
             try:
@@ -509,17 +536,22 @@ class MemoryManager:
             self._emit(SessionExpired(at=now, session=state.id))
         return len(gone)
 
-    def _live(self, session_id: str, *, touch: bool) -> SessionState:
-        """The live session, refreshed; an expired one is removed and reported missing."""
+    def _live(self, session_id: str, *, touch: bool, now: float | None = None) -> SessionState:
+        """The live session, refreshed at ``now`` (read from the clock when None).
+
+        An expired one is removed and reported missing. The session becomes the most
+        recently used; a wall clock that stepped back moves its last access no earlier.
+        """
         state = self._sessions.get(session_id)
-        now = self._now()
+        if now is None:
+            now = self._now()
         if state is None:
             raise SessionNotFoundError(session_id)
         if self._expired(state, now):
             del self._sessions[session_id]
             self._emit(SessionExpired(at=now, session=session_id))
             raise SessionNotFoundError(session_id)
-        state.accessed_at = now
+        state.accessed_at = max(state.accessed_at, now)
         self._sessions.move_to_end(session_id)
         if touch and now - state.touched_at >= self._config.session_ttl / 10:
             state.touched_at = now
@@ -527,9 +559,9 @@ class MemoryManager:
         return state
 
     def _op_create_session(self, user_id: str, agent_id: str | None) -> str:
-        require_str(user_id, "user_id")
+        user_id = require_str(user_id, "user_id")
         if agent_id is not None:
-            require_str(agent_id, "agent_id")
+            agent_id = require_str(agent_id, "agent_id")
         now = self._now()
         sessions = self._sessions
         # Expired sessions go before a live one is evicted; both come off the front, but
@@ -556,10 +588,11 @@ class MemoryManager:
         return session_id
 
     def _op_add(self, session_id: str, message: Message) -> None:
-        state = self._live(session_id, touch=False)
+        now = self._now()  # one reading, before anything changes: a clock that fails changes nothing
+        state = self._live(session_id, touch=False, now=now)
         if message.time == 0.0:
-            message = msgspec.structs.replace(message, time=self._now())
-        event = SessionMessageAdded(at=self._now(), session=session_id, message=message)
+            message = msgspec.structs.replace(message, time=now)
+        event = SessionMessageAdded(at=now, session=session_id, message=message)
         self._emit(event)
         apply_session_event(state, event)
 
@@ -619,10 +652,11 @@ class MemoryManager:
 
     def _op_latest_for_agent(self, agent_id: str) -> str | None:
         now = self._now()
-        # Most recently used first, so that of sessions used at the same moment the last one wins.
+        # The sessions are in the order of use (a wall clock may have stepped back meanwhile).
         newest_first = reversed(self._sessions.values())
-        live = [s for s in newest_first if s.agent_id == agent_id and not self._expired(s, now)]
-        return max(live, key=lambda s: s.accessed_at).id if live else None
+        return next(
+            (s.id for s in newest_first if s.agent_id == agent_id and not self._expired(s, now)), None
+        )
 
     def _op_sweep(self) -> int:
         return self._expire_all()
@@ -645,7 +679,7 @@ class MemoryManager:
         if not retrievers or not query:
             return None
         best: dict[tuple[str, str], Snippet] = {}
-        for found in _run_retrievers(retrievers, query, self._core.call_timeout):
+        for found in _run_retrievers(retrievers, query, self._core.call_timeout, self._overdue):
             for snippet in found:
                 key = (snippet.source, snippet.content)
                 if key not in best or best[key].score < snippet.score:

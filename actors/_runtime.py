@@ -81,7 +81,7 @@ _MAX_STREAM_BYTES = 255  # the journal's limit on a stream name (store/_lmdb.py)
 
 
 def check_agent_id(agent_id: object, error: Callable[[str], Exception] = InvalidSpawnSpecError) -> str:
-    """Return ``agent_id`` if it can name an agent and its journal stream ``agent/<id>``.
+    """Return ``agent_id`` (a plain ``str``) if it can name an agent and its stream ``agent/<id>``.
 
     Checked before anything is journaled, so that in batch durability a bad id is
     refused to the caller rather than by the journal writer later.
@@ -93,6 +93,7 @@ def check_agent_id(agent_id: object, error: Callable[[str], Exception] = Invalid
     """
     if not isinstance(agent_id, str):
         raise error(f"agent id must be a string, got {type(agent_id).__name__}")
+    agent_id = str.__str__(agent_id)  # a str subclass's text (msgspec encodes no subclass)
     if any(c.isspace() for c in agent_id):
         raise error(f"agent id {agent_id!r} contains white space")
     if "\0" in agent_id:
@@ -125,13 +126,10 @@ def _spawn_capabilities(capabilities: object) -> tuple[str, ...]:
     if isinstance(capabilities, str | bytes) or not isinstance(capabilities, Iterable):
         msg = f"capabilities is a collection of strings, got {reprlib.repr(capabilities)}"
         raise InvalidSpawnSpecError(msg)
-    out = tuple(capabilities)
-    for capability in out:
-        try:
-            require_str(capability, "capability")
-        except TypeError as exc:
-            raise SpawnSpecTypeError(str(exc)) from None
-    return out
+    try:
+        return tuple(require_str(capability, "capability") for capability in capabilities)
+    except TypeError as exc:
+        raise SpawnSpecTypeError(str(exc)) from None
 
 
 class _Launched(NamedTuple):
@@ -212,7 +210,8 @@ class Runtime:
         order spawns reach the journal; recovery enters every stream's id in the order
         the streams begin, killed agents' too, so an id killed and spawned again keeps
         its first place live as after a reopen. One entry per id ever spawned, as the
-        journal keeps one stream per id."""
+        journal keeps one stream per id; without a journal, per live agent (a kill takes
+        its id out)."""
         self._unlisted_if_refused: set[str] = set()
         """Ids a spawn listed that were not listed before: taken out if the spawn fails."""
         self._closed = False
@@ -224,17 +223,29 @@ class Runtime:
         """Set by close() once the journal writer stopped: only then may it close the journal."""
         self._order = threading.Lock()
         """Held while a spawn reserves and submits, and a publication chooses and submits."""
-        self.bus = IpcBus(self)
-        core.bus = self.bus
+        self._bus = IpcBus(self)
+        core.bus = self._bus
         core.on_killed = self._on_killed
         if core.writer is not None:
             core.writer.on_failstop = self._reload_all
-        self.memory = MemoryManager(core, journal)
-        core.memory = self.memory
-        """Session memory (spec §5): sessions, prompt windows, TTL sweeps."""
+        self._memory = MemoryManager(core, journal)
+        core.memory = self._memory
         clock = core.clock.clock if isinstance(core.clock, CheckedClock) else core.clock
         if not isinstance(clock, FakeClock):
             self.memory.start_ticker()
+
+    @property
+    def bus(self) -> IpcBus:
+        """The IPC bus (spec §3): send, request, reply, delegate, handoff, broadcast, dead letters.
+
+        A behavior uses ``ctx``'s, with its agent as the sender.
+        """
+        return self._bus
+
+    @property
+    def memory(self) -> MemoryManager:
+        """Session memory (spec §5): sessions, structured messages, prompt windows, TTL sweeps."""
+        return self._memory
 
     # ------------------------------------------------------------- opening
 
@@ -756,15 +767,14 @@ class Runtime:
         core = self._core
         if agent_id is None or agent_id == "":
             agent_id = f"agent-{os.urandom(6).hex()}"  # an empty identity is auto-assigned (spec §2.3)
-        check_agent_id(
+        agent_id = check_agent_id(
             agent_id, SpawnSpecTypeError if not isinstance(agent_id, str) else InvalidSpawnSpecError
         )
-        for name, value in (("task_id", task_id), ("parent", parent)):
-            if value is not None:
-                try:
-                    require_str(value, name)
-                except TypeError as exc:
-                    raise SpawnSpecTypeError(str(exc)) from None
+        try:
+            task_id = None if task_id is None else require_str(task_id, "task_id")
+            parent = None if parent is None else require_str(parent, "parent")
+        except TypeError as exc:
+            raise SpawnSpecTypeError(str(exc)) from None
         if parent == "":
             parent = None  # no agent has the empty id: the original's root agent
         priority = _spawn_priority(priority)
@@ -796,10 +806,12 @@ class Runtime:
     def agents(self) -> list[str]:
         """The ids of the live agents, in the order their ids were first spawned.
 
-        An agent killed and spawned again keeps its id's first place, so the list is the
-        same before and after a reopen. (After a reopen an id is placed by the first
-        record of its stream: one whose LLM records, made with ``runtime.llm(agent_id=...)``,
-        came before its spawn is placed by them.)
+        With a journal, an agent killed and spawned again keeps its id's first place, so
+        the list is the same before and after a reopen; a memory-only runtime forgets a
+        killed agent's id (it keeps no stream of it), and a new spawn of it comes last.
+        (After a reopen an id is placed by the first record of its stream: one whose LLM
+        records, made with ``runtime.llm(agent_id=...)``, came before its spawn is placed
+        by them.)
         """
         with self._lock:
             live = self._agents
@@ -908,6 +920,8 @@ class Runtime:
             if entry is None or entry.ref is not ref:
                 return  # removed already (the runtime is closing)
             del self._agents[agent_id]
+            if self._journal is None:  # no stream keeps its id's place: a memory-only run stays bounded
+                self._listed.pop(agent_id, None)
         entry.shared.slots.close()  # a sender waiting for room hears AgentNotFoundError now
         self.bus._forget(agent_id)  # noqa: SLF001
         ref.stop(block=False)  # behind what is in its mailbox, which it refuses
@@ -932,7 +946,7 @@ class Runtime:
 
         """
         self._check_open()
-        require_str(task_id, "task_id")
+        task_id = require_str(task_id, "task_id")
         copied = admit_mapping(mapping)
         writer = self._core.writer
         if writer is not None:
@@ -1060,7 +1074,7 @@ class Runtime:
             if not agent_id:
                 msg = "agent_id must not be empty: it names the agent's stream, agent/<id>"
                 raise ValueError(msg)
-            check_agent_id(agent_id, ValueError)
+            agent_id = check_agent_id(agent_id, ValueError)
         chosen = self._core.llm_provider if provider is None else provider
         if chosen is None:
             msg = "no LLM provider: pass one, or open the runtime with llm_provider= or config.llm.base_url"

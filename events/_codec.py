@@ -549,20 +549,25 @@ def _copy_mapping(value: Mapping[str, Any] | None, *, admit: bool) -> dict[str, 
 
 
 def require_str(value: object, what: str) -> str:
-    """Return ``value`` if it is a string that UTF-8 can encode; raise ``InvalidTextError`` otherwise.
+    """Return ``value`` as a plain ``str`` if UTF-8 can encode it; raise ``InvalidTextError`` otherwise.
 
     msgspec checks a Struct's field types only when it decodes one, so a journaled field
     of the wrong type would be written, and then refuse to decode on replay: every
-    string that goes into an event from the public API is checked here first.
+    string that goes into an event from the public API is checked here first, and the
+    event is built from what this returns. A ``str`` subclass (``numpy.str_``, a
+    ``StrEnum`` member) comes back as its text in a plain ``str``: msgspec encodes no
+    other subclass, and none of its methods (``__len__``, ``__eq__``) runs later.
 
     Raises:
         InvalidTextError: not a ``str``, or one with a lone surrogate (which UTF-8 cannot
             encode); also a ``TypeError``.
 
     """
-    if not isinstance(value, str):
-        msg = f"{what} must be a string, got {type(value).__name__}"
-        raise InvalidTextError(msg)
+    if type(value) is not str:
+        if not isinstance(value, str):
+            msg = f"{what} must be a string, got {type(value).__name__}"
+            raise InvalidTextError(msg)
+        value = str.__str__(value)
     if not value.isascii():
         try:
             value.encode()
@@ -618,10 +623,15 @@ def validated(value: _S) -> _S:
         TypeError: a field holds a value of the wrong type, or one msgspec cannot encode.
 
     """
+    plain: dict[str, str] = {}
     for name, optional in _text_fields(type(value)):
         text = getattr(value, name)
         if text is not None or not optional:
-            require_str(text, f"{type(value).__name__}.{name}")
+            checked = require_str(text, f"{type(value).__name__}.{name}")
+            if checked is not text:  # a str subclass: its text, which msgspec encodes
+                plain[name] = checked
+    if plain:
+        value = msgspec.structs.replace(value, **plain)
     try:
         return msgspec.msgpack.decode(_encoder.encode(value), type=type(value))
     except (msgspec.ValidationError, *_ENCODE_ERRORS) as exc:

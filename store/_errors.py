@@ -45,7 +45,11 @@ class JournalFormatError(JournalError):
 
 
 class JournalLockedError(JournalError):
-    """Raised when another writer (process or open journal) already holds the journal."""
+    """Raised when another writer holds the journal, or it is already open in this process.
+
+    A journal is open once per process (LMDB's rule), read-only opens included: while
+    a ``Runtime`` or a ``Journal`` in this process holds it, read it from another process.
+    """
 
 
 class JournalReadOnlyError(JournalError):

@@ -463,7 +463,11 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
             f"{path} is damaged: LMDB cannot read a page of its data file ({msg}){suffix}"
         )
     if "already open in this process" in msg:
-        return JournalLockedError(f"{path} is already open in this process{suffix}")
+        return JournalLockedError(
+            f"{path} is already open in this process{suffix} (LMDB allows one open of a journal per "
+            "process: read it through the Journal that holds it, after the Runtime holding it is closed, "
+            "or from another process, e.g. cogfabric export)"
+        )
     if isinstance(exc, lmdb.InvalidError | lmdb.VersionMismatchError | lmdb.IncompatibleError):
         # MDB_INCOMPATIBLE: a journal's database name holds a plain value
         what = (

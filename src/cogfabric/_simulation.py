@@ -251,7 +251,7 @@ def run_simulation(
         "researcher": lambda: Researcher(tally, seed, reviewers),
         "reviewer": Reviewer,
     }
-    provider = ScriptedProvider(_answer(seed), name="scripted", model=f"seed-{seed}")
+    provider = ScriptedProvider(_answer(seed), name="scripted", model=f"seed-{seed}", keep_calls=False)
     try:
         stored = _refuse_a_foreign_journal(path)  # a journal it continues keeps its own agents
         config = _room_for_sessions(config, stored or len(reviewers) + len(researchers))

@@ -26,10 +26,13 @@ from cogfabric.actors import (
     FakeClock,
     InvalidSpawnSpecError,
     JournalConfig,
+    LLMConfig,
+    PromptTooLongError,
     ProviderError,
     ScriptedProvider,
 )
 from cogfabric.events import MAX_VALUE_DEPTH
+from cogfabric.store import Journal
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -189,3 +192,67 @@ def test_text_that_is_not_a_str_or_not_utf8_is_refused_with_a_typed_error(tmp_pa
                 call()
         assert issubclass(InvalidTextError, TypeError)
         assert agent.context_view().private == {}
+
+
+class Text(str):
+    """A str subclass (as numpy.str_ is): msgspec encodes none, so the journal would refuse it."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:  # lies, as a prompt gate must not believe
+        return 1
+
+
+class Echo:
+    def on_message(self, ctx: Any, message: Any) -> Any:  # noqa: ARG002
+        return message.payload
+
+
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
+    tmp_path: Path, durability: str
+) -> None:
+    # A str subclass passed the checks; in batch durability the writer then refused its
+    # events (the change lived, replay lost it), in sync one such value failed the other
+    # callers' changes committed with it, and a subclass's __len__ passed the prompt gate.
+    config = Config(journal=JournalConfig(durability=durability), llm=LLMConfig(max_prompt_length=100))
+    path = tmp_path / "j"
+    with Runtime.open(path, config=config, clock=FakeClock(), behaviors={Text("echo"): Echo}) as rt:
+        boss = rt.spawn(Text("boss"), task_id=Text("t"), capabilities=[Text("plan")], behavior=Text("echo"))
+        rt.spawn(Text("w"), task_id=Text("t"), parent=Text("boss"), behavior=Echo())
+        boss.set_private(Text("k"), "v")  # a value is refused, as any msgspec cannot encode
+        rt.publish_task_context(Text("t"), {"goal": "g"})
+        rt.bus.subscribe(Text("w"), Text("news"))
+        assert rt.bus.request(Text("boss"), Text("w"), Text("q"), "p", timeout=10).payload == "p"
+        rt.bus.send(Text("boss"), Text("w"), Text("n"))
+        rt.bus.handoff("boss", "w", Text("task-9"), timeout=10)
+        session = rt.memory.create_session(Text("user"), agent_id=Text("boss"))
+        rt.memory.add_message(session, Text("user"), Text("hello"))
+        rt.memory.add_structured_message(session, Message(role=Text("assistant"), content=Text("hi")))
+        llm = rt.llm(ScriptedProvider(lambda _: Text("an answer")), agent_id=Text("boss"))
+        with pytest.raises(PromptTooLongError):
+            llm.generate(Text("x" * 101))  # counted by its code points, not its __len__
+        assert llm.generate(Text("short")) == "an answer"
+        assert type(llm.generate(Text("short"))) is str
+        rt.flush()
+        live = (
+            rt.agents(),
+            rt.agent("boss").context_view(),
+            rt.agent("w").task_context(),
+            rt.children("boss"),
+            rt.bus.subscribers("news"),
+            rt.memory.get_messages(session),
+        )
+
+    with Journal.open(path, readonly=True) as journal:
+        assert journal.verify(decode=True).ok
+    with Runtime.open(path, config=config, clock=FakeClock(), behaviors={"echo": Echo}) as rt:
+        assert (
+            rt.agents(),
+            rt.agent("boss").context_view(),
+            rt.agent("w").task_context(),
+            rt.children("boss"),
+            rt.bus.subscribers("news"),
+            rt.memory.get_messages(session),
+        ) == live
+        assert rt.bus.request("w", "boss", "q", 1, timeout=10).payload == 1  # its behavior came back

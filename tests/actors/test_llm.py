@@ -40,6 +40,16 @@ def provider() -> ScriptedProvider:
     return ScriptedProvider(["first", "second"])
 
 
+def test_a_scripted_provider_keeps_its_prompts_unless_told_not_to() -> None:
+    # cogfabric simulate's provider kept every prompt of a run: memory grew with each call
+    kept, dropped = ScriptedProvider(["a"]), ScriptedProvider(["a"], keep_calls=False)
+
+    for provider in (kept, dropped):
+        assert [provider.generate(f"p{n}") for n in range(3)] == ["a", "a", "a"]
+
+    assert (kept.calls, dropped.calls) == (["p0", "p1", "p2"], [])
+
+
 class TestGate:
     def test_an_empty_prompt_is_an_invalid_argument(self, provider: ScriptedProvider) -> None:
         with pytest.raises(InvalidArgumentError):

@@ -14,6 +14,7 @@ import pytest
 from cogfabric.actors import (
     AgentCheckpointNotSupportedError,
     CleanOptions,
+    ClockError,
     Config,
     FakeClock,
     InvalidConfigError,
@@ -541,6 +542,76 @@ class TestTtlAndEviction:
         with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(live + TTL - 1)) as rt:
             assert rt.memory.get_session(session).accessed_at == live + TTL - 1  # alive, and touched now
 
+    @pytest.mark.parametrize("reopen", [False, True])
+    def test_a_wall_clock_that_steps_back_moves_no_last_access_back_live_or_replayed(
+        self, tmp_path: Path, reopen: bool
+    ) -> None:
+        # Live, the order of use decided eviction and a read moved the last access back
+        # (unjournaled); replay sorted by time: another session evicted, another expiry.
+        clock = SteppingClock()
+        config = Config(memory=MemoryConfig(max_sessions=3, session_ttl=100.0))
+        start = clock.wall
+        rt = Runtime.open(tmp_path / "j", config=config, clock=clock)
+        try:
+            a = rt.memory.create_session("a", agent_id="x")
+            b = rt.memory.create_session("b", agent_id="x")
+            clock.wall = start + 50
+            rt.memory.add_message(a, "user", "a at +50")
+            clock.wall = start + 20  # stepped back 30 s
+            rt.memory.add_message(b, "user", "b at +20, used after a")
+            rt.memory.get_messages(a)  # used last; at +20, its last access stays +50
+            if reopen:
+                rt.close()
+                rt = Runtime.open(tmp_path / "j", config=config, clock=clock)
+
+            assert rt.memory.sessions() == ([a, b] if reopen else [b, a])  # by journaled use
+            assert rt.memory.get_latest_session_for_agent("x") == rt.memory.sessions()[-1]
+            assert rt.memory.get_session(a).accessed_at == start + 50
+            clock.wall = start + 140  # 120 s after the read, 90 s after a's last access
+            assert rt.memory.get_messages(a)  # alive, live and replayed
+        finally:
+            rt.close()
+
+    @pytest.mark.parametrize("fails_at", [0, 1, 2])
+    def test_a_clock_that_fails_inside_add_message_changes_no_session(
+        self, tmp_path: Path, fails_at: int
+    ) -> None:
+        # The add read the clock three times; a failure at its second reading raised
+        # ClockError with a already refreshed and made the most recently used, live only.
+        class Failing(SteppingClock):
+            readings_left: int | None = None
+
+            def now(self) -> float:
+                if self.readings_left is not None:
+                    if self.readings_left == 0:
+                        self.readings_left = None
+                        msg = "clock source unavailable"
+                        raise OSError(msg)
+                    self.readings_left -= 1
+                return super().now()
+
+        clock = Failing()
+        config = Config(memory=MemoryConfig(max_sessions=3, session_ttl=100.0))
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
+            a = rt.memory.create_session("a")
+            clock.wall += 10
+            b = rt.memory.create_session("b")
+            clock.wall += 10
+            clock.readings_left = fails_at
+            try:
+                rt.memory.add_message(a, "user", "hi")
+            except ClockError:
+                failed = True
+            else:
+                failed = False
+            clock.readings_left = None
+            live = rt.memory.sessions()
+            assert live == ([a, b] if failed else [b, a])
+            assert failed or fails_at > 0  # the first reading's failure is always met
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
+            assert rt.memory.sessions() == live
+            assert len(rt.memory.get_messages(a)) == (1 if failed else 2)
+
     def test_the_latest_session_of_an_agent_on_a_tie_in_time_is_the_one_used_last(
         self, tmp_path: Path
     ) -> None:
@@ -809,6 +880,52 @@ class TestRetrieversRunBesideTheSessionActor:
         assert first.content == "Relevant context:\n[quick] q\n"
         assert text.startswith("Relevant context:\n[quick] q2\n\nPrevious conversation history:")
         assert "1 of 2 retrievers did not answer within 0.2 s" in caplog.text
+
+    def test_a_retriever_that_hangs_holds_one_thread_and_is_asked_again_once_it_returns(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        # Each prompt built started another thread for a retriever still hanging from
+        # the last one: over a long run they used up the threads agents need.
+        release = threading.Event()
+        asked: list[str] = []
+
+        class Hanging:
+            def retrieve(self, query: str) -> Sequence[Snippet]:
+                asked.append(query)
+                release.wait(10)
+                return [Snippet("hanging", query, 0.9)]
+
+        class Quick:
+            def retrieve(self, query: str) -> Sequence[Snippet]:
+                return [Snippet("quick", query, 0.9)]
+
+        def retriever_threads() -> list[threading.Thread]:
+            return [t for t in threading.enumerate() if t.name == "cogfabric-retriever"]
+
+        config = Config(memory=_config().memory, runtime=RuntimeConfig(call_timeout=0.2))
+        before = set(retriever_threads())
+        try:
+            with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
+                rt.memory.set_retrievers([Hanging(), Quick()])
+                session = rt.memory.create_session("u")
+                texts = [rt.memory.build_context(f"q{n}", session) for n in range(20)]
+
+                assert all(
+                    text.startswith(f"Relevant context:\n[quick] q{n}\n") for n, text in enumerate(texts)
+                )
+                assert asked == ["q0"]  # left out while it still runs for the first prompt
+                hanging = [t for t in retriever_threads() if t not in before]
+                assert len(hanging) == 1
+                release.set()
+                hanging[0].join(10)
+                assert not hanging[0].is_alive()
+
+                text = rt.memory.build_context("again", session)
+        finally:
+            release.set()
+
+        assert asked == ["q0", "again"]
+        assert "[hanging] again" in text
 
 
 class TestCleaner:

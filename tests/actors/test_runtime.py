@@ -1371,3 +1371,27 @@ def test_replay_at_a_seq_never_shows_a_task_context_a_snapshot_holds_from_later(
         end = replay_agent(journal, "A")
         assert end is not None
         assert end.task_context == {"goal": "published later"}
+
+
+@pytest.mark.parametrize("journaled", [False, True])
+def test_agents_and_topics_come_and_go_without_leaving_entries_behind(
+    tmp_path: Path, journaled: bool
+) -> None:
+    # A topic nobody is subscribed to any more kept an empty entry that every kill then
+    # walked, and a memory-only runtime kept every agent id it ever spawned.
+    with Runtime.open(tmp_path / "j" if journaled else None, clock=FakeClock()) as rt:
+        rt.spawn("hub")
+        rt.bus.subscribe("hub", "all")
+        for n in range(50):
+            rt.spawn(f"a{n}")
+            rt.bus.subscribe(f"a{n}", f"inbox-{n}")
+            rt.bus.subscribe(f"a{n}", "all")
+            if n % 2:
+                rt.bus.unsubscribe(f"a{n}", f"inbox-{n}")
+            rt.kill(f"a{n}")
+        rt.spawn("a0")  # spawned again: with a journal, its id keeps its first place
+
+        assert rt.agents() == ["hub", "a0"]
+        assert rt.bus.subscribers("all") == ["hub"]
+        assert sorted(rt.bus._topics) == ["all"]
+        assert len(rt._listed) == (51 if journaled else 2)
