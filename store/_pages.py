@@ -41,7 +41,7 @@ import itertools
 import operator
 import os
 import struct
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ._errors import JournalDamagedError
 
@@ -161,14 +161,19 @@ class _Walk:
     def tree(self, name: str, db: bytes) -> None:
         """Check every page of the database whose record (``MDB_db``) is ``db``."""
         self.trees.append(name)
-        _, _, depth, _, _, _, _, root = _DB.unpack(db)
+        _, flags, depth, _, _, _, _, root = _DB.unpack(db)
         if root == _P_INVALID:
             return  # an empty database
         if not 0 < depth <= _MAX_DEPTH:
             raise self.damaged(name, root, f"is the root of a tree of depth {depth}")
         ordered = name == _FREE  # LMDB asserts when its free database's keys are out of order
-        # each page with the range of keys its subtree may hold (checked in the free database)
-        stack = [(root, 1, 0, _NO_END)]
+        # Every branch's keys must rise within its range: LMDB finds a key by them, so one
+        # out of order hides the records under it from every lookup, while a cursor
+        # walking the leaves (verify's scan) still reads them all. Where LMDB compares
+        # keys as bytes (flags 0: every database but its free one, whose keys are txnids).
+        keyed = ordered or flags == 0
+        # each page with the range of keys its subtree may hold (None: no upper bound)
+        stack: list[tuple[int, int, Any, Any]] = [(root, 1, 0, _NO_END) if ordered else (root, 1, b"", None)]
         while stack:
             pgno, level, low, high = stack.pop()
             self.mark(name, pgno, 1)
@@ -178,16 +183,18 @@ class _Walk:
                 if len(children) < 2 and not ordered:  # noqa: PLR2004 - LMDB's minimum
                     # LMDB asserts it of every branch but its free database's (mdb_page_search_root)
                     raise self.damaged(name, pgno, "is a branch page with one node")
-                ranges = self.ranges(pgno, page, low, high) if ordered else [(0, _NO_END)] * len(children)
+                ranges = self.ranges(name, pgno, page, low, high) if keyed else [(low, high)] * len(children)
                 # pushed last to first: the leaves are reached in key order
                 stack.extend(
                     (child, level + 1, lo, hi)
                     for child, (lo, hi) in reversed(list(zip(children, ranges, strict=True)))
                 )
             else:
-                self.leaf(name, pgno, page)
+                offsets = self.leaf(name, pgno, page)
                 if ordered:
                     self.keys_in_order(pgno, page, low, high)
+                elif keyed:
+                    self.within(name, pgno, page, (offsets[0], offsets[-1]), low=low, high=high)
 
     def mark(self, name: str, pgno: int, count: int) -> None:
         """Note pages ``pgno`` to ``pgno + count - 1`` as reached: inside the file, and once."""
@@ -225,20 +232,24 @@ class _Walk:
             children.append(lo | hi << 16 | flags << 32)
         return children
 
-    def ranges(self, pgno: int, page: bytes, low: int, high: int) -> list[tuple[int, int]]:
-        """The range of keys each child of a branch of the free database may hold.
+    def ranges(self, name: str, pgno: int, page: bytes, low: Any, high: Any) -> list[tuple[Any, Any]]:  # noqa: ANN401
+        """The range of keys each child of a branch may hold.
 
-        LMDB finds a key by its branch pages' keys (a txnid each, but the first node's,
-        which stands for the lowest); they must rise within the branch's own range.
+        LMDB finds a key by its branch pages' keys (but the first node's, which stands
+        for the lowest); they must rise within the branch's own range. The free
+        database's keys are txnids (ints, ``high`` at most ``_NO_END``); the others' are
+        bytes, in LMDB's order (bytes order), ``high`` None for no upper bound.
         """
+        txnids = name == _FREE
         bounds = [low]
-        for at in self.nodes(_FREE, pgno, page, leaf=False)[1:]:
+        for at in self.nodes(name, pgno, page, leaf=False)[1:]:
             key_size = _NODE.unpack_from(page, at)[3]
-            key = page[at + _NODE_HEADER : at + _NODE_HEADER + key_size]
-            txnid = _PGNO.unpack(key)[0] if key_size == _PGNO.size else -1
-            if not bounds[-1] < txnid < high:
-                raise self.damaged(_FREE, pgno, f"has a node at offset {at} whose key is out of order")
-            bounds.append(txnid)
+            key: Any = page[at + _NODE_HEADER : at + _NODE_HEADER + key_size]
+            if txnids:
+                key = _PGNO.unpack(key)[0] if key_size == _PGNO.size else -1
+            if not (bounds[-1] < key and (high is None or key < high)):
+                raise self.damaged(name, pgno, f"has a node at offset {at} whose key is out of order")
+            bounds.append(key)
         return list(itertools.pairwise([*bounds, high]))
 
     def keys_in_order(self, pgno: int, page: bytes, low: int, high: int) -> None:
@@ -250,15 +261,35 @@ class _Walk:
                 raise self.damaged(_FREE, pgno, f"holds the record of transaction {txnid} out of order")
             before = txnid
 
-    def leaf(self, name: str, pgno: int, page: bytes) -> None:
-        """Check a leaf page: each node inside it, or its value on overflow pages that are."""
+    def leaf(self, name: str, pgno: int, page: bytes) -> tuple[int, ...]:
+        """Check a leaf page: each node inside it, or its value on overflow pages that are.
+
+        Returns where its nodes start, in key order.
+        """
         limit = self.page_size - _NODE_HEADER
         unpack = _NODE.unpack_from
         every = name == _FREE  # each record of the free database is checked further
-        for at in self.nodes(name, pgno, page, leaf=True):
+        offsets = self.nodes(name, pgno, page, leaf=True)
+        for at in offsets:
             lo, hi, flags, key_size = unpack(page, at)
             if flags or hi or every or at + key_size + lo > limit:  # not a key and value inside the page
                 self.node(name, pgno, page, at)
+        return offsets
+
+    def within(
+        self, name: str, pgno: int, page: bytes, ends: tuple[int, int], *, low: bytes, high: bytes | None
+    ) -> None:
+        """Check that a leaf's first and last keys lie in the range its branches give it.
+
+        A branch key set below its child's keys hides them from lookups as one set
+        above does; the two ends are enough to see it (a cursor scan, verify's, sees
+        keys out of order inside a leaf of the records).
+        """
+        first, last = (
+            page[at + _NODE_HEADER : at + _NODE_HEADER + _NODE.unpack_from(page, at)[3]] for at in ends
+        )
+        if first < low or (high is not None and last >= high):
+            raise self.damaged(name, pgno, "holds keys outside the range its branch gives it")
 
     def node(self, name: str, pgno: int, page: bytes, at: int) -> None:
         """Check a leaf's node that is not a key and value inside the page."""

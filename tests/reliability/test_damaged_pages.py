@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 
 import lmdb
 import pytest
+from click.testing import CliRunner
 
 from cogfabric.actors import Config, JournalConfig, Runtime
+from cogfabric.cli import main
 from cogfabric.store import Journal, JournalDamagedError, JournalFormatError, Snapshot, _lmdb, _pages
 from cogfabric.store._pages import _shown
 from cogfabric.store.testing import make_events
@@ -168,6 +170,43 @@ def test_a_branch_naming_one_child_twice_is_refused(journal_path: Path) -> None:
     _write_page(journal_path, root, page)
 
     _refused(journal_path, "is reached twice")
+
+
+def _branch_key(page: bytes | bytearray, at: int) -> tuple[int, bytes]:
+    """Where the key of the branch node at ``at`` starts, and the key."""
+    size = struct.unpack_from("<H", page, at + 6)[0]
+    return at + 8, bytes(page[at + 8 : at + 8 + size])
+
+
+@pytest.mark.parametrize("database", [b"events", b"ids"])
+@pytest.mark.parametrize("change", ["raised past the next", "lowered below its child's keys"])
+def test_a_branch_key_out_of_order_is_refused(journal_path: Path, database: bytes, change: str) -> None:
+    # LMDB finds a key by its branches' keys: one moved hid the records under it from
+    # every lookup (replay failed on "missing" records) while verify's scan of the
+    # leaves, in order, still read every record and passed the journal.
+    _, root = _tree(journal_path, database)
+    page = _page(journal_path, root)
+    nodes = _children(page)
+    if change == "raised past the next":
+        at, key = _branch_key(page, nodes[2][0])
+        replacement = _branch_key(page, nodes[3][0])[1]
+        expected = f"page {root} of its {database.decode()} database has a node at offset {nodes[3][0]} "
+        expected += "whose key is out of order"
+    else:  # one byte less than the lowest key of its child: still in order among the branch's keys
+        at, key = _branch_key(page, nodes[2][0])
+        lowered = int.from_bytes(key, "big") - 1
+        replacement = lowered.to_bytes(len(key), "big")
+        child = nodes[1][1]
+        assert _branch_key(page, nodes[1][0])[1] < replacement  # the branch's keys still rise
+        expected = f"page {child} of its {database.decode()} database holds keys outside the range its branch"
+    assert len(replacement) == len(key)
+    assert replacement != key
+    page[at : at + len(key)] = replacement
+    _write_page(journal_path, root, page)
+
+    _refused(journal_path, expected)
+    result = CliRunner().invoke(main, ["verify", str(journal_path)])
+    assert result.exit_code == 1, result.output
 
 
 def test_a_branch_naming_a_page_past_the_file_is_refused(journal_path: Path) -> None:
