@@ -431,7 +431,7 @@ class IpcBus:
                 the request is still pending.
 
         """
-        require_str(correlation_id, "correlation_id")
+        correlation_id = require_str(correlation_id, "correlation_id")
         if not correlation_id:
             msg = "agentipc: invalid message: empty correlation id"
             raise IpcInvalidMessageError(msg)

@@ -125,30 +125,40 @@ def _retrieved(retriever: Retriever, query: str) -> list[Snippet]:
         return []
 
 
+class _Overdue:
+    """One session memory's retriever runs still going past their callers' deadlines."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        """Guards ``runs`` and every call's own state (``_run_retrievers``)."""
+        self.runs: collections.Counter[int] = collections.Counter()
+        """By retriever id: how many of its runs are overdue (one alive keeps the id unique)."""
+
+
 def _run_retrievers(
-    retrievers: Sequence[Retriever], query: str, timeout: float, overdue: set[int]
+    retrievers: Sequence[Retriever], query: str, timeout: float, overdue: _Overdue
 ) -> list[list[Snippet]]:
     """Each retriever's snippets, in the retrievers' order; at most four run at once.
 
     On daemon threads, so that one that never returns holds up neither this caller
     (past ``timeout``) nor the interpreter's exit; it is logged and left out. Its thread
-    goes on until it returns: ``overdue`` (shared by every call of one session memory)
-    holds the ids of the retrievers still running past an earlier caller's deadline,
-    and those are skipped (logged) until they return, so a retriever that hangs holds
-    one thread, not one more for each prompt built.
+    goes on until it returns, counted in ``overdue`` (shared by every call of one session
+    memory): a retriever with a run overdue is skipped (logged) until every such run has
+    returned, so one that hangs holds the threads of the calls that met it, not one more
+    for each prompt built after.
     """
     results: list[list[Snippet] | None] = [None] * len(retrievers)
     running: set[int] = set()  # indexes of the retrievers a worker is in
     todo = iter(enumerate(retrievers))
-    lock = threading.Lock()
+    lock, runs = overdue.lock, overdue.runs
     over = False  # past the deadline: start no other retriever
 
     def work() -> None:
         while True:
             with lock:
                 item = None if over else next(todo, None)
-                while item is not None and id(item[1]) in overdue:
-                    item = next(todo, None)  # still in an earlier call: left out
+                while item is not None and runs[id(item[1])]:
+                    item = next(todo, None)  # a run of it is overdue: left out
                 if item is None:
                     return
                 running.add(item[0])
@@ -156,15 +166,18 @@ def _run_retrievers(
             found = _retrieved(retriever, query)
             with lock:
                 running.discard(index)
-                if over:  # the caller left without it, and marked it overdue: it is free again
-                    overdue.discard(id(retriever))
-                else:
+                if not over:
                     results[index] = found
+                elif runs[id(retriever)] <= 1:  # counted overdue when the caller left without it
+                    del runs[id(retriever)]
+                else:
+                    runs[id(retriever)] -= 1
 
-    busy = [r for r in retrievers if id(r) in overdue]
+    with lock:
+        free = sum(1 for r in retrievers if not runs[id(r)])
     workers = [
         threading.Thread(target=work, name="cogfabric-retriever", daemon=True)
-        for _ in range(min(MAX_PARALLEL_RETRIEVERS, len(retrievers) - len(busy)))
+        for _ in range(min(MAX_PARALLEL_RETRIEVERS, free))
     ]
     for worker in workers:
         worker.start()
@@ -173,7 +186,7 @@ def _run_retrievers(
         worker.join(max(0.0, deadline - time.monotonic()))
     with lock:
         over = True
-        overdue.update(id(retrievers[index]) for index in running)
+        runs.update(id(retrievers[index]) for index in running)
         answered = list(results)
     late = answered.count(None)
     if late:
@@ -349,8 +362,8 @@ class MemoryManager:
         """Whether a clock reading was ever below an earlier one (a wall clock stepped
         back): access order then no longer puts the sessions that expire first in front."""
         self._retrievers: list[Retriever] = []
-        self._overdue: set[int] = set()
-        """Ids of the retrievers still running past a caller's deadline: skipped until they return."""
+        self._overdue = _Overdue()
+        """The retrievers' runs still going past a caller's deadline: skipped until they return."""
         self._queue: collections.deque[_Op] = collections.deque()
         self._lock = threading.Lock()
         self._scheduled = False
@@ -708,7 +721,7 @@ class MemoryManager:
             SessionNotFoundError: the session is unknown, deleted or expired.
 
         """
-        require_str(session_id, "session_id")
+        session_id = require_str(session_id, "session_id")
         message = Message(role=require_str(role, "role"), content=require_str(content, "content"))
         self._call("add", session_id, message)
 
@@ -717,7 +730,7 @@ class MemoryManager:
         if not isinstance(message, Message):
             msg = f"expected a Message, got {type(message).__name__}"
             raise TypeError(msg)
-        require_str(session_id, "session_id")
+        session_id = require_str(session_id, "session_id")
         checked = validated(message)
         if not math.isfinite(checked.time):  # NaN or inf: no session could be ordered or expired by it
             msg = f"a message's time must be finite seconds, got {checked.time!r}"
@@ -726,7 +739,7 @@ class MemoryManager:
 
     def get_messages(self, session_id: str) -> list[Message]:
         """Every message of the session, oldest first (copies: changing one changes nothing stored)."""
-        require_str(session_id, "session_id")
+        session_id = require_str(session_id, "session_id")
         result: list[Message] = self._call("get_messages", session_id)
         return _own_copies(result)
 
@@ -740,7 +753,7 @@ class MemoryManager:
             SessionNotFoundError: the session is unknown, deleted or expired.
 
         """
-        require_str(session_id, "session_id")
+        session_id = require_str(session_id, "session_id")
         result: SessionData = self._call("get_session", session_id)
         return msgspec.structs.replace(result, messages=_own_copies(result.messages))
 
@@ -755,7 +768,7 @@ class MemoryManager:
         With retrievers set, the context they find for the window's last user message
         comes first, as one system message (see ``set_retrievers``).
         """
-        require_str(session_id, "session_id")
+        session_id = require_str(session_id, "session_id")
         cleaned: list[Message]
         cleaned, query, now = self._call("build_prompt_messages", session_id)
         window = _own_copies(cleaned)
@@ -773,8 +786,8 @@ class MemoryManager:
         configured ``memory.clean`` (which the prompt window, ``build_prompt_messages``,
         uses), and each line is cut to 100 code points.
         """
-        require_str(input, "input")
-        require_str(session_id, "session_id")
+        input = require_str(input, "input")  # noqa: A001 - the original's name
+        session_id = require_str(session_id, "session_id")
         history: str | None = self._call("build_context", session_id)
         if history is None:
             return input
@@ -783,7 +796,7 @@ class MemoryManager:
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session; idempotent."""
-        require_str(session_id, "session_id")
+        session_id = require_str(session_id, "session_id")
         self._call("delete_session", session_id)
 
     def get_latest_session_for_agent(self, agent_id: str) -> str | None:
@@ -795,7 +808,7 @@ class MemoryManager:
         """
         if self._journal is None:
             raise AgentCheckpointNotSupportedError
-        require_str(agent_id, "agent_id")
+        agent_id = require_str(agent_id, "agent_id")
         result: str | None = self._call("latest_for_agent", agent_id)
         return result
 

@@ -567,11 +567,13 @@ def test_no_value_is_merged_away_nor_passes_for_another_in_json(tmp_path: Path, 
     ledger = {1: "paid 10000 to mallory", "1": "paid 10 to bob"}
     flags = {None: "exfiltrate", "null": "idle"}
     forged = {"$map": [["a", "b"]]}
+    raw = {b"x": "under the bytes key", "eA==": "under its base64 as text"}
     path = tmp_path / "journal"
     with Runtime.open(path, clock=FakeClock()) as runtime:
         agent = runtime.spawn("a")
-        for key, value in (("ledger", ledger), ("flags", flags), ("forged", forged)):
+        for key, value in (("ledger", ledger), ("flags", flags), ("forged", forged), ("raw", raw)):
             agent.set_private(key, value)
+        agent.set_cognitive_state(CognitiveState(context={2: "int", "2": "str"}))
 
     args = (
         ["export", str(path), "--stream", "agent/a"]
@@ -593,7 +595,13 @@ def test_no_value_is_merged_away_nor_passes_for_another_in_json(tmp_path: Path, 
         "ledger": {"$map": [[1, "paid 10000 to mallory"], ["1", "paid 10 to bob"]]},
         "flags": {"$map": [[None, "exfiltrate"], ["null", "idle"]]},
         "forged": {"$map": [["$map", [["a", "b"]]]]},  # a map with the tag's key is written as pairs too
+        "raw": {"$map": [["eA==", "under the bytes key"], ["eA==", "under its base64 as text"]]},
     }
+    if command == "replay":
+        assert json.loads(result.output)["cognitive"]["context"] == {"$map": [[2, "int"], ["2", "str"]]}
+    else:
+        (state,) = (json.loads(line) for line in result.output.splitlines() if '"CognitiveStateSet"' in line)
+        assert state["data"]["state"]["context"] == {"$map": [[2, "int"], ["2", "str"]]}
 
 
 def test_a_key_that_is_no_seq_after_the_last_record_is_refused_as_a_change(tmp_path: Path) -> None:

@@ -13,13 +13,13 @@ import tempfile
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from cogfabric.actors import apply_session_event, replay_agent, snapshot_problem
 from cogfabric.actors._core import publications
-from cogfabric.events import MAX_VALUE_DEPTH, AgentSpawned, ContextLayer, IpcDelivered, IpcMessage
+from cogfabric.events import MAX_VALUE_DEPTH, AgentSpawned, ContextLayer, Event, IpcDelivered, IpcMessage
 from cogfabric.store import (
     JournalDamagedError,
     JournalError,
@@ -30,7 +30,7 @@ from cogfabric.store import (
 from cogfabric.store._lmdb import data_file
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
 __all__ = [
     "AuditAccessError",
@@ -316,7 +316,7 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
         "topics": list(state.topics),
         "task_shared": state.task_context,
         "private": state.private,
-        "cognitive": msgspec.to_builtins(state.cognitive, enc_hook=_ext_as_builtin),
+        "cognitive": state.cognitive,  # as stored: to_builtins would turn a bytes key into text
         "ipc": {
             "messages": len(ipc),
             "latest": ipc[-_IPC_SHOWN:],
@@ -368,7 +368,7 @@ def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[
         "agent_id": state.agent_id,
         "created_at": state.created_at,
         "accessed_at": state.accessed_at,
-        "messages": msgspec.to_builtins(state.messages, enc_hook=_ext_as_builtin),
+        "messages": state.messages,
     }
 
 
@@ -387,8 +387,6 @@ def _ext_as_builtin(value: object) -> object:
 _json = msgspec.json.Encoder(enc_hook=_ext_as_builtin)
 
 
-_T = TypeVar("_T")
-
 MAP_TAG: Final = "$map"
 """The one key of the object ``encode_json`` writes for a map JSON has no object for."""
 
@@ -396,63 +394,123 @@ MAP_TAG: Final = "$map"
 def encode_json(value: object, *, indent: int = 0) -> bytes:
     """``value`` as strict JSON, encoded as ``export`` does: NaN and infinities as null, bytes as base64.
 
-    A map with a key that is not a string (a private value may be keyed by ints, None
-    or tuples), or with the key ``"$map"``, is written as ``{"$map": [[key, value],
-    ...]}``, each key as its own JSON: ``{1: "a", "1": "b"}`` becomes ``{"$map": [[1,
-    "a"], ["1", "b"]]}``. Nothing is merged (an object cannot hold both keys) and no
-    map can pass for another: every object with a ``"$map"`` key is such a map.
+    A map with a key that is not a string (a private value may be keyed by ints, None,
+    bytes or tuples), or with the key ``"$map"``, is written as ``{"$map": [[key,
+    value], ...]}``, each key as its own JSON: ``{1: "a", "1": "b"}`` becomes ``{"$map":
+    [[1, "a"], ["1", "b"]]}``. Nothing is merged (an object cannot hold both keys) and
+    no map can pass for another: every object with a ``"$map"`` key is such a map.
+    ``value`` holds events' own values (Structs included), not ``msgspec.to_builtins``'s
+    copies, which turn bytes keys into text and merge colliding ones.
     """
-    if _has_odd_keys_deep(value):
+    if _has_odd_keys(value):
         value = _json_ready_deep(value)
     encoded = _json.encode(value)
     return msgspec.json.format(encoded, indent=indent) if indent else encoded
 
 
-_KEY_WALK_FRAMES: Final = 4 * MAX_VALUE_DEPTH + 1_000
-"""Stack frames a walk of a value may take: two a level, for a value and a key as deep as
-the runtime stores, and the caller's own."""
-
-
-def _deep(walk: Callable[[object], _T]) -> Callable[[object], _T]:
-    """``walk``, with room on the stack for a value nested as deep as one stored."""
-
-    def walked(value: object) -> _T:
-        limit = sys.getrecursionlimit()
-        if limit >= _KEY_WALK_FRAMES:
-            return walk(value)
-        sys.setrecursionlimit(_KEY_WALK_FRAMES)
-        try:
-            return walk(value)
-        finally:
-            sys.setrecursionlimit(limit)
-
-    return walked
+_SCALARS: Final = frozenset({str, int, float, bool, bytes, type(None)})
 
 
 def _has_odd_keys(value: object) -> bool:
-    """Whether ``value`` holds a map JSON has no object for (see ``encode_json``)."""
-    if isinstance(value, dict):
-        return MAP_TAG in value or any(type(k) is not str or _has_odd_keys(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(_has_odd_keys(v) for v in value)
+    """Whether ``value`` holds a map JSON has no object for (see ``encode_json``).
+
+    A walk with a stack of its own (a stored value nests up to ``MAX_VALUE_DEPTH``),
+    dispatched on exact types and stepping over scalars: export walks every record's
+    values, and a generic walk (isinstance of unions, generators) tripled its time.
+    """
+    stack: list[Any] = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is dict:
+            if MAP_TAG in item:
+                return True
+            for key, inner in item.items():
+                if type(key) is not str:
+                    return True
+                if type(inner) not in _SCALARS:
+                    push(inner)
+        elif kind is list or kind is tuple:
+            for inner in item:
+                if type(inner) not in _SCALARS:
+                    push(inner)
+        elif isinstance(item, msgspec.Struct):
+            stack.extend([getattr(item, name) for name in item.__struct_fields__])
+        elif isinstance(item, dict):  # a subclass: walked as the dict it is
+            push(dict(item))
+        elif isinstance(item, list | tuple):
+            push(list(item))
     return False
 
 
+_KEY_WALK_FRAMES: Final = 4 * MAX_VALUE_DEPTH + 1_000
+"""Stack frames ``_json_ready`` may take: two a level, for a value and a key as deep as the
+runtime stores, and the caller's own."""
+
+
+def _json_ready_deep(value: object) -> object:
+    """``_json_ready``, with room on the stack for a value nested as deep as one stored."""
+    limit = sys.getrecursionlimit()
+    if limit >= _KEY_WALK_FRAMES:
+        return _json_ready(value)
+    sys.setrecursionlimit(_KEY_WALK_FRAMES)
+    try:
+        return _json_ready(value)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def _json_ready(value: object) -> object:
+    """``value`` with each map JSON has no object for written as ``{"$map": pairs}``."""
     if isinstance(value, dict):
         if MAP_TAG in value or any(type(k) is not str for k in value):
             return {MAP_TAG: [[_json_ready(k), _json_ready(v)] for k, v in value.items()]}
         return {k: _json_ready(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json_ready(v) for v in value]
+    if isinstance(value, msgspec.Struct):
+        return {k: _json_ready(v) for k, v in _struct_items(value)}
     return value
 
 
-_has_odd_keys_deep = _deep(_has_odd_keys)
-_json_ready_deep = _deep(_json_ready)
+def _struct_items(value: msgspec.Struct) -> Iterator[tuple[str, object]]:
+    """A Struct's fields as msgspec encodes them.
+
+    Its tag first, then each field by its encoded name, a default left out where the
+    Struct says so (``omit_defaults``).
+    """
+    config = value.__struct_config__
+    if isinstance(config.tag_field, str) and config.tag is not None:
+        yield config.tag_field, config.tag
+    fields = msgspec.structs.fields(value)
+    for field in fields:
+        item = getattr(value, field.name)
+        if config.omit_defaults and field.default is not msgspec.NODEFAULT and item == field.default:
+            continue
+        if (
+            config.omit_defaults
+            and field.default_factory is not msgspec.NODEFAULT
+            and item == field.default_factory()
+        ):
+            continue
+        yield field.encode_name, item
 
 
-_LAYER_NAMES: Final = tuple(layer.name for layer in ContextLayer)
+def _event_data(event: Event) -> dict[str, object]:
+    """An event's fields but its tag and version, its values as stored (see ``encode_json``)."""
+    return {name: getattr(event, name) for name in event.__struct_fields__ if name != "v"}
+
+
+_LAYERS_OF: Final[dict[type, list[str]]] = {}
+"""Each event type's ``layers``, by name in the layers' order (export's ``layers``)."""
+
+
+def _layer_names(kind: type[Event]) -> list[str]:
+    names = _LAYERS_OF.get(kind)
+    if names is None:
+        names = _LAYERS_OF[kind] = [layer.name for layer in ContextLayer if layer in kind.layers]
+    return names
 
 
 def export_lines(
@@ -476,18 +534,17 @@ def export_lines(
         event_layer = type(event).layer
         if wanted is not None and wanted not in type(event).layers:  # every layer its fields hold
             continue
-        data = msgspec.to_builtins(event, enc_hook=_ext_as_builtin)
-        kind = data.pop("type")
-        version = data.pop("v")
         line = {
             "seq": record.seq,
             "time": event.at,
             "stream": record.stream,
             "layer": event_layer.name if event_layer is not None else None,
-            "layers": [name for name in _LAYER_NAMES if ContextLayer[name] in type(event).layers],
-            "type": kind,
-            "version": version,
-            "data": data,
+            "layers": _layer_names(type(event)),
+            "type": type(event).__struct_config__.tag,
+            "version": event.v,
+            "data": _event_data(event),
             "chain": record.chain.hex(),
         }
-        yield encode_json(line) + b"\n"
+        # the line's own keys are text: only the event's values are walked for odd keys
+        odd = _has_odd_keys(line["data"])
+        yield _json.encode(_json_ready_deep(line) if odd else line) + b"\n"

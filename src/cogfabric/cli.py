@@ -251,8 +251,8 @@ def _check(opened: Any, *, skip: bool) -> int:  # noqa: ANN401 - a journal
     if not report.ok:
         where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the journal"
         click.echo(
-            f"error: the journal fails verification at {where}: {report.reason}; "
-            "refusing to read it (--no-verify reads it anyway)",
+            f"error: the journal fails verification at {where}: {_printable(report.reason, backslash=False)}"
+            "; refusing to read it (--no-verify reads it anyway)",
             err=True,
         )
         sys.exit(EXIT_PROBLEM)

@@ -9,7 +9,9 @@ journal must reopen with the same agents.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import concurrent.futures
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
@@ -204,7 +206,16 @@ class Text(str):
 
 
 class Echo:
+    """Answers with the payload; a message on topic 'later' it answers later (by reply)."""
+
+    deferred: ClassVar[list[str]] = []
+    arrived: ClassVar[threading.Event] = threading.Event()
+
     def on_message(self, ctx: Any, message: Any) -> Any:  # noqa: ARG002
+        if message.topic == "later":
+            Echo.deferred.append(message.correlation_id)
+            Echo.arrived.set()
+            return None
         return message.payload
 
 
@@ -227,8 +238,16 @@ def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
         rt.bus.send(Text("boss"), Text("w"), Text("n"))
         rt.bus.handoff("boss", "w", Text("task-9"), timeout=10)
         session = rt.memory.create_session(Text("user"), agent_id=Text("boss"))
-        rt.memory.add_message(session, Text("user"), Text("hello"))
-        rt.memory.add_structured_message(session, Message(role=Text("assistant"), content=Text("hi")))
+        rt.memory.add_message(Text(session), Text("user"), Text("hello"))
+        rt.memory.add_structured_message(Text(session), Message(role=Text("assistant"), content=Text("hi")))
+        rt.memory.get_messages(Text(session))
+        rt.memory.delete_session(Text(rt.memory.create_session("gone")))
+        Echo.deferred, Echo.arrived = [], threading.Event()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            later = pool.submit(rt.bus.request, "boss", "w", "later", None, 10)
+            assert Echo.arrived.wait(10)
+            rt.bus.reply(Text(Echo.deferred[0]), "answered later")
+            assert later.result(10).payload == "answered later"
         llm = rt.llm(ScriptedProvider(lambda _: Text("an answer")), agent_id=Text("boss"))
         with pytest.raises(PromptTooLongError):
             llm.generate(Text("x" * 101))  # counted by its code points, not its __len__
@@ -242,6 +261,7 @@ def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
             rt.children("boss"),
             rt.bus.subscribers("news"),
             rt.memory.get_messages(session),
+            rt.memory.sessions(),
         )
 
     with Journal.open(path, readonly=True) as journal:
@@ -254,5 +274,6 @@ def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
             rt.children("boss"),
             rt.bus.subscribers("news"),
             rt.memory.get_messages(session),
+            rt.memory.sessions(),
         ) == live
         assert rt.bus.request("w", "boss", "q", 1, timeout=10).payload == 1  # its behavior came back

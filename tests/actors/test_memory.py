@@ -927,6 +927,53 @@ class TestRetrieversRunBesideTheSessionActor:
         assert asked == ["q0", "again"]
         assert "[hanging] again" in text
 
+    def test_a_retriever_overdue_in_two_overlapping_prompts_holds_no_more_threads_after(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        # One mark per retriever: the run that came back late cleared it while the other
+        # still hung, and each later pair of prompts left one more thread hanging.
+        forever, late = threading.Event(), threading.Event()
+        slow_threads: list[threading.Thread] = []
+
+        class Flaky:
+            def retrieve(self, query: str) -> Sequence[Snippet]:
+                if query.startswith("hang"):
+                    forever.wait(30)
+                else:
+                    slow_threads.append(threading.current_thread())
+                    late.wait(30)  # returns once the test lets it: after its caller left
+                return [Snippet("flaky", query, 0.9)]
+
+        def retriever_threads() -> int:
+            return sum(t.name == "cogfabric-retriever" and t.is_alive() for t in threading.enumerate())
+
+        config = Config(memory=_config().memory, runtime=RuntimeConfig(call_timeout=0.2))
+        before = retriever_threads()
+        alive: list[int] = []
+        try:
+            with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
+                rt.memory.set_retrievers([Flaky()])
+                session = rt.memory.create_session("u")
+                for round_ in range(3):
+                    late.clear()
+                    callers = [
+                        threading.Thread(target=rt.memory.build_context, args=(query, session))
+                        for query in (f"slow{round_}", f"hang{round_}")
+                    ]
+                    for caller in callers:
+                        caller.start()
+                    for caller in callers:
+                        caller.join(10)
+                    late.set()
+                    for thread in slow_threads:
+                        thread.join(10)
+                    alive.append(retriever_threads() - before)
+        finally:
+            forever.set()
+            late.set()
+
+        assert alive == [1, 1, 1]  # the first round's hanging run only: later prompts left it out
+
 
 class TestCleaner:
     def test_with_ellipsis(self) -> None:
