@@ -748,9 +748,9 @@ class IpcBus:
             copy = IpcMessage(
                 at=message.at,
                 id=message.id,
-                sender=frm,
+                sender=message.sender,  # the plain text _message made of them
                 recipient=agent_id,
-                topic=topic,
+                topic=message.topic,
                 payload=copy_value(message.payload),
                 trace_id=message.trace_id,
                 kind="broadcast",

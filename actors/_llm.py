@@ -543,7 +543,7 @@ class JournaledLLM(LLMClient):
         )  # the gate's checks but the length (the cleaner truncates)
         self._memory.add_message(session_id, ROLE_USER, user_message)
         prompt = render_messages(self._memory.build_prompt_messages(session_id))
-        self._turn.session = session_id
+        self._turn.session = require_str(session_id, "session_id")  # journaled with the output
         try:
             output = self.generate(prompt, **params)
         finally:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import _thread
 import collections
+import itertools
 import logging
 import math
 import os
@@ -515,6 +516,10 @@ class MemoryManager:
         recovered.sort(key=lambda entry: entry[0])
         for _, state in recovered:
             self._sessions[state.id] = state
+        # Used in this order, at times that fell: the wall clock stepped back, and an
+        # expired session may stand behind a live one (as _now notes it live).
+        if any(a[1].accessed_at > b[1].accessed_at for a, b in itertools.pairwise(recovered)):
+            self._clock_went_back = True
         if recovered:  # a clock that stepped back while the runtime was closed shows at its first reading
             self._latest = max(self._latest, *(state.accessed_at for _, state in recovered))
         # Sessions whose TTL passed while the runtime was closed expire now.

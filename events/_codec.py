@@ -56,8 +56,11 @@ def _other_mappings_as_dicts(value: object) -> object:
 
     So the read-only layers of a ``ContextView`` (``MappingProxyType``), or a
     ``ChainMap``, can be stored as they are; they come back as dicts, as every copy
-    does. Anything else is still refused, with msgspec's own words.
+    does. A ``str`` subclass (``numpy.str_``) is encoded as its text and comes back a
+    plain ``str``. Anything else is still refused, with msgspec's own words.
     """
+    if isinstance(value, str):
+        return str.__str__(value)
     if isinstance(value, Mapping):
         try:
             return dict(value)

@@ -33,7 +33,7 @@ from cogfabric.actors import (
     ProviderError,
     ScriptedProvider,
 )
-from cogfabric.events import MAX_VALUE_DEPTH
+from cogfabric.events import MAX_VALUE_DEPTH, IpcDeadLettered, ToolCall, ToolCallFunction
 from cogfabric.store import Journal
 
 if TYPE_CHECKING:
@@ -212,6 +212,8 @@ class Echo:
     arrived: ClassVar[threading.Event] = threading.Event()
 
     def on_message(self, ctx: Any, message: Any) -> Any:  # noqa: ARG002
+        if message.topic == "boom":
+            raise RuntimeError(message.topic)
         if message.topic == "later":
             Echo.deferred.append(message.correlation_id)
             Echo.arrived.set()
@@ -231,15 +233,19 @@ def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
     with Runtime.open(path, config=config, clock=FakeClock(), behaviors={Text("echo"): Echo}) as rt:
         boss = rt.spawn(Text("boss"), task_id=Text("t"), capabilities=[Text("plan")], behavior=Text("echo"))
         rt.spawn(Text("w"), task_id=Text("t"), parent=Text("boss"), behavior=Echo())
-        boss.set_private(Text("k"), "v")  # a value is refused, as any msgspec cannot encode
-        rt.publish_task_context(Text("t"), {"goal": "g"})
+        boss.set_private(Text("k"), {Text("nested"): [Text("v")]})  # copied in as plain text
+        rt.publish_task_context(Text("t"), {"goal": Text("g")})
         rt.bus.subscribe(Text("w"), Text("news"))
-        assert rt.bus.request(Text("boss"), Text("w"), Text("q"), "p", timeout=10).payload == "p"
+        assert rt.bus.request(Text("boss"), Text("w"), Text("q"), Text("p"), timeout=10).payload == "p"
         rt.bus.send(Text("boss"), Text("w"), Text("n"))
         rt.bus.handoff("boss", "w", Text("task-9"), timeout=10)
         session = rt.memory.create_session(Text("user"), agent_id=Text("boss"))
         rt.memory.add_message(Text(session), Text("user"), Text("hello"))
         rt.memory.add_structured_message(Text(session), Message(role=Text("assistant"), content=Text("hi")))
+        call = ToolCall(
+            id=Text("call-1"), function=ToolCallFunction(name=Text("search"), arguments=Text("{}"))
+        )
+        rt.memory.add_structured_message(session, Message(role="assistant", content="c", tool_calls=[call]))
         rt.memory.get_messages(Text(session))
         rt.memory.delete_session(Text(rt.memory.create_session("gone")))
         Echo.deferred, Echo.arrived = [], threading.Event()
@@ -253,6 +259,9 @@ def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
             llm.generate(Text("x" * 101))  # counted by its code points, not its __len__
         assert llm.generate(Text("short")) == "an answer"
         assert type(llm.generate(Text("short"))) is str
+        assert llm.turn(Text(session), Text("and now?")) == "an answer"
+        rt.bus.subscribe("w", "boom")
+        assert rt.bus.broadcast(Text("boss"), Text("boom")) == 1  # the behavior raises: a dead letter
         rt.flush()
         live = (
             rt.agents(),
@@ -266,6 +275,8 @@ def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
 
     with Journal.open(path, readonly=True) as journal:
         assert journal.verify(decode=True).ok
+        letters = [r.event for r in journal.read(stream="bus") if isinstance(r.event, IpcDeadLettered)]
+        assert [(d.reason, d.topic) for d in letters] == [("handler error", "boom")]
     with Runtime.open(path, config=config, clock=FakeClock(), behaviors={"echo": Echo}) as rt:
         assert (
             rt.agents(),

@@ -572,6 +572,35 @@ class TestTtlAndEviction:
         finally:
             rt.close()
 
+    @pytest.mark.parametrize("reopen", [False, True])
+    def test_after_a_reopen_an_expired_session_still_goes_before_a_live_one_is_evicted(
+        self, tmp_path: Path, reopen: bool
+    ) -> None:
+        # Reopening forgot that the clock had stepped back: a create at capacity then
+        # evicted the session at the front, live, instead of expiring the one behind it.
+        clock = SteppingClock()
+        config = Config(memory=MemoryConfig(max_sessions=2, session_ttl=1000.0))
+        start = clock.wall
+        rt = Runtime.open(tmp_path / "j", config=config, clock=clock)
+        try:
+            x = rt.memory.create_session("x")  # used at start
+            clock.wall = start - 1000  # stepped back
+            y = rt.memory.create_session("y")
+            clock.wall = start - 500
+            rt.memory.add_message(y, "user", "y is used last, at an earlier time")
+            clock.wall = start + 100
+            if reopen:
+                rt.close()
+                rt = Runtime.open(tmp_path / "j", config=config, clock=clock)
+            assert rt.memory.sessions() == [x, y]
+            clock.wall = start + 600  # y expired (last access start - 500), x live until start + 1000
+
+            z = rt.memory.create_session("z")
+
+            assert rt.memory.sessions() == [x, z]
+        finally:
+            rt.close()
+
     @pytest.mark.parametrize("fails_at", [0, 1, 2])
     def test_a_clock_that_fails_inside_add_message_changes_no_session(
         self, tmp_path: Path, fails_at: int
