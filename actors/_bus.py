@@ -705,7 +705,7 @@ class IpcBus:
             TypeError: ``topic`` is not a str.
 
         """
-        require_str(topic, "topic")
+        topic = require_str(topic, "topic")  # plain text: a subclass's own __hash__ finds nothing
         with self._lock:
             return list(self._topics.get(topic, ()))
 
@@ -739,7 +739,7 @@ class IpcBus:
         message = self._message(
             frm, "", topic, payload, trace_id=_trace_of(trace), kind="broadcast", cause=cause
         )
-        targets = [a for a in self.subscribers(topic) if self._runtime._has_behavior(a)]  # noqa: SLF001
+        targets = [a for a in self.subscribers(message.topic) if self._runtime._has_behavior(a)]  # noqa: SLF001
         self._journal(message, durable=True)
         deadline = time.monotonic() + self._core.call_timeout
         delivered = 0

@@ -516,12 +516,11 @@ class MemoryManager:
         recovered.sort(key=lambda entry: entry[0])
         for _, state in recovered:
             self._sessions[state.id] = state
-        # Used in this order, at times that fell: the wall clock stepped back, and an
-        # expired session may stand behind a live one (as _now notes it live).
-        if any(a[1].accessed_at > b[1].accessed_at for a, b in itertools.pairwise(recovered)):
-            self._clock_went_back = True
         if recovered:  # a clock that stepped back while the runtime was closed shows at its first reading
             self._latest = max(self._latest, *(state.accessed_at for _, state in recovered))
+        # Used in an order their times contradict (the wall clock stepped back, as _now
+        # notes it live): an expired session may stand behind a live one.
+        self._clock_went_back = self._out_of_order()
         # Sessions whose TTL passed while the runtime was closed expire now.
         if self._core.writer is not None and self._expire_all():
             try:
@@ -552,7 +551,13 @@ class MemoryManager:
         for state in gone:
             del self._sessions[state.id]
             self._emit(SessionExpired(at=now, session=state.id))
+        if self._clock_went_back:  # the front expires first again once what stood out of order has gone
+            self._clock_went_back = self._out_of_order()
         return len(gone)
+
+    def _out_of_order(self) -> bool:
+        """Whether a live session was used after one whose last access is later."""
+        return any(a.accessed_at > b.accessed_at for a, b in itertools.pairwise(self._sessions.values()))
 
     def _live(self, session_id: str, *, touch: bool, now: float | None = None) -> SessionState:
         """The live session, refreshed at ``now`` (read from the clock when None).

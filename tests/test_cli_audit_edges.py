@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import cogfabric._audit
-from cogfabric import AgentContext, CognitiveState, Config, FakeClock, JournalConfig, Runtime
+from cogfabric import AgentContext, CognitiveState, Config, FakeClock, JournalConfig, Message, Runtime
 from cogfabric.cli import main
 from cogfabric.events import AgentEvent, AgentSpawned, ContextLayer, EventCodec, IpcMessage, PrivateSet
 from cogfabric.store import Journal, JournalIntegrityError, LmdbJournal
@@ -909,3 +909,13 @@ def test_export_by_layer_finds_an_agents_cognitive_state_wherever_a_record_holds
     assert AgentSpawned.layers == {ContextLayer.TASK_SHARED, ContextLayer.AGENT_PRIVATE}
     assert AgentSpawned.layer == ContextLayer.TASK_SHARED
     assert PrivateSet.layers == {ContextLayer.AGENT_PRIVATE}
+
+
+def test_a_struct_beside_an_odd_key_is_written_as_msgspec_writes_it() -> None:
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+
+    message = Message(role="user", content="c", time=0.0)  # omit_defaults: time is kept (not its default)
+
+    alone = encode_json(message)
+
+    assert encode_json([message, {1: "odd"}]) == b"[" + alone + b',{"$map":[[1,"odd"]]}]'

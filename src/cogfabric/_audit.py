@@ -316,7 +316,7 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
         "topics": list(state.topics),
         "task_shared": state.task_context,
         "private": state.private,
-        "cognitive": state.cognitive,  # as stored: to_builtins would turn a bytes key into text
+        "cognitive": _builtins(state.cognitive),
         "ipc": {
             "messages": len(ipc),
             "latest": ipc[-_IPC_SHOWN:],
@@ -368,7 +368,7 @@ def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[
         "agent_id": state.agent_id,
         "created_at": state.created_at,
         "accessed_at": state.accessed_at,
-        "messages": state.messages,
+        "messages": _builtins(state.messages),
     }
 
 
@@ -397,10 +397,12 @@ def encode_json(value: object, *, indent: int = 0) -> bytes:
     A map with a key that is not a string (a private value may be keyed by ints, None,
     bytes or tuples), or with the key ``"$map"``, is written as ``{"$map": [[key,
     value], ...]}``, each key as its own JSON: ``{1: "a", "1": "b"}`` becomes ``{"$map":
-    [[1, "a"], ["1", "b"]]}``. Nothing is merged (an object cannot hold both keys) and
-    no map can pass for another: every object with a ``"$map"`` key is such a map.
-    ``value`` holds events' own values (Structs included), not ``msgspec.to_builtins``'s
-    copies, which turn bytes keys into text and merge colliding ones.
+    [[1, "a"], ["1", "b"]]}``. Nothing is merged (an object cannot hold both keys), and
+    a plain object never stands for such a map: every object with a ``"$map"`` key is
+    one. A key is written as a value is, so a bytes key reads as its base64 text, as
+    bytes do everywhere. ``value`` holds events' own values (Structs included), not
+    ``msgspec.to_builtins``'s copies, which turn bytes keys into text and merge
+    colliding ones.
     """
     if _has_odd_keys(value):
         value = _json_ready_deep(value)
@@ -411,8 +413,10 @@ def encode_json(value: object, *, indent: int = 0) -> bytes:
 _SCALARS: Final = frozenset({str, int, float, bool, bytes, type(None)})
 
 
-def _has_odd_keys(value: object) -> bool:
+def _has_odd_keys(value: object, text: frozenset[type] = frozenset({str})) -> bool:
     """Whether ``value`` holds a map JSON has no object for (see ``encode_json``).
+
+    That is a map with a key whose type is not in ``text``, or with the key ``"$map"``.
 
     A walk with a stack of its own (a stored value nests up to ``MAX_VALUE_DEPTH``),
     dispatched on exact types and stepping over scalars: export walks every record's
@@ -427,7 +431,7 @@ def _has_odd_keys(value: object) -> bool:
             if MAP_TAG in item:
                 return True
             for key, inner in item.items():
-                if type(key) is not str:
+                if type(key) not in text:
                     return True
                 if type(inner) not in _SCALARS:
                     push(inner)
@@ -442,6 +446,21 @@ def _has_odd_keys(value: object) -> bool:
         elif isinstance(item, list | tuple):
             push(list(item))
     return False
+
+
+_KEPT_KEYS: Final[frozenset[type]] = frozenset({str, int, float, bool, type(None), tuple})
+"""The key types ``msgspec.to_builtins`` keeps as they are (a bytes key it turns into text)."""
+
+
+def _builtins(value: object) -> object:
+    """``msgspec.to_builtins(value)``, unless a map in it has a bytes key (or ``"$map"``).
+
+    Such a value is kept as it is (``encode_json`` writes its maps as ``{"$map": ...}``):
+    ``to_builtins`` would turn the bytes key into text and merge it with a text key.
+    """
+    if _has_odd_keys(value, _KEPT_KEYS):
+        return value
+    return msgspec.to_builtins(value, enc_hook=_ext_as_builtin)
 
 
 _KEY_WALK_FRAMES: Final = 4 * MAX_VALUE_DEPTH + 1_000
@@ -469,32 +488,14 @@ def _json_ready(value: object) -> object:
         return {k: _json_ready(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json_ready(v) for v in value]
-    if isinstance(value, msgspec.Struct):
-        return {k: _json_ready(v) for k, v in _struct_items(value)}
+    if isinstance(value, msgspec.Struct):  # as msgspec encodes it (its options too), keys kept as they are
+        return _json_ready(msgspec.to_builtins(value, builtin_types=_RAW, enc_hook=_ext_as_builtin))
     return value
 
 
-def _struct_items(value: msgspec.Struct) -> Iterator[tuple[str, object]]:
-    """A Struct's fields as msgspec encodes them.
-
-    Its tag first, then each field by its encoded name, a default left out where the
-    Struct says so (``omit_defaults``).
-    """
-    config = value.__struct_config__
-    if isinstance(config.tag_field, str) and config.tag is not None:
-        yield config.tag_field, config.tag
-    fields = msgspec.structs.fields(value)
-    for field in fields:
-        item = getattr(value, field.name)
-        if config.omit_defaults and field.default is not msgspec.NODEFAULT and item == field.default:
-            continue
-        if (
-            config.omit_defaults
-            and field.default_factory is not msgspec.NODEFAULT
-            and item == field.default_factory()
-        ):
-            continue
-        yield field.encode_name, item
+_RAW: Final = (bytes, bytearray, memoryview)
+"""Kept by ``to_builtins`` in ``_json_ready``: a bytes key stays a key of its own (the
+encoder writes bytes as base64 after)."""
 
 
 def _event_data(event: Event) -> dict[str, object]:

@@ -221,6 +221,19 @@ class Echo:
         return message.payload
 
 
+def _state(rt: Runtime, session: str) -> tuple[object, ...]:
+    """What the str-subclass test compares live and after a reopen."""
+    return (
+        rt.agents(),
+        rt.agent("boss").context_view(),
+        rt.agent("w").task_context(),
+        rt.children("boss"),
+        rt.bus.subscribers("news"),
+        rt.memory.get_messages(session),
+        rt.memory.sessions(),
+    )
+
+
 @pytest.mark.parametrize("durability", ["sync", "batch"])
 def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
     tmp_path: Path, durability: str
@@ -263,28 +276,33 @@ def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
         rt.bus.subscribe("w", "boom")
         assert rt.bus.broadcast(Text("boss"), Text("boom")) == 1  # the behavior raises: a dead letter
         rt.flush()
-        live = (
-            rt.agents(),
-            rt.agent("boss").context_view(),
-            rt.agent("w").task_context(),
-            rt.children("boss"),
-            rt.bus.subscribers("news"),
-            rt.memory.get_messages(session),
-            rt.memory.sessions(),
-        )
+        live = _state(rt, session)
 
     with Journal.open(path, readonly=True) as journal:
         assert journal.verify(decode=True).ok
         letters = [r.event for r in journal.read(stream="bus") if isinstance(r.event, IpcDeadLettered)]
         assert [(d.reason, d.topic) for d in letters] == [("handler error", "boom")]
     with Runtime.open(path, config=config, clock=FakeClock(), behaviors={"echo": Echo}) as rt:
-        assert (
-            rt.agents(),
-            rt.agent("boss").context_view(),
-            rt.agent("w").task_context(),
-            rt.children("boss"),
-            rt.bus.subscribers("news"),
-            rt.memory.get_messages(session),
-            rt.memory.sessions(),
-        ) == live
+        assert _state(rt, session) == live
         assert rt.bus.request("w", "boss", "q", 1, timeout=10).payload == 1  # its behavior came back
+
+
+class Folded(str):
+    """A str subclass with its own equality: the bus must look topics up by their text."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and self.casefold() == other.casefold()
+
+    def __hash__(self) -> int:
+        return hash(self.casefold())
+
+
+def test_a_broadcast_finds_its_subscribers_by_the_topics_text(tmp_path: Path) -> None:
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"echo": Echo}) as rt:
+        rt.spawn("w", behavior="echo")
+        rt.bus.subscribe("w", "News")
+
+        assert rt.bus.subscribers(Folded("News")) == ["w"]
+        assert rt.bus.broadcast("boss", Folded("News"), "x") == 1
