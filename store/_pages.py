@@ -285,10 +285,11 @@ class _Walk:
         above does; the two ends are enough to see it (a cursor scan, verify's, sees
         keys out of order inside a leaf of the records).
         """
-        first, last = (
-            page[at + _NODE_HEADER : at + _NODE_HEADER + _NODE.unpack_from(page, at)[3]] for at in ends
-        )
-        if first < low or (high is not None and last >= high):
+        first, last = ends
+        key_at = first + _NODE_HEADER
+        below = page[key_at : key_at + _NODE.unpack_from(page, first)[3]] < low
+        key_at = last + _NODE_HEADER
+        if below or (high is not None and page[key_at : key_at + _NODE.unpack_from(page, last)[3]] >= high):
             raise self.damaged(name, pgno, "holds keys outside the range its branch gives it")
 
     def node(self, name: str, pgno: int, page: bytes, at: int) -> None:
