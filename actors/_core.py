@@ -123,7 +123,7 @@ class Core:
         if isinstance(behavior, str):
             if behavior not in self.behaviors:
                 raise InvalidSpawnSpecError(f"unknown behavior {behavior!r}")
-            return str.__str__(behavior)  # a str subclass's text: msgspec encodes no subclass
+            return str.__str__(behavior)  # a str subclass's text, plain, as the journal stores it
         cls = behavior if isinstance(behavior, type) else type(behavior)
         for name, factory in self.behaviors.items():
             if factory is cls:

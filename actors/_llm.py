@@ -443,7 +443,7 @@ class LLMClient:
         if not isinstance(output, str):
             msg = f"provider {getattr(self.provider, 'name', '?')} returned {type(output).__name__}, not str"
             raise ProviderError(msg)
-        return str.__str__(output)  # a subclass's text: msgspec encodes no subclass
+        return str.__str__(output)  # a subclass's text, plain, as the journal stores it
 
 
 class JournaledLLM(LLMClient):
@@ -538,9 +538,8 @@ class JournaledLLM(LLMClient):
             ProviderError: the provider failed.
 
         """
-        user_message = self._check_text(
-            user_message
-        )  # the gate's checks but the length (the cleaner truncates)
+        # the gate's checks but the length (the cleaner truncates)
+        user_message = self._check_text(user_message)
         self._memory.add_message(session_id, ROLE_USER, user_message)
         prompt = render_messages(self._memory.build_prompt_messages(session_id))
         self._turn.session = require_str(session_id, "session_id")  # journaled with the output

@@ -551,7 +551,9 @@ class MemoryManager:
         for state in gone:
             del self._sessions[state.id]
             self._emit(SessionExpired(at=now, session=state.id))
-        if self._clock_went_back:  # the front expires first again once what stood out of order has gone
+        if self._clock_went_back and now >= self._latest:
+            # The clock is past every access again: once what stood out of order has gone,
+            # the front expires first (a session used now goes behind every other).
             self._clock_went_back = self._out_of_order()
         return len(gone)
 

@@ -919,3 +919,17 @@ def test_a_struct_beside_an_odd_key_is_written_as_msgspec_writes_it() -> None:
     alone = encode_json(message)
 
     assert encode_json([message, {1: "odd"}]) == b"[" + alone + b',{"$map":[[1,"odd"]]}]'
+
+
+def test_replay_keeps_a_value_under_a_tuple_key_holding_bytes(tmp_path: Path) -> None:
+    # to_builtins turned the bytes inside a tuple key into text: two keys became one
+    path = tmp_path / "journal"
+    memory = {(b"x", 1): "under the bytes-in-tuple key", ("eA==", 1): "under its base64 as text"}
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        runtime.spawn("a").set_cognitive_state(CognitiveState(working_memory=memory))
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", "a", "--json"])
+
+    assert result.exit_code == 0, result.output
+    pairs = json.loads(result.output)["cognitive"]["working_memory"]["$map"]
+    assert sorted(value for _, value in pairs) == sorted(memory.values())

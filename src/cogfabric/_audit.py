@@ -30,7 +30,7 @@ from cogfabric.store import (
 from cogfabric.store._lmdb import data_file
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 __all__ = [
     "AuditAccessError",
@@ -413,7 +413,7 @@ def encode_json(value: object, *, indent: int = 0) -> bytes:
 _SCALARS: Final = frozenset({str, int, float, bool, bytes, type(None)})
 
 
-def _has_odd_keys(value: object, text: frozenset[type] = frozenset({str})) -> bool:
+def _has_odd_keys(value: object, kept: Callable[[object], bool] | None = None) -> bool:
     """Whether ``value`` holds a map JSON has no object for (see ``encode_json``).
 
     That is a map with a key whose type is not in ``text``, or with the key ``"$map"``.
@@ -431,7 +431,7 @@ def _has_odd_keys(value: object, text: frozenset[type] = frozenset({str})) -> bo
             if MAP_TAG in item:
                 return True
             for key, inner in item.items():
-                if type(key) not in text:
+                if (type(key) is not str) if kept is None else not kept(key):
                     return True
                 if type(inner) not in _SCALARS:
                     push(inner)
@@ -448,8 +448,18 @@ def _has_odd_keys(value: object, text: frozenset[type] = frozenset({str})) -> bo
     return False
 
 
-_KEPT_KEYS: Final[frozenset[type]] = frozenset({str, int, float, bool, type(None), tuple})
+_KEPT_KEYS: Final[frozenset[type]] = frozenset({str, int, float, bool, type(None)})
 """The key types ``msgspec.to_builtins`` keeps as they are (a bytes key it turns into text)."""
+
+
+def _kept(key: object) -> bool:
+    """Whether ``msgspec.to_builtins`` keeps ``key`` as it is.
+
+    One of ``_KEPT_KEYS``, or a tuple of such: a bytes or a datetime inside a tuple it
+    turns into text too.
+    """
+    kind = type(key)
+    return kind in _KEPT_KEYS or (isinstance(key, tuple) and kind is tuple and all(map(_kept, key)))
 
 
 def _builtins(value: object) -> object:
@@ -458,7 +468,7 @@ def _builtins(value: object) -> object:
     Such a value is kept as it is (``encode_json`` writes its maps as ``{"$map": ...}``):
     ``to_builtins`` would turn the bytes key into text and merge it with a text key.
     """
-    if _has_odd_keys(value, _KEPT_KEYS):
+    if _has_odd_keys(value, _kept):
         return value
     return msgspec.to_builtins(value, enc_hook=_ext_as_builtin)
 

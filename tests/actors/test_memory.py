@@ -603,6 +603,31 @@ class TestTtlAndEviction:
         finally:
             rt.close()
 
+    def test_a_session_created_while_the_clock_stands_back_expires_before_a_live_one_is_evicted(
+        self, tmp_path: Path
+    ) -> None:
+        # The create's own sweep found the sessions in order and cleared the flag, then
+        # put its session, used at the earlier time, behind them: the next create at
+        # capacity evicted a live session and kept the expired one.
+        clock = SteppingClock()
+        config = Config(memory=MemoryConfig(max_sessions=3, session_ttl=100.0))
+        start = clock.wall
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
+            rt.memory.create_session("a")
+            clock.wall = start + 1
+            b = rt.memory.create_session("b")
+            clock.wall = start + 2
+            c = rt.memory.create_session("c")
+            clock.wall = start - 10  # stepped back
+            d = rt.memory.create_session("d")  # evicts a; d is used at start - 10
+            clock.wall = start + 95  # d expired (start + 90), b and c live
+
+            e = rt.memory.create_session("e")
+
+            assert rt.memory.sessions() == [b, c, e]
+            with pytest.raises(SessionNotFoundError):
+                rt.memory.get_messages(d)
+
     @pytest.mark.parametrize("fails_at", [0, 1, 2])
     def test_a_clock_that_fails_inside_add_message_changes_no_session(
         self, tmp_path: Path, fails_at: int
