@@ -192,11 +192,13 @@ def test_a_branch_key_out_of_order_is_refused(journal_path: Path, database: byte
         replacement = _branch_key(page, nodes[3][0])[1]
         expected = f"page {root} of its {database.decode()} database has a node at offset {nodes[3][0]} "
         expected += "whose key is out of order"
-    else:  # one byte less than the lowest key of its child: still in order among the branch's keys
+    else:  # down to the last key of the child before it: still in order among the branch's keys
         at, key = _branch_key(page, nodes[2][0])
-        lowered = int.from_bytes(key, "big") - 1
-        replacement = lowered.to_bytes(len(key), "big")
         child = nodes[1][1]
+        leaf = _page(journal_path, child)
+        replacement = _branch_key(leaf, _children(leaf)[-1][0])[
+            1
+        ]  # a leaf's nodes hold keys as a branch's do
         assert _branch_key(page, nodes[1][0])[1] < replacement  # the branch's keys still rise
         expected = f"page {child} of its {database.decode()} database holds keys outside the range its branch"
     assert len(replacement) == len(key)
