@@ -416,7 +416,8 @@ _SCALARS: Final = frozenset({str, int, float, bool, bytes, type(None)})
 def _has_odd_keys(value: object, kept: Callable[[object], bool] | None = None) -> bool:
     """Whether ``value`` holds a map JSON has no object for (see ``encode_json``).
 
-    That is a map with a key whose type is not in ``text``, or with the key ``"$map"``.
+    That is a map with the key ``"$map"``, or with a key that is not a str (with ``kept``,
+    a key ``kept`` refuses).
 
     A walk with a stack of its own (a stored value nests up to ``MAX_VALUE_DEPTH``),
     dispatched on exact types and stepping over scalars: export walks every record's
@@ -556,6 +557,4 @@ def export_lines(
             "data": _event_data(event),
             "chain": record.chain.hex(),
         }
-        # the line's own keys are text: only the event's values are walked for odd keys
-        odd = _has_odd_keys(line["data"])
-        yield _json.encode(_json_ready_deep(line) if odd else line) + b"\n"
+        yield encode_json(line) + b"\n"
