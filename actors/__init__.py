@@ -30,6 +30,7 @@ from ._errors import (
     MailboxFullError,
     RuntimeClosedError,
     SessionNotFoundError,
+    SpawnSpecTypeError,
     UserCodeError,
 )
 from ._handle import Agent, ContextView
@@ -104,6 +105,7 @@ __all__ = [
     "SessionNotFoundError",
     "SessionState",
     "Snippet",
+    "SpawnSpecTypeError",
     "SystemClock",
     "UserCodeError",
     "apply_session_event",

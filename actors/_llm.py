@@ -154,10 +154,13 @@ def _checked_llm_config(config: object) -> LLMConfig:
 
 @runtime_checkable
 class LLMProvider(Protocol):
-    """What generates text: ``generate(prompt, **params) -> str``."""
+    """What generates text: ``generate(prompt, **params) -> str``.
 
-    name: str
-    model: str
+    That method is all a provider needs. A ``name`` and a ``model`` attribute, where a
+    provider has them (any kind: plain, read-only property, class constant), are what
+    the journal records of each call; without them it records the provider's class name
+    and an empty model.
+    """
 
     def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - provider-specific parameters
         """Generate a completion for ``prompt``."""
@@ -208,7 +211,7 @@ class ScriptedProvider:
 class OpenAICompatibleProvider:
     """A chat-completions provider over HTTP (OpenAI's API shape), with the standard library."""
 
-    def __init__(self, config: LLMConfig) -> None:
+    def __init__(self, config: LLMConfig | Mapping[str, Any]) -> None:
         """Talk to ``config.base_url`` (e.g. ``http://127.0.0.1:8000/v1``) as ``config.model``.
 
         Raises:
@@ -334,7 +337,7 @@ class LLMClient:
     def __init__(
         self,
         provider: LLMProvider,
-        config: LLMConfig | None = None,
+        config: LLMConfig | Mapping[str, Any] | None = None,
         *,
         on_reject: Callable[[int, int, str], None] | None = None,
         on_output: Callable[[str, str], None] | None = None,

@@ -42,9 +42,10 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
 class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One message of a session.
 
-    ``tool_calls`` and ``artifact_refs`` are lists, as the original's slices are; a
-    tuple given for one is taken as a list, so a message equals itself read back. The
-    session memory hands out copies of them: changing a list you were given changes
+    ``tool_calls`` and ``artifact_refs`` are lists, as the original's slices are, and
+    typed so. A tuple given for one is taken as a list at run time (a type checker asks
+    for the list), so a message equals itself read back. The session memory hands out
+    copies of them: changing a list you were given changes
     nothing stored. ``time`` is wall seconds from the runtime's clock; 0.0 means unset
     and is filled in when the message is added.
     """

@@ -10,6 +10,7 @@ for a persistent backend, ``reopen``)::
                 yield journal
 
         def reopen(self, journal: Journal) -> Journal:
+            assert isinstance(journal, LmdbJournal)  # the base class has no path
             journal.close()
             return LmdbJournal.open(journal.path)
 

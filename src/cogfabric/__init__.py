@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         SessionData,
         SessionNotFoundError,
         Snippet,
+        SpawnSpecTypeError,
         SystemClock,
         UserCodeError,
         default_memory_config,
@@ -155,6 +156,7 @@ _LAZY: dict[str, str] = {
     "ContextView": "cogfabric.actors",
     "FakeClock": "cogfabric.actors",
     "InvalidSpawnSpecError": "cogfabric.actors",
+    "SpawnSpecTypeError": "cogfabric.actors",
     "IpcBus": "cogfabric.actors",
     "IpcError": "cogfabric.actors",
     "IpcHandlerError": "cogfabric.actors",
@@ -254,6 +256,7 @@ __all__ = [  # noqa: RUF022 - grouped: events, then the runtime, then the journa
     "ContextView",
     "FakeClock",
     "InvalidSpawnSpecError",
+    "SpawnSpecTypeError",
     "IpcBus",
     "IpcError",
     "IpcHandlerError",
@@ -325,16 +328,25 @@ _SUBPACKAGES = frozenset({"actors", "events", "store", "config"})
 """Subpackages ``cogfabric.<name>`` also resolves after a bare ``import cogfabric``."""
 
 
-def __getattr__(name: str) -> Any:  # noqa: ANN401 - returns whatever the export is
-    if name in _SUBPACKAGES:
-        return _importlib.import_module(f"cogfabric.{name}")  # which also binds it here
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module 'cogfabric' has no attribute {name!r}"
-        raise AttributeError(msg)
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+if TYPE_CHECKING:
+    # what the lazy names resolve to, for type checkers (the exports above, and these)
+    from cogfabric import actors as actors
+    from cogfabric import config as config
+    from cogfabric import events as events
+    from cogfabric import store as store
+else:
+    # Hidden from type checkers: one they saw would take any name of the package,
+    # a misspelt one too, as Any.
+    def __getattr__(name: str) -> Any:  # noqa: ANN401 - returns whatever the export is
+        if name in _SUBPACKAGES:
+            return _importlib.import_module(f"cogfabric.{name}")  # which also binds it here
+        module = _LAZY.get(name)
+        if module is None:
+            msg = f"module 'cogfabric' has no attribute {name!r}"
+            raise AttributeError(msg)
+        value = getattr(_importlib.import_module(module), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
