@@ -350,7 +350,7 @@ def _decoded(journal: Journal, snapshot: Snapshot) -> AgentSnapshot | str:
     try:
         state = decode_snapshot(snapshot.data)
     except (msgspec.DecodeError, RecursionError) as exc:  # a ValidationError too
-        return f"its snapshot at seq {snapshot.seq} does not decode: {exc}"
+        return f"its snapshot at seq {snapshot.seq} does not decode as a runtime agent's snapshot: {exc}"
     owner = snapshot.stream.removeprefix("agent/")
     if state.id != owner:  # another agent's state: recovered from it, this agent would vanish
         return f"its snapshot at seq {snapshot.seq} holds the state of agent {state.id!r}, not of {owner!r}"

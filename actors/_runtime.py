@@ -292,7 +292,8 @@ class Runtime:
                 malformed, of an unknown type or a newer version (also a
                 ``JournalIntegrityError``; not waived either: recovery would leave the
                 agent's changes out unannounced).
-            JournalFormatError: ``path`` is not a cogfabric journal.
+            JournalFormatError: ``path`` is not a cogfabric journal, or a journal of another
+                format (newer or older; the message says which).
             AgentCapacityError: the process cannot start a thread for every agent the
                 journal holds (none is left running).
             ClockError: ``clock`` lacks ``now()`` or ``monotonic()``, or its ``now()`` is

@@ -41,7 +41,12 @@ class JournalNotFoundError(JournalError, FileNotFoundError):
 
 
 class JournalFormatError(JournalError):
-    """Raised when a path is not a cogfabric journal, or one of a newer format."""
+    """Raised when a path is not a cogfabric journal, or a journal of another format.
+
+    A newer format is read by a newer cogfabric; an older one (the development
+    formats before this one) by the version that wrote it. The message names both
+    format versions. The data file is left as it was.
+    """
 
 
 class JournalLockedError(JournalError):

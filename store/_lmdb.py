@@ -817,8 +817,8 @@ class LmdbJournal(Journal):
             JournalNotFoundError: ``readonly`` and there is no journal at ``path`` (nor
                 anything committed to an LMDB file there: a creation that failed leaves
                 such a file, and opening it for writing creates the journal).
-            JournalFormatError: not a cogfabric journal (a file in its place, too), or of a
-                newer format.
+            JournalFormatError: not a cogfabric journal (a file in its place, too), or of
+                another format, newer or older (the file is left as it was).
             JournalHeaderError: its header names a hash other than this format's (also a
                 ``JournalIntegrityError``: the header was changed).
             JournalKeyError: the key differs from the one the journal was written with.
@@ -865,6 +865,7 @@ class LmdbJournal(Journal):
                     msg = f"cannot open {where} for writing: its {name} is not writable (open it readonly)"
                     raise JournalUnavailableError(msg)
         try:
+            cls._refuse_before_padding(where, raw_key, size, readonly=readonly)
             short = _check_length(where, readonly=readonly)
             _check_room_for_locks(where)
             with _inherited_by_fork(where), _translated(where):
@@ -906,6 +907,43 @@ class LmdbJournal(Journal):
                 writer_lock.release()
             raise
 
+    @classmethod
+    def _refuse_before_padding(cls, where: Path, key: bytes, size: int, *, readonly: bool) -> None:
+        """Refuse a journal of another format, key or header before padding its short file.
+
+        A writable open pads a data file shorter than its header names
+        (``_check_length``); a journal that is then refused must be left as it was. So a
+        short file is first opened read-only (its pages walked, as a read-only open
+        walks them), and its header checked. A file the walk finds truncated, or with
+        nothing committed yet, is left to the writable open, as before.
+
+        Raises:
+            JournalFormatError, JournalHeaderError, JournalKeyError: as ``open``; the
+                file is unchanged.
+
+        """
+        if readonly:
+            return  # nothing is padded
+        _, missing = _short_by(where, readonly=False)
+        if not missing:
+            return
+        _check_room_for_locks(where)
+        with _inherited_by_fork(where), _translated(where):
+            env = lmdb.open(
+                os.fsencode(where), map_size=size, subdir=True, readonly=True, max_dbs=8, readahead=False
+            )
+        try:
+            try:
+                _walk_pages(env, where, _short_by(where, readonly=True))
+            except JournalDamagedError:
+                return  # truncated: the writable open pads it, as it always did
+            with _translated(where):
+                cls._check_existing(env, where, key)
+        except JournalNotFoundError:
+            return  # nothing committed: the writable open creates the journal there
+        finally:
+            env.close()
+
     @staticmethod
     def _make_directory(where: Path) -> None:
         """Create the journal's directory (0700) unless it exists; refuse a file in its place."""
@@ -940,7 +978,10 @@ class LmdbJournal(Journal):
             raise JournalFormatError(f"{where} is not a cogfabric journal")
         version = int.from_bytes(fmt, "big")
         if version > FORMAT_VERSION:
-            msg = f"{where} is at format version {version}, newer than this code's {FORMAT_VERSION}"
+            msg = (
+                f"{where} is at format version {version}, newer than this code's {FORMAT_VERSION}: "
+                "read it with the newer cogfabric that wrote it (upgrade this one)"
+            )
             raise JournalFormatError(msg)
         if version < FORMAT_VERSION:
             msg = (

@@ -38,6 +38,22 @@ def test_the_readme_journal_example_runs() -> None:
     assert _run(journal_example) == ["1 TaskContextSet TASK_SHARED", "2 PrivateSet AGENT_PRIVATE"]
 
 
+def test_the_shell_verifies_the_journal_the_readme_example_writes(tmp_path: Path) -> None:
+    _, journal_example = _python_blocks()
+    kept = journal_example.replace(
+        'path = Path(tempfile.mkdtemp()) / "journal"', f"path = Path({str(tmp_path / 'journal')!r})"
+    )
+    assert kept != journal_example
+    _run(kept)
+
+    # as the README says next: `cogfabric verify JOURNAL` does the last step from the shell
+    command = [sys.executable, "-m", "cogfabric", "verify", str(tmp_path / "journal")]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+    verdict = out.stdout.split(",")[0]
+    assert (out.returncode, verdict) == (0, "ok: 2 records verified"), out.stdout + out.stderr
+
+
 def test_the_readme_names_the_commands_ci_runs() -> None:
     ci = (_README.parent / ".ci" / "run").read_text()
     test_command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[dev]" && pytest -q'

@@ -58,7 +58,7 @@ CORRECT = {
 WRONG = {
     "misspelt_root_name": ("import cogfabric\n\ncogfabric.Journl\n", 'Module has no attribute "Journl"'),
     "subpackage_function_misused": (
-        "import cogfabric\n\nn: int = cogfabric.config.parse_config(\"{}\")\n",
+        'import cogfabric\n\nn: int = cogfabric.config.parse_config("{}")\n',
         'Incompatible types in assignment (expression has type "Config", variable has type "int")',
     ),
 }

@@ -1142,6 +1142,41 @@ class TestShortDataFile:
         assert _short_by(path, readonly=True)[1] == 0
         assert self._open(path, "ro") == "verified True 3000"
 
+    @pytest.mark.parametrize(
+        ("meta_key", "meta_value", "key", "error"),
+        [
+            (b"format", (6).to_bytes(4, "big"), None, JournalFormatError),  # a newer format
+            (b"format", (4).to_bytes(4, "big"), None, JournalFormatError),  # an older one
+            (None, b"", b"k" * 16, JournalKeyError),  # written without a key, opened with one
+        ],
+    )
+    def test_a_refused_writable_open_leaves_a_short_file_unpadded(
+        self,
+        tmp_path: Path,
+        meta_key: bytes | None,
+        meta_value: bytes,
+        key: bytes | None,
+        error: type[Exception],
+    ) -> None:
+        path = tmp_path / "j"
+        self._journal(path)
+        env = lmdb.open(str(path), max_dbs=8)
+        if meta_key is not None:
+            with env.begin(write=True, db=env.open_db(b"meta", create=False)) as txn:
+                txn.put(meta_key, meta_value)
+        with env.begin(write=True, db=env.open_db(b"snapshots", create=False)) as txn:
+            txn.put(b"big", b"x" * 500_000)  # pages allocated and freed in one txn: never written
+            txn.delete(b"big")
+        env.close()
+        data = path / "data.mdb"
+        before = (data.stat().st_size, hashlib.sha256(data.read_bytes()).hexdigest())
+        assert _short_by(path, readonly=True)[1] > 0
+
+        with pytest.raises(error):
+            Journal.open(path, key=key)
+
+        assert (data.stat().st_size, hashlib.sha256(data.read_bytes()).hexdigest()) == before
+
     def test_a_short_file_is_walked_read_only_even_with_check_pages_false(self, tmp_path: Path) -> None:
         path = tmp_path / "j"
         self._journal(path)
