@@ -46,6 +46,7 @@ import logging
 import operator
 import os
 import stat
+import struct
 import threading
 import weakref
 from pathlib import Path
@@ -124,6 +125,7 @@ _SEQ_LEN: Final = 8
 _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
 _HEAD_VALUE_LEN: Final = 24  # a stream's head: last seq(8) | count(8) | first seq(8)
 _MAX_SEQ: Final = 2**64 - 1
+_SEQ_KEY: Final = struct.Struct(">Q").pack  # a seq's key; mapped over a batch's seqs, the fastest way
 _CANONICAL: Final = msgspec.msgpack.Encoder(order="sorted")
 """Encodes a decoded event with its keys sorted and every value's type kept (``_same``)."""
 _IN_ORDER: Final = msgspec.msgpack.Encoder()
@@ -1382,18 +1384,9 @@ class LmdbJournal(Journal):
                 f"more (no writer gets near {_MAX_SEQ}: the file was changed; verify() names it)"
             )
             raise JournalIntegrityError(msg)
-        keys = [n.to_bytes(8, "big") for n in range(first, first + len(batch))]
-        prev = self._head_chain
+        keys = list(map(_SEQ_KEY, range(first, first + len(batch))))
         with self._env.begin(write=True) as txn:
-            bodies, anchors, touched = self._bodies(txn, batch, payloads, keys)
-            values: list[bytes] = []
-            copy = self._hasher.copy
-            for body in bodies:
-                h = copy()
-                h.update(prev)
-                h.update(body)
-                prev = h.digest()
-                values.append(body + prev)
+            values, prev, anchors, touched = self._records(txn, batch, payloads, keys)
             # zip hands putmulti one reused pair after another: no thousand tuples a
             # commit for the garbage collector to count and scan
             ids = zip(id_raws, keys, strict=True)
@@ -1408,23 +1401,26 @@ class LmdbJournal(Journal):
         self._committed(last, prev, touched)
         return list(range(first, last + 1)) if seqs is None else seqs
 
-    def _bodies(
+    def _records(
         self,
         txn: lmdb.Transaction[bytes],
         batch: list[Event],
         payloads: list[bytes],
         keys: list[bytes],
-    ) -> tuple[list[bytes], list[tuple[bytes, bytes]], dict[str, list[Any]]]:
-        """Each record without its chain link, the anchors, the moved heads.
+    ) -> tuple[list[bytes], bytes, list[tuple[bytes, bytes]], dict[str, list[Any]]]:
+        """Each record as stored, the last one's chain link, the anchors, the moved heads.
 
-        The heads are copies, adopted by the cache only once the transaction commits.
+        One loop frames each record and chains it. The heads are copies, adopted by
+        the cache only once the transaction commits.
         """
         touched: dict[str, list[Any]] = {}
         cached = self._heads
-        bodies: list[bytes] = []
-        append = bodies.append
+        values: list[bytes] = []
+        append = values.append
         anchors: list[tuple[bytes, bytes]] = []
         join = b"".join
+        copy = self._hasher.copy
+        prev = self._head_chain
         for event, key, payload in zip(batch, keys, payloads, strict=True):
             stream = event.stream
             head = touched.get(stream)
@@ -1434,12 +1430,17 @@ class LmdbJournal(Journal):
                 if not head[2]:
                     head[4] = key  # a new stream: this record is its first
             # [seq, event, bin16(stream | len(stream) | link | chain)], all but the chain
-            append(join((PREFIX, key, payload, head[0], head[1])))
+            body = join((PREFIX, key, payload, head[0], head[1]))
+            h = copy()
+            h.update(prev)
+            h.update(body)
+            prev = h.digest()
+            append(body + prev)
             head[1] = key
             count = head[2] = head[2] + 1
             if not count & (_ANCHOR_EVERY - 1):
                 anchors.append((head[3] + key, b""))
-        return bodies, anchors, touched
+        return values, prev, anchors, touched
 
     def _committed(self, seq: int, chain: bytes, touched: dict[str, list[Any]]) -> None:
         """Adopt a committed transaction's head and stream heads."""
