@@ -167,6 +167,21 @@ class LLMProvider(Protocol):
         ...
 
 
+def _provider_label(provider: object, attribute: str) -> object:
+    """A provider's ``name`` (its class name without one) or ``model`` ("" without one).
+
+    What the journal records of a call. Read whatever the attribute is: a property
+    that raises must not lose the call's record, nor turn a provider's failure into
+    another error; its class name (or "") stands in then.
+    """
+    fallback = type(provider).__name__ if attribute == "name" else ""
+    try:
+        return getattr(provider, attribute, fallback)
+    except Exception:  # noqa: BLE001 - any failure of the user's property: the fallback is recorded
+        log.warning("the provider's %s could not be read; %r is recorded instead", attribute, fallback)
+        return fallback
+
+
 class ScriptedProvider:
     """A deterministic provider for simulations and tests.
 
@@ -440,11 +455,11 @@ class LLMClient:
         except (ProviderError, RuntimeClosedError):
             raise  # a provider's error already, or the runtime closing under it
         except Exception as exc:
-            name = getattr(self.provider, "name", type(self.provider).__name__)
-            msg = f"provider {name} failed: {exc!r}"
+            msg = f"provider {_provider_label(self.provider, 'name')} failed: {exc!r}"
             raise ProviderError(msg) from exc
         if not isinstance(output, str):
-            msg = f"provider {getattr(self.provider, 'name', '?')} returned {type(output).__name__}, not str"
+            name = _provider_label(self.provider, "name")
+            msg = f"provider {name} returned {type(output).__name__}, not str"
             raise ProviderError(msg)
         return str.__str__(output)  # a subclass's text, plain, as the journal stores it
 
@@ -517,8 +532,8 @@ class JournaledLLM(LLMClient):
         return {
             "at": self._clock.now(),
             "agent": self._agent_id,
-            "provider": journal_text(getattr(self.provider, "name", type(self.provider).__name__)),
-            "model": journal_text(getattr(self.provider, "model", "")),
+            "provider": journal_text(_provider_label(self.provider, "name")),
+            "model": journal_text(_provider_label(self.provider, "model")),
             "prompt_hash": prompt_hash(prompt),
             "session": getattr(self._turn, "session", None),
         }

@@ -911,13 +911,14 @@ class LmdbJournal(Journal):
 
     @classmethod
     def _refuse_before_padding(cls, where: Path, key: bytes, size: int, *, readonly: bool) -> None:
-        """Refuse a journal of another format, key or header before padding its short file.
+        """Refuse a journal of another format, header or key before padding its short file.
 
         A writable open pads a data file shorter than its header names
         (``_check_length``); a journal that is then refused must be left as it was. So a
         short file is first opened read-only (its pages walked, as a read-only open
-        walks them), and its header checked. A file the walk finds truncated, or with
-        nothing committed yet, is left to the writable open, as before.
+        walks them) and its header, where it has one, checked as the writable open would.
+        Anything else (a file the walk finds truncated, one without a header, which the
+        writable open may take over) is left to the writable open, as before.
 
         Raises:
             JournalFormatError, JournalHeaderError, JournalKeyError: as ``open``; the
@@ -926,25 +927,50 @@ class LmdbJournal(Journal):
         """
         if readonly:
             return  # nothing is padded
-        _, missing = _short_by(where, readonly=False)
+        try:
+            if not (where / "data.mdb").stat().st_size:
+                return  # a new journal (or an emptied file): nothing to pad
+            _, missing = _short_by(where, readonly=True)
+        except (OSError, JournalError):
+            return  # the writable open says what is wrong, as before
         if not missing:
             return
         _check_room_for_locks(where)
         with _inherited_by_fork(where), _translated(where):
             env = lmdb.open(
-                os.fsencode(where), map_size=size, subdir=True, readonly=True, max_dbs=8, readahead=False
+                os.fsencode(where),
+                map_size=size,
+                subdir=True,
+                readonly=True,
+                mode=0o600,  # LMDB creates its lock file even to read: owner-only, as the open's
+                max_dbs=8,
+                max_readers=254,
+                readahead=False,
             )
         try:
             try:
                 _walk_pages(env, where, _short_by(where, readonly=True))
             except JournalDamagedError:
                 return  # truncated: the writable open pads it, as it always did
-            with _translated(where):
-                cls._check_existing(env, where, key)
-        except JournalNotFoundError:
-            return  # nothing committed: the writable open creates the journal there
+            try:
+                with _translated(where):
+                    meta = cls._stored_meta(env)
+            except JournalError:
+                return  # a header LMDB cannot read as one: the writable open says so, as before
+            if meta:
+                cls._check_meta(meta, where, key)
         finally:
             env.close()
+
+    @staticmethod
+    def _stored_meta(env: lmdb.Environment) -> dict[bytes, bytes]:
+        """The header's records, read-only; empty when the file has no header database."""
+        with env.begin() as txn:
+            if txn.get(_DB_META) is None:
+                return {}
+        meta_db = env.open_db(_DB_META, create=False)
+        with env.begin(db=meta_db) as txn:
+            return {bytes(k): bytes(v) for k, v in txn.cursor().iternext()}
 
     @staticmethod
     def _make_directory(where: Path) -> None:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import lmdb
@@ -26,7 +27,6 @@ from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
 AUDITS = (["verify"], ["inspect"], ["export"], ["replay", "--agent", "a0"])
 
@@ -126,6 +126,83 @@ def test_every_audit_command_into_a_closed_pipe_exits_zero_quietly(
 
     assert done.returncode == 0, done.stderr
     assert done.stderr == b""
+
+
+def _forged(tmp_path: Path) -> Path:
+    """A journal whose record at seq 2 was changed in place: verify fails on it."""
+    path = _journal(tmp_path, 3)
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"events", create=False)) as txn:
+        key = (2).to_bytes(8, "big")
+        stored = txn.get(key)
+        assert stored is not None
+        record = bytearray(stored)
+        record[20] ^= 1
+        txn.put(key, bytes(record))
+    env.close()
+    return path
+
+
+@pytest.mark.parametrize("stdout", ["closed pipe", "full device"])
+def test_a_failed_verify_exits_one_even_when_stdout_cannot_take_its_verdict(
+    tmp_path: Path, stdout: str
+) -> None:
+    path = _forged(tmp_path)
+    if stdout == "full device" and not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    read_end, write_end = os.pipe() if stdout == "closed pipe" else (-1, os.open("/dev/full", os.O_WRONLY))
+    if read_end >= 0:
+        os.close(read_end)  # `cogfabric verify J | true`: the reader is gone before the verdict
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cogfabric", "verify", str(path)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+    assert done.returncode == 1, done.stderr  # a script testing the exit status still sees the damage
+    assert done.stderr.startswith("FAILED at seq 2:"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("option", ["--help", "--version"])
+def test_the_commands_own_help_and_version_meet_closed_and_full_output_as_every_command(
+    option: str,
+) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        closed = subprocess.run(
+            [sys.executable, "-m", "cogfabric", option],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    full = None
+    if Path("/dev/full").exists():
+        with Path("/dev/full").open("w") as device:
+            full = subprocess.run(
+                [sys.executable, "-m", "cogfabric", option],
+                stdout=device,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+
+    assert (closed.returncode, closed.stderr) == (0, "")
+    if full is not None:
+        assert full.returncode == 2, full.stderr
+        assert full.stderr == "error: cannot write the output: No space left on device\n"
 
 
 def test_replay_json_is_strict_and_encodes_values_as_export_does(tmp_path: Path) -> None:

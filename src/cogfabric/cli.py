@@ -64,6 +64,8 @@ def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 class _Commands(click.Group):
     """The command group: every command stops quietly, exit 0, when stdout's reader goes away.
 
+    But for a failed ``verify``, whose verdict exits 1 wherever it could be written.
+
     Output that cannot be written at all (stdout closed, a full disk) is exit 2 with a
     one-line error: the journal is not at fault, so not exit 1.
     """
@@ -74,13 +76,35 @@ class _Commands(click.Group):
         except KeyboardInterrupt:  # click's own "Aborted!" exits 1, which here means a bad journal
             click.echo("interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
-        except BrokenPipeError:  # ``cogfabric export J | head -1``: the reader has what it wanted
-            _stdout_closed()
         except OSError as exc:
-            if isinstance(exc, TimeoutError | cogfabric.CogfabricError):
-                raise  # an actor's timeout, a journal's error: not the output's
-            where = f" {exc.filename}" if exc.filename else ""
-            _fail(f"cannot write the output{where}: {exc.strerror or exc}")
+            _output_failed(exc)
+
+    def make_context(  # the group's own --help and --version write here, before invoke
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,  # noqa: ANN401 - click's own signature
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except OSError as exc:
+            _output_failed(exc)
+
+
+def _output_failed(exc: OSError) -> NoReturn:
+    """Stop on output that cannot be written: quietly (exit 0) when stdout's reader went, else exit 2.
+
+    Raises:
+        OSError: ``exc`` itself, when it is an actor's timeout or a journal's error, not the output's.
+
+    """
+    if isinstance(exc, BrokenPipeError):  # ``cogfabric export J | head -1``: the reader has what it wanted
+        _stdout_closed()
+    if isinstance(exc, TimeoutError | cogfabric.CogfabricError):
+        raise exc
+    where = f" {exc.filename}" if exc.filename else ""
+    _fail(f"cannot write the output{where}: {exc.strerror or exc}")
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -325,11 +349,28 @@ def verify(journal: Path, key: str | None, copy: bool, no_snapshots: bool) -> No
         click.echo(f"ok: {report.checked} records verified, head at seq {report.head_seq}{checked}")
         sys.exit(EXIT_OK)
     if bad is not None:
-        click.echo(f"FAILED: {_printable(bad, backslash=False)} ({report.checked} records verified)")
-        sys.exit(EXIT_PROBLEM)
+        _failed_verdict(f"FAILED: {_printable(bad, backslash=False)} ({report.checked} records verified)")
     where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the journal"
     reason = _printable(report.reason or "", backslash=False)
-    click.echo(f"FAILED at {where}: {reason} ({report.checked} records checked before it)")
+    _failed_verdict(f"FAILED at {where}: {reason} ({report.checked} records checked before it)")
+
+
+def _failed_verdict(line: str) -> NoReturn:
+    """Print a failed verification and exit 1, whether or not stdout takes the line.
+
+    A reader gone (``verify J | head -c0``) or a full disk must not turn a journal
+    that failed into a clean exit: the line goes to stderr then, and the exit is still 1.
+    """
+    try:
+        click.echo(line)
+        sys.stdout.flush()
+    except OSError as exc:
+        with contextlib.suppress(OSError, ValueError):  # the interpreter's last flush cannot raise again
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        with contextlib.suppress(OSError):
+            click.echo(f"{line} (stdout could not take this line: {exc.strerror or exc})", err=True)
     sys.exit(EXIT_PROBLEM)
 
 

@@ -267,6 +267,48 @@ class TestJournaled:
         assert first.prompt_hash == second.prompt_hash == prompt_hash("secret prompt")
         assert all("secret" not in e.error for e in (first, second))
 
+    def test_a_provider_without_a_readable_name_or_model_is_journaled_under_its_class_name(
+        self, tmp_path: Path
+    ) -> None:
+        NOT_CONNECTED, DOWN = "not connected", "backend down"  # noqa: N806 - the messages
+
+        class Opaque:  # no name or model at all
+            def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002 - a provider's signature
+                return "plain " + prompt
+
+        class Lazy:  # both are properties that fail, as a lazily connected client's may
+            down = False
+
+            @property
+            def name(self) -> str:
+                raise RuntimeError(NOT_CONNECTED)
+
+            @property
+            def model(self) -> str:
+                raise RuntimeError(NOT_CONNECTED)
+
+            def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002 - a provider's signature
+                if self.down:
+                    raise ConnectionError(DOWN)
+                return "lazy " + prompt
+
+        lazy = Lazy()
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+            assert runtime.llm(Opaque()).generate("a") == "plain a"
+            assert runtime.llm(lazy).generate("b") == "lazy b"
+            lazy.down = True
+            with pytest.raises(ProviderError, match="provider Lazy failed: ConnectionError"):
+                runtime.llm(lazy).generate("c")
+            assert runtime._journal is not None
+            events = [r.event for r in runtime._journal.read() if r.stream == "runtime"]
+
+        calls = [e for e in events if isinstance(e, LlmCallFailed | LlmOutputRecorded)]
+        assert [(type(e).__name__, e.provider, e.model) for e in calls] == [
+            ("LlmOutputRecorded", "Opaque", ""),
+            ("LlmOutputRecorded", "Lazy", ""),
+            ("LlmCallFailed", "Lazy", ""),
+        ]
+
     def test_a_provider_failure_that_cannot_be_journaled_still_reaches_the_caller_as_such(
         self, tmp_path: Path, caplog: pytest.LogCaptureFixture
     ) -> None:

@@ -1177,6 +1177,48 @@ class TestShortDataFile:
 
         assert (data.stat().st_size, hashlib.sha256(data.read_bytes()).hexdigest()) == before
 
+    @staticmethod
+    def _shorten(path: Path, db: bytes = b"snapshots") -> None:
+        """End the file short of its header, as LMDB may leave it (pages allocated and freed in one txn)."""
+        env = lmdb.open(str(path), max_dbs=8)
+        with env.begin(write=True) as txn:
+            handle = env.open_db(db, txn=txn)
+            txn.put(b"big", b"x" * 500_000, db=handle)
+            txn.delete(b"big", db=handle)
+        env.close()
+        assert _short_by(path, readonly=True)[1] > 0
+
+    def test_a_short_file_opened_without_its_lock_file_gets_an_owner_only_one(self, tmp_path: Path) -> None:
+        path = tmp_path / "j"
+        self._journal(path)
+        self._shorten(path)
+        (path / "lock.mdb").unlink()  # the data file alone, as a copy of it would be
+        umask = os.umask(0o002)
+        try:
+            with Journal.open(path) as journal:
+                assert journal.verify().ok
+        finally:
+            os.umask(umask)
+
+        assert stat.S_IMODE((path / "lock.mdb").stat().st_mode) == 0o600
+
+    def test_a_short_file_of_empty_journal_databases_without_a_header_is_taken_over(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "j"
+        env = lmdb.open(str(path), max_dbs=8)  # what a creation that made them one by one leaves
+        for name in (b"events", b"heads", b"anchors", b"ids", b"snapshots", b"meta"):
+            with env.begin(write=True) as txn:
+                db = env.open_db(name, txn=txn)
+                if name == b"snapshots":  # and pages allocated and freed in one txn: the file ends short
+                    txn.put(b"big", b"x" * 500_000, db=db)
+                    txn.delete(b"big", db=db)
+        env.close()
+        assert _short_by(path, readonly=True)[1] > 0
+
+        with Journal.open(path) as journal:
+            assert journal.append(make_events(3)) == [1, 2, 3]
+
     def test_a_short_file_is_walked_read_only_even_with_check_pages_false(self, tmp_path: Path) -> None:
         path = tmp_path / "j"
         self._journal(path)
