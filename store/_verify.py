@@ -287,56 +287,85 @@ def _event_problem(
 
 
 def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tuple[int | None, str] | None:
+    """Check the anchors, ids, stream heads and snapshots against what the scan of the records saw.
+
+    Each index is read with a cursor and checked as it goes: beside what the scan keeps
+    for each stream, memory does not grow with the journal (a snapshot is read one at a
+    time, whatever the agents' states weigh).
+    """
     with journal._lock:
-        digests = journal._txn_call(lambda: _index_digests(journal, last))
+        digests = journal._txn_call(lambda: _index_digests(journal, last, state.streams))
     if isinstance(digests, _Problem):
         return digests
-    anchors_count, anchors_sum, ids_count, ids_sum, heads = digests
+    anchors_count, anchors_sum, ids_count, ids_sum, heads_problem = digests
     if anchors_count != state.anchors_count or (anchors_sum & _MASK64) != (state.anchors_sum & _MASK64):
         return _locate_anchor_problem(journal, last), "the stream index does not match the records"
     if ids_count != state.checked or (ids_sum & _MASK64) != (state.ids_sum & _MASK64):
         return _locate_id_problem(journal, last), "the event id index does not match the records"
-    problem = _stream_name_problem(state.streams) or _heads_problem(heads, state.streams, last)
+    problem = _stream_name_problem(state.streams) or heads_problem
     if problem is not None:
         return problem
     with journal._lock:
-        snapshots = journal._txn_call(lambda: _all_items(journal, journal._db_snapshots))
-    for stream_raw, value in snapshots:
-        seq_raw, data = value[16:24], value[24:]
-        if len(value) < _SNAPSHOT_HEADER or value[:16] != journal._snapshot_hash(stream_raw, seq_raw, data):
-            seq: int | None = int.from_bytes(seq_raw, "big") if len(seq_raw) == _SEQ_LEN else None
-            if seq is not None and not 0 < seq <= last:
-                seq = None  # a changed seq names no record of this journal
-            return seq, f"the snapshot of {stream_raw.decode(errors='replace')!r} does not match its hash"
+        return journal._txn_call(lambda: _snapshots_problem(journal, last))
+
+
+def _snapshots_problem(journal: LmdbJournal, last: int) -> tuple[int | None, str] | None:
+    """The first snapshot that does not match its hash, read one at a time."""
+    with journal._env.begin(db=journal._db_snapshots) as txn:
+        for stream_raw, value in txn.cursor().iternext():
+            seq_raw, data = value[16:24], value[24:]
+            if len(value) < _SNAPSHOT_HEADER or value[:16] != journal._snapshot_hash(
+                bytes(stream_raw), bytes(seq_raw), bytes(data)
+            ):
+                seq: int | None = int.from_bytes(seq_raw, "big") if len(seq_raw) == _SEQ_LEN else None
+                if seq is not None and not 0 < seq <= last:
+                    seq = None  # a changed seq names no record of this journal
+                name = bytes(stream_raw).decode(errors="replace")
+                return seq, f"the snapshot of {name!r} does not match its hash"
     return None
 
 
-def _heads_problem(
-    heads: list[tuple[bytes, bytes]], streams: dict[bytes, list[int]], last: int
-) -> tuple[int | None, str] | None:
-    """Every stream's head must name its last record, count and first record; none may be extra or missing."""
-    matched = 0
-    for stream_raw, value in heads:
-        name = stream_raw.decode(errors="replace")
+class _HeadsCheck:
+    """Every stream's head must name its last record, count and first record; none may be extra or missing.
+
+    Fed the heads database's entries one by one (``see``); ``problem`` then names the
+    first problem met, or a stream the index lacks.
+    """
+
+    def __init__(self, streams: dict[bytes, list[int]], last: int) -> None:
+        self.streams = streams
+        self.last = last
+        self.matched = 0
+        self.found: tuple[int | None, str] | None = None
+
+    def see(self, stream_raw: bytes, value: bytes) -> None:
+        if self.found is not None:
+            return
+        streams = self.streams
         head_last = int.from_bytes(value[:8], "big")
-        if head_last > last:
-            matched += stream_raw in streams  # moved by an append after this check began
-            continue
+        if head_last > self.last:
+            self.matched += stream_raw in streams  # moved by an append after this check began
+            return
         expected = streams.get(stream_raw)
+        name = stream_raw.decode(errors="replace")
         if expected is None:
-            return head_last or None, f"the stream index names stream {name!r}, which has no records"
+            self.found = head_last or None, f"the stream index names stream {name!r}, which has no records"
+            return
         stored = [head_last, int.from_bytes(value[8:16], "big"), int.from_bytes(value[16:], "big")]
         if len(value) != 3 * _SEQ_LEN or stored != expected:
-            return expected[0], f"the stream index's head of {name!r} does not match its records"
-        matched += 1
-    if matched != len(streams):
-        listed = {stream_raw for stream_raw, _ in heads}
-        missing = min(known[0] for stream_raw, known in streams.items() if stream_raw not in listed)
-        return missing, "a stream is missing from the stream index"
-    return None
+            self.found = expected[0], f"the stream index's head of {name!r} does not match its records"
+            return
+        self.matched += 1
+
+    def problem(self, txn: lmdb.Transaction[bytes], db: lmdb._Database) -> tuple[int | None, str] | None:
+        if self.found is not None or self.matched == len(self.streams):
+            return self.found
+        listed = txn.get
+        unlisted = (known[0] for stream, known in self.streams.items() if listed(stream, db=db) is None)
+        return min(unlisted, default=None), "a stream is missing from the stream index"
 
 
-_Digests = tuple[int, int, int, int, list[tuple[bytes, bytes]]]
+_Digests = tuple[int, int, int, int, tuple[int | None, str] | None]
 
 
 class _Problem(NamedTuple):
@@ -344,8 +373,8 @@ class _Problem(NamedTuple):
     why: str
 
 
-def _index_digests(journal: LmdbJournal, last: int) -> _Digests | _Problem:
-    """Counts and order-free digests of the anchors and ids up to ``last``, and the heads.
+def _index_digests(journal: LmdbJournal, last: int, streams: dict[bytes, list[int]]) -> _Digests | _Problem:
+    """Counts and order-free digests of the anchors and ids up to ``last``, and the heads' problem.
 
     Entries past ``last`` belong to appends made since the check began: each must name
     a record that exists now, and a head or anchor a record of its own stream, or the
@@ -371,13 +400,14 @@ def _index_digests(journal: LmdbJournal, last: int) -> _Digests | _Problem:
             elif len(value) != _SEQ_LEN or value > now:
                 seq = int.from_bytes(value, "big")
                 return _Problem(None, f"the event id index names seq {seq}, past the last record")
-        heads: list[tuple[bytes, bytes]] = []
+        heads = _HeadsCheck(streams, last)
         for key, value in txn.cursor(db=journal._db_heads).iternext():
             if value[:8] > limit and not _names_record_of(txn, journal, value[:8], key, now):
                 why = f"the stream index's head of {key.decode(errors='replace')!r} names no record of it"
                 return _Problem(int.from_bytes(value[:8], "big"), why)
-            heads.append((bytes(key), bytes(value)))
-    return anchors_count, anchors_sum, ids_count, ids_sum, heads
+            heads.see(bytes(key), bytes(value))
+        heads_problem = heads.problem(txn, journal._db_heads)
+    return anchors_count, anchors_sum, ids_count, ids_sum, heads_problem
 
 
 def _names_record_of(
@@ -387,11 +417,6 @@ def _names_record_of(
     if len(key) != _SEQ_LEN or key > now:
         return False
     return _stream_of(txn.get(key, db=journal._db_events)) == stream
-
-
-def _all_items(journal: LmdbJournal, db: lmdb._Database) -> list[tuple[bytes, bytes]]:
-    with journal._env.begin(db=db) as txn:
-        return [(bytes(k), bytes(v)) for k, v in txn.cursor().iternext()]
 
 
 def _locate_anchor_problem(journal: LmdbJournal, last: int) -> int | None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import tracemalloc
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -1781,3 +1782,22 @@ def test_what_append_accepts_at_the_depth_limit_verify_accepts(tmp_path: Path) -
         with pytest.raises(InvalidEventError):
             journal.append([PrivateSet(at=1.0, agent="a", key="k", value=nested(deepest + 1))])
         assert journal.verify(decode=True).ok
+
+
+def test_verify_reads_the_snapshots_one_at_a_time(tmp_path: Path) -> None:
+    # Forty streams' snapshots of 1 MB each: verify checks each one's hash without holding
+    # them all (an agent's snapshot holds its whole state; thousands of agents weigh GBs).
+    with Journal.open(tmp_path / "j", map_size=1 << 28) as journal:
+        events = [PrivateSet(at=0.0, agent=f"a{i}", key="k", value=i) for i in range(40)]
+        journal.append(events)
+        for i, event in enumerate(events):
+            journal.save_snapshot(Snapshot(event.stream, i + 1, bytes([i]) * (1 << 20)))
+        tracemalloc.start()
+        try:
+            report = journal.verify()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+
+    assert report.ok, report
+    assert peak < 8 << 20, f"verify held {peak:,} bytes at its peak"
