@@ -19,6 +19,7 @@ import itertools
 import logging
 import math
 import os
+import queue
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
@@ -330,6 +331,14 @@ class SessionActor(pykka.ThreadingActor):
 
     use_daemon_thread = True  # as AgentActor's
 
+    @staticmethod
+    def _create_actor_inbox() -> Any:  # noqa: ANN401 - Pykka's ActorInbox protocol
+        # The C SimpleQueue, as the agents': a put is one C call, so a Ctrl-C in the main
+        # thread cannot land inside it. Pykka's default queue.Queue wakes its reader in
+        # Python (Condition.notify), where an interrupt can lose the wake-up for good
+        # (CPython issue 92530): the doorbell would then never ring again.
+        return queue.SimpleQueue()
+
     def __init__(self, manager: MemoryManager) -> None:
         super().__init__()
         self._manager = manager
@@ -390,14 +399,15 @@ class MemoryManager:
                 msg = "the runtime is closed"
                 raise RuntimeClosedError(msg)
             self._queue.append(op)
-            ring = not self._scheduled
-            self._scheduled = True
-        if ring:
-            try:
-                self._ref.tell(_DRAIN)
-            except pykka.ActorDeadError:  # close() stopped the actor since the check above
-                msg = "the runtime is closed"
-                raise RuntimeClosedError(msg) from None
+            if not self._scheduled:
+                # rung before the flag is set (as the journal writer's doorbell): a Ctrl-C
+                # between the two costs a spare ring, never a lost one
+                try:
+                    self._ref.tell(_DRAIN)
+                except pykka.ActorDeadError:  # close() stopped the actor since the check above
+                    msg = "the runtime is closed"
+                    raise RuntimeClosedError(msg) from None
+                self._scheduled = True
         timeout = self._core.call_timeout
         if not op.done.acquire(timeout=timeout):
             msg = f"the session actor did not answer {name} within {timeout} s"

@@ -28,9 +28,10 @@ import collections
 import contextlib
 import itertools
 import logging
+import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import pykka
@@ -158,6 +159,14 @@ class JournalWriterActor(pykka.ThreadingActor):
     """Owns the journal; drains the writer's queue into group commits."""
 
     use_daemon_thread = True  # as AgentActor's; an open runtime is closed at exit (Runtime.close)
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:  # noqa: ANN401 - Pykka's ActorInbox protocol
+        # The C SimpleQueue, as the agents': a put is one C call, so a Ctrl-C in the main
+        # thread cannot land inside it. Pykka's default queue.Queue wakes its reader in
+        # Python (Condition.notify), where an interrupt can lose the wake-up for good
+        # (CPython issue 92530): the doorbell would then never ring again.
+        return queue.SimpleQueue()
 
     def __init__(self, writer: JournalWriter) -> None:
         super().__init__()
@@ -445,14 +454,16 @@ class JournalWriter:
             ticket = next(self._tickets)
             ack = Ack(ticket) if want_ack else None
             self._queue.append(_Submission(tuple(events), ack, snapshot, after, applied))
-            ring = not self._scheduled
-            self._scheduled = True
-        if ring:
-            # The actor may have stopped since this submission was queued: it was queued
-            # before on_stop refused more (under the lock), so that drain commits it, or
-            # on_failure's fails it. Either way its ack is resolved, not left waiting.
-            with contextlib.suppress(pykka.ActorDeadError):
-                self._ref.tell(_FLUSH)
+            if not self._scheduled:
+                # Rung before the flag is set, under the lock: a Ctrl-C between the two
+                # costs a spare ring (a drain that finds nothing), never a lost one, which
+                # would leave every later submission unrung. The actor may have stopped
+                # since this submission was queued: it was queued before on_stop refused
+                # more (under the lock), so that drain commits it, or on_failure's fails
+                # it. Either way its ack is resolved, not left waiting.
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self._ref.tell(_FLUSH)
+                self._scheduled = True
         return ticket, ack
 
     def flush(self, timeout: float | None = None) -> None:

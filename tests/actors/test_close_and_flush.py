@@ -742,3 +742,69 @@ def test_a_request_delivered_as_close_begins_is_answered_or_refused_as_closed(tm
     else:
         assert answer.payload == "pong"  # type: ignore[attr-defined]
         assert rt.bus.dead_letters() == []
+
+
+_RINGING = ("cogfabric/actors/_writer.py", "pykka/_ref.py", "pykka/_envelope.py")
+"""Where the main thread rings the writer: its doorbell and Pykka's tell. (The locks and
+queues of the standard library below them are left out: a trace raising inside
+``threading``'s own Python code can leave one of its locks held, which no caller can mend.)"""
+
+
+class _CtrlC:
+    """A trace that raises KeyboardInterrupt at the ``at``-th line run in the ringing code, as Ctrl-C would.
+
+    A SIGINT handler raises in the main thread between two bytecodes; a trace function
+    raises at a line event: each line of the writer's doorbell and of Pykka's tell is a
+    place a Ctrl-C can land. ``at=None`` only counts them.
+    """
+
+    def __init__(self, at: int | None) -> None:
+        self.at = at
+        self.lines = 0
+        self._seen: set[tuple[int, int]] = set()
+
+    def __call__(self, frame: Any, event: str, arg: object) -> Any:  # noqa: ARG002 - sys.settrace's
+        if event == "call":
+            return self if frame.f_code.co_filename.endswith(_RINGING) else None
+        # A line's first run only: a ``with`` line runs again as its block ends, and an
+        # exception raised there skips the ``__exit__`` (a lock stays held), which no
+        # code can guard against (CPython issue 74174).
+        if event == "line" and (id(frame), frame.f_lineno) not in self._seen:
+            self._seen.add((id(frame), frame.f_lineno))
+            self.lines += 1
+            if self.lines == self.at:
+                sys.settrace(None)
+                raise KeyboardInterrupt
+        return self
+
+
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_a_ctrl_c_anywhere_in_ringing_the_writer_never_leaves_it_asleep(
+    tmp_path: Path, durability: str
+) -> None:
+    # A lost doorbell used to be for good: the writer's flag said "rung" and nothing rang
+    # again, so every later change timed out and close() could not stop the writer.
+    def interrupted_flush(at: int | None, where: Path) -> tuple[int, list[str]]:
+        with Runtime.open(where, config=_config(durability, call_timeout=5.0)) as runtime:
+            agent = runtime.spawn("a")
+            agent.set_private("before", 0)
+            runtime.flush()
+            trace = _CtrlC(at)
+            sys.settrace(trace)
+            try:
+                runtime.flush()  # the user presses Ctrl-C as this rings the writer
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.settrace(None)
+            agent.set_private("after", 1)  # the application goes on with the same runtime
+            runtime.flush(timeout=5.0)
+        with Runtime.open(where) as reopened:
+            return trace.lines, [k for k in ("before", "after") if reopened.agent("a").private(k) is not None]
+
+    lines, kept = interrupted_flush(None, tmp_path / "count")
+    assert kept == ["before", "after"]
+    assert lines > 5  # the trace sees the ringing code
+
+    for at in range(1, lines + 1):
+        assert interrupted_flush(at, tmp_path / f"at-{at}")[1] == ["before", "after"], at
