@@ -89,8 +89,15 @@ def encode_snapshot(state: AgentSnapshot) -> bytes:
 
 
 def decode_snapshot(data: bytes) -> AgentSnapshot:
-    """Decode what ``encode_snapshot`` wrote."""
-    return _decoder.decode(data)
+    """Decode what ``encode_snapshot`` wrote.
+
+    A lifecycle of RUNNING (which no writer stores: it is the time a behavior handles
+    a message) is read as IDLE, as ``apply_event`` reads it.
+    """
+    state = _decoder.decode(data)
+    if state.lifecycle == AgentState.RUNNING:
+        state.lifecycle = AgentState.IDLE
+    return state
 
 
 def apply_event(state: AgentSnapshot | None, event: Event) -> AgentSnapshot | None:
@@ -126,7 +133,10 @@ def apply_event(state: AgentSnapshot | None, event: Event) -> AgentSnapshot | No
         case CognitiveStateSet():
             state.cognitive = event.state
         case LifecycleChanged():
-            state.lifecycle = event.state
+            # RUNNING is only the time a behavior handles a message, and never journaled:
+            # a record of it (written by hand) is read as IDLE, or the agent recovered from
+            # it would refuse every lifecycle call as running, for good.
+            state.lifecycle = AgentState.IDLE if event.state == AgentState.RUNNING else event.state
         case AgentRecovered():
             state.cognitive = event.cognitive
             state.lifecycle = AgentState.IDLE

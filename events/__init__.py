@@ -47,6 +47,7 @@ from ._errors import (
 )
 from ._events import (
     EVENT_TYPES,
+    MAX_SUBSCRIPTION_ORDER,
     AgentEvent,
     AgentFailed,
     AgentKilled,
@@ -92,6 +93,7 @@ __all__ = [
     "COGNITIVE_STATE_SCHEMA_VERSION",
     "DEFAULT_CODEC",
     "EVENT_TYPES",
+    "MAX_SUBSCRIPTION_ORDER",
     "MAX_VALUE_DEPTH",
     "ROLE_ASSISTANT",
     "ROLE_SYSTEM",

@@ -17,6 +17,7 @@ from ._messages import Message
 
 __all__ = [
     "EVENT_TYPES",
+    "MAX_SUBSCRIPTION_ORDER",
     "AgentEvent",
     "AgentFailed",
     "AgentKilled",
@@ -45,6 +46,9 @@ __all__ = [
     "TaskContextPublished",
     "TaskContextSet",
 ]
+
+MAX_SUBSCRIPTION_ORDER: Final = 2**62
+"""The largest ``IpcSubscribed.order`` a journal holds (a record past it does not decode)."""
 
 
 class AgentEvent(Event, frozen=True, kw_only=True):
@@ -165,11 +169,13 @@ class IpcSubscribed(AgentEvent, frozen=True, kw_only=True):
 
     Version 2 added ``order``, the runtime's count of subscriptions when this one was
     made: a topic lists its subscribers in that order, after a reopen too. A version-1
-    record reads as order 0, before every later subscription.
+    record reads as order 0, before every later subscription. An order is at most
+    2**62 (``MAX_SUBSCRIPTION_ORDER``): no runtime counts that far, and the ones after
+    it must still fit the journal's 64-bit integers.
     """
 
     topic: str
-    order: int = 0
+    order: Annotated[int, msgspec.Meta(ge=0, le=MAX_SUBSCRIPTION_ORDER)] = 0
     v: Annotated[int, msgspec.Meta(ge=2, le=2)] = 2
 
     layer: ClassVar[ContextLayer | None] = ContextLayer.IPC

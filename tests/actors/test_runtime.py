@@ -39,13 +39,17 @@ from cogfabric.actors import (
 )
 from cogfabric.events import (
     EVENT_TYPES,
+    MAX_SUBSCRIPTION_ORDER,
     AgentEvent,
     AgentSpawned,
     CognitiveState,
     CognitiveStateSchemaVersionError,
+    InvalidEventError,
     IpcDeadLettered,
     IpcDelivered,
     IpcMessage,
+    IpcSubscribed,
+    LifecycleChanged,
     PrivateSet,
     TaskContextPublished,
     UnencodableValueError,
@@ -57,6 +61,7 @@ from cogfabric.store import (
     JournalFormatError,
     JournalIntegrityError,
     JournalKeyError,
+    JournalRecordDecodeError,
     LmdbJournal,
     VerifyReport,
 )
@@ -1395,3 +1400,48 @@ def test_agents_and_topics_come_and_go_without_leaving_entries_behind(
         assert rt.bus.subscribers("all") == ["hub"]
         assert sorted(rt.bus._topics) == ["all"]
         assert len(rt._listed) == (51 if journaled else 2)
+
+
+def test_a_journaled_running_lifecycle_is_recovered_as_idle_as_replay_reads_it(tmp_path: Path) -> None:
+    # RUNNING is only the time a behavior handles a message; no runtime journals it. A
+    # record of it written by hand left the recovered agent refusing every lifecycle
+    # call as running, for good, while replay went on from it.
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(
+            [
+                AgentSpawned(at=1.0, agent="a"),
+                LifecycleChanged(at=2.0, agent="a", state="RUNNING", previous="IDLE"),
+            ]
+        )
+        replayed = replay_agent(journal, "a")
+
+    with Runtime.open(path) as runtime:
+        agent = runtime.agent("a")
+        recovered = agent.lifecycle
+        runtime.suspend("a")
+        suspended = agent.lifecycle
+        runtime.resume("a")
+        resumed = agent.lifecycle
+
+    assert replayed is not None
+    assert (replayed.lifecycle, recovered) == (AgentState.IDLE, AgentState.IDLE)
+    assert (suspended, resumed) == (AgentState.SUSPENDED, AgentState.IDLE)
+
+
+def test_a_subscription_order_past_the_bound_is_refused_not_left_to_break_later_subscriptions(
+    tmp_path: Path,
+) -> None:
+    # A record of order 2**64 - 1 was stored and verified; every later subscription of a
+    # reopened runtime then got 2**64, which msgpack cannot encode.
+    path = tmp_path / "j"
+    huge = IpcSubscribed(at=1.0, agent="a", topic="t", order=2**64 - 1)
+    with Journal.open(path) as journal:
+        journal.append([AgentSpawned(at=0.0, agent="a")])
+        with pytest.raises(InvalidEventError, match=r"order"):
+            journal.append([huge])
+        journal.append([IpcSubscribed(at=1.0, agent="a", topic="t", order=MAX_SUBSCRIPTION_ORDER)])
+        journal.append([huge], validate=False)  # as a forger writes it
+
+    with pytest.raises(JournalRecordDecodeError, match="seq 3"):
+        Runtime.open(path)
