@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from cogfabric._errors import CogfabricError
-from cogfabric.events import IpcDeadLettered, IpcDelivered, IpcMessage, admit_value, copy_value, new_event_id
+from cogfabric.events import (
+    MAX_SUBSCRIPTION_ORDER,
+    IpcDeadLettered,
+    IpcDelivered,
+    IpcMessage,
+    admit_value,
+    copy_value,
+    new_event_id,
+)
 from cogfabric.events._codec import journal_repr, require_str
 from cogfabric.store import JournalError
 
@@ -627,10 +635,15 @@ class IpcBus:
             raise AgentNotRegisteredError(agent_id) from exc
 
     def _take_order(self) -> int:
-        """The order of a new subscription: after every one made or recovered so far."""
+        """The order of a new subscription: after every one made or recovered so far.
+
+        Never past ``MAX_SUBSCRIPTION_ORDER``, which a journaled order may not pass (no
+        runtime counts that far; a hand-written record or snapshot may start there):
+        subscriptions at the bound share it, and list in the order they were made.
+        """
         with self._lock:
             order = self._next_order
-            self._next_order += 1
+            self._next_order = min(order + 1, MAX_SUBSCRIPTION_ORDER)
             return order
 
     def _add(self, topic: str, agent_id: str, order: int) -> None:
@@ -639,7 +652,7 @@ class IpcBus:
         if agent_id in members:
             return
         self._orders[(topic, agent_id)] = order
-        self._next_order = max(self._next_order, order + 1)
+        self._next_order = max(self._next_order, min(order + 1, MAX_SUBSCRIPTION_ORDER))
         at = len(members)
         while at and self._orders.get((topic, members[at - 1]), 0) > order:
             at -= 1  # most subscriptions come last: the walk is short

@@ -360,8 +360,12 @@ class _HeadsCheck:
     def problem(self, txn: lmdb.Transaction[bytes], db: lmdb._Database) -> tuple[int | None, str] | None:
         if self.found is not None or self.matched == len(self.streams):
             return self.found
-        listed = txn.get
-        unlisted = (known[0] for stream, known in self.streams.items() if listed(stream, db=db) is None)
+        # a name no writer makes may be no key LMDB takes: the name check reports it first
+        unlisted = (
+            known[0]
+            for stream, known in self.streams.items()
+            if is_name(stream) and txn.get(stream, db=db) is None
+        )
         return min(unlisted, default=None), "a stream is missing from the stream index"
 
 

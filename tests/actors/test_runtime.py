@@ -1445,3 +1445,27 @@ def test_a_subscription_order_past_the_bound_is_refused_not_left_to_break_later_
 
     with pytest.raises(JournalRecordDecodeError, match="seq 3"):
         Runtime.open(path)
+
+
+def test_subscriptions_after_one_journaled_at_the_bound_stay_readable(tmp_path: Path) -> None:
+    # A record at MAX_SUBSCRIPTION_ORDER is valid; the runtime's next subscription after
+    # it was journaled one past the bound, a record no reader then took back.
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(
+            [
+                AgentSpawned(at=0.0, agent="a"),
+                IpcSubscribed(at=1.0, agent="a", topic="t", order=MAX_SUBSCRIPTION_ORDER),
+            ]
+        )
+    with Runtime.open(path) as runtime:
+        runtime.spawn("b")
+        runtime.spawn("c")
+        runtime.bus.subscribe("b", "t")
+        runtime.bus.subscribe("c", "t")
+        live = runtime.bus.subscribers("t")
+
+    with Runtime.open(path) as reopened:
+        assert reopened._journal is not None
+        assert reopened._journal.verify(decode=True).ok
+        assert reopened.bus.subscribers("t") == live == ["a", "b", "c"]

@@ -10,6 +10,7 @@ import traceback
 import weakref
 from typing import TYPE_CHECKING, Any
 
+import pykka
 import pytest
 
 from cogfabric import ActorTimeoutError, RuntimeClosedError
@@ -230,21 +231,23 @@ def test_a_writer_stopped_by_someone_else_refuses_later_changes_instead_of_dropp
 def test_a_change_queued_as_the_writer_stops_is_committed_and_its_producer_told_so(
     gated: GatedJournal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The producer queues its change, then the writer's actor stops (its on_stop
-    # commits the change) before the producer rings the doorbell: the ring meets a
-    # dead actor. The producer must get its acknowledgement, not Pykka's ActorDeadError.
+    # The producer queues its change and rings, but the ring meets an actor that is
+    # stopping (Pykka's ActorDeadError). The doorbell rings under the lock that queues
+    # the change, which stop() takes too, so the change is queued before the stop and
+    # the stop's drain commits it: the producer gets its acknowledgement, not the error.
     writer = start_writer(gated, backlog_max=100)
     gated.gate.set()
-    queued, rang = threading.Event(), threading.Event()
     ref = writer._ref
     tell = ref.tell
+    refused = threading.Event()
 
-    def tell_once_stopped(message: Any) -> None:
-        queued.set()
-        assert rang.wait(WAIT)
+    def tell_as_stopping(message: Any) -> None:
+        if not refused.is_set():
+            refused.set()
+            raise pykka.ActorDeadError("the actor is stopping")  # noqa: EM101 - Pykka's own error
         tell(message)
 
-    monkeypatch.setattr(ref, "tell", tell_once_stopped)
+    monkeypatch.setattr(ref, "tell", tell_as_stopping)
     outcome: list[object] = []
 
     def produce() -> None:
@@ -258,13 +261,11 @@ def test_a_change_queued_as_the_writer_stops_is_committed_and_its_producer_told_
     producer = threading.Thread(target=produce)
     producer.start()
     try:
-        assert queued.wait(WAIT)  # queued, doorbell not rung yet
+        assert refused.wait(WAIT)  # queued; its ring met the stopping actor
         writer.stop(WAIT)  # the actor stops; its on_stop commits the change
-        rang.set()
         producer.join(WAIT)
         assert not producer.is_alive()
     finally:
-        rang.set()
         writer.stop(WAIT)
     assert outcome == [[1]]
     assert [r.event.key for r in gated.read()] == ["k0"]

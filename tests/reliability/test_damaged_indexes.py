@@ -29,6 +29,7 @@ from cogfabric.store import (
     LmdbJournal,
     _lmdb,
 )
+from cogfabric.store._record import PREFIX, head_value, stream_part
 from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
@@ -382,3 +383,32 @@ def test_a_zeroed_second_header_page_is_named_as_such_and_the_file_left_as_it_is
         with pytest.raises(JournalDamagedError, match="second header page"):
             Journal.open(path, readonly=readonly)
     assert data.read_bytes() == bytes(raw)
+
+
+def test_a_forged_record_of_an_empty_stream_name_is_reported_by_verify_not_raised(tmp_path: Path) -> None:
+    # An unkeyed journal's chain anyone can recompute: one record appended by hand under
+    # the stream name b"", its id indexed. The heads check looked that name up in LMDB,
+    # which refuses an empty key: verify raised a storage error (exit 2 in the CLI).
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append(make_events(10))
+    event = make_events(1, start=500)[0]
+    env = lmdb.open(str(path), max_dbs=8)
+    events, ids, meta = (env.open_db(name) for name in (b"events", b"ids", b"meta"))
+    with env.begin(write=True) as txn:
+        cursor = txn.cursor(db=events)
+        assert cursor.last()
+        last, prev = int.from_bytes(cursor.key(), "big"), bytes(cursor.value())[-16:]
+        key = (last + 1).to_bytes(8, "big")
+        body = PREFIX + key + msgspec.msgpack.encode(event) + stream_part(b"") + bytes(8)
+        chain = hashlib.blake2b(prev + body, digest_size=16).digest()
+        txn.put(key, body + chain, db=events)
+        txn.put(event.id.encode(), key, db=ids)
+        txn.put(b"head", head_value(key, chain, b""), db=meta)
+    env.close()
+
+    with Journal.open(path, readonly=True) as journal:
+        report = journal.verify()
+
+    assert (report.ok, report.first_bad_seq) == (False, 11)
+    assert report.reason == "the record's stream name b'' is one no writer makes"
