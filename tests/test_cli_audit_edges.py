@@ -143,19 +143,18 @@ def _forged(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("stdout", ["closed pipe", "full device"])
-def test_a_failed_verify_exits_one_even_when_stdout_cannot_take_its_verdict(
-    tmp_path: Path, stdout: str
-) -> None:
-    path = _forged(tmp_path)
+def _cogfabric_into(stdout: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``cogfabric ARGS`` with stdout a pipe whose reader is gone, or the full device."""
     if stdout == "full device" and not Path("/dev/full").exists():
         pytest.skip("needs /dev/full")
-    read_end, write_end = os.pipe() if stdout == "closed pipe" else (-1, os.open("/dev/full", os.O_WRONLY))
-    if read_end >= 0:
-        os.close(read_end)  # `cogfabric verify J | true`: the reader is gone before the verdict
+    if stdout == "closed pipe":
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # `cogfabric ... | true`: the reader is gone before the first line
+    else:
+        write_end = os.open("/dev/full", os.O_WRONLY)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "cogfabric", "verify", str(path)],
+        return subprocess.run(
+            [sys.executable, "-m", "cogfabric", *args],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
@@ -164,6 +163,15 @@ def test_a_failed_verify_exits_one_even_when_stdout_cannot_take_its_verdict(
         )
     finally:
         os.close(write_end)
+
+
+@pytest.mark.parametrize("stdout", ["closed pipe", "full device"])
+def test_a_failed_verify_exits_one_even_when_stdout_cannot_take_its_verdict(
+    tmp_path: Path, stdout: str
+) -> None:
+    path = _forged(tmp_path)
+
+    done = _cogfabric_into(stdout, "verify", str(path))
 
     assert done.returncode == 1, done.stderr  # a script testing the exit status still sees the damage
     assert done.stderr.startswith("FAILED at seq 2:"), done.stderr
@@ -171,38 +179,16 @@ def test_a_failed_verify_exits_one_even_when_stdout_cannot_take_its_verdict(
 
 
 @pytest.mark.parametrize("option", ["--help", "--version"])
+@pytest.mark.parametrize(
+    ("stdout", "code", "stderr"),
+    [("closed pipe", 0, ""), ("full device", 2, "error: cannot write the output: No space left on device\n")],
+)
 def test_the_commands_own_help_and_version_meet_closed_and_full_output_as_every_command(
-    option: str,
+    option: str, stdout: str, code: int, stderr: str
 ) -> None:
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        closed = subprocess.run(
-            [sys.executable, "-m", "cogfabric", option],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    finally:
-        os.close(write_end)
-    full = None
-    if Path("/dev/full").exists():
-        with Path("/dev/full").open("w") as device:
-            full = subprocess.run(
-                [sys.executable, "-m", "cogfabric", option],
-                stdout=device,
-                stderr=subprocess.PIPE,
-                text=True,
-                timeout=120,
-                check=False,
-            )
+    done = _cogfabric_into(stdout, option)
 
-    assert (closed.returncode, closed.stderr) == (0, "")
-    if full is not None:
-        assert full.returncode == 2, full.stderr
-        assert full.stderr == "error: cannot write the output: No space left on device\n"
+    assert (done.returncode, done.stderr) == (code, stderr)
 
 
 def test_replay_json_is_strict_and_encodes_values_as_export_does(tmp_path: Path) -> None:
