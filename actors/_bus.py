@@ -637,9 +637,11 @@ class IpcBus:
     def _take_order(self) -> int:
         """The order of a new subscription: after every one made or recovered so far.
 
-        Never past ``MAX_SUBSCRIPTION_ORDER``, which a journaled order may not pass (no
-        runtime counts that far; a hand-written record or snapshot may start there):
-        subscriptions at the bound share it, and list in the order they were made.
+        Never past ``MAX_SUBSCRIPTION_ORDER``, which a journaled order may not pass. No
+        runtime counts that far; only a hand-written record or snapshot starts there.
+        Subscriptions at the bound share it: live they list in the order they were made,
+        after a reopen in the order their agents were first spawned (nothing journaled
+        breaks the tie; ``subscribers`` says so).
         """
         with self._lock:
             order = self._next_order
@@ -712,7 +714,9 @@ class IpcBus:
 
         The order is journaled with each subscription, so a reopen keeps it; the
         subscriptions of a journal written before that (``IpcSubscribed`` version 1)
-        come first, in the order of their agents' first spawn.
+        come first, in the order of their agents' first spawn. So do, after a reopen,
+        subscriptions that share the largest order, ``MAX_SUBSCRIPTION_ORDER``, which
+        only a hand-written record or snapshot brings near.
 
         Raises:
             TypeError: ``topic`` is not a str.
