@@ -271,6 +271,38 @@ def test_a_change_queued_as_the_writer_stops_is_committed_and_its_producer_told_
     assert [r.event.key for r in gated.read()] == ["k0"]
 
 
+def test_a_ring_that_meets_the_actor_really_stopping_still_gets_its_change_committed(
+    gated: GatedJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real race: the actor stops (Pykka marks it stopped before its on_stop runs)
+    # between the change being queued and the doorbell's tell, which then raises a real
+    # ActorDeadError. on_stop, waiting for the lock the ring holds, drains the change.
+    writer = start_writer(gated, backlog_max=100)
+    gated.gate.set()
+    ref = writer._ref
+    tell = ref.tell
+    stopped_first = threading.Event()
+
+    def tell_after_a_real_stop(message: Any) -> None:
+        if not stopped_first.is_set():
+            stopped_first.set()
+            ref.stop(block=False)
+            assert ref.actor_stopped.wait(WAIT)  # set before on_stop, which needs the lock held here
+        tell(message)
+
+    monkeypatch.setattr(ref, "tell", tell_after_a_real_stop)
+    try:
+        ack = writer.submit([event(0)])
+        assert ack is not None
+        seqs = ack.wait(WAIT)
+    finally:
+        writer.stop(WAIT)
+
+    assert stopped_first.is_set()
+    assert seqs == [1]
+    assert [r.event.key for r in gated.read()] == ["k0"]
+
+
 class BrokenJournal(GatedJournal):
     """Its appends raise an error the writer does not expect (a bug)."""
 
