@@ -248,6 +248,8 @@ class JournalWriter:
         self._commit_began = 0.0
         """When the commit under way began (monotonic), 0 between commits."""
         self._done = False
+        self._ended = threading.Event()
+        """Set as the writer's thread finishes stopping (``_stopped``): all it held committed or failed."""
         self._close_journal = False
         self._ref = JournalWriterActor.start(self)
 
@@ -505,32 +507,29 @@ class JournalWriter:
 
         """
         with self._lock:
-            if self._closed:
-                return
+            asked = self._closed
             self._closed = True
             self._room.notify_all()
         stall = self._timeout if timeout is None else timeout
-        try:
-            stopped = self._ref.stop(block=False)  # a second stop() asks again: harmless
-        except pykka.ActorDeadError:
-            return
-        # The writer commits everything queued before it stops: in batch durability that
-        # can be many group commits, so wait while it makes progress (a commit begun or
-        # ended within ``stall`` seconds, or one under way for less than ten times that:
-        # a large commit on a slow disk), and give up only when it stalls.
+        if not asked:
+            with contextlib.suppress(pykka.ActorDeadError):  # it failed, and has ended
+                self._ref.stop(block=False)
+        # Whoever asked it to stop (this call, stop_soon, or a host application's
+        # pykka.ActorRegistry.stop_all, whose on_stop may be committing right now), wait
+        # for the writer's thread to end: only then may the journal be closed. It commits
+        # everything queued before it stops: in batch durability that can be many group
+        # commits, so wait while it makes progress (a commit begun or ended within
+        # ``stall`` seconds, or one under way for less than ten times that: a large
+        # commit on a slow disk), and give up only when it stalls.
         while True:
             commits = self._commits
-            try:
-                stopped.get(timeout=bounded_wait(stall, 0.0))
-            except pykka.Timeout as exc:
-                began = self._commit_began
-                if self._commits != commits or (began and time.monotonic() - began < _PATIENCE * stall):
-                    continue
-                msg = f"the journal writer did not stop: no commit ended for {stall} s"
-                raise ActorTimeoutError(msg) from exc
-            except pykka.ActorDeadError:
-                pass
-            return
+            if self._ended.wait(timeout=bounded_wait(stall, 0.0)):
+                return
+            began = self._commit_began
+            if self._commits != commits or (began and time.monotonic() - began < _PATIENCE * stall):
+                continue
+            msg = f"the journal writer did not stop: no commit ended for {stall} s"
+            raise ActorTimeoutError(msg)
 
     def stop_soon(self) -> None:
         """Ask the writer to stop once it has committed what is queued, without waiting."""
@@ -564,18 +563,21 @@ class JournalWriter:
         Only a drain that raised leaves submissions behind; their callers hear it now
         rather than at their timeout.
         """
-        with self._lock:
-            self._done = True
-            close = self._close_journal
-            left = list(self._queue)
-            self._queue.clear()
-            self._queued = 0
-            self._room.notify_all()
-        if left:
-            error = self._failure or RuntimeClosedError("the journal writer stopped before committing it")
-            self._fail(left, error)
-        if close:
-            self._journal.close()
+        try:
+            with self._lock:
+                self._done = True
+                close = self._close_journal
+                left = list(self._queue)
+                self._queue.clear()
+                self._queued = 0
+                self._room.notify_all()
+            if left:
+                error = self._failure or RuntimeClosedError("the journal writer stopped before committing it")
+                self._fail(left, error)
+            if close:
+                self._journal.close()
+        finally:
+            self._ended.set()
 
     # ----------------------------------------------------------- writer thread
 

@@ -303,6 +303,52 @@ def test_a_ring_that_meets_the_actor_really_stopping_still_gets_its_change_commi
     assert [r.event.key for r in gated.read()] == ["k0"]
 
 
+def test_stop_waits_for_a_drain_that_a_host_applications_stop_all_began(
+    gated: GatedJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A host that uses Pykka for its own actors stops them all (ActorRegistry.stop_all)
+    # and then closes the runtime. The writer's on_stop was still committing when
+    # stop() returned at once (the writer already refused more), and close() then
+    # closed the journal under that commit.
+    writer = start_writer(gated, backlog_max=100)
+    gated.gate.set()
+    in_on_stop, release, progress = threading.Event(), threading.Event(), threading.Event()
+    refuse_more = writer._refuse_more
+
+    def refuse_then_hold() -> None:  # on_stop, on the writer's thread, before its drain
+        refuse_more()
+        in_on_stop.set()
+        assert release.wait(WAIT)
+
+    monkeypatch.setattr(writer, "_refuse_more", refuse_then_hold)
+    ended = writer._ended
+    ended_wait = ended.wait
+
+    def wait_noted(timeout: float | None = None) -> bool:
+        progress.set()  # stop() waits for the writer's end
+        return ended_wait(timeout)
+
+    monkeypatch.setattr(ended, "wait", wait_noted)
+    writer._ref.stop(block=False)  # what pykka.ActorRegistry.stop_all does to each actor
+    assert in_on_stop.wait(WAIT)
+    done_when_stop_returned: list[bool] = []
+
+    def close() -> None:  # what Runtime.close does, then it closes the journal
+        writer.stop(WAIT)
+        done_when_stop_returned.append(writer._done)
+        progress.set()
+
+    closer = threading.Thread(target=close)
+    closer.start()
+    try:
+        assert progress.wait(WAIT)  # stop() is waiting, or it returned
+    finally:
+        release.set()
+        closer.join(WAIT)
+    assert not closer.is_alive()
+    assert done_when_stop_returned == [True]  # it returned once on_stop was over, not before
+
+
 class BrokenJournal(GatedJournal):
     """Its appends raise an error the writer does not expect (a bug)."""
 
