@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import cogfabric._simulation
 from cogfabric._errors import CogfabricError
 from cogfabric._simulation import run_simulation
-from cogfabric.actors import Config, InvalidConfigError, MemoryConfig, Runtime
+from cogfabric.actors import Config, InvalidConfigError, MemoryConfig, Runtime, replay_agent
 from cogfabric.cli import main
 from cogfabric.events import LlmOutputRecorded, PrivateSet
 from cogfabric.store import Journal
@@ -97,6 +97,34 @@ def test_the_same_seed_gives_the_same_answers_and_another_seed_other_ones(tmp_pa
     assert len({answers[0] for answers in a.values()}) == len(a) == 6  # researchers and the reviewer
     figures = ("refusals", "reviews", "broadcasts", "checkpoints", "events", "sessions")
     assert [getattr(runs["a"], f) for f in figures] == [getattr(runs["b"], f) for f in figures]
+
+
+def _final_private_layers(path: Path) -> dict[str, dict[str, Any]]:
+    """Each agent's private layer at the end of the journal, as replay rebuilds it.
+
+    But for the id of its session, which is random (ids differ from run to run).
+    """
+    with Journal.open(path, readonly=True) as journal:
+        agents = [stream.removeprefix("agent/") for stream in journal.streams("agent/")]
+        states = {agent: replay_agent(journal, agent) for agent in agents}
+    return {
+        agent: {key: value for key, value in state.private.items() if key != "session"}
+        for agent, state in states.items()
+        if state is not None
+    }
+
+
+def test_the_same_seed_leaves_every_agent_in_the_same_state(tmp_path: Path) -> None:
+    # A reviewer's verdict carried its count of reviews so far, which follows the order
+    # the requests arrive in: the researchers' last reviews differed between same-seed runs.
+    for name in ("a", "b", "c"):
+        cogfabric._simulation.run_simulation(tmp_path / name, agents=6, turns=40, seed=7)
+
+    a, b, c = (_final_private_layers(tmp_path / name) for name in ("a", "b", "c"))
+
+    assert len(a) == 6
+    assert any("last_review" in layer for layer in a.values())
+    assert a == b == c
 
 
 def test_a_run_stopped_after_its_spawns_is_set_up_in_full_by_the_run_that_continues_it(
@@ -316,6 +344,17 @@ def _simulate_with(tmp_path: Path, settings: str) -> Result:
     config.write_text(settings)
     arguments = ["--agents", "4", "--turns", "6", "--journal", str(tmp_path / "j"), "--config", str(config)]
     return CliRunner().invoke(main, ["simulate", *arguments])
+
+
+@pytest.mark.parametrize(
+    ("settings", "naming"),
+    [("memory:\n\tmax_history: 3\n", "line 2, column 1"), ("journal: {durability: batch\n", "line 2")],
+)
+def test_a_config_that_is_no_yaml_is_a_one_line_error(tmp_path: Path, settings: str, naming: str) -> None:
+    result = _simulate_with(tmp_path, settings)
+
+    _assert_one_line_error(result, naming=naming)
+    assert "<byte string>" not in result.output
 
 
 def test_turns_that_fail_are_counted_from_the_journal_and_make_the_command_fail(tmp_path: Path) -> None:

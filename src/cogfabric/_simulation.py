@@ -2,8 +2,10 @@
 
 Researchers share a task context, keep private hypotheses and a cognitive state, take
 LLM turns in their own sessions through the prompt gate (a scripted provider, so a
-seed gives the same run; every twentieth round of a researcher also tries a raw
-evidence dump that the gate refuses), ask reviewers for reviews (IPC request/reply),
+seed gives the same answers and the same agents' states at the end; seqs, times and
+ids, and the order of a reviewer's session, follow the threads' timing; every twentieth
+round of a researcher also tries a raw evidence dump that the gate refuses), ask
+reviewers for reviews (IPC request/reply),
 broadcast findings, and checkpoint (in their first round, then every fifth). Reviewers
 only answer, each review an LLM call noted in the reviewer's own session, so no two agents
 ever wait on each other. Every agent has a session (``max_sessions`` is raised to the
@@ -190,7 +192,9 @@ class Reviewer:
         opinion = ctx.llm.generate(prompt)
         _in_session(ctx, lambda session: _note_review(ctx, session, prompt, opinion))
         verdict = "plausible" if claim["confidence"] >= 0.4 else "weak"  # noqa: PLR2004
-        return {"verdict": verdict, "reviewer": ctx.agent_id, "n": reviewed, "note": opinion}
+        # nothing of the arrival order (reviewed counts it) in the verdict: a seed's runs
+        # must leave every researcher the same last review
+        return {"verdict": verdict, "reviewer": ctx.agent_id, "note": opinion}
 
 
 def _note_review(ctx: AgentContext, session: str, prompt: str, opinion: str) -> str:

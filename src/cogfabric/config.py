@@ -68,8 +68,9 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
     except msgspec.ValidationError as exc:
         msg = f"{source}: {config_error(exc)}"
         raise InvalidConfigError(msg) from exc
-    except msgspec.DecodeError as exc:  # not YAML at all
-        msg = f"{source}: {exc}"
+    except msgspec.DecodeError as exc:  # not YAML at all: PyYAML's lines made one, as every error here
+        detail = " ".join(str(exc).split()).replace('in "<byte string>", ', "at ")
+        msg = f"{source}: {detail}"
         raise InvalidConfigError(msg) from exc
     except InvalidConfigError as exc:
         msg = f"{source}: {exc}"
