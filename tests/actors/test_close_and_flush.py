@@ -587,14 +587,22 @@ def test_an_interrupted_close_still_asks_every_agent_to_stop(monkeypatch: pytest
     assert all(ref.actor_stopped.wait(10) for ref in refs)
 
 
-def _gated_disk(rt: Runtime) -> tuple[threading.Event, threading.Event]:
-    """Hold the runtime's next commit until the test opens the gate: (committing, gate)."""
+def _gated_disk(
+    rt: Runtime, holding: Callable[[list[Any]], bool] = lambda _events: True
+) -> tuple[threading.Event, threading.Event]:
+    """Hold the runtime's next commit (the next ``holding`` those events) until the gate opens.
+
+    Returns (committing, gate). A commit ``holding`` declines passes: one the agents
+    still make of their own (a snapshot) must not stand for the one the test waits for.
+    """
     journal = rt._journal
     assert journal is not None
     append = journal.append
     committing, gate = threading.Event(), threading.Event()
 
     def gated_append(events: list[Any], **kwargs: Any) -> list[int]:
+        if not committing.is_set() and not holding(events):
+            return append(events, **kwargs)
         committing.set()
         assert gate.wait(30)
         return append(events, **kwargs)
@@ -717,7 +725,8 @@ def test_a_request_delivered_as_close_begins_is_answered_or_refused_as_closed(tm
     rt = Runtime.open(tmp_path / "j", config=_config("sync"), clock=FakeClock(), behaviors={"echo": _Echo})
     try:
         rt.spawn("b", behavior="echo")
-        committing, gate = _gated_disk(rt)
+        the_request = lambda events: any(getattr(e, "topic", None) == "q" for e in events)  # noqa: E731
+        committing, gate = _gated_disk(rt, holding=the_request)
         stop_agents, writer = rt._stop_agents, rt._core.writer
 
         def stop(entries: Any) -> None:
