@@ -125,6 +125,47 @@ _FREE: Final = "free"  # LMDB's databases, named as in the errors
 _MAIN: Final = "main"
 
 
+_OFFSETS: Final[dict[int, struct.Struct]] = {}  # by count: at most half the page size of them
+
+
+def _offsets(page: bytes, lower: int) -> tuple[int, ...]:
+    """Where a tree page's nodes start: the offsets between its header and ``lower``.
+
+    Empty for a ``lower`` inside the header; clipped at the page's end for one past it
+    (``nodes`` refuses both).
+    """
+    count = max(0, min(lower, len(page)) - _PAGE_HEADER) >> 1
+    unpack = _OFFSETS.get(count)
+    if unpack is None:
+        unpack = _OFFSETS.setdefault(count, struct.Struct(f"<{count}H"))
+    return unpack.unpack_from(page, _PAGE_HEADER)
+
+
+_TILED_FROM: Final = 32
+"""The fewest nodes of a leaf for which ``_tiled`` is tried: below, checking each is as fast."""
+
+
+def _tiled(page: bytes, offsets: tuple[int, ...], upper: int) -> bool:
+    """Whether a leaf's nodes all have one header, so one size, and tile the page from ``upper`` on.
+
+    Then each is a key and value inside the page, which ``_Walk.leaves`` checks node
+    by node otherwise. It is the usual case of the event id index (ids of one length,
+    values of eight bytes), checked with a few calls that each loop in C: each of the
+    eight bytes of a node's header is the same at every node's start (a strided
+    slice), and the offsets are those starts. False tells nothing: the caller checks
+    node by node. Call it with offsets that ``nodes`` would accept.
+    """
+    count = len(offsets)
+    node_size, rest = divmod(len(page) - upper, count)
+    lo, hi, flags, key_size = _NODE.unpack_from(page, upper)
+    if rest or hi or flags or _NODE_HEADER + key_size + lo > node_size:
+        return False
+    for at in range(upper, upper + _NODE_HEADER):
+        if page[at::node_size].count(page[at]) != count:
+            return False
+    return sorted(offsets) == list(range(upper, len(page), node_size))
+
+
 class _Walk:
     """One walk of one file: the pages reached, the pages listed free, and where problems are reported."""
 
@@ -173,28 +214,28 @@ class _Walk:
         # keys as bytes (flags 0: every database but its free one, whose keys are txnids).
         keyed = ordered or flags == 0
         # each page with the range of keys its subtree may hold (None: no upper bound)
-        stack: list[tuple[int, int, Any, Any]] = [(root, 1, 0, _NO_END) if ordered else (root, 1, b"", None)]
+        low, high = (0, _NO_END) if ordered else (b"", None)
+        if depth == 1:
+            self.leaves(name, [root], [(low, high)], keyed=keyed)
+            return
+        stack: list[tuple[int, int, Any, Any]] = [(root, 1, low, high)]
         while stack:
             pgno, level, low, high = stack.pop()
             self.mark(name, pgno, 1)
             page = self.read(name, pgno, self.page_size)
-            if level < depth:
-                children = self.branch(name, pgno, page)
-                if len(children) < 2 and not ordered:  # noqa: PLR2004 - LMDB's minimum
-                    # LMDB asserts it of every branch but its free database's (mdb_page_search_root)
-                    raise self.damaged(name, pgno, "is a branch page with one node")
-                ranges = self.ranges(name, pgno, page, low, high) if keyed else [(low, high)] * len(children)
+            children = self.branch(name, pgno, page)
+            if len(children) < 2 and not ordered:  # noqa: PLR2004 - LMDB's minimum
+                # LMDB asserts it of every branch but its free database's (mdb_page_search_root)
+                raise self.damaged(name, pgno, "is a branch page with one node")
+            ranges = self.ranges(name, pgno, page, low, high) if keyed else [(low, high)] * len(children)
+            if level + 1 == depth:
+                self.leaves(name, children, ranges, keyed=keyed)
+            else:
                 # pushed last to first: the leaves are reached in key order
                 stack.extend(
                     (child, level + 1, lo, hi)
                     for child, (lo, hi) in reversed(list(zip(children, ranges, strict=True)))
                 )
-            else:
-                offsets = self.leaf(name, pgno, page)
-                if ordered:
-                    self.keys_in_order(pgno, page, low, high)
-                elif keyed:
-                    self.within(name, pgno, page, (offsets[0], offsets[-1]), low=low, high=high)
 
     def mark(self, name: str, pgno: int, count: int) -> None:
         """Note pages ``pgno`` to ``pgno + count - 1`` as reached: inside the file, and once."""
@@ -215,7 +256,7 @@ class _Walk:
             raise self.damaged(name, pgno, f"should be a {kind} page, and has flags {flags:#x}")
         if not _PAGE_HEADER <= lower <= upper <= self.page_size or lower & 1:
             raise self.damaged(name, pgno, f"has free space from {lower} to {upper}")
-        offsets = struct.unpack_from(f"<{(lower - _PAGE_HEADER) >> 1}H", page, _PAGE_HEADER)
+        offsets = _offsets(page, lower)
         if not offsets:  # LMDB drops an emptied page; a cursor would read node 65535 of one
             raise self.damaged(name, pgno, f"is a {'leaf' if leaf else 'branch'} page without nodes")
         if not upper <= min(offsets) <= max(offsets) <= self.page_size - _NODE_HEADER:
@@ -261,20 +302,52 @@ class _Walk:
                 raise self.damaged(_FREE, pgno, f"holds the record of transaction {txnid} out of order")
             before = txnid
 
-    def leaf(self, name: str, pgno: int, page: bytes) -> tuple[int, ...]:
-        """Check a leaf page: each node inside it, or its value on overflow pages that are.
+    def leaves(self, name: str, pgnos: list[int], ranges: list[tuple[Any, Any]], *, keyed: bool) -> None:
+        """Check the leaf pages ``pgnos`` of a tree, each with the range of keys its branches give it.
 
-        Returns where its nodes start, in key order.
+        Each node must be a key and value inside its page, or its value on overflow pages
+        that are (``node``). This loop holds most of the walk's time (a tree has a
+        hundred leaves to a branch), so it does inline what ``mark``, ``read`` and
+        ``nodes`` do, and leaves those to name a problem: each is called where the
+        inline check fails, and raises.
         """
-        limit = self.page_size - _NODE_HEADER
+        size = self.page_size
+        limit = size - _NODE_HEADER
+        owner = self.owner
+        tree = len(self.trees)
+        pages = self.pages
+        fd = self.fd
+        pread = os.pread
+        header = _HEADER.unpack_from
         unpack = _NODE.unpack_from
         every = name == _FREE  # each record of the free database is checked further
-        offsets = self.nodes(name, pgno, page, leaf=True)
-        for at in offsets:
-            lo, hi, flags, key_size = unpack(page, at)
-            if flags or hi or every or at + key_size + lo > limit:  # not a key and value inside the page
-                self.node(name, pgno, page, at)
-        return offsets
+        for pgno, (low, high) in zip(pgnos, ranges, strict=True):
+            if pgno < _FIRST_PAGE or pgno >= pages or owner[pgno]:
+                self.mark(name, pgno, 1)
+            owner[pgno] = tree
+            page = pread(fd, size, pgno * size)
+            if len(page) < size:
+                page = self.read(name, pgno, size)
+            stored, _, flags, lower, upper = header(page)
+            offsets = _offsets(page, lower)
+            if (
+                stored != pgno
+                or flags != _P_LEAF
+                or not _PAGE_HEADER <= lower <= upper <= size
+                or lower & 1
+                or not offsets
+                or not upper <= min(offsets) <= max(offsets) <= limit
+            ):
+                offsets = self.nodes(name, pgno, page, leaf=True)
+            if every or len(offsets) < _TILED_FROM or not _tiled(page, offsets, upper):
+                for at in offsets:
+                    lo, hi, flags, key_size = unpack(page, at)
+                    if flags or hi or every or at + key_size + lo > limit:  # not a key and value in the page
+                        self.node(name, pgno, page, at)
+            if every:
+                self.keys_in_order(pgno, page, low, high)
+            elif keyed:
+                self.within(name, pgno, page, (offsets[0], offsets[-1]), low=low, high=high)
 
     def within(
         self, name: str, pgno: int, page: bytes, ends: tuple[int, int], *, low: bytes, high: bytes | None

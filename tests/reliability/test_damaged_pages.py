@@ -666,3 +666,53 @@ def test_a_damaged_database_name_is_shown_escaped() -> None:
     assert _shown(b"events") == "events"
     assert _shown(b"\x1c\tQ") == "'\\x1c\\tQ'"
     assert _shown(b"he\xff\xfe") == "he\\xff\\xfe"
+
+
+def _full_ids_leaf(path: Path) -> tuple[int, bytearray, list[tuple[int, int, int, bytes]]]:
+    """A leaf of the event id index with many nodes of one size: the walk's fast case."""
+    depth, root = _tree(path, b"ids")
+    assert depth == 2  # the fixture's id index: a root branch over its leaves
+    for _, leaf in _children(_page(path, root)):
+        page = _page(path, leaf)
+        nodes = _leaf_nodes(page)
+        if len(nodes) >= _pages._TILED_FROM:
+            return leaf, page, nodes
+    pytest.fail("no leaf of the id index holds enough nodes")
+
+
+def test_one_node_with_a_flag_among_an_id_leafs_nodes_of_one_size_is_refused(journal_path: Path) -> None:
+    leaf, page, nodes = _full_ids_leaf(journal_path)
+    at = nodes[len(nodes) // 2][0]
+    struct.pack_into("<H", page, at + 4, 0x04)  # F_DUPDATA, in a database without duplicates
+    _write_page(journal_path, leaf, page)
+
+    _refused(journal_path, f"page {leaf} of its ids database has a node at offset {at} with flags 0x4")
+
+
+def test_the_last_node_of_an_id_leaf_running_past_its_page_is_refused(journal_path: Path) -> None:
+    leaf, page, nodes = _full_ids_leaf(journal_path)
+    at, _, size, _ = max(nodes)  # the node nearest the page's end
+    struct.pack_into("<H", page, at, size + _PAGE - at)  # its value's length reaches past the page
+    _write_page(journal_path, leaf, page)
+
+    _refused(journal_path, f"page {leaf} of its ids database has a node at offset {at} running past it")
+
+
+def test_an_id_leaf_whose_nodes_all_run_past_its_page_by_one_size_is_refused(journal_path: Path) -> None:
+    # every node's header is the same again, so only the check of a node's length sees it
+    leaf, page, nodes = _full_ids_leaf(journal_path)
+    for at, _, size, _ in nodes:
+        struct.pack_into("<H", page, at, size + 64)
+    _write_page(journal_path, leaf, page)
+
+    _refused(journal_path, rf"page {leaf} of its ids database has a node at offset \d+ running past it")
+
+
+def test_an_id_leafs_node_offset_moved_into_its_node_is_refused(journal_path: Path) -> None:
+    # every node's header is intact: only the offsets no longer name the nodes' starts
+    leaf, page, nodes = _full_ids_leaf(journal_path)
+    at = nodes[1][0]
+    struct.pack_into("<H", page, 16 + 2, at + 2)  # the second node's offset, two bytes into the node
+    _write_page(journal_path, leaf, page)
+
+    _refused(journal_path, f"page {leaf} of its ids database has a node at offset {at + 2} with flags")
