@@ -398,10 +398,17 @@ def _index_digests(journal: LmdbJournal, last: int, streams: dict[bytes, list[in
                     int.from_bytes(key[-8:], "big"), "the stream index names a record that is not there"
                 )
         for key, value in txn.cursor(db=journal._db_ids).iternext():
+            if len(value) != _SEQ_LEN:
+                # No seq, so the index does not match (-1 is no count of records); counted,
+                # the entry could stand in for a true one: an id and its seq re-cut as a
+                # key of both and an empty value hash alike. _locate_id_problem then names
+                # the record whose id has no entry.
+                ids_count = -1
+                break
             if value <= limit:
                 ids_count += 1
                 ids_sum += hash(key + value)
-            elif len(value) != _SEQ_LEN or value > now:
+            elif value > now:
                 seq = int.from_bytes(value, "big")
                 return _Problem(None, f"the event id index names seq {seq}, past the last record")
         heads = _HeadsCheck(streams, last)

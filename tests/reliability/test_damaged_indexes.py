@@ -412,3 +412,36 @@ def test_a_forged_record_of_an_empty_stream_name_is_reported_by_verify_not_raise
 
     assert (report.ok, report.first_bad_seq) == (False, 11)
     assert report.reason == "the record's stream name b'' is one no writer makes"
+
+
+def test_an_id_entry_recut_with_its_seq_in_its_key_is_reported_also_after_a_retry_wrote_it_again(
+    tmp_path: Path,
+) -> None:
+    # ids[id] = seq rewritten as ids[id + seq] = b"": the same bytes, so the same digest
+    # of id and seq, where verify once summed them whatever their lengths (no key needed)
+    path = tmp_path / "j"
+    events = make_events(5)
+    with Journal.open(path) as journal:
+        journal.append(events)
+    id_raw = events[2].id.encode()
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        with env.begin(write=True, db=env.open_db(b"ids")) as txn:
+            seq_raw = txn.pop(id_raw)
+            assert seq_raw is not None
+            txn.put(id_raw + seq_raw, b"")
+    finally:
+        env.close()
+
+    with Journal.open(path) as journal:
+        report = journal.verify()
+        # an append trusts the index (it reads no records): the retry is stored again
+        assert journal.append([events[2]]) == [6]
+        again = journal.verify()
+
+    for found in (report, again):
+        assert not found.ok
+        assert found.first_bad_seq == 3  # the record whose id lost its entry
+        assert "id index" in found.reason
+    with pytest.raises(JournalIntegrityError, match="event id index"):
+        Runtime.open(path, clock=FakeClock())
