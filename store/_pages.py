@@ -10,8 +10,9 @@ walks every B-tree from the committed meta page first, reading the file itself
 * every page a tree names lies inside the file, stores its own page number, is of
   the kind its level needs (branch above, leaf at the bottom) with no other flag (a
   page marked loose or kept is one LMDB's commit would not write), is reached once
-  (no cycle), holds nodes (a branch two at least, but in the free database), and its
-  free-space bounds and node offsets lie inside it;
+  (no cycle), holds nodes (a branch two at least, the free database's too: LMDB
+  asserts it when a commit rebalances one), and its free-space bounds and node
+  offsets lie inside it, at even offsets (LMDB asserts an even node when it moves one);
 * every node lies inside its page, or holds a value on overflow pages that are
   overflow pages long enough for it (a value's length read past the file is a SIGBUS);
 * the free database's records are page lists LMDB can reuse: of past transactions,
@@ -26,9 +27,10 @@ It checks what fuzzing damaged files found LMDB to rely on (no proof that nothin
 else can crash it), not everything ``lmdb.verify`` (py-lmdb's offline
 checker) does: the key order of the other databases and their counters are left out. Damage inside a
 value is what the hash chain and ``verify()`` report. The walk reads every page
-once, and costs about 0.47 s per million records, a quarter of a microsecond for each
-entry, the record's and its id's (``bench/fabric.py`` times ``Journal.open`` for it).
-``check_pages=False`` skips it.
+once and checks the nodes of a leaf one by one in Python, but for a leaf of many nodes
+of one header that tile it (the id index's, mostly), which a few calls check in C.
+``bench/fabric.py`` times ``Journal.open`` for it (docs/performance.md, "The page walk
+at open"). ``check_pages=False`` skips it.
 
 The walk runs inside a read transaction that the caller holds: the pages reachable
 from the newest meta page are then never reused by a writer meanwhile (LMDB frees a
@@ -141,20 +143,52 @@ def _offsets(page: bytes, lower: int) -> tuple[int, ...]:
     return unpack.unpack_from(page, _PAGE_HEADER)
 
 
+_ODD: Final = bytes(b & 1 for b in range(256))  # a translation table: each byte's lowest bit
+
+
+def _sound_offsets(page: bytes, pgno: int, kind: int) -> tuple[int, ...] | None:
+    """Where the nodes of tree page ``pgno`` start, if its header is what LMDB's cursors rely on; else None.
+
+    The one statement of what ``_Walk.nodes`` checks (it names the problem when this
+    returns None): the page stores its own number and is of ``kind`` (``_P_LEAF`` or
+    ``_P_BRANCH``) with no other flag; its free space runs between bounds inside it, at
+    even offsets; it holds nodes, each starting inside its nodes' space at an even
+    offset (LMDB makes each node's size even, and asserts an even node when it moves
+    one: ``mdb_node_move``).
+    """
+    stored, _, flags, lower, upper = _HEADER.unpack_from(page)
+    if (
+        stored != pgno
+        or flags != kind
+        or not _PAGE_HEADER <= lower <= upper <= len(page)
+        or (lower | upper) & 1
+    ):
+        return None
+    offsets = _offsets(page, lower)
+    if (
+        not offsets
+        or not upper <= min(offsets) <= max(offsets) <= len(page) - _NODE_HEADER
+        or 1 in page[_PAGE_HEADER:lower:2].translate(_ODD)  # the low byte of each offset
+    ):
+        return None
+    return offsets
+
+
 _TILED_FROM: Final = 32
 """The fewest nodes of a leaf for which ``_tiled`` is tried: below, checking each is as fast."""
 
 
-def _tiled(page: bytes, offsets: tuple[int, ...], upper: int) -> bool:
-    """Whether a leaf's nodes all have one header, so one size, and tile the page from ``upper`` on.
+def _tiled(page: bytes, offsets: tuple[int, ...]) -> bool:
+    """Whether a leaf's nodes all have one header, so one size, and tile the page from its ``upper`` on.
 
     Then each is a key and value inside the page, which ``_Walk.leaves`` checks node
     by node otherwise. It is the usual case of the event id index (ids of one length,
     values of eight bytes), checked with a few calls that each loop in C: each of the
     eight bytes of a node's header is the same at every node's start (a strided
     slice), and the offsets are those starts. False tells nothing: the caller checks
-    node by node. Call it with offsets that ``nodes`` would accept.
+    node by node. Call it with offsets that ``_sound_offsets`` gave.
     """
+    upper = _HEADER.unpack_from(page)[4]
     count = len(offsets)
     node_size, rest = divmod(len(page) - upper, count)
     lo, hi, flags, key_size = _NODE.unpack_from(page, upper)
@@ -224,8 +258,10 @@ class _Walk:
             self.mark(name, pgno, 1)
             page = self.read(name, pgno, self.page_size)
             children = self.branch(name, pgno, page)
-            if len(children) < 2 and not ordered:  # noqa: PLR2004 - LMDB's minimum
-                # LMDB asserts it of every branch but its free database's (mdb_page_search_root)
+            if len(children) < 2:  # noqa: PLR2004 - LMDB's minimum
+                # LMDB asserts it when it searches any tree but its free database
+                # (mdb_page_search_root), and when it rebalances any, the free one too
+                # (mdb_rebalance), as a commit does deleting the free-page lists it reuses
                 raise self.damaged(name, pgno, "is a branch page with one node")
             ranges = self.ranges(name, pgno, page, low, high) if keyed else [(low, high)] * len(children)
             if level + 1 == depth:
@@ -246,22 +282,28 @@ class _Walk:
         self.owner[pgno : pgno + count] = bytes((len(self.trees),)) * count
 
     def nodes(self, name: str, pgno: int, page: bytes, *, leaf: bool) -> tuple[int, ...]:
-        """Check a tree page's header; return where its nodes start."""
+        """Check a tree page's header (``_sound_offsets``); return where its nodes start."""
+        offsets = _sound_offsets(page, pgno, _P_LEAF if leaf else _P_BRANCH)
+        if offsets is not None:
+            return offsets
         stored, _, flags, lower, upper = _HEADER.unpack_from(page)
+        kind = "leaf" if leaf else "branch"
         if stored != pgno:
             raise self.damaged(name, pgno, f"stores page number {stored}")
-        want = _P_LEAF if leaf else _P_BRANCH
-        if flags != want:  # any other bit (P_LOOSE, P_KEEP, P_DIRTY) makes LMDB skip or misuse it
-            kind = "leaf" if leaf else "branch"
+        if flags != (_P_LEAF if leaf else _P_BRANCH):
+            # any other bit (P_LOOSE, P_KEEP, P_DIRTY) makes LMDB skip or misuse it
             raise self.damaged(name, pgno, f"should be a {kind} page, and has flags {flags:#x}")
-        if not _PAGE_HEADER <= lower <= upper <= self.page_size or lower & 1:
+        if not _PAGE_HEADER <= lower <= upper <= self.page_size or (lower | upper) & 1:
             raise self.damaged(name, pgno, f"has free space from {lower} to {upper}")
         offsets = _offsets(page, lower)
         if not offsets:  # LMDB drops an emptied page; a cursor would read node 65535 of one
-            raise self.damaged(name, pgno, f"is a {'leaf' if leaf else 'branch'} page without nodes")
+            raise self.damaged(name, pgno, f"is a {kind} page without nodes")
         if not upper <= min(offsets) <= max(offsets) <= self.page_size - _NODE_HEADER:
             raise self.damaged(name, pgno, f"has a node outside its nodes (they start at {upper})")
-        return offsets
+        odd = next((at for at in offsets if at & 1), None)
+        if odd is not None:
+            raise self.damaged(name, pgno, f"has a node at odd offset {odd}")
+        raise self.damaged(name, pgno, f"has a {kind} page header LMDB's cursors cannot use")
 
     def branch(self, name: str, pgno: int, page: bytes) -> list[int]:
         """Check a branch page; return the pages it names."""
@@ -307,9 +349,9 @@ class _Walk:
 
         Each node must be a key and value inside its page, or its value on overflow pages
         that are (``node``). This loop holds most of the walk's time (a tree has a
-        hundred leaves to a branch), so it does inline what ``mark``, ``read`` and
-        ``nodes`` do, and leaves those to name a problem: each is called where the
-        inline check fails, and raises.
+        hundred leaves to a branch), so it does inline what ``mark`` and ``read`` do,
+        and checks a page's header with ``_sound_offsets``, as ``nodes`` does; those
+        are called where the check fails, to name the problem and raise.
         """
         size = self.page_size
         limit = size - _NODE_HEADER
@@ -318,7 +360,6 @@ class _Walk:
         pages = self.pages
         fd = self.fd
         pread = os.pread
-        header = _HEADER.unpack_from
         unpack = _NODE.unpack_from
         every = name == _FREE  # each record of the free database is checked further
         for pgno, (low, high) in zip(pgnos, ranges, strict=True):
@@ -328,18 +369,8 @@ class _Walk:
             page = pread(fd, size, pgno * size)
             if len(page) < size:
                 page = self.read(name, pgno, size)
-            stored, _, flags, lower, upper = header(page)
-            offsets = _offsets(page, lower)
-            if (
-                stored != pgno
-                or flags != _P_LEAF
-                or not _PAGE_HEADER <= lower <= upper <= size
-                or lower & 1
-                or not offsets
-                or not upper <= min(offsets) <= max(offsets) <= limit
-            ):
-                offsets = self.nodes(name, pgno, page, leaf=True)
-            if every or len(offsets) < _TILED_FROM or not _tiled(page, offsets, upper):
+            offsets = _sound_offsets(page, pgno, _P_LEAF) or self.nodes(name, pgno, page, leaf=True)
+            if every or len(offsets) < _TILED_FROM or not _tiled(page, offsets):
                 for at in offsets:
                     lo, hi, flags, key_size = unpack(page, at)
                     if flags or hi or every or at + key_size + lo > limit:  # not a key and value in the page

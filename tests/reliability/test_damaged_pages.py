@@ -716,3 +716,56 @@ def test_an_id_leafs_node_offset_moved_into_its_node_is_refused(journal_path: Pa
     _write_page(journal_path, leaf, page)
 
     _refused(journal_path, f"page {leaf} of its ids database has a node at offset {at + 2} with flags")
+
+
+def test_a_leaf_whose_free_space_ends_at_an_odd_offset_is_refused(journal_path: Path) -> None:
+    # LMDB adds the next node just below its upper bound; at an odd offset, it aborts
+    # when it moves that node (mdb_node_move asserts an even node)
+    _, root = _tree(journal_path, b"events")
+    _, leaf = _children(_page(journal_path, root))[2]
+    page = _page(journal_path, leaf)
+    _, _, _, lower, upper = _HEADER.unpack_from(page)
+    struct.pack_into("<H", page, 14, upper - 1)
+    _write_page(journal_path, leaf, page)
+
+    _refused(journal_path, f"page {leaf} of its events database has free space from {lower} to {upper - 1}")
+
+
+def test_a_node_moved_whole_to_an_odd_offset_is_refused(journal_path: Path) -> None:
+    _, root = _tree(journal_path, b"events")
+    leaves = [(_page(journal_path, leaf), leaf) for _, leaf in _children(_page(journal_path, root))]
+    page, leaf = max(leaves, key=lambda one: _HEADER.unpack_from(one[0])[4] - _HEADER.unpack_from(one[0])[3])
+    _, _, _, lower, upper = _HEADER.unpack_from(page)
+    assert upper - lower >= 2  # room to move a node down a byte, and the bound one more
+    index, (at, _, size, key) = next(
+        (i, node) for i, node in enumerate(_leaf_nodes(page)) if node[0] == upper
+    )
+    length = 8 + len(key) + size
+    page[at - 1 : at - 1 + length] = page[at : at + length]  # the lowest node, whole, a byte lower
+    struct.pack_into("<H", page, 16 + 2 * index, at - 1)
+    struct.pack_into("<H", page, 14, at - 2)  # the free space's end stays even
+    _write_page(journal_path, leaf, page)
+
+    _refused(journal_path, f"page {leaf} of its events database has a node at odd offset {at - 1}")
+
+
+def test_a_free_database_branch_with_one_node_is_refused(tmp_path: Path) -> None:
+    # LMDB searches such a branch of its free database, but a commit that deletes a
+    # free-page list under it aborts the process (mdb_rebalance asserts two nodes)
+    path = _snapshots_overwritten(tmp_path, 9000)
+    meta = _newest_meta(path)
+    pad, flags, depth, branches, leaves, overflow, entries, root = _DB.unpack_from(meta, 40)
+    assert depth == 1
+    (last,) = struct.unpack_from("<Q", meta, 136)  # the last page LMDB allocated
+    assert (path / "data.mdb").stat().st_size == (last + 1) * _PAGE
+    branch = bytearray(_PAGE)  # a new page at the file's end, over the free database's leaf
+    _HEADER.pack_into(branch, 0, last + 1, 0, 0x01, 18, _PAGE - 8)
+    struct.pack_into("<H", branch, 16, _PAGE - 8)
+    struct.pack_into("<HHHH", branch, _PAGE - 8, root & 0xFFFF, root >> 16 & 0xFFFF, root >> 32, 0)
+    _write_page(path, last + 1, branch)
+    _DB.pack_into(meta, 40, pad, flags, 2, branches + 1, leaves, overflow, entries, last + 1)
+    struct.pack_into("<Q", meta, 136, last + 1)
+    txnid = struct.unpack_from("<Q", meta, 144)[0]
+    _write_page(path, txnid % 2, meta)
+
+    _refused(path, f"page {last + 1} of its free database is a branch page with one node")
