@@ -806,7 +806,8 @@ class LmdbJournal(Journal):
                 map too small for it); past it appends raise ``JournalFullError``.
                 None means no limit but the disk.
             key: makes the hash chain keyed (BLAKE2b MAC); a journal written with a
-                key must be opened with the same key.
+                key must be opened with the same key. Give each journal its own: a
+                snapshot's keyed hash names its stream and seq, not its journal.
             codec: the event codec (default: every event type of cogfabric.events).
             check_pages: walk every B-tree page of the file before LMDB reads one
                 (``store/_pages.py``), so that a damaged page raises
