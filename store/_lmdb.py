@@ -812,8 +812,9 @@ class LmdbJournal(Journal):
             check_pages: walk every B-tree page of the file before LMDB reads one
                 (``store/_pages.py``), so that a damaged page raises
                 ``JournalDamagedError``: LMDB has no checksums and aborts the process on
-                some damaged pages. It reads the whole file, about 0.47 s for a million
-                records (``bench/fabric.py``). ``False`` skips it, for a file you trust
+                some damaged pages. It reads the whole file: 0.8 to 1.5 s for a million
+                records on the development VM (``bench/fabric.py``; docs/performance.md).
+                ``False`` skips it, for a file you trust
                 (one this process has just checked, on a disk you trust).
 
         Raises:
