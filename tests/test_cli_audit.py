@@ -342,9 +342,10 @@ def test_bench_quick_runs_every_workload_and_writes_the_samples(tmp_path: Path) 
 
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
-    assert {"cores", "memory_bytes", "python", "package_versions", "lmdb_library", "git_commit"} <= set(
+    assert {"cores", "memory", "python", "package_versions", "lmdb_library", "git_commit"} <= set(
         report["machine"]
     )
+    assert report["machine"]["memory"] > 2**20  # physical memory, in bytes
     assert set(report["machine"]["package_versions"]) == {"cogfabric", "pykka", "msgspec", "lmdb"}
     assert report["machine"]["git_commit"] is None or report["machine"]["git_commit"][:7].isalnum()
     assert (report["repeat"], report["quick"]) == (1, True)

@@ -369,7 +369,7 @@ def _machine() -> dict[str, Any]:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
     return {
         "cores": os.cpu_count(),
-        "memory_bytes": memory,
+        "memory": memory,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "package_versions": versions,
@@ -534,7 +534,10 @@ def _session_results(tmp: Path, sizes: Sizes, add: Callable[..., None]) -> None:
 def to_json(results: list[Result], machine: dict[str, Any], *, repeat: int, quick: bool) -> str:
     """Every sample, the medians, the paired ratios and the machine, as one JSON document.
 
-    Each workload: ``samples`` (seconds, one a run), their ``median``, ``min`` and
+    ``machine``: ``cores``, ``memory`` (physical, in bytes), ``python``, ``platform``,
+    ``package_versions``, ``lmdb_library`` (the LMDB inside py-lmdb) and ``git_commit``
+    (with ``+dirty`` when the tree differs from it; files before 2026-12-03 name memory
+    ``memory_bytes``). Each workload: ``samples`` (seconds, one a run), their ``median``, ``min`` and
     ``max``; ``count`` items of ``unit`` a run; ``rate`` (per second, at the median);
     its ``reference`` workload and the ``ratio`` to it (the median of the runs' paired
     ratios).

@@ -730,7 +730,8 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
     References: raw LMDB batched append of pre-encoded values (writes), a raw scan with
     typed decode (reads), a bare Pykka tell loop (the actor path). Each figure is the
     median of the runs; the ratio to its reference (the median of the rounds' paired
-    ratios) is the headline.
+    ratios) is the headline. --json writes every sample and the machine (cores, memory,
+    Python, package versions, git commit).
 
     \b
     Example:
