@@ -176,7 +176,7 @@ def _sound_offsets(page: bytes, pgno: int, kind: int) -> tuple[int, ...] | None:
 
 _TILED_FROM: Final = 32
 """The fewest nodes of a leaf for which ``_tiled`` is tried (set by scratch timings, not a
-bench/ run: the id index's leaves hold 60 to 90 nodes and gained; leaves of 11 to 13
+bench/ run: the id index's leaves, of up to 84 nodes, gained; leaves of 11 to 13
 records did not)."""
 
 
