@@ -175,9 +175,9 @@ def _sound_offsets(page: bytes, pgno: int, kind: int) -> tuple[int, ...] | None:
 
 
 _TILED_FROM: Final = 32
-"""The fewest nodes of a leaf for which ``_tiled`` is tried (set by scratch timings, not a
-bench/ run: the id index's leaves, of up to 84 nodes, gained; leaves of 11 to 13
-records did not)."""
+"""The fewest nodes of a leaf for which ``_tiled`` is tried: its calls cost the same
+whatever the count, so a leaf of few nodes is checked node by node (the value was set
+by scratch timings; no speed is claimed for it)."""
 
 
 def _tiled(page: bytes, offsets: tuple[int, ...]) -> bool:
