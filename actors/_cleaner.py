@@ -223,7 +223,9 @@ def _tool_summary(call: ToolCall, content: str) -> str:
     if name == "web_scraper":
         return f"Scraped {args.get('url', '')}: {extract_gist(content, 100)}"
     if name in ("knowledge_search", "memory_search"):
-        return f'Search "{args.get("query", "")}" ({_count_results(content)} results)'
+        query = args.get("query")  # the original's args["query"].(string): "" for any other value
+        quoted = _go_quote(query if isinstance(query, str) else "")
+        return f"Search {quoted} ({_count_results(content)} results)"
     return extract_gist(content, _GIST_ANY_TOOL)
 
 

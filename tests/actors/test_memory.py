@@ -76,6 +76,7 @@ class TestConfig:
             max_system_len=500,
             max_summarized_turns=0,
         )
+        assert (config.rag_top_k, config.rag_min_score) == (5, 0.4)
 
     @pytest.mark.parametrize("field", ["max_history", "max_sessions", "session_ttl"])
     def test_each_limit_must_be_positive_and_the_error_names_it(self, field: str) -> None:
@@ -740,6 +741,22 @@ class TestTtlAndEviction:
         assert runtime.memory.get_latest_session_for_agent("nobody") is None
         assert second
 
+    def test_a_runtime_without_a_journal_keeps_sessions_in_memory(self) -> None:
+        # the original's _NoEventStore: sessions work, only the journal's questions do not
+        with Runtime.open(clock=FakeClock()) as rt:
+            session = rt.memory.create_session("u", agent_id="a1")
+            rt.memory.add_message(session, "user", "hi")
+            rt.memory.add_message(session, "assistant", "hello")
+
+            assert [(m.role, m.content) for m in rt.memory.build_prompt_messages(session)] == [
+                ("system", "New session started"),
+                ("user", "hi"),
+                ("assistant", "hello"),
+            ]
+            rt.memory.delete_session(session)
+            with pytest.raises(SessionNotFoundError):
+                rt.memory.get_messages(session)
+
     def test_a_runtime_without_a_journal_cannot_answer_the_latest_session(self) -> None:
         with Runtime.open(clock=FakeClock()) as rt, pytest.raises(AgentCheckpointNotSupportedError):
             rt.memory.get_latest_session_for_agent("a1")
@@ -1159,6 +1176,15 @@ class TestCleaner:
             ("file_stat", '{"operation": "stat", "path": "/a"}', "size 3. mode 644", "size 3."),
             ("code_runner", '{"command": "true"}', "", ""),  # an empty result stays empty
             ("http_request", '{"url": "http://x"}', "", ""),
+            ("knowledge_search", '{"query": "cats"}', '["a", "b"]', 'Search "cats" (2 results)'),
+            # the query is quoted as Go's %q quotes it, so the summary stays one line
+            (
+                "memory_search",
+                '{"query": "say \\"hi\\"\\nnow"}',
+                "one\ntwo\nthree",
+                'Search "say \\"hi\\"\\nnow" (3 results)',
+            ),
+            ("knowledge_search", '{"query": 5}', "[]", 'Search "" (0 results)'),  # a query that is no string
             (
                 "other",
                 "{}",
