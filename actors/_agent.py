@@ -1207,11 +1207,15 @@ class AgentContext:
     def unsubscribe(self, topic: str) -> bool:
         """Unsubscribe this agent from ``topic`` (journaled); False when it was not subscribed.
 
+        As ``runtime.bus.unsubscribe``, it never fails for the topic it is given: an
+        empty one has no subscription to remove (False).
+
         Raises:
-            IpcInvalidMessageError: ``topic`` is empty.
+            TypeError: ``topic`` is not a str.
 
         """
-        self._actor._core.bus._check_ids(self.agent_id, topic)  # noqa: SLF001
+        if not require_str(topic, "topic"):
+            return False
         return self._actor.op_unsubscribe(topic)
 
     def broadcast(self, topic: str, payload: object = None) -> int:

@@ -63,6 +63,8 @@ class Coordinator:
             ctx.handoff(ctx.agent_id, "t")
         if message.topic == "reply-empty":
             ctx.reply("")
+        if message.topic == "unsubscribe":
+            return [ctx.unsubscribe(topic) for topic in order]
         return None
 
 
@@ -161,3 +163,14 @@ def test_help_on_the_runtime_shows_its_bus_and_its_session_memory() -> None:
 
     assert " |  bus\n |      The IPC bus" in text
     assert " |  memory\n |      Session memory" in text
+
+
+def test_a_behavior_unsubscribes_as_the_bus_does_and_never_fails_for_a_topic(runtime: Runtime) -> None:
+    # as runtime.bus.unsubscribe (the original's Unsubscribe returns nothing): an empty
+    # topic has no subscription to remove, so generic clean-up code does not fail on it
+    runtime.bus.subscribe("boss", "news")
+
+    reply, _ = _order(runtime, "unsubscribe", ["news", "", "news", "never"])
+
+    assert reply.payload == [True, False, False, False]
+    assert runtime.bus.subscribers("news") == []
