@@ -111,6 +111,8 @@ class Row:
     target: str = ""
     met: bool | None = None
     note: str = ""
+    extras: list[dict[str, float]] = field(default_factory=list)
+    """Each run's other figures (its CPU time, context switches, ...), as the runs are listed."""
 
 
 def median_extra(samples: list[Sample], key: str) -> float:
@@ -172,6 +174,7 @@ def make_rows(workloads: list[Workload], samples: dict[str, list[Sample]]) -> li
                 runs=times,
                 reference=spec.reference,
                 note=note,
+                extras=[dict(s.extra) for s in runs],
             )
             specs[spec.label] = spec
     for label, row in rows.items():

@@ -37,7 +37,10 @@ the median):
   spent, and on what.
 * Ring, sync durability, 1,000 agents: acknowledged state changes per second (one
   ``PrivateSet`` per delivery, durable before the behavior goes on), and all journaled
-  events per second. Target: >= 5,000 changes/s.
+  events per second. Target: >= 5,000 changes/s. Beside each run, its CPU time (as the
+  batch ring's), the voluntary and involuntary context switches per delivery, and the
+  journaled events per commit (the LMDB environment's write transactions over the run):
+  how many changes shared each sync.
 * Handle path: ``runtime.agent(id).set_private(k, v)`` from 1, 4 and 16 caller threads,
   each thread on its own agent, in both durabilities; timed until ``runtime.flush()``
   returns, so batch figures count durable changes too. Ratios are against one thread.
@@ -402,6 +405,7 @@ class CpuMeter:
             "cpu_seconds": after.ru_utime - before.ru_utime + system,
             "system_seconds": system,
             "voluntary_switches": float(after.ru_nvcsw - before.ru_nvcsw),
+            "involuntary_switches": float(after.ru_nivcsw - before.ru_nivcsw),
         }
         self._figures.update(self._gc)
         if self._writer_clock is not None:
@@ -416,7 +420,18 @@ class CpuMeter:
         """The figures of the last run, with context switches per delivery."""
         out = dict(self._figures)
         out["switches_per_delivery"] = out.pop("voluntary_switches") / deliveries
+        out["involuntary_switches_per_delivery"] = out.pop("involuntary_switches") / deliveries
         return out
+
+
+def _write_transactions(journal: Journal | None) -> int:
+    """How many write transactions the journal's LMDB environment has committed (0 without one).
+
+    Every group commit of the writer is one; the difference over a run is its commits.
+    """
+    if journal is None:
+        return 0
+    return int(journal._env.info()["last_txnid"])  # noqa: SLF001 - the LMDB journal's environment
 
 
 def ring_ids(agents: int) -> list[str]:
@@ -443,9 +458,11 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
         runtime.flush()
         journal = runtime._journal  # noqa: SLF001 - the count is the journal's own
         before = 0 if journal is None else journal.last_seq
+        txns_before = _write_transactions(journal)
         bus = runtime.bus
 
         cpu = CpuMeter(existing)
+        commits: list[int] = []
 
         def body() -> dict[str, int]:
             cpu.start()
@@ -463,6 +480,8 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
                 raise FabricBroken(msg) from tracker.error
             runtime.flush()
             cpu.stop()
+            if journal is not None:
+                commits.append(_write_transactions(journal) - txns_before)
             made = 3 * agents * hops if journal is None else journal.last_seq - before
             return {"events": made, "changes": agents * hops, "deliveries": agents * hops}
 
@@ -472,6 +491,9 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
             cpu.detach()
         sample.extra["bunched"] = tracker.bunched()
         sample.extra.update(cpu.figures(deliveries=agents * hops))
+        if commits and commits[0] > 0:
+            sample.extra["commits"] = float(commits[0])
+            sample.extra["events_per_commit"] = sample.counts["events"] / commits[0]
         dead = runtime.bus.dead_letters()
     if dead:
         msg = f"ring ({durability}) left {len(dead)} dead letters, the first: {dead[0]!r}"
@@ -1034,6 +1056,29 @@ def _run_figures(sample: Sample) -> str:
     )
 
 
+def _sync_figures(samples: list[Sample]) -> str:
+    """Each sync ring run: its time, CPU, context switches a delivery and events a commit.
+
+    In sync durability each delivery's change waits for its commit: the agent's thread
+    sleeps until the writer wakes it, then sleeps again on its mailbox until the next
+    token wakes it; and the more changes wait together, the more events share a commit.
+    """
+    return "runs (s, CPU s, switches a delivery, events a commit): " + ", ".join(
+        _sync_run_figures(s) for s in samples
+    )
+
+
+def _sync_run_figures(sample: Sample) -> str:
+    x = sample.extra
+    writer = f", writer {x['writer_cpu_seconds']:.2f}" if "writer_cpu_seconds" in x else ""
+    per_commit = f"; {x['events_per_commit']:.1f} events/commit" if "events_per_commit" in x else ""
+    return (
+        f"{sample.seconds:.2f} (CPU {x['cpu_seconds']:.2f}: system {x['system_seconds']:.2f}{writer}; "
+        f"{x['switches_per_delivery']:.2f} voluntary and {x['involuntary_switches_per_delivery']:.2f} "
+        f"involuntary switches/delivery{per_commit})"
+    )
+
+
 def _cpu_per_delivery(samples: list[Sample]) -> str:
     """The process's CPU time a delivery, median of the runs."""
     per = statistics.median(x.extra["cpu_seconds"] / x.counts["deliveries"] * 1e6 for x in samples)
@@ -1130,7 +1175,7 @@ def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path |
         base = f"ring {n:,} agents x {s.ring_sync_hops:,} hops, sync"
         at_size = Target("rate", TARGET_RING_SYNC_RATE) if n == TARGET_RING_SYNC_AGENTS else None
         rows = (
-            RowSpec(f"{base}: acked state changes", "changes", "", at_size),
+            RowSpec(f"{base}: acked state changes", "changes", "", at_size, note=_sync_figures),
             RowSpec(f"{base}: journaled events", "events"),
         )
         out.append(Workload(base, "ring-sync", ring(n, s.ring_sync_hops, "sync", s.timeout), rows))

@@ -85,6 +85,33 @@ def test_the_ring_reports_how_bunched_each_run_was_and_where_its_cpu_went(tmp_pa
             assert not writer or float(writer) <= float(cpu) + 0.01  # a part of the process's
 
 
+_SYNC_RUN = re.compile(
+    r"(\d+\.\d+) \(CPU (\d+\.\d+): system (\d+\.\d+), writer (\d+\.\d+); (\d+\.\d+) voluntary and "
+    r"(\d+\.\d+) involuntary switches/delivery; (\d+\.\d+) events/commit\)"
+)
+
+
+def test_the_sync_ring_reports_its_switches_and_how_many_events_shared_each_commit(tmp_path: Path) -> None:
+    # What bounds the sync ring: each change waits for its commit, so the note gives
+    # each run's context switches a delivery and the events a commit held; the JSON
+    # keeps every run's figures beside its time.
+    options = "--only ring-sync --ring-sync-agents 4 --ring-sync-hops 5 --repeat 2 --timeout 120"
+    _, results = _run("fabric.py", options, tmp_path)
+
+    rows = {row["workload"]: row for row in results}
+    changes = rows["ring 4 agents x 5 hops, sync: acked state changes"]
+    runs = _SYNC_RUN.findall(changes["note"])
+    assert len(runs) == 2, changes["note"]
+    assert len(changes["extras"]) == 2
+    events = rows["ring 4 agents x 5 hops, sync: journaled events"]["count"]
+    for (seconds, *_, per_commit), extra, took in zip(runs, changes["extras"], changes["runs"], strict=True):
+        assert float(seconds) == pytest.approx(took, abs=0.006)  # the note's runs are the JSON's, in order
+        assert extra["commits"] >= 1
+        assert extra["events_per_commit"] * extra["commits"] == pytest.approx(events)
+        assert float(per_commit) == pytest.approx(extra["events_per_commit"], abs=0.05)
+        assert extra["involuntary_switches_per_delivery"] >= 0
+
+
 def test_the_memory_only_ring_is_measured_against_a_ring_of_bare_pykka_actors(tmp_path: Path) -> None:
     # What the runtime's agents cost a delivery beside the actor library alone: the same
     # ring shape (4 actors, one token each, 10 hops) of plain Pykka actors, in the same run,
