@@ -58,6 +58,85 @@ def test_a_wrong_or_missing_chain_key_exits_two_with_the_same_message_everywhere
     assert runner.invoke(main, ["verify", str(path), "--key", "k"]).exit_code == 0
 
 
+@pytest.mark.parametrize("args", AUDITS)
+def test_a_journal_keyed_with_any_bytes_is_audited_with_a_key_file(tmp_path: Path, args: list[str]) -> None:
+    key = bytes(range(200, 232))  # random bytes, as a secret key is: no text, so no --key can give it
+    path = _journal(tmp_path, 3, key=key)
+    key_file = tmp_path / "key"
+    key_file.write_bytes(key)
+    runner = CliRunner()
+
+    read = runner.invoke(main, [args[0], str(path), *args[1:], "--key-file", str(key_file)])
+    # an environment's COGFABRIC_KEY does not stand in the way of a key file
+    beside = runner.invoke(
+        main, [args[0], str(path), *args[1:], "--key-file", str(key_file)], env={"COGFABRIC_KEY": "other"}
+    )
+
+    assert (read.exit_code, beside.exit_code) == (0, 0), (read.output, beside.output)
+    key_file.write_bytes(key + b"\n")  # bytes exactly: a newline is a part of the key
+    assert runner.invoke(main, ["verify", str(path), "--key-file", str(key_file)]).exit_code == 2
+
+
+def test_the_chain_key_is_read_from_the_environment_where_no_option_gives_it(tmp_path: Path) -> None:
+    path = _journal(tmp_path, 3, key=b"k")
+    runner = CliRunner()
+
+    assert runner.invoke(main, ["verify", str(path)], env={"COGFABRIC_KEY": "k"}).exit_code == 0
+    wrong = runner.invoke(main, ["verify", str(path)], env={"COGFABRIC_KEY": "wrong"})
+    assert wrong.exit_code == 2
+    assert "different chain key" in wrong.output
+    missing = runner.invoke(main, ["verify", str(path)])
+    assert "--key-file, --key or COGFABRIC_KEY" in missing.output
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        (["--key", "k", "--key-file", "KEYFILE"], "give the chain key once: --key or --key-file, not both"),
+        (["--key-file", "KEYFILE", "--key-file", "KEYFILE"], "given 2 times"),
+        (["--key-file", "MISSING"], "cannot read"),
+        (["--key-file", "EMPTY"], "a chain key must be 1 to 64 bytes"),
+    ],
+)
+def test_a_key_file_given_wrongly_is_a_usage_error(tmp_path: Path, given: list[str], problem: str) -> None:
+    path = _journal(tmp_path, 3, key=b"k")
+    (tmp_path / "key").write_bytes(b"k")
+    (tmp_path / "empty").write_bytes(b"")
+    files = {"KEYFILE": tmp_path / "key", "MISSING": tmp_path / "missing", "EMPTY": tmp_path / "empty"}
+
+    result = CliRunner().invoke(main, ["verify", str(path), *(str(files.get(g, g)) for g in given)])
+
+    assert result.exit_code == 2, result.output
+    assert problem in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", "--stream", "bus", "--stream", "agent/a0"],
+        ["export", "--layer", "ipc", "--layer", "agent_private"],
+        ["export", "--after", "1", "--after", "2"],
+        ["export", "-o", "a.jsonl", "-o", "b.jsonl"],
+        ["replay", "--agent", "a0", "--agent", "a1"],
+        ["replay", "--agent", "a0", "--at", "1", "--at", "2"],
+    ],
+)
+def test_a_filter_given_twice_is_a_usage_error_not_the_last_one_silently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    # click keeps the last of a repeated option: `--stream bus --stream agent/a0` would
+    # export agent/a0 alone, narrower than asked, and exit 0
+    path = _journal(tmp_path, 3)
+    monkeypatch.chdir(tmp_path)
+
+    result = CliRunner().invoke(main, [args[0], str(path), *args[1:]])
+
+    assert result.exit_code == 2, result.output
+    assert "given 2 times" in result.output
+    assert not (tmp_path / "a.jsonl").exists()
+    assert not (tmp_path / "b.jsonl").exists()
+
+
 def test_a_wrong_chain_key_names_the_journal_not_the_private_copy(tmp_path: Path) -> None:
     path = _journal(tmp_path, 3, key=b"k")
 

@@ -61,7 +61,9 @@ def _not_writable(path: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def open_for_audit(path: Path, *, copy: bool = False, key: str | None = None) -> Iterator[LmdbJournal]:
+def open_for_audit(
+    path: Path, *, copy: bool = False, key: bytes | str | None = None
+) -> Iterator[LmdbJournal]:
     """Open ``path`` read-only, or a private copy of its data file with ``copy``.
 
     The data file is never changed. Reading in place works while a writer appends
@@ -121,7 +123,7 @@ _CRASHES: Final = frozenset({signal.SIGABRT, signal.SIGBUS, signal.SIGSEGV, sign
 """The signals a process dies of when LMDB meets a page it cannot parse (an assertion, a bad address)."""
 
 
-def _check_pages(where: Path, named: Path, key: str | None) -> bool:
+def _check_pages(where: Path, named: Path, key: bytes | str | None) -> bool:
     """Read every page of the journal at ``where`` in a child process first, if LMDB would crash on one.
 
     LMDB has no checksums and trusts its pages: one damaged in place can make it abort

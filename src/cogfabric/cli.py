@@ -9,13 +9,14 @@ cannot be written.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shlex
 import statistics
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 from click.core import ParameterSource
@@ -37,6 +38,10 @@ _JOURNAL = click.argument("journal", type=click.Path(path_type=Path))
 _COPY = click.option("--copy", is_flag=True, help="Audit a private copy (for a directory you cannot write).")
 
 
+KEY_ENV: Final = "COGFABRIC_KEY"
+"""The environment variable the audit commands read a chain key from when ``--key`` is not given."""
+
+
 def _check_key(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     """Refuse a key no journal can have, as a usage error (exit 2), before opening anything."""
     from cogfabric.store._lmdb import _normalise_key  # noqa: PLC0415 - the store's own rule
@@ -48,9 +53,74 @@ def _check_key(_ctx: click.Context, _param: click.Parameter, value: str | None) 
     return value
 
 
-_KEY = click.option(
-    "--key", default=None, callback=_check_key, help="The chain key the journal was written with."
-)
+def _once(_ctx: click.Context, _param: click.Parameter, values: tuple[Any, ...]) -> Any:  # noqa: ANN401
+    """The value of an option that may be given once (None when not given); twice is a usage error.
+
+    Click keeps the last of a repeated option, so ``export --stream bus --stream
+    runtime`` would export the runtime stream alone, silently narrower than asked.
+    """
+    if len(values) > 1:
+        shown = ", ".join(map(str, values))
+        msg = f"given {len(values)} times ({shown}); give it once"
+        raise click.BadParameter(msg)
+    return values[0] if values else None
+
+
+def _read_key_file(ctx: click.Context, param: click.Parameter, values: tuple[Path, ...]) -> bytes | None:
+    """The chain key in a file: its bytes exactly (any bytes: a key of random bytes too)."""
+    from cogfabric.store._lmdb import _normalise_key  # noqa: PLC0415 - the store's own rule
+
+    path: Path | None = _once(ctx, param, values)
+    if path is None:
+        return None
+    try:
+        key: bytes = path.read_bytes()
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        _normalise_key(key)
+    except ValueError as exc:
+        raise click.BadParameter(f"{path}: {exc}") from None
+    return key
+
+
+def _keyed(command: Callable[..., None]) -> Callable[..., None]:
+    """Give an audit command the chain key as ``key``: ``--key-file`` (bytes), or ``--key`` (text).
+
+    ``--key`` is read from ``COGFABRIC_KEY`` when not given. A key file and a ``--key``
+    on the command line together are a usage error; a key file goes before
+    ``COGFABRIC_KEY``.
+    """
+
+    @functools.wraps(command)
+    def run(*args: Any, key: str | None, key_file: bytes | None, **kwargs: Any) -> None:  # noqa: ANN401
+        if key_file is not None:
+            source = click.get_current_context().get_parameter_source("key")
+            if key is not None and source is not ParameterSource.ENVIRONMENT:
+                _fail("give the chain key once: --key or --key-file, not both")
+            command(*args, key=key_file, **kwargs)
+            return
+        command(*args, key=key, **kwargs)
+
+    with_file = click.option(
+        "--key-file",
+        "key_file",
+        type=click.Path(path_type=Path, dir_okay=False),
+        multiple=True,
+        callback=_read_key_file,
+        help="A file holding the chain key, read as bytes exactly (no newline is stripped).",
+    )
+    with_key = click.option(
+        "--key",
+        default=None,
+        envvar=KEY_ENV,
+        callback=_check_key,
+        help=f"The chain key the journal was written with, as text (or set {KEY_ENV}). A key on the "
+        "command line shows in the process list: prefer --key-file.",
+    )
+    return with_key(with_file(run))
+
+
 _NO_VERIFY = click.option(
     "--no-verify", is_flag=True, help="Read a journal even if its hash chain does not verify (dangerous)."
 )
@@ -256,7 +326,7 @@ def _progress(label: str, total: int) -> _Progress:
     return _Progress(label, total)
 
 
-def _audit(path: Path, *, copy: bool, key: str | None) -> Any:  # noqa: ANN401 - a context manager
+def _audit(path: Path, *, copy: bool, key: bytes | str | None) -> Any:  # noqa: ANN401 - a context manager
     from cogfabric._audit import open_for_audit  # noqa: PLC0415
 
     return open_for_audit(path, copy=copy, key=key)
@@ -295,13 +365,13 @@ def _exit_code(exc: Exception) -> int:
     return EXIT_PROBLEM if isinstance(exc, JournalIntegrityError) else EXIT_USAGE
 
 
-def _fail_journal(exc: Exception, key: str | None) -> NoReturn:
+def _fail_journal(exc: Exception, key: bytes | str | None) -> NoReturn:
     """Report a journal error the same way in every audit command, with its exit code."""
     from cogfabric.store import JournalKeyError  # noqa: PLC0415
 
     message = str(exc)
     if isinstance(exc, JournalKeyError) and key is None:
-        message += " (pass it with --key)"
+        message += f" (pass it with --key-file, --key or {KEY_ENV})"
     _fail(message, _exit_code(exc))
 
 
@@ -313,14 +383,14 @@ def _journal_errors() -> tuple[type[Exception], ...]:
 
 @main.command()
 @_JOURNAL
-@_KEY
+@_keyed
 @_COPY
 @click.option(
     "--no-snapshots",
     is_flag=True,
     help="Skip comparing each agent's snapshot with its events (two replays of each such agent).",
 )
-def verify(journal: Path, key: str | None, copy: bool, no_snapshots: bool) -> None:
+def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: bool) -> None:
     """Check JOURNAL's hash chain, indexes and snapshots, and that every record decodes.
 
     Then each agent's snapshot is compared with the state its events make (a forger
@@ -376,11 +446,18 @@ def _failed_verdict(line: str) -> NoReturn:
 
 @main.command()
 @_JOURNAL
-@click.option("--agent", default=None, help="Rebuild this agent.")
-@click.option("--session", default=None, help="Rebuild this session.")
-@click.option("--at", "at", default=None, type=click.IntRange(0), help="As of this seq (default: the end).")
+@click.option("--agent", multiple=True, callback=_once, help="Rebuild this agent.")
+@click.option("--session", multiple=True, callback=_once, help="Rebuild this session.")
+@click.option(
+    "--at",
+    "at",
+    multiple=True,
+    callback=_once,
+    type=click.IntRange(0),
+    help="As of this seq (default: the end).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@_KEY
+@_keyed
 @_COPY
 @_NO_VERIFY
 def replay(
@@ -389,7 +466,7 @@ def replay(
     session: str | None,
     at: int | None,
     as_json: bool,
-    key: str | None,
+    key: bytes | str | None,
     copy: bool,
     no_verify: bool,
 ) -> None:
@@ -531,17 +608,25 @@ def _print_view(view: dict[str, Any]) -> None:
 @main.command()
 @_JOURNAL
 @click.option(
-    "--output", "-o", type=click.Path(path_type=Path), default=None, help="A file (default stdout)."
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    multiple=True,
+    callback=_once,
+    help="A file (default stdout).",
 )
-@click.option("--stream", default=None, help="Only this stream, e.g. agent/researcher-001.")
+@click.option("--stream", multiple=True, callback=_once, help="Only this stream, e.g. agent/researcher-001.")
 @click.option(
     "--layer",
     type=click.Choice(["task_shared", "agent_private", "ipc"], case_sensitive=False),
-    default=None,
+    multiple=True,
+    callback=_once,
     help="Only events that touch this context layer.",
 )
-@click.option("--after", default=0, type=click.IntRange(0), help="Only records after this seq.")
-@_KEY
+@click.option(
+    "--after", type=click.IntRange(0), multiple=True, callback=_once, help="Only records after this seq."
+)
+@_keyed
 @_COPY
 @_NO_VERIFY
 def export(
@@ -549,8 +634,8 @@ def export(
     output: Path | None,
     stream: str | None,
     layer: str | None,
-    after: int,
-    key: str | None,
+    after: int | None,
+    key: bytes | str | None,
     copy: bool,
     no_verify: bool,
 ) -> None:
@@ -580,7 +665,9 @@ def export(
                     f"{journal} has no stream {stream!r}; streams are agent/<id>, session/<id>, bus, runtime"
                 )
             with _export_target(output) as sink:
-                for line in export_lines(opened, stream=stream, layer=layer, after=after, until=verified):
+                for line in export_lines(
+                    opened, stream=stream, layer=layer, after=after or 0, until=verified
+                ):
                     sink.write(line)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
@@ -668,10 +755,10 @@ def _need_stdout() -> None:
 @main.command()
 @_JOURNAL
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@_KEY
+@_keyed
 @_COPY
 @_NO_VERIFY
-def inspect(journal: Path, as_json: bool, key: str | None, copy: bool, no_verify: bool) -> None:
+def inspect(journal: Path, as_json: bool, key: bytes | str | None, copy: bool, no_verify: bool) -> None:
     """Summarise JOURNAL: format, records, the head, first and last time, counts per type and stream, size.
 
     The head is the last seq and its hash-chain link (hex): keep it somewhere else to
