@@ -17,12 +17,6 @@ def _stop_all_actors() -> Iterator[None]:
     pykka.ActorRegistry.stop_all(block=True, timeout=10)
 
 
-@pytest.fixture(autouse=True)
-def _no_chain_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The audit commands read a chain key from COGFABRIC_KEY: one set where tests run must not count."""
-    monkeypatch.delenv("COGFABRIC_KEY", raising=False)
-
-
 def _damage_page(directory: Path, marker: bytes) -> None:
     env = lmdb.open(str(directory), readonly=True, max_dbs=8)
     page_size = env.stat()["psize"]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
 import shlex
 import statistics
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from click.core import ParameterSource
@@ -38,14 +39,11 @@ _JOURNAL = click.argument("journal", type=click.Path(path_type=Path))
 _COPY = click.option("--copy", is_flag=True, help="Audit a private copy (for a directory you cannot write).")
 
 
-KEY_ENV: Final = "COGFABRIC_KEY"
-"""The environment variable the audit commands read a chain key from when ``--key`` is not given."""
-
-
-def _check_key(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """Refuse a key no journal can have, as a usage error (exit 2), before opening anything."""
+def _check_key(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> str | None:
+    """The ``--key`` given (once), refused as a usage error (exit 2) if no journal can have it."""
     from cogfabric.store._lmdb import _normalise_key  # noqa: PLC0415 - the store's own rule
 
+    value: str | None = _once(ctx, param, values)
     try:
         _normalise_key(value)
     except ValueError as exc:  # a UnicodeEncodeError too
@@ -67,16 +65,25 @@ def _once(_ctx: click.Context, _param: click.Parameter, values: tuple[Any, ...])
 
 
 def _read_key_file(ctx: click.Context, param: click.Parameter, values: tuple[Path, ...]) -> bytes | None:
-    """The chain key in a file: its bytes exactly (any bytes: a key of random bytes too)."""
+    """The chain key in a file: its bytes exactly (any bytes: a key of random bytes too).
+
+    Reads one byte more than a key can hold, no more: ``--key-file /dev/urandom`` is
+    refused as too long, not read until memory runs out.
+    """
     from cogfabric.store._lmdb import _normalise_key  # noqa: PLC0415 - the store's own rule
 
     path: Path | None = _once(ctx, param, values)
     if path is None:
         return None
+    longest = hashlib.blake2b.MAX_KEY_SIZE
     try:
-        key: bytes = path.read_bytes()
+        with path.open("rb") as file:
+            key = file.read(longest + 1)
     except OSError as exc:
         raise click.BadParameter(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(key) > longest:
+        msg = f"{path}: a chain key must be 1 to {longest} bytes, and the file holds more"
+        raise click.BadParameter(msg)
     try:
         _normalise_key(key)
     except ValueError as exc:
@@ -87,20 +94,14 @@ def _read_key_file(ctx: click.Context, param: click.Parameter, values: tuple[Pat
 def _keyed(command: Callable[..., None]) -> Callable[..., None]:
     """Give an audit command the chain key as ``key``: ``--key-file`` (bytes), or ``--key`` (text).
 
-    ``--key`` is read from ``COGFABRIC_KEY`` when not given. A key file and a ``--key``
-    on the command line together are a usage error; a key file goes before
-    ``COGFABRIC_KEY``.
+    Either once; both together are a usage error.
     """
 
     @functools.wraps(command)
     def run(*args: Any, key: str | None, key_file: bytes | None, **kwargs: Any) -> None:  # noqa: ANN401
-        if key_file is not None:
-            source = click.get_current_context().get_parameter_source("key")
-            if key is not None and source is not ParameterSource.ENVIRONMENT:
-                _fail("give the chain key once: --key or --key-file, not both")
-            command(*args, key=key_file, **kwargs)
-            return
-        command(*args, key=key, **kwargs)
+        if key_file is not None and key is not None:
+            _fail("give the chain key once: --key or --key-file, not both")
+        command(*args, key=key if key_file is None else key_file, **kwargs)
 
     with_file = click.option(
         "--key-file",
@@ -112,11 +113,10 @@ def _keyed(command: Callable[..., None]) -> Callable[..., None]:
     )
     with_key = click.option(
         "--key",
-        default=None,
-        envvar=KEY_ENV,
+        multiple=True,
         callback=_check_key,
-        help=f"The chain key the journal was written with, as text (or set {KEY_ENV}). A key on the "
-        "command line shows in the process list: prefer --key-file.",
+        help="The chain key the journal was written with, as text. A key on the command line "
+        "shows in the process list: prefer --key-file.",
     )
     return with_key(with_file(run))
 
@@ -371,7 +371,7 @@ def _fail_journal(exc: Exception, key: bytes | str | None) -> NoReturn:
 
     message = str(exc)
     if isinstance(exc, JournalKeyError) and key is None:
-        message += f" (pass it with --key-file, --key or {KEY_ENV})"
+        message += " (pass it with --key-file or --key)"
     _fail(message, _exit_code(exc))
 
 

@@ -1185,6 +1185,8 @@ class TestCleaner:
                 'Search "say \\"hi\\"\\nnow" (3 results)',
             ),
             ("knowledge_search", '{"query": 5}', "[]", 'Search "" (0 results)'),  # a query that is no string
+            # Go's %q, not JSON's quoting: a control character as \x01, a letter as it is
+            ("knowledge_search", '{"query": "a\\u0001\u00e9"}', "[]", 'Search "a\\x01\u00e9" (0 results)'),
             (
                 "other",
                 "{}",
