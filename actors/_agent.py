@@ -953,7 +953,7 @@ class AgentActor(pykka.ThreadingActor):
             self._shared.lifecycle = self._state.lifecycle
             if isinstance(exc, RuntimeClosedError) and (self._core.closing or self._core.stopped):
                 # this runtime's close, not a failure (another runtime's closing is one)
-                log.debug("agent %s: the runtime closed while it handled %s", self._state.id, message.topic)
+                self._cut_short(message, exc)
                 return
             self._on_behavior_failure(message, exc)
             return
@@ -990,6 +990,24 @@ class AgentActor(pykka.ThreadingActor):
             else:
                 why = f"agentipc: no handler: {self._state.id!r} cannot handle {message.topic!r} ({reason})"
                 bus.refuse(message, reason, IpcNoHandlerError(why))
+
+    def _cut_short(self, message: IpcMessage, exc: RuntimeClosedError) -> None:
+        """The runtime's close refused a call of the behavior handling ``message``: say so in the journal.
+
+        While ``close()`` lets the agents handle what is in their mailboxes, the runtime
+        is closed to everything but their own state: a behavior's send, broadcast,
+        request or session call raises ``RuntimeClosedError``. Its message was not
+        handled through, which a ``closed`` dead letter records, after the changes the
+        behavior made (a requester gets the error at once). Not a failure of the agent:
+        no ``AgentFailed``, no restart.
+        """
+        log.info("agent %s: the runtime closed while it handled %s", self._state.id, message.topic)
+        why = RuntimeClosedError(f"the runtime closed while {self._state.id!r} handled it: {exc}")
+        with contextlib.suppress(RuntimeClosedError, JournalError):  # the writer stopped: too late to record
+            try:
+                self._flush_outbox()
+            finally:
+                self._core.bus.refuse(message, "closed", why)
 
     def _on_behavior_failure(self, message: IpcMessage, exc: BaseException) -> None:
         log.warning("behavior of agent %s raised on %s: %s", self._state.id, message.topic, journal_repr(exc))

@@ -718,11 +718,15 @@ class IpcBus:
         subscriptions that share the largest order, ``MAX_SUBSCRIPTION_ORDER``, which
         only a hand-written record or snapshot brings near.
 
+        Empty once ``close()`` began, as ``runtime.agents()``: no agent is live then.
+
         Raises:
             TypeError: ``topic`` is not a str.
 
         """
         topic = require_str(topic, "topic")  # plain text: a subclass's own __hash__ finds nothing
+        if self._runtime.closed:
+            return []
         with self._lock:
             return list(self._topics.get(topic, ()))
 

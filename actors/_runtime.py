@@ -805,7 +805,7 @@ class Runtime:
         return self._entry(agent_id).handle
 
     def agents(self) -> list[str]:
-        """The ids of the live agents, in the order their ids were first spawned.
+        """The ids of the live agents, in the order their ids were first spawned (none after ``close()``).
 
         With a journal, an agent killed and spawned again keeps its id's first place, so
         the list is the same before and after a reopen; a memory-only runtime forgets a
@@ -1436,6 +1436,13 @@ class Runtime:
 
     def close(self) -> None:
         """Flush, stop every actor and close the journal; idempotent.
+
+        The agents get ``call_timeout``, all together, to handle what is in their
+        mailboxes, with the runtime closed to everything but their own state: a
+        behavior's send, broadcast, request or session call raises
+        ``RuntimeClosedError``, and a message whose behavior stops on it leaves a
+        ``closed`` dead letter after the changes it made. What is left after that is
+        dropped.
 
         A runtime still open when the interpreter exits is closed then (its actors run
         on daemon threads, which would not keep the process alive, nor be waited for).

@@ -817,3 +817,84 @@ def test_a_ctrl_c_anywhere_in_ringing_the_writer_never_leaves_it_asleep(
 
     for at in range(1, lines + 1):
         assert interrupted_flush(at, tmp_path / f"at-{at}")[1] == ["before", "after"], at
+
+
+class _PassesOn:
+    """Holds its first message until the gate opens; then records each message and passes it on."""
+
+    def __init__(self, entered: threading.Event, gate: threading.Event) -> None:
+        self.entered, self.gate = entered, gate
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+        if message.topic == "hold":
+            self.entered.set()
+            assert self.gate.wait(30)
+            return None
+        ctx.set_private(message.topic, True)
+        ctx.send("b", "passed", message.topic)  # refused once close() began: the runtime is closed
+        return None
+
+
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_a_message_cut_short_by_close_leaves_a_closed_dead_letter_after_its_changes(
+    tmp_path: Path, durability: str
+) -> None:
+    # close() lets the agents handle what is in their mailboxes, but the runtime is closed
+    # to their sends: a behavior stopped by that is no failure (no AgentFailed), yet its
+    # message was not handled through, which an audit must see in the journal
+    entered, gate = threading.Event(), threading.Event()
+    behaviors = {"passes": lambda: _PassesOn(entered, gate), "echo": _Echo}
+    rt = Runtime.open(tmp_path / "j", config=_config(durability), clock=FakeClock(), behaviors=behaviors)
+    try:
+        rt.spawn("a", behavior="passes")
+        rt.spawn("b", behavior="echo")
+        rt.bus.send("x", "a", "hold")
+        assert entered.wait(10)
+        sent = [rt.bus.send("x", "a", topic) for topic in ("t1", "t2")]  # waiting in a's mailbox
+        begun = _closing_begun(rt)
+        closer, _ = _in_thread(rt.close)
+        assert begun.wait(10)
+        gate.set()
+        closer.join(30)
+        assert not closer.is_alive()
+    finally:
+        gate.set()
+        rt.close()
+
+    letters = [d for d in rt.bus.dead_letters() if d.reason == "closed"]
+    # the message each refused send would have sent keeps its own letter (as any a close refuses)
+    assert [(d.topic, d.recipient) for d in letters] == [
+        ("passed", "b"),
+        ("t1", "a"),
+        ("passed", "b"),
+        ("t2", "a"),
+    ]
+    cut_short = [d for d in letters if d.recipient == "a"]
+    assert [d.message_id for d in cut_short] == [m.id for m in sent]
+    assert "the runtime closed while 'a' handled it" in cut_short[0].error
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        events = [r.event for r in journal.read()]
+    journaled = [e for e in events if isinstance(e, IpcDeadLettered) and e.reason == "closed"]
+    assert [e.message_id for e in journaled] == [d.message_id for d in letters]
+    assert not any(type(e).__name__ == "AgentFailed" for e in events)
+    # each message's change is journaled before its dead letter
+    for message in sent:
+        change = next(i for i, e in enumerate(events) if isinstance(e, PrivateSet) and e.key == message.topic)
+        letter = next(
+            i
+            for i, e in enumerate(events)
+            if getattr(e, "message_id", None) == message.id and isinstance(e, IpcDeadLettered)
+        )
+        assert change < letter
+
+
+def test_after_close_no_agent_is_listed_anywhere(tmp_path: Path) -> None:
+    rt = Runtime.open(tmp_path / "j", clock=FakeClock())
+    rt.spawn("p")
+    rt.spawn("c", parent="p")
+    rt.bus.subscribe("c", "news")
+
+    rt.close()
+
+    # no agent is live once close() began: each list says so, as agents() did already
+    assert (rt.agents(), rt.children("p"), rt.bus.subscribers("news")) == ([], [], [])
