@@ -24,7 +24,7 @@ from cogfabric import (
     Runtime,
     RuntimeClosedError,
 )
-from cogfabric.actors import Config, JournalConfig, RuntimeConfig
+from cogfabric.actors import Behavior, Config, JournalConfig, RuntimeConfig
 from cogfabric.actors._runtime import _STOP_WINDOW
 from cogfabric.events import IpcDeadLettered, PrivateSet
 from cogfabric.store import Journal, JournalFailedError
@@ -843,7 +843,7 @@ def test_a_message_cut_short_by_close_leaves_a_closed_dead_letter_after_its_chan
     # to their sends: a behavior stopped by that is no failure (no AgentFailed), yet its
     # message was not handled through, which an audit must see in the journal
     entered, gate = threading.Event(), threading.Event()
-    behaviors = {"passes": lambda: _PassesOn(entered, gate), "echo": _Echo}
+    behaviors: dict[str, Callable[[], Behavior]] = {"passes": lambda: _PassesOn(entered, gate), "echo": _Echo}
     rt = Runtime.open(tmp_path / "j", config=_config(durability), clock=FakeClock(), behaviors=behaviors)
     try:
         rt.spawn("a", behavior="passes")
