@@ -191,10 +191,18 @@ class IpcBus:
                 # message told would queue behind its actor's stop and be dropped unseen
                 self._runtime._tell_current(message.recipient, entry, (1, delivered))  # noqa: SLF001
             except AgentNotFoundError:  # its slot is given back
+                # killed, or stopped by close(): then the message is one the close refused
+                closed = self._core.closing
                 try:
                     if message.kind == "request":  # its requester learns it at once
-                        gone = AgentNotRegisteredError(message.recipient)
-                        self.refuse(message, "agent not registered", gone)
+                        gone: CogfabricError = (
+                            RuntimeClosedError("the runtime was closed")
+                            if closed
+                            else AgentNotRegisteredError(message.recipient)
+                        )
+                        self.refuse(message, "closed" if closed else "agent not registered", gone)
+                    elif closed:
+                        self.dead_letter(message, "closed", "the runtime was closed")
                     else:
                         self.dead_letter(message, "agent not registered", "")
                 except (RuntimeClosedError, JournalError) as exc:  # the slot is back already: only log

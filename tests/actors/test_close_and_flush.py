@@ -730,9 +730,11 @@ def test_a_request_delivered_as_close_begins_is_answered_or_refused_as_closed(tm
         stop_agents, writer = rt._stop_agents, rt._core.writer
 
         def stop(entries: Any) -> None:
-            gate.set()  # the request commits and is delivered once close() has taken every agent
+            gate.set()  # the request commits once close() has taken every agent
             assert writer is not None
-            writer.flush(10)  # its delivery (a post-commit action) is over
+            writer.flush(10)
+            # the requester delivers it after its commit, before or after the agent stops
+            # (then the close refuses it: RuntimeClosedError, as if it still waited)
             stop_agents(entries)
 
         rt._stop_agents = stop  # type: ignore[method-assign]
@@ -898,3 +900,56 @@ def test_after_close_no_agent_is_listed_anywhere(tmp_path: Path) -> None:
 
     # no agent is live once close() began: each list says so, as agents() did already
     assert (rt.agents(), rt.children("p"), rt.bus.subscribers("news")) == ([], [], [])
+
+
+@pytest.mark.parametrize("kind", ["request", "send"])
+def test_a_message_that_reaches_its_agent_after_close_stopped_it_is_refused_as_closed(
+    tmp_path: Path, kind: str
+) -> None:
+    # A sender from outside journals its message, then delivers it itself: close() can
+    # stop the recipient in between. That is the close refusing the message (as README
+    # says of a request still waiting: RuntimeClosedError and a closed dead letter), not
+    # an agent that is not registered.
+    rt = Runtime.open(tmp_path / "j", config=_config("sync"), clock=FakeClock(), behaviors={"echo": _Echo})
+    try:
+        rt.spawn("b", behavior="echo")
+        delivering, stopped, delivered = threading.Event(), threading.Event(), threading.Event()
+        delivery, stop_agents = rt.bus._delivery, rt._stop_agents
+
+        def late(message: IpcMessage, entry: Any, **kwargs: Any) -> Callable[[bool], None]:
+            deliver = delivery(message, entry, **kwargs)
+
+            def run(committed: bool) -> None:
+                delivering.set()
+                assert stopped.wait(10)
+                try:
+                    deliver(committed)
+                finally:
+                    delivered.set()
+
+            return run
+
+        def stop(entries: Any) -> None:
+            stop_agents(entries)
+            stopped.set()
+            assert delivered.wait(10)  # the sender has delivered before close() fails what waits
+
+        rt.bus._delivery = late  # type: ignore[method-assign]
+        rt._stop_agents = stop  # type: ignore[method-assign]
+        call = (
+            (lambda: rt.bus.request("x", "b", "q", timeout=10))
+            if kind == "request"
+            else (lambda: rt.bus.send("x", "b", "q"))
+        )
+        sender, outcome = _in_thread(call)
+        assert delivering.wait(10)
+        rt.close()
+        sender.join(15)
+    finally:
+        stopped.set()
+        rt.close()
+
+    (result,) = outcome
+    if kind == "request":
+        assert isinstance(result, RuntimeClosedError), result
+    assert [(d.topic, d.reason) for d in rt.bus.dead_letters()] == [("q", "closed")]
