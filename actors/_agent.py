@@ -998,8 +998,8 @@ class AgentActor(pykka.ThreadingActor):
         is closed to everything but their own state: a behavior's send, broadcast,
         request or session call raises ``RuntimeClosedError``. Its message was not
         handled through, which a ``closed`` dead letter records, after the changes the
-        behavior made (a requester gets the error at once). Not a failure of the agent:
-        no ``AgentFailed``, no restart.
+        behavior made (a requester gets the error at once; see ``IpcBus.cut_short``).
+        Not a failure of the agent: no ``AgentFailed``, no restart.
         """
         log.info("agent %s: the runtime closed while it handled %s", self._state.id, message.topic)
         why = RuntimeClosedError(f"the runtime closed while {self._state.id!r} handled it: {exc}")
@@ -1007,7 +1007,7 @@ class AgentActor(pykka.ThreadingActor):
             try:
                 self._flush_outbox()
             finally:
-                self._core.bus.refuse(message, "closed", why)
+                self._core.bus.cut_short(message, why)
 
     def _on_behavior_failure(self, message: IpcMessage, exc: BaseException) -> None:
         log.warning("behavior of agent %s raised on %s: %s", self._state.id, message.topic, journal_repr(exc))

@@ -169,6 +169,30 @@ class IpcBus:
         with contextlib.suppress(CogfabricError):
             self.dead_letter(message, "closed", "the runtime was closed")
 
+    def cut_short(self, message: IpcMessage, error: RuntimeClosedError) -> None:
+        """``message``'s behavior stopped half-way on the runtime's close: one ``closed`` dead letter.
+
+        A requester still waiting gets ``error`` at once. The letter is written also for
+        a request answered (or timed out) already: the behavior's changes after that are
+        in the journal, and the letter says the message was not handled through (where
+        a behavior's own error journals ``AgentFailed``). Once the writer stopped, there
+        is nothing to record it in, and it is not kept in memory either.
+        """
+        if self._runtime._writer_stopped or self._runtime._close_done.is_set():  # noqa: SLF001
+            return
+        pending = None
+        if message.kind == "request":
+            with self._lock:
+                pending = self._pending.pop(message.correlation_id, None)
+            if pending is not None:
+                pending.error = error
+                pending.as_is = True
+        try:
+            self.dead_letter(message, "closed", journal_repr(error))
+        finally:
+            if pending is not None:
+                pending.done.set()  # even when the journal refuses the dead letter
+
     def _delivery(
         self, message: IpcMessage, entry: _Entry, *, shared: bool = False
     ) -> Callable[[bool], None]:

@@ -11,6 +11,7 @@ import textwrap
 import threading
 from typing import TYPE_CHECKING, Any
 
+import pykka
 import pytest
 
 from cogfabric import (
@@ -953,3 +954,85 @@ def test_a_message_that_reaches_its_agent_after_close_stopped_it_is_refused_as_c
     if kind == "request":
         assert isinstance(result, RuntimeClosedError), result
     assert [(d.topic, d.reason) for d in rt.bus.dead_letters()] == [("q", "closed")]
+
+
+class _AnswersThenPassesOn:
+    """Answers a request at once, then holds it until the gate opens, and passes it on."""
+
+    def __init__(self, entered: threading.Event, gate: threading.Event, done: threading.Event) -> None:
+        self.entered, self.gate, self.done = entered, gate, done
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+        try:
+            if message.kind == "request":
+                ctx.reply(message.correlation_id, "early")
+            self.entered.set()
+            assert self.gate.wait(30)
+            ctx.set_private("step", message.topic)
+            ctx.send("b", "passed", message.topic)  # refused: the runtime is closed by now
+        finally:
+            self.done.set()
+        return None
+
+
+def test_a_request_answered_and_then_cut_short_by_close_still_leaves_its_closed_dead_letter(
+    tmp_path: Path,
+) -> None:
+    entered, gate, done = threading.Event(), threading.Event(), threading.Event()
+    behaviors: dict[str, Callable[[], Behavior]] = {
+        "answers": lambda: _AnswersThenPassesOn(entered, gate, done),
+        "echo": _Echo,
+    }
+    rt = Runtime.open(tmp_path / "j", config=_config("sync"), clock=FakeClock(), behaviors=behaviors)
+    try:
+        rt.spawn("a", behavior="answers")
+        rt.spawn("b", behavior="echo")
+        requester, outcome = _in_thread(lambda: rt.bus.request("x", "a", "q", timeout=10))
+        assert entered.wait(10)
+        requester.join(10)
+        begun = _closing_begun(rt)
+        closer, _ = _in_thread(rt.close)
+        assert begun.wait(10)
+        gate.set()
+        closer.join(30)
+    finally:
+        gate.set()
+        rt.close()
+
+    (reply,) = outcome
+    assert reply.payload == "early"  # type: ignore[attr-defined]
+    letters = [(d.topic, d.recipient, d.reason) for d in rt.bus.dead_letters()]
+    assert letters == [("passed", "b", "closed"), ("q", "a", "closed")]
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        journaled = [r.event for r in journal.read() if isinstance(r.event, IpcDeadLettered)]
+    assert [(e.topic, e.reason) for e in journaled] == [("passed", "closed"), ("q", "closed")]
+
+
+def test_a_message_cut_short_after_the_writer_stopped_leaves_no_dead_letter_anywhere(tmp_path: Path) -> None:
+    # past call_timeout close() stops the writer without the busy agent; what the agent
+    # meets after that can be journaled nowhere, so the in-memory list keeps no letter
+    # the journal will not have either
+    entered, gate, done = threading.Event(), threading.Event(), threading.Event()
+    behaviors: dict[str, Callable[[], Behavior]] = {
+        "answers": lambda: _AnswersThenPassesOn(entered, gate, done),
+        "echo": _Echo,
+    }
+    rt = Runtime.open(
+        tmp_path / "j", config=_config("sync", call_timeout=0.3), clock=FakeClock(), behaviors=behaviors
+    )
+    try:
+        rt.spawn("a", behavior="answers")
+        rt.spawn("b", behavior="echo")
+        rt.bus.send("x", "a", "m")
+        assert entered.wait(10)
+        rt.close()  # gives up on the busy agent after call_timeout
+        gate.set()
+        assert done.wait(10)
+        pykka.ActorRegistry.stop_all(block=True, timeout=10)  # its message's handling is over
+    finally:
+        gate.set()
+        rt.close()
+
+    assert rt.bus.dead_letters() == []
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        assert not any(isinstance(r.event, IpcDeadLettered) for r in journal.read())
