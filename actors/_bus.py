@@ -105,6 +105,8 @@ class IpcBus:
         self._lock = threading.Lock()
         self._pending: dict[str, _Pending] = {}
         self._dead: collections.deque[IpcDeadLettered] = collections.deque(maxlen=DEAD_LETTER_CAPACITY)
+        self._failed_at_close: set[str] = set()
+        """The requests ``_close`` failed (each with its dead letter): ``cut_short`` letters none again."""
         self._topics: dict[str, list[str]] = {}
         """topic -> subscribed live agents, in subscription order (the agents' states journal it)."""
         self._orders: dict[tuple[str, str], int] = {}
@@ -173,16 +175,20 @@ class IpcBus:
         """``message``'s behavior stopped half-way on the runtime's close: one ``closed`` dead letter.
 
         A requester still waiting gets ``error`` at once. The letter is written also for
-        a request answered (or timed out) already: the behavior's changes after that are
-        in the journal, and the letter says the message was not handled through (where
-        a behavior's own error journals ``AgentFailed``). Once the writer stopped, there
-        is nothing to record it in, and it is not kept in memory either.
+        a request answered (or timed out: its ``timeout`` letter is the requester's, this
+        one the handler's) already: the behavior's changes after that are in the journal,
+        and the letter says the message was not handled through (where a behavior's own
+        error journals ``AgentFailed``). Not for a request the close failed already
+        (``_close``), whose ``closed`` letter is written. Once the writer stopped (for a
+        memory-only runtime: once ``close()`` is over) there is nothing to record it in.
         """
         if self._runtime._writer_stopped or self._runtime._close_done.is_set():  # noqa: SLF001
             return
         pending = None
         if message.kind == "request":
             with self._lock:
+                if message.correlation_id in self._failed_at_close:
+                    return
                 pending = self._pending.pop(message.correlation_id, None)
             if pending is not None:
                 pending.error = error
@@ -216,7 +222,7 @@ class IpcBus:
                 self._runtime._tell_current(message.recipient, entry, (1, delivered))  # noqa: SLF001
             except AgentNotFoundError:  # its slot is given back
                 # killed, or stopped by close(): then the message is one the close refused
-                closed = self._core.closing
+                closed = self._core.closing and not entry.killed
                 try:
                     if message.kind == "request":  # its requester learns it at once
                         gone: CogfabricError = (
@@ -235,11 +241,16 @@ class IpcBus:
         return deliver
 
     def dead_letter(self, message: IpcMessage, reason: str, error: str) -> None:
-        """Record ``message`` as undeliverable: journaled, and kept among the latest 1,024."""
+        """Record ``message`` as undeliverable: journaled, and kept among the latest 1,024.
+
+        Kept once the journal took it (handed over, in batch durability), so the latest
+        letters in memory are letters of the journal too: one the journal refuses (its
+        writer stopped, or fail-stop) raises, and is kept nowhere.
+        """
         letter = self._letter(message, reason, error)
+        self._journal(letter, durable=False)
         with self._lock:
             self._dead.append(letter)
-        self._journal(letter, durable=False)
 
     def _letter(self, message: IpcMessage, reason: str, error: str) -> IpcDeadLettered:
         return IpcDeadLettered(
@@ -563,6 +574,7 @@ class IpcBus:
         with self._lock:
             waiting = [p for p in self._pending.values() if not p.done.is_set()]
             self._pending.clear()
+            self._failed_at_close.update(p.request.correlation_id for p in waiting)
         letters: list[IpcDeadLettered] = []
         try:
             for pending in waiting:

@@ -142,7 +142,7 @@ class _Launched(NamedTuple):
 
 
 class _Entry:
-    __slots__ = ("behavior", "handle", "ref", "shared")
+    __slots__ = ("behavior", "handle", "killed", "ref", "shared")
 
     def __init__(
         self, ref: pykka.ActorRef[AgentActor], shared: Shared, handle: Agent, behavior: Behavior | None
@@ -152,6 +152,8 @@ class _Entry:
         self.handle = handle
         self.behavior = behavior
         """The behavior the agent started with (an instance given to ``spawn`` stays its own)."""
+        self.killed = False
+        """Its death is journaled: nothing told to it is handled (set under the runtime's lock)."""
 
 
 _NAMED: Final = 5
@@ -920,6 +922,7 @@ class Runtime:
             entry = self._agents.get(agent_id)
             if entry is None or entry.ref is not ref:
                 return  # removed already (the runtime is closing)
+            entry.killed = True
             del self._agents[agent_id]
             if self._journal is None:  # no stream keeps its id's place: a memory-only run stays bounded
                 self._listed.pop(agent_id, None)
@@ -1042,7 +1045,7 @@ class Runtime:
 
         """
         with self._lock:
-            current = self._agents.get(agent_id) is entry or self._closed
+            current = not entry.killed and (self._agents.get(agent_id) is entry or self._closed)
             if current:
                 try:
                     entry.ref.tell(message)

@@ -17,6 +17,7 @@ import pytest
 from cogfabric import (
     ActorTimeoutError,
     Agent,
+    AgentNotRegisteredError,
     ClockError,
     FakeClock,
     IpcHandlerError,
@@ -1036,3 +1037,141 @@ def test_a_message_cut_short_after_the_writer_stopped_leaves_no_dead_letter_anyw
     assert rt.bus.dead_letters() == []
     with Journal.open(tmp_path / "j", readonly=True) as journal:
         assert not any(isinstance(r.event, IpcDeadLettered) for r in journal.read())
+
+
+class _HeldPastClose:
+    """Holds a message past close()'s patience; then passes it on (refused: the runtime closes)."""
+
+    def __init__(self, entered: threading.Event, gate: threading.Event, done: threading.Event) -> None:
+        self.entered, self.gate, self.done = entered, gate, done
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
+        try:
+            self.entered.set()
+            assert self.gate.wait(30)
+            ctx.send("b", "passed", message.topic)
+        finally:
+            self.done.set()
+        return None
+
+
+@pytest.mark.parametrize("journaled", [True, False])
+def test_a_request_close_failed_already_gets_no_second_letter_when_its_behavior_is_cut_short(
+    tmp_path: Path, journaled: bool
+) -> None:
+    # close() gives up on a busy agent after call_timeout and fails its waiting request
+    # (one closed letter); the behavior, going on before the writer stops, is cut short
+    # on its next call: the same request must not be lettered twice
+    entered, gate, done = threading.Event(), threading.Event(), threading.Event()
+    behaviors: dict[str, Callable[[], Behavior]] = {
+        "held": lambda: _HeldPastClose(entered, gate, done),
+        "echo": _Echo,
+    }
+    rt = Runtime.open(
+        tmp_path / "j" if journaled else None,
+        config=_config("sync", call_timeout=0.3),
+        clock=FakeClock(),
+        behaviors=behaviors,
+    )
+    try:
+        rt.spawn("a", behavior="held")
+        rt.spawn("b", behavior="echo")
+        bus_close = rt.bus._close
+
+        def failed_then_cut_short() -> None:
+            bus_close()  # the request is failed and lettered closed
+            gate.set()  # the behavior goes on, as it may while the writer still stops
+            assert done.wait(10)
+            pykka.ActorRegistry.stop_all(block=True, timeout=10)  # its handling is over
+
+        rt.bus._close = failed_then_cut_short  # type: ignore[method-assign]
+        requester, outcome = _in_thread(lambda: rt.bus.request("x", "a", "q", timeout=20))
+        assert entered.wait(10)
+        rt.close()
+        requester.join(10)
+    finally:
+        gate.set()
+        rt.close()
+
+    assert isinstance(outcome[0], RuntimeClosedError)
+    letters = [(d.topic, d.reason) for d in rt.bus.dead_letters()]
+    assert letters == [("q", "closed"), ("passed", "closed")]
+    if journaled:
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            kept = [
+                (r.event.topic, r.event.reason)
+                for r in journal.read()
+                if isinstance(r.event, IpcDeadLettered)
+            ]
+        assert kept == letters
+
+
+@pytest.mark.parametrize("kind", ["request", "send"])
+def test_a_message_to_an_agent_killed_before_close_is_still_to_an_agent_not_registered(
+    tmp_path: Path, kind: str
+) -> None:
+    # the sender journals the message, the agent is killed, close() begins, and only then
+    # does the sender deliver it: the kill, not the close, is why it is not handled
+    rt = Runtime.open(tmp_path / "j", config=_config("sync"), clock=FakeClock(), behaviors={"echo": _Echo})
+    try:
+        rt.spawn("b", behavior="echo")
+        delivering, go_on, delivered = threading.Event(), threading.Event(), threading.Event()
+        delivery = rt.bus._delivery
+
+        def late(message: IpcMessage, entry: Any, **kwargs: Any) -> Callable[[bool], None]:
+            deliver = delivery(message, entry, **kwargs)
+
+            def run(committed: bool) -> None:
+                delivering.set()
+                assert go_on.wait(10)
+                try:
+                    deliver(committed)
+                finally:
+                    delivered.set()
+
+            return run
+
+        rt.bus._delivery = late  # type: ignore[method-assign]
+        call = (
+            (lambda: rt.bus.request("x", "b", "q", timeout=10))
+            if kind == "request"
+            else (lambda: rt.bus.send("x", "b", "q"))
+        )
+        sender, outcome = _in_thread(call)
+        assert delivering.wait(10)
+        rt.kill("b")
+        stop_agents = rt._stop_agents
+
+        def stop(entries: Any) -> None:
+            go_on.set()  # close() has begun: the sender delivers now, before close fails what waits
+            assert delivered.wait(10)
+            stop_agents(entries)
+
+        rt._stop_agents = stop  # type: ignore[method-assign]
+        rt.close()
+        sender.join(10)
+    finally:
+        go_on.set()
+        rt.close()
+
+    if kind == "request":
+        assert isinstance(outcome[0], AgentNotRegisteredError), outcome
+    assert [(d.topic, d.reason) for d in rt.bus.dead_letters()] == [("q", "agent not registered")]
+
+
+def test_a_dead_letter_the_journal_refuses_is_not_kept_in_memory_either(tmp_path: Path) -> None:
+    # the latest letters in memory are letters of the journal: none it never took
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        message = rt.bus.send("x", rt.spawn("a").id, "t")
+
+        def refused(event: Any, *, durable: bool) -> None:  # noqa: ARG001
+            msg = "the journal writer is stopped"
+            raise RuntimeClosedError(msg)
+
+        journal = rt.bus._journal
+        rt.bus._journal = refused  # type: ignore[method-assign]
+        with pytest.raises(RuntimeClosedError):
+            rt.bus.dead_letter(message, "test", "")
+        rt.bus._journal = journal  # type: ignore[method-assign]
+
+        assert rt.bus.dead_letters() == []
