@@ -580,13 +580,13 @@ class IpcBus:
             for pending in waiting:
                 letter = self._letter(pending.request, "closed", "the runtime was closed")
                 letters.append(letter)
-            with self._lock:
-                self._dead.extend(letters)
             writer = self._core.writer
             if writer is not None and letters:
                 # one submission that does not wait for room: a stalled writer must not
                 # cost call_timeout for each request
                 writer.submit_nowait(letters, wait_for_room=False)
+            with self._lock:  # kept once the journal took them, as dead_letter() keeps one
+                self._dead.extend(letters)
         except CogfabricError as exc:
             log.warning("no dead letters for %d requests open at close: %s", len(waiting), exc)
         finally:

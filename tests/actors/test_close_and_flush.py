@@ -1175,3 +1175,36 @@ def test_a_dead_letter_the_journal_refuses_is_not_kept_in_memory_either(tmp_path
         rt.bus._journal = journal  # type: ignore[method-assign]
 
         assert rt.bus.dead_letters() == []
+
+
+def test_requests_failed_at_close_keep_no_letter_in_memory_that_the_journal_refused(tmp_path: Path) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    rt = Runtime.open(
+        tmp_path / "j",
+        config=_config("sync", call_timeout=0.3),
+        clock=FakeClock(),
+        behaviors={"gated": lambda: _Gated(entered, gate)},
+    )
+    try:
+        rt.spawn("a", behavior="gated")
+        requester, outcome = _in_thread(lambda: rt.bus.request("x", "a", "q", timeout=20))
+        assert entered.wait(10)
+        writer = rt._core.writer
+        assert writer is not None
+        submit = writer.submit_nowait
+
+        def refusing(events: Any, **kwargs: Any) -> int:
+            if any(isinstance(e, IpcDeadLettered) for e in events):
+                msg = "the journal refused it"
+                raise JournalFailedError(msg)
+            return submit(events, **kwargs)
+
+        writer.submit_nowait = refusing  # type: ignore[method-assign]
+        rt.close()  # gives up on the busy agent, fails the request: its letter is refused
+        requester.join(10)
+    finally:
+        gate.set()
+        rt.close()
+
+    assert isinstance(outcome[0], RuntimeClosedError)  # the requester hears the close all the same
+    assert rt.bus.dead_letters() == []
