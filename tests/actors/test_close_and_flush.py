@@ -907,6 +907,32 @@ def test_after_close_no_agent_is_listed_anywhere(tmp_path: Path) -> None:
     assert (rt.agents(), rt.children("p"), rt.bus.subscribers("news")) == ([], [], [])
 
 
+class _HeldDelivery:
+    """Holds each delivery a sender makes itself (after its message's commit) until ``go_on`` is set.
+
+    ``delivering``: a delivery is held; ``delivered``: it is over. A sender from outside
+    journals its message and then delivers it: close() or a kill can come in between.
+    """
+
+    def __init__(self, rt: Runtime) -> None:
+        self.delivering, self.go_on, self.delivered = threading.Event(), threading.Event(), threading.Event()
+        self._delivery = rt.bus._delivery
+        rt.bus._delivery = self._held  # type: ignore[method-assign]
+
+    def _held(self, message: IpcMessage, entry: Any, **kwargs: Any) -> Callable[[bool], None]:
+        deliver = self._delivery(message, entry, **kwargs)
+
+        def run(committed: bool) -> None:
+            self.delivering.set()
+            assert self.go_on.wait(10)
+            try:
+                deliver(committed)
+            finally:
+                self.delivered.set()
+
+        return run
+
+
 @pytest.mark.parametrize("kind", ["request", "send"])
 def test_a_message_that_reaches_its_agent_after_close_stopped_it_is_refused_as_closed(
     tmp_path: Path, kind: str
@@ -918,28 +944,13 @@ def test_a_message_that_reaches_its_agent_after_close_stopped_it_is_refused_as_c
     rt = Runtime.open(tmp_path / "j", config=_config("sync"), clock=FakeClock(), behaviors={"echo": _Echo})
     try:
         rt.spawn("b", behavior="echo")
-        delivering, stopped, delivered = threading.Event(), threading.Event(), threading.Event()
-        delivery, stop_agents = rt.bus._delivery, rt._stop_agents
-
-        def late(message: IpcMessage, entry: Any, **kwargs: Any) -> Callable[[bool], None]:
-            deliver = delivery(message, entry, **kwargs)
-
-            def run(committed: bool) -> None:
-                delivering.set()
-                assert stopped.wait(10)
-                try:
-                    deliver(committed)
-                finally:
-                    delivered.set()
-
-            return run
+        held, stop_agents = _HeldDelivery(rt), rt._stop_agents
 
         def stop(entries: Any) -> None:
             stop_agents(entries)
-            stopped.set()
-            assert delivered.wait(10)  # the sender has delivered before close() fails what waits
+            held.go_on.set()
+            assert held.delivered.wait(10)  # the sender has delivered before close() fails what waits
 
-        rt.bus._delivery = late  # type: ignore[method-assign]
         rt._stop_agents = stop  # type: ignore[method-assign]
         call = (
             (lambda: rt.bus.request("x", "b", "q", timeout=10))
@@ -947,11 +958,11 @@ def test_a_message_that_reaches_its_agent_after_close_stopped_it_is_refused_as_c
             else (lambda: rt.bus.send("x", "b", "q"))
         )
         sender, outcome = _in_thread(call)
-        assert delivering.wait(10)
+        assert held.delivering.wait(10)
         rt.close()
         sender.join(15)
     finally:
-        stopped.set()
+        held.go_on.set()
         rt.close()
 
     (result,) = outcome
@@ -1118,43 +1129,27 @@ def test_a_message_to_an_agent_killed_before_close_is_still_to_an_agent_not_regi
     rt = Runtime.open(tmp_path / "j", config=_config("sync"), clock=FakeClock(), behaviors={"echo": _Echo})
     try:
         rt.spawn("b", behavior="echo")
-        delivering, go_on, delivered = threading.Event(), threading.Event(), threading.Event()
-        delivery = rt.bus._delivery
-
-        def late(message: IpcMessage, entry: Any, **kwargs: Any) -> Callable[[bool], None]:
-            deliver = delivery(message, entry, **kwargs)
-
-            def run(committed: bool) -> None:
-                delivering.set()
-                assert go_on.wait(10)
-                try:
-                    deliver(committed)
-                finally:
-                    delivered.set()
-
-            return run
-
-        rt.bus._delivery = late  # type: ignore[method-assign]
+        held = _HeldDelivery(rt)
         call = (
             (lambda: rt.bus.request("x", "b", "q", timeout=10))
             if kind == "request"
             else (lambda: rt.bus.send("x", "b", "q"))
         )
         sender, outcome = _in_thread(call)
-        assert delivering.wait(10)
+        assert held.delivering.wait(10)
         rt.kill("b")
         stop_agents = rt._stop_agents
 
         def stop(entries: Any) -> None:
-            go_on.set()  # close() has begun: the sender delivers now, before close fails what waits
-            assert delivered.wait(10)
+            held.go_on.set()  # close() has begun: the sender delivers now, before close fails what waits
+            assert held.delivered.wait(10)
             stop_agents(entries)
 
         rt._stop_agents = stop  # type: ignore[method-assign]
         rt.close()
         sender.join(10)
     finally:
-        go_on.set()
+        held.go_on.set()
         rt.close()
 
     if kind == "request":
