@@ -243,9 +243,10 @@ class IpcBus:
     def dead_letter(self, message: IpcMessage, reason: str, error: str) -> None:
         """Record ``message`` as undeliverable: journaled, and kept among the latest 1,024.
 
-        Kept once the journal took it (handed over, in batch durability), so the latest
-        letters in memory are letters of the journal too: one the journal refuses (its
-        writer stopped, or fail-stop) raises, and is kept nowhere.
+        Kept once the journal writer took it (a letter is handed over, not waited for, in
+        either durability): one the writer refuses (stopped, or fail-stop) raises and is
+        kept nowhere; one whose commit then fails (a full map, a storage error) stays in
+        memory, while the journal, fail-stop from then on, lacks it.
         """
         letter = self._letter(message, reason, error)
         self._journal(letter, durable=False)
@@ -269,8 +270,9 @@ class IpcBus:
     def dead_letters(self) -> list[IpcDeadLettered]:
         """The most recent dead letters of this runtime (at most 1,024), oldest first.
 
-        Each holds its message's payload (a copy of its own) and trace id. Kept in
-        memory since the runtime opened; earlier ones are in the journal
+        Each holds its message's payload (a copy of its own) and trace id. Each was
+        handed to the journal writer (``dead_letter``). Kept in memory since the runtime
+        opened; earlier ones are in the journal
         (``IpcDeadLettered`` records of the ``bus`` stream: ``cogfabric export
         --stream bus``), not reloaded on reopen.
         """
