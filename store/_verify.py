@@ -10,6 +10,7 @@ A module of ``LmdbJournal``'s own: it reads the journal's private state.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
@@ -198,6 +199,7 @@ def _verify_chunk(
     anchors_sum = state.anchors_sum
     anchors_count = state.anchors_count
     ids_sum = state.ids_sum
+    salt = state.salt
     streams = state.streams
     codec_decode = journal._codec.decode
     record_decode = journal._record_decoder  # one msgspec call for a current record
@@ -236,9 +238,9 @@ def _verify_chunk(
         known[0] = seq
         count = known[1] = known[1] + 1
         if not count % _ANCHOR_EVERY:
-            anchors_sum += hash(stream_raw + b"\0" + key)
+            anchors_sum += hash(salt + stream_raw + b"\0" + key)
             anchors_count += 1
-        ids_sum += hash(id_raw + key)
+        ids_sum += hash(salt + id_raw + key)
         if decode and (problem := _event_problem(record_decode, codec_decode, value, stream_raw)):
             return VerifyReport(False, state.checked, seq, problem, seq)
         prev = chain
@@ -294,7 +296,7 @@ def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tup
     time, whatever the agents' states weigh).
     """
     with journal._lock:
-        digests = journal._txn_call(lambda: _index_digests(journal, last, state.streams))
+        digests = journal._txn_call(lambda: _index_digests(journal, last, state.streams, state.salt))
     if isinstance(digests, _Problem):
         return digests
     anchors_count, anchors_sum, ids_count, ids_sum, heads_problem = digests
@@ -377,8 +379,13 @@ class _Problem(NamedTuple):
     why: str
 
 
-def _index_digests(journal: LmdbJournal, last: int, streams: dict[bytes, list[int]]) -> _Digests | _Problem:
+def _index_digests(
+    journal: LmdbJournal, last: int, streams: dict[bytes, list[int]], salt: bytes
+) -> _Digests | _Problem:
     """Counts and order-free digests of the anchors and ids up to ``last``, and the heads' problem.
+
+    A digest is a sum of ``hash(salt + entry)`` (``_VerifyState.salt``), as the scan of
+    the records sums what each entry should be.
 
     Entries past ``last`` belong to appends made since the check began: each must name
     a record that exists now, and a head or anchor a record of its own stream, or the
@@ -392,7 +399,7 @@ def _index_digests(journal: LmdbJournal, last: int, streams: dict[bytes, list[in
         for key in txn.cursor(db=journal._db_anchors).iternext(keys=True, values=False):
             if key[-8:] <= limit:
                 anchors_count += 1
-                anchors_sum += hash(key)
+                anchors_sum += hash(salt + key)
             elif not _names_record_of(txn, journal, key[-8:], key[:-9], now):
                 return _Problem(
                     int.from_bytes(key[-8:], "big"), "the stream index names a record that is not there"
@@ -407,7 +414,7 @@ def _index_digests(journal: LmdbJournal, last: int, streams: dict[bytes, list[in
                 break
             if value <= limit:
                 ids_count += 1
-                ids_sum += hash(key + value)
+                ids_sum += hash(salt + key + value)
             elif value > now:
                 seq = int.from_bytes(value, "big")
                 return _Problem(None, f"the event id index names seq {seq}, past the last record")
@@ -516,6 +523,7 @@ class _VerifyState:
         "expected",
         "ids_sum",
         "prev",
+        "salt",
         "streams",
     )
 
@@ -528,5 +536,10 @@ class _VerifyState:
         self.anchors_sum = 0
         self.anchors_count = 0
         self.ids_sum = 0
+        self.salt = os.urandom(16)
+        """Prefixed to every index entry the digests hash: Python's ``hash`` of bytes is
+        SipHash keyed by the process's seed, which ``PYTHONHASHSEED`` fixes (0: a known
+        key), and with a known key entries forged to sum to the true digest could be
+        computed; with a fresh random prefix for each check they cannot be made in advance."""
         self.streams: dict[bytes, list[int]] = {}
         """stream -> [last seq, count] of the records checked so far."""
