@@ -791,7 +791,8 @@ class LmdbJournal(Journal):
         """Open the journal in directory ``path``, creating it unless ``readonly``.
 
         Args:
-            path: the journal's directory; created with mode 0700, its files 0600.
+            path: the journal's directory; created with mode 0700, its files 0600 (parent
+                directories it has to create as well follow the umask, as ``mkdir -p``'s).
             readonly: open for reading only. The data file is never changed (LMDB
                 still writes its lock file, so the directory must be writable; audit
                 a copy otherwise). Works while another process appends.
@@ -1260,10 +1261,10 @@ class LmdbJournal(Journal):
             raise JournalReadOnlyError(f"{self._path} is open read-only")
         batch = events if isinstance(events, list) else list(events)
         payloads = self._codec.encode_many(batch, validate=validate)
-        if not batch and not snapshots:
-            return []
         with self._lock:
-            self._check_appendable_locked()
+            self._check_appendable_locked()  # an empty append too: it says what a real one would
+            if not batch and not snapshots:
+                return []
             return self._append_locked(batch, payloads, snapshots)
 
     def check_appendable(self) -> None:
@@ -2047,4 +2048,6 @@ class LmdbJournal(Journal):
         return f"<LmdbJournal {str(self._path)!r} {state}>"
 
     def __enter__(self) -> Self:
+        """Raises ``JournalClosedError`` after ``close()``, as any other use of it."""
+        self._check_open()
         return self

@@ -34,6 +34,7 @@ from cogfabric.store import (
     FORMAT_VERSION,
     InvalidStreamError,
     Journal,
+    JournalClosedError,
     JournalDamagedError,
     JournalFailedError,
     JournalFormatError,
@@ -1327,6 +1328,8 @@ class TestMapGrowth:
             journal.append(make_events(1, start=stored))
         assert isinstance(later.value, JournalFullError)  # still full, and fail-stop
         assert "max_map_size" in str(later.value)
+        with pytest.raises(JournalFullError):  # an empty append too: it says what a real one would
+            journal.append([])
         journal.close()
 
         with Journal.open(path, map_size=16 << 20) as reopened:
@@ -1801,3 +1804,11 @@ def test_verify_reads_the_snapshots_one_at_a_time(tmp_path: Path) -> None:
 
     assert report.ok, report
     assert peak < 8 << 20, f"verify held {peak:,} bytes at its peak"
+
+
+def test_entering_a_closed_journal_raises_as_any_other_use_of_it(tmp_path: Path) -> None:
+    journal = Journal.open(tmp_path / "j")
+    journal.close()
+
+    with pytest.raises(JournalClosedError), journal:
+        pass
