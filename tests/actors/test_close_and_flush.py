@@ -907,6 +907,13 @@ def test_after_close_no_agent_is_listed_anywhere(tmp_path: Path) -> None:
     assert (rt.agents(), rt.children("p"), rt.bus.subscribers("news")) == ([], [], [])
 
 
+def _to_b(rt: Runtime, kind: str) -> Callable[[], object]:
+    """A request (``kind`` "request") or a send of topic ``q`` from outside to agent ``b``."""
+    if kind == "request":
+        return lambda: rt.bus.request("x", "b", "q", timeout=10)
+    return lambda: rt.bus.send("x", "b", "q")
+
+
 class _HeldDelivery:
     """Holds each delivery a sender makes itself (after its message's commit) until ``go_on`` is set.
 
@@ -952,12 +959,7 @@ def test_a_message_that_reaches_its_agent_after_close_stopped_it_is_refused_as_c
             assert held.delivered.wait(10)  # the sender has delivered before close() fails what waits
 
         rt._stop_agents = stop  # type: ignore[method-assign]
-        call = (
-            (lambda: rt.bus.request("x", "b", "q", timeout=10))
-            if kind == "request"
-            else (lambda: rt.bus.send("x", "b", "q"))
-        )
-        sender, outcome = _in_thread(call)
+        sender, outcome = _in_thread(_to_b(rt, kind))
         assert held.delivering.wait(10)
         rt.close()
         sender.join(15)
@@ -1130,12 +1132,7 @@ def test_a_message_to_an_agent_killed_before_close_is_still_to_an_agent_not_regi
     try:
         rt.spawn("b", behavior="echo")
         held = _HeldDelivery(rt)
-        call = (
-            (lambda: rt.bus.request("x", "b", "q", timeout=10))
-            if kind == "request"
-            else (lambda: rt.bus.send("x", "b", "q"))
-        )
-        sender, outcome = _in_thread(call)
+        sender, outcome = _in_thread(_to_b(rt, kind))
         assert held.delivering.wait(10)
         rt.kill("b")
         stop_agents = rt._stop_agents
