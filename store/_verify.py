@@ -1,8 +1,9 @@
 """Verification of an LMDB journal: the hash chain, the head, the indexes, the snapshots.
 
 The stream links inside the records are covered by the chain; the ``anchors`` and
-``ids`` databases are compared with what the records imply by order-free digests, and
-every stream's entry in ``heads`` with its last record, count and first record.
+``ids`` databases are compared with what the records imply by order-free digests (an
+anchor is a key alone: one holding a value is damage), and every stream's entry in
+``heads`` with its last record, count and first record.
 
 A module of ``LmdbJournal``'s own: it reads the journal's private state.
 """
@@ -396,7 +397,10 @@ def _index_digests(
     with journal._env.begin() as txn:
         events = txn.cursor(db=journal._db_events)
         now = events.key() if events.last() else _seq_key(0)
-        for key in txn.cursor(db=journal._db_anchors).iternext(keys=True, values=False):
+        for key, value in txn.cursor(db=journal._db_anchors).iternext():
+            if value:  # an anchor is a key alone; no reader looks at a value, so one was put there
+                seq = int.from_bytes(key[-8:], "big") if len(key) > _SEQ_LEN else None
+                return _Problem(seq, "the stream index holds an anchor with a value (anchors are empty)")
             if key[-8:] <= limit:
                 anchors_count += 1
                 anchors_sum += hash(salt + key)

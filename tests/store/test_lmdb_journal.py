@@ -470,6 +470,20 @@ class TestTamperEvidence:
         _raw_edit(path, move)
         assert _verify(path).first_bad_seq == 127
 
+    def test_an_anchor_given_a_value_is_reported(self, tmp_path: Path) -> None:
+        # No reader uses an anchor's value (always empty), but it is a stored byte:
+        # changing it must not pass verify as an untouched journal.
+        path = tmp_path / "journal"
+        with Journal.open(path) as journal:
+            journal.append(make_events(300, agents=2))  # a0's 64th record is 127
+        _raw_edit(path, lambda txn, _, dbs: txn.put(b"agent/a0\0" + _seq(127), b"x", db=dbs[b"anchors"]))
+
+        report = _verify(path)
+
+        assert not report.ok
+        assert report.first_bad_seq == 127
+        assert "stream index holds an anchor with a value" in report.reason
+
     def test_a_stream_read_refuses_a_link_that_does_not_point_back(self, closed_journal: Path) -> None:
         def loop(txn: Any, events: Any, _: dict[bytes, Any]) -> None:
             value = bytearray(txn.get(_seq(8), db=events))  # a1's third record, linked to 5
