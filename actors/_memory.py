@@ -368,6 +368,8 @@ class MemoryManager:
         self._sessions: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
         """In access order, least recently used first: eviction is O(1)."""
         self._latest = -math.inf
+        self._agents_latest: dict[str, str] = {}
+        """Each agent's session used last, of those live: a read of another one is journaled."""
         self._clock_went_back = False
         """Whether a clock reading was ever below an earlier one (a wall clock stepped
         back): access order then no longer puts the sessions that expire first in front."""
@@ -524,8 +526,11 @@ class MemoryManager:
                 # in the order of their last records (whatever a wall clock said meanwhile).
                 recovered.append((last, state))
         recovered.sort(key=lambda entry: entry[0])
+        self._agents_latest = {}
         for _, state in recovered:
             self._sessions[state.id] = state
+            if state.agent_id is not None:
+                self._agents_latest[state.agent_id] = state.id
         if recovered:  # a clock that stepped back while the runtime was closed shows at its first reading
             self._latest = max(self._latest, *(state.accessed_at for _, state in recovered))
         # Used in an order their times contradict (the wall clock stepped back, as _now
@@ -559,7 +564,7 @@ class MemoryManager:
         now = self._now()
         gone = [s for s in self._sessions.values() if self._expired(s, now)]
         for state in gone:
-            del self._sessions[state.id]
+            self._remove(state)
             self._emit(SessionExpired(at=now, session=state.id))
         if self._clock_went_back and now >= self._latest:
             # The clock is past every access again: once what stood out of order has gone,
@@ -583,15 +588,30 @@ class MemoryManager:
         if state is None:
             raise SessionNotFoundError(session_id)
         if self._expired(state, now):
-            del self._sessions[session_id]
+            self._remove(state)
             self._emit(SessionExpired(at=now, session=session_id))
             raise SessionNotFoundError(session_id)
         state.accessed_at = max(state.accessed_at, now)
         self._sessions.move_to_end(session_id)
-        if touch and now - state.touched_at >= self._config.session_ttl / 10:
+        agent = state.agent_id
+        # A read is journaled once per ttl/10 (the TTL needs no more), and also when it
+        # makes the session its agent's latest: a reopened runtime orders each agent's
+        # sessions by their records, so get_latest_session_for_agent answers the same.
+        if touch and (
+            now - state.touched_at >= self._config.session_ttl / 10
+            or (agent is not None and self._agents_latest.get(agent) != session_id)
+        ):
             state.touched_at = now
             self._emit(SessionTouched(at=now, session=session_id))
+        if agent is not None:
+            self._agents_latest[agent] = session_id
         return state
+
+    def _remove(self, state: SessionState) -> None:
+        """Take a session out of the live ones (its end is journaled by the caller)."""
+        del self._sessions[state.id]
+        if state.agent_id is not None and self._agents_latest.get(state.agent_id) == state.id:
+            del self._agents_latest[state.agent_id]
 
     def _op_create_session(self, user_id: str, agent_id: str | None) -> str:
         user_id = require_str(user_id, "user_id")
@@ -605,7 +625,7 @@ class MemoryManager:
             self._expire_all()
         while len(sessions) >= self._config.max_sessions:
             oldest_id, oldest = next(iter(sessions.items()))
-            del sessions[oldest_id]
+            self._remove(oldest)
             gone = SessionExpired if self._expired(oldest, now) else SessionEvicted
             self._emit(gone(at=now, session=oldest_id))
         session_id = f"session_{_id_part(user_id)}_{os.urandom(8).hex()}"
@@ -620,6 +640,8 @@ class MemoryManager:
         state = apply_session_event(None, event)
         assert state is not None
         self._sessions[session_id] = state
+        if agent_id is not None:
+            self._agents_latest[agent_id] = session_id
         return session_id
 
     def _op_add(self, session_id: str, message: Message) -> None:
@@ -680,9 +702,10 @@ class MemoryManager:
         return f"Previous conversation history:\n\n{lines}\nCurrent request:\n"
 
     def _op_delete_session(self, session_id: str) -> None:
-        if session_id in self._sessions:
+        state = self._sessions.get(session_id)
+        if state is not None:
             at = self._now()  # first: a clock that fails leaves the session as it was
-            del self._sessions[session_id]
+            self._remove(state)
             self._emit(SessionDeleted(at=at, session=session_id))
 
     def _op_latest_for_agent(self, agent_id: str) -> str | None:

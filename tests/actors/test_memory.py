@@ -58,6 +58,13 @@ def _config(**memory: object) -> Config:
     return Config(memory=msgspec.convert(settings, MemoryConfig))
 
 
+def _read(rt: Runtime, read: str, session_id: str) -> object:
+    """Read a session with one of the memory's reads (build_context takes an input first)."""
+    if read == "build_context":
+        return rt.memory.build_context("next", session_id)
+    return getattr(rt.memory, read)(session_id)
+
+
 @pytest.fixture
 def runtime(tmp_path: Path, clock: FakeClock) -> Iterator[Runtime]:
     with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
@@ -565,7 +572,8 @@ class TestTtlAndEviction:
                 rt.close()
                 rt = Runtime.open(tmp_path / "j", config=config, clock=clock)
 
-            assert rt.memory.sessions() == ([a, b] if reopen else [b, a])  # by journaled use
+            # the read of a made it x's latest, so it was journaled: the same order replayed
+            assert rt.memory.sessions() == [b, a]
             assert rt.memory.get_latest_session_for_agent("x") == rt.memory.sessions()[-1]
             assert rt.memory.get_session(a).accessed_at == start + 50
             clock.wall = start + 140  # 120 s after the read, 90 s after a's last access
@@ -681,6 +689,42 @@ class TestTtlAndEviction:
             assert rt.memory.get_latest_session_for_agent("a1") == first
         with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
             assert rt.memory.get_latest_session_for_agent("a1") == first
+
+    @pytest.mark.parametrize(
+        "read", ["get_messages", "get_session", "build_prompt_messages", "build_context"]
+    )
+    def test_a_read_that_makes_a_session_its_agents_latest_holds_after_reopening(
+        self, tmp_path: Path, read: str
+    ) -> None:
+        # Reads are journaled at most once per ttl/10 for the TTL's sake; one that changes
+        # which session is an agent's latest is journaled whenever it is made, or the
+        # reopened runtime would answer another session than the live one did.
+        clock = FakeClock()
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            first = rt.memory.create_session("u", agent_id="a1")
+            second = rt.memory.create_session("u", agent_id="a1")
+            third = rt.memory.create_session("u", agent_id="a1")
+            _read(rt, read, first)
+            assert rt.memory.get_latest_session_for_agent("a1") == first
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            assert rt.memory.get_latest_session_for_agent("a1") == first
+            rt.memory.delete_session(first)
+            _read(rt, read, second)  # after the latest went, a read of another one
+            assert rt.memory.get_latest_session_for_agent("a1") == second
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            assert rt.memory.get_latest_session_for_agent("a1") == second
+            assert rt.memory.sessions() == [third, second]
+
+    def test_reads_of_an_agents_latest_session_are_not_journaled_each_time(self, tmp_path: Path) -> None:
+        clock = FakeClock()
+        with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+            first = rt.memory.create_session("u", agent_id="a1")
+            rt.memory.create_session("u", agent_id="a2")
+            for _ in range(5):
+                rt.memory.get_messages(first)  # a1's latest already: within ttl/10, no record
+            assert rt._journal is not None
+            touched = [r for r in rt._journal.read() if isinstance(r.event, SessionTouched)]
+        assert touched == []
 
     def test_every_session_change_is_journaled(self, tmp_path: Path, clock: FakeClock) -> None:
         with Runtime.open(tmp_path / "j", config=_config(max_sessions=1), clock=clock) as rt:
