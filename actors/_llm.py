@@ -513,6 +513,7 @@ class JournaledLLM(LLMClient):
                 length=length,
                 limit=limit,
                 reason=reason,
+                session=getattr(self._turn, "session", None),
             )
         )
 

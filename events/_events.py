@@ -310,6 +310,8 @@ class PromptRejected(_AgentOrRuntimeEvent, frozen=True, kw_only=True):
     length: int
     limit: int
     reason: str = "too_long"
+    session: str | None = None
+    """The session whose turn's prompt window was refused (None outside a turn)."""
 
 
 class _LlmCallEvent(_AgentOrRuntimeEvent, frozen=True, kw_only=True):

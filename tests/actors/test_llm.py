@@ -342,6 +342,23 @@ class TestJournaled:
         assert failed.session == session
         assert roles == ["system", "user"]  # the user's message stays, as after a refusal
 
+    def test_a_refused_turn_is_journaled_under_its_session(self, tmp_path: Path) -> None:
+        # The gate refuses the rendered window (over 20 code points with the seed): the
+        # user's message stays in the session with no answer, and the record says why.
+        provider = ScriptedProvider(lambda prompt: "never")  # noqa: ARG005 - a provider's signature
+        config = Config(llm=LLMConfig(max_prompt_length=20))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), llm_provider=provider) as runtime:
+            session = runtime.memory.create_session("u")
+            with pytest.raises(PromptTooLongError):
+                runtime.llm().turn(session, "hi")
+            with pytest.raises(PromptTooLongError):
+                runtime.llm().generate("x" * 21)  # outside a turn
+            assert runtime._journal is not None
+            rejected = [r.event for r in runtime._journal.read() if isinstance(r.event, PromptRejected)]
+
+        assert [(e.session, e.reason) for e in rejected] == [(session, "too_long"), (None, "too_long")]
+        assert provider.calls == []
+
 
 class Thinker:
     """Answers each message with an LLM turn in its own session."""
