@@ -1064,3 +1064,43 @@ def test_replay_keeps_a_value_under_a_tuple_key_holding_bytes(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     pairs = json.loads(result.output)["cognitive"]["working_memory"]["$map"]
     assert sorted(value for _, value in pairs) == sorted(memory.values())
+
+
+def _cogfabric_with_stderr(stderr: str, *args: str) -> int:
+    """The exit status of ``cogfabric ARGS`` whose stderr is a pipe whose reader is gone, or the full device."""
+    if stderr == "full device" and not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    if stderr == "closed pipe":
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # `cogfabric ... 2>&1 >/dev/null | true`: the reader is gone
+    else:
+        write_end = os.open("/dev/full", os.O_WRONLY)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cogfabric", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=write_end,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    return done.returncode
+
+
+@pytest.mark.parametrize("stderr", ["closed pipe", "full device"])
+def test_the_exit_status_says_what_went_wrong_when_stderr_cannot_take_the_error(
+    tmp_path: Path, stderr: str
+) -> None:
+    # The error line is lost, but not the status: a damaged journal must not read as
+    # clean (0) and a usage error must not read as damage (1).
+    forged = _forged(tmp_path / "forged")
+    good = _journal(tmp_path / "good", 3)
+
+    statuses = {
+        "damaged journal": _cogfabric_with_stderr(stderr, "export", str(forged)),
+        "unknown agent": _cogfabric_with_stderr(stderr, "replay", str(good), "--agent", "nosuch"),
+        "bad option value": _cogfabric_with_stderr(stderr, "replay", str(good), "--at", "abc"),
+    }
+
+    assert statuses == {"damaged journal": 1, "unknown agent": 2, "bad option value": 2}

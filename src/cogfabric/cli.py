@@ -25,7 +25,7 @@ from click.core import ParameterSource
 import cogfabric
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Sequence
     from typing import BinaryIO
 
 __all__ = ["main"]
@@ -127,8 +127,29 @@ _NO_VERIFY = click.option(
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
+    _say(f"error: {message}")
     sys.exit(code)
+
+
+def _say(line: str) -> None:
+    """Write a line to stderr, or go on without it when stderr cannot take it.
+
+    A reader of stderr gone, or a full disk, loses the line but never changes the exit
+    status: a damaged journal still exits 1 and a usage error 2 (an error raised here
+    would be taken for stdout's reader going away, a clean exit 0).
+    """
+    try:
+        click.echo(line, err=True)
+    except OSError:
+        _stderr_gone()
+
+
+def _stderr_gone() -> None:
+    """Point stderr at devnull, so that the interpreter's last flush of it cannot fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stderr.fileno())
+        os.close(devnull)
 
 
 class _Commands(click.Group):
@@ -140,11 +161,35 @@ class _Commands(click.Group):
     one-line error: the journal is not at fault, so not exit 1.
     """
 
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,  # noqa: ANN401 - click's own signature
+    ) -> Any:  # noqa: ANN401 - click's own signature
+        """Click's main, but a usage error that stderr cannot take still exits 2 (click's own exits 1)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            done = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            try:
+                exc.show()
+            except OSError:
+                _stderr_gone()
+            sys.exit(exc.exit_code)
+        except click.Abort:  # Ctrl-C before a command began (click's own exit 1 means a bad journal here)
+            _say("interrupted")
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(done if isinstance(done, int) else EXIT_OK)  # an exit code (--help), or a command's end
+
     def invoke(self, ctx: click.Context) -> Any:  # noqa: ANN401 - click's own signature
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:  # click's own "Aborted!" exits 1, which here means a bad journal
-            click.echo("interrupted", err=True)
+            _say("interrupted")
             sys.exit(EXIT_INTERRUPTED)
         except OSError as exc:
             _output_failed(exc)
@@ -271,7 +316,7 @@ def simulate(
     verb = "continued" if report.resumed else "ran"
     given = click.get_current_context().get_parameter_source("agents") is not ParameterSource.DEFAULT
     if report.resumed and given and agents != report.agents:
-        click.echo(f"note: --agents {agents} is for a new journal; this one has {report.agents}", err=True)
+        _say(f"note: --agents {agents} is for a new journal; this one has {report.agents}")
     click.echo(
         f"{verb} {report.turns} turns of {report.agents} agents: {report.events:,} events in "
         f"{report.seconds:.2f} s ({report.events_per_second:,.0f} events/s)"
@@ -286,11 +331,10 @@ def simulate(
     where = shlex.quote(str(report.path))
     click.echo(f"audit it: cogfabric inspect {where} && cogfabric verify {where}")
     if report.failures:
-        click.echo(
+        _say(
             f"error: agents raised {report.failures} times and were restarted, failing their turns "
             f"(AgentFailed in the journal: cogfabric export {where} --after "
-            f"{report.total_events - report.events})",
-            err=True,
+            f"{report.total_events - report.events})"
         )
         sys.exit(EXIT_PROBLEM)
 
@@ -344,10 +388,9 @@ def _check(opened: Any, *, skip: bool) -> int:  # noqa: ANN401 - a journal
     report = opened.verify()
     if not report.ok:
         where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the journal"
-        click.echo(
+        _say(
             f"error: the journal fails verification at {where}: {_printable(report.reason, backslash=False)}"
-            "; refusing to read it (--no-verify reads it anyway)",
-            err=True,
+            "; refusing to read it (--no-verify reads it anyway)"
         )
         sys.exit(EXIT_PROBLEM)
     return int(report.head_seq)
@@ -621,7 +664,7 @@ def _print_view(view: dict[str, Any]) -> None:
     type=click.Choice(["task_shared", "agent_private", "ipc"], case_sensitive=False),
     multiple=True,
     callback=_once,
-    help="Only events that touch this context layer.",
+    help="Only records that hold a part of this context layer (see `layers`).",
 )
 @click.option(
     "--after", type=click.IntRange(0), multiple=True, callback=_once, help="Only records after this seq."
@@ -641,8 +684,9 @@ def export(
 ) -> None:
     """Export JOURNAL as JSON Lines, one record a line, streamed.
 
-    Each line has seq, time, stream, layer, type, version, data and chain (the
-    record's hash-chain link, hex).
+    Each line has seq, time, stream, layer (the one the event touches, or null),
+    layers (every layer the record holds a part of), type, version, data and chain
+    (the record's hash-chain link, hex).
 
     \b
     Example:
