@@ -42,6 +42,7 @@ from ._errors import (
     EventVersionError,
     InvalidEventError,
     InvalidTextError,
+    NewerCognitiveStateError,
     UnencodableValueError,
     UnknownEventTypeError,
 )
@@ -128,6 +129,7 @@ __all__ = [
     "LlmCallFailed",
     "LlmOutputRecorded",
     "Message",
+    "NewerCognitiveStateError",
     "PrivateSet",
     "PromptRejected",
     "SessionCreated",

@@ -14,12 +14,14 @@ from typing import Any, Final, NoReturn, TypeVar, Union
 import msgspec
 
 from ._base import Event
+from ._cognitive import COGNITIVE_STATE_SCHEMA_VERSION
 from ._errors import (
     EventDecodeError,
     EventError,
     EventVersionError,
     InvalidEventError,
     InvalidTextError,
+    NewerCognitiveStateError,
     UnencodableValueError,
     UnknownEventTypeError,
 )
@@ -160,14 +162,33 @@ class EventCodec:
     def register_upcaster(self, type_name: str, from_version: int, upcaster: Upcaster) -> None:
         """Register ``upcaster`` to turn ``type_name`` records at ``from_version`` into the next.
 
+        The upcaster takes the record as a dict and returns the next version's dict. A
+        record's type, version and id are its own: whatever the upcaster returns for
+        them is replaced by the record's type, the version reached and the stored id.
+
         Raises:
             UnknownEventTypeError: ``type_name`` is no type of this codec.
-            ValueError: ``from_version`` is not older than the current version.
+            TypeError: ``upcaster`` is not callable, or ``from_version`` not an int.
+            ValueError: ``from_version`` is not older than the current version, or an
+                upcaster of that step is registered already (``unregister_upcaster``
+                first, to replace it: one registered by this package too).
 
         """
         current = self.current_version(type_name)
+        if not callable(upcaster):
+            msg = f"an upcaster is a function of a record's dict, got {type(upcaster).__name__}"
+            raise TypeError(msg)
+        if isinstance(from_version, bool) or not isinstance(from_version, int):
+            msg = f"from_version must be an int, got {type(from_version).__name__}"
+            raise TypeError(msg)
         if not 0 <= from_version < current:
             msg = f"{type_name} is at version {current}; an upcaster must start from 0 to {current - 1}"
+            raise ValueError(msg)
+        if (type_name, from_version) in self._upcasters:
+            msg = (
+                f"an upcaster of {type_name} from version {from_version} is registered already "
+                "(unregister_upcaster first, to replace it)"
+            )
             raise ValueError(msg)
         self._upcasters[(type_name, from_version)] = upcaster
 
@@ -327,8 +348,23 @@ class EventCodec:
         if stored > current:
             raise EventVersionError(tag, stored, current) from cause
         if stored == current:
+            newer = _newer_cognitive_state(tag, raw)
+            if newer is not None:
+                raise newer from cause
             msg = f"not a valid {tag} record: {cause}"
             raise EventDecodeError(msg) from cause
+        raw = self._upcast(tag, raw, stored, current, cause)
+        try:
+            return self._decoder.decode(_encoder.encode(raw))  # type: ignore[no-any-return]
+        except (*_DECODE_ERRORS, *_ENCODE_ERRORS) as exc:
+            msg = f"{tag} record upcast from version {stored} is not valid: {exc}"
+            raise EventDecodeError(msg) from exc
+
+    def _upcast(
+        self, tag: str, raw: dict[str, Any], stored: int, current: int, cause: Exception | None
+    ) -> dict[str, Any]:
+        """Run a record's upcasters from ``stored`` to ``current``; keep its type, version and id."""
+        event_id = raw.get("id")
         for version in range(stored, current):
             upcaster = self._upcasters.get((tag, version))
             if upcaster is None:
@@ -338,18 +374,36 @@ class EventCodec:
             try:
                 raw = upcaster(raw)
             except Exception as exc:  # an upcaster is user code fed untrusted records
-                msg = f"{tag} record at version {version} could not be upcast: {exc!r}"
+                msg = (
+                    f"{tag} record stored at version {stored} could not be upcast to {current}: "
+                    f"the upcaster from version {version} raised {exc!r}"
+                )
                 raise EventDecodeError(msg) from exc
             if not isinstance(raw, dict):
-                msg = f"the {tag} upcaster from version {version} returned {type(raw).__name__}, not a dict"
+                msg = (
+                    f"{tag} record stored at version {stored} could not be upcast to {current}: the "
+                    f"upcaster from version {version} returned {type(raw).__name__}, not a dict"
+                )
                 raise EventDecodeError(msg)
         raw["type"] = tag
         raw["v"] = current
-        try:
-            return self._decoder.decode(_encoder.encode(raw))  # type: ignore[no-any-return]
-        except (*_DECODE_ERRORS, *_ENCODE_ERRORS) as exc:
-            msg = f"{tag} record upcast from version {stored} is not valid: {exc}"
-            raise EventDecodeError(msg) from exc
+        if event_id is not None:
+            raw["id"] = event_id  # its identity: a retry or a cause names the stored id
+        return raw
+
+
+def _newer_cognitive_state(tag: str, raw: dict[str, Any]) -> NewerCognitiveStateError | None:
+    """The error for a record whose CognitiveState is of a newer schema version, if it is that."""
+    for field in _COGNITIVE_FIELDS:
+        state = raw.get(field)
+        version = state.get("schema_version") if isinstance(state, dict) else None
+        if type(version) is int and version > COGNITIVE_STATE_SCHEMA_VERSION:
+            return NewerCognitiveStateError(tag, field, version, COGNITIVE_STATE_SCHEMA_VERSION)
+    return None
+
+
+_COGNITIVE_FIELDS: Final = ("state", "cognitive")
+"""The fields in which the built-in events hold a CognitiveState."""
 
 
 DEFAULT_CODEC: Final = EventCodec()

@@ -35,6 +35,8 @@ COGNITIVE_STATE_FIELDS: Final = (
 )
 """The six content fields, by their snake_case keys (the only key style accepted)."""
 
+_FIELDS_AND_VERSION: Final = frozenset(("schema_version", *COGNITIVE_STATE_FIELDS))
+
 
 class CognitiveState(msgspec.Struct, frozen=True, kw_only=True):
     """What an agent thinks, as durable state: nothing depends on hidden reasoning.
@@ -101,6 +103,13 @@ def upgrade_cognitive_state(state: CognitiveState) -> CognitiveState:
     """
     if not isinstance(state, CognitiveState):
         msg = f"expected a CognitiveState, got {type(state).__name__}"
+        raise TypeError(msg)
+    own = [name for name in state.__struct_fields__ if name not in _FIELDS_AND_VERSION]
+    if own:
+        msg = (
+            f"a {type(state).__name__} has fields of its own ({', '.join(own)}), which a stored "
+            "CognitiveState would lose: store a CognitiveState (an extra value goes in one of its six fields)"
+        )
         raise TypeError(msg)
     _check_version(state.schema_version)
     if state.schema_version == 0:

@@ -10,6 +10,7 @@ __all__ = [
     "EventError",
     "EventVersionError",
     "InvalidEventError",
+    "NewerCognitiveStateError",
     "UnencodableValueError",
     "UnknownEventTypeError",
 ]
@@ -88,3 +89,26 @@ class CognitiveStateSchemaVersionError(EventError, ValueError):
     in a versioned mapping. The message starts with the original's sentinel string,
     ``"agentfabric: cognitive state schema version mismatch"``.
     """
+
+
+class NewerCognitiveStateError(EventVersionError, CognitiveStateSchemaVersionError):
+    """Raised when a record holds a ``CognitiveState`` of a schema version newer than this code knows.
+
+    As a newer cogfabric would store it: the event at a version this code knows, the
+    state inside it at a newer one. Both an ``EventVersionError`` (a journal read
+    raises ``JournalRecordVersionError``) and a ``CognitiveStateSchemaVersionError``.
+    ``type_name`` is ``"CognitiveState"``, ``stored`` and ``known`` its two versions,
+    ``record_type`` and ``field`` where the record holds it.
+    """
+
+    def __init__(self, record_type: str, field: str, stored: int, known: int) -> None:
+        msg = (
+            f"agentfabric: cognitive state schema version mismatch: {record_type}.{field} holds a "
+            f"CognitiveState at schema version {stored}, newer than the known version {known}"
+        )
+        Exception.__init__(self, msg)
+        self.type_name = "CognitiveState"
+        self.stored = stored
+        self.known = known
+        self.record_type = record_type
+        self.field = field

@@ -185,13 +185,6 @@ def _subscribed_v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "order": 0}
 
 
-BUILTIN_UPCASTERS: Final[Mapping[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    ("IpcSubscribed", 1): _subscribed_v1_to_v2,
-}
-"""The upcasters of the built-in event types, by (type name, from version): every codec
-that holds one of those types starts with them."""
-
-
 class IpcUnsubscribed(AgentEvent, frozen=True, kw_only=True):
     """An agent unsubscribed from a broadcast topic."""
 
@@ -305,13 +298,21 @@ class _AgentOrRuntimeEvent(Event, frozen=True, kw_only=True):
 
 
 class PromptRejected(_AgentOrRuntimeEvent, frozen=True, kw_only=True):
-    """The prompt gate refused a prompt before any provider was called."""
+    """The prompt gate refused a prompt before any provider was called.
+
+    Version 2 added ``session``; a version-1 record reads as None.
+    """
 
     length: int
     limit: int
     reason: str = "too_long"
     session: str | None = None
-    """The session whose turn's prompt window was refused (None outside a turn)."""
+    """The session whose turn's prompt window was refused (None for any other refusal)."""
+    v: Annotated[int, msgspec.Meta(ge=2, le=2)] = 2
+
+
+def _rejected_v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    return {**raw, "session": None}
 
 
 class _LlmCallEvent(_AgentOrRuntimeEvent, frozen=True, kw_only=True):
@@ -366,3 +367,11 @@ AnyEvent = (
 
 EVENT_TYPES: tuple[type[Event], ...] = get_args(AnyEvent)
 """Every concrete event type, in the order of the ``AnyEvent`` union."""
+
+
+BUILTIN_UPCASTERS: Final[Mapping[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    ("IpcSubscribed", 1): _subscribed_v1_to_v2,
+    ("PromptRejected", 1): _rejected_v1_to_v2,
+}
+"""The upcasters of the built-in event types, by (type name, from version): every codec
+that holds one of those types starts with them."""

@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         LlmCallFailed,
         LlmOutputRecorded,
         Message,
+        NewerCognitiveStateError,
         PromptRejected,
         ToolCall,
         ToolCallFunction,
@@ -220,6 +221,7 @@ _LAZY: dict[str, str] = {
     "EventError": "cogfabric.events",
     "EventVersionError": "cogfabric.events",
     "InvalidEventError": "cogfabric.events",
+    "NewerCognitiveStateError": "cogfabric.events",
     "UnknownEventTypeError": "cogfabric.events",
 }
 
@@ -320,6 +322,7 @@ __all__ = [  # noqa: RUF022 - grouped: events, then the runtime, then the journa
     "EventError",
     "EventVersionError",
     "InvalidEventError",
+    "NewerCognitiveStateError",
     "UnknownEventTypeError",
 ]
 

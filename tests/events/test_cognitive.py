@@ -13,9 +13,11 @@ from cogfabric import CogfabricError
 from cogfabric.events import (
     COGNITIVE_STATE_FIELDS,
     COGNITIVE_STATE_SCHEMA_VERSION,
+    DEFAULT_CODEC,
     CognitiveState,
     CognitiveStateSchemaVersionError,
     EventError,
+    EventVersionError,
     decode_cognitive_state,
     upgrade_cognitive_state,
 )
@@ -335,6 +337,36 @@ class TestUpgradeCognitiveState:
     def test_a_value_that_is_not_a_cognitive_state_raises_type_error(self, value: Any) -> None:
         with pytest.raises(TypeError, match="expected a CognitiveState"):
             upgrade_cognitive_state(value)
+
+
+    def test_a_subclass_with_fields_of_its_own_is_refused_as_they_would_be_lost(self) -> None:
+        class WithMood(CognitiveState, frozen=True, kw_only=True):
+            mood: str = ""
+
+        class Plain(CognitiveState, frozen=True, kw_only=True):
+            pass
+
+        with pytest.raises(TypeError, match=r"fields of its own \(mood\)"):
+            upgrade_cognitive_state(WithMood(schema_version=1, mood="anxious"))
+        assert upgrade_cognitive_state(Plain(schema_version=1, context="c")).context == "c"
+
+    @pytest.mark.parametrize(
+        ("event_type", "field"),
+        [("CognitiveStateSet", "state"), ("CheckpointTaken", "state"), ("AgentSpawned", "cognitive")],
+    )
+    def test_a_record_holding_a_state_of_a_newer_schema_version_names_both_versions(
+        self, event_type: str, field: str
+    ) -> None:
+        # As a newer cogfabric would store it: the event at its version 1, the state at 2.
+        raw = {"type": event_type, "v": 1, "at": 1.0, "id": "x", "agent": "a"}
+        raw[field] = {"schema_version": COGNITIVE_STATE_SCHEMA_VERSION + 1, "context": "c"}
+
+        with pytest.raises(CognitiveStateSchemaVersionError) as info:
+            DEFAULT_CODEC.decode(msgspec.msgpack.encode(raw))
+
+        assert isinstance(info.value, EventVersionError)
+        assert (info.value.stored, info.value.known) == (COGNITIVE_STATE_SCHEMA_VERSION + 1, 1)
+        assert f"{event_type}.{field}" in str(info.value)
 
 
 class _IndexOnly:

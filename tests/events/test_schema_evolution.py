@@ -16,6 +16,7 @@ from cogfabric.events import (
     EventVersionError,
     IpcSubscribed,
     PrivateSet,
+    PromptRejected,
     UnknownEventTypeError,
     register_upcaster,
 )
@@ -58,10 +59,21 @@ def codec() -> EventCodec:
 
 
 class TestVersions:
-    def test_every_event_type_of_the_package_is_at_version_one_but_ipc_subscribed_at_two(self) -> None:
+    def test_every_event_type_of_the_package_is_at_version_one_but_two_at_two(self) -> None:
+        at_two = (IpcSubscribed, PromptRejected)
         assert {name: DEFAULT_CODEC.current_version(name) for name in DEFAULT_CODEC.types} == {
-            cls.__name__: 2 if cls is IpcSubscribed else 1 for cls in EVENT_TYPES
+            cls.__name__: 2 if cls in at_two else 1 for cls in EVENT_TYPES
         }
+
+    def test_a_version_one_refusal_reads_with_no_session(self) -> None:
+        # PromptRejected gained ``session`` at version 2: a cogfabric that knows only
+        # version 1 refuses the new records by name, instead of dropping the field.
+        raw = {"type": "PromptRejected", "v": 1, "at": 1.0, "id": "x", "agent": None, "length": 9, "limit": 8}
+
+        event = DEFAULT_CODEC.decode(msgspec.msgpack.encode(raw))
+
+        assert isinstance(event, PromptRejected)
+        assert (event.session, event.v, event.id) == (None, 2, "x")
 
     @pytest.mark.parametrize("make", [lambda: DEFAULT_CODEC, EventCodec, lambda: EventCodec(EVENT_TYPES)])
     def test_a_version_one_subscription_reads_as_order_zero_in_every_codec_of_the_built_in_types(
@@ -199,6 +211,53 @@ class TestUpcasting:
 
         assert isinstance(event, Renamed)
         assert event.v == 2
+
+    @pytest.mark.parametrize("returned_id", ["dropped", "changed"])
+    def test_an_upcaster_cannot_change_the_id(self, codec: EventCodec, returned_id: str) -> None:
+        # The id is the record's identity (retries and causes name it): an upcaster that
+        # rebuilt the dict without it gave every read a fresh id.
+        def upcast(raw: dict[str, Any]) -> dict[str, Any]:
+            out = rename_val_to_value(raw)
+            if returned_id == "dropped":
+                del out["id"]
+            else:
+                out["id"] = "another"
+            return out
+
+        codec.register_upcaster("Renamed", 1, upcast)
+
+        events = [codec.decode(old_renamed()) for _ in range(2)]
+
+        assert [event.id for event in events] == ["x", "x"]
+
+    def test_a_failing_upcaster_is_named_with_the_versions_of_the_record(self, codec: EventCodec) -> None:
+        codec.register_upcaster("ThreeStep", 1, lambda raw: {**raw, "b": raw.pop("a")})
+        codec.register_upcaster("ThreeStep", 2, lambda raw: raw["nothing"])
+        record = msgspec.msgpack.encode(
+            {"type": "ThreeStep", "v": 1, "at": 1.0, "id": "x", "agent": "a", "a": "1"}
+        )
+
+        named = r"stored at version 1 .* upcaster from version 2 .* KeyError"
+        with pytest.raises(EventDecodeError, match=named):
+            codec.decode(record)
+
+    def test_registering_a_second_upcaster_for_one_step_is_refused(self, codec: EventCodec) -> None:
+        codec.register_upcaster("Renamed", 1, rename_val_to_value)
+
+        with pytest.raises(ValueError, match="registered already"):
+            codec.register_upcaster("Renamed", 1, uppercase_value)
+        assert codec.decode(old_renamed()).value == "old"  # the first one stays
+        codec.unregister_upcaster("Renamed", 1)
+        codec.register_upcaster("Renamed", 1, uppercase_value)  # replacing takes an unregister
+
+    @pytest.mark.parametrize(
+        ("from_version", "upcaster"), [(1, None), (1, "not callable"), (True, rename_val_to_value)]
+    )
+    def test_an_upcaster_that_is_no_function_or_a_version_that_is_no_int_is_refused_when_registered(
+        self, codec: EventCodec, from_version: Any, upcaster: Any
+    ) -> None:
+        with pytest.raises(TypeError):
+            codec.register_upcaster("Renamed", from_version, upcaster)
 
     def test_a_current_record_with_a_bad_field_is_a_decode_error_not_a_version_error(
         self, codec: EventCodec

@@ -47,6 +47,7 @@ from cogfabric.store import (
     JournalReadOnlyError,
     JournalRecordDecodeError,
     JournalRecordError,
+    JournalRecordVersionError,
     JournalUnavailableError,
     LmdbJournal,
     Snapshot,
@@ -666,11 +667,13 @@ class TestSchemaVersionsOnRead:
             journal.append([future], validate=False)
 
         with Journal.open(path, readonly=True) as journal:
-            with pytest.raises(JournalRecordError, match=r"<= 1 - at `\$\.state\.schema_version`") as info:
+            newer = r"CognitiveStateSet\.state .* version 99"
+            with pytest.raises(JournalRecordVersionError, match=newer) as info:
                 list(journal.read())
             report = journal.verify(decode=True)
 
         assert info.value.seq == 2
+        assert (info.value.stored, info.value.known) == (99, 1)
         assert (report.ok, report.first_bad_seq) == (False, 2)
 
     @pytest.mark.parametrize("version", [True, 1.0], ids=["bool", "float"])
