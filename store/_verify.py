@@ -302,7 +302,7 @@ def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tup
         return digests
     anchors_count, anchors_sum, ids_count, ids_sum, heads_problem = digests
     if anchors_count != state.anchors_count or (anchors_sum & _MASK64) != (state.anchors_sum & _MASK64):
-        return _locate_anchor_problem(journal, last), "the stream index does not match the records"
+        return _locate_anchor_problem(journal, last)
     if ids_count != state.checked or (ids_sum & _MASK64) != (state.ids_sum & _MASK64):
         return _locate_id_problem(journal, last), "the event id index does not match the records"
     problem = _stream_name_problem(state.streams) or heads_problem
@@ -398,12 +398,13 @@ def _index_digests(
         events = txn.cursor(db=journal._db_events)
         now = events.key() if events.last() else _seq_key(0)
         for key, value in txn.cursor(db=journal._db_anchors).iternext():
-            if value:  # an anchor is a key alone; no reader looks at a value, so one was put there
-                seq = int.from_bytes(key[-8:], "big") if len(key) > _SEQ_LEN else None
-                return _Problem(seq, "the stream index holds an anchor with a value (anchors are empty)")
             if key[-8:] <= limit:
                 anchors_count += 1
-                anchors_sum += hash(salt + key)
+                # an anchor is a key alone: one holding a value sums as no true one does
+                anchors_sum += hash(salt + key) if not value else hash(salt + key + b"\0" + value)
+            elif value:
+                seq = int.from_bytes(key[-8:], "big") if len(key) > _SEQ_LEN else None
+                return _Problem(seq, _VALUED_ANCHOR)
             elif not _names_record_of(txn, journal, key[-8:], key[:-9], now):
                 return _Problem(
                     int.from_bytes(key[-8:], "big"), "the stream index names a record that is not there"
@@ -441,8 +442,11 @@ def _names_record_of(
     return _stream_of(txn.get(key, db=journal._db_events)) == stream
 
 
-def _locate_anchor_problem(journal: LmdbJournal, last: int) -> int | None:
-    """The lowest seq whose anchor is missing, extra or wrong (slow; only on failure)."""
+_VALUED_ANCHOR: Final = "the stream index holds an anchor with a value (anchors are empty)"
+
+
+def _locate_anchor_problem(journal: LmdbJournal, last: int) -> tuple[int | None, str]:
+    """The lowest seq whose anchor is missing, extra, wrong or holds a value, and why (slow: on failure)."""
     expected: set[bytes] = set()
     counts: dict[bytes, int] = {}
     limit = _seq_key(last)
@@ -454,13 +458,17 @@ def _locate_anchor_problem(journal: LmdbJournal, last: int) -> int | None:
             count = counts[stream_raw] = counts.get(stream_raw, 0) + 1
             if not count % _ANCHOR_EVERY:
                 expected.add(stream_raw + b"\0" + bytes(key))
-        stored = {
-            bytes(key)
-            for key in txn.cursor(db=journal._db_anchors).iternext(keys=True, values=False)
-            if key[-8:] <= limit
-        }
+        stored: set[bytes] = set()
+        valued: set[bytes] = set()
+        for key, value in txn.cursor(db=journal._db_anchors).iternext():
+            if key[-8:] <= limit:
+                (valued if value else stored).add(bytes(key))
     wrong = expected ^ stored
-    return min(int.from_bytes(key[-8:], "big") for key in wrong) if wrong else None
+    first = min((int.from_bytes(key[-8:], "big") for key in wrong), default=None)
+    first_valued = min((int.from_bytes(key[-8:], "big") for key in valued), default=None)
+    if first_valued is not None and (first is None or first_valued <= first):
+        return first_valued, _VALUED_ANCHOR
+    return first, "the stream index does not match the records"
 
 
 def _stream_of(record: bytes | None) -> bytes | None:

@@ -1067,7 +1067,7 @@ def test_replay_keeps_a_value_under_a_tuple_key_holding_bytes(tmp_path: Path) ->
 
 
 def _cogfabric_with_stderr(stderr: str, *args: str) -> int:
-    """The exit status of ``cogfabric ARGS`` whose stderr is a pipe whose reader is gone, or the full device."""
+    """The exit status of ``cogfabric ARGS`` with stderr a pipe whose reader is gone, or the full device."""
     if stderr == "full device" and not Path("/dev/full").exists():
         pytest.skip("needs /dev/full")
     if stderr == "closed pipe":
@@ -1104,3 +1104,26 @@ def test_the_exit_status_says_what_went_wrong_when_stderr_cannot_take_the_error(
     }
 
     assert statuses == {"damaged journal": 1, "unknown agent": 2, "bad option value": 2}
+
+
+def test_bench_runs_through_when_stderr_cannot_take_its_progress_lines(tmp_path: Path) -> None:
+    # Its progress goes to stderr: a failed write there was taken for stdout's reader
+    # going away, and the run stopped at once with exit 0 and no table.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cogfabric", "bench", "--quick", "--json", str(tmp_path / "b.json")],
+            stdout=subprocess.PIPE,
+            stderr=write_end,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=tmp_path,
+        )
+    finally:
+        os.close(write_end)
+
+    assert done.returncode == 0
+    assert "raw LMDB append, pre-encoded" in done.stdout
+    assert (tmp_path / "b.json").exists()

@@ -183,11 +183,12 @@ class _Commands(click.Group):
         except click.Abort:  # Ctrl-C before a command began (click's own exit 1 means a bad journal here)
             _say("interrupted")
             sys.exit(EXIT_INTERRUPTED)
-        sys.exit(done if isinstance(done, int) else EXIT_OK)  # an exit code (--help), or a command's end
+        sys.exit(done if isinstance(done, int) else EXIT_OK)  # click's Exit code (--help), or a command's end
 
-    def invoke(self, ctx: click.Context) -> Any:  # noqa: ANN401 - click's own signature
+    def invoke(self, ctx: click.Context) -> None:
+        """Run the command; its return value is dropped (an int there would become the exit status)."""
         try:
-            return super().invoke(ctx)
+            super().invoke(ctx)
         except KeyboardInterrupt:  # click's own "Aborted!" exits 1, which here means a bad journal
             _say("interrupted")
             sys.exit(EXIT_INTERRUPTED)
@@ -875,7 +876,7 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
         raise click.BadParameter(f"{json_path} {problem}; name a file you can write", param_hint="'--json'")
     sizes = Sizes.quick() if quick else Sizes()
     runs = repeat or (1 if quick else 3)
-    results, machine = run_bench(sizes, runs, progress=lambda label: click.echo(f"  {label}...", err=True))
+    results, machine = run_bench(sizes, runs, progress=lambda label: _say(f"  {label}..."))
     unwritten: OSError | None = None
     if json_path is not None:  # first: a table that cannot be printed (a closed pipe) loses no sample
         try:

@@ -485,6 +485,14 @@ class TestTamperEvidence:
         assert report.first_bad_seq == 127
         assert "stream index holds an anchor with a value" in report.reason
 
+        # With other damage to the index, the lowest seq is named, whichever kind it is.
+        _raw_edit(path, lambda txn, _, dbs: txn.delete(b"agent/a1\0" + _seq(128), db=dbs[b"anchors"]))
+        _raw_edit(path, lambda txn, _, dbs: txn.put(b"agent/a0\0" + _seq(255), b"x", db=dbs[b"anchors"]))
+        assert _verify(path).first_bad_seq == 127
+        _raw_edit(path, lambda txn, _, dbs: txn.put(b"agent/a0\0" + _seq(127), b"", db=dbs[b"anchors"]))
+        report = _verify(path)
+        assert (report.first_bad_seq, report.reason) == (128, "the stream index does not match the records")
+
     def test_a_stream_read_refuses_a_link_that_does_not_point_back(self, closed_journal: Path) -> None:
         def loop(txn: Any, events: Any, _: dict[bytes, Any]) -> None:
             value = bytearray(txn.get(_seq(8), db=events))  # a1's third record, linked to 5
