@@ -681,17 +681,25 @@ class Runtime:
     def _check_instances(self, given: list[object]) -> None:
         """Refuse a behavior instance given twice, or one a live agent runs already.
 
-        One object's ``on_message`` would otherwise run on two actors' threads at once.
+        One object's ``on_message`` would otherwise run on two actors' threads at once:
+        an agent of any open runtime of the process counts.
         """
         instances = [b for b in given if b is not None and not isinstance(b, str | type)]
         if len({id(b) for b in instances}) != len(instances):
             msg = "one behavior instance is given to two agents; each agent needs its own"
             raise InvalidSpawnSpecError(msg)
-        with self._lock:
-            for agent_id, entry in self._agents.items():
-                if entry is not None and any(entry.behavior is b for b in instances):
-                    msg = f"this behavior instance runs agent {agent_id!r} already; each agent needs its own"
-                    raise InvalidSpawnSpecError(msg)
+        if not instances:
+            return
+        for runtime in {self, *list(_OPEN)}:
+            with runtime._lock:  # noqa: SLF001 - this class's own, in another runtime
+                for agent_id, entry in runtime._agents.items():  # noqa: SLF001
+                    if entry is not None and any(entry.behavior is b for b in instances):
+                        where = "" if runtime is self else " of another runtime"
+                        msg = (
+                            f"this behavior instance runs agent {agent_id!r}{where} already; "
+                            "each agent needs its own"
+                        )
+                        raise InvalidSpawnSpecError(msg)
 
     def _spawned_late(self, launched: list[_Launched], committed: bool) -> None:
         """A spawn whose caller timed out is over: make its agents reachable if it was stored."""

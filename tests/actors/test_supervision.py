@@ -340,6 +340,17 @@ class TestBehaviors:
 
             assert runtime.agents() == ["b"]
 
+    def test_one_instance_serves_one_live_agent_of_any_runtime_of_the_process(self) -> None:
+        gate = Gate()
+        with _open(None) as first, _open(None) as second:
+            first.spawn("a", behavior=gate)
+            with pytest.raises(InvalidSpawnSpecError, match="runs agent 'a' of another runtime already"):
+                second.spawn("b", behavior=gate)
+            first.close()
+            second.spawn("b", behavior=gate)  # free again once its runtime closed
+
+            assert second.agents() == ["b"]
+
     def test_a_class_or_a_spec_that_cannot_be_spawned_is_refused_clearly(self) -> None:
         with _open(None) as runtime:
             with pytest.raises(InvalidSpawnSpecError, match="behavior class _Stranger is not registered"):
