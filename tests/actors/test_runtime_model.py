@@ -26,7 +26,8 @@ dead letters, at the journal's end and at every earlier close's head seq.
 Documented differences are modelled, not ignored:
 
 * a session read is journaled at most once per ``session_ttl / 10``, so after a reopen
-  its last access is the journaled one (README, "Where cogfabric differs");
+  its last access is the journaled one (README, "Where cogfabric differs"), except a
+  read that makes a session its agent's latest, which is journaled when it is made;
 * after a reopen ``agents()`` places an id by its stream's first record, which may be an
   LLM record made before its spawn (``Runtime.agents`` docstring);
 * messages to a suspended or retired agent, or one without a behavior, are dead-lettered;
@@ -277,6 +278,8 @@ class Model:
         self.known_sessions: list[str] = []
         self.ended: set[str] = set()
         self._j = 0
+        # each agent's session used last: a read of another one is journaled
+        self.agent_latest: dict[str, str] = {}
 
     # -- agents
 
@@ -401,6 +404,16 @@ class Model:
         self._j += 1
         s.touched, s.jorder = at, self._j
 
+    def _used(self, s: MSession) -> None:
+        if s.agent_id is not None:
+            self.agent_latest[s.agent_id] = s.id
+
+    def _ended(self, sid: str) -> None:
+        s = self.sessions.pop(sid)
+        self.ended.add(sid)
+        if s.agent_id is not None and self.agent_latest.get(s.agent_id) == sid:
+            del self.agent_latest[s.agent_id]
+
     def expired(self, s: MSession, now: float) -> bool:
         return now > s.accessed + TTL  # README: "it expires once now > last access + ttl"
 
@@ -410,13 +423,14 @@ class Model:
         if s is None:
             raise cf.SessionNotFoundError(sid)
         if self.expired(s, now):
-            del self.sessions[sid]
-            self.ended.add(sid)
+            self._ended(sid)
             raise cf.SessionNotFoundError(sid)
         s.accessed = now
         self.sessions.move_to_end(sid)
-        if touch and now - s.touched >= TTL / 10:
+        switched = s.agent_id is not None and self.agent_latest.get(s.agent_id) != sid
+        if touch and (now - s.touched >= TTL / 10 or switched):
             self._journaled(s, now)
+        self._used(s)
         return s
 
     def create_session(self, sid: str, user_id: str, agent_id: str | None) -> None:
@@ -426,13 +440,14 @@ class Model:
             sid, user_id, agent_id, [Message(role="system", content=SEED_TEXT, time=now)], now, now, 0
         )
         self._journaled(self.sessions[sid], now)
+        self._used(self.sessions[sid])
         self.known_sessions.append(sid)
 
     def evictions(self) -> list[str]:
         gone = []
         while len(self.sessions) >= MAX_SESSIONS:
-            sid, _ = self.sessions.popitem(last=False)
-            self.ended.add(sid)
+            sid = next(iter(self.sessions))
+            self._ended(sid)
             gone.append(sid)
         return gone
 
@@ -447,15 +462,13 @@ class Model:
 
     def delete(self, sid: str) -> None:
         if sid in self.sessions:
-            del self.sessions[sid]
-            self.ended.add(sid)
+            self._ended(sid)
 
     def sweep(self) -> int:
         now = self.now()
         gone = [sid for sid, s in self.sessions.items() if self.expired(s, now)]
         for sid in gone:
-            del self.sessions[sid]
-            self.ended.add(sid)
+            self._ended(sid)
         return len(gone)
 
     def size(self) -> int:
@@ -499,6 +512,9 @@ class Model:
             s.accessed = s.touched
         ordered = sorted(self.sessions.values(), key=lambda s: (s.touched, s.jorder))
         self.sessions = collections.OrderedDict((s.id, s) for s in ordered)
+        self.agent_latest = {}
+        for s in ordered:
+            self._used(s)
         self.sweep()
 
 
