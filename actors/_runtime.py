@@ -169,6 +169,20 @@ def _named(agent_ids: list[str]) -> str:
 _OPEN: set[Runtime] = set()
 """Runtimes not closed yet: closed at interpreter exit (``_close_left_open``)."""
 
+_SPAWNING_LOCK: Final = threading.Lock()
+_SPAWNING: dict[int, object] = {}
+"""Behavior instances whose spawn is under way, in any runtime of the process: checked
+free, not registered yet (``Runtime._claim_instances``). Held by id, with the instance,
+so that the id is not another object's meanwhile."""
+
+
+def _unclaim(instances: list[object]) -> None:
+    """Release behavior instances claimed by ``Runtime._claim_instances``."""
+    if instances:
+        with _SPAWNING_LOCK:
+            for b in instances:
+                _SPAWNING.pop(id(b), None)
+
 
 def _first_seq(journal: Journal, stream: str) -> int:
     """Where ``stream`` starts, to recover agents in the order they were first spawned.
@@ -217,6 +231,8 @@ class Runtime:
         self._unlisted_if_refused: set[str] = set()
         """Ids a spawn listed that were not listed before: taken out if the spawn fails."""
         self._closed = False
+        self._stopping: list[tuple[str, _Entry]] = []
+        """The agents close() is stopping: their behaviors may still run (``_running``)."""
         self._late: dict[threading.Event, threading.Thread] = {}
         """Helper threads finishing calls whose callers timed out (``_finish_late``), each by the
         event it sets when done (a thread not yet started cannot be joined): flush waits for them."""
@@ -584,7 +600,18 @@ class Runtime:
         if len(set(ids)) != len(ids):
             detail = "two specs share an agent id"
             raise InvalidSpawnSpecError(detail)
-        self._check_instances([s.get("behavior") for s in specs])
+        instances = self._claim_instances([s.get("behavior") for s in specs])
+        try:
+            ack, launched = self._launch_spawn(specs, events, ids)
+        except BaseException:
+            _unclaim(instances)
+            raise
+        return self._reach_spawned(ack, ids, launched, instances)
+
+    def _launch_spawn(
+        self, specs: list[Mapping[str, Any]], events: list[AgentSpawned], ids: list[str]
+    ) -> tuple[Ack | None, list[_Launched]]:
+        """Start a spawn's actors and hand its events to the writer; the ack in sync durability."""
         core = self._core
         made = [core.live_behavior(s.get("behavior"), e.behavior) for s, e in zip(specs, events, strict=True)]
         with self._lock:  # a taken id costs no thread (_reserve checks again, atomically)
@@ -595,11 +622,10 @@ class Runtime:
         # anything of it is journaled (the actors are reachable once it is).
         launched = self._launch_all([self._spawned_state(event) for event in events], made)
         try:
-            ack = self._submit_spawn(events, ids)
+            return self._submit_spawn(events, ids), launched
         except BaseException:
             self._stop_launched(launched)
             raise
-        return self._reach_spawned(ack, ids, launched)
 
     def _submit_spawn(self, events: list[AgentSpawned], ids: list[str]) -> Ack | None:
         """Reserve the ids and hand the spawn to the writer; its acknowledgement in sync durability."""
@@ -618,30 +644,43 @@ class Runtime:
                 raise
         return None
 
-    def _reach_spawned(self, ack: Ack | None, ids: list[str], launched: list[_Launched]) -> list[Agent]:
-        """Wait for the spawn's commit (sync durability), then make its agents reachable."""
-        if ack is not None:
+    def _reach_spawned(
+        self, ack: Ack | None, ids: list[str], launched: list[_Launched], instances: list[object]
+    ) -> list[Agent]:
+        """Wait for the spawn's commit (sync durability), then make its agents reachable.
+
+        Releases the claims of the behavior instances once their agents are reachable
+        or the spawn failed; a spawn finished late leaves that to its helper thread.
+        """
+        late = False
+        try:
+            if ack is not None:
+                try:
+                    ack.wait(self._core.call_timeout)
+                except ActorTimeoutError:
+                    # Whether they are stored is unknown until the writer gets to them: the
+                    # ids stay reserved, and the agents are reached if the spawn commits.
+                    finish = functools.partial(self._spawned_late, launched, instances)
+                    late = self._finish_late(ack, finish, "spawn")
+                    if not late:
+                        self._stop_launched(launched)  # their ids stay reserved until a reopen
+                    raise
+                except BaseException:
+                    self._release(ids)
+                    self._stop_launched(launched)
+                    raise
+            agents: list[Agent] = []
             try:
-                ack.wait(self._core.call_timeout)
-            except ActorTimeoutError:
-                # Whether they are stored is unknown until the writer gets to them: the
-                # ids stay reserved, and the agents are reached if the spawn commits.
-                if not self._finish_late(ack, functools.partial(self._spawned_late, launched), "spawn"):
-                    self._stop_launched(launched)  # their ids stay reserved until a reopen
-                raise
+                for one in launched:
+                    agents.append(self._register(one))  # noqa: PERF401 - counts those reached if one fails
             except BaseException:
                 self._release(ids)
-                self._stop_launched(launched)
+                self._stop_launched(launched[len(agents) :])
                 raise
-        agents: list[Agent] = []
-        try:
-            for one in launched:
-                agents.append(self._register(one))  # noqa: PERF401 - counts those reached if one fails
-        except BaseException:
-            self._release(ids)
-            self._stop_launched(launched[len(agents) :])
-            raise
-        return agents
+            return agents
+        finally:
+            if not late:
+                _unclaim(instances)
 
     def _reserve(self, ids: list[str]) -> None:
         """Reserve ``ids`` for agents being spawned, all or none.
@@ -678,30 +717,48 @@ class Runtime:
                     self._unlisted_if_refused.discard(agent_id)
                     self._listed.pop(agent_id, None)
 
-    def _check_instances(self, given: list[object]) -> None:
-        """Refuse a behavior instance given twice, or one a live agent runs already.
+    def _claim_instances(self, given: list[object]) -> list[object]:
+        """Claim the behavior instances of a spawn; refuse one given twice, or one an agent runs.
 
-        One object's ``on_message`` would otherwise run on two actors' threads at once:
-        an agent of any open runtime of the process counts.
+        One object's ``on_message`` would otherwise run on two actors' threads at once.
+        An agent of any runtime of the process counts, one being spawned (claimed) and
+        one its closing runtime is still stopping too. Returns the instances claimed:
+        release them with ``_unclaim`` once their agents are reachable or the spawn failed.
         """
         instances = [b for b in given if b is not None and not isinstance(b, str | type)]
         if len({id(b) for b in instances}) != len(instances):
             msg = "one behavior instance is given to two agents; each agent needs its own"
             raise InvalidSpawnSpecError(msg)
         if not instances:
-            return
-        for runtime in {self, *list(_OPEN)}:
-            with runtime._lock:  # noqa: SLF001 - this class's own, in another runtime
-                for agent_id, entry in runtime._agents.items():  # noqa: SLF001
-                    if entry is not None and any(entry.behavior is b for b in instances):
-                        where = "" if runtime is self else " of another runtime"
-                        msg = (
-                            f"this behavior instance runs agent {agent_id!r}{where} already; "
-                            "each agent needs its own"
-                        )
-                        raise InvalidSpawnSpecError(msg)
+            return instances
+        with _SPAWNING_LOCK:
+            if any(id(b) in _SPAWNING for b in instances):
+                msg = "this behavior instance is being spawned for another agent; each agent needs its own"
+                raise InvalidSpawnSpecError(msg)
+            for runtime in {self, *list(_OPEN)}:
+                running = runtime._running(instances)  # noqa: SLF001 - this class's own, in another runtime
+                if running is not None:
+                    where = "" if runtime is self else " of another runtime"
+                    msg = (
+                        f"this behavior instance runs agent {running!r}{where} already; "
+                        "each agent needs its own"
+                    )
+                    raise InvalidSpawnSpecError(msg)
+            for b in instances:
+                _SPAWNING[id(b)] = b
+        return instances
 
-    def _spawned_late(self, launched: list[_Launched], committed: bool) -> None:
+    def _running(self, instances: list[object]) -> str | None:
+        """The id of an agent of this runtime that runs one of ``instances``, or is stopping with it."""
+        with self._lock:
+            entries = [(agent_id, e) for agent_id, e in self._agents.items() if e is not None]
+            entries += self._stopping
+        for agent_id, entry in entries:
+            if any(entry.behavior is b for b in instances):
+                return agent_id
+        return None
+
+    def _spawned_late(self, launched: list[_Launched], instances: list[object], committed: bool) -> None:
         """A spawn whose caller timed out is over: make its agents reachable if it was stored."""
         registered = 0
         try:
@@ -712,6 +769,7 @@ class Runtime:
         finally:
             self._stop_launched(launched[registered:])
             self._release(one.state.id for one in launched)  # those not reached, if any
+            _unclaim(instances)
 
     def _finish_late(self, ack: Ack, done: Callable[[bool], None], what: str) -> bool:
         """Run ``done(committed)`` on a helper thread once ``ack`` resolves; False if none starts.
@@ -1475,6 +1533,8 @@ class Runtime:
         with self._lock:
             closing = self._closed
             self._closed = self._core.closing = True
+            # (a second caller finds no agents left: it adds none)
+            self._stopping += [(agent_id, e) for agent_id, e in self._agents.items() if e is not None]
             entries = [e for e in self._agents.values() if e is not None]
             self._agents.clear()
         if closing:
@@ -1504,6 +1564,8 @@ class Runtime:
                     self._journal.close()  # synced and unlocked even if a stop above failed
             finally:
                 _OPEN.discard(self)  # only now: a close() at exit waits for this one
+                with self._lock:
+                    self._stopping = []
                 self._close_done.set()
         if failures:
             raise failures[0]

@@ -340,6 +340,62 @@ class TestBehaviors:
 
             assert runtime.agents() == ["b"]
 
+    def test_one_instance_is_refused_while_its_first_spawn_is_under_way(self, tmp_path: Path) -> None:
+        # The first spawn waits for its commit (held here): its agent is not registered
+        # yet, and a second spawn with the instance, in any runtime, must not slip through.
+        gate = Gate()
+        entered, release = threading.Event(), threading.Event()
+        with _open(tmp_path / "j") as first, _open(None) as second:
+            journal = first._journal
+            assert journal is not None
+            append = journal.append
+
+            def held(*args: Any, **kwargs: Any) -> list[int]:
+                entered.set()
+                assert release.wait(10)
+                return append(*args, **kwargs)
+
+            journal.append = held  # type: ignore[method-assign]
+            spawning = threading.Thread(target=first.spawn, args=("a",), kwargs={"behavior": gate})
+            spawning.start()
+            try:
+                assert entered.wait(10)
+                for runtime in (first, second):
+                    with pytest.raises(InvalidSpawnSpecError, match="being spawned for another agent"):
+                        runtime.spawn("b", behavior=gate)
+            finally:
+                release.set()
+                spawning.join(10)
+            with pytest.raises(InvalidSpawnSpecError, match="runs agent 'a' of another runtime already"):
+                second.spawn("b", behavior=gate)
+
+            assert first.agents() == ["a"]
+
+    def test_one_instance_is_refused_while_a_closing_runtime_still_runs_it(self) -> None:
+        gate = Gate()
+        with _open(None) as first, _open(None) as second:
+            first.spawn("a", behavior=gate)
+            first.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            stopping = threading.Event()
+            stop_agents = first._stop_agents
+
+            def stop_agents_seen(entries: Any) -> None:
+                stopping.set()  # close() has taken the agents out: it now waits for 'a'
+                stop_agents(entries)
+
+            first._stop_agents = stop_agents_seen  # type: ignore[method-assign]
+            closing = threading.Thread(target=first.close)
+            closing.start()
+            try:
+                assert stopping.wait(10)
+                with pytest.raises(InvalidSpawnSpecError, match="runs agent 'a' of another runtime already"):
+                    second.spawn("b", behavior=gate)  # its on_message is still running in 'a'
+            finally:
+                Gate.release.set()
+                closing.join(10)
+            second.spawn("b", behavior=gate)  # free once that close is over
+
     def test_one_instance_serves_one_live_agent_of_any_runtime_of_the_process(self) -> None:
         gate = Gate()
         with _open(None) as first, _open(None) as second:
