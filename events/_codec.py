@@ -124,6 +124,11 @@ class EventCodec:
 
         The built-in types' own upcasters (``BUILTIN_UPCASTERS``) come with them; those
         given here are added, or replace them.
+
+        Raises:
+            UnknownEventTypeError, TypeError, ValueError: an upcaster given here, as
+                ``register_upcaster`` would (but that it replaces a built-in one).
+
         """
         type_list = tuple(types)
         self._types: dict[str, type[Event]] = {_tag_of(cls): cls for cls in type_list}
@@ -135,7 +140,9 @@ class EventCodec:
             for key, upcaster in BUILTIN_UPCASTERS.items()
             if self._types.get(key[0]) is builtin.get(key[0])
         }
-        self._upcasters.update(upcasters or {})
+        for (type_name, from_version), upcaster in (upcasters or {}).items():
+            self._upcasters.pop((type_name, from_version), None)  # a built-in one: replaced
+            self.register_upcaster(type_name, from_version, upcaster)
         self._pinned = all(_is_pinned(cls) for cls in type_list)
 
     @property

@@ -99,6 +99,8 @@ def upgrade_cognitive_state(state: CognitiveState) -> CognitiveState:
             holds a state it cannot replay (a deliberate difference from the
             original, which stores it). A negative version is stored as it is, as
             in the original.
+        TypeError: ``state`` is not a ``CognitiveState``, or of a subclass with fields
+            of its own (a stored state would lose them).
 
     """
     if not isinstance(state, CognitiveState):

@@ -300,7 +300,7 @@ class _AgentOrRuntimeEvent(Event, frozen=True, kw_only=True):
 class PromptRejected(_AgentOrRuntimeEvent, frozen=True, kw_only=True):
     """The prompt gate refused a prompt before any provider was called.
 
-    Version 2 added ``session``; a version-1 record reads as None.
+    Version 2 added ``session``; a version-1 record without one reads as None.
     """
 
     length: int
@@ -312,7 +312,8 @@ class PromptRejected(_AgentOrRuntimeEvent, frozen=True, kw_only=True):
 
 
 def _rejected_v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
-    return {**raw, "session": None}
+    # a version-1 record may name its session already (written for a while before the bump)
+    return {"session": None, **raw}
 
 
 class _LlmCallEvent(_AgentOrRuntimeEvent, frozen=True, kw_only=True):

@@ -74,6 +74,34 @@ class TestVersions:
 
         assert isinstance(event, PromptRejected)
         assert (event.session, event.v, event.id) == (None, 2, "x")
+        # one written with a session at version 1 (for a while, before the bump) keeps it
+        named = DEFAULT_CODEC.decode(msgspec.msgpack.encode({**raw, "session": "s1"}))
+        assert isinstance(named, PromptRejected)
+        assert named.session == "s1"
+
+    @pytest.mark.parametrize(
+        "upcasters",
+        [
+            {("Renamed", 1): None},
+            {("Renamed", True): rename_val_to_value},
+            {("Nope", 1): rename_val_to_value},
+        ],
+    )
+    def test_a_codec_refuses_the_upcasters_register_upcaster_would(self, upcasters: Any) -> None:
+        with pytest.raises((TypeError, ValueError)):
+            EventCodec((*EVENT_TYPES, Renamed), upcasters)
+
+    def test_a_codec_may_replace_a_built_in_upcaster(self) -> None:
+        def later(raw: dict[str, Any]) -> dict[str, Any]:
+            return {**raw, "order": 7}
+
+        codec = EventCodec(EVENT_TYPES, {("IpcSubscribed", 1): later})
+        raw = {"type": "IpcSubscribed", "v": 1, "at": 1.0, "id": "x", "agent": "a", "topic": "t"}
+
+        event = codec.decode(msgspec.msgpack.encode(raw))
+
+        assert isinstance(event, IpcSubscribed)
+        assert event.order == 7
 
     @pytest.mark.parametrize("make", [lambda: DEFAULT_CODEC, EventCodec, lambda: EventCodec(EVENT_TYPES)])
     def test_a_version_one_subscription_reads_as_order_zero_in_every_codec_of_the_built_in_types(
