@@ -493,6 +493,19 @@ class TestTamperEvidence:
         report = _verify(path)
         assert (report.first_bad_seq, report.reason) == (128, "the stream index does not match the records")
 
+    @pytest.mark.parametrize("value", [b"", b"x"])
+    def test_an_anchor_past_the_last_record_names_no_seq(self, tmp_path: Path, value: bytes) -> None:
+        # verify names no seq past the journal's end (first_bad_seq <= head_seq)
+        path = tmp_path / "journal"
+        with Journal.open(path) as journal:
+            journal.append(make_events(300, agents=2))
+        _raw_edit(path, lambda txn, _, dbs: txn.put(b"agent/a0\0" + _seq(5000), value, db=dbs[b"anchors"]))
+
+        report = _verify(path)
+
+        assert (report.ok, report.first_bad_seq, report.head_seq) == (False, None, 300)
+        assert "stream index" in report.reason
+
     def test_a_stream_read_refuses_a_link_that_does_not_point_back(self, closed_journal: Path) -> None:
         def loop(txn: Any, events: Any, _: dict[bytes, Any]) -> None:
             value = bytearray(txn.get(_seq(8), db=events))  # a1's third record, linked to 5
