@@ -97,6 +97,7 @@ from ._verify import verify_journal
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
     from os import PathLike
+    from typing import BinaryIO
 
     from cogfabric.events import Event
 
@@ -512,15 +513,43 @@ _P_META: Final = 0x08
 """The flag of a meta page in an LMDB page header's ``mp_flags`` (at its byte 10)."""
 
 
-def data_file(where: Path) -> Path | None:
+_JOURNAL_FILES: Final = ("data.mdb", "lock.mdb", "writer.lock")
+
+
+def linked_file(where: Path) -> str | None:
+    """The name of a file of the journal at ``where`` that is a symbolic link, if one is.
+
+    A path that cannot be reached (a name too long) has none: the caller's next use of
+    it says what is wrong.
+    """
+    for name in _JOURNAL_FILES:
+        try:
+            if stat.S_ISLNK((where / name).lstat().st_mode):
+                return name
+        except OSError:
+            continue
+    return None
+
+
+def data_file(where: Path, *, refuse_links: bool = True) -> Path | None:
     """The journal's data file at ``where``, or None when there is none.
 
+    Refuses a journal whose files are symbolic links (unless ``refuse_links`` is false,
+    for a caller that only copies the data file): LMDB opens its lock file to write,
+    even to read, and writes its header into it, so a journal someone else made could
+    point one at a file of whoever opens it (the data file and ``writer.lock`` alike).
+
     Raises:
-        JournalFormatError: ``data.mdb`` is not a regular file (a FIFO would hang the open).
+        JournalFormatError: ``data.mdb`` is not a regular file (a FIFO would hang the
+            open), or one of the journal's files is a symbolic link.
         JournalUnavailableError: the path cannot be reached (permission denied on a
             directory on the way, a name too long).
 
     """
+    linked = linked_file(where) if refuse_links else None
+    if linked is not None:
+        msg = f"{where} is refused: its {linked} is a symbolic link (LMDB would read or write through it)"
+        raise JournalFormatError(msg)
     data = where / "data.mdb"
     try:
         mode = data.stat().st_mode
@@ -589,6 +618,25 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
         )
         raise JournalDamagedError(msg)
     return size, max(0, needed - size)
+
+
+def used_length(data: BinaryIO) -> int | None:
+    """How many bytes of an LMDB data file its header pages name as used; None if it cannot tell.
+
+    LMDB reads no page past the last one either header names: a copy of the file up to
+    there opens as the whole does. A file holes make long (``truncate -s``) is not
+    copied whole, then.
+    """
+    head = data.read(2 * 65536)
+    if len(head) < _pages.META_END:
+        return None
+    page = _pages.meta_at(head, 0).page_size
+    if _pages.meta_at(head, 0).magic != _pages.META_MAGIC or page not in _PAGE_SIZES or len(head) < 2 * page:
+        return None
+    second = _pages.meta_at(head, page)
+    if second.magic != _pages.META_MAGIC:
+        return None
+    return (max(_pages.meta_at(head, 0).last_page, second.last_page) + 1) * page
 
 
 def _newest_header(head: bytes, page: int, where: Path) -> _pages.Meta:
@@ -989,7 +1037,7 @@ class LmdbJournal(Journal):
     @staticmethod
     def _take_writer_lock(where: Path) -> _WriterLock:
         try:
-            fd = os.open(where / "writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(where / "writer.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:  # a directory this process may not write to
             raise JournalUnavailableError(f"cannot open {where} for writing: {exc}") from exc
         lock = _WriterLock(fd)  # known at once: a fork from here on leaves the child no copy

@@ -441,7 +441,7 @@ def test_a_data_file_that_cannot_be_copied_is_an_error_not_a_traceback(
     def refuse(*_args: object, **_kwargs: object) -> NoReturn:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(shutil, "copyfile", refuse)
+    monkeypatch.setattr(cogfabric._audit, "_copy_used", refuse)
     result = CliRunner().invoke(main, [*args, str(path), "--copy"])
 
     assert result.exit_code == 2, result.output
@@ -649,18 +649,17 @@ def test_a_copy_is_taken_again_while_a_writer_changes_the_file_and_never_audited
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, busy: int, code: int
 ) -> None:
     path = _journal(tmp_path)
-    real_copy = shutil.copyfile
+    real_copy = cogfabric._audit._copy_used
     copies = []
 
-    def copy_during_a_commit(source: Path, target: Path) -> object:
+    def copy_during_a_commit(source: Path, target: Path) -> None:
         copies.append(target)
-        done = real_copy(source, target)
+        real_copy(source, target)
         if len(copies) <= busy:  # a commit lands while this copy is taken
             stat = source.stat()
             os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
-        return done
 
-    monkeypatch.setattr(shutil, "copyfile", copy_during_a_commit)
+    monkeypatch.setattr(cogfabric._audit, "_copy_used", copy_during_a_commit)
     result = CliRunner().invoke(main, ["verify", str(path), "--copy"])
 
     assert result.exit_code == code, result.output
@@ -1127,3 +1126,42 @@ def test_bench_runs_through_when_stderr_cannot_take_its_progress_lines(tmp_path:
     assert done.returncode == 0
     assert "raw LMDB append, pre-encoded" in done.stdout
     assert (tmp_path / "b.json").exists()
+
+
+@pytest.mark.parametrize("command", [["verify"], ["inspect"], ["export"]])
+def test_an_audit_refuses_a_lock_file_that_links_elsewhere_and_audits_a_copy(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # LMDB writes its lock file's header even to read: a journal someone else made could
+    # point it at a file of the auditor's, which an audit in place would overwrite.
+    path = _journal(tmp_path, 3)
+    precious = tmp_path / "precious.txt"
+    precious.write_bytes(b"mine")
+    (path / "lock.mdb").unlink()
+    (path / "lock.mdb").symlink_to(precious)
+
+    in_place = CliRunner().invoke(main, [*command, str(path)])
+    copied = CliRunner().invoke(main, [*command, str(path), "--copy"])
+
+    assert in_place.exit_code == 2
+    assert "lock.mdb is a symbolic link" in in_place.output
+    assert "--copy" in in_place.output
+    assert copied.exit_code == 0, copied.output
+    assert precious.read_bytes() == b"mine"
+
+
+def test_a_copy_takes_the_pages_the_header_names_not_a_hole_made_long(tmp_path: Path) -> None:
+    # ``truncate -s`` makes a data file long at no cost on disk; copied whole, a file
+    # claiming terabytes would fill the auditor's disk with zeros.
+    path = _journal(tmp_path, 40)
+    data = path / "data.mdb"
+    used = data.stat().st_size
+    os.truncate(data, 300 * 2**20)
+    target = tmp_path / "copy.mdb"
+
+    cogfabric._audit._quiet_copy(path, target)
+    copied = CliRunner().invoke(main, ["verify", str(path), "--copy"])
+
+    assert target.stat().st_size <= used
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert copied.exit_code == 0, copied.output

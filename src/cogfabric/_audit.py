@@ -5,8 +5,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import math
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -27,7 +27,7 @@ from cogfabric.store import (
     JournalUnavailableError,
     LmdbJournal,
 )
-from cogfabric.store._lmdb import data_file
+from cogfabric.store._lmdb import data_file, linked_file, used_length
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -87,10 +87,17 @@ def open_for_audit(
         JournalError: as the store raises it, naming ``path`` (not the private copy).
 
     """
-    source = data_file(path)  # None: no journal there, which opening it says
+    source = data_file(path, refuse_links=False)  # None: no journal there, which opening it says
     if source is not None and not os.access(source, os.R_OK):  # before suggesting --copy, which must read it
         raise JournalUnavailableError(f"{path}: cannot read its data file: permission denied")
     if not copy:
+        linked = linked_file(path)
+        if linked is not None:
+            msg = (
+                f"cannot audit {path} in place: its {linked} is a symbolic link, which LMDB would "
+                "write through; rerun with --copy to audit a private copy"
+            )
+            raise AuditAccessError(msg)
         unwritable = None if source is None else _not_writable(path)
         if unwritable is not None:
             msg = (
@@ -205,12 +212,16 @@ _COPY_TRIES = 5
 
 
 def _quiet_copy(path: Path, target: Path) -> None:
-    """Copy ``path``'s data file to ``target`` (0600) while no commit changes it."""
+    """Copy ``path``'s data file to ``target`` (0600) while no commit changes it.
+
+    Only as far as its header pages name pages (``used_length``): a file made long
+    with a hole (``truncate -s 1T``) would otherwise fill the disk with zeros.
+    """
     source = path / "data.mdb"
     for _ in range(_COPY_TRIES):
         try:
             before = source.stat()
-            shutil.copyfile(source, target)
+            _copy_used(source, target)
             after = source.stat()
         except OSError as exc:  # unreadable, or no room for the copy
             msg = f"{path}: cannot copy its data file: {exc.strerror or exc}"
@@ -223,6 +234,25 @@ def _quiet_copy(path: Path, target: Path) -> None:
         "audit it in place, or copy it once nothing writes to it"
     )
     raise JournalUnavailableError(msg)
+
+
+def _copy_used(source: Path, target: Path) -> None:
+    """Copy what the data file ``source``'s header names as used (all of it, if it names nothing)."""
+    with source.open("rb") as src:
+        length = used_length(src)
+        src.seek(0)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as dst:
+            left = math.inf if length is None else length
+            while left > 0:
+                chunk = src.read(int(min(left, _COPY_CHUNK)))
+                if not chunk:
+                    break
+                dst.write(chunk)
+                left -= len(chunk)
+
+
+_COPY_CHUNK = 1 << 20
 
 
 def inspect_journal(journal: LmdbJournal, path: Path, *, until: int | None = None) -> dict[str, Any]:

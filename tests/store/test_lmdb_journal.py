@@ -1319,6 +1319,29 @@ class TestPathsThatAreNoJournal:
         with pytest.raises(JournalFormatError, match="not a regular file"):
             Journal.open(tmp_path / "j", readonly=readonly)
 
+    @pytest.mark.parametrize("name", ["lock.mdb", "writer.lock", "data.mdb"])
+    @pytest.mark.parametrize("readonly", [True, False], ids=["read-only", "read-write"])
+    @pytest.mark.parametrize("dangling", [False, True], ids=["to-a-file", "dangling"])
+    def test_a_journal_file_that_is_a_symbolic_link_is_refused_and_its_target_left_alone(
+        self, tmp_path: Path, name: str, readonly: bool, dangling: bool
+    ) -> None:
+        # A journal someone else made could point its lock file at a file of the
+        # auditor's: LMDB opens it to write (even to read) and would write its header there.
+        path = tmp_path / "j"
+        with Journal.open(path) as journal:
+            journal.append(make_events(3))
+        target = tmp_path / "precious.txt"
+        if not dangling:
+            target.write_bytes(b"mine")
+        if (path / name).exists():
+            (path / name).replace(tmp_path / f"moved-{name}")
+        (path / name).symlink_to(target)
+
+        with pytest.raises(JournalFormatError, match=f"its {name} is a symbolic link"):
+            Journal.open(path, readonly=readonly)
+
+        assert (target.read_bytes() == b"mine") if not dangling else not target.exists()
+
     def test_a_path_too_long_to_reach_is_a_journal_error_naming_it(self, tmp_path: Path) -> None:
         too_long = tmp_path.joinpath(*["a"] * 3000)
 
