@@ -390,7 +390,8 @@ def _index_digests(
 
     Entries past ``last`` belong to appends made since the check began: each must name
     a record that exists now, and a head or anchor a record of its own stream, or the
-    entry is reported as a ``_Problem``.
+    entry is reported as a ``_Problem`` that names no seq (the report's seqs stay within
+    the records checked, ``head_seq``, whatever another process appends meanwhile).
     """
     anchors_count = anchors_sum = ids_count = ids_sum = 0
     limit = _seq_key(last)
@@ -403,10 +404,9 @@ def _index_digests(
                 # an anchor is a key alone: one holding a value sums as no true one does
                 anchors_sum += hash(salt + key) if not value else hash(salt + key + b"\0" + value)
             elif value:
-                return _Problem(_seq_of_record(key[-8:], now), _VALUED_ANCHOR)
+                return _Problem(None, _VALUED_ANCHOR)
             elif not _names_record_of(txn, journal, key[-8:], key[:-9], now):
-                why = "the stream index names a record that is not there"
-                return _Problem(_seq_of_record(key[-8:], now), why)
+                return _Problem(None, "the stream index names a record that is not there")
         for key, value in txn.cursor(db=journal._db_ids).iternext():
             if len(value) != _SEQ_LEN:
                 # No seq, so the index does not match (-1 is no count of records); counted,
@@ -425,17 +425,10 @@ def _index_digests(
         for key, value in txn.cursor(db=journal._db_heads).iternext():
             if value[:8] > limit and not _names_record_of(txn, journal, value[:8], key, now):
                 why = f"the stream index's head of {key.decode(errors='replace')!r} names no record of it"
-                return _Problem(_seq_of_record(value[:8], now), why)
+                return _Problem(None, why)
             heads.see(bytes(key), bytes(value))
         heads_problem = heads.problem(txn, journal._db_heads)
     return anchors_count, anchors_sum, ids_count, ids_sum, heads_problem
-
-
-def _seq_of_record(key: bytes, now: bytes) -> int | None:
-    """The seq ``key`` names, if a record of this journal can hold it (None past the last one)."""
-    if len(key) != _SEQ_LEN or key > now:
-        return None
-    return int.from_bytes(key, "big")
 
 
 def _names_record_of(

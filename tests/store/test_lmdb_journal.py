@@ -54,6 +54,7 @@ from cogfabric.store import (
     VerifyReport,
     _lmdb,
 )
+from cogfabric.store import _verify as verify_module
 from cogfabric.store._lmdb import _short_by, _translated
 from cogfabric.store._record import head_value
 from cogfabric.store.testing import JournalContract, make_events
@@ -502,6 +503,29 @@ class TestTamperEvidence:
         _raw_edit(path, lambda txn, _, dbs: txn.put(b"agent/a0\0" + _seq(5000), value, db=dbs[b"anchors"]))
 
         report = _verify(path)
+
+        assert (report.ok, report.first_bad_seq, report.head_seq) == (False, None, 300)
+        assert "stream index" in report.reason
+
+    def test_a_stale_index_entry_met_by_an_append_during_verify_names_no_seq_past_the_check(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # an anchor of another stream at seq 301, then a record 301 appended between the
+        # scan of the records and the check of the indexes: the report stays within head_seq
+        path = tmp_path / "journal"
+        with Journal.open(path) as journal:
+            journal.append(make_events(300, agents=2))
+        _raw_edit(path, lambda txn, _, dbs: txn.put(b"agent/zz\0" + _seq(301), b"", db=dbs[b"anchors"]))
+        real = verify_module._verify_indexes
+
+        with Journal.open(path) as journal:
+
+            def append_meanwhile(*args: Any) -> Any:
+                journal.append(make_events(1))
+                return real(*args)
+
+            monkeypatch.setattr(verify_module, "_verify_indexes", append_meanwhile)
+            report = journal.verify()
 
         assert (report.ok, report.first_bad_seq, report.head_seq) == (False, None, 300)
         assert "stream index" in report.reason
