@@ -583,8 +583,8 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
     """
     data = where / "data.mdb"
     try:
-        with data.open("rb") as file:
-            head = file.read(2 * 65536)  # both meta pages, whatever the page size
+        with open_regular(data) as file:
+            head = file.read(HEADER_SPAN)  # both meta pages, whatever the page size
             size = os.fstat(file.fileno()).st_size  # after the meta: the file only grows meanwhile
     except FileNotFoundError:
         return 0, 0  # a new journal
@@ -621,22 +621,44 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
 
 
 def used_length(data: BinaryIO) -> int | None:
-    """How many bytes of an LMDB data file its header pages name as used; None if it cannot tell.
+    """How many bytes of an LMDB data file its newest header page names as used; None if it cannot tell.
 
-    LMDB reads no page past the last one either header names: a copy of the file up to
-    there opens as the whole does. A file holes make long (``truncate -s``) is not
-    copied whole, then.
+    LMDB reads the newer of its two meta pages (the higher transaction id) and no page
+    past the last one it names: a copy of the file up to there opens as the whole does.
+    A file holes make long (``truncate -s``) is not copied whole, then.
     """
-    head = data.read(2 * 65536)
+    head = data.read(HEADER_SPAN)
     if len(head) < _pages.META_END:
         return None
-    page = _pages.meta_at(head, 0).page_size
-    if _pages.meta_at(head, 0).magic != _pages.META_MAGIC or page not in _PAGE_SIZES or len(head) < 2 * page:
+    first = _pages.meta_at(head, 0)
+    page = first.page_size
+    if first.magic != _pages.META_MAGIC or page not in _PAGE_SIZES or len(head) < page + _pages.META_END:
         return None
     second = _pages.meta_at(head, page)
-    if second.magic != _pages.META_MAGIC:
-        return None
-    return (max(_pages.meta_at(head, 0).last_page, second.last_page) + 1) * page
+    newest = second if second.magic == _pages.META_MAGIC and second.txnid > first.txnid else first
+    return (newest.last_page + 1) * page
+
+
+HEADER_SPAN: Final = 2 * 65536
+"""Both meta pages of an LMDB data file, whatever its page size: all a header check reads."""
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """Open ``path`` to read, refusing what is not a regular file without blocking on it.
+
+    ``O_NONBLOCK``: a FIFO put where a data file was checked would hang a plain open.
+
+    Raises:
+        JournalFormatError: ``path`` is not a regular file.
+        OSError: as the open raises it.
+
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise JournalFormatError(f"{path.parent} is not a journal: its {path.name} is not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 def _newest_header(head: bytes, page: int, where: Path) -> _pages.Meta:

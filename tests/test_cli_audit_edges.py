@@ -21,7 +21,7 @@ import cogfabric._audit
 from cogfabric import AgentContext, CognitiveState, Config, FakeClock, JournalConfig, Message, Runtime
 from cogfabric.cli import main
 from cogfabric.events import AgentEvent, AgentSpawned, ContextLayer, EventCodec, IpcMessage, PrivateSet
-from cogfabric.store import Journal, JournalIntegrityError, LmdbJournal
+from cogfabric.store import Journal, JournalFormatError, JournalIntegrityError, LmdbJournal, _pages
 from cogfabric.store._record import head_value
 from cogfabric.store.testing import make_events
 
@@ -1165,3 +1165,72 @@ def test_a_copy_takes_the_pages_the_header_names_not_a_hole_made_long(tmp_path: 
     assert target.stat().st_size <= used
     assert target.stat().st_mode & 0o777 == 0o600
     assert copied.exit_code == 0, copied.output
+
+
+def _forge_last_page(data: Path, *, newest: bool, last_page: int) -> None:
+    """Set the last page one of the data file's two meta pages names (the newer one or the older one)."""
+    head = data.read_bytes()[: _pages.META_END + 65536]
+    page = _pages.meta_at(head, 0).page_size
+    newer = max((0, page), key=lambda offset: _pages.meta_at(head, offset).txnid)
+    offset = newer if newest else page - newer
+    with data.open("r+b") as file:
+        file.seek(offset + _pages.META_END - 16)  # the record ends with last_page and txnid, 8 bytes each
+        file.write(last_page.to_bytes(8, "little"))
+
+
+def test_a_copy_takes_the_pages_the_newest_header_names_not_what_the_older_one_claims(tmp_path: Path) -> None:
+    # LMDB reads the newer meta page only: the older one may claim any length
+    path = _journal(tmp_path, 40)
+    data = path / "data.mdb"
+    used = data.stat().st_size
+    _forge_last_page(data, newest=False, last_page=1 << 40)
+    os.truncate(data, 300 * 2**20)
+    target = tmp_path / "copy.mdb"
+
+    cogfabric._audit._quiet_copy(path, target)
+
+    assert target.stat().st_size <= used
+
+
+def test_a_hole_the_newest_header_names_is_copied_as_a_hole(tmp_path: Path) -> None:
+    path = _journal(tmp_path, 40)
+    data = path / "data.mdb"
+    used = data.stat().st_size
+    page = _pages.meta_at(data.read_bytes(), 0).page_size
+    long = 300 * 2**20
+    _forge_last_page(data, newest=True, last_page=long // page - 1)
+    os.truncate(data, long)
+    target = tmp_path / "copy.mdb"
+
+    cogfabric._audit._quiet_copy(path, target)
+
+    assert target.stat().st_size == long  # what the header names, byte for byte
+    assert target.stat().st_blocks * 512 <= used + 2**20  # but only the data takes room on disk
+    assert target.read_bytes()[:used] == data.read_bytes()[:used]
+
+
+def test_a_long_file_with_no_lmdb_header_is_copied_only_as_far_as_a_header_reaches(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    path.mkdir()
+    with (path / "data.mdb").open("wb") as file:
+        file.write(b"not lmdb" * 10_000)
+    os.truncate(path / "data.mdb", 300 * 2**20)
+    target = tmp_path / "copy.mdb"
+
+    cogfabric._audit._quiet_copy(path, target)
+    copied = CliRunner().invoke(main, ["verify", str(path), "--copy"])
+
+    assert target.stat().st_size == 2 * 65536
+    assert copied.exit_code == 2
+    assert "not an LMDB journal" in copied.output
+
+
+def test_a_data_file_swapped_for_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    # data_file() checks the path, then the copy opens it: a FIFO put there meanwhile
+    # would hang a plain open for a writer that never comes
+    path = tmp_path / "journal"
+    path.mkdir()
+    os.mkfifo(path / "data.mdb")
+
+    with pytest.raises(JournalFormatError, match=r"data\.mdb is not a regular file"):
+        cogfabric._audit._quiet_copy(path, tmp_path / "copy.mdb")

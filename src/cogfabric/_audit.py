@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import logging
-import math
 import os
 import signal
 import sys
@@ -27,7 +27,7 @@ from cogfabric.store import (
     JournalUnavailableError,
     LmdbJournal,
 )
-from cogfabric.store._lmdb import data_file, linked_file, used_length
+from cogfabric.store._lmdb import HEADER_SPAN, data_file, linked_file, open_regular, used_length
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -214,8 +214,9 @@ _COPY_TRIES = 5
 def _quiet_copy(path: Path, target: Path) -> None:
     """Copy ``path``'s data file to ``target`` (0600) while no commit changes it.
 
-    Only as far as its header pages name pages (``used_length``): a file made long
-    with a hole (``truncate -s 1T``) would otherwise fill the disk with zeros.
+    Only as far as its newest header page names pages (``used_length``), and holes
+    stay holes (``_copy_used``): a file made long with a hole (``truncate -s 1T``)
+    would otherwise fill the disk with zeros.
     """
     source = path / "data.mdb"
     for _ in range(_COPY_TRIES):
@@ -237,19 +238,48 @@ def _quiet_copy(path: Path, target: Path) -> None:
 
 
 def _copy_used(source: Path, target: Path) -> None:
-    """Copy what the data file ``source``'s header names as used (all of it, if it names nothing)."""
-    with source.open("rb") as src:
+    """Copy what the data file ``source``'s newest header names as used, holes left holes.
+
+    A file whose header names nothing (not LMDB's) is copied only as far as a header
+    reaches (``HEADER_SPAN``): enough for the open to say what it is. What the header
+    names is copied region by region of data (``SEEK_DATA``/``SEEK_HOLE``), so a hole,
+    however long a header names the file, costs the copy no disk and no time.
+    """
+    with open_regular(source) as src:
         length = used_length(src)
-        src.seek(0)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as dst:
-            left = math.inf if length is None else length
-            while left > 0:
-                chunk = src.read(int(min(left, _COPY_CHUNK)))
-                if not chunk:
-                    break
-                dst.write(chunk)
-                left -= len(chunk)
+        fd_in = src.fileno()
+        end = min(HEADER_SPAN if length is None else length, os.fstat(fd_in).st_size)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            for start, stop in _data_regions(fd_in, end):
+                offset = start
+                while offset < stop:
+                    chunk = os.pread(fd_in, min(stop - offset, _COPY_CHUNK), offset)
+                    if not chunk:
+                        break  # the file shrank meanwhile: the copy's check of its size says so
+                    os.pwrite(fd, chunk, offset)
+                    offset += len(chunk)
+            os.ftruncate(fd, end)
+        finally:
+            os.close(fd)
+
+
+def _data_regions(fd: int, end: int) -> Iterator[tuple[int, int]]:
+    """The ranges of ``fd`` before ``end`` that hold data (all of it where the file system cannot tell)."""
+    offset = 0
+    while offset < end:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+            stop = os.lseek(fd, start, os.SEEK_HOLE)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return  # no data past offset: the rest is a hole
+            yield offset, end  # no SEEK_DATA here: copy the rest as it reads
+            return
+        if start >= end:
+            return
+        yield start, min(stop, end)
+        offset = stop
 
 
 _COPY_CHUNK = 1 << 20
