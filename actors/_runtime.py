@@ -170,10 +170,15 @@ _OPEN: set[Runtime] = set()
 """Runtimes not closed yet: closed at interpreter exit (``_close_left_open``)."""
 
 _SPAWNING_LOCK: Final = threading.Lock()
-_SPAWNING: dict[int, object] = {}
+_SPAWNING: dict[int, tuple[object, Runtime, str]] = {}
 """Behavior instances whose spawn is under way, in any runtime of the process: checked
-free, not registered yet (``Runtime._claim_instances``). Held by id, with the instance,
-so that the id is not another object's meanwhile."""
+free, not registered yet (``Runtime._claim_instances``). Held by id, with the instance
+(so that the id is not another object's meanwhile), the runtime and the agent id."""
+
+_GIVEN_UP: list[tuple[str, _Entry]] = []
+"""Agents of closed runtimes whose actors had not stopped when their close() gave up
+waiting: their behaviors may still be running (``_SPAWNING_LOCK`` guards it; an entry
+leaves once its actor has stopped)."""
 
 
 def _unclaim(instances: list[object]) -> None:
@@ -182,6 +187,18 @@ def _unclaim(instances: list[object]) -> None:
         with _SPAWNING_LOCK:
             for b in instances:
                 _SPAWNING.pop(id(b), None)
+
+
+def _is_instance(behavior: object) -> bool:
+    """Whether spawn's ``behavior`` is an instance (not none, a registered name or a class)."""
+    return behavior is not None and not isinstance(behavior, str | type)
+
+
+def _fork_child_forgets() -> None:
+    """In a forked child: no spawn is under way and no actor runs there; the lock is free."""
+    _SPAWNING.clear()
+    _GIVEN_UP.clear()
+    _SPAWNING_LOCK.release()
 
 
 def _first_seq(journal: Journal, stream: str) -> int:
@@ -207,8 +224,13 @@ def _close_left_open() -> None:
 
 # Registered at import, so it runs after the program's own exit handlers registered later.
 atexit.register(_close_left_open)
-# A forked child has none of its parent's actor threads: it must not try to close them.
+# A forked child has none of its parent's actor threads: it must not try to close them,
+# nor count their spawns and behaviors as its own. The claims' lock is held across the
+# fork, so the child's copy is not left locked by a thread it does not have.
 os.register_at_fork(after_in_child=_OPEN.clear)
+os.register_at_fork(
+    before=_SPAWNING_LOCK.acquire, after_in_parent=_SPAWNING_LOCK.release, after_in_child=_fork_child_forgets
+)
 
 
 class Runtime:
@@ -550,7 +572,8 @@ class Runtime:
                 priority that is no real number; a priority that is not finite.
             UnencodableValueError: ``task_context`` or ``experience_prior`` holds a
                 value msgspec cannot encode (also a ``TypeError``).
-            AgentExistsError: a live agent has that id.
+            AgentExistsError: a live agent has that id, or its spawn is under way (a
+                spawn retried after ``ActorTimeoutError``).
             AgentCapacityError: the process cannot start another thread for it (nothing
                 is journaled).
             RuntimeClosedError: the runtime is closed (a spawn stored as ``close()``
@@ -600,7 +623,7 @@ class Runtime:
         if len(set(ids)) != len(ids):
             detail = "two specs share an agent id"
             raise InvalidSpawnSpecError(detail)
-        instances = self._claim_instances([s.get("behavior") for s in specs])
+        instances = self._claim_instances([s.get("behavior") for s in specs], ids)
         try:
             ack, launched = self._launch_spawn(specs, events, ids)
         except BaseException:
@@ -717,23 +740,45 @@ class Runtime:
                     self._unlisted_if_refused.discard(agent_id)
                     self._listed.pop(agent_id, None)
 
-    def _claim_instances(self, given: list[object]) -> list[object]:
+    def _claim_instances(self, given: list[object], ids: list[str]) -> list[object]:
         """Claim the behavior instances of a spawn; refuse one given twice, or one an agent runs.
 
-        One object's ``on_message`` would otherwise run on two actors' threads at once.
-        An agent of any runtime of the process counts, one being spawned (claimed) and
-        one its closing runtime is still stopping too. Returns the instances claimed:
-        release them with ``_unclaim`` once their agents are reachable or the spawn failed.
+        ``given`` holds each agent's behavior, ``ids`` its id. One object's ``on_message``
+        would otherwise run on two actors' threads at once. An agent of any runtime of
+        the process counts, one being spawned (claimed), one its closing runtime is
+        still stopping, and one a closed runtime's close() gave up waiting for
+        (``_GIVEN_UP``) too. Returns the instances claimed: release them with
+        ``_unclaim`` once their agents are reachable or the spawn failed.
+
+        Raises:
+            InvalidSpawnSpecError: as above.
+            AgentExistsError: the instance's spawn under this very id is under way in
+                this runtime (a spawn retried after it timed out).
+
         """
-        instances = [b for b in given if b is not None and not isinstance(b, str | type)]
+        pairs = [(b, a) for b, a in zip(given, ids, strict=True) if _is_instance(b)]
+        instances = [b for b, _ in pairs]
         if len({id(b) for b in instances}) != len(instances):
             msg = "one behavior instance is given to two agents; each agent needs its own"
             raise InvalidSpawnSpecError(msg)
         if not instances:
             return instances
         with _SPAWNING_LOCK:
-            if any(id(b) in _SPAWNING for b in instances):
+            for b, agent_id in pairs:
+                claim = _SPAWNING.get(id(b))
+                if claim is None:
+                    continue
+                if claim[1] is self and claim[2] == agent_id:
+                    raise AgentExistsError(agent_id)  # its first spawn reserved the id
                 msg = "this behavior instance is being spawned for another agent; each agent needs its own"
+                raise InvalidSpawnSpecError(msg)
+            _GIVEN_UP[:] = [(a, e) for a, e in _GIVEN_UP if not e.ref.actor_stopped.is_set()]
+            given_up = next((a for a, e in _GIVEN_UP if any(e.behavior is b for b in instances)), None)
+            if given_up is not None:
+                msg = (
+                    f"this behavior instance may still run agent {given_up!r} of a closed runtime, whose "
+                    "close() gave up waiting for it; each agent needs its own"
+                )
                 raise InvalidSpawnSpecError(msg)
             for runtime in {self, *list(_OPEN)}:
                 running = runtime._running(instances)  # noqa: SLF001 - this class's own, in another runtime
@@ -744,8 +789,8 @@ class Runtime:
                         "each agent needs its own"
                     )
                     raise InvalidSpawnSpecError(msg)
-            for b in instances:
-                _SPAWNING[id(b)] = b
+            for b, agent_id in pairs:
+                _SPAWNING[id(b)] = (b, self, agent_id)
         return instances
 
     def _running(self, instances: list[object]) -> str | None:
@@ -1563,9 +1608,10 @@ class Runtime:
                 elif self._journal is not None:
                     self._journal.close()  # synced and unlocked even if a stop above failed
             finally:
-                _OPEN.discard(self)  # only now: a close() at exit waits for this one
-                with self._lock:
+                with _SPAWNING_LOCK, self._lock:  # one step, while open: a claim sees them here or there
+                    _GIVEN_UP.extend((a, e) for a, e in self._stopping if not e.ref.actor_stopped.is_set())
                     self._stopping = []
+                _OPEN.discard(self)  # only now: a close() at exit waits for this one
                 self._close_done.set()
         if failures:
             raise failures[0]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
+import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -37,6 +39,7 @@ from cogfabric.actors import (
     RuntimeClosedError,
     RuntimeConfig,
     UserCodeError,
+    _runtime,
 )
 from cogfabric.actors._agent import CALL, AgentActor, MailboxSlots, Shared
 from cogfabric.events import (
@@ -395,6 +398,90 @@ class TestBehaviors:
                 Gate.release.set()
                 closing.join(10)
             second.spawn("b", behavior=gate)  # free once that close is over
+
+    def test_one_instance_is_refused_while_a_closed_runtime_that_gave_up_on_it_still_runs_it(self) -> None:
+        # close() waits call_timeout for a busy behavior, then returns: the behavior runs on
+        gate = Gate()
+        with _open(None, timeout=0.3) as first, _open(None) as second:
+            first.spawn("a", behavior=gate)
+            first.bus.send("x", "a", "block")
+            assert Gate.started.wait(10)
+            first.close()  # gives up on 'a', whose on_message waits for Gate.release
+            try:
+                with pytest.raises(InvalidSpawnSpecError, match="may still run agent 'a' of a closed"):
+                    second.spawn("b", behavior=gate)
+            finally:
+                Gate.release.set()
+            for _, entry in list(_runtime._GIVEN_UP):
+                assert entry.ref.actor_stopped.wait(10)
+
+            second.spawn("b", behavior=gate)  # free once its actor has stopped
+
+            assert second.agents() == ["b"]
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+    def test_a_forked_child_does_not_inherit_a_spawn_under_way_in_its_parent(self, tmp_path: Path) -> None:
+        # the child has no thread of its parent's: nothing there would ever release the claim
+        gate = Gate()
+        entered, release = threading.Event(), threading.Event()
+        with _open(tmp_path / "j") as parent:
+            journal = parent._journal
+            assert journal is not None
+            append = journal.append
+
+            def held(*args: Any, **kwargs: Any) -> list[int]:
+                entered.set()
+                assert release.wait(10)
+                return append(*args, **kwargs)
+
+            journal.append = held  # type: ignore[method-assign]
+            spawning = threading.Thread(target=parent.spawn, args=("a",), kwargs={"behavior": gate})
+            spawning.start()
+            try:
+                assert entered.wait(10)
+                pid = os.fork()
+                if pid == 0:  # the child: exit 0 only if its own runtime takes the instance
+                    code = 1
+                    try:
+                        signal.alarm(20)  # a child that hangs dies, and the parent's wait ends
+                        with _open(None) as child:
+                            child.spawn("c", behavior=gate)
+                            code = 0
+                    finally:
+                        os._exit(code)
+                _, status = os.waitpid(pid, 0)
+            finally:
+                release.set()
+                spawning.join(10)
+
+            assert os.waitstatus_to_exitcode(status) == 0
+            assert parent.agents() == ["a"]
+
+    def test_a_spawn_retried_after_it_timed_out_is_told_the_agent_exists(self, tmp_path: Path) -> None:
+        gate = Gate()
+        entered, release = threading.Event(), threading.Event()
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            journal = runtime._journal
+            assert journal is not None
+            append = journal.append
+
+            def held(*args: Any, **kwargs: Any) -> list[int]:
+                entered.set()
+                assert release.wait(10)
+                return append(*args, **kwargs)
+
+            journal.append = held  # type: ignore[method-assign]
+            try:
+                with pytest.raises(ActorTimeoutError):
+                    runtime.spawn("a", behavior=gate)
+                assert entered.is_set()
+                with pytest.raises(AgentExistsError):  # not "being spawned for another agent"
+                    runtime.spawn("a", behavior=gate)
+            finally:
+                release.set()
+            runtime.flush()
+
+            assert runtime.agents() == ["a"]
 
     def test_one_instance_serves_one_live_agent_of_any_runtime_of_the_process(self) -> None:
         gate = Gate()
