@@ -53,7 +53,7 @@ from ._errors import (
     UserCodeError,
 )
 from ._handle import ContextView
-from ._llm import JournaledLLM
+from ._llm import JournaledLLM, NoLLMProviderError
 from ._state import AgentSnapshot, AgentState, apply_event, decode_snapshot, encode_snapshot
 
 if TYPE_CHECKING:
@@ -1124,13 +1124,13 @@ class AgentContext:
         """The agent's LLM client: gated, journaled on its stream, with ``turn``.
 
         Raises:
-            ValueError: the runtime has no LLM provider.
+            NoLLMProviderError: the runtime has no LLM provider (also a ``ValueError``).
 
         """
         core = self._actor._core  # noqa: SLF001
         if core.llm_provider is None:
             msg = "no LLM provider: open the runtime with llm_provider= or config.llm.base_url"
-            raise ValueError(msg)
+            raise NoLLMProviderError(msg)
         return JournaledLLM(
             core.llm_provider,
             core.config.llm,

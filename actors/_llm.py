@@ -79,6 +79,14 @@ class PromptTooLongError(ActorError, ValueError):
         self.limit = limit
 
 
+class NoLLMProviderError(ActorError, ValueError):
+    """Raised for an LLM client asked of a runtime that has no provider (``ctx.llm``, ``runtime.llm()``).
+
+    Also a ``ValueError``, as it was. Open the runtime with ``llm_provider=`` or
+    ``config.llm.base_url``, or pass ``runtime.llm`` a provider.
+    """
+
+
 class ProviderError(ActorError):
     """Raised when a provider fails (HTTP error, malformed answer); ``__cause__`` says why."""
 

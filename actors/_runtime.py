@@ -49,7 +49,7 @@ from ._errors import (
     SpawnSpecTypeError,
 )
 from ._handle import Agent
-from ._llm import JournaledLLM, LLMProvider, OpenAICompatibleProvider
+from ._llm import JournaledLLM, LLMProvider, NoLLMProviderError, OpenAICompatibleProvider
 from ._memory import MemoryManager, session_end
 from ._state import AgentSnapshot, AgentState, apply_event
 from ._writer import Ack, JournalWriter
@@ -1176,8 +1176,9 @@ class Runtime:
         (``Runtime.open(llm_provider=...)``, or one made from ``config.llm``).
 
         Raises:
-            ValueError: no provider was given and the runtime has none, or ``agent_id``
-                cannot name an agent's stream (it is empty, say).
+            NoLLMProviderError: no provider was given and the runtime has none (also a
+                ``ValueError``).
+            ValueError: ``agent_id`` cannot name an agent's stream (it is empty, say).
             TypeError: ``agent_id`` is neither a str nor None.
 
         """
@@ -1193,7 +1194,7 @@ class Runtime:
         chosen = self._core.llm_provider if provider is None else provider
         if chosen is None:
             msg = "no LLM provider: pass one, or open the runtime with llm_provider= or config.llm.base_url"
-            raise ValueError(msg)
+            raise NoLLMProviderError(msg)
         return JournaledLLM(
             chosen,
             self._core.config.llm,

@@ -19,6 +19,7 @@ from cogfabric.actors import (
     IpcHandlerError,
     LLMClient,
     LLMConfig,
+    NoLLMProviderError,
     OpenAICompatibleProvider,
     PromptTooLongError,
     ProviderError,
@@ -368,6 +369,28 @@ class Thinker:
     def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:
         session = Thinker.sessions[ctx.agent_id]
         return ctx.llm.turn(session, str(message.payload))
+
+
+class AsksForLLM:
+    """Answers a request with the type of the error ``ctx.llm`` raises (none: 'none')."""
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+        try:
+            ctx.llm  # noqa: B018 - the property is the call under test
+        except Exception as exc:  # noqa: BLE001 - the test looks at its type
+            return type(exc).__name__
+        return "none"
+
+
+def test_an_llm_client_of_a_runtime_with_no_provider_is_a_typed_error() -> None:
+    with Runtime.open(None, clock=FakeClock(), behaviors={"asks": AsksForLLM}) as runtime:
+        with pytest.raises(NoLLMProviderError, match="no LLM provider") as raised:
+            runtime.llm()
+        runtime.spawn("a", behavior="asks")
+        answer = runtime.bus.request("x", "a", "ask", None, timeout=10)
+
+    assert isinstance(raised.value, ValueError)  # as it was before it had a type of its own
+    assert answer.payload == "NoLLMProviderError"
 
 
 def test_a_behavior_turn_is_journaled_on_its_agent_stream(tmp_path: Path) -> None:
