@@ -87,13 +87,15 @@ from journal_append import Clocked, raw_append_encoding, raw_scan
 from cogfabric.events import Event, PrivateSet
 from cogfabric.store import Journal
 
+_EXTRA: Final = "the bench extra installs it: pip install -e '.[bench]'"
+
 try:
     from eventsourcing.application import Application
     from eventsourcing.domain import Aggregate, event
 
     EVENTSOURCING_ERROR = ""
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    EVENTSOURCING_ERROR = f"eventsourcing not importable: {exc}"
+    EVENTSOURCING_ERROR = f"eventsourcing not importable ({exc}); {_EXTRA}"
 
 try:
     from langgraph.checkpoint.base import empty_checkpoint
@@ -102,7 +104,7 @@ try:
 
     LANGGRAPH_ERROR = ""
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    LANGGRAPH_ERROR = f"langgraph.checkpoint.sqlite not importable: {exc}"
+    LANGGRAPH_ERROR = f"langgraph.checkpoint.sqlite not importable ({exc}); {_EXTRA}"
 
 VALUE: Final = "x" * 150
 READ_PAGE: Final = 1000
@@ -138,7 +140,14 @@ class Config:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, Path | None]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n", 1)[0],
+        epilog=(
+            "The peers' packages (eventsourcing, langgraph-checkpoint-sqlite) come with the "
+            "bench extra: pip install -e '.[bench]'. A peer that is not installed is reported "
+            "as skipped, and cogfabric is measured alone."
+        ),
+    )
     parser.add_argument(
         "--single-events", type=int, default=None, help="events (or puts) for one-per-commit runs (2,000)"
     )

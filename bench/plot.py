@@ -168,7 +168,10 @@ def _png_file(text: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n", 1)[0],
+        epilog="Needs matplotlib, which the bench extra installs: pip install -e '.[bench]'.",
+    )
     parser.add_argument("results", type=Path, nargs="+", help="JSON files written with --json")
     parser.add_argument(
         "-o", "--output", type=_png_file, default=Path("chart.png"), help="PNG to write (.png added if none)"

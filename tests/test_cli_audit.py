@@ -376,6 +376,16 @@ def test_bench_refuses_a_json_path_it_could_not_write_before_running(tmp_path: P
     assert "raw LMDB" not in result.output  # nothing was measured
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+def test_bench_refuses_a_json_path_where_no_file_can_be_made_though_permissions_allow() -> None:
+    # /proc passes os.access (and root passes it on a read-only mount): only trying tells
+    result = CliRunner().invoke(main, ["bench", "--quick", "--json", "/proc/cogfabric-bench.json"])
+
+    assert result.exit_code == 2
+    assert "cannot be created in /proc" in result.output
+    assert "raw LMDB" not in result.output  # nothing was measured
+
+
 def test_bench_ratios_pair_the_runs_of_each_round() -> None:
     from cogfabric._bench import Result  # noqa: PLC0415
 

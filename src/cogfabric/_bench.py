@@ -107,8 +107,13 @@ def unwritable(path: Path) -> str | None:
         return "is a directory"
     if not path.parent.is_dir():
         return f"is in a directory that does not exist ({path.parent})"
-    if not os.access(path if path.exists() else path.parent, os.W_OK):
-        return "cannot be written" if path.exists() else f"cannot be created in {path.parent}"
+    if path.exists():
+        return None if os.access(path, os.W_OK) else "cannot be written"
+    try:  # permissions alone do not say it: /proc and read-only mounts pass os.access (as root too)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        return f"cannot be created in {path.parent} ({exc.strerror or exc})"
     return None
 
 
