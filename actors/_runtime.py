@@ -175,10 +175,17 @@ _SPAWNING: dict[int, tuple[object, Runtime, str]] = {}
 free, not registered yet (``Runtime._claim_instances``). Held by id, with the instance
 (so that the id is not another object's meanwhile), the runtime and the agent id."""
 
-_GIVEN_UP: list[tuple[str, _Entry]] = []
+_GIVEN_UP: list[tuple[str, object, threading.Event]] = []
 """Agents of closed runtimes whose actors had not stopped when their close() gave up
-waiting: their behaviors may still be running (``_SPAWNING_LOCK`` guards it; an entry
-leaves once its actor has stopped)."""
+waiting, as (agent id, behavior, the actor's ``actor_stopped``): their behaviors may
+still be running. ``_SPAWNING_LOCK`` guards it; an entry leaves once its actor has
+stopped (``_prune_given_up``, at each claim and each close). Neither the runtime nor
+its agent is held."""
+
+
+def _prune_given_up() -> None:
+    """Drop the given-up agents whose actors have stopped since; hold ``_SPAWNING_LOCK``."""
+    _GIVEN_UP[:] = [one for one in _GIVEN_UP if not one[2].is_set()]
 
 
 def _unclaim(instances: list[object]) -> None:
@@ -753,7 +760,7 @@ class Runtime:
         Raises:
             InvalidSpawnSpecError: as above.
             AgentExistsError: the instance's spawn under this very id is under way in
-                this runtime (a spawn retried after it timed out).
+                this runtime, or stored already (a spawn retried after it timed out).
 
         """
         pairs = [(b, a) for b, a in zip(given, ids, strict=True) if _is_instance(b)]
@@ -772,8 +779,13 @@ class Runtime:
                     raise AgentExistsError(agent_id)  # its first spawn reserved the id
                 msg = "this behavior instance is being spawned for another agent; each agent needs its own"
                 raise InvalidSpawnSpecError(msg)
-            _GIVEN_UP[:] = [(a, e) for a, e in _GIVEN_UP if not e.ref.actor_stopped.is_set()]
-            given_up = next((a for a, e in _GIVEN_UP if any(e.behavior is b for b in instances)), None)
+            with self._lock:
+                entries = [(b, self._agents.get(a)) for b, a in pairs]
+            again = next((e.handle.id for b, e in entries if e is not None and e.behavior is b), None)
+            if again is not None:
+                raise AgentExistsError(again)  # the same spawn again, stored already
+            _prune_given_up()
+            given_up = next((a for a, given, _ in _GIVEN_UP if any(given is b for b in instances)), None)
             if given_up is not None:
                 msg = (
                     f"this behavior instance may still run agent {given_up!r} of a closed runtime, whose "
@@ -1610,7 +1622,12 @@ class Runtime:
                     self._journal.close()  # synced and unlocked even if a stop above failed
             finally:
                 with _SPAWNING_LOCK, self._lock:  # one step, while open: a claim sees them here or there
-                    _GIVEN_UP.extend((a, e) for a, e in self._stopping if not e.ref.actor_stopped.is_set())
+                    _prune_given_up()
+                    _GIVEN_UP.extend(
+                        (a, e.behavior, e.ref.actor_stopped)
+                        for a, e in self._stopping
+                        if e.behavior is not None and not e.ref.actor_stopped.is_set()
+                    )
                     self._stopping = []
                 _OPEN.discard(self)  # only now: a close() at exit waits for this one
                 self._close_done.set()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
 import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -412,12 +414,25 @@ class TestBehaviors:
                     second.spawn("b", behavior=gate)
             finally:
                 Gate.release.set()
-            for _, entry in list(_runtime._GIVEN_UP):
-                assert entry.ref.actor_stopped.wait(10)
+            for _, _, stopped in list(_runtime._GIVEN_UP):
+                assert stopped.wait(10)
 
             second.spawn("b", behavior=gate)  # free once its actor has stopped
 
             assert second.agents() == ["b"]
+
+    def test_a_closed_runtime_is_not_kept_alive_by_an_agent_its_close_gave_up_on(self) -> None:
+        first = _open(None, timeout=0.3)
+        _running(first)  # 'a' blocks in on_message until Gate.release
+        stopped = first._agents["a"].ref.actor_stopped
+        first.close()
+        Gate.release.set()
+        assert stopped.wait(10)
+        gone = weakref.ref(first)
+        del first
+        gc.collect()
+
+        assert gone() is None
 
     @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
     def test_a_forked_child_does_not_inherit_a_spawn_under_way_in_its_parent(self, tmp_path: Path) -> None:
@@ -482,6 +497,8 @@ class TestBehaviors:
             runtime.flush()
 
             assert runtime.agents() == ["a"]
+            with pytest.raises(AgentExistsError):  # and once it is stored, the same
+                runtime.spawn("a", behavior=gate)
 
     def test_one_instance_serves_one_live_agent_of_any_runtime_of_the_process(self) -> None:
         gate = Gate()
