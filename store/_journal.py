@@ -71,7 +71,13 @@ class VerifyReport(msgspec.Struct, frozen=True):
     checked: int
     """How many records were checked."""
     first_bad_seq: int | None = None
-    """The first record found bad, or None when ``ok`` (or when no seq applies)."""
+    """The first record found bad, or None when ``ok`` (or when no seq applies).
+
+    At most ``head_seq``, but for records found missing at the end: when the chain head
+    names a later seq than the last record (records were removed), or ``verify(after=)``
+    starts past the last record, it is the first seq missing, past ``head_seq``. An
+    index entry that names a seq past the records checked names none (None).
+    """
     reason: str = ""
     """Why the journal is not ok; empty when it is."""
     head_seq: int = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -1234,3 +1235,31 @@ def test_a_data_file_swapped_for_a_fifo_is_refused_without_blocking(tmp_path: Pa
 
     with pytest.raises(JournalFormatError, match=r"data\.mdb is not a regular file"):
         cogfabric._audit._quiet_copy(path, tmp_path / "copy.mdb")
+
+
+def test_where_the_file_system_reports_no_holes_zeros_are_still_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NFSv3, vfat and FUSE report a file as all data (or refuse SEEK_DATA): the hole is read
+    path = _journal(tmp_path, 40)
+    data = path / "data.mdb"
+    used = data.stat().st_size
+    page = _pages.meta_at(data.read_bytes(), 0).page_size
+    long = 64 * 2**20
+    _forge_last_page(data, newest=True, last_page=long // page - 1)
+    os.truncate(data, long)
+    real_lseek = os.lseek
+
+    def no_seek_data(fd: int, offset: int, how: int) -> int:
+        if how in (os.SEEK_DATA, os.SEEK_HOLE):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_lseek(fd, offset, how)
+
+    monkeypatch.setattr(os, "lseek", no_seek_data)
+    target = tmp_path / "copy.mdb"
+
+    cogfabric._audit._quiet_copy(path, target)
+
+    assert target.stat().st_size == long
+    assert target.stat().st_blocks * 512 <= used + 2**20
+    assert target.read_bytes() == data.read_bytes()

@@ -243,7 +243,9 @@ def _copy_used(source: Path, target: Path) -> None:
     A file whose header names nothing (not LMDB's) is copied only as far as a header
     reaches (``HEADER_SPAN``): enough for the open to say what it is. What the header
     names is copied region by region of data (``SEEK_DATA``/``SEEK_HOLE``), so a hole,
-    however long a header names the file, costs the copy no disk and no time.
+    however long a header names the file, costs the copy no disk and no time; a chunk of
+    zeros is left a hole too (where the file system reports no holes, it is read, not
+    written).
     """
     with open_regular(source) as src:
         length = used_length(src)
@@ -257,7 +259,8 @@ def _copy_used(source: Path, target: Path) -> None:
                     chunk = os.pread(fd_in, min(stop - offset, _COPY_CHUNK), offset)
                     if not chunk:
                         break  # the file shrank meanwhile: the copy's check of its size says so
-                    os.pwrite(fd, chunk, offset)
+                    if chunk != _ZEROS[: len(chunk)]:  # zeros stay a hole: ftruncate below makes them
+                        os.pwrite(fd, chunk, offset)
                     offset += len(chunk)
             os.ftruncate(fd, end)
         finally:
@@ -283,6 +286,7 @@ def _data_regions(fd: int, end: int) -> Iterator[tuple[int, int]]:
 
 
 _COPY_CHUNK = 1 << 20
+_ZEROS: Final = bytes(_COPY_CHUNK)
 
 
 def inspect_journal(journal: LmdbJournal, path: Path, *, until: int | None = None) -> dict[str, Any]:

@@ -496,7 +496,7 @@ class TestTamperEvidence:
 
     @pytest.mark.parametrize("value", [b"", b"x"])
     def test_an_anchor_past_the_last_record_names_no_seq(self, tmp_path: Path, value: bytes) -> None:
-        # verify names no seq past the journal's end (first_bad_seq <= head_seq)
+        # an index entry past the journal's end names no seq (first_bad_seq <= head_seq)
         path = tmp_path / "journal"
         with Journal.open(path) as journal:
             journal.append(make_events(300, agents=2))
