@@ -237,9 +237,11 @@ def run_simulation(
 ) -> SimulationReport:
     """Run (or continue) the simulation on the journal at ``path``.
 
-    ``turns`` is the number of LLM turns taken in this run, spread round-robin over the
-    researchers. ``agents`` is used when the journal is new; a journal that holds a
-    simulation already continues with its own agents.
+    ``turns`` is the number of researchers' LLM turns taken in this run, spread
+    round-robin over them; the reviewers' answers to review requests are LLM turns
+    of their own, beside those, and so are the raw dumps the gate refuses. ``agents``
+    is used when the journal is new; a journal that holds a simulation already
+    continues with its own agents.
 
     Raises:
         SimulationError: the journal holds records the simulation did not write (it is

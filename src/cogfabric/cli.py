@@ -241,7 +241,11 @@ def main() -> None:
     "--agents", default=50, show_default=True, type=click.IntRange(2, 100_000), help="Agents, when new."
 )
 @click.option(
-    "--turns", default=200, show_default=True, type=click.IntRange(1), help="LLM turns in this run."
+    "--turns",
+    default=200,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Researchers' LLM turns in this run (reviewers' answers are more).",
 )
 @click.option(
     "--journal",
