@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import gc
 import os
@@ -242,6 +243,26 @@ def _running(runtime: Runtime, agent_id: str = "a") -> Agent:
     return agent
 
 
+@contextlib.contextmanager
+def _appends_held(runtime: Runtime) -> Iterator[tuple[threading.Event, threading.Event]]:
+    """Hold the runtime's journal appends until ``release`` (set on leaving); ``entered`` once one waits."""
+    journal = runtime._journal
+    assert journal is not None
+    append = journal.append
+    entered, release = threading.Event(), threading.Event()
+
+    def held(*args: Any, **kwargs: Any) -> list[int]:
+        entered.set()
+        assert release.wait(10)
+        return append(*args, **kwargs)
+
+    journal.append = held  # type: ignore[method-assign]
+    try:
+        yield entered, release
+    finally:
+        release.set()
+
+
 def _open(
     path: Path | None,
     *,
@@ -349,28 +370,18 @@ class TestBehaviors:
         # The first spawn waits for its commit (held here): its agent is not registered
         # yet, and a second spawn with the instance, in any runtime, must not slip through.
         gate = Gate()
-        entered, release = threading.Event(), threading.Event()
         with _open(tmp_path / "j") as first, _open(None) as second:
-            journal = first._journal
-            assert journal is not None
-            append = journal.append
-
-            def held(*args: Any, **kwargs: Any) -> list[int]:
-                entered.set()
-                assert release.wait(10)
-                return append(*args, **kwargs)
-
-            journal.append = held  # type: ignore[method-assign]
-            spawning = threading.Thread(target=first.spawn, args=("a",), kwargs={"behavior": gate})
-            spawning.start()
-            try:
-                assert entered.wait(10)
-                for runtime in (first, second):
-                    with pytest.raises(InvalidSpawnSpecError, match="being spawned for another agent"):
-                        runtime.spawn("b", behavior=gate)
-            finally:
-                release.set()
-                spawning.join(10)
+            with _appends_held(first) as (entered, release):
+                spawning = threading.Thread(target=first.spawn, args=("a",), kwargs={"behavior": gate})
+                spawning.start()
+                try:
+                    assert entered.wait(10)
+                    for runtime in (first, second):
+                        with pytest.raises(InvalidSpawnSpecError, match="being spawned for another agent"):
+                            runtime.spawn("b", behavior=gate)
+                finally:
+                    release.set()
+                    spawning.join(10)
             with pytest.raises(InvalidSpawnSpecError, match="runs agent 'a' of another runtime already"):
                 second.spawn("b", behavior=gate)
 
@@ -438,62 +449,39 @@ class TestBehaviors:
     def test_a_forked_child_does_not_inherit_a_spawn_under_way_in_its_parent(self, tmp_path: Path) -> None:
         # the child has no thread of its parent's: nothing there would ever release the claim
         gate = Gate()
-        entered, release = threading.Event(), threading.Event()
         with _open(tmp_path / "j") as parent:
-            journal = parent._journal
-            assert journal is not None
-            append = journal.append
-
-            def held(*args: Any, **kwargs: Any) -> list[int]:
-                entered.set()
-                assert release.wait(10)
-                return append(*args, **kwargs)
-
-            journal.append = held  # type: ignore[method-assign]
-            spawning = threading.Thread(target=parent.spawn, args=("a",), kwargs={"behavior": gate})
-            spawning.start()
-            try:
-                assert entered.wait(10)
-                pid = os.fork()
-                if pid == 0:  # the child: exit 0 only if its own runtime takes the instance
-                    code = 1
-                    try:
-                        signal.alarm(20)  # a child that hangs dies, and the parent's wait ends
-                        with _open(None) as child:
-                            child.spawn("c", behavior=gate)
-                            code = 0
-                    finally:
-                        os._exit(code)
-                _, status = os.waitpid(pid, 0)
-            finally:
-                release.set()
-                spawning.join(10)
+            with _appends_held(parent) as (entered, release):
+                spawning = threading.Thread(target=parent.spawn, args=("a",), kwargs={"behavior": gate})
+                spawning.start()
+                try:
+                    assert entered.wait(10)
+                    pid = os.fork()
+                    if pid == 0:  # the child: exit 0 only if its own runtime takes the instance
+                        code = 1
+                        try:
+                            signal.alarm(20)  # a child that hangs dies, and the parent's wait ends
+                            with _open(None) as child:
+                                child.spawn("c", behavior=gate)
+                                code = 0
+                        finally:
+                            os._exit(code)
+                    _, status = os.waitpid(pid, 0)
+                finally:
+                    release.set()
+                    spawning.join(10)
 
             assert os.waitstatus_to_exitcode(status) == 0
             assert parent.agents() == ["a"]
 
     def test_a_spawn_retried_after_it_timed_out_is_told_the_agent_exists(self, tmp_path: Path) -> None:
         gate = Gate()
-        entered, release = threading.Event(), threading.Event()
         with _open(tmp_path / "j", timeout=0.3) as runtime:
-            journal = runtime._journal
-            assert journal is not None
-            append = journal.append
-
-            def held(*args: Any, **kwargs: Any) -> list[int]:
-                entered.set()
-                assert release.wait(10)
-                return append(*args, **kwargs)
-
-            journal.append = held  # type: ignore[method-assign]
-            try:
+            with _appends_held(runtime) as (entered, _):
                 with pytest.raises(ActorTimeoutError):
                     runtime.spawn("a", behavior=gate)
                 assert entered.is_set()
                 with pytest.raises(AgentExistsError):  # not "being spawned for another agent"
                     runtime.spawn("a", behavior=gate)
-            finally:
-                release.set()
             runtime.flush()
 
             assert runtime.agents() == ["a"]
