@@ -39,7 +39,6 @@ page for reuse only once no reader is older than the transaction that freed it).
 
 from __future__ import annotations
 
-import errno
 import itertools
 import operator
 import os
@@ -523,26 +522,6 @@ def _newest_meta(fd: int, page_size: int, where: Path) -> Meta:
     return max(metas, key=operator.attrgetter("txnid"))
 
 
-def _data_end(fd: int, size: int) -> int:
-    """Where the last data of the file ends: its size, less a hole at its end.
-
-    LMDB writes every page it uses, and a page's header is never zeros, so pages in a
-    hole at the end of the file hold nothing a tree can use: a file made long that way
-    (``truncate -s 1T``) is walked as long as its data, and the memory of the walk
-    follows that, not what its header claims. A file system that cannot tell holes
-    (``SEEK_DATA``/``SEEK_HOLE`` unsupported, or every byte reported as data) gives the size.
-    """
-    end = offset = 0
-    try:
-        while offset < size:
-            start = os.lseek(fd, offset, os.SEEK_DATA)
-            end = offset = os.lseek(fd, start, os.SEEK_HOLE)
-    except OSError as exc:
-        if exc.errno != errno.ENXIO:  # ENXIO: no data past offset
-            return size
-    return min(end, size)
-
-
 def check_pages(where: Path, page_size: int) -> None:
     """Walk the B-trees of ``where``'s data file from its newest meta page; raise on a damaged page.
 
@@ -558,7 +537,7 @@ def check_pages(where: Path, page_size: int) -> None:
     try:
         meta = _newest_meta(fd, page_size, where)
         free_db, main_db, last_page, txnid = meta.free_db, meta.main_db, meta.last_page, meta.txnid
-        in_file = -(-_data_end(fd, os.fstat(fd).st_size) // page_size)  # a page begun with data counts
+        in_file = os.fstat(fd).st_size // page_size
         # LMDB's last page; beyond the file only by pages freed unwritten (bounded: hostile input)
         allocated = min(last_page + 1, in_file + _UNWRITTEN)
         walk = _Walk(fd, where, page_size, pages=min(allocated, in_file), allocated=allocated, txnid=txnid)

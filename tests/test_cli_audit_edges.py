@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import mmap
 import os
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ import cogfabric._audit
 from cogfabric import AgentContext, CognitiveState, Config, FakeClock, JournalConfig, Message, Runtime
 from cogfabric.cli import main
 from cogfabric.events import AgentEvent, AgentSpawned, ContextLayer, EventCodec, IpcMessage, PrivateSet
-from cogfabric.store import Journal, JournalFormatError, JournalIntegrityError, LmdbJournal, _pages
+from cogfabric.store import Journal, JournalFormatError, JournalIntegrityError, LmdbJournal, Snapshot, _pages
 from cogfabric.store._record import head_value
 from cogfabric.store.testing import make_events
 
@@ -1263,3 +1264,25 @@ def test_where_the_file_system_reports_no_holes_zeros_are_still_not_written(
     assert target.stat().st_size == long
     assert target.stat().st_blocks * 512 <= used + 2**20
     assert target.read_bytes() == data.read_bytes()
+
+
+def test_a_journal_ending_in_the_zeros_of_a_snapshot_audits_the_same_copied(tmp_path: Path) -> None:
+    # A value's overflow pages have no header: a snapshot of zeros can be the file's last
+    # pages, written zeros that the copy leaves a hole. The audit must read the copy as
+    # the file, not take its zero end for pages past the file.
+    path = tmp_path / "journal"
+    with Journal.open(path) as journal:
+        for i in range(40):
+            journal.append(make_events(20, agents=3, start=20 * i))
+        for k in range(4):
+            snapshot = Snapshot("agent-0", 1, b"s" + bytes((64 << k) * 1024))
+            journal.append(make_events(1, agents=1, start=800 + k), snapshots=[snapshot])
+        journal.append([], snapshots=[Snapshot("agent-0", 2, b"s" + bytes(1 << 20))])
+    data = path / "data.mdb"
+    assert data.read_bytes()[-4 * mmap.PAGESIZE :] == bytes(4 * mmap.PAGESIZE)  # the case: a zero end
+
+    in_place = CliRunner().invoke(main, ["verify", str(path), "--no-snapshots"])
+    copied = CliRunner().invoke(main, ["verify", str(path), "--copy", "--no-snapshots"])
+
+    assert in_place.exit_code == 0, in_place.output
+    assert copied.exit_code == 0, copied.output
