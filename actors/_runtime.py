@@ -780,10 +780,9 @@ class Runtime:
                 msg = "this behavior instance is being spawned for another agent; each agent needs its own"
                 raise InvalidSpawnSpecError(msg)
             with self._lock:
-                entries = [(b, self._agents.get(a)) for b, a in pairs]
-            again = next((e.handle.id for b, e in entries if e is not None and e.behavior is b), None)
-            if again is not None:
-                raise AgentExistsError(again)  # the same spawn again, stored already
+                again = [a for b, a in pairs if getattr(self._agents.get(a), "behavior", None) is b]
+            if again:
+                raise AgentExistsError(again[0])  # the same spawn again, stored already
             _prune_given_up()
             given_up = next((a for a, given, _ in _GIVEN_UP if any(given is b for b in instances)), None)
             if given_up is not None:

@@ -1194,14 +1194,24 @@ def test_a_copy_takes_the_pages_the_newest_header_names_not_what_the_older_one_c
     assert target.stat().st_size <= used
 
 
-def test_a_hole_the_newest_header_names_is_copied_as_a_hole(tmp_path: Path) -> None:
+def _made_long(tmp_path: Path, long: int) -> tuple[Path, int]:
+    """A journal whose newest header names ``long`` bytes, its file made that long with a hole.
+
+    Returns its path and how many bytes it held before.
+    """
     path = _journal(tmp_path, 40)
     data = path / "data.mdb"
     used = data.stat().st_size
     page = _pages.meta_at(data.read_bytes(), 0).page_size
-    long = 300 * 2**20
     _forge_last_page(data, newest=True, last_page=long // page - 1)
     os.truncate(data, long)
+    return path, used
+
+
+def test_a_hole_the_newest_header_names_is_copied_as_a_hole(tmp_path: Path) -> None:
+    long = 300 * 2**20
+    path, used = _made_long(tmp_path, long)
+    data = path / "data.mdb"
     target = tmp_path / "copy.mdb"
 
     cogfabric._audit._quiet_copy(path, target)
@@ -1242,13 +1252,9 @@ def test_where_the_file_system_reports_no_holes_zeros_are_still_not_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # NFSv3, vfat and FUSE report a file as all data (or refuse SEEK_DATA): the hole is read
-    path = _journal(tmp_path, 40)
-    data = path / "data.mdb"
-    used = data.stat().st_size
-    page = _pages.meta_at(data.read_bytes(), 0).page_size
     long = 64 * 2**20
-    _forge_last_page(data, newest=True, last_page=long // page - 1)
-    os.truncate(data, long)
+    path, used = _made_long(tmp_path, long)
+    data = path / "data.mdb"
     real_lseek = os.lseek
 
     def no_seek_data(fd: int, offset: int, how: int) -> int:
