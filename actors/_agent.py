@@ -621,7 +621,8 @@ class AgentActor(pykka.ThreadingActor):
         (a client kept and called later from a thread of its own) it goes to the journal
         writer at once, as no message's effect: ``Runtime.flush`` does not ask an idle
         agent for its outbox. A writer that is stopped or failed drops it (logged), as
-        the agent's own hand-over would.
+        the agent's own hand-over would; so does an agent that was killed, also when
+        another agent of its id was spawned since (nothing is its after its kill).
 
         Other threads never touch the outbox: they queue the fact, under a lock the
         agent also holds while it hands the last of them over and stops being busy, so
@@ -637,13 +638,20 @@ class AgentActor(pykka.ThreadingActor):
                     event = msgspec.structs.replace(event, cause=cause)
                 self._foreign.append(event)
                 return
-        writer = self._core.writer
-        if writer is None:
-            return
-        try:
-            writer.submit_nowait([event])
-        except (RuntimeClosedError, JournalError) as exc:
-            log.warning("agent %s: %s not journaled: %s", self._state.id, type(event).__name__, exc)
+            if self._killed:  # its kill is journaled (or on its way): nothing after it is its
+                log.warning(
+                    "agent %s: %s noted after its kill not journaled", self._state.id, type(event).__name__
+                )
+                return
+            writer = self._core.writer
+            if writer is None:
+                return
+            # Handed over under the lock: a kill that begins meanwhile (op_kill takes the
+            # lock to mark the agent dead) is journaled after it, never before it.
+            try:
+                writer.submit_nowait([event])
+            except (RuntimeClosedError, JournalError) as exc:
+                log.warning("agent %s: %s not journaled: %s", self._state.id, type(event).__name__, exc)
 
     def _take_foreign(self) -> None:
         """On the actor's thread: move what other threads noted into the outbox, in order."""
@@ -870,7 +878,8 @@ class AgentActor(pykka.ThreadingActor):
         out still completes, as replay will most likely show it.
         """
         cognitive = upgrade_cognitive_state(self._state.cognitive)
-        self._killed = True  # from here on nothing is journaled for it, not even a snapshot
+        with self._foreign_lock:  # a kept ``ctx.llm`` client called from another thread reads it
+            self._killed = True  # from here on nothing is journaled for it, not even a snapshot
         try:
             self.journal(
                 AgentKilled(

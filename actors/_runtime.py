@@ -945,7 +945,9 @@ class Runtime:
     def children(self, agent_id: str) -> list[str]:
         """The live agents spawned with ``agent_id`` as parent (they outlive it), in ``agents()`` order.
 
-        An id no agent has (or had) has none: ``[]``, as the original's.
+        An unknown id is no error: its children are those that name it as their parent,
+        which a spawn does not check (the parent link is provenance; the parent may be
+        gone, or never have been an agent here), so usually none: ``[]``, as the original's.
 
         Raises:
             TypeError: ``agent_id`` is not a str.

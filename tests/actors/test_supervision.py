@@ -31,6 +31,7 @@ from cogfabric.actors import (
     Behavior,
     Config,
     FakeClock,
+    InvalidArgumentError,
     InvalidSpawnSpecError,
     IpcHandlerError,
     IpcInvalidMessageError,
@@ -1180,6 +1181,59 @@ class TestBehaviors:
 
         assert kinds == ["AgentKilled"]
         assert "noted after its kill not journaled" in caplog.text
+
+    @pytest.mark.parametrize("durability", ["sync", "batch"])
+    def test_a_client_kept_past_its_agents_kill_journals_nothing_for_it_or_a_new_agent_of_its_id(
+        self, tmp_path: Path, durability: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # A behavior keeps its ctx.llm; the agent is killed, and another agent of the
+        # same id is spawned. The kept client, called afterwards from another thread
+        # while no message is in hand, still reaches its provider, but journals neither
+        # the output nor a refusal: not under the dead agent, not under the new one.
+        from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
+        from cogfabric.events import LlmOutputRecorded, PromptRejected  # noqa: PLC0415
+
+        kept: list[Any] = []
+
+        class Keeper:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+                kept.append(ctx.llm)
+                return "kept"
+
+        provider = ScriptedProvider(["before", "after"])
+        config = Config(journal=JournalConfig(durability=durability))  # type: ignore[arg-type]
+        with Runtime.open(
+            tmp_path / "j", config=config, behaviors={"k": Keeper}, llm_provider=provider
+        ) as rt:
+            rt.spawn("a", behavior="k")
+            rt.bus.request("x", "a", "keep", timeout=10)
+            assert kept[0].generate("while alive") == "before"
+            rt.kill("a")
+            rt.spawn("a")  # a new agent of the same id
+
+            out: list[object] = []
+
+            def call_later() -> None:
+                out.append(kept[0].generate("after the kill"))
+                with contextlib.suppress(InvalidArgumentError):
+                    kept[0].generate("   ")
+
+            caller = threading.Thread(target=call_later)
+            caller.start()
+            caller.join(10)
+            assert not caller.is_alive()
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            llm = [
+                (r.seq, type(r.event).__name__)
+                for r in journal.read(stream="agent/a")
+                if isinstance(r.event, LlmOutputRecorded | PromptRejected)
+            ]
+
+        assert out == ["after"]  # the provider was called
+        assert [kind for _, kind in llm] == ["LlmOutputRecorded"]  # only the call made while alive
+        assert caplog.text.count("noted after its kill not journaled") == 2
 
     def test_an_llm_output_noted_while_a_failure_is_handled_is_journaled_before_the_failure(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
