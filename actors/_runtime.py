@@ -1188,6 +1188,13 @@ class Runtime:
         ``config.llm``'s limit. ``provider`` defaults to the runtime's
         (``Runtime.open(llm_provider=...)``, or one made from ``config.llm``).
 
+        With ``agent_id``, the records go to that agent's stream, ``agent/<id>``, on its
+        behalf, without a cause, whenever the client is called: the id is not checked
+        against the live agents (it may name one not spawned yet, or killed; an audit
+        shows such records where they fall). Without it they go to the ``runtime``
+        stream. A behavior's own calls belong on ``ctx.llm``, which names the message
+        being handled as their cause and journals nothing once its agent is killed.
+
         Raises:
             NoLLMProviderError: no provider was given and the runtime has none (also a
                 ``ValueError``).
