@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from cogfabric.events import Event
     from cogfabric.events._events import Lifecycle
 
+    from ._bus import IpcBus
     from ._core import Core
     from ._memory import MemoryManager
     from ._writer import JournalWriter
@@ -1080,10 +1081,39 @@ class AgentContext:
     ``broadcast`` and ``reply`` raise as the bus's (``runtime.bus``) do, with this
     agent as the sender. A behavior reaches the bus through them: its factory is
     called while ``Runtime.open`` recovers agents, before the runtime is returned.
+
+    A ``ctx`` is meant for the message being handled: on the agent's thread, or from
+    worker threads the behavior waits for meanwhile. One kept and called later, from
+    another thread while the agent handles no message, acts as the agent's ``Agent``
+    handle would: its state methods go through the agent's mailbox, in turn with its
+    messages, and what it sends names no cause. Once its agent is killed, every method
+    but ``agent_id``, ``memory`` and ``llm`` raises ``AgentNotFoundError``, also when
+    another agent of that id was spawned since (it is another agent).
     """
 
     def __init__(self, actor: AgentActor) -> None:
         self._actor = actor
+
+    def _off_message(self) -> bool:
+        """Whether the call comes from another thread while the agent handles no message.
+
+        Such a call must not run on this actor's state from its own thread: it would
+        race the agent's next message. Raises ``AgentNotFoundError`` once the agent
+        was killed: nothing is journaled for it after its kill.
+        """
+        actor = self._actor
+        if actor._killed:  # noqa: SLF001
+            raise AgentNotFoundError(actor.agent_id)
+        shared = actor._shared  # noqa: SLF001
+        return threading.current_thread() is not shared.thread and not shared.busy
+
+    def _state(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's own result
+        """Run state operation ``name`` on the actor: here, or through its mailbox when off a message."""
+        actor = self._actor
+        if self._off_message():
+            runtime = actor._core.bus._runtime  # noqa: SLF001
+            return runtime._ask(actor.agent_id, name, *args, incarnation=actor._shared)  # noqa: SLF001
+        return getattr(actor, "op_" + name)(*args)
 
     @property
     def agent_id(self) -> str:
@@ -1092,36 +1122,39 @@ class AgentContext:
 
     def set_private(self, key: str, value: object) -> None:
         """Set a private value (deep copy)."""
-        self._actor.op_set_private(key, value)
+        self._state("set_private", key, value)
 
     def private(self, key: str) -> Any:  # noqa: ANN401 - stored values are any encodable value
         """A deep copy of a private value; None when missing."""
-        return self._actor.op_private(key)
+        return self._state("private", key)
 
     def set_task_context(self, mapping: Mapping[str, Any] | None) -> None:
         """Replace this agent's task layer with a deep copy of ``mapping`` (None means empty)."""
-        self._actor.op_set_task_context(mapping)
+        self._state("set_task_context", mapping)
 
     def task_context(self) -> dict[str, Any]:
         """A deep copy of the task layer."""
-        return self._actor.op_task_context()
+        result: dict[str, Any] = self._state("task_context")
+        return result
 
     def context_view(self) -> ContextView:
         """The task and private layers side by side, read-only (copies)."""
-        task, private = self._actor.op_context_view()
+        task, private = self._state("context_view")
         return ContextView(task, private)
 
     def set_cognitive_state(self, state: CognitiveState) -> None:
         """Replace the cognitive state."""
-        self._actor.op_set_cognitive_state(state)
+        self._state("set_cognitive_state", state)
 
     def cognitive_state(self) -> CognitiveState:
         """A deep copy of the cognitive state."""
-        return self._actor.op_cognitive_state()
+        result: CognitiveState = self._state("cognitive_state")
+        return result
 
     def checkpoint_cognitive(self) -> CognitiveState:
         """Journal and return a copy of the cognitive state."""
-        return self._actor.op_checkpoint_cognitive()
+        result: CognitiveState = self._state("checkpoint_cognitive")
+        return result
 
     @property
     def memory(self) -> MemoryManager:
@@ -1152,7 +1185,11 @@ class AgentContext:
 
     def send(self, to: str, topic: str, payload: object = None) -> None:
         """Send ``to`` a message from this agent."""
-        self._actor._core.bus.send_from(self._actor, to, topic, payload)  # noqa: SLF001
+        bus = self._actor._core.bus  # noqa: SLF001
+        if self._off_message():
+            bus.send(self.agent_id, to, topic, payload)
+        else:
+            bus.send_from(self._actor, to, topic, payload)
 
     def request(self, to: str, topic: str, payload: object = None, timeout: float = 30.0) -> IpcMessage:
         """Send a request and wait for the reply (blocks this agent meanwhile).
@@ -1164,9 +1201,8 @@ class AgentContext:
                 mailbox, which it is blocking, until the timeout.
 
         """
-        actor = self._ready_to_ask(to)
-        bus = actor._core.bus  # noqa: SLF001
-        return bus.request(self.agent_id, to, topic, payload, timeout, cause=actor.cause, trace=actor.trace)
+        bus, cause, trace = self._ready_to_ask(to)
+        return bus.request(self.agent_id, to, topic, payload, timeout, cause=cause, trace=trace)
 
     def delegate(self, to: str, topic: str, payload: object = None, timeout: float = 30.0) -> IpcMessage:
         """Delegate work to ``to``: exactly ``request``, with this agent as the delegator.
@@ -1189,11 +1225,8 @@ class AgentContext:
             TypeError: ``task_id`` is not a str.
 
         """
-        actor = self._ready_to_ask(to)
-        bus = actor._core.bus  # noqa: SLF001
-        return bus.handoff(
-            self.agent_id, to, task_id, snapshot, timeout, cause=actor.cause, trace=actor.trace
-        )
+        bus, cause, trace = self._ready_to_ask(to)
+        return bus.handoff(self.agent_id, to, task_id, snapshot, timeout, cause=cause, trace=trace)
 
     def reply(self, correlation_id: str, payload: object = None) -> None:
         """Answer a request later, from this agent: for one a behavior returned None for.
@@ -1209,17 +1242,23 @@ class AgentContext:
 
         """
         actor = self._actor
-        actor.flush_outbox()
+        if not self._off_message():
+            actor.flush_outbox()
         actor._core.bus.reply(correlation_id, payload, frm=self.agent_id)  # noqa: SLF001
 
-    def _ready_to_ask(self, to: str) -> AgentActor:
-        """Refuse a request to this agent itself; send what it sent so far first."""
+    def _ready_to_ask(self, to: str) -> tuple[IpcBus, str | None, str | None]:
+        """Refuse a request to this agent itself; send what it sent so far first.
+
+        Returns the bus, and the cause and trace a request carries (none off a message).
+        """
         if to == self.agent_id:
             msg = f"agentipc: invalid message: {to!r} cannot request itself from its own behavior"
             raise IpcInvalidMessageError(msg)
         actor = self._actor
+        if self._off_message():
+            return actor._core.bus, None, None  # noqa: SLF001
         actor.flush_outbox()
-        return actor
+        return actor._core.bus, actor.cause, actor.trace  # noqa: SLF001
 
     def subscribe(self, topic: str) -> bool:
         """Subscribe this agent to ``topic`` (journaled); False when it was already.
@@ -1229,7 +1268,8 @@ class AgentContext:
 
         """
         self._actor._core.bus._check_ids(self.agent_id, topic)  # noqa: SLF001
-        return self._actor.op_subscribe(topic)
+        subscribed: bool = self._state("subscribe", topic)
+        return subscribed
 
     def unsubscribe(self, topic: str) -> bool:
         """Unsubscribe this agent from ``topic`` (journaled); False when it was not subscribed.
@@ -1243,13 +1283,17 @@ class AgentContext:
         """
         if not require_str(topic, "topic"):
             return False
-        return self._actor.op_unsubscribe(topic)
+        unsubscribed: bool = self._state("unsubscribe", topic)
+        return unsubscribed
 
     def broadcast(self, topic: str, payload: object = None) -> int:
         """Broadcast to ``topic``'s subscribers; returns how many mailboxes took it."""
         actor = self._actor
+        bus = actor._core.bus  # noqa: SLF001
+        if self._off_message():
+            return bus.broadcast(self.agent_id, topic, payload)
         actor.flush_outbox()
-        return actor._core.bus.broadcast(self.agent_id, topic, payload, cause=actor.cause, trace=actor.trace)  # noqa: SLF001
+        return bus.broadcast(self.agent_id, topic, payload, cause=actor.cause, trace=actor.trace)
 
 
 def _user_code_error(exc: BaseException, where: str) -> UserCodeError:

@@ -1235,6 +1235,115 @@ class TestBehaviors:
         assert [kind for _, kind in llm] == ["LlmOutputRecorded"]  # only the call made while alive
         assert caplog.text.count("noted after its kill not journaled") == 2
 
+    @pytest.mark.parametrize("durability", ["sync", "batch"])
+    def test_a_ctx_kept_past_its_agents_kill_refuses_everything_and_journals_nothing(
+        self, tmp_path: Path, durability: str
+    ) -> None:
+        # A behavior keeps its ctx; the agent is killed and another agent of the same id
+        # is spawned. The kept ctx is the dead agent's: it must neither change the new
+        # agent (a PrivateSet under agent/a that the live agent never applied, but a
+        # reopen would) nor send as it.
+        kept: list[AgentContext] = []
+
+        class Keeper:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+                kept.append(ctx)
+                return "kept"
+
+        config = Config(journal=JournalConfig(durability=durability))  # type: ignore[arg-type]
+        state = CognitiveState(context={"c": 1})
+        with Runtime.open(tmp_path / "j", config=config, behaviors={"k": Keeper}) as rt:
+            rt.spawn("a", behavior="k")
+            rt.spawn("b")
+            rt.bus.request("x", "a", "keep", timeout=10)
+            ctx = kept[0]
+            rt.kill("a")
+            rt.spawn("a")
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            before = journal.last_seq
+            calls: dict[str, Callable[[], object]] = {
+                "set_private": lambda: ctx.set_private("k", 2),
+                "private": lambda: ctx.private("k"),
+                "set_task_context": lambda: ctx.set_task_context({"t": 1}),
+                "task_context": ctx.task_context,
+                "context_view": ctx.context_view,
+                "set_cognitive_state": lambda: ctx.set_cognitive_state(state),
+                "cognitive_state": ctx.cognitive_state,
+                "checkpoint_cognitive": ctx.checkpoint_cognitive,
+                "send": lambda: ctx.send("b", "t", 1),
+                "request": lambda: ctx.request("b", "t", 1, timeout=1),
+                "delegate": lambda: ctx.delegate("b", "t", 1, timeout=1),
+                "handoff": lambda: ctx.handoff("b", "task", None, timeout=1),
+                "broadcast": lambda: ctx.broadcast("t", 1),
+                "subscribe": lambda: ctx.subscribe("t"),
+                "unsubscribe": lambda: ctx.unsubscribe("t"),
+                "reply": lambda: ctx.reply("some-correlation-id", 1),
+            }
+            refused = []
+            for name, call in calls.items():
+                with pytest.raises(AgentNotFoundError):
+                    call()
+                refused.append(name)
+            rt.flush()
+            after = journal.last_seq
+            live = rt.agent("a").context_view()
+
+        assert refused == list(calls)
+        assert after == before  # nothing journaled for the dead agent, nor as it
+        assert dict(live.private) == {}
+        with Runtime.open(tmp_path / "j", config=config, behaviors={"k": Keeper}) as rt:
+            assert rt.agent("a").context_view() == live
+
+    def test_a_ctx_kept_and_called_from_another_thread_while_its_agent_is_idle_goes_through_its_mailbox(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Off its message, a ctx acts as the agent's handle: a state change runs on the
+        # agent's own thread, in turn with its messages, not on the caller's thread
+        # racing them; what it sends goes out from the agent with no cause.
+        from cogfabric.events import IpcMessage as Sent  # noqa: PLC0415
+
+        kept: list[AgentContext] = []
+        agent_threads: list[threading.Thread] = []
+        ran_on: list[threading.Thread] = []
+        got: list[object] = []
+
+        class Keeper:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:
+                agent_threads.append(threading.current_thread())
+                if message.topic == "keep":
+                    kept.append(ctx)
+                else:
+                    got.append(message.payload)
+                return "ok"
+
+        set_private = AgentActor.op_set_private
+
+        def recorded(actor: AgentActor, key: str, value: object) -> None:
+            ran_on.append(threading.current_thread())
+            set_private(actor, key, value)
+
+        monkeypatch.setattr(AgentActor, "op_set_private", recorded)
+        with Runtime.open(tmp_path / "j", behaviors={"k": Keeper}) as rt:
+            rt.spawn("a", behavior="k")
+            rt.spawn("b", behavior="k")
+            rt.bus.request("x", "a", "keep", timeout=10)
+            ctx = kept[0]
+            ctx.set_private("k", 1)
+            assert ctx.private("k") == 1
+            assert rt.agent("a").private("k") == 1
+            ctx.send("b", "hello", {"n": 1})
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            sent = [r.event for r in journal.read(stream="bus") if isinstance(r.event, Sent)]
+
+        assert ran_on == [agent_threads[0]]  # the agent's thread, not this one
+        assert ran_on[0] is not threading.current_thread()
+        assert got == [{"n": 1}]
+        assert (sent[-1].sender, sent[-1].recipient, sent[-1].cause) == ("a", "b", None)
+
     def test_an_llm_output_noted_while_a_failure_is_handled_is_journaled_before_the_failure(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
