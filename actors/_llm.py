@@ -12,7 +12,9 @@ import itertools
 import json
 import logging
 import threading
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, runtime_checkable
@@ -64,6 +66,11 @@ DEFAULT_TIMEOUT: Final = 60.0
 """The original's ``defaultTimeoutSeconds``."""
 DEFAULT_MAX_TOKENS: Final = 4096
 """The original's ``defaultMaxTokens``."""
+DEFAULT_MAX_ANSWER_BYTES: Final = 16 << 20
+"""The most bytes an HTTP provider reads of one answer (a completion of ``max_tokens`` is far less)."""
+_READ_STEP: Final = 1 << 16
+_ERROR_DETAIL: Final = 300
+"""Characters of an HTTP error answer's body kept in the ``ProviderError`` (the server's reason)."""
 
 
 class InvalidArgumentError(ActorError, ValueError):
@@ -160,6 +167,26 @@ def _checked_llm_config(config: object) -> LLMConfig:
     raise InvalidConfigError(msg)
 
 
+def _check_api_key(config: LLMConfig) -> LLMConfig:
+    """Refuse an ``api_key`` with white space or control characters, without showing it.
+
+    A key read from a file (``Path.read_text()``, a YAML block scalar) keeps its newline;
+    sent on, the HTTP library refuses the header in an error that quotes the key, and
+    the journal would keep that error for good.
+
+    Raises:
+        InvalidConfigError: the key holds such a character.
+
+    """
+    if any(c.isspace() or not c.isprintable() for c in config.api_key):
+        msg = (
+            "invalid LLM configuration: api_key holds white space or a control character "
+            "(a newline read from a file?); the key is not shown"
+        )
+        raise InvalidConfigError(msg)
+    return config
+
+
 @runtime_checkable
 class LLMProvider(Protocol):
     """What generates text: ``generate(prompt, **params) -> str``.
@@ -234,22 +261,39 @@ class ScriptedProvider:
 class OpenAICompatibleProvider:
     """A chat-completions provider over HTTP (OpenAI's API shape), with the standard library."""
 
-    def __init__(self, config: LLMConfig | Mapping[str, Any]) -> None:
+    def __init__(
+        self, config: LLMConfig | Mapping[str, Any], *, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+    ) -> None:
         """Talk to ``config.base_url`` (e.g. ``http://127.0.0.1:8000/v1``) as ``config.model``.
+
+        The answer is read in steps, up to ``max_answer_bytes`` (16 MiB by default): a
+        longer one is refused, not held in memory and journaled.
 
         Raises:
             InvalidConfigError: ``config`` is no ``LLMConfig`` (or mapping of its fields),
-                a field has the wrong type, or ``base_url`` is not an http(s) URL.
-            ValueError: ``base_url`` is empty.
+                a field has the wrong type, ``base_url`` is not an http(s) URL, or
+                ``api_key`` holds white space or a control character.
+            ValueError: ``base_url`` is empty, or ``max_answer_bytes`` is not positive.
 
         """
-        config = _checked_llm_config(config)
+        config = _check_api_key(_checked_llm_config(config))
         if not config.base_url:
             msg = "an OpenAI-compatible provider needs base_url"
+            raise ValueError(msg)
+        if (
+            isinstance(max_answer_bytes, bool)
+            or not isinstance(max_answer_bytes, int)
+            or max_answer_bytes < 1
+        ):
+            msg = f"max_answer_bytes must be a positive int, got {max_answer_bytes!r}"
             raise ValueError(msg)
         self.name = config.provider or "openai-compatible"
         self.model = config.model
         self._config = config
+        self._max_answer_bytes = max_answer_bytes
+        # the path goes into the URL's path, before any query (``...?api-version=...``)
+        parts = urllib.parse.urlsplit(config.base_url)
+        self._url = urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/chat/completions"))
 
     def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - request fields
         """POST ``/chat/completions`` with the prompt as one user message.
@@ -257,13 +301,17 @@ class OpenAICompatibleProvider:
         ``params`` (and the configuration's ``extra``) are further request fields; the
         model and the messages are the provider's own (the gated prompt is what is
         sent, and the journal names this provider's model). The whole call, answer
-        read included, takes at most ``timeout`` seconds; a redirect is not followed
-        (it would take the API key to another address).
+        read included, takes at most ``timeout`` seconds, and the exchange behind it
+        stops reading soon after (a server that trickles its answer is cut off); a
+        redirect is not followed (it would take the API key to another address). An
+        HTTP error's message keeps the start of the server's answer (its reason), and
+        no message holds the API key.
 
         Raises:
             InvalidArgumentError: ``params`` or ``extra`` set ``model`` or ``messages``.
             ProviderError: an HTTP or network error, no whole answer within the timeout,
-                a redirect, or an answer without a completion.
+                an answer longer than ``max_answer_bytes``, a redirect, or an answer
+                without a completion.
 
         """
         taken = _OWN_FIELDS.intersection(self._config.extra).union(_OWN_FIELDS.intersection(params))
@@ -282,14 +330,14 @@ class OpenAICompatibleProvider:
         headers = {"Content-Type": "application/json"}
         if self._config.api_key:
             headers["Authorization"] = f"Bearer {self._config.api_key}"
-        url = self._config.base_url.rstrip("/") + "/chat/completions"
+        url = self._url
         request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")  # noqa: S310 - scheme checked in __init__
         answer = self._answer(request, url)
         try:
             content = answer["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             msg = f"{self.name} answered without a completion: {str(answer)[:200]}"
-            raise ProviderError(msg) from exc
+            raise ProviderError(self._scrubbed(msg)) from exc
         if not isinstance(content, str):
             msg = f"{self.name} answered a completion that is not text"
             raise ProviderError(msg)
@@ -299,33 +347,77 @@ class OpenAICompatibleProvider:
         """The decoded answer, within ``timeout`` for the whole exchange.
 
         On a daemon thread, waited for with the deadline: a socket timeout bounds each
-        read, not a server that trickles its answer. A late exchange goes on there
-        until its own socket gives up; its answer is dropped.
+        read, not a server that trickles its answer, so the exchange reads in steps and
+        gives up once past the deadline itself (a late answer is dropped).
         """
         timeout = self._config.request_timeout
+        deadline = time.monotonic() + timeout
+        limit = self._max_answer_bytes
         done = threading.Event()
         outcome: list[Any] = []
 
         def exchange() -> None:
             try:
                 with _NO_REDIRECTS.open(request, timeout=timeout) as response:
-                    outcome.append(json.loads(response.read()))
+                    outcome.append(json.loads(_read_within(response, deadline, limit)))
             except BaseException as exc:  # noqa: BLE001 - network, HTTP, JSON: the caller's ProviderError
+                detail = ""
                 if isinstance(exc, urllib.error.HTTPError):
+                    detail = _error_detail(exc)
                     exc.close()  # it holds the answer's socket
-                outcome.append(exc)
+                outcome.append((exc, detail))
             finally:
                 done.set()
 
         threading.Thread(target=exchange, name="cogfabric-llm-http", daemon=True).start()
         if not done.wait(bounded_wait(timeout, 0.0)):
             msg = f"{self.name} at {url} gave no whole answer within {timeout} s"
-            raise ProviderError(msg)
+            raise ProviderError(self._scrubbed(msg))
         answer = outcome[0]
-        if isinstance(answer, BaseException):
-            msg = f"{self.name} at {url} failed: {str(answer) or repr(answer)}"
-            raise ProviderError(msg) from answer
+        if isinstance(answer, tuple):
+            error, detail = answer
+            msg = f"{self.name} at {url} failed: {str(error) or repr(error)}{detail}"
+            raise ProviderError(self._scrubbed(msg)) from error
         return answer
+
+    def _scrubbed(self, message: str) -> str:
+        """``message`` without the API key (a server or a library may echo it)."""
+        key = self._config.api_key
+        return message.replace(key, "***") if key else message
+
+
+def _read_within(response: Any, deadline: float, limit: int) -> bytes:  # noqa: ANN401 - http.client's response
+    """The answer's body, read in steps until its end, the deadline or ``limit`` bytes.
+
+    Raises:
+        TimeoutError: the answer was still coming at the deadline.
+        ValueError: it is longer than ``limit`` bytes.
+
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := response.read1(_READ_STEP):
+        size += len(chunk)
+        if size > limit:
+            msg = f"the answer is longer than {limit} bytes (max_answer_bytes)"
+            raise ValueError(msg)
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            msg = "the answer was still coming at the deadline"
+            raise TimeoutError(msg)
+    return b"".join(chunks)
+
+
+def _error_detail(error: urllib.error.HTTPError) -> str:
+    """``": "`` and the start of an HTTP error's body (one read, printable, one line); "" if none."""
+    try:
+        read = getattr(error.fp, "read1", None)  # one read: a trickling body is not waited for
+        body = read(4 * _ERROR_DETAIL) if read is not None else b""
+    except Exception:  # noqa: BLE001 - the reason is a courtesy: the status stands without it
+        return ""
+    text = " ".join(bytes(body).decode("utf-8", "replace").split())
+    text = "".join(c if c.isprintable() else "?" for c in text)[:_ERROR_DETAIL]
+    return f": {text}" if text else ""
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):

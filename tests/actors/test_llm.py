@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import math
@@ -448,7 +449,7 @@ class _Completions(http.server.BaseHTTPRequestHandler):
         self.send_response(404)
         self.end_headers()
 
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: PLR0911 - one answer per test prompt
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _Completions.received.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
         content = body["messages"][0]["content"] if body.get("messages") else ""
@@ -465,11 +466,27 @@ class _Completions(http.server.BaseHTTPRequestHandler):
         if content == "hang up":
             self.close_connection = True
             return
-        if content == "trickle":  # a whole answer, a byte at a time, slower than the timeout
-            self.send_response(200)
-            self.send_header("Content-Length", "30")
+        if content == "explain":  # an error with the server's reason, echoing the key it was sent
+            reason = {"error": {"message": f"bad key {self.headers.get('Authorization')}", "code": "401"}}
+            data = json.dumps(reason).encode()
+            self.send_response(401)
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            for _ in range(30):
+            self.wfile.write(data)
+            return
+        if content == "big":  # 2 MiB of answer
+            self.send_response(200)
+            self.send_header("Content-Length", str(2 << 20))
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                self.wfile.write(b" " * (2 << 20))
+            return
+        if content in ("trickle", "long trickle"):  # a byte at a time, slower than the timeout
+            length = 30 if content == "trickle" else 400
+            self.send_response(200)
+            self.send_header("Content-Length", str(length))
+            self.end_headers()
+            for _ in range(length):
                 try:
                     self.wfile.write(b" ")
                     self.wfile.flush()
@@ -541,6 +558,60 @@ def test_the_http_provider_bounds_the_whole_exchange_by_its_timeout(server: str)
 
     assert done.wait(1.2)  # 0.5 s and some, not the 1.5 s the answer takes
     assert "no whole answer within 0.5 s" in str(outcome[0])
+
+
+def test_a_timed_out_exchange_stops_reading_a_trickling_answer(server: str) -> None:
+    # The caller's timeout was kept, but the exchange read on: a thread and a socket for
+    # as long as the server trickled (here 20 s), after each timed-out call.
+    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=0.5))
+
+    with pytest.raises(ProviderError, match=r"no whole answer within 0\.5 s"):
+        provider.generate("long trickle")
+    exchanges = [t for t in threading.enumerate() if t.name == "cogfabric-llm-http"]
+    for exchange in exchanges:
+        exchange.join(5)
+
+    assert exchanges
+    assert not [t for t in exchanges if t.is_alive()]
+
+
+def test_an_http_error_keeps_the_servers_reason_and_never_the_key(server: str) -> None:
+    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, api_key="sk-secret-42", timeout=5))
+
+    with pytest.raises(ProviderError) as caught:
+        provider.generate("explain")
+
+    message = str(caught.value)
+    assert "HTTP Error 401" in message
+    assert "bad key Bearer ***" in message  # the server's reason, the key it echoed masked
+    assert "sk-secret-42" not in message
+
+
+def test_an_answer_longer_than_max_answer_bytes_is_refused(server: str) -> None:
+    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=5), max_answer_bytes=1 << 20)
+
+    with pytest.raises(ProviderError, match=r"longer than 1048576 bytes \(max_answer_bytes\)"):
+        provider.generate("big")
+    assert provider.generate("hi") == "ok: hi"
+    with pytest.raises(ValueError, match="max_answer_bytes"):
+        OpenAICompatibleProvider(LLMConfig(base_url=server), max_answer_bytes=0)
+
+
+@pytest.mark.parametrize("key", ["sk-secret\n", "sk secret", "sk-\x00secret", "\tsk-secret"])
+def test_an_api_key_with_white_space_or_control_characters_is_refused_unseen(key: str) -> None:
+    # A key read from a file keeps its newline: the HTTP library refused the header in
+    # an error that quoted the key, which the journal kept for good.
+    with pytest.raises(InvalidConfigError, match="api_key") as caught:
+        OpenAICompatibleProvider(LLMConfig(base_url="http://127.0.0.1:9/v1", api_key=key))
+
+    assert "secret" not in str(caught.value)
+
+
+def test_a_query_in_base_url_stays_after_the_path(server: str) -> None:
+    provider = OpenAICompatibleProvider(LLMConfig(base_url=server + "/?api-version=2024-01", timeout=5))
+
+    assert provider.generate("hi") == "ok: hi"
+    assert _Completions.received[-1]["path"] == "/v1/chat/completions?api-version=2024-01"
 
 
 def test_the_http_provider_follows_no_redirect_and_sends_its_key_nowhere_else(server: str) -> None:
