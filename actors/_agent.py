@@ -343,7 +343,11 @@ class AgentActor(pykka.ThreadingActor):
         self._outbox: list[Event] = []
         self._foreign: collections.deque[Event] = collections.deque()
         """Facts other threads noted while this agent was busy (``note_from_any_thread``)."""
-        self._foreign_lock = threading.Lock()
+        self._foreign_lock = threading.RLock()
+        """Serializes what other threads do on this agent with its own operations: a ``ctx``
+        state operation from any thread, a handle's operation, the start and end of a
+        message, the kill, and a kept ``ctx.llm``'s hand-over. Reentrant: a kill holds it
+        from its dispatch to marking the agent dead."""
         """Held by another thread while it checks ``busy`` and queues a fact, and by the
         actor while it hands the last of them over and stops being busy."""
         self._task_ticket = 0
@@ -377,7 +381,10 @@ class AgentActor(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:  # noqa: ANN401 - replies are any value
         """Dispatch one mailbox message."""
         shared = self._shared
+        lock = self._foreign_lock
+        lock.acquire()  # not ``with``: a message's cost, kept low
         shared.busy = True  # before the mailbox looks empty (Runtime._hand_over_all)
+        lock.release()  # a thread that holds it and saw the agent idle finishes first
         kind = message[0]
         if kind == CALL and message[1] in LIFECYCLE_CALLS:
             shared.slots.release_control()
@@ -401,7 +408,7 @@ class AgentActor(pykka.ThreadingActor):
             # threads noted since goes too, before it stops counting as busy: an agent
             # that is not busy holds nothing Runtime.flush must ask for.
             lock = self._foreign_lock
-            lock.acquire()  # not ``with``: a message's cost, kept low
+            lock.acquire()
             try:
                 if self._foreign:
                     self._hand_over_foreign()
@@ -426,10 +433,11 @@ class AgentActor(pykka.ThreadingActor):
             self._after_death(message)
             return None
         if kind == CALL:
-            try:
-                return getattr(self, "op_" + message[1])(*message[2])
-            finally:
-                self._flush_outbox()
+            with self._foreign_lock:  # a handle's operation, in turn with a kept ctx's
+                try:
+                    return getattr(self, "op_" + message[1])(*message[2])
+                finally:
+                    self._flush_outbox()
         if kind == IPC:
             self._on_ipc(message[1])
         elif kind == PUBLISH:
@@ -632,27 +640,36 @@ class AgentActor(pykka.ThreadingActor):
         if threading.current_thread() is self._shared.thread:
             self.note(event)
             return
+        writer = self._core.writer
         with self._foreign_lock:
-            if self._shared.busy:
-                cause = self.cause
-                if cause is not None and event.cause is None:
-                    event = msgspec.structs.replace(event, cause=cause)
-                self._foreign.append(event)
+            if self._shared.busy or self._killed or writer is None:
+                self._note_foreign_late(event, writer)
                 return
-            if self._killed:  # its kill is journaled (or on its way): nothing after it is its
-                log.warning(
-                    "agent %s: %s noted after its kill not journaled", self._state.id, type(event).__name__
-                )
-                return
-            writer = self._core.writer
-            if writer is None:
-                return
-            # Handed over under the lock: a kill that begins meanwhile (op_kill takes the
-            # lock to mark the agent dead) is journaled after it, never before it.
-            try:
-                writer.submit_nowait([event])
-            except (RuntimeClosedError, JournalError) as exc:
-                log.warning("agent %s: %s not journaled: %s", self._state.id, type(event).__name__, exc)
+        try:
+            writer.wait_for_room()  # not under the lock: the agent's messages would wait too
+            with self._foreign_lock:
+                if self._shared.busy or self._killed:  # it changed meanwhile
+                    self._note_foreign_late(event, writer)
+                    return
+                # Handed over under the lock: a kill that begins meanwhile (op_kill takes
+                # the lock to mark the agent dead) is journaled after it, never before it.
+                writer.submit_nowait([event], wait_for_room=False)
+        except (RuntimeClosedError, JournalError) as exc:
+            log.warning("agent %s: %s not journaled: %s", self._state.id, type(event).__name__, exc)
+
+    def _note_foreign_late(self, event: Event, writer: JournalWriter | None) -> None:
+        """Under the lock: queue ``event`` for the message in hand; drop it after a kill or with no writer."""
+        if self._killed:  # its kill is journaled (or on its way): nothing after it is its
+            log.warning(
+                "agent %s: %s noted after its kill not journaled", self._state.id, type(event).__name__
+            )
+            return
+        if writer is None or not self._shared.busy:
+            return
+        cause = self.cause
+        if cause is not None and event.cause is None:
+            event = msgspec.structs.replace(event, cause=cause)
+        self._foreign.append(event)
 
     def _take_foreign(self) -> None:
         """On the actor's thread: move what other threads noted into the outbox, in order."""
@@ -1083,12 +1100,16 @@ class AgentContext:
     called while ``Runtime.open`` recovers agents, before the runtime is returned.
 
     A ``ctx`` is meant for the message being handled: on the agent's thread, or from
-    worker threads the behavior waits for meanwhile. One kept and called later, from
-    another thread while the agent handles no message, acts as the agent's ``Agent``
-    handle would: its state methods go through the agent's mailbox, in turn with its
-    messages, and what it sends names no cause. Once its agent is killed, every method
-    but ``agent_id``, ``memory`` and ``llm`` raises ``AgentNotFoundError``, also when
-    another agent of that id was spawned since (it is another agent).
+    worker threads the behavior waits for meanwhile. Its state methods run under the
+    agent's lock, from whichever thread: one at a time, each journaled and applied
+    before the next (two workers' changes replay as they were applied), never while a
+    handle's operation, a kill, or the start or end of a message is under way. One
+    kept and called later, from another thread while the agent handles no message,
+    hands its change over at once and names no cause, as do its sends. Once its agent
+    is killed, every method but ``agent_id``, ``memory`` and ``llm`` raises
+    ``AgentNotFoundError``, also when another agent of that id was spawned since (it is
+    another agent). What the lock does not order is a behavior's own steps beside its
+    state methods: a thread it does not wait for, acting while it runs, still races it.
     """
 
     def __init__(self, actor: AgentActor) -> None:
@@ -1097,9 +1118,8 @@ class AgentContext:
     def _off_message(self) -> bool:
         """Whether the call comes from another thread while the agent handles no message.
 
-        Such a call must not run on this actor's state from its own thread: it would
-        race the agent's next message. Raises ``AgentNotFoundError`` once the agent
-        was killed: nothing is journaled for it after its kill.
+        Raises ``AgentNotFoundError`` once the agent was killed: nothing is journaled
+        for it after its kill.
         """
         actor = self._actor
         if actor._killed:  # noqa: SLF001
@@ -1108,12 +1128,20 @@ class AgentContext:
         return threading.current_thread() is not shared.thread and not shared.busy
 
     def _state(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's own result
-        """Run state operation ``name`` on the actor: here, or through its mailbox when off a message."""
+        """Run state operation ``name`` on the actor, in turn with every other thread's.
+
+        Under the agent's lock, from any thread: two threads' changes are journaled and
+        applied in one order, and a message cannot start meanwhile. From another thread
+        while the agent is idle, what it changed is handed over at once (no message's
+        end will). Raises ``AgentNotFoundError`` once the agent was killed.
+        """
         actor = self._actor
-        if self._off_message():
-            runtime = actor._core.bus._runtime  # noqa: SLF001
-            return runtime._ask(actor.agent_id, name, *args, incarnation=actor._shared)  # noqa: SLF001
-        return getattr(actor, "op_" + name)(*args)
+        with actor._foreign_lock:  # noqa: SLF001
+            off_message = self._off_message()
+            result = getattr(actor, "op_" + name)(*args)
+            if off_message:
+                actor.flush_outbox()
+            return result
 
     @property
     def agent_id(self) -> str:
