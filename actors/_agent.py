@@ -347,9 +347,9 @@ class AgentActor(pykka.ThreadingActor):
         """Serializes what other threads do on this agent with its own operations: a ``ctx``
         state operation from any thread, a handle's operation, the start and end of a
         message, the kill, and a kept ``ctx.llm``'s hand-over. Reentrant: a kill holds it
-        from its dispatch to marking the agent dead."""
-        """Held by another thread while it checks ``busy`` and queues a fact, and by the
-        actor while it hands the last of them over and stops being busy."""
+        from its dispatch to marking the agent dead. Another thread holds it while it
+        checks ``busy`` and queues a fact, and the actor while it hands the last of them
+        over and stops being busy."""
         self._task_ticket = 0
         self._killed = False
         self._stale = False  # a commit it stopped waiting for may have happened
@@ -410,7 +410,9 @@ class AgentActor(pykka.ThreadingActor):
             lock = self._foreign_lock
             lock.acquire()
             try:
-                if self._foreign:
+                # a kept ctx's change made since the message's own hand-over waits in the
+                # outbox: an idle agent is not asked for it (Runtime.flush, close)
+                if self._foreign or self._outbox:
                     self._hand_over_foreign()
             finally:
                 shared.busy = False
@@ -420,7 +422,8 @@ class AgentActor(pykka.ThreadingActor):
 
     def _dispatch(self, kind: object, message: Any) -> Any:  # noqa: ANN401 - replies are any value
         if self._stale and not self._killed:
-            self._catch_up()
+            with self._foreign_lock:  # a kept ctx's change is not overwritten by the reload
+                self._catch_up()
         writer = self._core.writer
         # every message passes here: the attribute, not the property
         if writer is not None and writer._failure is not None and not self._saw_failure:  # noqa: SLF001
@@ -428,7 +431,8 @@ class AgentActor(pykka.ThreadingActor):
             # it never took. Take the journal's word before anything else, reads too.
             self._saw_failure = True
             if not self._killed:
-                self._reload_after_journal_failure()
+                with self._foreign_lock:
+                    self._reload_after_journal_failure()
         if self._killed:
             self._after_death(message)
             return None

@@ -1335,6 +1335,54 @@ class TestBehaviors:
         assert (hello.sender, hello.recipient, hello.cause) == ("a", "b", None)
         assert got == [{"n": 1}, None]
 
+    def test_a_kept_ctxs_change_made_as_its_agent_finishes_a_message_is_handed_over(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Batch durability. The call lands after the message's own hand-over and before
+        # the agent goes idle: the agent still counts as busy, so the change waits in its
+        # outbox, and an idle agent is asked for nothing (flush, close): it was lost.
+        kept: list[AgentContext] = []
+
+        class Keeper:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+                kept.append(ctx)
+                return "kept"
+
+        hold, at_end, done = threading.Event(), threading.Event(), threading.Event()
+        dispatch = AgentActor._dispatch
+
+        def dispatch_then_hold(actor: AgentActor, kind: object, message: Any) -> Any:
+            try:
+                return dispatch(actor, kind, message)
+            finally:
+                if hold.is_set() and message[:2] == (CALL, "private"):
+                    hold.clear()
+                    at_end.set()
+                    assert done.wait(10)
+
+        config = Config(journal=JournalConfig(durability="batch"))
+        with Runtime.open(tmp_path / "j", config=config, behaviors={"k": Keeper}) as rt:
+            rt.spawn("a", behavior="k")
+            rt.bus.request("x", "a", "keep", timeout=10)
+            monkeypatch.setattr(AgentActor, "_dispatch", dispatch_then_hold)
+            hold.set()
+            reader = threading.Thread(target=rt.agent("a").private, args=("k",))
+            reader.start()
+            assert at_end.wait(10)  # the handle's read is handled and handed over; not yet idle
+            writer = threading.Thread(target=kept[0].set_private, args=("k", "kept"))
+            writer.start()
+            writer.join(10)
+            done.set()
+            reader.join(10)
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            sets = [r.event for r in journal.read(stream="agent/a") if isinstance(r.event, PrivateSet)]
+
+        assert [e.value for e in sets] == ["kept"]
+        with Runtime.open(tmp_path / "j", config=config, behaviors={"k": Keeper}) as rt:
+            assert rt.agent("a").private("k") == "kept"
+
     @pytest.mark.parametrize("durability", ["sync", "batch"])
     def test_changes_of_two_worker_threads_a_behavior_waits_for_replay_as_they_were_applied(
         self, tmp_path: Path, durability: str
