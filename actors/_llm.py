@@ -70,6 +70,8 @@ DEFAULT_MAX_ANSWER_BYTES: Final = 16 << 20
 """The most bytes an HTTP provider reads of one answer (a completion of ``max_tokens`` is far less)."""
 _READ_STEP: Final = 1 << 16
 _ERROR_DETAIL: Final = 300
+_DETAIL_WAIT: Final = 0.5
+"""Seconds an HTTP error waits for its body's first bytes (the server's reason)."""
 """Characters of an HTTP error answer's body kept in the ``ProviderError`` (the server's reason)."""
 
 
@@ -302,7 +304,8 @@ class OpenAICompatibleProvider:
         model and the messages are the provider's own (the gated prompt is what is
         sent, and the journal names this provider's model). The whole call, answer
         read included, takes at most ``timeout`` seconds, and the exchange behind it
-        stops reading soon after (a server that trickles its answer is cut off); a
+        stops reading the answer's body soon after (a server that trickles it is cut
+        off; one that trickles its headers holds that thread until its socket gives up); a
         redirect is not followed (it would take the API key to another address). An
         HTTP error's message keeps the start of the server's answer (its reason), and
         no message holds the API key.
@@ -336,7 +339,7 @@ class OpenAICompatibleProvider:
         try:
             content = answer["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
-            msg = f"{self.name} answered without a completion: {str(answer)[:200]}"
+            msg = f"{self.name} answered without a completion: {self._scrubbed(str(answer))[:200]}"
             raise ProviderError(self._scrubbed(msg)) from exc
         if not isinstance(content, str):
             msg = f"{self.name} answered a completion that is not text"
@@ -363,7 +366,7 @@ class OpenAICompatibleProvider:
             except BaseException as exc:  # noqa: BLE001 - network, HTTP, JSON: the caller's ProviderError
                 detail = ""
                 if isinstance(exc, urllib.error.HTTPError):
-                    detail = _error_detail(exc)
+                    detail = _error_detail(exc, deadline, self._scrubbed)
                     exc.close()  # it holds the answer's socket
                 outcome.append((exc, detail))
             finally:
@@ -408,14 +411,24 @@ def _read_within(response: Any, deadline: float, limit: int) -> bytes:  # noqa: 
     return b"".join(chunks)
 
 
-def _error_detail(error: urllib.error.HTTPError) -> str:
-    """``": "`` and the start of an HTTP error's body (one read, printable, one line); "" if none."""
+def _error_detail(error: urllib.error.HTTPError, deadline: float, scrubbed: Callable[[str], str]) -> str:
+    """``": "`` and the start of an HTTP error's body (printable, one line, scrubbed); "" if none.
+
+    One read, waiting ``_DETAIL_WAIT`` seconds at most (and not past ``deadline``): the
+    status is the error; a body that is slow to come must not turn it into a timeout.
+    Without a socket to bound the wait on, no read.
+    """
+    raw = getattr(getattr(error.fp, "fp", None), "raw", None)
+    sock = getattr(raw, "_sock", None)  # http.client's SocketIO: the answer's socket
+    read = getattr(error.fp, "read1", None)
+    if sock is None or read is None:
+        return ""
     try:
-        read = getattr(error.fp, "read1", None)  # one read: a trickling body is not waited for
-        body = read(4 * _ERROR_DETAIL) if read is not None else b""
+        sock.settimeout(max(0.0, min(_DETAIL_WAIT, deadline - time.monotonic())) or 1e-3)
+        body = read(4 * _ERROR_DETAIL)
     except Exception:  # noqa: BLE001 - the reason is a courtesy: the status stands without it
         return ""
-    text = " ".join(bytes(body).decode("utf-8", "replace").split())
+    text = scrubbed(" ".join(bytes(body).decode("utf-8", "replace").split()))  # before the cut
     text = "".join(c if c.isprintable() else "?" for c in text)[:_ERROR_DETAIL]
     return f": {text}" if text else ""
 

@@ -443,13 +443,14 @@ def test_a_behaviors_failed_llm_call_is_journaled_on_its_agent_stream_naming_the
 
 class _Completions(http.server.BaseHTTPRequestHandler):
     received: ClassVar[list[dict[str, Any]]] = []
+    body_comes: ClassVar[threading.Event] = threading.Event()
 
     def do_GET(self) -> None:
         _Completions.received.append({"path": self.path, "auth": self.headers.get("Authorization")})
         self.send_response(404)
         self.end_headers()
 
-    def do_POST(self) -> None:  # noqa: PLR0911 - one answer per test prompt
+    def do_POST(self) -> None:  # noqa: PLR0911, PLR0915 - one answer per test prompt
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _Completions.received.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
         content = body["messages"][0]["content"] if body.get("messages") else ""
@@ -466,8 +467,19 @@ class _Completions(http.server.BaseHTTPRequestHandler):
         if content == "hang up":
             self.close_connection = True
             return
-        if content == "explain":  # an error with the server's reason, echoing the key it was sent
-            reason = {"error": {"message": f"bad key {self.headers.get('Authorization')}", "code": "401"}}
+        if content == "slow reason":  # an error whose body comes only once the test lets it
+            self.send_response(503)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.flush()
+            _Completions.body_comes.wait(10)
+            with contextlib.suppress(OSError):
+                self.wfile.write(b"{}")
+            return
+        if content.startswith("explain"):  # an error with the server's reason, echoing the key it was sent
+            padding = "x" * 250 if content == "explain at the cut" else ""  # the key straddles the cut
+            echoed = f"{padding} bad key {self.headers.get('Authorization')}"
+            reason = {"error": {"message": echoed, "code": "401"}}
             data = json.dumps(reason).encode()
             self.send_response(401)
             self.send_header("Content-Length", str(len(data)))
@@ -585,6 +597,27 @@ def test_an_http_error_keeps_the_servers_reason_and_never_the_key(server: str) -
     assert "HTTP Error 401" in message
     assert "bad key Bearer ***" in message  # the server's reason, the key it echoed masked
     assert "sk-secret-42" not in message
+
+
+def test_a_key_echoed_across_the_cut_of_an_errors_reason_is_masked_before_the_cut(server: str) -> None:
+    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, api_key="sk-secret-4242", timeout=5))
+
+    with pytest.raises(ProviderError) as caught:
+        provider.generate("explain at the cut")
+
+    assert "sk-" not in str(caught.value)
+
+
+def test_an_http_error_whose_body_is_slow_is_still_its_status(server: str) -> None:
+    # Reading the server's reason waited for a body that was slow to come, up to the
+    # whole timeout: a 503 became "no whole answer within 5 s".
+    _Completions.body_comes.clear()
+    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=5))
+    try:
+        with pytest.raises(ProviderError, match="HTTP Error 503"):
+            provider.generate("slow reason")
+    finally:
+        _Completions.body_comes.set()
 
 
 def test_an_answer_longer_than_max_answer_bytes_is_refused(server: str) -> None:
