@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import gc
 import os
 import signal
@@ -161,6 +162,17 @@ def _shared_pausing(
         slot.__set__(shared, value)
 
     return type("PausingShared", (Shared,), {"__slots__": (), "busy": property(read, write)})
+
+
+class _CtxKeeper:
+    """A behavior that keeps each ``ctx`` it is handed, for a test to call later from elsewhere."""
+
+    def __init__(self, kept: list[AgentContext]) -> None:
+        self._kept = kept
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+        self._kept.append(ctx)
+        return "kept"
 
 
 class _WatchedLock:
@@ -1244,15 +1256,11 @@ class TestBehaviors:
         # agent (a PrivateSet under agent/a that the live agent never applied, but a
         # reopen would) nor send as it.
         kept: list[AgentContext] = []
-
-        class Keeper:
-            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
-                kept.append(ctx)
-                return "kept"
+        behaviors = {"k": functools.partial(_CtxKeeper, kept)}
 
         config = Config(journal=JournalConfig(durability=durability))  # type: ignore[arg-type]
         state = CognitiveState(context={"c": 1})
-        with Runtime.open(tmp_path / "j", config=config, behaviors={"k": Keeper}) as rt:
+        with Runtime.open(tmp_path / "j", config=config, behaviors=behaviors) as rt:
             rt.spawn("a", behavior="k")
             rt.spawn("b")
             rt.bus.request("x", "a", "keep", timeout=10)
@@ -1293,7 +1301,7 @@ class TestBehaviors:
         assert refused == list(calls)
         assert after == before  # nothing journaled for the dead agent, nor as it
         assert dict(live.private) == {}
-        with Runtime.open(tmp_path / "j", config=config, behaviors={"k": Keeper}) as rt:
+        with Runtime.open(tmp_path / "j", config=config, behaviors=behaviors) as rt:
             assert rt.agent("a").context_view() == live
 
     def test_a_ctx_kept_and_called_from_another_thread_while_its_agent_is_idle_hands_its_change_over(
@@ -1342,11 +1350,7 @@ class TestBehaviors:
         # the agent goes idle: the agent still counts as busy, so the change waits in its
         # outbox, and an idle agent is asked for nothing (flush, close): it was lost.
         kept: list[AgentContext] = []
-
-        class Keeper:
-            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
-                kept.append(ctx)
-                return "kept"
+        behaviors = {"k": functools.partial(_CtxKeeper, kept)}
 
         hold, at_end, done = threading.Event(), threading.Event(), threading.Event()
         dispatch = AgentActor._dispatch
@@ -1361,7 +1365,7 @@ class TestBehaviors:
                     assert done.wait(10)
 
         config = Config(journal=JournalConfig(durability="batch"))
-        with Runtime.open(tmp_path / "j", config=config, behaviors={"k": Keeper}) as rt:
+        with Runtime.open(tmp_path / "j", config=config, behaviors=behaviors) as rt:
             rt.spawn("a", behavior="k")
             rt.bus.request("x", "a", "keep", timeout=10)
             monkeypatch.setattr(AgentActor, "_dispatch", dispatch_then_hold)
@@ -1380,7 +1384,7 @@ class TestBehaviors:
             sets = [r.event for r in journal.read(stream="agent/a") if isinstance(r.event, PrivateSet)]
 
         assert [e.value for e in sets] == ["kept"]
-        with Runtime.open(tmp_path / "j", config=config, behaviors={"k": Keeper}) as rt:
+        with Runtime.open(tmp_path / "j", config=config, behaviors=behaviors) as rt:
             assert rt.agent("a").private("k") == "kept"
 
     @pytest.mark.parametrize("durability", ["sync", "batch"])
