@@ -180,13 +180,50 @@ def _check_api_key(config: LLMConfig) -> LLMConfig:
         InvalidConfigError: the key holds such a character.
 
     """
-    if any(c.isspace() or not c.isprintable() for c in config.api_key):
+    key = config.api_key
+    if any(c.isspace() or not c.isprintable() for c in key):
         msg = (
             "invalid LLM configuration: api_key holds white space or a control character "
             "(a newline read from a file?); the key is not shown"
         )
         raise InvalidConfigError(msg)
+    try:
+        key.encode("latin-1")  # what http.client sends a header in
+    except UnicodeEncodeError:
+        msg = (
+            "invalid LLM configuration: api_key holds a character an HTTP header cannot carry "
+            "(outside Latin-1: a typographic dash or quote pasted in?); the key is not shown"
+        )
+        raise InvalidConfigError(msg) from None
     return config
+
+
+def _check_base_url(config: LLMConfig) -> None:
+    """Refuse a ``base_url`` with a user name or password in it, without showing them.
+
+    urllib sends no credentials from a URL (it would fail to connect to
+    ``user:password@host``), and every error message names the URL: the password
+    would be kept in the journal's ``LlmCallFailed`` for good. The key goes in ``api_key``.
+
+    Raises:
+        InvalidConfigError: the URL holds a user name or password, or has no host.
+
+    """
+    try:
+        parts = urllib.parse.urlsplit(config.base_url)
+        parts.port  # noqa: B018 - urllib raises ValueError for a port that is no number
+    except ValueError as exc:
+        msg = f"invalid LLM configuration: base_url is not a URL ({exc})"
+        raise InvalidConfigError(msg) from None
+    if "@" in parts.netloc:
+        msg = (
+            "invalid LLM configuration: base_url holds a user name or password (urllib sends "
+            "neither; put the key in api_key); the URL is not shown"
+        )
+        raise InvalidConfigError(msg)
+    if not parts.hostname:
+        msg = f"invalid LLM configuration: base_url {config.base_url!r} names no host"
+        raise InvalidConfigError(msg)
 
 
 @runtime_checkable
@@ -273,8 +310,9 @@ class OpenAICompatibleProvider:
 
         Raises:
             InvalidConfigError: ``config`` is no ``LLMConfig`` (or mapping of its fields),
-                a field has the wrong type, ``base_url`` is not an http(s) URL, or
-                ``api_key`` holds white space or a control character.
+                a field has the wrong type, ``base_url`` is not an http(s) URL with a
+                host (or holds a user name or password), or ``api_key`` holds white
+                space, a control character or a character outside Latin-1.
             ValueError: ``base_url`` is empty, or ``max_answer_bytes`` is not positive.
 
         """
@@ -282,6 +320,7 @@ class OpenAICompatibleProvider:
         if not config.base_url:
             msg = "an OpenAI-compatible provider needs base_url"
             raise ValueError(msg)
+        _check_base_url(config)
         if (
             isinstance(max_answer_bytes, bool)
             or not isinstance(max_answer_bytes, int)

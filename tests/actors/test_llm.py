@@ -630,14 +630,35 @@ def test_an_answer_longer_than_max_answer_bytes_is_refused(server: str) -> None:
         OpenAICompatibleProvider(LLMConfig(base_url=server), max_answer_bytes=0)
 
 
-@pytest.mark.parametrize("key", ["sk-secret\n", "sk secret", "sk-\x00secret", "\tsk-secret"])
+@pytest.mark.parametrize(
+    "key", ["sk-secret\n", "sk secret", "sk-\x00secret", "\tsk-secret", "sk\u2013secret"]
+)
 def test_an_api_key_with_white_space_or_control_characters_is_refused_unseen(key: str) -> None:
     # A key read from a file keeps its newline: the HTTP library refused the header in
-    # an error that quoted the key, which the journal kept for good.
+    # an error that quoted the key, which the journal kept for good. A pasted en dash
+    # cannot go in a header at all: every call failed.
     with pytest.raises(InvalidConfigError, match="api_key") as caught:
         OpenAICompatibleProvider(LLMConfig(base_url="http://127.0.0.1:9/v1", api_key=key))
 
     assert "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://user:secret@127.0.0.1:9/v1", "https://secret@example.invalid/v1", "http://:secret@h/v1"]
+)
+def test_a_base_url_with_a_user_or_password_is_refused_unseen(url: str) -> None:
+    # urllib sends no credentials from a URL, and every ProviderError names the URL:
+    # the password went into the journal's LlmCallFailed.
+    with pytest.raises(InvalidConfigError, match="user name or password") as caught:
+        OpenAICompatibleProvider(LLMConfig(base_url=url))
+
+    assert "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["http://", "https:///v1", "http://127.0.0.1:port/v1"])
+def test_a_base_url_without_a_host_or_with_a_bad_port_is_refused(url: str) -> None:
+    with pytest.raises(InvalidConfigError, match="base_url"):
+        OpenAICompatibleProvider(LLMConfig(base_url=url))
 
 
 def test_a_query_in_base_url_stays_after_the_path(server: str) -> None:
