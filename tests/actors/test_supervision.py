@@ -46,6 +46,7 @@ from cogfabric.actors import (
     UserCodeError,
     _runtime,
 )
+from cogfabric.actors import _agent as agent_module
 from cogfabric.actors._agent import CALL, AgentActor, MailboxSlots, Shared
 from cogfabric.events import (
     AgentFailed,
@@ -1386,6 +1387,48 @@ class TestBehaviors:
         assert [e.value for e in sets] == ["kept"]
         with Runtime.open(tmp_path / "j", config=config, behaviors=behaviors) as rt:
             assert rt.agent("a").private("k") == "kept"
+
+    def test_a_kept_ctxs_change_during_the_catch_up_after_a_timed_out_commit_is_not_overwritten(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Sync durability. Once the writer is past a commit that timed out, the agent
+        # reloads itself from the journal. A kept ctx's change committed between that
+        # read and its adoption was overwritten: the live value was the one before it,
+        # the journal's (and every reopen's) the kept ctx's.
+        kept: list[AgentContext] = []
+        changed = threading.Event()
+        changers: list[threading.Thread] = []
+        real_replay = agent_module.replay_agent  # type: ignore[attr-defined]
+
+        def change() -> None:
+            kept[0].set_private("k", "retry")
+            changed.set()
+
+        def replay_then_change(journal: Journal, agent_id: str) -> Any:
+            state = real_replay(journal, agent_id)
+            if not changers:  # the catch-up's read: the kept ctx changes the agent before it is adopted
+                changers.append(threading.Thread(target=change))
+                changers[0].start()
+                changed.wait(0.5)  # at once where the change can slip in; it must wait for the catch-up
+            return state
+
+        with _open(tmp_path / "j", timeout=0.3, behaviors={"k": functools.partial(_CtxKeeper, kept)}) as rt:
+            agent = rt.spawn("a", behavior="k")
+            rt.bus.request("x", "a", "keep", timeout=10)
+            gate = _stall(rt)
+            with pytest.raises(ActorTimeoutError):
+                agent.set_private("k", "first")
+            monkeypatch.setattr(agent_module, "replay_agent", replay_then_change)
+            gate.set()
+            rt.flush(timeout=10)  # the writer is past it, and the agent has caught up
+            assert changers
+            changers[0].join(10)
+            assert changed.is_set()
+            live = agent.private("k")
+        with _open(tmp_path / "j") as rt:
+            replayed = rt.agent("a").private("k")
+
+        assert (live, replayed) == ("retry", "retry")
 
     @pytest.mark.parametrize("durability", ["sync", "batch"])
     def test_changes_of_two_worker_threads_a_behavior_waits_for_replay_as_they_were_applied(
