@@ -357,7 +357,10 @@ class MemoryManager:
     ``call_timeout``, and ``TypeError`` for a session, agent or user id, role or
     content that is not a str; a session call on one that is unknown, deleted or
     expired raises ``SessionNotFoundError`` (``build_context`` and ``delete_session``
-    excepted).
+    excepted). A write (a new session, a message, a deletion, a sweep that expires
+    one) raises the journal's error (``JournalError``) when the journal refuses it, and
+    changes nothing; once the journal is fail-stop, reads still answer (their
+    best-effort access records are dropped).
     """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
@@ -471,6 +474,11 @@ class MemoryManager:
         replay an older last access (or none, ahead of its creation).
         """
         writer = self._core.writer
+        if writer is not None and writer.failure is not None:
+            # Fail-stop: nothing is stored until a reopen. A read still answers from what
+            # the journal holds; its access, a best-effort record, goes unrecorded (its
+            # refusal made every read of a session not written for ttl/10 fail, for good).
+            events = [e for e in events if not isinstance(e, SessionTouched)]
         try:
             if writer is not None and events:
                 if not self._core.sync or all(isinstance(e, SessionTouched) for e in events):
@@ -486,6 +494,10 @@ class MemoryManager:
             self._stale = True
             return exc
         except Exception as exc:  # noqa: BLE001 - delivered to the batch's callers
+            if isinstance(exc, JournalError) and all(isinstance(e, SessionTouched) for e in events):
+                # the journal went fail-stop just now: the reads stand (as above)
+                log.warning("the journal refused %d sessions' access records: %s", len(events), exc)
+                return None
             # Refused (a JournalError, a value the journal cannot store) or the writer
             # is stopped: nothing of this batch is stored, so nothing of it may stay
             # visible.

@@ -40,6 +40,7 @@ from cogfabric.actors import (
     IpcTimeoutError,
     JournalConfig,
     MailboxFullError,
+    MemoryConfig,
     Runtime,
     RuntimeClosedError,
     RuntimeConfig,
@@ -2139,6 +2140,42 @@ class TestJournalFailure:
             ]
             assert 0 < len(stored) < 100
             assert live == stored
+
+    @pytest.mark.parametrize("durability", ["sync", "batch"])
+    def test_session_reads_go_on_answering_once_the_journal_is_fail_stop(
+        self, tmp_path: Path, durability: str
+    ) -> None:
+        # A read records its access (best effort) every ttl/10, and when it switches its
+        # agent's latest session. The fail-stop journal refused that record, the read
+        # failed with the journal's error, and the reload that followed made the record
+        # due again on every later read: the session could not be read until a reopen.
+        clock = FakeClock()
+        config = Config(
+            journal=JournalConfig(durability=durability, map_size=1 << 20, max_map_size=1 << 20),  # type: ignore[arg-type]
+            memory=MemoryConfig(session_ttl=100.0),
+        )
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as runtime:
+            memory = runtime.memory
+            first = memory.create_session("u", agent_id="bot")
+            second = memory.create_session("u", agent_id="bot")
+            memory.add_message(first, "user", "hello")
+            runtime.flush()
+
+            def fill() -> None:
+                for _ in range(100):
+                    memory.add_message(second, "user", "x" * 200_000)
+                    runtime.flush()
+
+            with pytest.raises(JournalFullError):
+                fill()
+            clock.advance(10)  # ttl/10: the next read of each records its access
+            reads = [memory.get_messages(sid)[-1].content[:5] for sid in (first, second, first, second)]
+            assert memory.build_context("q", first).endswith("q")
+            assert memory.get_latest_session_for_agent("bot") == first
+            with pytest.raises(JournalFullError):  # writes are still refused
+                memory.add_message(first, "user", "more")
+
+        assert reads == ["hello", "xxxxx", "hello", "xxxxx"]
 
     def test_in_batch_durability_a_kill_the_journal_refuses_leaves_the_agent_live_as_on_reopen(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
