@@ -349,6 +349,10 @@ class SessionActor(pykka.ThreadingActor):
             self._manager._drain()  # noqa: SLF001
 
 
+MIN_SWEEP_INTERVAL: Final = 0.1
+"""The least time between two sweeps of the session ticker, in seconds."""
+
+
 class MemoryManager:
     """The MemoryManager API of spec §5.1, as ``runtime.memory``.
 
@@ -910,8 +914,11 @@ class MemoryManager:
 
         At most every ``MAX_WAIT`` seconds (~31 years): a thread cannot wait much
         longer, and a TTL that long (or ``inf``: sessions never expire) needs no sooner sweep.
+        At least ``MIN_SWEEP_INTERVAL`` (0.1 s) apart: a TTL of microseconds would keep
+        a core sweeping. An expired session is never returned however late the sweep
+        (each access checks the TTL); the sweep frees its memory and journals its expiry.
         """
-        interval = min(self._config.session_ttl / 2, MAX_WAIT)
+        interval = min(max(self._config.session_ttl / 2, MIN_SWEEP_INTERVAL), MAX_WAIT)
         wait = sleep or self._stop_ticker.wait
 
         def tick() -> None:

@@ -137,6 +137,23 @@ class TestConfig:
         assert waited == [MAX_WAIT]  # ttl / 2 would overflow the thread's wait and kill the ticker
         assert 5 * MAX_WAIT <= threading.TIMEOUT_MAX  # close waits five call_timeouts at most
 
+    @pytest.mark.parametrize(("ttl", "interval"), [(1e-6, 0.1), (0.2, 0.1), (1.0, 0.5)])
+    def test_the_ticker_sweeps_at_most_every_tenth_of_a_second(self, ttl: float, interval: float) -> None:
+        # ttl / 2 of a TTL of microseconds kept a core sweeping without a pause
+        waited: list[float] = []
+        done = threading.Event()
+
+        def sleep(seconds: float) -> bool:  # the ticker's wait; True stops it
+            waited.append(seconds)
+            done.set()
+            return True
+
+        with Runtime.open(config=_config(session_ttl=ttl), clock=FakeClock()) as rt:
+            rt.memory.start_ticker(sleep=sleep)
+            assert done.wait(5)
+
+        assert waited == [interval]
+
 
 class TestSessions:
     def test_create_session_returns_an_id_and_seeds_the_system_message(self, runtime: Runtime) -> None:
