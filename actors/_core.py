@@ -336,7 +336,8 @@ def snapshot_flaw(journal: Journal, snapshot: Snapshot) -> str | None:
 
     A snapshot that matches its hash may still be unusable: one covering a seq past
     its stream's last record (no writer saves one; recovery would skip what it
-    claims to cover), one whose data does not decode, or one of another agent's state.
+    claims to cover), one whose data does not decode, one of another agent's state, or
+    one naming a publication to the agent at a seq that holds none.
     """
     usable = _decoded(journal, snapshot)
     return usable if isinstance(usable, str) else None
@@ -354,7 +355,22 @@ def _decoded(journal: Journal, snapshot: Snapshot) -> AgentSnapshot | str:
     owner = snapshot.stream.removeprefix("agent/")
     if state.id != owner:  # another agent's state: recovered from it, this agent would vanish
         return f"its snapshot at seq {snapshot.seq} holds the state of agent {state.id!r}, not of {owner!r}"
+    if state.publish_seq and not _published_to(journal, state.publish_seq, owner):
+        # Replay as of an earlier seq passes over a snapshot holding a later publication:
+        # one past the last seq was passed over by every check, yet recovered from.
+        return (
+            f"its snapshot at seq {snapshot.seq} names a task context published to it at seq "
+            f"{state.publish_seq}, and the journal holds none there (its last seq is {journal.last_seq})"
+        )
     return state
+
+
+def _published_to(journal: Journal, seq: int, agent_id: str) -> bool:
+    """Whether the record at ``seq`` publishes a task context to ``agent_id``."""
+    if not 0 < seq <= journal.last_seq:
+        return False
+    record = next(iter(journal.read(after=seq - 1, until=seq)), None)
+    return record is not None and _publishes_to(record.event, agent_id)
 
 
 def snapshot_problem(

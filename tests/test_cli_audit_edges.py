@@ -526,6 +526,41 @@ def test_a_snapshot_forged_with_its_hash_recomputed_is_named_by_verify(tmp_path:
     assert CliRunner().invoke(main, ["verify", str(path), "--no-snapshots"]).exit_code == 0
 
 
+@pytest.mark.parametrize("publish_seq", ["past the last seq", "a record that publishes nothing"])
+def test_a_snapshot_forged_with_a_publication_it_never_had_is_named_and_not_recovered_from(
+    tmp_path: Path, publish_seq: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A snapshot holding a publication later than the seq a replay stops at is passed
+    # over by that replay. Verify compares as of the last seq: with publish_seq past it
+    # the forged snapshot was compared with nothing, passed, and recovery started from it.
+    path = tmp_path / "journal"
+    _agents_with_snapshots(path, "sync")
+    with Journal.open(path, readonly=True) as journal:
+        snapshot = journal.load_snapshot("agent/a2")
+        last = journal.last_seq
+    assert snapshot is not None
+    state = msgspec.msgpack.decode(snapshot.data)
+    state["private"]["round"] = "FORGED"
+    state["task_context"] = {"round": "FORGED"}
+    state["publish_seq"] = 2**40 if publish_seq == "past the last seq" else 1  # seq 1 spawns a0
+    _rehashed_snapshot(path, "agent/a2", snapshot.seq, msgspec.msgpack.encode(state))
+
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        view = runtime.agent("a2").context_view()
+        runtime.publish_task_context("t", {"round": "after"})
+        published = runtime.agent("a2").task_context()
+
+    assert result.exit_code == 1, result.output
+    assert (
+        f"FAILED: agent 'a2': its snapshot at seq {snapshot.seq} names a task context published to it "
+        f"at seq {state['publish_seq']}, and the journal holds none there (its last seq is {last})"
+    ) in result.output
+    assert (view.private["round"], view.task_shared) == (9, {"round": 9})  # from the events alone
+    assert published == {"round": "after"}  # a later publication is applied
+    assert f"agent a2: its snapshot at seq {snapshot.seq} names a task context" in caplog.text
+
+
 def test_a_rehashed_snapshot_that_does_not_decode_is_named_and_recovery_replays_the_events(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
