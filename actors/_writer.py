@@ -144,7 +144,7 @@ class _Submission(msgspec.Struct, gc=False):
     as tracked objects they were promoted to the oldest generation and made the
     collector run full passes over every object of the process. The collector cannot
     free a cycle through an untracked object, so once settled a submission lets go of
-    its ack and its post-commit action (``JournalWriter._run_after``): an ack may hold
+    its ack and its post-commit action (``JournalWriter._settle``): an ack may hold
     an error whose traceback leads back to the submission.
     """
 
@@ -698,10 +698,8 @@ class JournalWriter:
         at = 0
         for submission in taken:
             n = len(submission.events)
-            if submission.ack is not None:
-                submission.ack._resolve(seqs[at : at + n], None)  # noqa: SLF001
+            self._settle(submission, seqs[at : at + n], None)
             at += n
-        self._run_after(taken, committed=True)
 
     @staticmethod
     def _refused(submission: _Submission, error: BaseException) -> None:
@@ -722,22 +720,28 @@ class JournalWriter:
             )
 
     @staticmethod
-    def _run_after(taken: list[_Submission], *, committed: bool) -> None:
-        """Run each submission's post-commit action, once its ack is resolved; then let both go.
+    def _settle(submission: _Submission, seqs: list[int], error: BaseException | None) -> None:
+        """Resolve a submission's ack, run its post-commit action; then let both go.
 
-        Every path that settles a submission ends here. A submission is not tracked by
-        the cyclic garbage collector, so no cycle may pass through it, and a settled one
-        would close one: its ack holds the error, whose traceback holds the frame that
-        holds the submission.
+        Every path that settles a submission ends here, one submission after another in
+        the order they were handed over: a submission's action runs before the next
+        one's waiter wakes. A sync ``ctx.send`` is delivered by its action, a request or
+        a broadcast by its sender once its ack resolves: woken first, a sender's request
+        could reach the recipient ahead of the sends it made before it.
+
+        A submission is not tracked by the cyclic garbage collector, so no cycle may
+        pass through it, and a settled one would close one: its ack holds the error,
+        whose traceback holds the frame that holds the submission.
         """
-        for submission in taken:
-            after = submission.after
-            submission.ack = submission.after = None
-            if after is not None:
-                try:
-                    after(committed)
-                except Exception:
-                    log.exception("a post-commit action failed")
+        ack, after = submission.ack, submission.after
+        submission.ack = submission.after = None
+        if ack is not None:
+            ack._resolve(seqs, error)  # noqa: SLF001
+        if after is not None:
+            try:
+                after(error is None)
+            except Exception:
+                log.exception("a post-commit action failed")
 
     def _journal_failed(self) -> bool:
         return bool(getattr(self._journal, "is_failed", False))
@@ -745,6 +749,4 @@ class JournalWriter:
     @classmethod
     def _fail(cls, taken: list[_Submission], error: BaseException) -> None:
         for submission in taken:
-            if submission.ack is not None:
-                submission.ack._resolve([], error)  # noqa: SLF001
-        cls._run_after(taken, committed=False)
+            cls._settle(submission, [], error)

@@ -465,6 +465,38 @@ def test_a_group_commit_holds_at_most_group_commit_max_events_and_never_splits_a
         writer.stop(WAIT)
 
 
+def test_in_a_group_each_submissions_action_runs_before_the_next_ones_waiter_wakes(
+    gated: GatedJournal,
+) -> None:
+    # A sync ctx.send is delivered by its submission's action; a request by its sender,
+    # once its ack resolves. Every ack of a group was resolved before any action ran, so
+    # a request could reach its recipient ahead of a send its sender had made before it.
+    writer = start_writer(gated, backlog_max=100)
+    seen: list[tuple[str, bool, list[bool]]] = []
+    acks: list[Ack] = []
+
+    def action(name: str) -> Any:
+        return lambda committed: seen.append((name, committed, [a.done for a in acks]))
+
+    try:
+        writer.submit_nowait([event(0)])
+        assert gated.entered.wait(WAIT)  # the writer is stuck in event 0's append
+        writer.submit_nowait([event(1)], after=action("send 1"))
+        acks.append(writer.submit([event(2)]))  # type: ignore[arg-type]
+        writer.submit_nowait([event(3)], after=action("send 3"))
+        acks.append(writer.submit([event(4)]))  # type: ignore[arg-type]
+        gated.gate.set()
+        assert acks[0].wait(WAIT) == [3]
+        assert acks[1].wait(WAIT) == [5]
+
+        assert gated.batches == [1, 4]  # the four in one group
+        # each send's action ran before the request behind it was acknowledged
+        assert seen == [("send 1", True, [False, False]), ("send 3", True, [True, False])]
+    finally:
+        gated.gate.set()
+        writer.stop(WAIT)
+
+
 def test_changes_waiting_for_the_writer_are_left_out_of_the_garbage_collectors_scans(
     gated: GatedJournal,
 ) -> None:
