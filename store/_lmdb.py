@@ -990,12 +990,15 @@ class LmdbJournal(Journal):
         (``_check_length``); a journal that is then refused must be left as it was. So a
         short file is first opened read-only (its pages walked, as a read-only open
         walks them) and its header, where it has one, checked as the writable open would.
-        Anything else (a file the walk finds truncated, one without a header, which the
-        writable open may take over) is left to the writable open, as before.
+        A file the walk finds truncated (live pages past its end) is refused here too:
+        padded, it would only be refused by the writable open's walk, for zeroed pages,
+        with the evidence of the cut gone. Anything else (one without a header, which
+        the writable open may take over) is left to the writable open, as before.
 
         Raises:
             JournalFormatError, JournalHeaderError, JournalKeyError: as ``open``; the
                 file is unchanged.
+            JournalDamagedError: the file was truncated (it is unchanged).
 
         """
         if readonly:
@@ -1021,10 +1024,7 @@ class LmdbJournal(Journal):
                 readahead=False,
             )
         try:
-            try:
-                _walk_pages(env, where, _short_by(where, readonly=True))
-            except JournalDamagedError:
-                return  # truncated: the writable open pads it, as it always did
+            _walk_pages(env, where, _short_by(where, readonly=True))  # truncated: refused as it is
             try:
                 with _translated(where):
                     meta = cls._stored_meta(env)
