@@ -146,6 +146,7 @@ _META_ENGINE: Final = b"engine"
 _META_HASH: Final = b"hash"
 _META_KEYCHECK: Final = b"key_check"
 _META_HEAD: Final = b"head"
+_FORMAT_LEN: Final = 4  # the format version's bytes, big-endian
 
 
 def _canonical(event: Event) -> bytes:
@@ -1077,6 +1078,10 @@ class LmdbJournal(Journal):
         fmt = meta.get(_META_FORMAT)
         if fmt is None:
             raise JournalFormatError(f"{where} is not a cogfabric journal")
+        if len(fmt) != _FORMAT_LEN:  # every format wrote 4 bytes: b"5" is no version 53
+            shown = bytes(fmt).hex() or "empty"
+            msg = f"{where} holds a format of {len(fmt)} bytes ({shown}), not 4: header changed"
+            raise JournalHeaderError(msg)
         version = int.from_bytes(fmt, "big")
         if version > FORMAT_VERSION:
             msg = (
@@ -1194,7 +1199,7 @@ class LmdbJournal(Journal):
             for name in _DATA_DBS:
                 _check_flags_in(txn, env.open_db(name, txn=txn, create=True), name, where)
             meta_db = env.open_db(_DB_META, txn=txn, create=True)
-            txn.put(_META_FORMAT, FORMAT_VERSION.to_bytes(4, "big"), db=meta_db)
+            txn.put(_META_FORMAT, FORMAT_VERSION.to_bytes(_FORMAT_LEN, "big"), db=meta_db)
             txn.put(_META_ENGINE, ".".join(map(str, lmdb.version())).encode(), db=meta_db)
             txn.put(_META_HASH, HASH_NAME.encode(), db=meta_db)
             txn.put(_META_KEYCHECK, _key_check(key), db=meta_db)

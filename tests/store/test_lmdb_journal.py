@@ -884,6 +884,21 @@ class TestFilesAndFormat:
 
         assert isinstance(info.value, JournalIntegrityError)  # tampering, not a user's mistake
 
+    @pytest.mark.parametrize("stored", [b"5", b"\x00\x00\x05", bytes(7) + b"\x05", b""])
+    def test_a_format_of_other_than_four_bytes_is_refused_as_a_changed_header(
+        self, closed_journal: Path, stored: bytes
+    ) -> None:
+        # b"5" read as version 53 told the user to upgrade; 3 or 8 bytes holding 5 opened as format 5
+        _raw_edit(closed_journal, lambda txn, _, dbs: txn.put(b"format", stored, db=dbs[b"meta"]))
+        before = (closed_journal / "data.mdb").read_bytes()
+
+        with pytest.raises(JournalHeaderError, match=f"holds a format of {len(stored)} bytes .*changed"):
+            Journal.open(closed_journal, readonly=True)
+        with pytest.raises(JournalHeaderError, match="not 4: header changed"):
+            Journal.open(closed_journal)
+
+        assert (closed_journal / "data.mdb").read_bytes() == before
+
     def test_an_lmdb_database_that_is_not_a_journal_is_refused(self, tmp_path: Path) -> None:
         env = lmdb.open(str(tmp_path / "other"))
         with env.begin(write=True) as txn:
