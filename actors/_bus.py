@@ -439,6 +439,26 @@ class IpcBus:
             chain.append(wait[0])
         self._waiting[waiter] = (to, correlation_id)
 
+    def waits_for(self, agent_id: str, other: str) -> list[str] | None:
+        """The chain of waits by which ``agent_id``'s behavior waits for ``other``'s reply, if any.
+
+        ``[agent_id, ..., other]``: each requested the next and waits for its reply (a
+        deferred request, whose reply comes from elsewhere, holds nobody).
+        """
+        with self._lock:
+            chain = [agent_id]
+            while (
+                (wait := self._waiting.get(chain[-1])) is not None
+                and (pending := self._pending.get(wait[1])) is not None
+                and not pending.deferred
+            ):
+                if wait[0] in chain:
+                    return None  # a circle of others (refused as it forms; bounded all the same)
+                chain.append(wait[0])
+                if wait[0] == other:
+                    return chain
+            return None
+
     def _request(self, message: IpcMessage, pending: _Pending, timeout: float) -> IpcMessage:
         to, topic = message.recipient, message.topic
         deadline = time.monotonic() + timeout  # waiting for room in the mailbox counts too

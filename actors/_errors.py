@@ -79,7 +79,8 @@ class AgentRunningError(ActorError):
     """Raised when retiring or recovering an agent while its behavior handles a message.
 
     Also when an agent's own behavior calls the runtime, or a handle, for an operation
-    on that same agent (it would wait for itself); ``detail`` then says so.
+    on that same agent, or the behavior of an agent it waits for (itself or through
+    others) for a reply does (either would wait for itself); ``detail`` then says so.
     """
 
     def __init__(self, agent_id: str, detail: str = "") -> None:

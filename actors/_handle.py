@@ -62,7 +62,8 @@ class Agent:
     spawned with its id is another one), ``RuntimeClosedError`` once the runtime is
     closed, ``MailboxFullError`` when the mailbox stays full for ``call_timeout``,
     ``ActorTimeoutError`` when the agent does not answer within it, and
-    ``AgentRunningError`` when called from the agent's own behavior (use ``ctx``). A
+    ``AgentRunningError`` when called from the agent's own behavior (use ``ctx``), or
+    from the behavior of an agent whose reply it waits for. A
     state change refuses a key that is not a str with ``TypeError`` and a value
     msgspec cannot encode with ``UnencodableValueError`` (also a ``TypeError``); one the
     journal refuses raises the journal's error (a ``JournalError``).

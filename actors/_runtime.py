@@ -31,7 +31,17 @@ from cogfabric.events._codec import require_str
 from cogfabric.store import Journal, JournalError, JournalIntegrityError, JournalRecordError, VerifyReport
 from cogfabric.store._journal import UNDECODABLE
 
-from ._agent import CALL, LIFECYCLE_CALLS, PUBLISH, AgentActor, FanOut, MailboxSlots, Shared, on_agent_thread
+from ._agent import (
+    CALL,
+    LIFECYCLE_CALLS,
+    PUBLISH,
+    AgentActor,
+    FanOut,
+    MailboxSlots,
+    Shared,
+    agent_of_thread,
+    on_agent_thread,
+)
 from ._bus import IpcBus
 from ._clock import CheckedClock, Clock, FakeClock, SystemClock, bounded_wait
 from ._config import Config
@@ -1352,6 +1362,16 @@ class Runtime:
             detail = (
                 f"its own behavior called {name} on it through the runtime or a handle, which would "
                 "wait for itself: use ctx for its own state, and lifecycle calls from elsewhere"
+            )
+            raise AgentRunningError(agent_id, detail)
+        caller = agent_of_thread(self._core)
+        if caller is not None and (chain := self.bus.waits_for(agent_id, caller)) is not None:
+            # its behavior waits, itself or through others, for the reply of the behavior
+            # calling: the ask would queue behind that wait until call_timeout
+            circle = " -> ".join(map(repr, chain))
+            detail = (
+                f"the behavior of {caller!r} called {name} on it while it waits for that "
+                f"behavior's reply ({circle}), which would wait for itself"
             )
             raise AgentRunningError(agent_id, detail)
         if name in LIFECYCLE_CALLS:

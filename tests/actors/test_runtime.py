@@ -23,6 +23,7 @@ from cogfabric.actors import (
     AgentNotRegisteredError,
     AgentNotSuspendedError,
     AgentRetiredError,
+    AgentRunningError,
     AgentState,
     Config,
     FakeClock,
@@ -1111,6 +1112,50 @@ class TestBus:
         runtime.spawn(ring[-1], behavior=Asker("end"))
         reply = runtime.bus.request("user", "first", "ask", None, timeout=30.0)
         assert reply.payload == ["first", *ring, "answer"]
+
+    @pytest.mark.parametrize("call", ["set_private", "private", "suspend", "kill"])
+    @pytest.mark.parametrize("ring", [["a", "b"], ["a", "b", "c"]])
+    def test_a_handle_call_on_an_agent_waiting_for_the_callers_reply_is_refused_at_once(
+        self, runtime: Runtime, ring: list[str], call: str
+    ) -> None:
+        # a requests b (and b requests c); the last behavior calls the first agent's
+        # handle, whose mailbox only moves once that behavior answers: the call waited
+        # call_timeout (30 s here), then timed out and took effect later anyway
+        outcome: list[object] = []
+        first = ring[0]
+        calls: dict[str, Callable[[], object]] = {
+            "set_private": lambda: runtime.agent(first).set_private("k", 1),
+            "private": lambda: runtime.agent(first).private("k"),
+            "suspend": lambda: runtime.suspend(first),
+            "kill": lambda: runtime.kill(first),
+        }
+
+        class Chain:
+            def __init__(self, to: str | None) -> None:
+                self.to = to
+
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                if self.to is not None:
+                    return ctx.request(self.to, "ask", None, timeout=30.0).payload
+                try:
+                    calls[call]()
+                except AgentRunningError as exc:
+                    outcome.append(str(exc))
+                return "answered"
+
+        for agent_id, to in zip(ring, [*ring[1:], None], strict=True):
+            runtime.spawn(agent_id, behavior=Chain(to))
+
+        assert runtime.bus.request("user", first, "ask", None, timeout=30.0).payload == "answered"
+        circle = " -> ".join(map(repr, ring))
+        refusal = (
+            f"agentfabric: agent running: {first!r} (the behavior of {ring[-1]!r} called {call} on it "
+            f"while it waits for that behavior's reply ({circle}), which would wait for itself)"
+        )
+        assert outcome == [refusal]
+        runtime.flush()
+        assert runtime.agent(first).lifecycle == AgentState.IDLE  # nothing took effect later
+        assert runtime.agent(first).private("k") is None
 
     def test_a_request_back_to_an_agent_already_answered_is_not_a_circle(self, runtime: Runtime) -> None:
         # b answers a's request early (bus.reply), then requests a back: a has its reply,
