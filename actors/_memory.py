@@ -34,6 +34,7 @@ from cogfabric.events import (
     ROLE_TOOL_RESULT,
     ROLE_USER,
     Event,
+    InvalidEventError,
     Message,
     SessionCreated,
     SessionDeleted,
@@ -787,7 +788,18 @@ class MemoryManager:
         self._call("add", session_id, message)
 
     def add_structured_message(self, session_id: str, message: Message) -> None:
-        """Add a structured message; its ``time`` is filled from the clock when unset (0.0)."""
+        """Add a structured message; its ``time`` is filled from the clock when unset (0.0).
+
+        Raises:
+            TypeError: ``message`` is not a ``Message``.
+            InvalidTextError: a text field or ``session_id`` holds no ``str`` (also a
+                ``TypeError``).
+            InvalidEventError: a field holds a value of the wrong type (a tool call that
+                is no ``ToolCall``, say), or ``time`` is not finite (also a ``TypeError``
+                and a ``ValueError``).
+            SessionNotFoundError: the session is unknown, deleted or expired.
+
+        """
         if not isinstance(message, Message):
             msg = f"expected a Message, got {type(message).__name__}"
             raise TypeError(msg)
@@ -795,7 +807,7 @@ class MemoryManager:
         checked = validated(message)
         if not math.isfinite(checked.time):  # NaN or inf: no session could be ordered or expired by it
             msg = f"a message's time must be finite seconds, got {checked.time!r}"
-            raise ValueError(msg)
+            raise InvalidEventError(msg)
         self._call("add", session_id, checked)
 
     def get_messages(self, session_id: str) -> list[Message]:

@@ -684,7 +684,8 @@ def validated(value: _S) -> _S:
 
     Raises:
         InvalidTextError: a text field holds no ``str``, or one UTF-8 cannot encode.
-        TypeError: a field holds a value of the wrong type, or one msgspec cannot encode.
+        InvalidEventError: a field holds a value of the wrong type, or one msgspec
+            cannot encode (also a ``TypeError`` and a ``ValueError``).
 
     """
     plain: dict[str, str] = {}
@@ -700,4 +701,4 @@ def validated(value: _S) -> _S:
         return msgspec.msgpack.decode(_encoder.encode(value), type=type(value))
     except (msgspec.ValidationError, *_ENCODE_ERRORS) as exc:
         msg = f"not a valid {type(value).__name__}: {exc}"
-        raise TypeError(msg) from exc
+        raise InvalidEventError(msg) from exc

@@ -30,6 +30,7 @@ from cogfabric.actors import (
 from cogfabric.actors._cleaner import clean_with_turns, extract_gist, with_ellipsis
 from cogfabric.actors._clock import MAX_WAIT
 from cogfabric.events import (
+    InvalidEventError,
     Message,
     SessionCreated,
     SessionEvicted,
@@ -1386,9 +1387,22 @@ def test_a_structured_message_with_a_time_that_is_not_finite_is_refused(
 ) -> None:
     session = runtime.memory.create_session("u")
     before = runtime.memory.get_messages(session)
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(InvalidEventError, match="finite") as info:
         runtime.memory.add_structured_message(session, Message(role="user", content="x", time=time))
     assert runtime.memory.get_messages(session) == before
+    assert isinstance(info.value, ValueError)
+
+
+def test_a_structured_message_with_a_field_of_the_wrong_type_is_refused_with_a_typed_error(
+    runtime: Runtime,
+) -> None:
+    session = runtime.memory.create_session("u")
+    before = runtime.memory.get_messages(session)
+    bad = Message(role="assistant", content="x", tool_calls=[{"id": 5}])  # type: ignore[list-item]
+    with pytest.raises(InvalidEventError, match="not a valid Message") as info:
+        runtime.memory.add_structured_message(session, bad)
+    assert runtime.memory.get_messages(session) == before
+    assert isinstance(info.value, TypeError)
 
 
 @pytest.mark.parametrize("error", [SystemExit(3), asyncio.CancelledError()], ids=["sys.exit", "cancelled"])
