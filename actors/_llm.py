@@ -199,7 +199,7 @@ def _check_api_key(config: LLMConfig) -> LLMConfig:
 
 
 def _check_base_url(config: LLMConfig) -> None:
-    """Refuse a ``base_url`` with a user name or password in it, without showing them.
+    """Refuse a ``base_url`` with a user name or password in it (any '@'), without showing them.
 
     urllib sends no credentials from a URL (it would fail to connect to
     ``user:password@host``), and every error message names the URL: the password
@@ -209,18 +209,20 @@ def _check_base_url(config: LLMConfig) -> None:
         InvalidConfigError: the URL holds a user name or password, or has no host.
 
     """
+    if "@" in config.base_url:
+        # Anywhere: a password may hold "/", "?" or "#", which end the URL's host part
+        # for urlsplit (``http://user:pa/ss@host`` is host "user", port "pa").
+        msg = (
+            "invalid LLM configuration: base_url holds a user name or password (an '@'; urllib "
+            "sends neither: put the key in api_key); the URL is not shown"
+        )
+        raise InvalidConfigError(msg)
     try:
         parts = urllib.parse.urlsplit(config.base_url)
         parts.port  # noqa: B018 - urllib raises ValueError for a port that is no number
     except ValueError as exc:
         msg = f"invalid LLM configuration: base_url is not a URL ({exc})"
         raise InvalidConfigError(msg) from None
-    if "@" in parts.netloc:
-        msg = (
-            "invalid LLM configuration: base_url holds a user name or password (urllib sends "
-            "neither; put the key in api_key); the URL is not shown"
-        )
-        raise InvalidConfigError(msg)
     if not parts.hostname:
         msg = f"invalid LLM configuration: base_url {config.base_url!r} names no host"
         raise InvalidConfigError(msg)

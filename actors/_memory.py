@@ -350,6 +350,10 @@ class SessionActor(pykka.ThreadingActor):
             self._manager._drain()  # noqa: SLF001
 
 
+_WRITES: Final = frozenset({"create_session", "add", "delete_session"})
+"""The session actor's operations that change what the journal holds (a sweep's expiries
+and a read's access only follow the clock)."""
+
 MIN_SWEEP_INTERVAL: Final = 0.1
 """The least time between two sweeps of the session ticker, in seconds."""
 
@@ -362,10 +366,10 @@ class MemoryManager:
     ``call_timeout``, and ``TypeError`` for a session, agent or user id, role or
     content that is not a str; a session call on one that is unknown, deleted or
     expired raises ``SessionNotFoundError`` (``build_context`` and ``delete_session``
-    excepted). A write (a new session, a message, a deletion, a sweep that expires
-    one) raises the journal's error (``JournalError``) when the journal refuses it, and
-    changes nothing; once the journal is fail-stop, reads still answer (their
-    best-effort access records are dropped).
+    excepted). A write (a new session, a message, a deletion) raises the journal's
+    error (``JournalError``) when the journal refuses it, and changes nothing; once the
+    journal is fail-stop, writes are refused before they change anything, and reads
+    and sweeps still answer (their access records and expiries are dropped).
     """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
@@ -445,9 +449,13 @@ class MemoryManager:
                 self._recover()  # the journal's word, reads too, before anything else
             elif self._stale:
                 self._catch_up()
+            failed = writer is not None and writer.failure is not None
             self._events = []
             for op in ops:
                 try:
+                    if failed and op.name in _WRITES:
+                        assert writer is not None
+                        writer.check_usable()  # refused before it changes anything: no reload
                     op.result = getattr(self, "_op_" + op.name)(*op.args)
                 except Exception as exc:  # noqa: BLE001 - delivered to the caller
                     op.error = exc
@@ -480,10 +488,12 @@ class MemoryManager:
         """
         writer = self._core.writer
         if writer is not None and writer.failure is not None:
-            # Fail-stop: nothing is stored until a reopen. A read still answers from what
-            # the journal holds; its access, a best-effort record, goes unrecorded (its
-            # refusal made every read of a session not written for ttl/10 fail, for good).
-            events = [e for e in events if not isinstance(e, SessionTouched)]
+            # Fail-stop: nothing is stored until a reopen, and writes were refused before
+            # they changed anything (_run). What is left is the reads' records: accesses
+            # (best effort) and expiries (a reopen expires those sessions again: their
+            # journaled last access is no later). Refused, they failed every read of a
+            # session not written for ttl/10, and the reload after it forgot the accesses.
+            return None
         try:
             if writer is not None and events:
                 if not self._core.sync or all(isinstance(e, SessionTouched) for e in events):

@@ -321,6 +321,17 @@ class JournalWriter:
         """
         return self._enqueue(events, None, want_ack=False, after=after, room=wait_for_room)[0]
 
+    def check_usable(self) -> None:
+        """Raise what a submission would raise now: the writer is stopped, or fail-stop.
+
+        Raises:
+            RuntimeClosedError: the writer was stopped.
+            JournalError: the journal is fail-stop (a fresh ``JournalStillFullError`` or
+                ``JournalFailedError`` each time).
+
+        """
+        self._check_usable()
+
     def _check_usable(self) -> None:
         if self._closed:
             msg = "the journal writer is stopped"

@@ -644,7 +644,15 @@ def test_an_api_key_with_white_space_or_control_characters_is_refused_unseen(key
 
 
 @pytest.mark.parametrize(
-    "url", ["http://user:secret@127.0.0.1:9/v1", "https://secret@example.invalid/v1", "http://:secret@h/v1"]
+    "url",
+    [
+        "http://user:secret@127.0.0.1:9/v1",
+        "https://secret@example.invalid/v1",
+        "http://:secret@h/v1",
+        "http://user:1234/secret@127.0.0.1:9/v1",  # urlsplit: host "user", port 1234
+        "http://user:sec?ret@127.0.0.1/v1",
+        "http:///user:secret@api.example.invalid/v1",
+    ],
 )
 def test_a_base_url_with_a_user_or_password_is_refused_unseen(url: str) -> None:
     # urllib sends no credentials from a URL, and every ProviderError names the URL:

@@ -2174,8 +2174,66 @@ class TestJournalFailure:
             assert memory.get_latest_session_for_agent("bot") == first
             with pytest.raises(JournalFullError):  # writes are still refused
                 memory.add_message(first, "user", "more")
+            # The accesses since are kept live: the refused write reloaded every session
+            # from the journal, which has none of them, and the sessions read all along
+            # expired at once.
+            for _ in range(10):
+                clock.advance(20)
+                memory.get_messages(first)
+            with pytest.raises(JournalFullError):
+                memory.add_message(first, "user", "more")
+            with pytest.raises(JournalFullError):
+                memory.create_session("u")
+            with pytest.raises(JournalFullError):
+                memory.delete_session(first)
+            kept = [m.content for m in memory.get_messages(first)[1:]]
+            latest = memory.get_latest_session_for_agent("bot")
 
         assert reads == ["hello", "xxxxx", "hello", "xxxxx"]
+        assert (kept, latest) == (["hello"], first)
+
+    def test_session_reads_beside_refused_writes_answer_once_the_journal_is_fail_stop(
+        self, tmp_path: Path
+    ) -> None:
+        # A read handled in one batch with a write the fail-stop journal refused got
+        # that write's error (about one read in five, with a thread writing).
+        config = Config(journal=JournalConfig(durability="batch", map_size=1 << 20, max_map_size=1 << 20))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            memory = runtime.memory
+            session = memory.create_session("u")
+
+            def fill() -> None:
+                for _ in range(100):
+                    memory.add_message(session, "user", "x" * 200_000)
+                    runtime.flush()
+
+            with pytest.raises(JournalFullError):
+                fill()
+            stop = threading.Event()
+            refused: list[BaseException] = []
+
+            def write() -> None:
+                while not stop.is_set():
+                    try:
+                        memory.add_message(session, "user", "more")
+                    except JournalFullError as exc:
+                        refused.append(exc)
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            try:
+                failed = 0
+                for _ in range(500):
+                    try:
+                        memory.get_messages(session)
+                    except JournalFullError:
+                        failed += 1
+            finally:
+                stop.set()
+                writer.join(10)
+
+        assert refused  # the writes were refused all along
+        assert failed == 0
 
     def test_in_batch_durability_a_kill_the_journal_refuses_leaves_the_agent_live_as_on_reopen(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
