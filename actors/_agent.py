@@ -1212,7 +1212,7 @@ class AgentContext:
             journal=self._actor.note_from_any_thread,
             memory=core.memory,
             agent_id=self.agent_id,
-            check_open=core.check_running,
+            check_open=core.check_journaling,
         )
 
     def send(self, to: str, topic: str, payload: object = None) -> None:

@@ -89,6 +89,19 @@ class Core:
             msg = "the runtime is closed"
             raise RuntimeClosedError(msg)
 
+    def check_journaling(self) -> None:
+        """Raise what journaling would raise now, before work whose record it would lose.
+
+        Raises:
+            RuntimeClosedError: ``close()`` stopped the agents' work, or the writer.
+            JournalError: the journal is fail-stop (``JournalStillFullError`` after a
+                full map, else ``JournalFailedError``).
+
+        """
+        self.check_running()
+        if self.writer is not None:
+            self.writer.check_usable()
+
     def persist(self, events: Sequence[Event], *, durable: bool = True) -> None:
         """Journal ``events`` through the writer.
 

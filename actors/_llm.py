@@ -639,8 +639,9 @@ class JournaledLLM(LLMClient):
 
         A behavior's ``ctx.llm`` journals through its agent, which names the message the
         behavior is handling as the cause of each output and refusal. ``check_open``
-        raises ``RuntimeClosedError`` once nothing could be journaled: no provider is
-        called then (a model's output that no record holds would be lost to an audit).
+        raises once nothing could be journaled (``RuntimeClosedError``, or the journal's
+        error once it is fail-stop): no provider is called then (a model's output that
+        no record holds would be lost to an audit, and a paid call with it).
         """
         super().__init__(
             provider, config, on_reject=self._rejected, on_output=self._answered, on_failure=self._failed
@@ -654,7 +655,14 @@ class JournaledLLM(LLMClient):
         """The session of the turn under way on this thread: one client may serve many threads."""
 
     def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - provider parameters
-        """``LLMClient.generate``, refused with ``RuntimeClosedError`` once the runtime is closed."""
+        """``LLMClient.generate``, refused before the gate and the provider once nothing could be journaled.
+
+        Raises:
+            RuntimeClosedError: the runtime is closed.
+            JournalError: the journal is fail-stop (``JournalStillFullError`` after a
+                full map, else ``JournalFailedError``).
+
+        """
         if self._check_open is not None:
             self._check_open()
         return super().generate(prompt, **params)

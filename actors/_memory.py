@@ -350,6 +350,15 @@ class SessionActor(pykka.ThreadingActor):
             self._manager._drain()  # noqa: SLF001
 
 
+_READ_RECORDS: Final = (SessionTouched, SessionExpired)
+"""What reads and sweeps journal: a session's access (best effort) and its expiry."""
+
+
+def _reads_only(events: list[Event]) -> bool:
+    """Whether ``events`` hold nothing but what reads and sweeps journal."""
+    return all(isinstance(e, _READ_RECORDS) for e in events)
+
+
 _WRITES: Final = frozenset({"create_session", "add", "delete_session"})
 """The session actor's operations that change what the journal holds (a sweep's expiries
 and a read's access only follow the clock)."""
@@ -442,16 +451,24 @@ class MemoryManager:
 
     def _run(self, ops: list[_Op]) -> None:
         error: Exception | None = None
+        # The first operation that journals a write: a failure of the batch is its and its
+        # followers' only (a read before it saw only what the journal holds; one after it
+        # may have seen the write).
+        first_write = len(ops)
         try:
             writer = self._core.writer
             if writer is not None and not self._saw_failure and writer.failure is not None:
                 self._saw_failure = True
-                self._recover()  # the journal's word, reads too, before anything else
+                # the journal's word, reads too, before anything else; a catch-up after it
+                # would only repeat it, and forget the accesses made meanwhile
+                self._stale = False
+                self._recover()
             elif self._stale:
                 self._catch_up()
             failed = writer is not None and writer.failure is not None
             self._events = []
-            for op in ops:
+            for index, op in enumerate(ops):
+                made = len(self._events)
                 try:
                     if failed and op.name in _WRITES:
                         assert writer is not None
@@ -464,6 +481,8 @@ class MemoryManager:
                         f"the session actor: the user's code raised {type(exc).__name__}"
                     )
                     op.error.__cause__ = exc
+                if first_write == len(ops) and not _reads_only(self._events[made:]):
+                    first_write = index
             events, self._events = self._events, []
             error = self._journal_batch(events)
         except Exception as exc:
@@ -471,10 +490,10 @@ class MemoryManager:
             # and the actor goes on serving the next one (its callers must not wait
             # call_timeout for an actor that stopped answering).
             log.exception("the session actor failed on a batch of %d calls", len(ops))
-            error = exc
+            error, first_write = exc, 0
         finally:
-            for op in ops:
-                if error is not None and op.error is None:
+            for index, op in enumerate(ops):
+                if error is not None and op.error is None and index >= first_write:
                     op.error = error
                 op.done.release()
 
@@ -488,12 +507,13 @@ class MemoryManager:
         """
         writer = self._core.writer
         if writer is not None and writer.failure is not None:
-            # Fail-stop: nothing is stored until a reopen, and writes were refused before
-            # they changed anything (_run). What is left is the reads' records: accesses
-            # (best effort) and expiries (a reopen expires those sessions again: their
-            # journaled last access is no later). Refused, they failed every read of a
-            # session not written for ttl/10, and the reload after it forgot the accesses.
-            return None
+            # Fail-stop: nothing is stored until a reopen. The reads' records are dropped:
+            # accesses (best effort) and expiries (a reopen expires those sessions again:
+            # their journaled last access is no later). Refused, they failed every read of
+            # a session not written for ttl/10, and the reload after it forgot the
+            # accesses. Writes were refused before they changed anything (_run), but for
+            # one made as the journal failed: it goes on, to be refused and undone.
+            events = [e for e in events if not isinstance(e, _READ_RECORDS)]
         try:
             if writer is not None and events:
                 if not self._core.sync or all(isinstance(e, SessionTouched) for e in events):
@@ -509,9 +529,9 @@ class MemoryManager:
             self._stale = True
             return exc
         except Exception as exc:  # noqa: BLE001 - delivered to the batch's callers
-            if isinstance(exc, JournalError) and all(isinstance(e, SessionTouched) for e in events):
+            if isinstance(exc, JournalError) and _reads_only(events):
                 # the journal went fail-stop just now: the reads stand (as above)
-                log.warning("the journal refused %d sessions' access records: %s", len(events), exc)
+                log.warning("the journal refused the records of %d session reads: %s", len(events), exc)
                 return None
             # Refused (a JournalError, a value the journal cannot store) or the writer
             # is stopped: nothing of this batch is stored, so nothing of it may stay
@@ -563,12 +583,16 @@ class MemoryManager:
         # Used in an order their times contradict (the wall clock stepped back, as _now
         # notes it live): an expired session may stand behind a live one.
         self._clock_went_back = self._out_of_order()
-        # Sessions whose TTL passed while the runtime was closed expire now.
-        if self._core.writer is not None and self._expire_all():
-            try:
-                self._core.writer.submit_nowait(self._events)
-            except (JournalError, RuntimeClosedError):
-                log.exception("could not journal the sessions that expired while closed")
+        # Sessions whose TTL passed while the runtime was closed (or before a reload) expire now.
+        writer = self._core.writer
+        if writer is not None and self._expire_all():
+            if writer.failure is not None:  # fail-stop: dropped, as a read's (_journal_batch)
+                log.debug("%d sessions expired on a reload after the journal failed", len(self._events))
+            else:
+                try:
+                    writer.submit_nowait(self._events)
+                except (JournalError, RuntimeClosedError) as exc:
+                    log.warning("could not journal the expiry of %d sessions: %r", len(self._events), exc)
         self._events = []
 
     def _emit(self, event: SessionEvent) -> None:

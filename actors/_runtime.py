@@ -1232,8 +1232,12 @@ class Runtime:
             journal=self._journal_now,
             memory=self.memory,
             agent_id=agent_id,
-            check_open=self._check_open,
+            check_open=self._check_journaling,
         )
+
+    def _check_journaling(self) -> None:
+        self._check_open()
+        self._core.check_journaling()
 
     def _journal_now(self, event: Event) -> None:
         self._core.persist([event])

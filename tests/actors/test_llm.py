@@ -18,6 +18,7 @@ from cogfabric.actors import (
     InvalidArgumentError,
     InvalidConfigError,
     IpcHandlerError,
+    JournalConfig,
     LLMClient,
     LLMConfig,
     NoLLMProviderError,
@@ -31,6 +32,7 @@ from cogfabric.actors import (
 from cogfabric.actors._llm import prompt_hash
 from cogfabric.config import load_llm_config, parse_config
 from cogfabric.events import IpcMessage, LlmCallFailed, LlmOutputRecorded, PromptRejected
+from cogfabric.store import JournalFullError, JournalStillFullError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -193,6 +195,40 @@ class TestJournaled:
         for prompt in ("hello", ""):
             with pytest.raises(RuntimeClosedError):
                 llm.generate(prompt)
+        assert provider.calls == []
+
+    def test_a_client_calls_no_provider_once_the_journal_is_fail_stop(
+        self, tmp_path: Path, provider: ScriptedProvider
+    ) -> None:
+        # the provider was called (and paid for), then its output could not be journaled
+        # and was lost; the gate's refusals raised the journal's error after the fact
+        kept: list[AgentContext] = []
+
+        class Keeper:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+                kept.append(ctx)
+                return "kept"
+
+        config = Config(journal=JournalConfig(map_size=1 << 20, max_map_size=1 << 20))
+        opened = Runtime.open(
+            tmp_path / "j", config=config, clock=FakeClock(), behaviors={"k": Keeper}, llm_provider=provider
+        )
+        with opened as runtime:
+            agent = runtime.spawn("a", behavior="k")
+            runtime.bus.request("x", "a", "keep", timeout=10)
+
+            def fill() -> None:
+                for i in range(100):
+                    agent.set_private(f"k{i}", "x" * 200_000)
+
+            with pytest.raises(JournalFullError):
+                fill()
+            clients = [runtime.llm(), kept[0].llm]
+            for llm in clients:
+                for prompt in ("hello", "", "x" * 9000):
+                    with pytest.raises(JournalStillFullError):
+                        llm.generate(prompt)
+
         assert provider.calls == []
 
     def test_a_turn_builds_the_prompt_from_the_session_and_adds_the_answer(

@@ -45,6 +45,7 @@ from cogfabric.actors import (
     RuntimeClosedError,
     RuntimeConfig,
     UserCodeError,
+    _memory,
     _runtime,
 )
 from cogfabric.actors import _agent as agent_module
@@ -57,6 +58,7 @@ from cogfabric.events import (
     IpcDeadLettered,
     IpcMessage,
     LlmOutputRecorded,
+    Message,
     PrivateSet,
     SessionMessageAdded,
 )
@@ -2234,6 +2236,93 @@ class TestJournalFailure:
 
         assert refused  # the writes were refused all along
         assert failed == 0
+
+    def test_a_session_write_made_as_another_producer_fails_the_journal_raises_and_is_undone(
+        self, tmp_path: Path
+    ) -> None:
+        # Sync durability. The session actor decides at a batch's start whether writes are
+        # refused; the journal went fail-stop (an agent's change) while it made the write,
+        # and the batch's events were dropped: add_message returned, nothing was stored.
+        fill = threading.Event()
+
+        class FillingClock(FakeClock):
+            def now(self) -> float:
+                if fill.is_set() and threading.current_thread().name.startswith("SessionActor"):
+                    fill.clear()
+                    with contextlib.suppress(JournalFullError):
+                        for i in range(100):
+                            runtime.agent("a").set_private(f"k{i}", "x" * 200_000)
+                return super().now()
+
+        config = Config(journal=JournalConfig(map_size=1 << 20, max_map_size=1 << 20))
+        with Runtime.open(tmp_path / "j", config=config, clock=FillingClock()) as runtime:
+            session = runtime.memory.create_session("u")
+            runtime.spawn("a")
+            fill.set()
+            with pytest.raises(JournalFullError):
+                runtime.memory.add_message(session, "user", "important")
+            assert runtime._core.writer is not None
+            assert runtime._core.writer.failure is not None
+            live = [m.content for m in runtime.memory.get_messages(session)]
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            replayed = [m.content for m in runtime.memory.get_messages(session)]
+
+        assert live == replayed == ["New session started"]
+
+    def test_after_a_timed_out_session_write_that_failed_the_journal_accesses_are_kept_live(
+        self, tmp_path: Path
+    ) -> None:
+        # The write timed out (the session actor will take the journal's word), then its
+        # commit made the journal fail-stop. The first call after reloads; the next
+        # reloaded again and forgot the accesses made since: a session read all along expired.
+        clock = FakeClock()
+        config = Config(
+            journal=JournalConfig(map_size=1 << 20, max_map_size=1 << 20),
+            memory=MemoryConfig(session_ttl=100.0),
+            runtime=RuntimeConfig(call_timeout=0.3),
+        )
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as runtime:
+            memory = runtime.memory
+            session, other = memory.create_session("u"), memory.create_session("u")
+            for _ in range(3):
+                memory.add_message(other, "user", "x" * 200_000)
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                memory.add_message(other, "user", "x" * 400_000)  # the map cannot hold it
+            gate.set()
+            with pytest.raises(JournalFullError):
+                runtime.flush(timeout=10)
+            clock.advance(60)
+            first = len(memory.get_messages(session))
+            clock.advance(60)  # past the TTL from the journal's last access, not from the read's
+            second = len(memory.get_messages(session))
+
+        assert (first, second) == (1, 1)
+
+    def test_a_failed_session_batch_fails_its_first_write_and_what_follows_not_the_reads_before(
+        self, tmp_path: Path
+    ) -> None:
+        # A read handled before the write whose commit the journal refused saw only what
+        # the journal holds: it answers. One after it may have seen the write: it fails.
+        config = Config(journal=JournalConfig(map_size=1 << 20, max_map_size=1 << 20))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            memory = runtime.memory
+            session = memory.create_session("u")
+            big = Message(role="user", content="x" * 400_000)
+            ops = [
+                _memory._Op("get_messages", (session,)),
+                _memory._Op("add", (session, big)),
+                _memory._Op("add", (session, big)),
+                _memory._Op("add", (session, big)),
+                _memory._Op("get_messages", (session,)),
+            ]
+            memory._run(ops)  # one batch, run here as the idle session actor would
+
+            outcomes = [type(op.error).__name__ if op.error else len(op.result) for op in ops[::2]]
+            after = len(memory.get_messages(session))
+
+        assert outcomes == [1, "JournalFullError", "JournalFullError"]
+        assert after == 1
 
     def test_in_batch_durability_a_kill_the_journal_refuses_leaves_the_agent_live_as_on_reopen(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
