@@ -464,3 +464,13 @@ def test_a_request_to_a_recipient_that_is_no_str_is_named_as_such() -> None:
         runtime.spawn("a")
         with pytest.raises(InvalidTextError, match="recipient must be a string, got list"):
             runtime.bus.request("x", ["a"], "t", 1, timeout=1)
+
+
+@pytest.mark.parametrize("text", ["runtime:\n  call_timeout: 1e3\n", "memory:\n  session_ttl: 1e9\n"])
+def test_a_float_written_without_a_dot_is_refused_with_how_to_write_it(text: str) -> None:
+    # YAML 1.1 reads 1e3 as text; "Expected `float`, got `str`" alone left the user puzzled
+    from cogfabric.config import parse_config  # noqa: PLC0415
+
+    with pytest.raises(InvalidConfigError, match=r"got `str`.* write 1\.0e\+3\)$"):
+        parse_config(text)
+    assert parse_config(text.replace("1e", "1.0e+")) is not None

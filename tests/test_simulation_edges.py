@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -11,11 +12,11 @@ from click.testing import CliRunner
 
 import cogfabric._simulation
 from cogfabric._errors import CogfabricError
-from cogfabric._simulation import run_simulation
-from cogfabric.actors import Config, InvalidConfigError, MemoryConfig, Runtime, replay_agent
+from cogfabric._simulation import SimulationReport, run_simulation
+from cogfabric.actors import Config, InvalidConfigError, MemoryConfig, Runtime, RuntimeConfig, replay_agent
 from cogfabric.cli import main
 from cogfabric.events import LlmOutputRecorded, PrivateSet
-from cogfabric.store import Journal
+from cogfabric.store import Journal, JournalUnavailableError
 from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
@@ -244,6 +245,60 @@ def test_a_bad_config_is_reported_as_the_config_not_as_the_journal(tmp_path: Pat
 
     _assert_one_line_error(result, naming="max_history")
     assert "cannot open the journal" not in result.output
+
+
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_a_researcher_never_loses_its_own_findings_to_a_mailbox_full_of_ticks(
+    tmp_path: Path, durability: str
+) -> None:
+    # The driver sent every tick at once: a researcher's mailbox filled with them, its
+    # finding broadcast to itself was dead-lettered (only its behavior empties it), and
+    # which findings were lost followed the threads' timing (a default run met it past
+    # 10,000 ticks a researcher).
+    config = Config(runtime=RuntimeConfig(mailbox_size=50))
+    report = run_simulation(tmp_path / "j", agents=2, turns=400, durability=durability, config=config)
+    with Runtime.open(tmp_path / "j", config=config) as runtime:
+        seen = runtime.agent("researcher-000").private("findings_seen")
+
+    assert report.broadcasts > 0
+    assert (report.dead_letters, _types(tmp_path / "j").get("IpcDeadLettered", 0)) == (0, 0)
+    assert seen == report.broadcasts
+
+
+def test_a_run_with_undelivered_messages_warns_that_a_seed_may_not_reproduce(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = run_simulation
+
+    def with_dead_letters(*args: Any, **kwargs: Any) -> SimulationReport:
+        return dataclasses.replace(real(*args, **kwargs), dead_letters=3)
+
+    monkeypatch.setattr(cogfabric._simulation, "run_simulation", with_dead_letters)
+    path = tmp_path / "j"
+
+    result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--agents", "3", "--turns", "3"])
+
+    assert result.exit_code == 0, result.output
+    assert "warning: 3 messages were not delivered" in result.output
+    assert f"cogfabric export {path} --stream bus --after " in result.output
+
+
+def test_a_journal_that_fails_during_the_run_exits_1_whatever_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a full disk (JournalUnavailableError) exited 2, the exit of a usage error
+    def fail(*args: Any, **kwargs: Any) -> None:  # noqa: ARG001
+        msg = "j: mdb_txn_commit: No space left on device"
+        raise JournalUnavailableError(msg)
+
+    monkeypatch.setattr(cogfabric._simulation, "_drive", fail)
+    path = tmp_path / "j"
+
+    result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--turns", "3"])
+
+    _assert_one_line_error(result, naming="No space left on device")
+    assert result.exit_code == 1
+    assert result.output.startswith("error: the simulation stopped: ")
 
 
 def _types(path: Path) -> dict[str, int]:

@@ -24,7 +24,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 
@@ -40,7 +40,7 @@ from cogfabric.actors import (
     SessionNotFoundError,
 )
 from cogfabric.events import CognitiveState, IpcMessage
-from cogfabric.store import Journal, JournalError, JournalNotFoundError
+from cogfabric.store import Journal, JournalError, JournalFailedError, JournalFullError, JournalNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,6 +62,10 @@ class SimulationError(CogfabricError):
     """The simulation cannot run on that journal (``cogfabric simulate`` shows it as one line)."""
 
 
+class SimulationStoppedError(CogfabricError):
+    """The journal failed while the simulation ran (a full disk, say); ``__cause__`` is its error."""
+
+
 @dataclass
 class SimulationReport:
     """What a run did."""
@@ -80,6 +84,9 @@ class SimulationReport:
     journal_bytes: int
     path: Path
     resumed: bool
+    dead_letters: int = 0
+    """Messages of this run that were not delivered (``IpcDeadLettered``): none in a run that
+    reproduces its seed's states."""
 
     @property
     def events_per_second(self) -> float:
@@ -243,10 +250,15 @@ def run_simulation(
     is used when the journal is new; a journal that holds a simulation already
     continues with its own agents.
 
+    The driver keeps at most two ticks a researcher in flight: sent all at once, they
+    filled the mailboxes, and a researcher's finding broadcast to its own full mailbox
+    was dead-lettered (which findings were lost followed the threads' timing).
+
     Raises:
         SimulationError: the journal holds records the simulation did not write (it is
             left untouched), or opening it failed with an error that is not a
             ``JournalError`` (those propagate as they are).
+        SimulationStoppedError: the journal failed during the run (a full disk).
 
     """
     config = _settings(config or Config(), durability)
@@ -268,45 +280,21 @@ def run_simulation(
         reason = " ".join(str(exc).split()) or type(exc).__name__  # one line, whatever it says
         msg = f"cannot open the journal {path}: {reason}"
         raise SimulationError(msg) from exc
-    with opened as rt:
-        journal = rt._journal  # noqa: SLF001 - the simulation reports journal figures
-        assert journal is not None
-        before = journal.last_seq
-        resumed = bool(rt.agents())
-        if resumed:
-            researchers = sorted(a for a in rt.agents() if a.startswith("researcher-"))
-            reviewers[:] = sorted(a for a in rt.agents() if a.startswith("reviewer-"))
-            foreign = [a for a in rt.agents() if rt.agent(a).task_id != TASK]
-            if foreign or not researchers or not reviewers:
-                raise SimulationError(_foreign_message(path, foreign))
-            _finish_set_up(rt, researchers)  # a run stopped after its spawns left it undone
-        else:
-            _set_up(rt, researchers, reviewers)
-        _ensure_sessions(rt, [*reviewers, *researchers])
-        started = time.perf_counter()
-        first_round = max((rt.agent(a).private("rounds") or 0) for a in researchers)
-        for n in range(turns):
-            agent_id = researchers[n % len(researchers)]
-            round_no = first_round + n // len(researchers) + 1
-            rt.bus.send("driver", agent_id, "tick", {"round": round_no})
-            if progress is not None:
-                progress(n, turns)
-        for _ in range(turns):
-            if not tally.done.acquire(timeout=120):
-                msg = "the simulation stalled: a turn did not finish within 120 s"
-                raise TimeoutError(msg)
-        rt.flush()
-        seconds = time.perf_counter() - started
-        after = journal.last_seq
-        sessions = rt.memory.size()
-        counts = _event_counts(journal, after=before)
+    try:
+        with opened as rt:
+            ran = _drive(rt, path, researchers, reviewers, tally=tally, turns=turns, progress=progress)
+    except JournalError as exc:  # after the open: the run could not go on, whatever the error
+        if isinstance(exc, JournalFullError | JournalFailedError):
+            raise  # the command names these as they are
+        raise SimulationStoppedError(" ".join(str(exc).split()) or type(exc).__name__) from exc
+    counts = ran.counts
     return SimulationReport(
-        agents=len(researchers) + len(reviewers),
+        agents=ran.agents,
         turns=turns,
-        events=after - before,
-        total_events=after,
-        seconds=seconds,
-        sessions=sessions,
+        events=ran.after - ran.before,
+        total_events=ran.after,
+        seconds=ran.seconds,
+        sessions=ran.sessions,
         refusals=counts["PromptRejected"],
         failures=counts["AgentFailed"],
         reviews=tally.reviews,
@@ -314,6 +302,82 @@ def run_simulation(
         checkpoints=counts["CheckpointTaken"],
         journal_bytes=_journal_bytes(path),
         path=path,
+        resumed=ran.resumed,
+        dead_letters=counts["IpcDeadLettered"],
+    )
+
+
+class _Ran(NamedTuple):
+    """What the open runtime tells of a run, for its report."""
+
+    agents: int
+    before: int
+    after: int
+    seconds: float
+    sessions: int
+    counts: collections.Counter[str]
+    resumed: bool
+
+
+_TICKS_IN_FLIGHT: Final = 2
+"""Ticks the driver keeps in flight for each researcher."""
+
+
+def _drive(
+    rt: Runtime,
+    path: Path,
+    researchers: list[str],
+    reviewers: list[str],
+    *,
+    tally: _Tally,
+    turns: int,
+    progress: Callable[[int, int], None] | None,
+) -> _Ran:
+    """Set up (or take up) the agents and run ``turns`` researchers' turns on ``rt``."""
+    journal = rt._journal  # noqa: SLF001 - the simulation reports journal figures
+    assert journal is not None
+    before = journal.last_seq
+    resumed = bool(rt.agents())
+    if resumed:
+        researchers = sorted(a for a in rt.agents() if a.startswith("researcher-"))
+        reviewers[:] = sorted(a for a in rt.agents() if a.startswith("reviewer-"))
+        foreign = [a for a in rt.agents() if rt.agent(a).task_id != TASK]
+        if foreign or not researchers or not reviewers:
+            raise SimulationError(_foreign_message(path, foreign))
+        _finish_set_up(rt, researchers)  # a run stopped after its spawns left it undone
+    else:
+        _set_up(rt, researchers, reviewers)
+    _ensure_sessions(rt, [*reviewers, *researchers])
+    started = time.perf_counter()
+    first_round = max((rt.agent(a).private("rounds") or 0) for a in researchers)
+    window = _TICKS_IN_FLIGHT * len(researchers)
+    finished = 0
+
+    def one_done() -> None:
+        if not tally.done.acquire(timeout=120):
+            msg = "the simulation stalled: a turn did not finish within 120 s"
+            raise TimeoutError(msg)
+
+    for n in range(turns):
+        if n >= window:  # at most ``window`` in flight: one more turn done first
+            one_done()
+            finished += 1
+        agent_id = researchers[n % len(researchers)]
+        round_no = first_round + n // len(researchers) + 1
+        rt.bus.send("driver", agent_id, "tick", {"round": round_no})
+        if progress is not None:
+            progress(n, turns)
+    for _ in range(turns - finished):
+        one_done()
+    rt.flush()
+    seconds = time.perf_counter() - started
+    return _Ran(
+        agents=len(researchers) + len(reviewers),
+        before=before,
+        after=journal.last_seq,
+        seconds=seconds,
+        sessions=rt.memory.size(),
+        counts=_event_counts(journal, after=before),
         resumed=resumed,
     )
 

@@ -335,6 +335,13 @@ def simulate(
     )
     where = shlex.quote(str(report.path))
     click.echo(f"audit it: cogfabric inspect {where} && cogfabric verify {where}")
+    if report.dead_letters:
+        _say(
+            f"warning: {report.dead_letters} messages were not delivered (full mailboxes: a smaller "
+            f"mailbox_size than the run needs?), so the agents' states may differ from another run "
+            f"of this seed (IpcDeadLettered in the journal: cogfabric export {where} --stream bus "
+            f"--after {report.total_events - report.events})"
+        )
     if report.failures:
         _say(
             f"error: agents raised {report.failures} times and were restarted, failing their turns "

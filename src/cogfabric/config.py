@@ -67,6 +67,8 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
         config = Config() if decoded is None else decoded.validated()
     except msgspec.ValidationError as exc:
         msg = f"{source}: {config_error(exc)}"
+        if "Expected `float`, got `str`" in msg:
+            msg += " (YAML 1.1 reads a number such as 1e3, with no dot, as text: write 1.0e+3)"
         raise InvalidConfigError(msg) from exc
     except msgspec.DecodeError as exc:  # not YAML at all: PyYAML's lines made one, as every error here
         detail = " ".join(str(exc).split()).replace('in "<byte string>", ', "at ")
