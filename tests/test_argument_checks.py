@@ -474,3 +474,18 @@ def test_a_float_written_without_a_dot_is_refused_with_how_to_write_it(text: str
     with pytest.raises(InvalidConfigError, match=r"got `str`.* write 1\.0e\+3\)$"):
         parse_config(text)
     assert parse_config(text.replace("1e", "1.0e+")) is not None
+
+
+def test_a_config_file_past_a_mebibyte_is_refused_before_it_fills_the_memory(tmp_path: Path) -> None:
+    # /dev/zero or a pipe that never ends: read whole, it ended in a MemoryError traceback
+    from cogfabric.config import MAX_CONFIG_BYTES, load_config  # noqa: PLC0415
+
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"# " + b"x" * MAX_CONFIG_BYTES + b"\n")
+    just = tmp_path / "just.yaml"
+    just.write_bytes(b"memory: {max_history: 3}\n".ljust(MAX_CONFIG_BYTES, b" "))
+
+    for path in (big, "/dev/zero"):
+        with pytest.raises(InvalidConfigError, match="holds at most 1,048,576 bytes"):
+            load_config(path)
+    assert load_config(just).memory.max_history == 3

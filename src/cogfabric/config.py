@@ -189,13 +189,26 @@ def _refuse_aliases_and_repeated_keys(text: str | bytes | bytearray, source: str
 def load_config(path: str | PathLike[str]) -> Config:
     """Read and decode a YAML configuration file (see ``parse_config``).
 
+    At most ``MAX_CONFIG_BYTES`` (1 MiB) are read: a configuration is a few hundred
+    bytes, and ``/dev/zero`` or a pipe that never ends would fill the memory.
+
     Raises:
-        InvalidConfigError: as ``parse_config``; the message starts with the path.
+        InvalidConfigError: as ``parse_config``, or the file is longer than
+            ``MAX_CONFIG_BYTES``; the message starts with the path.
         OSError: the file cannot be read.
 
     """
     where = Path(path)
-    return parse_config(where.read_bytes(), source=str(where))
+    with where.open("rb") as file:
+        text = file.read(MAX_CONFIG_BYTES + 1)
+    if len(text) > MAX_CONFIG_BYTES:
+        msg = f"{where}: a configuration file holds at most {MAX_CONFIG_BYTES:,} bytes; this one holds more"
+        raise InvalidConfigError(msg)
+    return parse_config(text, source=str(where))
+
+
+MAX_CONFIG_BYTES: Final = 1 << 20
+"""The most bytes ``load_config`` reads of a file."""
 
 
 def load_llm_config(text: str | bytes, *, source: str = "<llm config>") -> LLMConfig:
