@@ -1197,6 +1197,9 @@ class AgentContext:
     def llm(self) -> JournaledLLM:
         """The agent's LLM client: gated, journaled on its stream, with ``turn``.
 
+        Its ``generate`` raises ``AgentNotFoundError`` once the agent is killed (kept past
+        the kill), before the gate and the provider.
+
         Raises:
             NoLLMProviderError: the runtime has no LLM provider (also a ``ValueError``).
 
@@ -1212,8 +1215,19 @@ class AgentContext:
             journal=self._actor.note_from_any_thread,
             memory=core.memory,
             agent_id=self.agent_id,
-            check_open=core.check_journaling,
+            check_open=self._check_llm,
         )
+
+    def _check_llm(self) -> None:
+        """Before a ``ctx.llm`` call: the runtime and journal can take its record, and the agent lives.
+
+        A client kept past its agent's kill journals nothing: it calls no provider either
+        (a call the kill lands in is still made, and its record dropped with a warning).
+        """
+        actor = self._actor
+        actor._core.check_journaling()  # noqa: SLF001
+        if actor._killed:  # noqa: SLF001
+            raise AgentNotFoundError(actor.agent_id)
 
     def send(self, to: str, topic: str, payload: object = None) -> None:
         """Send ``to`` a message from this agent."""

@@ -57,6 +57,7 @@ from ._errors import (
     UserCodeError,
 )
 from ._memory_config import DEFAULT_RAG_MIN_SCORE
+from ._writer import error_copy
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -402,6 +403,8 @@ class MemoryManager:
         self._scheduled = False
         self._closed = False
         self._events: list[Event] = []
+        self._reads: list[tuple[str, float]] = []
+        """The batch's reads, (session, time): a reload after a failed batch keeps them (_read_again)."""
         self._stale = False  # a commit it stopped waiting for may have happened
         self._saw_failure = False
         """Whether it reloaded after the journal went fail-stop: in batch durability it
@@ -451,9 +454,6 @@ class MemoryManager:
 
     def _run(self, ops: list[_Op]) -> None:
         error: Exception | None = None
-        # The first operation that journals a write: a failure of the batch is its and its
-        # followers' only (a read before it saw only what the journal holds; one after it
-        # may have seen the write).
         first_write = len(ops)
         try:
             writer = self._core.writer
@@ -465,26 +465,13 @@ class MemoryManager:
                 self._recover()
             elif self._stale:
                 self._catch_up()
+            self._events, self._reads = [], []
             failed = writer is not None and writer.failure is not None
-            self._events = []
-            for index, op in enumerate(ops):
-                made = len(self._events)
-                try:
-                    if failed and op.name in _WRITES:
-                        assert writer is not None
-                        writer.check_usable()  # refused before it changes anything: no reload
-                    op.result = getattr(self, "_op_" + op.name)(*op.args)
-                except Exception as exc:  # noqa: BLE001 - delivered to the caller
-                    op.error = exc
-                except BaseException as exc:  # noqa: BLE001 - a clock's or a value's: Pykka would stop every actor
-                    op.error = UserCodeError(
-                        f"the session actor: the user's code raised {type(exc).__name__}"
-                    )
-                    op.error.__cause__ = exc
-                if first_write == len(ops) and not _reads_only(self._events[made:]):
-                    first_write = index
+            first_write, reads_before = self._run_ops(ops, failed=failed)
             events, self._events = self._events, []
             error = self._journal_batch(events)
+            if error is not None:
+                self._read_again(self._reads[:reads_before])  # what they saw stands; the reload forgot it
         except Exception as exc:
             # Not an outcome the steps above expect: every caller of the batch gets it,
             # and the actor goes on serving the next one (its callers must not wait
@@ -493,9 +480,59 @@ class MemoryManager:
             error, first_write = exc, 0
         finally:
             for index, op in enumerate(ops):
-                if error is not None and op.error is None and index >= first_write:
-                    op.error = error
+                if error is not None and index >= first_write:
+                    # Its own error too: a write the batch's failure undid may have caused it
+                    # (a session not found, deleted or evicted by a write refused since).
+                    # A copy for each caller: raised from many threads, one object's
+                    # traceback would gather all their frames.
+                    op.error = error_copy(error)
                 op.done.release()
+
+    def _run_ops(self, ops: list[_Op], *, failed: bool) -> tuple[int, int]:
+        """Run a batch's operations; the first that journals a write, and the reads before it.
+
+        A failure of the batch is that write's and its followers' only: a read before it
+        saw only what the journal holds, one after it may have seen the write.
+        ``failed``: the journal is fail-stop, and writes are refused before they change
+        anything (no reload).
+        """
+        first_write, reads_before = len(ops), len(self._reads)
+        for index, op in enumerate(ops):
+            made = len(self._events)
+            if first_write == len(ops):
+                reads_before = len(self._reads)
+            try:
+                if failed and op.name in _WRITES:
+                    writer = self._core.writer
+                    assert writer is not None
+                    writer.check_usable()
+                op.result = getattr(self, "_op_" + op.name)(*op.args)
+            except Exception as exc:  # noqa: BLE001 - delivered to the caller
+                op.error = exc
+            except BaseException as exc:  # noqa: BLE001 - a clock's or a value's: Pykka would stop every actor
+                op.error = UserCodeError(f"the session actor: the user's code raised {type(exc).__name__}")
+                op.error.__cause__ = exc
+            if first_write == len(ops) and not _reads_only(self._events[made:]):
+                first_write = index
+        if first_write == len(ops):
+            reads_before = len(self._reads)
+        return first_write, reads_before
+
+    def _read_again(self, reads: list[tuple[str, float]]) -> None:
+        """Refresh the sessions that ``reads`` (session, time) read, after a reload.
+
+        The reads answered, and a reload after a failed batch took their accesses back
+        to the journal's (which may never hold them: a fail-stop journal, or one a
+        read records only every ttl/10): a session read all along expired early.
+        """
+        for session_id, at in reads:
+            state = self._sessions.get(session_id)
+            if state is None or self._expired(state, at):
+                continue
+            state.accessed_at = max(state.accessed_at, at)
+            self._sessions.move_to_end(session_id)
+            if state.agent_id is not None:
+                self._agents_latest[state.agent_id] = session_id
 
     def _journal_batch(self, events: list[Event]) -> Exception | None:
         """Hand a batch's events to the writer; the error its callers get, if any.
@@ -537,6 +574,8 @@ class MemoryManager:
             # is stopped: nothing of this batch is stored, so nothing of it may stay
             # visible.
             self._recover()
+            if writer is not None and writer.failure is not None:
+                self._saw_failure = True  # this was the reload after the failure: not again
             return exc
         return None
 
@@ -644,6 +683,8 @@ class MemoryManager:
             raise SessionNotFoundError(session_id)
         state.accessed_at = max(state.accessed_at, now)
         self._sessions.move_to_end(session_id)
+        if touch:
+            self._reads.append((session_id, now))
         agent = state.agent_id
         # A read is journaled once per ttl/10 (the TTL needs no more), and also when it
         # makes the session its agent's latest: a reopened runtime orders each agent's

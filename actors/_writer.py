@@ -98,7 +98,7 @@ class Ack:
         if self.error is not None:
             # One error object answers every submission of a failed group: raised as it
             # is from many threads, each raise would add its frames to the same traceback.
-            raise _error_copy(self.error)
+            raise error_copy(self.error)
         return self.seqs
 
     @property
@@ -112,7 +112,7 @@ class Ack:
         self._lock.release()
 
 
-def _error_copy(error: BaseException) -> BaseException:
+def error_copy(error: BaseException) -> BaseException:
     """A copy of a cogfabric ``error`` for one waiter: same type, message, attributes, notes and cause.
 
     Made without calling the class's ``__init__`` (whose arguments may differ from

@@ -32,7 +32,6 @@ from cogfabric.actors import (
     Behavior,
     Config,
     FakeClock,
-    InvalidArgumentError,
     InvalidSpawnSpecError,
     IpcHandlerError,
     IpcInvalidMessageError,
@@ -1145,24 +1144,28 @@ class TestBehaviors:
     def test_an_llm_output_noted_after_its_agent_was_killed_is_not_journaled(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
     ) -> None:
-        # From its kill on, an agent journals nothing: a kept client called from another
-        # thread while the kill message is still in hand is dropped, and the log says so.
+        # From its kill on, an agent journals nothing: a kept client's call that reached
+        # its provider while the agent lived, and answers while the kill message is still
+        # in hand, is dropped, and the log says so.
         from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
         from cogfabric.events import AgentKilled, LlmOutputRecorded  # noqa: PLC0415
 
-        go, called, left, let_go, handled = (threading.Event() for _ in range(5))
+        in_provider, answer, called, left, let_go = (threading.Event() for _ in range(5))
+
+        def slow_answer(prompt: str) -> str:  # noqa: ARG001
+            in_provider.set()
+            assert answer.wait(10)
+            return "out"
 
         class Detached:
             def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
                 llm = ctx.llm
 
                 def late() -> None:
-                    go.wait(10)
                     llm.generate("late")
                     called.set()
 
                 threading.Thread(target=late, daemon=True).start()
-                handled.set()
 
         leave = AgentActor._leave
 
@@ -1171,17 +1174,17 @@ class TestBehaviors:
             left.set()
             assert let_go.wait(10)
 
-        provider = ScriptedProvider(["out"])
+        provider = ScriptedProvider(slow_answer)
         with Runtime.open(tmp_path / "j", behaviors={"d": Detached}, llm_provider=provider) as rt:
             rt.spawn("d", behavior="d")
             rt.bus.send("x", "d", "a")
-            assert handled.wait(10)
+            assert in_provider.wait(10)  # the call is made while the agent lives
             rt.flush()
             monkeypatch.setattr(AgentActor, "_leave", leave_and_hold)
             killer = threading.Thread(target=rt.kill, args=("d",), daemon=True)
             killer.start()
             assert left.wait(10)  # AgentKilled is journaled; the kill message is still in hand
-            go.set()  # the call waits for the kill to be done with (the agent's lock), or comes after
+            answer.set()  # the output waits for the kill to be done with (the agent's lock), or comes after
             let_go.set()
             assert called.wait(10)
             killer.join(10)
@@ -1204,8 +1207,10 @@ class TestBehaviors:
     ) -> None:
         # A behavior keeps its ctx.llm; the agent is killed, and another agent of the
         # same id is spawned. The kept client, called afterwards from another thread
-        # while no message is in hand, still reaches its provider, but journals neither
-        # the output nor a refusal: not under the dead agent, not under the new one.
+        # while no message is in hand, refuses before its gate and its provider (which
+        # it reached, to journal nothing: a paid answer lost to every audit), and
+        # journals neither an output nor a refusal: not under the dead agent, not under
+        # the new one.
         from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
         from cogfabric.events import LlmOutputRecorded, PromptRejected  # noqa: PLC0415
 
@@ -1230,9 +1235,11 @@ class TestBehaviors:
             out: list[object] = []
 
             def call_later() -> None:
-                out.append(kept[0].generate("after the kill"))
-                with contextlib.suppress(InvalidArgumentError):
-                    kept[0].generate("   ")
+                for prompt in ("after the kill", "   "):
+                    try:
+                        kept[0].generate(prompt)
+                    except AgentNotFoundError as exc:
+                        out.append(exc.agent_id)
 
             caller = threading.Thread(target=call_later)
             caller.start()
@@ -1247,9 +1254,10 @@ class TestBehaviors:
                 if isinstance(r.event, LlmOutputRecorded | PromptRejected)
             ]
 
-        assert out == ["after"]  # the provider was called
+        assert out == ["a", "a"]
+        assert provider.calls == ["while alive"]
         assert [kind for _, kind in llm] == ["LlmOutputRecorded"]  # only the call made while alive
-        assert caplog.text.count("noted after its kill not journaled") == 2
+        assert "noted after its kill not journaled" not in caplog.text
 
     @pytest.mark.parametrize("durability", ["sync", "batch"])
     def test_a_ctx_kept_past_its_agents_kill_refuses_everything_and_journals_nothing(
@@ -2303,26 +2311,40 @@ class TestJournalFailure:
         self, tmp_path: Path
     ) -> None:
         # A read handled before the write whose commit the journal refused saw only what
-        # the journal holds: it answers. One after it may have seen the write: it fails.
-        config = Config(journal=JournalConfig(map_size=1 << 20, max_map_size=1 << 20))
-        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+        # the journal holds: it answers, and its access stands (the reload after the
+        # failure took it back to the journal's: the session expired early). What
+        # follows the write may have seen it, so it gets the batch's error, also one
+        # that failed on its own for what the undone write did (a delete: "not found").
+        clock = FakeClock()
+        config = Config(
+            journal=JournalConfig(map_size=1 << 20, max_map_size=1 << 20),
+            memory=MemoryConfig(session_ttl=100.0),
+        )
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as runtime:
             memory = runtime.memory
-            session = memory.create_session("u")
+            session, other = memory.create_session("u"), memory.create_session("u")
             big = Message(role="user", content="x" * 400_000)
+            clock.advance(95)
             ops = [
                 _memory._Op("get_messages", (session,)),
-                _memory._Op("add", (session, big)),
-                _memory._Op("add", (session, big)),
-                _memory._Op("add", (session, big)),
+                _memory._Op("add", (other, big)),
+                _memory._Op("add", (other, big)),
+                _memory._Op("add", (other, big)),  # the three do not fit the map
+                _memory._Op("delete_session", (session,)),
                 _memory._Op("get_messages", (session,)),
             ]
             memory._run(ops)  # one batch, run here as the idle session actor would
 
-            outcomes = [type(op.error).__name__ if op.error else len(op.result) for op in ops[::2]]
+            outcomes = [type(op.error).__name__ if op.error else len(op.result) for op in ops]
+            clock.advance(55)  # 150: past the TTL from the creation, not from the read at 95
             after = len(memory.get_messages(session))
+            live = memory.sessions()  # the other one, not read since 0 (refused writes are no use), expired
 
-        assert outcomes == [1, "JournalFullError", "JournalFullError"]
+        errors = [op.error for op in ops[1:]]
+        assert outcomes == [1, *["JournalFullError"] * 5]
+        assert len({id(error) for error in errors}) == 5  # a copy each: one traceback per caller
         assert after == 1
+        assert live == [session]
 
     def test_in_batch_durability_a_kill_the_journal_refuses_leaves_the_agent_live_as_on_reopen(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -559,14 +559,14 @@ def test_an_ack_wait_of_nan_or_less_does_not_wait_and_of_inf_waits_as_long_as_it
 
 
 def test_a_waiters_copy_of_an_error_keeps_what_its_init_set() -> None:
-    from cogfabric.actors._writer import _error_copy  # noqa: PLC0415
+    from cogfabric.actors._writer import error_copy  # noqa: PLC0415
     from cogfabric.store import JournalRecordError  # noqa: PLC0415
 
     cause = ValueError("decode")
     error = JournalRecordError(5, "the record is malformed")
     error.__cause__ = cause
 
-    twin = _error_copy(error)
+    twin = error_copy(error)
 
     assert twin is not error
     assert (type(twin), str(twin), twin.seq, twin.reason) == (  # type: ignore[attr-defined]
@@ -577,8 +577,8 @@ def test_a_waiters_copy_of_an_error_keeps_what_its_init_set() -> None:
     )
     assert twin.__cause__ is cause
     error.add_note("first")
-    noted = _error_copy(error)
+    noted = error_copy(error)
     noted.add_note("only the copy's")
     assert error.__notes__ == ["first"]
     foreign = UnicodeEncodeError("utf-8", "\udc80", 0, 1, "surrogates not allowed")
-    assert _error_copy(foreign) is foreign  # its data is in C fields a copy would lose
+    assert error_copy(foreign) is foreign  # its data is in C fields a copy would lose
