@@ -518,10 +518,11 @@ class AgentActor(pykka.ThreadingActor):
             self._core.writer.publication_applied(self._state.id, message[3])  # it never will
 
     def _reload_after_journal_failure(self) -> None:
-        self._outbox = []
-        if self._core.writer is None:
-            return
-        self._adopt(replay_agent(self._core.writer.journal, self._state.id))
+        with self._foreign_lock:  # a kept ctx's change is not overwritten by the reload
+            self._outbox = []
+            if self._core.writer is None:
+                return
+            self._adopt(replay_agent(self._core.writer.journal, self._state.id))
 
     def _adopt(self, state: AgentSnapshot | None) -> None:
         """Take the journal's state for this agent; None means the journal has it killed."""
@@ -561,8 +562,14 @@ class AgentActor(pykka.ThreadingActor):
         """Persist ``event`` and apply it (persist-then-apply in sync durability, or ``durable``).
 
         Returns the writer ticket of the submission that carries it (0 while it waits
-        in the outbox, in batch durability).
+        in the outbox, in batch durability). Under the agent's lock, as every hand-over
+        of its outbox: a kept ctx's change, made on another thread, comes before or after
+        it, never in between (its events journaled in another order than applied).
         """
+        with self._foreign_lock:
+            return self._journal_locked(event, durable=durable)
+
+    def _journal_locked(self, event: Event, *, durable: bool) -> int:
         writer = self._core.writer
         if writer is None:
             self._apply(event)
@@ -620,9 +627,10 @@ class AgentActor(pykka.ThreadingActor):
         """
         if self.cause is not None and event.cause is None:
             event = msgspec.structs.replace(event, cause=self.cause)
-        if self._foreign:
-            self._take_foreign()
-        self._outbox.append(event)
+        with self._foreign_lock:  # a kept ctx's hand-over takes the outbox from any thread
+            if self._foreign:
+                self._take_foreign()
+            self._outbox.append(event)
 
     def note_from_any_thread(self, event: Event) -> None:
         """``note``, for a client that may be called off this actor's thread (``ctx.llm``).
@@ -704,6 +712,10 @@ class AgentActor(pykka.ThreadingActor):
                 self._shared.lifecycle = state.lifecycle
 
     def _flush_outbox(self) -> int:
+        with self._foreign_lock:  # in turn with a kept ctx's change on another thread (journal)
+            return self._flush_outbox_locked()
+
+    def _flush_outbox_locked(self) -> int:
         writer = self._core.writer
         if self._foreign:
             self._take_foreign()
@@ -750,24 +762,23 @@ class AgentActor(pykka.ThreadingActor):
         way, handing it over waits while the writer's queue is full (``JournalWriter``).
         """
         writer = self._core.writer
-        if self._foreign:
-            self._take_foreign()
-        events = [*self._outbox, message]
-        self._outbox = []
         if writer is None:
             deliver(True)
             return
-        if self._core.sync:
-            writer.submit_nowait(events, after=deliver)
-        else:
-            writer.submit_nowait(events)
-            deliver(True)
-        try:
-            self._maybe_snapshot()
-        except (RuntimeClosedError, JournalError) as exc:
-            # The message is handed over (its mailbox slot with it): the sender's send
-            # stands, and the writer's state shows on this agent's next change.
-            log.debug("agent %s: no snapshot after a send: %r", self._state.id, exc)
+        with self._foreign_lock:  # the outbox, in turn with a kept ctx's change (journal)
+            if self._foreign:
+                self._take_foreign()
+            events = [*self._outbox, message]
+            self._outbox = []
+            writer.submit_nowait(events, after=deliver if self._core.sync else None)
+            try:
+                self._maybe_snapshot()
+            except (RuntimeClosedError, JournalError) as exc:
+                # The message is handed over (its mailbox slot with it): the sender's send
+                # stands, and the writer's state shows on this agent's next change.
+                log.debug("agent %s: no snapshot after a send: %r", self._state.id, exc)
+        if not self._core.sync:
+            deliver(True)  # not under the lock: it tells the recipient, under the runtime's
 
     def flush_outbox(self) -> None:
         """Hand what is waiting to the writer now (before a message leaves this agent)."""
@@ -949,11 +960,13 @@ class AgentActor(pykka.ThreadingActor):
         # Apply in journal (ticket) order: a set_task_context that reached the writer
         # after this publish wins, here as in replay. One applied already (by a reload
         # from the journal, or a later one) is only acknowledged, for the same reason.
-        if not seq or seq > self._state.publish_seq:
-            self._state.publish_seq = max(self._state.publish_seq, seq)
-            if ticket > self._task_ticket:
-                self._task_ticket = ticket
-                self._state.task_context = event.context
+        # Under the agent's lock: a kept ctx's set_task_context is in turn with it.
+        with self._foreign_lock:
+            if not seq or seq > self._state.publish_seq:
+                self._state.publish_seq = max(self._state.publish_seq, seq)
+                if ticket > self._task_ticket:
+                    self._task_ticket = ticket
+                    self._state.task_context = event.context
         if seq and self._core.writer is not None:
             self._core.writer.publication_applied(self._state.id, seq)
 

@@ -49,6 +49,7 @@ from cogfabric.actors import (
 )
 from cogfabric.actors import _agent as agent_module
 from cogfabric.actors._agent import CALL, AgentActor, MailboxSlots, Shared
+from cogfabric.actors._writer import JournalWriter
 from cogfabric.events import (
     AgentFailed,
     AgentKilled,
@@ -1440,6 +1441,51 @@ class TestBehaviors:
             replayed = rt.agent("a").private("k")
 
         assert (live, replayed) == ("retry", "retry")
+
+    def test_a_kept_ctxs_change_waits_for_its_agents_end_of_message_hand_over(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Batch durability. The agent hands its message's changes to the writer as the
+        # message ends, and that can wait (a full writer queue). It did so without its
+        # lock: a kept ctx's change, applied after them, was handed over and journaled
+        # before them, and a snapshot could hold a change its seq did not cover yet.
+        kept: list[AgentContext] = []
+
+        class Keeper:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:
+                if message.topic == "keep":
+                    kept.append(ctx)
+                else:
+                    ctx.set_private("bb", "by the behavior")
+                return "ok"
+
+        in_hand_over, release = threading.Event(), threading.Event()
+        submit = JournalWriter.submit_nowait
+
+        def held_submit(writer: JournalWriter, events: Any, **kwargs: Any) -> int:
+            if any(isinstance(e, PrivateSet) and e.key == "bb" for e in events):
+                in_hand_over.set()
+                assert release.wait(10)
+            return submit(writer, events, **kwargs)
+
+        config = Config(journal=JournalConfig(durability="batch"))
+        with Runtime.open(tmp_path / "j", config=config, behaviors={"k": Keeper}) as rt:
+            rt.spawn("a", behavior="k")
+            rt.bus.request("x", "a", "keep", timeout=10)
+            monkeypatch.setattr(JournalWriter, "submit_nowait", held_submit)
+            rt.bus.send("x", "a", "set")
+            assert in_hand_over.wait(10)  # the message's end hands "bb" over, and waits
+            other = threading.Thread(target=kept[0].set_task_context, args=({"by": "kept ctx"},))
+            other.start()
+            other.join(0.5)  # it waits for the agent's lock (it went ahead of the hand-over)
+            release.set()
+            other.join(10)
+            rt.flush()
+            journal = rt._journal
+            assert journal is not None
+            order = [type(r.event).__name__ for r in journal.read(stream="agent/a", after=1)]
+
+        assert order == ["PrivateSet", "TaskContextSet"]
 
     @pytest.mark.parametrize("durability", ["sync", "batch"])
     def test_changes_of_two_worker_threads_a_behavior_waits_for_replay_as_they_were_applied(
