@@ -1059,32 +1059,37 @@ class AgentActor(pykka.ThreadingActor):
             self._flush_outbox()
         finally:  # a requester hears of the failure even when the journal refuses the outbox
             self._core.bus.handler_failed(message, exc)
-        if self._foreign:
-            self._take_foreign()
-        self._outbox.append(
-            AgentFailed(
-                at=self._now(),
-                agent=self._state.id,
-                error=type(exc).__name__,
-                detail=journal_text(exc, 1000),
-                cause=message.id,
+        with self._foreign_lock:  # the outbox, in turn with a kept ctx's change (journal)
+            if self._foreign:
+                self._take_foreign()
+            self._outbox.append(
+                AgentFailed(
+                    at=self._now(),
+                    agent=self._state.id,
+                    error=type(exc).__name__,
+                    detail=journal_text(exc, 1000),
+                    cause=message.id,
+                )
             )
-        )
-        self._restart()
+            self._restart()
 
     def _restart(self) -> None:
         """Rebuild this agent from the journal and give it a fresh behavior.
 
+        The reload holds the agent's lock from the hand-over to the adoption: a kept
+        ctx's change made in between was applied to the state the reload replaced and
+        journaled after it (lost live, and in the next snapshot's seq without it).
         An instance of a class that is not registered has no factory to make a fresh
         one: the agent keeps the instance it runs.
         """
-        self._flush_outbox()
         core = self._core
-        if core.writer is not None:
-            core.writer.flush()
-            self._adopt(core.load_agent(self._state.id))
-            if self._killed:
-                return
+        with self._foreign_lock:
+            self._flush_outbox()
+            if core.writer is not None:
+                core.writer.flush()
+                self._adopt(core.load_agent(self._state.id))
+                if self._killed:
+                    return
         if core.is_registered(self._state.behavior) or self._behavior is None:
             self._behavior = core.make_behavior(self._state.behavior)
         self._shared.has_behavior = self._behavior is not None

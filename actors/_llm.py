@@ -717,8 +717,12 @@ class JournaledLLM(LLMClient):
             InvalidArgumentError, PromptTooLongError: the gate refused the prompt
                 (the user message stays in the session).
             ProviderError: the provider failed.
+            RuntimeClosedError, JournalError, AgentNotFoundError: as ``generate``,
+                before anything is added to the session.
 
         """
+        if self._check_open is not None:
+            self._check_open()  # as generate: before the user message goes into the session
         # the gate's checks but the length (the cleaner truncates)
         user_message = self._check_text(user_message)
         self._memory.add_message(session_id, ROLE_USER, user_message)

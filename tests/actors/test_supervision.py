@@ -49,6 +49,7 @@ from cogfabric.actors import (
 )
 from cogfabric.actors import _agent as agent_module
 from cogfabric.actors._agent import CALL, AgentActor, MailboxSlots, Shared
+from cogfabric.actors._core import Core
 from cogfabric.actors._writer import JournalWriter
 from cogfabric.events import (
     AgentFailed,
@@ -1235,10 +1236,17 @@ class TestBehaviors:
 
             out: list[object] = []
 
+            session = rt.memory.create_session("u")
+
             def call_later() -> None:
-                for prompt in ("after the kill", "   "):
+                calls: list[Callable[[], object]] = [
+                    lambda: kept[0].generate("after the kill"),
+                    lambda: kept[0].generate("   "),
+                    lambda: kept[0].turn(session, "after the kill"),
+                ]
+                for call in calls:
                     try:
-                        kept[0].generate(prompt)
+                        call()
                     except AgentNotFoundError as exc:
                         out.append(exc.agent_id)
 
@@ -1247,6 +1255,7 @@ class TestBehaviors:
             caller.join(10)
             assert not caller.is_alive()
             rt.flush()
+            messages = rt.memory.get_messages(session)
             journal = rt._journal
             assert journal is not None
             llm = [
@@ -1255,8 +1264,9 @@ class TestBehaviors:
                 if isinstance(r.event, LlmOutputRecorded | PromptRejected)
             ]
 
-        assert out == ["a", "a"]
+        assert out == ["a", "a", "a"]
         assert provider.calls == ["while alive"]
+        assert [m.role for m in messages] == ["system"]  # the turn added nothing to the session
         assert [kind for _, kind in llm] == ["LlmOutputRecorded"]  # only the call made while alive
         assert "noted after its kill not journaled" not in caplog.text
 
@@ -1486,6 +1496,51 @@ class TestBehaviors:
             order = [type(r.event).__name__ for r in journal.read(stream="agent/a", after=1)]
 
         assert order == ["PrivateSet", "TaskContextSet"]
+
+    @pytest.mark.parametrize("durability", ["sync", "batch"])
+    def test_a_kept_ctxs_change_during_a_restart_after_a_behavior_failure_is_kept(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
+    ) -> None:
+        # The restart reloads the agent from the journal once the writer has what it was
+        # handed. A kept ctx's change made in between went to the state the reload then
+        # replaced, and was journaled after it: gone live, and from every reopen's
+        # snapshot-based recovery, while the events held it.
+        kept: list[AgentContext] = []
+
+        class FailsOnBoom:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:
+                if message.topic == "boom":
+                    msg = "boom"
+                    raise RuntimeError(msg)
+                kept.append(ctx)
+                return "kept"
+
+        changers: list[threading.Thread] = []
+        load_agent = Core.load_agent
+
+        def load_while_a_kept_ctx_changes(core: Core, agent_id: str) -> Any:
+            if not changers:
+                changers.append(threading.Thread(target=kept[0].set_private, args=("k", "kept")))
+                changers[0].start()
+                changers[0].join(0.5)  # done at once where it slips in; it must wait for the restart
+            return load_agent(core, agent_id)
+
+        config = Config(journal=JournalConfig(durability=durability))  # type: ignore[arg-type]
+        with Runtime.open(tmp_path / "j", config=config, behaviors={"f": FailsOnBoom}) as rt:
+            rt.spawn("a", behavior="f")
+            rt.bus.request("x", "a", "keep", timeout=10)
+            monkeypatch.setattr(Core, "load_agent", load_while_a_kept_ctx_changes)
+            with pytest.raises(IpcHandlerError):
+                rt.bus.request("x", "a", "boom", timeout=10)  # answered before the restart
+            rt.bus.request("x", "a", "after", timeout=10)  # handled once the restart is over
+            assert changers
+            changers[0].join(10)
+            rt.flush()
+            live = rt.agent("a").private("k")
+        with Runtime.open(tmp_path / "j", config=config, behaviors={"f": FailsOnBoom}) as rt:
+            replayed = rt.agent("a").private("k")
+
+        assert (live, replayed) == ("kept", "kept")
 
     @pytest.mark.parametrize("durability", ["sync", "batch"])
     def test_changes_of_two_worker_threads_a_behavior_waits_for_replay_as_they_were_applied(
