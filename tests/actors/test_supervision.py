@@ -2385,11 +2385,7 @@ class TestJournalFailure:
         # commit made the journal fail-stop. The first call after reloads; the next
         # reloaded again and forgot the accesses made since: a session read all along expired.
         clock = FakeClock()
-        config = Config(
-            journal=JournalConfig(map_size=1 << 20, max_map_size=1 << 20),
-            memory=MemoryConfig(session_ttl=100.0),
-            runtime=RuntimeConfig(call_timeout=0.3),
-        )
+        config = _full_at_a_mebibyte(runtime=RuntimeConfig(call_timeout=0.3))
         with Runtime.open(tmp_path / "j", config=config, clock=clock) as runtime:
             memory = runtime.memory
             session, other = memory.create_session("u"), memory.create_session("u")
@@ -2417,10 +2413,7 @@ class TestJournalFailure:
         # follows the write may have seen it, so it gets the batch's error, also one
         # that failed on its own for what the undone write did (a delete: "not found").
         clock = FakeClock()
-        config = Config(
-            journal=JournalConfig(map_size=1 << 20, max_map_size=1 << 20),
-            memory=MemoryConfig(session_ttl=100.0),
-        )
+        config = _full_at_a_mebibyte()
         with Runtime.open(tmp_path / "j", config=config, clock=clock) as runtime:
             memory = runtime.memory
             session, other = memory.create_session("u"), memory.create_session("u")
@@ -2611,6 +2604,15 @@ class TestLiveMatchesReplay:
             assert agent.private("k") == 1  # as replay will say
         with _open(tmp_path / "j") as runtime:
             assert runtime.agent("a").private("k") == 1
+
+
+def _full_at_a_mebibyte(**sections: Any) -> Config:
+    """A config whose journal's map stops at 1 MiB (a few big messages make it fail-stop), TTL 100 s."""
+    return Config(
+        journal=JournalConfig(map_size=1 << 20, max_map_size=1 << 20),
+        memory=MemoryConfig(session_ttl=100.0),
+        **sections,
+    )
 
 
 class _Stalled:
