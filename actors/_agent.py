@@ -431,8 +431,7 @@ class AgentActor(pykka.ThreadingActor):
             # it never took. Take the journal's word before anything else, reads too.
             self._saw_failure = True
             if not self._killed:
-                with self._foreign_lock:
-                    self._reload_after_journal_failure()
+                self._reload_after_journal_failure()  # under the agent's lock
         if self._killed:
             self._after_death(message)
             return None

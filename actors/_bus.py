@@ -421,22 +421,14 @@ class IpcBus:
                 time out).
 
         """
-        chain = [waiter, to]
-        while (
-            (wait := self._waiting.get(chain[-1])) is not None
-            and (pending := self._pending.get(wait[1])) is not None
-            and not pending.deferred
-        ):
-            if wait[0] == waiter:
-                circle = " -> ".join(map(repr, [*chain, waiter]))
-                msg = (
-                    f"agentipc: invalid message: a request from {waiter!r} to {to!r} would wait for "
-                    f"itself ({circle}: each behavior waits for the next one's reply)"
-                )
-                raise IpcInvalidMessageError(msg)
-            if wait[0] in chain:
-                break  # a circle of others (not possible while each is refused; bounded all the same)
-            chain.append(wait[0])
+        chain = self._waits_for_locked(to, waiter)
+        if chain is not None:
+            circle = " -> ".join(map(repr, [waiter, *chain]))
+            msg = (
+                f"agentipc: invalid message: a request from {waiter!r} to {to!r} would wait for "
+                f"itself ({circle}: each behavior waits for the next one's reply)"
+            )
+            raise IpcInvalidMessageError(msg)
         self._waiting[waiter] = (to, correlation_id)
 
     def waits_for(self, agent_id: str, other: str) -> list[str] | None:
@@ -446,18 +438,21 @@ class IpcBus:
         deferred request, whose reply comes from elsewhere, holds nobody).
         """
         with self._lock:
-            chain = [agent_id]
-            while (
-                (wait := self._waiting.get(chain[-1])) is not None
-                and (pending := self._pending.get(wait[1])) is not None
-                and not pending.deferred
-            ):
-                if wait[0] in chain:
-                    return None  # a circle of others (refused as it forms; bounded all the same)
-                chain.append(wait[0])
-                if wait[0] == other:
-                    return chain
-            return None
+            return self._waits_for_locked(agent_id, other)
+
+    def _waits_for_locked(self, agent_id: str, other: str) -> list[str] | None:
+        chain = [agent_id]
+        while (
+            (wait := self._waiting.get(chain[-1])) is not None
+            and (pending := self._pending.get(wait[1])) is not None
+            and not pending.deferred
+        ):
+            if wait[0] == other:
+                return [*chain, other]
+            if wait[0] in chain:
+                return None  # a circle of others (refused as it forms; bounded all the same)
+            chain.append(wait[0])
+        return None
 
     def _request(self, message: IpcMessage, pending: _Pending, timeout: float) -> IpcMessage:
         to, topic = message.recipient, message.topic

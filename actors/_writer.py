@@ -298,7 +298,7 @@ class JournalWriter:
 
         """
         with self._lock:
-            self._check_usable()
+            self.check_usable()
             self._wait_for_room()
 
     def submit_nowait(
@@ -330,9 +330,6 @@ class JournalWriter:
                 ``JournalFailedError`` each time).
 
         """
-        self._check_usable()
-
-    def _check_usable(self) -> None:
         if self._closed:
             msg = "the journal writer is stopped"
             raise RuntimeClosedError(msg)
@@ -359,7 +356,7 @@ class JournalWriter:
         The writer's own thread never waits (it is the one that makes room). After
         ``call_timeout`` the events are queued anyway, with a warning, rather than
         refused: in batch durability the change is applied already. If the writer stops
-        or fails meanwhile, this raises as ``_check_usable`` does.
+        or fails meanwhile, this raises as ``check_usable`` does.
         """
         if self._queued < self._backlog_max or threading.get_ident() == self._writer_ident:
             return
@@ -370,7 +367,7 @@ class JournalWriter:
                 self._timeout,
                 self._backlog_max,
             )
-        self._check_usable()
+        self.check_usable()
 
     def _has_room(self) -> bool:
         return self._queued < self._backlog_max or self._closed or self._failure is not None
@@ -459,7 +456,7 @@ class JournalWriter:
     ) -> tuple[int, Ack | None]:
         """Queue one submission (waiting for room if it has events); ring the doorbell once."""
         with self._lock:
-            self._check_usable()
+            self.check_usable()
             if events:
                 if room:
                     self._wait_for_room()
