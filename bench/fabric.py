@@ -5,11 +5,13 @@ What it measures (each measurement on a fresh temporary directory, timed with
 the median):
 
 * Ring, batch durability: 100 agents in a ring (``behavior="ring"``, the next agent's id
-  in the task context). Each agent gets one token; each delivery sets the private key
+  in the task context). Each agent gets one token, all in one broadcast (the agents
+  subscribe to its topic before the clock starts); each delivery sets the private key
   ``last`` and, while the token has hops left, sends it on. A delivery journals three
-  events (``IpcMessage``, ``IpcDelivered``, ``PrivateSet``). Counted: the journal
-  records appended (``last_seq`` after minus before), from the first injected token
-  until ``runtime.flush()`` returns. Reference, in the same round: raw LMDB append of
+  events (``IpcMessage``, ``IpcDelivered``, ``PrivateSet``), but the broadcast is one
+  message for all the first deliveries. Counted: the journal records appended
+  (``last_seq`` after minus before), from the broadcast until ``runtime.flush()``
+  returns. Reference, in the same round: raw LMDB append of
   the same event mix with msgspec encoding in the loop, ``putmulti`` of 1000 per synced
   write transaction (as in bench/journal_append.py). Target: >= 0.25x. Beside it, the
   same ring on a memory-only runtime (``Runtime.open(None)``: the same agents, messages
@@ -118,7 +120,7 @@ from cogfabric.store import Journal, Snapshot
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from cogfabric.actors import AgentContext
+    from cogfabric.actors import AgentContext, IpcBus
 
 Durability = Literal["sync", "batch"]
 
@@ -441,8 +443,12 @@ def ring_ids(agents: int) -> list[str]:
 def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, timeout: float) -> Sample:
     """One ring run: one token per agent, ``hops`` deliveries each.
 
+    One broadcast to every agent starts all the tokens in one commit, so every agent is
+    in flight at once and shares each sync (sent one by one, in sync durability each
+    send waited for its own commit, and the sends took most of the run).
+
     ``path=None`` runs it on a memory-only runtime: the same agents, behaviors, messages
-    and events, with no journal; it counts the events made (three a delivery).
+    and events, with no journal; it counts the events made (``ring_events``).
     """
     tracker = RingTracker(agents)
     behaviors = {"ring": functools.partial(RingBehavior, tracker)}
@@ -455,6 +461,8 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
     existing = {t.ident for t in threading.enumerate()}
     with Runtime.open(where, config=runtime_settings(durability), behaviors=behaviors) as runtime:
         spawn_agents(runtime, specs)
+        for agent_id in ids:
+            runtime.bus.subscribe(agent_id, "tok")
         runtime.flush()
         journal = runtime._journal  # noqa: SLF001 - the count is the journal's own
         before = 0 if journal is None else journal.last_seq
@@ -466,8 +474,7 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
 
         def body() -> dict[str, int]:
             cpu.start()
-            for agent_id in ids:
-                bus.send("driver", agent_id, "tok", {"n": hops - 1})
+            start_ring(bus, agents, hops)
             if not tracker.done.wait(timeout):
                 at = "no journal" if journal is None else f"journal at seq {journal.last_seq}"
                 msg = (
@@ -482,7 +489,7 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
             cpu.stop()
             if journal is not None:
                 commits.append(_write_transactions(journal) - txns_before)
-            made = 3 * agents * hops if journal is None else journal.last_seq - before
+            made = ring_events(agents, hops) if journal is None else journal.last_seq - before
             return {"events": made, "changes": agents * hops, "deliveries": agents * hops}
 
         try:
@@ -498,7 +505,7 @@ def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, 
     if dead:
         msg = f"ring ({durability}) left {len(dead)} dead letters, the first: {dead[0]!r}"
         raise FabricBroken(msg)
-    expected = 3 * agents * hops
+    expected = ring_events(agents, hops)
     if sample.counts["events"] != expected:
         print(
             f"  note: ring ({durability}) journaled {sample.counts['events']:,} events, "
@@ -549,20 +556,46 @@ def _ring_in(
         sys.setswitchinterval(default)
 
 
+def start_ring(bus: IpcBus, agents: int, hops: int) -> None:
+    """Start every agent's token with one broadcast (the agents subscribed to ``tok``)."""
+    started = bus.broadcast("driver", "tok", {"n": hops - 1})
+    if started != agents:
+        msg = f"the ring's broadcast reached {started} of {agents} agents"
+        raise FabricBroken(msg)
+
+
+def ring_events(agents: int, hops: int) -> int:
+    """How many events a ring run journals: three a delivery (the message, its delivery
+    and the private value set), but one message, the broadcast, for all the first hops."""
+    return 3 * agents * hops - agents + 1
+
+
 def ring_event_mix(agents: int, hops: int) -> list[Event]:
     """The events the ring journals, in the order it journals them (roughly)."""
     ids = ring_ids(agents)
     events: list[Event] = []
     at = T0
+    start = IpcMessage(
+        at=at,
+        sender="driver",
+        recipient="",
+        topic="tok",
+        payload={"n": hops - 1},
+        trace_id=new_event_id(),
+        kind="broadcast",
+    )
+    events.append(start)
     for h in range(hops):
         payload = {"n": hops - 1 - h}
         for t in range(agents):
             frm, to = ids[(t + h - 1) % agents], ids[(t + h) % agents]
             at += 1e-5
-            message = IpcMessage(
-                at=at, sender=frm, recipient=to, topic="tok", payload=payload, trace_id=new_event_id()
-            )
-            events.append(message)
+            message = start
+            if h:
+                message = IpcMessage(
+                    at=at, sender=frm, recipient=to, topic="tok", payload=payload, trace_id=new_event_id()
+                )
+                events.append(message)
             events.append(IpcDelivered(at=at, message_id=message.id, recipient=to))
             events.append(PrivateSet(at=at, agent=to, key="last", value=payload))
     return events

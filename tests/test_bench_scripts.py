@@ -372,3 +372,17 @@ def test_a_bare_pykka_reference_stops_the_actors_it_started_when_a_start_fails(
         timed(None)
 
     assert [ref for ref in pykka.ActorRegistry.get_by_class(actor) if ref.is_alive()] == []
+
+
+def test_a_results_path_under_a_file_is_refused_as_under_no_directory(tmp_path: Path) -> None:
+    from cogfabric._bench import unwritable  # noqa: PLC0415
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("kept")
+
+    assert unwritable(a_file / "out.json") == f"is under {a_file}, which is no directory"
+    assert unwritable(tmp_path / "missing" / "out.json") == (
+        f"is in a directory that does not exist ({tmp_path / 'missing'})"
+    )
+    assert unwritable(tmp_path / "out.json") is None
+    assert a_file.read_text() == "kept"
