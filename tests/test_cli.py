@@ -474,3 +474,71 @@ def test_bench_counts_the_rings_own_events_not_its_agents_spawns(tmp_path: Path)
     # a delivery journals its message, its delivery and one change; one broadcast,
     # journaled once, carries the first hop of all four tokens
     assert count == 4 * 10 * 3 - 4 + 1
+
+
+@pytest.mark.parametrize("closed", [1, 2])
+def test_simulate_with_stdout_or_stderr_closed(tmp_path: Path, closed: int) -> None:
+    # stderr closed: the progress bar asked None whether it was a terminal, and the run
+    # died before it began (exit 1, no message, no journal). stdout closed: the run went
+    # on and its report was lost with exit 0, where the other commands exit 2.
+    path = tmp_path / "j"
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cogfabric",
+            "simulate",
+            "--journal",
+            str(path),
+            "--agents",
+            "2",
+            "--turns",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=lambda: os.close(closed),
+    )
+
+    if closed == 2:
+        assert done.returncode == 0
+        assert "ran 2 turns of 2 agents" in done.stdout
+        with Journal.open(path, readonly=True) as journal:
+            assert journal.verify().ok
+    else:
+        assert done.returncode == 2
+        assert "error: stdout is closed: simulate prints its report there" in done.stderr
+        assert not path.exists()  # refused before it ran
+
+
+def test_sigterm_during_an_export_leaves_no_partial_file_and_keeps_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SIGTERM (kill, timeout, systemd) killed the export where it was: a hidden
+    # .partial file holding every private value exported so far stayed beside the output.
+    import signal  # noqa: PLC0415
+
+    import cogfabric._audit  # noqa: PLC0415
+
+    path = _journal(tmp_path)
+    target = tmp_path / "out.jsonl"
+    target.write_text("the previous export\n")
+    real = cogfabric._audit.export_lines
+
+    def terminated_half_way(*args: Any, **kwargs: Any) -> Any:
+        for n, line in enumerate(real(*args, **kwargs)):
+            if n == 5:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield line
+
+    monkeypatch.setattr(cogfabric._audit, "export_lines", terminated_half_way)
+    result = CliRunner().invoke(main, ["export", str(path), "-o", str(target)])
+
+    assert result.exit_code == 143, result.output
+    assert "terminated" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["journal", "out.jsonl"]
+    assert target.read_text() == "the previous export\n"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # given back after the command

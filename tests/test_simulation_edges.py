@@ -271,7 +271,8 @@ def test_a_run_with_undelivered_messages_warns_that_a_seed_may_not_reproduce(
     real = run_simulation
 
     def with_dead_letters(*args: Any, **kwargs: Any) -> SimulationReport:
-        return dataclasses.replace(real(*args, **kwargs), dead_letters=3)
+        reasons = {"mailbox full": 2, "timeout": 1}
+        return dataclasses.replace(real(*args, **kwargs), dead_letters=3, dead_letter_reasons=reasons)
 
     monkeypatch.setattr(cogfabric._simulation, "run_simulation", with_dead_letters)
     path = tmp_path / "j"
@@ -279,8 +280,41 @@ def test_a_run_with_undelivered_messages_warns_that_a_seed_may_not_reproduce(
     result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--agents", "3", "--turns", "3"])
 
     assert result.exit_code == 0, result.output
-    assert "warning: 3 messages were not delivered" in result.output
+    assert "warning: 3 messages were not delivered (2 mailbox full, 1 timeout; mailbox full: a smaller " in (
+        result.output
+    )
     assert f"cogfabric export {path} --stream bus --after " in result.output
+
+
+def test_dead_letters_of_failed_behaviors_are_named_so_not_blamed_on_full_mailboxes(tmp_path: Path) -> None:
+    # Every turn's prompt is refused, so each behavior raises and its message is
+    # dead-lettered as a handler error: the warning said "full mailboxes" and
+    # suggested a larger mailbox_size, which changes nothing.
+    config = Config(llm=msgspec.structs.replace(Config().llm, max_prompt_length=5))
+    report = run_simulation(tmp_path / "j", agents=3, turns=5, config=config)
+    (tmp_path / "c.yaml").write_text("llm:\n  max_prompt_length: 5\n")
+
+    result = CliRunner().invoke(
+        main,
+        [
+            "simulate",
+            "--journal",
+            str(tmp_path / "k"),
+            "--agents",
+            "3",
+            "--turns",
+            "5",
+            "--config",
+            str(tmp_path / "c.yaml"),
+        ],
+    )
+
+    assert report.dead_letters > 0
+    assert report.dead_letter_reasons == {"handler error": report.dead_letters}
+    assert report.dead_letters == _types(tmp_path / "j")["IpcDeadLettered"]
+    assert result.exit_code == 1  # the behaviors raised
+    assert f"messages were not delivered ({report.dead_letters} handler error)" in result.output
+    assert "mailbox" not in result.output
 
 
 def test_a_journal_that_fails_during_the_run_exits_1_whatever_its_error(

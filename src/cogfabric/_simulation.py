@@ -23,7 +23,7 @@ import random
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
@@ -39,7 +39,7 @@ from cogfabric.actors import (
     ScriptedProvider,
     SessionNotFoundError,
 )
-from cogfabric.events import CognitiveState, IpcMessage
+from cogfabric.events import CognitiveState, IpcDeadLettered, IpcMessage
 from cogfabric.store import Journal, JournalError, JournalFailedError, JournalFullError, JournalNotFoundError
 
 if TYPE_CHECKING:
@@ -87,6 +87,8 @@ class SimulationReport:
     dead_letters: int = 0
     """Messages of this run that were not delivered (``IpcDeadLettered``): none in a run that
     reproduces its seed's states."""
+    dead_letter_reasons: dict[str, int] = field(default_factory=dict)
+    """How many of ``dead_letters`` each reason left (``"mailbox full"``, ``"handler error"``...)."""
 
     @property
     def events_per_second(self) -> float:
@@ -304,6 +306,7 @@ def run_simulation(
         path=path,
         resumed=ran.resumed,
         dead_letters=counts["IpcDeadLettered"],
+        dead_letter_reasons=dict(ran.dead_letter_reasons),
     )
 
 
@@ -316,6 +319,7 @@ class _Ran(NamedTuple):
     seconds: float
     sessions: int
     counts: collections.Counter[str]
+    dead_letter_reasons: collections.Counter[str]
     resumed: bool
 
 
@@ -371,25 +375,36 @@ def _drive(
         one_done()
     rt.flush()
     seconds = time.perf_counter() - started
+    counts, reasons = _event_counts(journal, after=before)
     return _Ran(
         agents=len(researchers) + len(reviewers),
         before=before,
         after=journal.last_seq,
         seconds=seconds,
         sessions=rt.memory.size(),
-        counts=_event_counts(journal, after=before),
+        counts=counts,
+        dead_letter_reasons=reasons,
         resumed=resumed,
     )
 
 
-def _event_counts(journal: Journal, *, after: int) -> collections.Counter[str]:
-    """Count the events after ``after`` by type.
+def _event_counts(
+    journal: Journal, *, after: int
+) -> tuple[collections.Counter[str], collections.Counter[str]]:
+    """Count the events after ``after`` by type, and the dead letters among them by reason.
 
     From the journal rather than from the behaviors: a prompt the gate refused in the
     middle of a turn fails that turn (its agent is restarted) and counts as both a
     refusal and a failure.
     """
-    return collections.Counter(type(r.event).__name__ for r in journal.read(after=after))
+    counts: collections.Counter[str] = collections.Counter()
+    reasons: collections.Counter[str] = collections.Counter()
+    for record in journal.read(after=after):
+        event = record.event
+        counts[type(event).__name__] += 1
+        if isinstance(event, IpcDeadLettered):
+            reasons[event.reason] += 1
+    return counts, reasons
 
 
 def _refuse_a_foreign_journal(path: Path) -> int:

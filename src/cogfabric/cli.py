@@ -13,9 +13,11 @@ import functools
 import hashlib
 import os
 import shlex
+import signal
 import statistics
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -28,12 +30,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from typing import BinaryIO
 
+    from cogfabric._simulation import SimulationReport
+
 __all__ = ["main"]
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 _JOURNAL = click.argument("journal", type=click.Path(path_type=Path))
 _COPY = click.option("--copy", is_flag=True, help="Audit a private copy (for a directory you cannot write).")
@@ -186,9 +191,18 @@ class _Commands(click.Group):
         sys.exit(done if isinstance(done, int) else EXIT_OK)  # click's Exit code (--help), or a command's end
 
     def invoke(self, ctx: click.Context) -> None:
-        """Run the command; its return value is dropped (an int there would become the exit status)."""
+        """Run the command; its return value is dropped (an int there would become the exit status).
+
+        SIGTERM (``kill``, ``timeout``, systemd) stops a command as Ctrl-C does, with its
+        cleanups run (an export's unfinished file removed, a simulation's runtime closed),
+        and exits 143; a second SIGTERM kills at once.
+        """
         try:
-            super().invoke(ctx)
+            with _sigterm_unwinds():
+                super().invoke(ctx)
+        except _Terminated:
+            _say("terminated")
+            sys.exit(EXIT_TERMINATED)
         except KeyboardInterrupt:  # click's own "Aborted!" exits 1, which here means a bad journal
             _say("interrupted")
             sys.exit(EXIT_INTERRUPTED)
@@ -206,6 +220,35 @@ class _Commands(click.Group):
             return super().make_context(info_name, args, parent, **extra)
         except OSError as exc:
             _output_failed(exc)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread: it unwinds the command as Ctrl-C's interrupt does."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:  # noqa: ARG001 - a signal handler's signature
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills at once, cleanups or not
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """Turn SIGTERM into ``_Terminated`` while a command runs, where no one handles it already.
+
+    Only in the main thread (the only one a handler can be set from) and only over the
+    default action: a program that runs ``main`` with a SIGTERM handler of its own keeps it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _output_failed(exc: OSError) -> NoReturn:
@@ -292,6 +335,8 @@ def simulate(
         JournalKeyError,
     )
 
+    if sys.stdout is None:  # started with stdout closed (``>&-``): its report could not be written
+        _fail("stdout is closed: simulate prints its report there (send it to /dev/null to drop it)")
     try:
         config = load_config(config_path) if config_path is not None else None
     except InvalidConfigError as exc:
@@ -336,12 +381,7 @@ def simulate(
     where = shlex.quote(str(report.path))
     click.echo(f"audit it: cogfabric inspect {where} && cogfabric verify {where}")
     if report.dead_letters:
-        _say(
-            f"warning: {report.dead_letters} messages were not delivered (full mailboxes: a smaller "
-            f"mailbox_size than the run needs?), so the agents' states may differ from another run "
-            f"of this seed (IpcDeadLettered in the journal: cogfabric export {where} --stream bus "
-            f"--after {report.total_events - report.events})"
-        )
+        _say(_dead_letter_warning(report, where))
     if report.failures:
         _say(
             f"error: agents raised {report.failures} times and were restarted, failing their turns "
@@ -349,6 +389,21 @@ def simulate(
             f"{report.total_events - report.events})"
         )
         sys.exit(EXIT_PROBLEM)
+
+
+def _dead_letter_warning(report: SimulationReport, where: str) -> str:
+    """The warning for a run's dead letters, by reason: only full mailboxes are the config's."""
+    reasons = report.dead_letter_reasons
+    by_reason = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    hint = ""
+    if reasons.get("mailbox full"):
+        hint = "; mailbox full: a smaller mailbox_size than the run needs?"
+    after = report.total_events - report.events
+    return (
+        f"warning: {report.dead_letters} messages were not delivered ({by_reason or 'reasons unknown'}"
+        f"{hint}), so the agents' states may differ from another run of this seed (IpcDeadLettered "
+        f"in the journal: cogfabric export {where} --stream bus --after {after})"
+    )
 
 
 class _Progress:
@@ -359,7 +414,7 @@ class _Progress:
         self._task: Any = None
 
     def __enter__(self) -> Callable[[int, int], None]:
-        if sys.stderr.isatty():
+        if sys.stderr is not None and sys.stderr.isatty():  # None: started with stderr closed
             from rich.console import Console  # noqa: PLC0415 - only on a terminal
             from rich.progress import Progress  # noqa: PLC0415
 
