@@ -152,7 +152,7 @@ class _Launched(NamedTuple):
 
 
 class _Entry:
-    __slots__ = ("behavior", "handle", "killed", "ref", "shared")
+    __slots__ = ("behavior", "handle", "killed", "ref", "shared", "stop_asked")
 
     def __init__(
         self, ref: pykka.ActorRef[AgentActor], shared: Shared, handle: Agent, behavior: Behavior | None
@@ -164,6 +164,9 @@ class _Entry:
         """The behavior the agent started with (an instance given to ``spawn`` stays its own)."""
         self.killed = False
         """Its death is journaled: nothing told to it is handled (set under the runtime's lock)."""
+        self.stop_asked = False
+        """``close()`` asked its actor to stop: a message told now would queue behind the stop
+        and be dropped unseen (set under the runtime's lock, before the stop is queued)."""
 
 
 _NAMED: Final = 5
@@ -1179,7 +1182,11 @@ class Runtime:
 
         """
         with self._lock:
-            current = not entry.killed and (self._agents.get(agent_id) is entry or self._closed)
+            current = (
+                not entry.killed
+                and not entry.stop_asked
+                and (self._agents.get(agent_id) is entry or self._closed)
+            )
             if current:
                 try:
                     entry.ref.tell(message)
@@ -1710,7 +1717,7 @@ class Runtime:
         asked = 0
         try:
             for entry in entries:
-                future = entry.ref.stop(block=False)  # never raises
+                future = self._ask_to_stop(entry)
                 asked += 1
                 if entry.shared.thread is me:
                     continue  # close() called from this agent's behavior: it stops once it returns
@@ -1724,13 +1731,24 @@ class Runtime:
                     window.clear()
         except BaseException:
             for entry in entries[asked:]:
-                entry.ref.stop(block=False)  # no agent is left running once close() gave up on it
+                self._ask_to_stop(entry)  # no agent is left running once close() gave up on it
             raise
         # those asked last get a moment even when the deadline passed while they were asked
         until = max(deadline, time.monotonic() + _STOP_PATIENCE)
         late = sum(not stopped(future, until) for _, future in itertools.chain(window, busy))
         if late:
             log.warning("%d agent actors did not stop within %s s", late, self._core.call_timeout)
+
+    def _ask_to_stop(self, entry: _Entry) -> pykka.Future[bool]:
+        """Queue the stop of ``entry``'s actor; never raises.
+
+        Marked first, under the lock ``_tell_current`` tells under: a message is told
+        before the stop (and handled), or refused (a request's requester learns it at
+        once, instead of waiting its timeout for a reply that cannot come).
+        """
+        with self._lock:
+            entry.stop_asked = True
+        return entry.ref.stop(block=False)
 
     @property
     def closed(self) -> bool:

@@ -129,6 +129,9 @@ def open_for_audit(
 _CRASHES: Final = frozenset({signal.SIGABRT, signal.SIGBUS, signal.SIGSEGV, signal.SIGILL, signal.SIGFPE})
 """The signals a process dies of when LMDB meets a page it cannot parse (an assertion, a bad address)."""
 
+_STOPS: Final = frozenset({signal.SIGINT, signal.SIGTERM})
+"""The signals that stop the audit's page-checking child as they would any process."""
+
 
 def _check_pages(where: Path, named: Path, key: bytes | str | None) -> bool:
     """Read every page of the journal at ``where`` in a child process first, if LMDB would crash on one.
@@ -156,14 +159,23 @@ def _check_pages(where: Path, named: Path, key: bytes | str | None) -> bool:
     """
     if not hasattr(os, "fork") or threading.active_count() > 1 or data_file(where) is None:
         return False
+    # The child must die of SIGINT and SIGTERM, not run the parent's handlers (the command
+    # line's turn them into exceptions that would unwind the parent's stack in the child):
+    # held across the fork, and back to their default action in the child before it
+    # takes them.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
     try:
         pid = os.fork()
     except OSError as exc:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         log.warning("cannot fork to read %s's pages first (%s); auditing without that check", named, exc)
         return False
     if pid == 0:  # pragma: no cover - the child; its coverage is not collected
         code = 1  # whatever it meets, the parent's own open (walking the pages) reports it, typed
         try:
+            for stop in _STOPS:
+                signal.signal(stop, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             import resource  # noqa: PLC0415 - Unix only, as fork is
 
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash here is expected: no core dump
@@ -173,6 +185,7 @@ def _check_pages(where: Path, named: Path, key: bytes | str | None) -> bool:
         finally:
             os._exit(code)
     try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one held meanwhile is handled here
         _, status = os.waitpid(pid, 0)
     except BaseException:  # interrupted (Ctrl-C): the child must not scan on, nor stay a zombie
         with contextlib.suppress(OSError):

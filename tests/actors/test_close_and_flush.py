@@ -1203,3 +1203,40 @@ def test_requests_failed_at_close_keep_no_letter_in_memory_that_the_journal_refu
 
     assert isinstance(outcome[0], RuntimeClosedError)  # the requester hears the close all the same
     assert rt.bus.dead_letters() == []
+
+
+def test_a_request_delivered_behind_a_busy_agents_queued_stop_is_refused_at_once(tmp_path: Path) -> None:
+    # close() asked the busy recipient to stop; the request, journaled before, was
+    # delivered after that: told behind the stop, it was dropped unseen, and its
+    # requester waited for a reply that could not come until close() gave up on the
+    # busy agents (call_timeout, 30 s by default: a SIGTERM'd simulation took that long).
+    entered, gate = threading.Event(), threading.Event()
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    rt = Runtime.open(tmp_path / "j", config=_config("sync", call_timeout=60), behaviors=behaviors)
+    closer: threading.Thread | None = None
+    try:
+        rt.spawn("b", behavior="gated")
+        rt.bus.send("x", "b", "hold")
+        assert entered.wait(10)  # b is busy in its behavior
+        held, ask_to_stop = _HeldDelivery(rt), rt._ask_to_stop
+
+        def ask(entry: Any) -> Any:
+            future = ask_to_stop(entry)
+            held.go_on.set()  # the request is delivered once b's stop is queued
+            return future
+
+        rt._ask_to_stop = ask  # type: ignore[method-assign]
+        requester, outcome = _in_thread(lambda: rt.bus.request("x", "b", "q", timeout=60))
+        assert held.delivering.wait(10)
+        closer, _ = _in_thread(rt.close)
+        requester.join(10)  # b is still busy: only a refusal can end the request now
+        assert not requester.is_alive()
+    finally:
+        gate.set()
+        if closer is not None:
+            closer.join(30)
+        rt.close()
+
+    (answer,) = outcome
+    assert isinstance(answer, RuntimeClosedError), answer
+    assert [(d.topic, d.reason) for d in rt.bus.dead_letters()] == [("q", "closed")]

@@ -8,6 +8,7 @@ import signal
 import struct
 import subprocess
 import sys
+import textwrap
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -475,3 +476,35 @@ def test_the_index_digests_hash_each_entry_behind_a_fresh_secret_each_check(
     first, second = hashed
     assert len(first) == len(second) > 200  # each id entry and anchor (both sides hash the same bytes)
     assert not first & second
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+def test_the_page_checking_child_dies_of_a_stop_signal_and_the_audit_says_so(
+    tmp_path: Path, stop: str
+) -> None:
+    # The command line turns SIGTERM into an exception: the forked child inherited that
+    # handler, unwound into its own exit status 1 (read as "its open failed", so the
+    # check was skipped) and verify said ok. It must die of the signal, as any process.
+    path = _journal_of_three(tmp_path)
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        import cogfabric._audit as audit
+        from cogfabric.cli import main
+
+        def stopped(journal):
+            os.kill(os.getpid(), signal.{stop})  # the child only: the parent waits for it
+
+        audit._read_every_page = stopped
+        sys.argv = ["cogfabric", "verify", {str(path)!r}]
+        main()
+        """
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert f"the check of its pages was stopped from outside ({stop}); audit it again" in done.stderr
+    assert "ok:" not in done.stdout
