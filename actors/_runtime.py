@@ -1137,8 +1137,11 @@ class Runtime:
             try:
                 self._tell_publication(agent_id, entry, message, deadline)
             except AgentNotFoundError:
-                if writer is not None:
-                    writer.publication_applied(agent_id, seq)  # gone: it will never apply it
+                # killed, or its actor stopped: it will never apply it. Not an agent close()
+                # only asked to stop, whose behavior may still run and snapshot its state:
+                # that snapshot must stay short of the publication, as replay applies it.
+                if writer is not None and (entry.killed or entry.ref.actor_stopped.is_set()):
+                    writer.publication_applied(agent_id, seq)
 
         try:
             for agent_id, entry in targets:

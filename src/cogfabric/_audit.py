@@ -159,22 +159,26 @@ def _check_pages(where: Path, named: Path, key: bytes | str | None) -> bool:
     """
     if not hasattr(os, "fork") or threading.active_count() > 1 or data_file(where) is None:
         return False
-    # The child must die of SIGINT and SIGTERM, not run the parent's handlers (the command
-    # line's turn them into exceptions that would unwind the parent's stack in the child):
-    # held across the fork, and back to their default action in the child before it
-    # takes them.
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    # The child must die of SIGINT and SIGTERM, not run the parent's Python handlers (the
+    # command line's turn them into exceptions that would unwind the parent's stack in the
+    # child): held across the fork, and in the child a Python handler is put back to the
+    # default action before it takes them (one ignored stays ignored).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # as it is (a handler may raise in here)
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
         pid = os.fork()
-    except OSError as exc:
+    except BaseException as exc:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if not isinstance(exc, OSError):
+            raise
         log.warning("cannot fork to read %s's pages first (%s); auditing without that check", named, exc)
         return False
     if pid == 0:  # pragma: no cover - the child; its coverage is not collected
         code = 1  # whatever it meets, the parent's own open (walking the pages) reports it, typed
         try:
             for stop in _STOPS:
-                signal.signal(stop, signal.SIG_DFL)
+                if callable(signal.getsignal(stop)):
+                    signal.signal(stop, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             import resource  # noqa: PLC0415 - Unix only, as fork is
 

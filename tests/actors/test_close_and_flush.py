@@ -1240,3 +1240,70 @@ def test_a_request_delivered_behind_a_busy_agents_queued_stop_is_refused_at_once
     (answer,) = outcome
     assert isinstance(answer, RuntimeClosedError), answer
     assert [(d.topic, d.reason) for d in rt.bus.dead_letters()] == [("q", "closed")]
+
+
+class _GatedThenChanges:
+    """Holds its message until the gate opens, then changes its own state five times."""
+
+    def __init__(self, entered: threading.Event, gate: threading.Event) -> None:
+        self.entered, self.gate = entered, gate
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+        self.entered.set()
+        assert self.gate.wait(30)
+        for n in range(5):  # its own state: allowed during close, and snapshotted
+            ctx.set_private(f"k{n}", n)
+
+
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_a_publication_refused_by_close_keeps_the_busy_agents_next_snapshot_short_of_it(
+    tmp_path: Path, durability: str
+) -> None:
+    # A durable publication reached a busy agent once close() had asked it to stop: it
+    # was refused, and counted as applied by an agent that never would, so the agent's
+    # next snapshot claimed to cover it without its task context; reopening then gave
+    # another state than replay, and verify failed the runtime's own journal.
+    entered, gate, delivering = threading.Event(), threading.Event(), threading.Event()
+    asked = threading.Event()
+    config = _config(durability, call_timeout=30, snapshot_interval=3)
+    behaviors = {"gated": lambda: _GatedThenChanges(entered, gate)}
+    rt = Runtime.open(tmp_path / "j", config=config, behaviors=behaviors)
+    publisher: threading.Thread | None = None
+    closer: threading.Thread | None = None
+    try:
+        rt.spawn("b", behavior="gated", task_id="t")
+        rt.bus.send("x", "b", "hold")
+        assert entered.wait(10)
+        ask_to_stop, deliver = rt._ask_to_stop, rt._deliver_publication
+
+        def ask(entry: Any) -> Any:
+            future = ask_to_stop(entry)
+            asked.set()
+            return future
+
+        def held(*args: Any) -> None:  # committed; delivered once b's stop is queued
+            delivering.set()
+            assert asked.wait(10)
+            deliver(*args)
+
+        rt._ask_to_stop = ask  # type: ignore[method-assign]
+        rt._deliver_publication = held  # type: ignore[method-assign,assignment]
+        publisher, _ = _in_thread(lambda: rt.publish_task_context("t", {"goal": "G"}))
+        assert delivering.wait(10)
+        closer, _ = _in_thread(rt.close)
+        publisher.join(10)
+    finally:
+        gate.set()  # b goes on: its own changes, and a snapshot past the publication's seq
+        for thread in (publisher, closer):
+            if thread is not None:
+                thread.join(30)
+        rt.close()
+
+    from cogfabric._audit import check_snapshots  # noqa: PLC0415 - what cogfabric verify checks
+
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        checked, problem = check_snapshots(journal)  # type: ignore[arg-type]
+    with Runtime.open(tmp_path / "j", config=config, behaviors=behaviors) as reopened:
+        assert reopened.agent("b").task_context() == {"goal": "G"}
+        assert reopened.agent("b").private("k4") == 4
+    assert (checked, problem) == (1, None)

@@ -508,3 +508,34 @@ def test_the_page_checking_child_dies_of_a_stop_signal_and_the_audit_says_so(
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert f"the check of its pages was stopped from outside ({stop}); audit it again" in done.stderr
     assert "ok:" not in done.stdout
+
+
+def test_the_page_checking_child_keeps_a_stop_signal_its_audit_ignores(tmp_path: Path) -> None:
+    # A shell starts `cogfabric verify J &` with SIGINT ignored: a Ctrl-C meant for
+    # something else must not stop the child's check (it was put back to its default).
+    path = _journal_of_three(tmp_path)
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        import cogfabric._audit as audit
+        from cogfabric.cli import main
+
+        read = audit._read_every_page
+
+        def interrupted(journal):
+            os.kill(os.getpid(), signal.SIGINT)  # the child only, which ignores it
+            read(journal)
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        audit._read_every_page = interrupted
+        sys.argv = ["cogfabric", "verify", {str(path)!r}]
+        main()
+        """
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert done.stdout.startswith("ok: 3 records verified")
