@@ -1137,10 +1137,11 @@ class Runtime:
             try:
                 self._tell_publication(agent_id, entry, message, deadline)
             except AgentNotFoundError:
-                # killed, or its actor stopped: it will never apply it. Not an agent close()
-                # only asked to stop, whose behavior may still run and snapshot its state:
-                # that snapshot must stay short of the publication, as replay applies it.
-                if writer is not None and (entry.killed or entry.ref.actor_stopped.is_set()):
+                # Killed: it will never apply it, nor change its state again. Not an agent
+                # close() stopped or asked to stop: its behavior may still run, and a kept
+                # ctx change its state, until the writer stops; each snapshot it takes must
+                # stay short of the publication, which replay applies.
+                if writer is not None and entry.killed:
                     writer.publication_applied(agent_id, seq)
 
         try:

@@ -161,11 +161,12 @@ def _check_pages(where: Path, named: Path, key: bytes | str | None) -> bool:
         return False
     # The child must die of SIGINT and SIGTERM, not run the parent's Python handlers (the
     # command line's turn them into exceptions that would unwind the parent's stack in the
-    # child): held across the fork, and in the child a Python handler is put back to the
-    # default action before it takes them (one ignored stays ignored).
+    # child): every signal is held across the fork (so no handler raises between the
+    # fork's return and its pid kept), and in the child a Python handler of those two is
+    # put back to the default action before it takes them (one ignored stays ignored).
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # as it is (a handler may raise in here)
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         pid = os.fork()
     except BaseException as exc:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -195,6 +196,7 @@ def _check_pages(where: Path, named: Path, key: bytes | str | None) -> bool:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # raised before the mask was set back
         raise
     if not os.WIFSIGNALED(status):
         return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -1307,3 +1307,69 @@ def test_a_publication_refused_by_close_keeps_the_busy_agents_next_snapshot_shor
         assert reopened.agent("b").task_context() == {"goal": "G"}
         assert reopened.agent("b").private("k4") == 4
     assert (checked, problem) == (1, None)
+
+
+class _Keeps:
+    """Keeps its ctx, for a test to call later from another thread."""
+
+    def __init__(self, kept: list[AgentContext], got: threading.Event) -> None:
+        self.kept, self.got = kept, got
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+        self.kept.append(ctx)
+        self.got.set()
+
+
+@pytest.mark.parametrize("durability", ["sync", "batch"])
+def test_a_kept_ctx_of_an_agent_close_stopped_snapshots_short_of_a_refused_publication(
+    tmp_path: Path, durability: str
+) -> None:
+    # A stopped actor was taken for an agent that changes nothing more, so a publication
+    # refused to it counted as applied; but a kept ctx changes its agent's own state until
+    # the writer stops, and its snapshot then claimed to cover the publication.
+    kept: list[AgentContext] = []
+    got, delivering, changed = threading.Event(), threading.Event(), threading.Event()
+    config = _config(durability, call_timeout=30, snapshot_interval=3)
+    behaviors = {"keeper": lambda: _Keeps(kept, got)}
+    rt = Runtime.open(tmp_path / "j", config=config, behaviors=behaviors)
+    publisher: threading.Thread | None = None
+    try:
+        rt.spawn("b", behavior="keeper", task_id="t")
+        rt.bus.send("x", "b", "hi")
+        assert got.wait(10)
+        rt.flush()
+        entry = rt._agents["b"]
+        assert entry is not None
+        deliver, bus_close = rt._deliver_publication, rt.bus._close
+
+        def held(*args: Any) -> None:  # committed; delivered once close() stopped b's actor
+            delivering.set()
+            assert entry.ref.actor_stopped.wait(10)
+            deliver(*args)  # refused
+            for n in range(5):
+                kept[0].set_private(f"k{n}", n)  # b's own state: a snapshot past the publication
+            changed.set()
+
+        def late_bus_close() -> None:  # the writer stops once those changes are handed over
+            assert changed.wait(10)
+            bus_close()
+
+        rt._deliver_publication = held  # type: ignore[method-assign,assignment]
+        rt.bus._close = late_bus_close  # type: ignore[method-assign]
+        publisher, _ = _in_thread(lambda: rt.publish_task_context("t", {"goal": "G"}))
+        assert delivering.wait(10)
+        rt.close()
+    finally:
+        changed.set()
+        if publisher is not None:
+            publisher.join(30)
+        rt.close()
+
+    from cogfabric._audit import check_snapshots  # noqa: PLC0415 - what cogfabric verify checks
+
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        checked, problem = check_snapshots(journal)  # type: ignore[arg-type]
+    with Runtime.open(tmp_path / "j", config=config, behaviors=behaviors) as reopened:
+        assert reopened.agent("b").task_context() == {"goal": "G"}
+        assert reopened.agent("b").private("k4") == 4
+    assert (checked, problem) == (1, None)
