@@ -1242,6 +1242,19 @@ def test_a_request_delivered_behind_a_busy_agents_queued_stop_is_refused_at_once
     assert [(d.topic, d.reason) for d in rt.bus.dead_letters()] == [("q", "closed")]
 
 
+def _assert_b_has_the_goal_and_its_changes(path: Path, config: Config, behaviors: dict[str, Any]) -> None:
+    """Agent b's snapshot agrees with its events (what cogfabric verify checks), and
+    reopening gives it the published goal and the changes it made after it."""
+    from cogfabric._audit import check_snapshots  # noqa: PLC0415
+
+    with Journal.open(path, readonly=True) as journal:
+        checked, problem = check_snapshots(journal)  # type: ignore[arg-type]
+    with Runtime.open(path, config=config, behaviors=behaviors) as reopened:
+        assert reopened.agent("b").task_context() == {"goal": "G"}
+        assert reopened.agent("b").private("k4") == 4
+    assert (checked, problem) == (1, None)
+
+
 class _GatedThenChanges:
     """Holds its message until the gate opens, then changes its own state five times."""
 
@@ -1299,14 +1312,7 @@ def test_a_publication_refused_by_close_keeps_the_busy_agents_next_snapshot_shor
                 thread.join(30)
         rt.close()
 
-    from cogfabric._audit import check_snapshots  # noqa: PLC0415 - what cogfabric verify checks
-
-    with Journal.open(tmp_path / "j", readonly=True) as journal:
-        checked, problem = check_snapshots(journal)  # type: ignore[arg-type]
-    with Runtime.open(tmp_path / "j", config=config, behaviors=behaviors) as reopened:
-        assert reopened.agent("b").task_context() == {"goal": "G"}
-        assert reopened.agent("b").private("k4") == 4
-    assert (checked, problem) == (1, None)
+    _assert_b_has_the_goal_and_its_changes(tmp_path / "j", config, behaviors)
 
 
 class _Keeps:
@@ -1365,11 +1371,4 @@ def test_a_kept_ctx_of_an_agent_close_stopped_snapshots_short_of_a_refused_publi
             publisher.join(30)
         rt.close()
 
-    from cogfabric._audit import check_snapshots  # noqa: PLC0415 - what cogfabric verify checks
-
-    with Journal.open(tmp_path / "j", readonly=True) as journal:
-        checked, problem = check_snapshots(journal)  # type: ignore[arg-type]
-    with Runtime.open(tmp_path / "j", config=config, behaviors=behaviors) as reopened:
-        assert reopened.agent("b").task_context() == {"goal": "G"}
-        assert reopened.agent("b").private("k4") == 4
-    assert (checked, problem) == (1, None)
+    _assert_b_has_the_goal_and_its_changes(tmp_path / "j", config, behaviors)

@@ -478,6 +478,31 @@ def test_the_index_digests_hash_each_entry_behind_a_fresh_secret_each_check(
     assert not first & second
 
 
+def _verify_whose_page_check_reads_with(
+    path: Path, reader: str, setup: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``cogfabric verify path`` in a fresh process (one thread: the page check forks) whose
+    page-checking child runs ``reader`` (lines of a function of ``journal``; ``read(journal)``
+    reads every page), after ``setup`` in the process."""
+    script = "\n".join(
+        [
+            "import os, signal, sys",
+            "import cogfabric._audit as audit",
+            "from cogfabric.cli import main",
+            "read = audit._read_every_page",
+            "def reader(journal):",
+            textwrap.indent(reader, "    "),
+            setup,
+            "audit._read_every_page = reader",
+            f"sys.argv = ['cogfabric', 'verify', {str(path)!r}]",
+            "main()",
+        ]
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
 def test_the_page_checking_child_dies_of_a_stop_signal_and_the_audit_says_so(
     tmp_path: Path, stop: str
@@ -486,24 +511,9 @@ def test_the_page_checking_child_dies_of_a_stop_signal_and_the_audit_says_so(
     # handler, unwound into its own exit status 1 (read as "its open failed", so the
     # check was skipped) and verify said ok. It must die of the signal, as any process.
     path = _journal_of_three(tmp_path)
-    script = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        import cogfabric._audit as audit
-        from cogfabric.cli import main
 
-        def stopped(journal):
-            os.kill(os.getpid(), signal.{stop})  # the child only: the parent waits for it
-
-        audit._read_every_page = stopped
-        sys.argv = ["cogfabric", "verify", {str(path)!r}]
-        main()
-        """
-    )
-
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
-    )
+    # the child only: the parent waits for it
+    done = _verify_whose_page_check_reads_with(path, f"os.kill(os.getpid(), signal.{stop})")
 
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert f"the check of its pages was stopped from outside ({stop}); audit it again" in done.stderr
@@ -514,27 +524,11 @@ def test_the_page_checking_child_keeps_a_stop_signal_its_audit_ignores(tmp_path:
     # A shell starts `cogfabric verify J &` with SIGINT ignored: a Ctrl-C meant for
     # something else must not stop the child's check (it was put back to its default).
     path = _journal_of_three(tmp_path)
-    script = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        import cogfabric._audit as audit
-        from cogfabric.cli import main
 
-        read = audit._read_every_page
-
-        def interrupted(journal):
-            os.kill(os.getpid(), signal.SIGINT)  # the child only, which ignores it
-            read(journal)
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        audit._read_every_page = interrupted
-        sys.argv = ["cogfabric", "verify", {str(path)!r}]
-        main()
-        """
-    )
-
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    done = _verify_whose_page_check_reads_with(
+        path,
+        "os.kill(os.getpid(), signal.SIGINT)\nread(journal)",  # the child only, which ignores it
+        setup="signal.signal(signal.SIGINT, signal.SIG_IGN)",
     )
 
     assert done.returncode == 0, (done.stdout, done.stderr)
