@@ -195,7 +195,7 @@ def _check_pages(where: Path, named: Path, key: bytes | str | None) -> bool:
     except BaseException:  # interrupted (Ctrl-C): the child must not scan on, nor stay a zombie
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        _reap(pid)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # raised before the mask was set back
         raise
     if not os.WIFSIGNALED(status):
@@ -213,6 +213,21 @@ def _check_pages(where: Path, named: Path, key: bytes | str | None) -> bool:
         "holds what LMDB cannot parse (it has no checksums); restore the journal from a copy"
     )
     raise JournalDamagedError(msg)
+
+
+def _reap(pid: int) -> None:
+    """Wait for the killed child ``pid``, whatever interrupts the wait (a second Ctrl-C).
+
+    It dies at once of SIGKILL; left unwaited for, it would stay a zombie.
+    """
+    while True:
+        try:
+            os.waitpid(pid, 0)
+        except OSError:  # reaped already, or no such child
+            return
+        except BaseException:  # noqa: BLE001, S112 - the first interrupt is raised once it is reaped
+            continue
+        return
 
 
 def _read_every_page(journal: LmdbJournal) -> None:

@@ -533,3 +533,32 @@ def test_the_page_checking_child_keeps_a_stop_signal_its_audit_ignores(tmp_path:
 
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert done.stdout.startswith("ok: 3 records verified")
+
+
+def test_a_second_interrupt_while_the_killed_child_is_reaped_still_reaps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Ctrl-C during the wait kills the child; a second one during the wait for that
+    # kill left it a zombie in a long-lived process.
+    path = _journal_of_three(tmp_path)
+    waits: list[int] = []
+    killed: list[tuple[int, int]] = []
+
+    def waitpid(pid: int, _options: int) -> tuple[int, int]:
+        waits.append(pid)
+        if len(waits) <= 2:  # the wait, then the first wait for the kill
+            raise KeyboardInterrupt
+        return pid, signal.SIGKILL
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(os, "fork", lambda: 4242)
+    monkeypatch.setattr(os, "waitpid", waitpid)
+    monkeypatch.setattr(os, "kill", lambda pid, number: killed.append((pid, number)))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+
+    with pytest.raises(KeyboardInterrupt), open_for_audit(path):
+        pass
+
+    assert killed == [(4242, signal.SIGKILL)]
+    assert waits == [4242, 4242, 4242]  # reaped
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == mask
