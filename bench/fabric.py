@@ -111,6 +111,7 @@ from _workloads import (
     run_workloads,
 )
 
+from cogfabric._bench import start_ring
 from cogfabric.actors import Config as RuntimeSettings
 from cogfabric.actors import JournalConfig, Runtime, _agent
 from cogfabric.actors._state import AgentSnapshot, apply_event, encode_snapshot
@@ -120,7 +121,7 @@ from cogfabric.store import Journal, Snapshot
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from cogfabric.actors import AgentContext, IpcBus
+    from cogfabric.actors import AgentContext
 
 Durability = Literal["sync", "batch"]
 
@@ -443,9 +444,7 @@ def ring_ids(agents: int) -> list[str]:
 def run_ring(path: Path | None, agents: int, hops: int, durability: Durability, timeout: float) -> Sample:
     """One ring run: one token per agent, ``hops`` deliveries each.
 
-    One broadcast to every agent starts all the tokens in one commit, so every agent is
-    in flight at once and shares each sync (sent one by one, in sync durability each
-    send waited for its own commit, and the sends took most of the run).
+    One broadcast to every agent starts all the tokens in one commit (``start_ring``).
 
     ``path=None`` runs it on a memory-only runtime: the same agents, behaviors, messages
     and events, with no journal; it counts the events made (``ring_events``).
@@ -554,14 +553,6 @@ def _ring_in(
         return run_ring(None if memory else path, agents, hops, durability, timeout)
     finally:
         sys.setswitchinterval(default)
-
-
-def start_ring(bus: IpcBus, agents: int, hops: int) -> None:
-    """Start every agent's token with one broadcast (the agents subscribed to ``tok``)."""
-    started = bus.broadcast("driver", "tok", {"n": hops - 1})
-    if started != agents:
-        msg = f"the ring's broadcast reached {started} of {agents} agents"
-        raise FabricBroken(msg)
 
 
 def ring_events(agents: int, hops: int) -> int:

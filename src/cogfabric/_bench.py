@@ -24,7 +24,7 @@ import lmdb
 import msgspec
 import pykka
 
-from cogfabric.actors import AgentContext, Config, FakeClock, JournalConfig, Runtime
+from cogfabric.actors import AgentContext, Config, FakeClock, IpcBus, JournalConfig, Runtime
 from cogfabric.actors._state import apply_event, encode_snapshot
 from cogfabric.events import AgentSpawned, AnyEvent, IpcMessage, PrivateSet
 from cogfabric.store import Journal, Snapshot
@@ -222,6 +222,23 @@ class _Ring:
             self._finished.release()
 
 
+def start_ring(bus: IpcBus, agents: int, hops: int) -> None:
+    """Start every agent's token of a ring with one broadcast (the agents subscribed to ``tok``).
+
+    One commit starts them all, so every agent is in flight at once and they share each
+    sync; sent one by one, in sync durability each send would wait for its own commit.
+    ``cogfabric bench`` and bench/fabric.py start their rings so.
+
+    Raises:
+        RuntimeError: the broadcast reached another number of agents.
+
+    """
+    started = bus.broadcast("driver", "tok", {"n": hops - 1})
+    if started != agents:
+        msg = f"the ring's broadcast reached {started} of {agents} agents"
+        raise RuntimeError(msg)
+
+
 def _ring(tmp: Path, agents: int, hops: int, durability: str) -> tuple[float, int]:
     finished = threading.Semaphore(0)
     config = Config(journal=JournalConfig(durability=durability))  # type: ignore[arg-type]
@@ -241,13 +258,7 @@ def _ring(tmp: Path, agents: int, hops: int, durability: str) -> tuple[float, in
         before = journal.last_seq
 
         def run() -> None:
-            # One broadcast starts every token in one commit, so all agents are in flight
-            # at once and share each sync. Sent one by one, in sync durability each send
-            # waited for its own commit: the 1,000 sends took nearly all of the run.
-            started = rt.bus.broadcast("bench", "tok", {"n": hops - 1})
-            if started != agents:
-                msg = f"the ring's broadcast reached {started} of {agents} agents"
-                raise RuntimeError(msg)
+            start_ring(rt.bus, agents, hops)
             for _ in range(agents):
                 if not finished.acquire(timeout=300):
                     msg = "the ring stalled"
