@@ -338,7 +338,6 @@ class TestUpgradeCognitiveState:
         with pytest.raises(TypeError, match="expected a CognitiveState"):
             upgrade_cognitive_state(value)
 
-
     def test_a_subclass_with_fields_of_its_own_is_refused_as_they_would_be_lost(self) -> None:
         class WithMood(CognitiveState, frozen=True, kw_only=True):
             mood: str = ""
