@@ -27,6 +27,7 @@ from ._codec import (
     encode,
     encode_value,
     register_upcaster,
+    unregister_upcaster,
 )
 from ._cognitive import (
     COGNITIVE_STATE_FIELDS,
@@ -158,5 +159,6 @@ __all__ = [
     "new_event_id",
     "register_upcaster",
     "session_stream",
+    "unregister_upcaster",
     "upgrade_cognitive_state",
 ]

@@ -44,6 +44,7 @@ __all__ = [
     "nests_too_deeply",
     "register_upcaster",
     "require_str",
+    "unregister_upcaster",
     "validated",
 ]
 
@@ -430,6 +431,16 @@ def decode(data: bytes | memoryview) -> Event:
 def register_upcaster(type_name: str, from_version: int, upcaster: Upcaster) -> None:
     """Register an upcaster on the default codec (see ``EventCodec.register_upcaster``)."""
     DEFAULT_CODEC.register_upcaster(type_name, from_version, upcaster)
+
+
+def unregister_upcaster(type_name: str, from_version: int) -> None:
+    """Remove an upcaster from the default codec; a no-op when none is registered.
+
+    Also one this package registered (``IpcSubscribed`` and ``PromptRejected`` from
+    version 1): to replace it, unregister it, then ``register_upcaster`` your own. Until
+    then, a record of that step no longer decodes on this codec (an ``EventVersionError``).
+    """
+    DEFAULT_CODEC.unregister_upcaster(type_name, from_version)
 
 
 MAX_VALUE_DEPTH: Final = 512

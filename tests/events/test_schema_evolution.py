@@ -19,6 +19,7 @@ from cogfabric.events import (
     PromptRejected,
     UnknownEventTypeError,
     register_upcaster,
+    unregister_upcaster,
 )
 
 
@@ -336,6 +337,30 @@ class TestRegisterUpcaster:
     def test_the_default_codec_refuses_an_upcaster_from_the_current_version(self) -> None:
         with pytest.raises(ValueError, match="PrivateSet is at version 1"):
             register_upcaster("PrivateSet", 1, lambda raw: raw)
+
+    def test_a_built_in_upcaster_of_the_default_codec_can_be_replaced(self) -> None:
+        old = msgspec.msgpack.encode(
+            {"type": "IpcSubscribed", "v": 1, "at": 1.0, "id": "x", "agent": "a", "topic": "news"}
+        )
+        built_in = DEFAULT_CODEC._upcasters[("IpcSubscribed", 1)]
+        try:
+            unregister_upcaster("IpcSubscribed", 1)
+            with pytest.raises(EventVersionError):
+                DEFAULT_CODEC.decode(old)
+            register_upcaster("IpcSubscribed", 1, lambda raw: {**raw, "order": 7})
+
+            assert DEFAULT_CODEC.decode(old) == IpcSubscribed(
+                at=1.0, id="x", agent="a", topic="news", order=7
+            )
+        finally:
+            unregister_upcaster("IpcSubscribed", 1)
+            register_upcaster("IpcSubscribed", 1, built_in)
+        assert DEFAULT_CODEC.decode(old) == IpcSubscribed(at=1.0, id="x", agent="a", topic="news", order=0)
+
+    def test_unregistering_no_upcaster_is_a_no_op(self) -> None:
+        unregister_upcaster("PrivateSet", 0)
+
+        assert ("PrivateSet", 0) not in DEFAULT_CODEC._upcasters
 
     def test_the_default_codec_still_reads_current_records_after_refusals(self) -> None:
         event = PrivateSet(at=1.0, agent="a", key="k", value=1)
