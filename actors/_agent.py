@@ -819,11 +819,12 @@ class AgentActor(pykka.ThreadingActor):
         )
 
     def op_private(self, key: str) -> Any:  # noqa: ANN401 - stored values are any encodable value
-        """A deep copy of one private value; None when missing."""
-        if not isinstance(key, str):
-            msg = f"private keys are strings, got {type(key).__name__}"
-            raise TypeError(msg)
-        value = self._state.private.get(key)
+        """A deep copy of one private value; None when missing.
+
+        A key that is not a ``str``, or that UTF-8 cannot encode, is refused as
+        ``set_private`` refuses it (``InvalidTextError``): no private value can have it.
+        """
+        value = self._state.private.get(require_str(key, "private key"))
         return None if value is None else copy_value(value)
 
     def op_context_view(self) -> tuple[dict[str, Any], dict[str, Any]]:

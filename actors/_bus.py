@@ -96,6 +96,12 @@ class IpcBus:
     ``send_from``, ``answer``, ``deferred``, ``handler_failed``, ``refuse`` and ``dead_letter`` are
     the agents' own plumbing (a behavior's ``ctx`` and the agent actors call them), not
     for user code: a dead letter or a refusal made by hand is journaled as real.
+
+    Once the runtime is closed, every method that would send, journal or change a
+    subscription (``send``, ``request``, ``delegate``, ``handoff``, ``broadcast``,
+    ``subscribe``, ``unsubscribe``) raises ``RuntimeClosedError``; the reads
+    (``subscribers``, ``dead_letters``) still answer, and ``reply`` to a request that is
+    no longer pending is ignored, as ever. The methods' Raises: sections leave it out.
     """
 
     def __init__(self, runtime: Runtime) -> None:
@@ -374,6 +380,9 @@ class IpcBus:
                 next one's reply until the timeout.
             InvalidTextError: ``frm``, ``to``, ``topic``, ``cause`` or ``trace`` is not a str
                 (also a ``TypeError``); nothing is journaled.
+            UnencodableValueError: ``payload`` holds a value msgspec cannot encode (also a
+                ``TypeError``); nothing is journaled.
+            TypeError: ``timeout`` is not a number of seconds.
 
         """
         timeout = bounded_wait(timeout, DEFAULT_REQUEST_TIMEOUT)
@@ -646,7 +655,7 @@ class IpcBus:
         handoff continues its context's.
 
         Raises:
-            TypeError: ``task_id`` is not a str.
+            InvalidTextError: ``task_id`` is not a str (also a ``TypeError``).
 
         """
         task_id = require_str(task_id, "task_id")
@@ -677,7 +686,7 @@ class IpcBus:
         empty topic has no subscription to remove.
 
         Raises:
-            TypeError: ``agent_id`` or ``topic`` is not a str.
+            InvalidTextError: ``agent_id`` or ``topic`` is not a str (also a ``TypeError``).
             ActorTimeoutError: a live agent stayed busy in its behavior for
                 ``call_timeout`` (the change is queued, and applied when it gets to it).
 

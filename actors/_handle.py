@@ -140,7 +140,13 @@ class Agent:
         self._call("set_private", key, value)
 
     def private(self, key: str) -> Any:  # noqa: ANN401 - stored values are any encodable value
-        """A deep copy of a private value, or None when the key is missing."""
+        """A deep copy of a private value, or None when the key is missing.
+
+        Raises:
+            InvalidTextError: ``key`` is not a ``str``, or UTF-8 cannot encode it (also a
+                ``TypeError``), as ``set_private``.
+
+        """
         return self._call("private", key)
 
     def context_view(self) -> ContextView:

@@ -974,8 +974,10 @@ class MemoryManager:
         """Use ``retrievers`` for RAG in ``build_prompt_messages`` and ``build_context`` (none by default).
 
         They run on the calling thread's behalf, side by side (at most four at a time),
-        each given ``call_timeout`` seconds; a retriever that raises, returns something
-        that is not snippets, or is late is logged and left out.
+        all within one ``call_timeout`` from the start of the prompt's build: the call
+        waits no longer, however many there are. A retriever that raises, returns
+        something that is not snippets, or is not done by then (one still waiting for a
+        free place among the four is not started) is logged and left out.
 
         Raises:
             TypeError: ``retrievers`` is a str, or holds something without ``retrieve``.

@@ -135,7 +135,7 @@ def _spawn_capabilities(capabilities: object) -> tuple[str, ...]:
     """A spawn's capabilities: a collection of strings, as they will be journaled."""
     if isinstance(capabilities, str | bytes) or not isinstance(capabilities, Iterable):
         msg = f"capabilities is a collection of strings, got {reprlib.repr(capabilities)}"
-        raise InvalidSpawnSpecError(msg)
+        raise SpawnSpecTypeError(msg)  # of the wrong type, as a capability that is no str
     try:
         return tuple(require_str(capability, "capability") for capability in capabilities)
     except TypeError as exc:
@@ -254,7 +254,13 @@ os.register_at_fork(
 
 
 class Runtime:
-    """The agent fabric: every agent a Pykka actor, every change journaled."""
+    """The agent fabric: every agent a Pykka actor, every change journaled.
+
+    Once closed, ``agents()`` and ``children()`` answer ``[]`` and ``close()`` does
+    nothing; every other method, and those of its ``bus`` and ``memory`` (as their
+    docstrings say) and of its agents' handles (but for ``id``), raises
+    ``RuntimeClosedError``. The methods' Raises: sections leave it out.
+    """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
         """Use ``Runtime.open``."""
@@ -362,8 +368,10 @@ class Runtime:
             TypeError: ``behaviors`` is no mapping of str names to callables (a name of
                 another type raises ``InvalidTextError``), ``llm_provider`` has no
                 ``generate``, or ``allow_unverified`` is no bool (a string "false" would
-                waive verification).
-            ValueError: a ``key`` without a ``path``, or ``verify`` is neither "full" nor "tail".
+                waive verification); or ``key`` is neither bytes nor str.
+            ValueError: a ``key`` without a ``path``, or one that is empty, longer than
+                BLAKE2b takes (64 bytes) or a str UTF-8 cannot encode; or ``verify`` is
+                neither "full" nor "tail".
 
         """
         config = Config.of(config)
@@ -937,6 +945,8 @@ class Runtime:
 
         Raises:
             AgentNotFoundError: no live agent has that id.
+            InvalidTextError: ``agent_id`` is no id: not a ``str``, or UTF-8 cannot encode
+                it (also a ``TypeError``).
 
         """
         return self._entry(agent_id).handle
@@ -963,7 +973,8 @@ class Runtime:
         gone, or never have been an agent here), so usually none: ``[]``, as the original's.
 
         Raises:
-            TypeError: ``agent_id`` is not a str.
+            InvalidTextError: ``agent_id`` is not a ``str``, or UTF-8 cannot encode it (also a
+                ``TypeError``).
 
         """
         require_str(agent_id, "agent_id")
@@ -991,6 +1002,8 @@ class Runtime:
 
         Raises:
             AgentNotFoundError: no live agent has that id.
+            InvalidTextError: ``agent_id`` is no id: not a ``str``, or UTF-8 cannot encode
+                it (also a ``TypeError``).
             AgentNotSuspendedError: the agent is not suspended (RUNNING included).
             AgentRetiredError: the agent is retired.
             ActorTimeoutError: the agent did not get to it within ``call_timeout`` (queued
@@ -1025,9 +1038,12 @@ class Runtime:
 
         Raises:
             AgentNotFoundError: no live agent has that id.
+            InvalidTextError: ``agent_id`` is no id: not a ``str``, or UTF-8 cannot encode
+                it (also a ``TypeError``).
             AgentRunningError: its behavior is handling a message.
             AgentRetiredError: it is retired.
             CognitiveStateSchemaVersionError: ``state`` is of a future schema version.
+            TypeError: ``state`` is not a ``CognitiveState``.
 
         """
         lifecycle = self._entry(agent_id).shared.lifecycle
@@ -1265,10 +1281,10 @@ class Runtime:
         try:
             entry = self._agents.get(agent_id)  # a dict read is atomic; writers hold the lock
         except TypeError:  # unhashable: "unhashable type" would not say what was wrong
-            msg = f"an agent id is a str, got {type(agent_id).__name__}"
-            raise TypeError(msg) from None
+            entry = None
         if entry is None:
-            raise AgentNotFoundError(agent_id)
+            # An id no agent can have is named as such, as everywhere else (only on a miss)
+            raise AgentNotFoundError(require_str(agent_id, "agent_id"))
         return entry
 
     def _incarnation(self, agent_id: str, shared: Shared) -> _Entry:

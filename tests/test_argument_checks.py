@@ -12,9 +12,12 @@ import pytest
 
 from cogfabric import (
     AgentNotFoundError,
+    AgentState,
+    CognitiveState,
     FakeClock,
     InvalidConfigError,
     InvalidSpawnSpecError,
+    InvalidTextError,
     Journal,
     Runtime,
 )
@@ -141,12 +144,21 @@ def test_a_timeout_is_a_number_of_seconds(tmp_path: Path) -> None:
         rt.flush(1)
 
 
-def test_an_unhashable_agent_id_is_named_as_such() -> None:
+def test_an_agent_id_no_agent_can_have_is_named_as_such() -> None:
     with Runtime.open(clock=FakeClock()) as rt:
-        with pytest.raises(TypeError, match="an agent id is a str, got list"):
-            rt.suspend(["a"])
+        rt.spawn("a")
+        with pytest.raises(InvalidTextError, match="agent_id must be a string, got list"):
+            rt.suspend(["a"])  # unhashable: no "unhashable type"
+        for call in (rt.agent, rt.kill, rt.suspend, rt.resume, rt.retire, rt.children):
+            with pytest.raises(InvalidTextError, match="agent_id must be a string, got int"):
+                call(5)
+            with pytest.raises(InvalidTextError, match="agent_id is not valid Unicode text"):
+                call("\ud800")
+        with pytest.raises(InvalidTextError, match="agent_id must be a string, got int"):
+            rt.recover(5, CognitiveState())
         with pytest.raises(AgentNotFoundError):
-            rt.agent(5)
+            rt.agent("b")  # an id that could be one: not found
+        assert rt.agent("a").lifecycle == AgentState.IDLE
 
 
 def test_journal_reads_check_their_arguments(tmp_path: Path) -> None:
@@ -200,7 +212,14 @@ def test_real_numbers_of_other_types_are_taken(tmp_path: Path) -> None:
 
 def test_a_spawn_argument_of_the_wrong_type_is_both_errors() -> None:
     with Runtime.open(clock=FakeClock()) as rt:
-        for spec in ({"capabilities": [None]}, {"task_id": 5}, {"parent": 5}, {"priority": "1"}):
+        for spec in (
+            {"capabilities": [None]},
+            {"capabilities": "ab"},
+            {"capabilities": 5},
+            {"task_id": 5},
+            {"parent": 5},
+            {"priority": "1"},
+        ):
             with pytest.raises(InvalidSpawnSpecError) as caught:
                 rt.spawn("x", **spec)
             assert isinstance(caught.value, TypeError)
@@ -218,8 +237,8 @@ def test_ids_of_the_wrong_type_are_named_not_looked_up() -> None:
         agent = rt.spawn("a")
         session = rt.memory.create_session("u")
         refused: dict[str, Callable[[], object]] = {
-            "private keys are strings, got int": lambda: agent.private(5),
-            "private keys are strings, got list": lambda: agent.private([]),
+            "private key must be a string, got int": lambda: agent.private(5),
+            "private key must be a string, got list": lambda: agent.private([]),
             "correlation_id must be a string, got NoneType": lambda: rt.bus.reply(None),
             "correlation_id must be a string, got int": lambda: rt.bus.reply(5),
             "topic must be a string, got list": lambda: rt.bus.subscribers([]),
@@ -238,6 +257,17 @@ def test_ids_of_the_wrong_type_are_named_not_looked_up() -> None:
                 call()
         assert agent.private("missing") is None
         assert rt.memory.get_messages(session)  # the seed message: nothing above changed it
+
+
+def test_a_private_key_no_value_can_have_is_refused_as_set_private_refuses_it() -> None:
+    with Runtime.open() as rt:
+        agent = rt.spawn("a")
+        for key in (5, "\ud800"):
+            with pytest.raises(InvalidTextError) as read:
+                agent.private(key)
+            with pytest.raises(InvalidTextError) as written:
+                agent.set_private(key, 1)
+            assert str(read.value) == str(written.value)
 
 
 def test_llm_ids_and_configs_are_checked_when_given(tmp_path: Path) -> None:
@@ -458,8 +488,6 @@ def test_a_tagged_key_its_tag_cannot_build_is_an_invalid_config(key: str) -> Non
 
 def test_a_request_to_a_recipient_that_is_no_str_is_named_as_such() -> None:
     # It was looked up first: an unhashable one raised "unhashable type: 'list'"
-    from cogfabric import InvalidTextError  # noqa: PLC0415
-
     with Runtime.open(None, clock=FakeClock()) as runtime:
         runtime.spawn("a")
         with pytest.raises(InvalidTextError, match="recipient must be a string, got list"):
