@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -81,9 +81,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             converted = msgspec.convert(builtins, Config)
         except msgspec.ValidationError as exc:
             raise config_error(exc) from exc
-        except (TypeError, ValueError, OverflowError) as exc:  # a value no config file could hold
-            msg = f"the configuration holds a value it cannot be written with: {exc}"
-            raise InvalidConfigError(msg) from exc
+        except _UNWRITABLE as exc:  # a value no config file could hold
+            raise _unwritable(exc) from exc
         where = _unencodable_text(builtins, "$")
         if where is not None:  # a model name or an extra parameter no provider request could send
             msg = f"text UTF-8 cannot encode (a lone surrogate) - at {where}"
@@ -115,9 +114,21 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 where = _unencodable_text(config, "$") or "$"
                 msg = f"text UTF-8 cannot encode (a lone surrogate) - at {where}"
                 raise InvalidConfigError(msg) from exc
+            except _UNWRITABLE as exc:  # a section that is no mapping msgspec can read, say
+                raise _unwritable(exc) from exc
             return converted.validated()  # sections given as objects are checked too
         msg = f"config must be a cogfabric.Config, a mapping or None, got {type(config).__name__}"
         raise InvalidConfigError(msg)
+
+
+_UNWRITABLE: Final = (TypeError, ValueError, OverflowError, RecursionError)
+"""What msgspec raises, beside its ValidationError, for a value no configuration file could hold
+(a recursive or too deeply nested one: RecursionError)."""
+
+
+def _unwritable(exc: BaseException) -> InvalidConfigError:
+    kind = "a value nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    return InvalidConfigError(f"the configuration holds a value it cannot be written with: {kind}")
 
 
 def _unencodable_text(value: object, where: str) -> str | None:

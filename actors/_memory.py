@@ -371,7 +371,7 @@ MIN_SWEEP_INTERVAL: Final = 0.1
 class MemoryManager:
     """The MemoryManager API of spec §5.1, as ``runtime.memory``.
 
-    Every call raises ``RuntimeClosedError`` once the runtime is closed,
+    Every session call raises ``RuntimeClosedError`` once the runtime is closed,
     ``ActorTimeoutError`` when the session actor does not answer within
     ``call_timeout``, and ``TypeError`` for a session, agent or user id, role or
     content that is not a str; a session call on one that is unknown, deleted or
@@ -974,10 +974,11 @@ class MemoryManager:
         """Use ``retrievers`` for RAG in ``build_prompt_messages`` and ``build_context`` (none by default).
 
         They run on the calling thread's behalf, side by side (at most four at a time),
-        all within one ``call_timeout`` from the start of the prompt's build: the call
-        waits no longer, however many there are. A retriever that raises, returns
-        something that is not snippets, or is not done by then (one still waiting for a
-        free place among the four is not started) is logged and left out.
+        all within one ``call_timeout`` from when the first starts (after the session's
+        messages are read): the call waits no longer for them, however many there are.
+        A retriever that raises, returns something that is not snippets, or is not done
+        by then (one still waiting for a free place among the four is not started) is
+        logged and left out.
 
         Raises:
             TypeError: ``retrievers`` is a str, or holds something without ``retrieve``.

@@ -131,6 +131,21 @@ def _spawn_priority(priority: object) -> float:
     return value
 
 
+_SPAWN_ARGUMENTS: Final = frozenset(
+    (
+        "agent_id",
+        "task_id",
+        "task_context",
+        "parent",
+        "capabilities",
+        "priority",
+        "experience_prior",
+        "behavior",
+    )
+)
+"""The keys of a spawn spec: ``spawn``'s arguments."""
+
+
 def _spawn_capabilities(capabilities: object) -> tuple[str, ...]:
     """A spawn's capabilities: a collection of strings, as they will be journaled."""
     if isinstance(capabilities, str | bytes) or not isinstance(capabilities, Iterable):
@@ -257,9 +272,11 @@ class Runtime:
     """The agent fabric: every agent a Pykka actor, every change journaled.
 
     Once closed, ``agents()`` and ``children()`` answer ``[]`` and ``close()`` does
-    nothing; every other method, and those of its ``bus`` and ``memory`` (as their
-    docstrings say) and of its agents' handles (but for ``id``), raises
-    ``RuntimeClosedError``. The methods' Raises: sections leave it out.
+    nothing; every other method raises ``RuntimeClosedError``, as do the calls of its
+    ``bus`` and ``memory`` that send, journal or read a session (their class docstrings
+    say which) and an agent handle's state and lifecycle calls (its fixed attributes,
+    ``id``, ``parent``, ``task_id``, ``capabilities`` and ``priority``, still answer).
+    The methods' Raises: sections leave it out.
     """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
@@ -646,6 +663,10 @@ class Runtime:
             if not isinstance(spec, Mapping):
                 msg = f"a spawn spec is a mapping of spawn's arguments, got {type(spec).__name__}"
                 raise InvalidSpawnSpecError(msg)
+            unknown = [key for key in spec if not (isinstance(key, str) and key in _SPAWN_ARGUMENTS)]
+            if unknown:  # "self", or a key that is no str, would fail as Python's own TypeError
+                shown = ", ".join(sorted(map(reprlib.repr, unknown)))
+                raise InvalidSpawnSpecError(f"unknown spawn arguments [{shown}]")
         events = [self._spawn_event(**spec) for spec in specs]
         ids = [event.agent for event in events]
         if len(set(ids)) != len(ids):
@@ -913,14 +934,13 @@ class Runtime:
         core = self._core
         if agent_id is None or agent_id == "":
             agent_id = f"agent-{os.urandom(6).hex()}"  # an empty identity is auto-assigned (spec §2.3)
-        agent_id = check_agent_id(
-            agent_id, SpawnSpecTypeError if not isinstance(agent_id, str) else InvalidSpawnSpecError
-        )
         try:
+            agent_id = require_str(agent_id, "agent id")  # no str, or a lone surrogate: as below
             task_id = None if task_id is None else require_str(task_id, "task_id")
             parent = None if parent is None else require_str(parent, "parent")
         except TypeError as exc:
             raise SpawnSpecTypeError(str(exc)) from None
+        agent_id = check_agent_id(agent_id)
         if parent == "":
             parent = None  # no agent has the empty id: the original's root agent
         priority = _spawn_priority(priority)
@@ -1236,14 +1256,13 @@ class Runtime:
             NoLLMProviderError: no provider was given and the runtime has none (also a
                 ``ValueError``).
             ValueError: ``agent_id`` cannot name an agent's stream (it is empty, say).
-            TypeError: ``agent_id`` is neither a str nor None.
+            InvalidTextError: ``agent_id`` is neither a str nor None, or UTF-8 cannot
+                encode it (also a ``TypeError``).
 
         """
         self._check_open()
         if agent_id is not None:
-            if not isinstance(agent_id, str):
-                msg = f"agent_id must be a string or None, got {type(agent_id).__name__}"
-                raise TypeError(msg)
+            agent_id = require_str(agent_id, "agent_id")
             if not agent_id:
                 msg = "agent_id must not be empty: it names the agent's stream, agent/<id>"
                 raise ValueError(msg)
@@ -1282,9 +1301,13 @@ class Runtime:
             entry = self._agents.get(agent_id)  # a dict read is atomic; writers hold the lock
         except TypeError:  # unhashable: "unhashable type" would not say what was wrong
             entry = None
-        if entry is None:
-            # An id no agent can have is named as such, as everywhere else (only on a miss)
-            raise AgentNotFoundError(require_str(agent_id, "agent_id"))
+        if entry is None:  # only on a miss, off the hot path:
+            # an id no agent can have is named as such, as everywhere else; a str
+            # subclass (unhashable, or hashed its own way) is looked up by its text
+            plain = require_str(agent_id, "agent_id")
+            entry = None if plain is agent_id else self._agents.get(plain)
+            if entry is None:
+                raise AgentNotFoundError(plain)
         return entry
 
     def _incarnation(self, agent_id: str, shared: Shared) -> _Entry:
@@ -1789,10 +1812,11 @@ def _check_open_arguments(
 ) -> None:
     """``Runtime.open``'s argument checks, before anything is opened."""
     if verify not in ("full", "tail"):
-        msg = f"verify must be 'full' or 'tail', not {verify!r}"
+        msg = f"verify must be 'full' or 'tail', not {reprlib.repr(verify)}"
         raise ValueError(msg)
     if not isinstance(allow_unverified, bool):  # "false" would waive verification
-        msg = f"allow_unverified is a bool, got {type(allow_unverified).__name__} {allow_unverified!r}"
+        shown = reprlib.repr(allow_unverified)  # bounded, and safe from a failing __repr__
+        msg = f"allow_unverified is a bool, got {type(allow_unverified).__name__} {shown}"
         raise TypeError(msg)
     if behaviors is not None and not isinstance(behaviors, Mapping):
         msg = f"behaviors maps names to behavior factories, got {type(behaviors).__name__}"

@@ -201,7 +201,19 @@ class EventCodec:
         self._upcasters[(type_name, from_version)] = upcaster
 
     def unregister_upcaster(self, type_name: str, from_version: int) -> None:
-        """Remove an upcaster; a no-op when none is registered."""
+        """Remove an upcaster; a no-op when none is registered for that step.
+
+        Raises:
+            UnknownEventTypeError: ``type_name`` is no type of this codec (a misspelt
+                name would otherwise remove nothing, silently).
+            TypeError: ``from_version`` is not an int (``True`` would remove the
+                upcaster from version 1).
+
+        """
+        self.current_version(type_name)
+        if isinstance(from_version, bool) or not isinstance(from_version, int):
+            msg = f"from_version must be an int, got {type(from_version).__name__}"
+            raise TypeError(msg)
         self._upcasters.pop((type_name, from_version), None)
 
     def encode(self, event: Event) -> bytes:
@@ -434,7 +446,7 @@ def register_upcaster(type_name: str, from_version: int, upcaster: Upcaster) -> 
 
 
 def unregister_upcaster(type_name: str, from_version: int) -> None:
-    """Remove an upcaster from the default codec; a no-op when none is registered.
+    """Remove an upcaster from the default codec (see ``EventCodec.unregister_upcaster``).
 
     Also one this package registered (``IpcSubscribed`` and ``PromptRejected`` from
     version 1): to replace it, unregister it, then ``register_upcaster`` your own. Until

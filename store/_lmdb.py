@@ -45,6 +45,7 @@ import itertools
 import logging
 import operator
 import os
+import reprlib
 import stat
 import struct
 import threading
@@ -350,7 +351,7 @@ def _require_bools(**flags: object) -> None:
     """Refuse a flag that is no bool: a string "false" is true."""
     for name, flag in flags.items():
         if not isinstance(flag, bool):
-            msg = f"{name} is a bool, got {type(flag).__name__} {flag!r}"
+            msg = f"{name} is a bool, got {type(flag).__name__} {reprlib.repr(flag)}"  # bounded
             raise TypeError(msg)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from fractions import Fraction
@@ -20,6 +21,7 @@ from cogfabric import (
     InvalidTextError,
     Journal,
     Runtime,
+    SpawnSpecTypeError,
 )
 from cogfabric.actors import Config, JournalConfig, LLMClient, LLMConfig, RuntimeConfig, ScriptedProvider
 from cogfabric.events import PrivateSet
@@ -259,6 +261,67 @@ def test_ids_of_the_wrong_type_are_named_not_looked_up() -> None:
         assert rt.memory.get_messages(session)  # the seed message: nothing above changed it
 
 
+def test_a_live_agent_is_found_by_an_id_of_a_str_subclass_python_cannot_hash() -> None:
+    class Key(str):  # noqa: PLW1641 - unhashable on purpose
+        __slots__ = ()
+
+        def __eq__(self, other: object) -> bool:  # defining __eq__ alone leaves it unhashable
+            return str.__eq__(self, other)
+
+    with Runtime.open() as rt:
+        rt.spawn("lead")
+        rt.suspend(Key("lead"))
+
+        assert rt.agent(Key("lead")).lifecycle == AgentState.SUSPENDED
+        with pytest.raises(AgentNotFoundError):
+            rt.agent(Key("rest"))
+
+
+def test_a_spawn_id_utf8_cannot_encode_is_of_the_wrong_type_as_any_spawn_id() -> None:
+    with Runtime.open() as rt:
+        for spec in ({"agent_id": "\ud800"}, {"agent_id": "a", "parent": "\ud800"}, {"agent_id": 5}):
+            with pytest.raises(SpawnSpecTypeError):
+                rt.spawn(**spec)
+        assert rt.agents() == []
+
+
+def test_a_spawn_spec_key_that_is_no_argument_of_spawn_is_named() -> None:
+    with Runtime.open() as rt:
+        for spec in ({"self": 1}, {1: "x"}, {"agent_id": "x", "bogus": 1}):
+            with pytest.raises(InvalidSpawnSpecError, match="unknown spawn arguments"):
+                rt.spawn_many([{"agent_id": "ok"}, spec])
+        assert rt.agents() == []
+        # every argument of spawn is a key a spec may hold (each at its default here)
+        parameters = inspect.signature(Runtime.spawn).parameters.items()
+        rt.spawn_many([{name: p.default for name, p in parameters if name != "self"} | {"agent_id": "x"}])
+        assert rt.agents() == ["x"]
+
+
+def test_a_config_value_no_file_could_hold_is_an_invalid_config() -> None:
+    looped: list[object] = [1]
+    looped.append(looped)
+    for config in (
+        Config(runtime=RuntimeConfig(mailbox_size=looped)),
+        {"runtime": range(3)},
+    ):
+        with pytest.raises(InvalidConfigError):
+            Runtime.open(None, config=config)
+
+
+def test_a_flag_of_the_wrong_type_is_shown_briefly(tmp_path: Path) -> None:
+    class Unshowable:
+        def __repr__(self) -> str:
+            raise RuntimeError
+
+    for flag in (["x"] * 100_000, Unshowable()):
+        with pytest.raises(TypeError, match="sync is a bool") as caught:
+            Journal.open(tmp_path / "j", sync=flag)
+        assert len(str(caught.value)) < 200
+        with pytest.raises(TypeError, match="allow_unverified is a bool") as caught:
+            Runtime.open(None, allow_unverified=flag)
+        assert len(str(caught.value)) < 200
+
+
 def test_a_private_key_no_value_can_have_is_refused_as_set_private_refuses_it() -> None:
     with Runtime.open() as rt:
         agent = rt.spawn("a")
@@ -276,8 +339,10 @@ def test_llm_ids_and_configs_are_checked_when_given(tmp_path: Path) -> None:
     with Runtime.open(llm_provider=ScriptedProvider(["ok"])) as rt:
         with pytest.raises(ValueError, match="must not be empty"):
             rt.llm(agent_id="")
-        with pytest.raises(TypeError, match="agent_id must be a string or None, got int"):
+        with pytest.raises(InvalidTextError, match="agent_id must be a string, got int"):
             rt.llm(agent_id=5)
+        with pytest.raises(InvalidTextError, match="agent_id is not valid Unicode text"):
+            rt.llm(agent_id="\ud800")
     with pytest.raises(InvalidConfigError):
         OpenAICompatibleProvider(5)
     with pytest.raises(ValueError, match="needs base_url"):

@@ -12,7 +12,11 @@ class CogfabricError(Exception):
 
     Each layer derives its own base from it (``EventError``, ``JournalError``,
     ``ActorError``), so ``except cogfabric.CogfabricError`` catches everything the
-    library reports and nothing that is a bug in it.
+    library reports about the state of the runtime, its agents, sessions and journal,
+    and about the values and ids it is given, and nothing that is a bug in it. A plain
+    ``TypeError`` or ``ValueError`` still marks some misuses of an argument's kind (a
+    timeout that is no number, a state that is no ``CognitiveState``, an iterable
+    argument that is not iterable), as the methods' docstrings say.
 
     Every one survives ``pickle`` and ``copy`` (a worker process of a
     ``ProcessPoolExecutor`` raises it to its parent) with its message and attributes,

@@ -358,9 +358,26 @@ class TestRegisterUpcaster:
         assert DEFAULT_CODEC.decode(old) == IpcSubscribed(at=1.0, id="x", agent="a", topic="news", order=0)
 
     def test_unregistering_no_upcaster_is_a_no_op(self) -> None:
+        before = dict(DEFAULT_CODEC._upcasters)
+
         unregister_upcaster("PrivateSet", 0)
 
-        assert ("PrivateSet", 0) not in DEFAULT_CODEC._upcasters
+        assert DEFAULT_CODEC._upcasters == before
+
+    @pytest.mark.parametrize(
+        ("type_name", "from_version", "error"),
+        [("IpcSubscribd", 1, UnknownEventTypeError), ("IpcSubscribed", True, TypeError)],
+        ids=["misspelt type", "bool version"],
+    )
+    def test_unregistering_is_checked_as_registering_is(
+        self, type_name: str, from_version: int, error: type[Exception]
+    ) -> None:
+        before = dict(DEFAULT_CODEC._upcasters)
+
+        with pytest.raises(error):
+            unregister_upcaster(type_name, from_version)
+
+        assert DEFAULT_CODEC._upcasters == before
 
     def test_the_default_codec_still_reads_current_records_after_refusals(self) -> None:
         event = PrivateSet(at=1.0, agent="a", key="k", value=1)
