@@ -1315,7 +1315,7 @@ class AgentContext:
 
         Returns the bus, and the cause and trace a request carries (none off a message).
         """
-        if to == self.agent_id:
+        if require_str(to, "recipient") == self.agent_id:  # named first: no object's own __eq__ runs
             msg = f"agentipc: invalid message: {to!r} cannot request itself from its own behavior"
             raise IpcInvalidMessageError(msg)
         actor = self._actor

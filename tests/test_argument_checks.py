@@ -559,6 +559,29 @@ def test_a_request_to_a_recipient_that_is_no_str_is_named_as_such() -> None:
             runtime.bus.request("x", ["a"], "t", 1, timeout=1)
 
 
+class _AsksAnOddRecipient:
+    class Odd:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError
+
+    def on_message(self, ctx: Any, message: Any) -> str:  # noqa: ARG002
+        try:
+            ctx.request(self.Odd(), "t", 1, timeout=1)
+        except Exception as exc:  # noqa: BLE001 - what it raised is the answer
+            return type(exc).__name__
+        return "nothing"
+
+
+def test_a_behavior_request_to_a_recipient_that_is_no_str_is_named_as_such() -> None:
+    # Its own __eq__ ran first, when the context compared it with the agent's id
+    with Runtime.open(None, clock=FakeClock(), behaviors={"odd": _AsksAnOddRecipient}) as runtime:
+        runtime.spawn("a", behavior="odd")
+
+        assert runtime.bus.request("x", "a", "go", None, timeout=5).payload == "InvalidTextError"
+
+
 @pytest.mark.parametrize("text", ["runtime:\n  call_timeout: 1e3\n", "memory:\n  session_ttl: 1e9\n"])
 def test_a_float_written_without_a_dot_is_refused_with_how_to_write_it(text: str) -> None:
     # YAML 1.1 reads 1e3 as text; "Expected `float`, got `str`" alone left the user puzzled
