@@ -111,7 +111,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             except msgspec.ValidationError as exc:
                 raise config_error(exc) from exc
             except UnicodeEncodeError as exc:  # msgspec's, for a lone surrogate anywhere
-                where = _unencodable_text(config, "$") or "$"
+                try:
+                    where = _unencodable_text(config, "$") or "$"
+                except RecursionError:  # a recursive value beside it
+                    where = "$"
                 msg = f"text UTF-8 cannot encode (a lone surrogate) - at {where}"
                 raise InvalidConfigError(msg) from exc
             except _UNWRITABLE as exc:  # a section that is no mapping msgspec can read, say

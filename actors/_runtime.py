@@ -1410,7 +1410,11 @@ class Runtime:
         ``CONTROL_EXTRA`` lifecycle calls at most (``MailboxSlots.acquire_control``);
         past that the next one waits for one of them to be handled.
         """
-        entry = self._entry(agent_id) if incarnation is None else self._incarnation(agent_id, incarnation)
+        if incarnation is None:  # a lifecycle call or the bus: the id as given, named by its text
+            agent_id = require_str(agent_id, "agent_id")
+            entry = self._entry(agent_id)
+        else:  # a handle: its agent's own id
+            entry = self._incarnation(agent_id, incarnation)
         if entry.shared.thread is threading.current_thread():
             # its own behavior: the ask would queue behind the message it is handling
             detail = (

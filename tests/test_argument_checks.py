@@ -261,20 +261,34 @@ def test_ids_of_the_wrong_type_are_named_not_looked_up() -> None:
         assert rt.memory.get_messages(session)  # the seed message: nothing above changed it
 
 
+class _Key(str):  # noqa: PLW1641 - unhashable on purpose
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:  # defining __eq__ alone leaves it unhashable
+        return str.__eq__(self, other)
+
+
+class _SuspendsLead:
+    runtime: Runtime
+
+    def on_message(self, ctx: Any, message: Any) -> str:  # noqa: ARG002
+        self.runtime.suspend(_Key("lead"))  # from a behavior: its wait is checked for a circle
+        return "suspended"
+
+
 def test_a_live_agent_is_found_by_an_id_of_a_str_subclass_python_cannot_hash() -> None:
-    class Key(str):  # noqa: PLW1641 - unhashable on purpose
-        __slots__ = ()
-
-        def __eq__(self, other: object) -> bool:  # defining __eq__ alone leaves it unhashable
-            return str.__eq__(self, other)
-
-    with Runtime.open() as rt:
+    with Runtime.open(behaviors={"suspends": _SuspendsLead}) as rt:
         rt.spawn("lead")
-        rt.suspend(Key("lead"))
+        rt.suspend(_Key("lead"))
 
-        assert rt.agent(Key("lead")).lifecycle == AgentState.SUSPENDED
+        assert rt.agent(_Key("lead")).lifecycle == AgentState.SUSPENDED
         with pytest.raises(AgentNotFoundError):
-            rt.agent(Key("rest"))
+            rt.agent(_Key("rest"))
+        rt.resume(_Key("lead"))
+        rt.spawn("caller", behavior="suspends")
+        _SuspendsLead.runtime = rt
+        assert rt.bus.request("x", "caller", "go", None, timeout=5).payload == "suspended"
+        assert rt.agent("lead").lifecycle == AgentState.SUSPENDED
 
 
 def test_a_spawn_id_utf8_cannot_encode_is_of_the_wrong_type_as_any_spawn_id() -> None:
@@ -303,6 +317,7 @@ def test_a_config_value_no_file_could_hold_is_an_invalid_config() -> None:
     for config in (
         Config(runtime=RuntimeConfig(mailbox_size=looped)),
         {"runtime": range(3)},
+        {"llm": {"extra": {"a": looped}}, "journal": {"durability": "\ud800"}},
     ):
         with pytest.raises(InvalidConfigError):
             Runtime.open(None, config=config)

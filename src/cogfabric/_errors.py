@@ -11,12 +11,13 @@ class CogfabricError(Exception):
     """Base class of every error cogfabric raises on purpose.
 
     Each layer derives its own base from it (``EventError``, ``JournalError``,
-    ``ActorError``), so ``except cogfabric.CogfabricError`` catches everything the
-    library reports about the state of the runtime, its agents, sessions and journal,
-    and about the values and ids it is given, and nothing that is a bug in it. A plain
-    ``TypeError`` or ``ValueError`` still marks some misuses of an argument's kind (a
-    timeout that is no number, a state that is no ``CognitiveState``, an iterable
-    argument that is not iterable), as the methods' docstrings say.
+    ``ActorError``), so ``except cogfabric.CogfabricError`` catches what the library
+    reports about the state of the runtime, its agents, sessions and journal, and about
+    the values that cross into them, and nothing that is a bug in it. Some misuses of an
+    argument are the built-in ``TypeError`` or ``ValueError`` alone, as the methods'
+    docstrings say: a timeout that is no number, a state that is no ``CognitiveState``,
+    an option that is none of its choices (``verify="x"``), an ``agent_id`` that
+    cannot name a stream given to ``runtime.llm``, a second upcaster for one step.
 
     Every one survives ``pickle`` and ``copy`` (a worker process of a
     ``ProcessPoolExecutor`` raises it to its parent) with its message and attributes,
