@@ -69,7 +69,16 @@ class Agent:
     journal refuses raises the journal's error (a ``JournalError``).
     """
 
-    __slots__ = ("_capabilities", "_id", "_parent", "_priority", "_runtime", "_shared", "_task_id")
+    __slots__ = (
+        "_behavior",
+        "_capabilities",
+        "_id",
+        "_parent",
+        "_priority",
+        "_runtime",
+        "_shared",
+        "_task_id",
+    )
 
     def __init__(self, runtime: Runtime, state: AgentSnapshot, shared: Shared) -> None:
         self._runtime = runtime
@@ -78,6 +87,7 @@ class Agent:
         self._task_id = state.task_id
         self._capabilities = state.capabilities
         self._priority = state.priority
+        self._behavior = state.behavior
         self._shared = shared
 
     @property
@@ -104,6 +114,33 @@ class Agent:
     def task_id(self) -> str | None:
         """The task the agent works on."""
         return self._task_id
+
+    @property
+    def behavior(self) -> str | None:
+        """The name of the behavior the agent was spawned with, as journaled (None: none).
+
+        A name registered in ``behaviors``, or, for an instance of a class that is not,
+        its class's qualified name. The name, whether or not this runtime has a behavior
+        of it: see ``has_behavior``.
+        """
+        return self._behavior
+
+    @property
+    def has_behavior(self) -> bool:
+        """Whether a behavior runs the agent's messages now.
+
+        False for an agent spawned without one, and for one recovered with a behavior
+        name the runtime was not given in ``behaviors`` (or whose factory raised):
+        messages to it are dead-lettered. Recovery only logs that; this is how a program
+        can find out (``[a for a in rt.agents() if not rt.agent(a).has_behavior]``).
+
+        Raises:
+            AgentNotFoundError: the agent was killed (also when a new agent took its id).
+            RuntimeClosedError: the runtime is closed.
+
+        """
+        self._runtime._incarnation(self._id, self._shared)  # noqa: SLF001 - the handle's own check
+        return self._shared.has_behavior
 
     @property
     def lifecycle(self) -> AgentState:

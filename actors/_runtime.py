@@ -275,7 +275,8 @@ class Runtime:
     nothing; every other method raises ``RuntimeClosedError``, as do the calls of its
     ``bus`` and ``memory`` that send, journal or read a session (their class docstrings
     say which) and an agent handle's state and lifecycle calls (its fixed attributes,
-    ``id``, ``parent``, ``task_id``, ``capabilities`` and ``priority``, still answer).
+    ``id``, ``parent``, ``task_id``, ``capabilities``, ``priority`` and ``behavior``,
+    still answer).
     The methods' Raises: sections leave it out.
     """
 

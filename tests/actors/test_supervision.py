@@ -1672,6 +1672,21 @@ class TestBehaviors:
 
             assert runtime.agent("a").lifecycle == AgentState.IDLE
             assert [d.reason for d in runtime.bus.dead_letters()] == ["no behavior"]
+            assert (runtime.agent("a").behavior, runtime.agent("a").has_behavior) == ("gate", False)
+
+    def test_a_handle_says_which_behavior_its_agent_has(self, tmp_path: Path) -> None:
+        with _open(tmp_path / "j") as runtime:
+            runtime.spawn("named", behavior="gate")
+            runtime.spawn("none")
+            found = {a: (runtime.agent(a).behavior, runtime.agent(a).has_behavior) for a in runtime.agents()}
+        assert found == {"named": ("gate", True), "none": (None, False)}
+        with _open(tmp_path / "j") as runtime:  # given its factory again: reattached
+            assert runtime.agent("named").has_behavior
+            handle = runtime.agent("named")
+            runtime.kill("named")
+            with pytest.raises(AgentNotFoundError):
+                _ = handle.has_behavior
+            assert handle.behavior == "gate"  # a fixed attribute, as its id
 
 
 def _flush_once_drained(runtime: Runtime, attempts: int = 200) -> None:
@@ -3107,6 +3122,7 @@ class TestKillAndReloadEdges:
             runtime.flush()
             assert [d.reason for d in runtime.bus.dead_letters()] == ["no behavior"]
             assert "could not be made" in caplog.text
+            assert not runtime.agent("a").has_behavior
 
     def test_a_request_that_reaches_an_agent_behind_its_kill_fails_at_once(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
