@@ -120,19 +120,27 @@ class Agent:
         """The name of the behavior the agent was spawned with, as journaled (None: none).
 
         A name registered in ``behaviors``, or, for an instance of a class that is not,
-        its class's qualified name. The name, whether or not this runtime has a behavior
-        of it: see ``has_behavior``.
+        its class's module and qualified name (``"mymodule.Reviewer"``). The name, whether
+        or not this runtime has a behavior of it: see ``has_behavior``.
         """
         return self._behavior
 
     @property
     def has_behavior(self) -> bool:
-        """Whether a behavior runs the agent's messages now.
+        """Whether the agent has a behavior to handle its messages.
 
         False for an agent spawned without one, and for one recovered with a behavior
-        name the runtime was not given in ``behaviors`` (or whose factory raised):
-        messages to it are dead-lettered. Recovery only logs that; this is how a program
-        can find out (``[a for a in rt.agents() if not rt.agent(a).has_behavior]``).
+        name the runtime was not given in ``behaviors``, or whose factory raised or made
+        something without ``on_message``: messages to it are dead-lettered ("no
+        behavior"). Recovery only logs that; this is how a program finds such agents:
+        ``[a for a in rt.agents() if rt.agent(a).behavior and not rt.agent(a).has_behavior]``.
+        (A suspended or retired agent's messages are dead-lettered all the same: see
+        ``lifecycle``.)
+
+        Read without asking the agent's actor, as ``lifecycle``: after its behavior
+        failed on a message, the restart that makes a new one may still be under way
+        (the requester hears of the failure first), and this says what it made once it
+        is done; ``runtime.flush()`` waits for that.
 
         Raises:
             AgentNotFoundError: the agent was killed (also when a new agent took its id).

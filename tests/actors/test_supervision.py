@@ -1674,6 +1674,30 @@ class TestBehaviors:
             assert [d.reason for d in runtime.bus.dead_letters()] == ["no behavior"]
             assert (runtime.agent("a").behavior, runtime.agent("a").has_behavior) == ("gate", False)
 
+    def test_a_flush_waits_for_the_restart_has_behavior_reports(self, tmp_path: Path) -> None:
+        made: list[int] = []
+
+        class FailsThenCannotBeMade:
+            def __init__(self) -> None:
+                if made:
+                    msg = "no second one"
+                    raise RuntimeError(msg)
+                made.append(1)
+
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                raise ValueError(message.topic)
+
+        with _open(tmp_path / "j", behaviors={"once": FailsThenCannotBeMade}) as runtime:
+            handle = runtime.spawn("a", behavior="once")
+            with pytest.raises(IpcHandlerError):
+                runtime.bus.request("x", "a", "boom", None, timeout=5)
+            runtime.flush()  # the requester heard first; the restart is done once this returns
+
+            assert not handle.has_behavior
+            runtime.bus.send("x", "a", "next")
+            runtime.flush()
+            assert runtime.bus.dead_letters()[-1].reason == "no behavior"
+
     def test_a_handle_says_which_behavior_its_agent_has(self, tmp_path: Path) -> None:
         with _open(tmp_path / "j") as runtime:
             runtime.spawn("named", behavior="gate")
