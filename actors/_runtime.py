@@ -6,6 +6,7 @@ import atexit
 import collections
 import contextlib
 import functools
+import inspect
 import itertools
 import logging
 import math
@@ -129,21 +130,6 @@ def _spawn_priority(priority: object) -> float:
     if not math.isfinite(value):
         raise InvalidSpawnSpecError(f"priority must be a finite number, got {reprlib.repr(priority)}")
     return value
-
-
-_SPAWN_ARGUMENTS: Final = frozenset(
-    (
-        "agent_id",
-        "task_id",
-        "task_context",
-        "parent",
-        "capabilities",
-        "priority",
-        "experience_prior",
-        "behavior",
-    )
-)
-"""The keys of a spawn spec: ``spawn``'s arguments."""
 
 
 def _spawn_capabilities(capabilities: object) -> tuple[str, ...]:
@@ -1837,3 +1823,7 @@ def _check_open_arguments(
     if llm_provider is not None and not callable(getattr(llm_provider, "generate", None)):
         msg = f"llm_provider has a generate(prompt, **params) method, got {type(llm_provider).__name__}"
         raise TypeError(msg)
+
+
+_SPAWN_ARGUMENTS: Final = frozenset(inspect.signature(Runtime.spawn).parameters) - {"self"}
+"""The keys of a spawn spec: ``spawn``'s arguments."""
