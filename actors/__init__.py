@@ -46,6 +46,7 @@ from ._llm import (
     PromptTooLongError,
     ProviderError,
     ScriptedProvider,
+    render_messages,
 )
 from ._memory import MemoryManager, Retriever, SessionData, SessionState, Snippet, apply_session_event
 from ._memory_config import MemoryConfig, default_memory_config
@@ -112,6 +113,7 @@ __all__ = [
     "UserCodeError",
     "apply_session_event",
     "default_memory_config",
+    "render_messages",
     "replay_agent",
     "snapshot_problem",
 ]

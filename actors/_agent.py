@@ -37,6 +37,7 @@ from cogfabric.events import (
 from cogfabric.events._codec import journal_repr, journal_text, require_str
 from cogfabric.store import JournalError, JournalFailedError
 
+from ._clock import bounded_wait
 from ._core import replay_agent
 from ._errors import (
     ActorTimeoutError,
@@ -1205,6 +1206,36 @@ class AgentContext:
         """Journal and return a copy of the cognitive state."""
         result: CognitiveState = self._state("checkpoint_cognitive")
         return result
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until this agent's changes so far are durable: ``runtime.flush()`` from its behavior.
+
+        In batch durability an agent hands its changes to the journal writer when its
+        message is done; this hands over what it changed so far now and waits for the
+        commit, so a behavior can make a change durable before it tells anyone (an
+        exchange's fill before its acknowledgement). It does not wait for other agents.
+        In sync durability every change is durable when its call returns, and a
+        memory-only runtime has no journal: then it returns at once. From a worker thread
+        the behavior waits for, as from its own.
+
+        Raises:
+            AgentNotFoundError: the agent was killed.
+            RuntimeClosedError: ``close()`` stopped the agents' work, or the writer.
+            ActorTimeoutError: the journal did not commit within ``timeout`` seconds
+                (default, and for 0 or less, ``call_timeout``): the outcome is unknown.
+            JournalError: the journal failed (fail-stop).
+            TypeError: ``timeout`` is not a number.
+
+        """
+        actor = self._actor
+        core = actor._core  # noqa: SLF001
+        wait = core.call_timeout if timeout is None else bounded_wait(timeout, core.call_timeout)
+        core.check_running()
+        if actor._killed:  # noqa: SLF001
+            raise AgentNotFoundError(actor.agent_id)
+        actor.flush_outbox()
+        if core.writer is not None:
+            core.writer.flush(wait)
 
     @property
     def memory(self) -> MemoryManager:

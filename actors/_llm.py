@@ -492,8 +492,26 @@ def prompt_hash(prompt: str) -> str:
 
 
 def render_messages(messages: Sequence[Message]) -> str:
-    """Render prompt messages as ``role: content`` lines."""
-    return "\n".join(f"{m.role}: {m.content}" for m in messages)
+    """Render prompt messages as the text ``turn`` gates and sends, a line or more each.
+
+    A message is ``role: content``; one that answers a tool call names it,
+    ``role for <tool_call_id>: content``. Each of its tool calls follows on a line of
+    its own, ``role tool call <id>: <name>(<arguments>)``, the arguments as given (an
+    assistant message of tool calls and no text is those lines alone): a model reads
+    which tool it called with what, as the original hands its provider the window's
+    messages with their tool calls. Turn ids, event kinds, parent ids and artifact
+    refs are not rendered (the window's cleaner drops the last three from cleaned
+    messages, as the original's does).
+    """
+    lines: list[str] = []
+    for m in messages:
+        if m.content or not m.tool_calls:
+            named = f" for {m.tool_call_id}" if m.tool_call_id else ""
+            lines.append(f"{m.role}{named}: {m.content}")
+        for call in m.tool_calls:
+            named = f" {call.id}" if call.id else ""
+            lines.append(f"{m.role} tool call{named}: {call.function.name}({call.function.arguments})")
+    return "\n".join(lines)
 
 
 class LLMClient:

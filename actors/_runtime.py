@@ -1452,7 +1452,9 @@ class Runtime:
         for a commit takes the journal's word for its state, each within as long again,
         so that every read shows what the journal holds. Called from a
         behavior, it hands over that agent's own changes and waits for the journal, not
-        for other agents (two agents flushing at once would each wait for the other).
+        for other agents (two agents flushing at once would each wait for the other);
+        ``ctx.flush()`` does the same, also from a worker thread the behavior waits for
+        (from which this one would wait for that busy agent, and time out).
 
         Raises:
             RuntimeClosedError: the runtime is closed.

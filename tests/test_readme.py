@@ -21,7 +21,7 @@ def _run(example: str) -> list[str]:
 
 
 def test_the_readme_runtime_example_runs() -> None:
-    runtime_example, _ = _python_blocks()
+    runtime_example, _, _ = _python_blocks()
 
     assert _run(runtime_example) == [
         "{'verdict': 'plausible', 'by': 'rev'} ['rev']",
@@ -33,13 +33,22 @@ def test_the_readme_runtime_example_runs() -> None:
 
 
 def test_the_readme_journal_example_runs() -> None:
-    _, journal_example = _python_blocks()
+    _, journal_example, _ = _python_blocks()
 
     assert _run(journal_example) == ["1 TaskContextSet TASK_SHARED", "2 PrivateSet AGENT_PRIVATE"]
 
 
+def test_the_readme_audit_example_runs() -> None:
+    _, _, audit_example = _python_blocks()
+
+    assert _run(audit_example) == [
+        "2 {'step': 1} {'step': 2} IDLE",
+        "[('system', 'New session started'), ('user', 'hello')]",
+    ]
+
+
 def test_the_shell_verifies_the_journal_the_readme_example_writes(tmp_path: Path) -> None:
-    _, journal_example = _python_blocks()
+    _, journal_example, _ = _python_blocks()
     kept = journal_example.replace(
         'path = Path(tempfile.mkdtemp()) / "journal"', f"path = Path({str(tmp_path / 'journal')!r})"
     )

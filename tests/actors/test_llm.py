@@ -31,7 +31,15 @@ from cogfabric.actors import (
 )
 from cogfabric.actors._llm import prompt_hash
 from cogfabric.config import load_llm_config, parse_config
-from cogfabric.events import IpcMessage, LlmCallFailed, LlmOutputRecorded, PromptRejected
+from cogfabric.events import (
+    IpcMessage,
+    LlmCallFailed,
+    LlmOutputRecorded,
+    Message,
+    PromptRejected,
+    ToolCall,
+    ToolCallFunction,
+)
 from cogfabric.store import JournalFullError, JournalStillFullError
 
 if TYPE_CHECKING:
@@ -242,6 +250,36 @@ class TestJournaled:
             assert answer == "first"
             assert provider.calls == ["system: New session started\nuser: what is X?"]
             assert [m.role for m in runtime.memory.get_messages(session)] == ["system", "user", "assistant"]
+
+    def test_a_turn_shows_the_model_the_tool_calls_and_which_call_a_result_answers(
+        self, tmp_path: Path, provider: ScriptedProvider
+    ) -> None:
+        # Rendered as role: content alone, an assistant's tool calls were dropped: the
+        # model never saw which tool it had called, nor which call a result answered.
+        search = ToolCall(id="call_1", function=ToolCallFunction(name="search", arguments='{"q": "x"}'))
+        clock = ToolCall(id="", function=ToolCallFunction(name="now"))
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=provider) as runtime:
+            session = runtime.memory.create_session("u")
+            for message in (
+                Message(role="user", content="find rows"),
+                Message(role="assistant", content="ok", tool_calls=[search]),
+                Message(role="tool_result", content="row", tool_call_id="call_1"),
+                Message(role="assistant", content="", tool_calls=[clock]),
+            ):
+                runtime.memory.add_structured_message(session, message)
+
+            runtime.llm().turn(session, "next question")
+
+        lines = [
+            "system: New session started",
+            "user: find rows",
+            "assistant: ok",
+            'assistant tool call call_1: search({"q": "x"})',
+            "tool_result for call_1: row",
+            "assistant tool call: now()",
+            "user: next question",
+        ]
+        assert provider.calls == ["\n".join(lines)]
 
     def test_a_prompt_with_a_lone_surrogate_is_refused_and_journaled_before_the_provider(
         self, tmp_path: Path, provider: ScriptedProvider

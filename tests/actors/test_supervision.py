@@ -611,6 +611,56 @@ class TestBehaviors:
             assert answer == ["PrivateSet", "IpcSubscribed"]
             assert rt.bus.subscribers("news") == ["me"]
 
+    @pytest.mark.parametrize("where", ["behavior", "worker"])
+    def test_ctx_flush_makes_the_agents_changes_durable_before_its_message_is_done(
+        self, tmp_path: Path, where: str
+    ) -> None:
+        # In batch durability a change is handed over when the message is done: a
+        # behavior that must make it durable before it answers (an exchange's fill
+        # before its acknowledgement) calls ctx.flush(), with no runtime in reach.
+        runtimes: list[Runtime] = []
+
+        class Exchange:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> object:
+                ctx.set_private("fill", message.payload)
+                stored_before = self._stored()
+                if where == "behavior":
+                    ctx.flush(5)
+                else:
+                    worker = threading.Thread(target=ctx.flush)
+                    worker.start()
+                    worker.join(10)
+                return [stored_before, self._stored()]
+
+            def _stored(self) -> list[object]:
+                journal = runtimes[0]._journal
+                assert journal is not None
+                stored = [r.event for r in journal.read(stream="agent/ex")]
+                return [e.value for e in stored if isinstance(e, PrivateSet)]
+
+        with _open(tmp_path / "j", mode="batch", behaviors={"ex": Exchange}) as rt:
+            runtimes.append(rt)
+            rt.spawn("ex", behavior="ex")
+            answer = rt.bus.request("x", "ex", "fill", {"qty": 7}, timeout=10).payload
+
+        assert answer == [[], [{"qty": 7}]]
+
+    def test_ctx_flush_returns_at_once_without_a_journal_and_refuses_a_killed_agent(self) -> None:
+        kept: list[AgentContext] = []
+        with _open(None, behaviors={"keep": lambda: _CtxKeeper(kept)}) as rt:
+            rt.spawn("k", behavior="keep")
+            rt.bus.send("x", "k", "hello")
+            rt.flush()
+            ctx = kept[0]
+            ctx.set_private("v", 1)
+
+            ctx.flush()  # a memory-only runtime: nothing to wait for
+            with pytest.raises(TypeError, match="a timeout is a number of seconds"):
+                ctx.flush("1")  # type: ignore[arg-type]
+            rt.kill("k")
+            with pytest.raises(AgentNotFoundError):
+                ctx.flush()
+
     def test_an_agent_is_running_while_its_behavior_handles_a_message(self) -> None:
         with _open(None) as runtime:
             agent = _running(runtime)
