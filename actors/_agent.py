@@ -1214,16 +1214,20 @@ class AgentContext:
         message is done; this hands over what it changed so far now and waits for the
         commit, so a behavior can make a change durable before it tells anyone (an
         exchange's fill before its acknowledgement). It does not wait for other agents.
-        In sync durability every change is durable when its call returns, and a
-        memory-only runtime has no journal: then it returns at once. From a worker thread
-        the behavior waits for, as from its own.
+        In sync durability each state change is durable when its call returns; what is
+        left to hand over there is its ``ctx.llm`` calls' records. A memory-only runtime
+        has no journal: it returns at once. From a worker thread the behavior waits for,
+        as from its own. When the writer's queue is full, handing over first waits for
+        room (``call_timeout`` at most), as a message's end does.
 
         Raises:
             AgentNotFoundError: the agent was killed.
             RuntimeClosedError: ``close()`` stopped the agents' work, or the writer.
             ActorTimeoutError: the journal did not commit within ``timeout`` seconds
                 (default, and for 0 or less, ``call_timeout``): the outcome is unknown.
-            JournalError: the journal failed (fail-stop).
+            JournalError: the journal failed (fail-stop). The behavior still reads the
+                changes it refused until its message is done; the agent takes the
+                journal's word before its next one.
             TypeError: ``timeout`` is not a number.
 
         """

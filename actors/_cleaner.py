@@ -26,7 +26,16 @@ from cogfabric.events import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["GO_SPACE", "CleanOptions", "clean", "clean_with_turns", "extract_gist", "with_ellipsis"]
+__all__ = [
+    "GO_SPACE",
+    "CleanOptions",
+    "active_turn_start",
+    "clean",
+    "clean_with_turns",
+    "extract_gist",
+    "summarise_tool_calls",
+    "with_ellipsis",
+]
 
 GO_SPACE = (
     "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
@@ -130,6 +139,12 @@ def _clean_one(message: Message, options: CleanOptions) -> Message:
 def clean(messages: Sequence[Message], options: CleanOptions) -> list[Message]:
     """Shorten every message by its role (spec §5.4 ``Clean``)."""
     return [_clean_one(m, options) for m in messages]
+
+
+def active_turn_start(messages: Sequence[Message]) -> int:
+    """The index of the first message of ``messages``' last turn, as ``clean_with_turns`` splits them."""
+    turns = _turns(messages)
+    return len(messages) - len(turns[-1]) if turns else 0
 
 
 def _turns(messages: Sequence[Message]) -> list[list[Message]]:
@@ -257,8 +272,17 @@ def _go_quote(text: str) -> str:
 def _summarise_call(message: Message) -> str:
     if not message.tool_calls:
         return extract_gist(message.content, _GIST_TOOL_CALL)
+    return summarise_tool_calls(message.tool_calls)
+
+
+def summarise_tool_calls(calls: Sequence[ToolCall]) -> str:
+    """Tool calls as an earlier turn's ``tool_call`` message shows them (spec §5.4).
+
+    ``<id>: call <name>(k1, k2="v")`` each, joined with ``"; "``: the arguments' keys,
+    with the string values of at most 20 characters.
+    """
     parts = []
-    for call in message.tool_calls:
+    for call in calls:
         shown = []
         for key, value in _arguments(call).items():
             if isinstance(value, str) and len(value) <= _SHOWN_ARG:  # characters, as spec §5.4 counts

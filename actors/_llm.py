@@ -23,6 +23,7 @@ import msgspec
 
 from cogfabric.events import (
     ROLE_ASSISTANT,
+    ROLE_TOOL_CALL,
     ROLE_USER,
     LlmCallFailed,
     LlmOutputRecorded,
@@ -31,7 +32,7 @@ from cogfabric.events import (
 )
 from cogfabric.events._codec import journal_text, require_str
 
-from ._cleaner import GO_SPACE
+from ._cleaner import GO_SPACE, active_turn_start, summarise_tool_calls
 from ._clock import bounded_wait
 from ._errors import ActorError, InvalidConfigError, RuntimeClosedError
 
@@ -492,25 +493,37 @@ def prompt_hash(prompt: str) -> str:
 
 
 def render_messages(messages: Sequence[Message]) -> str:
-    """Render prompt messages as the text ``turn`` gates and sends, a line or more each.
+    """Render prompt messages as the text ``turn`` gates and sends.
 
     A message is ``role: content``; one that answers a tool call names it,
-    ``role for <tool_call_id>: content``. Each of its tool calls follows on a line of
-    its own, ``role tool call <id>: <name>(<arguments>)``, the arguments as given (an
-    assistant message of tool calls and no text is those lines alone): a model reads
-    which tool it called with what, as the original hands its provider the window's
-    messages with their tool calls. Turn ids, event kinds, parent ids and artifact
-    refs are not rendered (the window's cleaner drops the last three from cleaned
-    messages, as the original's does).
+    ``role for <tool_call_id>: content``. In the last turn (as the window's cleaner
+    splits turns), whose tool traffic the cleaner keeps exactly, each tool call of a
+    message follows on a line of its own, ``role tool call <id>: <name>(<arguments>)``,
+    the arguments as given (an assistant message of tool calls and no text is those
+    lines alone): the model reads which tool it called with what, as the original
+    hands its provider the window's messages with their tool calls. In earlier turns a
+    message's tool calls are one line in the cleaner's summary form, ``role tool calls:
+    <id>: call <name>(k1, k2="v")``, so a large argument does not outlast its turn in
+    every later prompt (a ``tool_call`` message's own text holds that summary there).
+    Turn ids, event kinds, parent ids and artifact refs are not rendered. The text is for
+    a model to read, not to parse: nothing is escaped, so a content with line breaks
+    spans lines.
     """
+    active = active_turn_start(messages)
     lines: list[str] = []
-    for m in messages:
-        if m.content or not m.tool_calls:
+    for index, m in enumerate(messages):
+        calls = m.tool_calls
+        if m.content or not calls:
             named = f" for {m.tool_call_id}" if m.tool_call_id else ""
             lines.append(f"{m.role}{named}: {m.content}")
-        for call in m.tool_calls:
-            named = f" {call.id}" if call.id else ""
-            lines.append(f"{m.role} tool call{named}: {call.function.name}({call.function.arguments})")
+        if not calls:
+            continue
+        if index >= active:
+            for call in calls:
+                named = f" {call.id}" if call.id else ""
+                lines.append(f"{m.role} tool call{named}: {call.function.name}({call.function.arguments})")
+        elif m.role != ROLE_TOOL_CALL:
+            lines.append(f"{m.role} tool calls: {summarise_tool_calls(calls)}")
     return "\n".join(lines)
 
 

@@ -256,27 +256,41 @@ class TestJournaled:
     ) -> None:
         # Rendered as role: content alone, an assistant's tool calls were dropped: the
         # model never saw which tool it had called, nor which call a result answered.
+        # The last turn's calls are shown whole, as the cleaner keeps its tool traffic;
+        # an earlier turn's in the cleaner's summary, so a large argument does not
+        # outlast its turn in every later prompt.
         search = ToolCall(id="call_1", function=ToolCallFunction(name="search", arguments='{"q": "x"}'))
+        code = json.dumps({"code": "print(1)\n" * 2000})
+        old_run = ToolCall(id="call_0", function=ToolCallFunction(name="code_runner", arguments=code))
+        short = '{"code": "f()"}'
+        run = ToolCall(id="call_2", function=ToolCallFunction(name="code_runner", arguments=short))
         clock = ToolCall(id="", function=ToolCallFunction(name="now"))
         with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=provider) as runtime:
             session = runtime.memory.create_session("u")
             for message in (
-                Message(role="user", content="find rows"),
-                Message(role="assistant", content="ok", tool_calls=[search]),
-                Message(role="tool_result", content="row", tool_call_id="call_1"),
-                Message(role="assistant", content="", tool_calls=[clock]),
+                Message(role="user", content="find rows", turn_id="t1"),
+                Message(role="assistant", content="ok", tool_calls=[search, old_run], turn_id="t1"),
+                Message(role="tool_result", content="row", tool_call_id="call_1", turn_id="t1"),
+                Message(role="tool_call", content="", tool_calls=[search], turn_id="t1"),
+                Message(role="user", content="run it", turn_id="t2"),
+                Message(role="assistant", content="", tool_calls=[run, clock], turn_id="t2"),
+                Message(role="tool_result", content="exit code: 0", tool_call_id="call_2", turn_id="t2"),
             ):
                 runtime.memory.add_structured_message(session, message)
 
-            runtime.llm().turn(session, "next question")
+            runtime.llm().turn(session, "next question")  # no turn id: it joins t2, the last turn
 
         lines = [
             "system: New session started",
             "user: find rows",
             "assistant: ok",
-            'assistant tool call call_1: search({"q": "x"})',
+            'assistant tool calls: call_1: call search(q="x"); call_0: call code_runner(code)',
             "tool_result for call_1: row",
+            'tool_call: call_1: call search(q="x")',
+            "user: run it",
+            'assistant tool call call_2: code_runner({"code": "f()"})',
             "assistant tool call: now()",
+            "tool_result for call_2: exit code: 0",
             "user: next question",
         ]
         assert provider.calls == ["\n".join(lines)]

@@ -43,6 +43,7 @@ from cogfabric.actors import (
     Runtime,
     RuntimeClosedError,
     RuntimeConfig,
+    ScriptedProvider,
     UserCodeError,
     _memory,
     _runtime,
@@ -660,6 +661,33 @@ class TestBehaviors:
             rt.kill("k")
             with pytest.raises(AgentNotFoundError):
                 ctx.flush()
+        with pytest.raises(RuntimeClosedError):
+            ctx.flush()
+
+    def test_ctx_flush_in_sync_durability_hands_over_the_llm_records_waiting(self, tmp_path: Path) -> None:
+        # Each state change is durable on return in sync durability; a ctx.llm call's
+        # record waits for the message's end like a batch change, and ctx.flush takes it.
+        runtimes: list[Runtime] = []
+
+        class Asker:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> object:  # noqa: ARG002
+                ctx.llm.generate("hello")
+                before = self._last()
+                ctx.flush()
+                return [before, self._last()]
+
+            def _last(self) -> str:
+                journal = runtimes[0]._journal
+                assert journal is not None
+                return [type(r.event).__name__ for r in journal.read(stream="agent/a")][-1]
+
+        llm = ScriptedProvider(["hi"])
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"a": Asker}, llm_provider=llm) as rt:
+            runtimes.append(rt)
+            rt.spawn("a", behavior="a")
+            answer = rt.bus.request("x", "a", "go", timeout=10).payload
+
+        assert answer == ["AgentSpawned", "LlmOutputRecorded"]
 
     def test_an_agent_is_running_while_its_behavior_handles_a_message(self) -> None:
         with _open(None) as runtime:
