@@ -503,8 +503,11 @@ def render_messages(messages: Sequence[Message]) -> str:
     lines alone): the model reads which tool it called with what, as the original
     hands its provider the window's messages with their tool calls. In earlier turns a
     message's tool calls are one line in the cleaner's summary form, ``role tool calls:
-    <id>: call <name>(k1, k2="v")``, so a large argument does not outlast its turn in
-    every later prompt (a ``tool_call`` message's own text holds that summary there).
+    <id>: call <name>(k1, k2="v")`` (the arguments' keys, and string values of at most
+    20 characters), so a long argument value is not sent again with every later prompt;
+    a cleaned ``tool_call`` message's own text holds that summary there. (The cleaner's
+    summaries of earlier tool results keep some arguments whole, as the original's do: a
+    fetched URL, a file's path, a search query.)
     Turn ids, event kinds, parent ids and artifact refs are not rendered. The text is for
     a model to read, not to parse: nothing is escaped, so a content with line breaks
     spans lines.
@@ -522,7 +525,7 @@ def render_messages(messages: Sequence[Message]) -> str:
             for call in calls:
                 named = f" {call.id}" if call.id else ""
                 lines.append(f"{m.role} tool call{named}: {call.function.name}({call.function.arguments})")
-        elif m.role != ROLE_TOOL_CALL:
+        elif m.role != ROLE_TOOL_CALL or not m.content:
             lines.append(f"{m.role} tool calls: {summarise_tool_calls(calls)}")
     return "\n".join(lines)
 
@@ -735,11 +738,15 @@ class JournaledLLM(LLMClient):
     def turn(self, session_id: str, user_message: str, **params: Any) -> str:  # noqa: ANN401
         """Run one LLM turn of a session and return the output.
 
-        Adds the user message, builds the prompt window, renders it, gates it, calls
-        the provider, journals the output and adds it to the session as the
-        assistant's message. The window's cleaner shortens long messages (as in the
-        original), so a long user message is truncated rather than refused; the gate
-        refuses the rendered window when it is still over the limit.
+        Adds the user message, builds the prompt window, renders it
+        (``render_messages``), gates it, calls the provider, journals the output and
+        adds it to the session as the assistant's message. The user message starts a
+        new turn: in a session whose messages carry turn ids, it and the answer get a
+        fresh one (``memory.add_turn_message``), so the last turn's tool traffic, which
+        the window keeps whole, is summarised from the next turn on. The window's
+        cleaner shortens long messages (as in the original), so a long user message is
+        truncated rather than refused; the gate refuses the rendered window when it is
+        still over the limit.
 
         Raises:
             SessionNotFoundError: the session is unknown or expired.
@@ -756,12 +763,13 @@ class JournaledLLM(LLMClient):
             self._check_open()  # as generate: before the user message goes into the session
         # the gate's checks but the length (the cleaner truncates)
         user_message = self._check_text(user_message)
-        self._memory.add_message(session_id, ROLE_USER, user_message)
+        turn_id = self._memory.add_turn_message(session_id, ROLE_USER, user_message)
         prompt = render_messages(self._memory.build_prompt_messages(session_id))
         self._turn.session = require_str(session_id, "session_id")  # journaled with the output
         try:
             output = self.generate(prompt, **params)
         finally:
             self._turn.session = None
-        self._memory.add_structured_message(session_id, Message(role=ROLE_ASSISTANT, content=output))
+        answer = Message(role=ROLE_ASSISTANT, content=output, turn_id=turn_id)
+        self._memory.add_structured_message(session_id, answer)
         return output

@@ -360,7 +360,7 @@ def _reads_only(events: list[Event]) -> bool:
     return all(isinstance(e, _READ_RECORDS) for e in events)
 
 
-_WRITES: Final = frozenset({"create_session", "add", "delete_session"})
+_WRITES: Final = frozenset({"create_session", "add", "add_turn", "delete_session"})
 """The session actor's operations that change what the journal holds (a sweep's expiries
 and a read's access only follow the clock)."""
 
@@ -745,6 +745,15 @@ class MemoryManager:
         self._emit(event)
         apply_session_event(state, event)
 
+    def _op_add_turn(self, session_id: str, message: Message) -> str:
+        """Add a message that starts a turn; tag it with a fresh turn id if the window uses them."""
+        state = self._live(session_id, touch=False)
+        window = state.messages[-self._config.max_history :]
+        if any(m.turn_id for m in window):  # untagged, it would join the window's last turn
+            message = msgspec.structs.replace(message, turn_id=f"turn-{os.urandom(8).hex()}")
+        self._op_add(session_id, message)
+        return message.turn_id
+
     def _op_get_messages(self, session_id: str) -> list[Message]:
         return list(self._live(session_id, touch=True).messages)
 
@@ -884,6 +893,24 @@ class MemoryManager:
             msg = f"a message's time must be finite seconds, got {checked.time!r}"
             raise InvalidEventError(msg)
         self._call("add", session_id, checked)
+
+    def add_turn_message(self, session_id: str, role: str, content: str) -> str:
+        """Add a message that starts a new turn (a user's); return its turn id ("" for none).
+
+        In a window without turn ids a user message starts a turn by itself, and the
+        message is added untagged. In one whose messages carry turn ids an untagged
+        message would join the last tagged turn (spec §5.4), so it gets a fresh turn id
+        (``turn-`` and 16 hex digits), which the messages of the same turn should carry
+        too: ``turn()`` gives it to the model's answer.
+
+        Raises:
+            SessionNotFoundError: the session is unknown, deleted or expired.
+
+        """
+        session_id = require_str(session_id, "session_id")
+        message = Message(role=require_str(role, "role"), content=require_str(content, "content"))
+        result: str = self._call("add_turn", session_id, message)
+        return result
 
     def get_messages(self, session_id: str) -> list[Message]:
         """Every message of the session, oldest first (copies: changing one changes nothing stored)."""

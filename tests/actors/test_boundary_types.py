@@ -241,7 +241,7 @@ def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
     # A str subclass passed the checks; in batch durability the writer then refused its
     # events (the change lived, replay lost it), in sync one such value failed the other
     # callers' changes committed with it, and a subclass's __len__ passed the prompt gate.
-    config = Config(journal=JournalConfig(durability=durability), llm=LLMConfig(max_prompt_length=100))
+    config = Config(journal=JournalConfig(durability=durability), llm=LLMConfig(max_prompt_length=200))
     path = tmp_path / "j"
     with Runtime.open(path, config=config, clock=FakeClock(), behaviors={Text("echo"): Echo}) as rt:
         boss = rt.spawn(Text("boss"), task_id=Text("t"), capabilities=[Text("plan")], behavior=Text("echo"))
@@ -269,7 +269,7 @@ def test_text_of_a_str_subclass_is_journaled_as_its_text_and_replays_the_same(
             assert later.result(10).payload == "answered later"
         llm = rt.llm(ScriptedProvider(lambda _: Text("an answer")), agent_id=Text("boss"))
         with pytest.raises(PromptTooLongError):
-            llm.generate(Text("x" * 101))  # counted by its code points, not its __len__
+            llm.generate(Text("x" * 201))  # counted by its code points, not its __len__
         assert llm.generate(Text("short")) == "an answer"
         assert type(llm.generate(Text("short"))) is str
         assert llm.turn(Text(session), Text("and now?")) == "an answer"

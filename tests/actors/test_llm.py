@@ -28,6 +28,7 @@ from cogfabric.actors import (
     Runtime,
     RuntimeClosedError,
     ScriptedProvider,
+    render_messages,
 )
 from cogfabric.actors._llm import prompt_hash
 from cogfabric.config import load_llm_config, parse_config
@@ -256,9 +257,8 @@ class TestJournaled:
     ) -> None:
         # Rendered as role: content alone, an assistant's tool calls were dropped: the
         # model never saw which tool it had called, nor which call a result answered.
-        # The last turn's calls are shown whole, as the cleaner keeps its tool traffic;
-        # an earlier turn's in the cleaner's summary, so a large argument does not
-        # outlast its turn in every later prompt.
+        # A turn's prompt starts a new turn, so earlier turns' calls are shown in the
+        # cleaner's summary (a long argument value is not sent again with every prompt).
         search = ToolCall(id="call_1", function=ToolCallFunction(name="search", arguments='{"q": "x"}'))
         code = json.dumps({"code": "print(1)\n" * 2000})
         old_run = ToolCall(id="call_0", function=ToolCallFunction(name="code_runner", arguments=code))
@@ -277,10 +277,11 @@ class TestJournaled:
                 Message(role="tool_result", content="exit code: 0", tool_call_id="call_2", turn_id="t2"),
             ):
                 runtime.memory.add_structured_message(session, message)
+            window = runtime.memory.build_prompt_messages(session)
 
-            runtime.llm().turn(session, "next question")  # no turn id: it joins t2, the last turn
+            runtime.llm().turn(session, "next question")
 
-        lines = [
+        earlier = [
             "system: New session started",
             "user: find rows",
             "assistant: ok",
@@ -288,12 +289,64 @@ class TestJournaled:
             "tool_result for call_1: row",
             'tool_call: call_1: call search(q="x")',
             "user: run it",
-            'assistant tool call call_2: code_runner({"code": "f()"})',
-            "assistant tool call: now()",
-            "tool_result for call_2: exit code: 0",
-            "user: next question",
         ]
-        assert provider.calls == ["\n".join(lines)]
+        assert provider.calls == [
+            "\n".join(
+                [
+                    *earlier,
+                    'assistant tool calls: call_2: call code_runner(code="f()"); call now()',
+                    "tool_result for call_2: Exec `f()` exit=0",
+                    "user: next question",
+                ]
+            )
+        ]
+        # the last turn of a window, whose tool traffic the cleaner keeps exactly, whole
+        assert render_messages(window) == "\n".join(
+            [
+                *earlier,
+                'assistant tool call call_2: code_runner({"code": "f()"})',
+                "assistant tool call: now()",
+                "tool_result for call_2: exit code: 0",
+            ]
+        )
+
+    def test_a_turn_starts_a_new_turn_in_a_session_of_turn_ids(self, tmp_path: Path) -> None:
+        # Untagged, a turn's messages joined the last tagged turn, whose tool traffic the
+        # window keeps whole: a large call was sent again with every later prompt, and
+        # past the gate, every later turn was refused.
+        big = ToolCall(id="c1", function=ToolCallFunction(name="code_runner", arguments="x" * 9000))
+        provider = ScriptedProvider(["first", "second", "third"])
+        with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=provider) as runtime:
+            tagged = runtime.memory.create_session("u")
+            for message in (
+                Message(role="user", content="run it", turn_id="t1"),
+                Message(role="assistant", content="", tool_calls=[big], turn_id="t1"),
+                Message(role="tool_result", content="exit code: 0", tool_call_id="c1", turn_id="t1"),
+            ):
+                runtime.memory.add_structured_message(tagged, message)
+            plain = runtime.memory.create_session("v")
+
+            answers = [runtime.llm().turn(tagged, "next"), runtime.llm().turn(tagged, "and next")]
+            runtime.llm().turn(plain, "hello")
+            stored = runtime.memory.get_messages(tagged)[-4:]
+            untagged = runtime.memory.get_messages(plain)
+
+        assert answers == ["first", "second"]
+        assert all(len(p) < 500 for p in provider.calls)
+        ids = [m.turn_id for m in stored]
+        assert ids[0] == ids[1] != ids[2] == ids[3]
+        assert all(i.startswith("turn-") and len(i) == 21 for i in ids)
+        assert [m.turn_id for m in untagged] == ["", "", ""]  # a session without turn ids stays so
+
+    def test_render_messages_shows_an_uncleaned_earlier_tool_call_message_by_its_calls(self) -> None:
+        search = ToolCall(id="c1", function=ToolCallFunction(name="search", arguments='{"q": "x"}'))
+        window = [
+            Message(role="user", content="a"),
+            Message(role="tool_call", content="", tool_calls=[search]),
+            Message(role="user", content="b"),
+        ]
+
+        assert render_messages(window) == 'user: a\ntool_call tool calls: c1: call search(q="x")\nuser: b'
 
     def test_a_prompt_with_a_lone_surrogate_is_refused_and_journaled_before_the_provider(
         self, tmp_path: Path, provider: ScriptedProvider

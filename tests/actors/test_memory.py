@@ -165,6 +165,28 @@ class TestSessions:
         assert len(messages) >= 2
         assert (messages[-1].role, messages[-1].content, messages[-1].time) == ("user", "hello", clock.now())
 
+    def test_add_turn_message_tags_a_new_turn_only_where_the_window_uses_turn_ids(
+        self, tmp_path: Path
+    ) -> None:
+        with Runtime.open(tmp_path / "j", config=_config(max_history=3), clock=FakeClock()) as rt:
+            plain = rt.memory.create_session("u1")
+            tagged = rt.memory.create_session("u2")
+            rt.memory.add_structured_message(tagged, Message(role="user", content="a", turn_id="t1"))
+
+            untagged = rt.memory.add_turn_message(plain, "user", "hello")
+            first = rt.memory.add_turn_message(tagged, "user", "b")
+            second = rt.memory.add_turn_message(tagged, "user", "c")
+            rt.memory.add_message(tagged, "assistant", "d")  # t1 is out of the window of 3 now
+            third = rt.memory.add_turn_message(tagged, "user", "e")  # b and c hold turn ids still
+            with pytest.raises(SessionNotFoundError):
+                rt.memory.add_turn_message("session_nobody", "user", "x")
+            stored = [m.turn_id for m in rt.memory.get_messages(tagged)]
+
+        assert untagged == ""
+        assert first.startswith("turn-")
+        assert len({first, second, third}) == 3
+        assert stored == ["", "t1", first, second, "", third]
+
     def test_get_session_returns_the_user_agent_messages_and_times(
         self, runtime: Runtime, clock: FakeClock
     ) -> None:
