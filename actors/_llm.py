@@ -741,9 +741,12 @@ class JournaledLLM(LLMClient):
         Adds the user message, builds the prompt window, renders it
         (``render_messages``), gates it, calls the provider, journals the output and
         adds it to the session as the assistant's message. The user message starts a
-        new turn: in a session whose messages carry turn ids, it and the answer get a
-        fresh one (``memory.add_turn_message``), so the last turn's tool traffic, which
-        the window keeps whole, is summarised from the next turn on. The window's
+        new turn (``memory.add_turn_message``): in a session whose messages carry turn
+        ids, it and the answer get a fresh one; without them the cleaner splits turns at
+        user messages (once the window holds an earlier one). The tool traffic of the
+        turns before it, which the window keeps whole only in its last turn, is then
+        summarised. Run one session's turns one at a time: two at once both see both
+        user messages, and may answer the later one. The window's
         cleaner shortens long messages (as in the original), so a long user message is
         truncated rather than refused; the gate refuses the rendered window when it is
         still over the limit.

@@ -738,20 +738,27 @@ class MemoryManager:
 
     def _op_add(self, session_id: str, message: Message) -> None:
         now = self._now()  # one reading, before anything changes: a clock that fails changes nothing
-        state = self._live(session_id, touch=False, now=now)
+        self._add(self._live(session_id, touch=False, now=now), message, now)
+
+    def _add(self, state: SessionState, message: Message, now: float) -> None:
         if message.time == 0.0:
             message = msgspec.structs.replace(message, time=now)
-        event = SessionMessageAdded(at=now, session=session_id, message=message)
+        event = SessionMessageAdded(at=now, session=state.id, message=message)
         self._emit(event)
         apply_session_event(state, event)
 
     def _op_add_turn(self, session_id: str, message: Message) -> str:
         """Add a message that starts a turn; tag it with a fresh turn id if the window uses them."""
-        state = self._live(session_id, touch=False)
-        window = state.messages[-self._config.max_history :]
-        if any(m.turn_id for m in window):  # untagged, it would join the window's last turn
+        now = self._now()  # one reading, as ``add``
+        state = self._live(session_id, touch=False, now=now)
+        # the messages the window will hold beside this one: a turn id only among them
+        # makes an untagged message join the last tagged turn (one that leaves the
+        # window as this one enters must not get this one tagged: everything before
+        # the first tag joins its turn)
+        kept = state.messages[max(0, len(state.messages) - self._config.max_history + 1) :]
+        if any(m.turn_id for m in kept):
             message = msgspec.structs.replace(message, turn_id=f"turn-{os.urandom(8).hex()}")
-        self._op_add(session_id, message)
+        self._add(state, message, now)
         return message.turn_id
 
     def _op_get_messages(self, session_id: str) -> list[Message]:
@@ -895,13 +902,16 @@ class MemoryManager:
         self._call("add", session_id, checked)
 
     def add_turn_message(self, session_id: str, role: str, content: str) -> str:
-        """Add a message that starts a new turn (a user's); return its turn id ("" for none).
+        """Add a message meant to start a new turn (a user's); return its turn id ("" for none).
 
-        In a window without turn ids a user message starts a turn by itself, and the
-        message is added untagged. In one whose messages carry turn ids an untagged
+        Where the messages the window keeps beside it carry turn ids, an untagged
         message would join the last tagged turn (spec §5.4), so it gets a fresh turn id
         (``turn-`` and 16 hex digits), which the messages of the same turn should carry
-        too: ``turn()`` gives it to the model's answer.
+        too: ``turn()`` gives it to the model's answer. Elsewhere it is added untagged,
+        and the cleaner's own rule splits turns: at a user message, once the window's
+        open turn holds one (so after a tool loop longer than ``max_history``, whose
+        user message left the window, it joins that turn). Any role is taken, as by
+        ``add_message``; only a user message starts a turn without turn ids.
 
         Raises:
             SessionNotFoundError: the session is unknown, deleted or expired.

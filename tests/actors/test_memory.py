@@ -187,6 +187,20 @@ class TestSessions:
         assert len({first, second, third}) == 3
         assert stored == ["", "t1", first, second, "", third]
 
+    def test_add_turn_message_looks_at_the_messages_the_window_keeps_beside_it(self, tmp_path: Path) -> None:
+        # The one tagged message leaves the window of 3 as the new one enters: tagged,
+        # the new one would be the window's only turn id, and everything before it
+        # would join its turn, kept whole; untagged, the user message splits as usual.
+        with Runtime.open(tmp_path / "j", config=_config(max_history=3), clock=FakeClock()) as rt:
+            session = rt.memory.create_session("u1")
+            rt.memory.add_structured_message(session, Message(role="user", content="a", turn_id="t0"))
+            rt.memory.add_message(session, "assistant", "b")
+            rt.memory.add_message(session, "tool_result", "c")
+
+            added = rt.memory.add_turn_message(session, "user", "d")
+
+        assert added == ""
+
     def test_get_session_returns_the_user_agent_messages_and_times(
         self, runtime: Runtime, clock: FakeClock
     ) -> None:
@@ -667,12 +681,14 @@ class TestTtlAndEviction:
             with pytest.raises(SessionNotFoundError):
                 rt.memory.get_messages(d)
 
+    @pytest.mark.parametrize("add", ["add_message", "add_turn_message"])
     @pytest.mark.parametrize("fails_at", [0, 1, 2])
     def test_a_clock_that_fails_inside_add_message_changes_no_session(
-        self, tmp_path: Path, fails_at: int
+        self, tmp_path: Path, fails_at: int, add: str
     ) -> None:
         # The add read the clock three times; a failure at its second reading raised
-        # ClockError with a already refreshed and made the most recently used, live only.
+        # ClockError with a already refreshed and made the most recently used, live only
+        # (add_turn_message read it twice, with the same outcome).
         class Failing(SteppingClock):
             readings_left: int | None = None
 
@@ -694,7 +710,7 @@ class TestTtlAndEviction:
             clock.wall += 10
             clock.readings_left = fails_at
             try:
-                rt.memory.add_message(a, "user", "hi")
+                getattr(rt.memory, add)(a, "user", "hi")
             except ClockError:
                 failed = True
             else:
