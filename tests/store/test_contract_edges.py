@@ -170,3 +170,15 @@ def test_a_last_key_that_is_no_seq_is_refused_at_open(tmp_path: Path) -> None:
         Journal.open(path, readonly=True).close()
     with pytest.raises(JournalIntegrityError, match="is no seq"):
         Journal.open(path).close()
+
+
+def test_seq_arguments_past_what_a_seq_key_holds_are_clamped(tmp_path: Path) -> None:
+    with Journal.open(tmp_path / "j") as journal:
+        journal.append(make_events(3))
+
+        assert journal.record_intact(2**70) is False
+        assert list(journal.read(after=2**70)) == []
+        assert [r.seq for r in journal.read(until=2**70)] == [1, 2, 3]
+        report = journal.verify(after=2**70)
+        assert (report.ok, report.first_bad_seq) == (False, 2**64 - 1)
+        assert "past the last record" in (report.reason or "")
