@@ -1254,6 +1254,11 @@ class RuntimeModel(RuleBasedStateMachine):
                 client.turn(sid, text)
             m.stream_begins(agent_id)  # the refusal is journaled (PromptRejected)
             return
+        session = m.sessions.get(sid)
+        # a turn's messages get a fresh turn id where those the window keeps beside its
+        # user message carry turn ids (memory.add_turn_message)
+        kept = session.messages[max(0, len(session.messages) - MAX_HISTORY + 1) :] if session else []
+        tagged = any(message.turn_id for message in kept)
         try:
             m.add(sid, Message(role="user", content=text))
         except cf.SessionNotFoundError:
@@ -1265,6 +1270,14 @@ class RuntimeModel(RuleBasedStateMachine):
         m.live_session(sid, touch=True)  # the prompt window
         m.stream_begins(agent_id)  # LlmOutputRecorded
         m.add(sid, Message(role="assistant", content=output))
+        if tagged:  # the id is random: read it (an access, as the model's own)
+            stored = self.rt.memory.get_messages(sid)[-2:]
+            m.live_session(sid, touch=True)
+            turn_id = stored[0].turn_id
+            assert turn_id.startswith("turn-")
+            assert stored[1].turn_id == turn_id
+            messages = m.sessions[sid].messages
+            messages[-2:] = [msgspec.structs.replace(x, turn_id=turn_id) for x in messages[-2:]]
 
     @rule(index=st.integers(0, 9))
     def delete_session(self, index: int) -> None:
