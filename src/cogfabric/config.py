@@ -43,10 +43,16 @@ __all__ = [
 ]
 
 
-def _check_text(text: object) -> None:
+def _check_text(text: object, source: str) -> None:
     if not isinstance(text, str | bytes | bytearray):
         msg = f"text is the YAML as str or bytes, got {type(text).__name__}"
         raise TypeError(msg)
+    if isinstance(text, str):
+        try:
+            text.encode()  # before libyaml, which would raise a bare UnicodeEncodeError
+        except UnicodeEncodeError as exc:
+            msg = f"{source}: text UTF-8 cannot encode (a lone surrogate at position {exc.start})"
+            raise InvalidConfigError(msg) from None
 
 
 def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
@@ -59,7 +65,7 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
         TypeError: ``text`` is neither str nor bytes.
 
     """
-    _check_text(text)
+    _check_text(text, source)
     _refuse_aliases_and_repeated_keys(text, source)
     try:
         # An empty file, or one of comments only (YAML's null), means every default.
@@ -220,7 +226,7 @@ def load_llm_config(text: str | bytes, *, source: str = "<llm config>") -> LLMCo
         TypeError: ``text`` is neither str nor bytes.
 
     """
-    _check_text(text)
+    _check_text(text, source)
     _refuse_aliases_and_repeated_keys(text, source)
     try:
         decoded = msgspec.yaml.decode(text, type=LLMConfig | None) if text.strip() else None
