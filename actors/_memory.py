@@ -368,6 +368,12 @@ MIN_SWEEP_INTERVAL: Final = 0.1
 """The least time between two sweeps of the session ticker, in seconds."""
 
 
+def _plain_message(session_id: str, role: str, content: str) -> tuple[str, Message]:
+    """``add_message``'s arguments checked: the session id, and the message of its role and text."""
+    session_id = require_str(session_id, "session_id")
+    return session_id, Message(role=require_str(role, "role"), content=require_str(content, "content"))
+
+
 class MemoryManager:
     """The MemoryManager API of spec §5.1, as ``runtime.memory``.
 
@@ -874,9 +880,7 @@ class MemoryManager:
             SessionNotFoundError: the session is unknown, deleted or expired.
 
         """
-        session_id = require_str(session_id, "session_id")
-        message = Message(role=require_str(role, "role"), content=require_str(content, "content"))
-        self._call("add", session_id, message)
+        self._call("add", *_plain_message(session_id, role, content))
 
     def add_structured_message(self, session_id: str, message: Message) -> None:
         """Add a structured message; its ``time`` is filled from the clock when unset (0.0).
@@ -917,9 +921,7 @@ class MemoryManager:
             SessionNotFoundError: the session is unknown, deleted or expired.
 
         """
-        session_id = require_str(session_id, "session_id")
-        message = Message(role=require_str(role, "role"), content=require_str(content, "content"))
-        result: str = self._call("add_turn", session_id, message)
+        result: str = self._call("add_turn", *_plain_message(session_id, role, content))
         return result
 
     def get_messages(self, session_id: str) -> list[Message]:
