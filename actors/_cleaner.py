@@ -24,7 +24,7 @@ from cogfabric.events import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "GO_SPACE",
@@ -64,6 +64,8 @@ _GIST_ANY_TOOL = 200
 _FILE_ERROR = 150
 _PREVIEW = 100
 _GIST_TOOL_CALL = 100
+_RESULTS_PREVIEW = 120
+_UNKNOWN_URL = "<unknown-url>"
 _SHOWN_ARG = 20
 
 
@@ -222,26 +224,80 @@ def _file_summary(args: dict[str, Any], content: str) -> str:
 
 
 def _tool_summary(call: ToolCall, content: str) -> str:
+    """A finished turn's tool result, as the original's ``SummarizeToolResultWithCall``.
+
+    Each tool's summary names what was done and keeps a short preview of what came
+    back (the original's previews: a line of 100 code points, or the first 120 of a
+    scraped page or a search's results), so the model still sees a finished turn's
+    findings, only shorter.
+    """
     name = call.function.name
     args = _arguments(call)
     if name == "file_tools" or name.startswith("file_"):
         return _file_summary(args, content)
     if name == "code_runner":
-        command = args.get("command") or args.get("code") or ""
-        exit_code = _EXIT_CODE.search(content)
-        return f"Exec `{with_ellipsis(str(command), 60)}` exit={exit_code.group(1) if exit_code else '?'}"
+        return _code_summary(args, content)
     if name == "http_request":
-        status = _HTTP_STATUS.search(content)
-        method = str(args.get("method") or "GET").upper()
-        code = next((group for group in status.groups() if group), "?") if status else "?"
-        return f"{method} {args.get('url', '')} → {code}"
+        return _http_summary(args, content)
     if name == "web_scraper":
-        return f"Scraped {args.get('url', '')}: {extract_gist(content, 100)}"
+        return f"Scraped {_url(args)}: {with_ellipsis(content, _RESULTS_PREVIEW)}"
     if name in ("knowledge_search", "memory_search"):
         query = args.get("query")  # the original's args["query"].(string): "" for any other value
         quoted = _go_quote(query if isinstance(query, str) else "")
-        return f"Search {quoted} ({_count_results(content)} results)"
+        preview = with_ellipsis(content, _RESULTS_PREVIEW)
+        return f"Search {quoted} ({_count_results(content)} results): {preview}"
     return extract_gist(content, _GIST_ANY_TOOL)
+
+
+def _code_summary(args: dict[str, Any], content: str) -> str:
+    command = with_ellipsis(str(args.get("command") or args.get("code") or ""), 60)
+    language = args.get("language")
+    if isinstance(language, str) and language:
+        command = f"{command} ({language})"
+    exit_code = _EXIT_CODE.search(content)
+    head = f"Exec `{command}` exit={exit_code.group(1) if exit_code else '?'}"
+    preview = _preview(content.split("\n"), _is_exit_line)
+    return f"{head}: {preview}" if preview else f"{head} ({len(content.encode())} bytes)"  # Go's len
+
+
+def _http_summary(args: dict[str, Any], content: str) -> str:
+    method = args.get("method")
+    head = f"{method if isinstance(method, str) and method else 'GET'} {_url(args)}"
+    status = _HTTP_STATUS.search(content)
+    preview = ""
+    if status is not None:
+        head = f"{head} → {next(group for group in status.groups() if group)}"
+        preview = _preview(content.split("\n", 4), _is_status_line)  # the original reads five lines
+    return f"{head}: {preview}" if preview else f"{head} ({len(content.encode())} bytes)"
+
+
+def _url(args: dict[str, Any]) -> str:
+    """The call's ``url`` (or the older ``URL``), as the original shows it."""
+    for key in ("url", "URL"):
+        url = args.get(key)
+        if isinstance(url, str) and url:
+            return url
+    return _UNKNOWN_URL
+
+
+def _preview(lines: Sequence[str], skip: Callable[[int, str], bool]) -> str:
+    """The first line with text for which ``skip`` is false, cut to 100 code points."""
+    for index, line in enumerate(lines):
+        text = line.strip(GO_SPACE)
+        if text and not skip(index, text):
+            return with_ellipsis(text, _PREVIEW)
+    return ""
+
+
+def _is_exit_line(index: int, text: str) -> bool:  # noqa: ARG001 - a _preview predicate
+    """Whether a line of a code runner's output states its exit code."""
+    return _EXIT_CODE.match(text) is not None
+
+
+def _is_status_line(index: int, text: str) -> bool:
+    """Whether a line of an HTTP response states its status (``200 OK`` only as the first)."""
+    match = _HTTP_STATUS.match(text)
+    return match is not None and (index == 0 or match.group(3) is None)
 
 
 _GO_ESCAPES: Final = {

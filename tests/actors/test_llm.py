@@ -295,7 +295,7 @@ class TestJournaled:
                 [
                     *earlier,
                     'assistant tool calls: call_2: call code_runner(code="f()"); call now()',
-                    "tool_result for call_2: Exec `f()` exit=0",
+                    "tool_result for call_2: Exec `f()` exit=0 (12 bytes)",
                     "user: next question",
                 ]
             )

@@ -1183,7 +1183,7 @@ class TestCleaner:
         out = clean_with_turns(messages, CleanOptions())
 
         assert len(out) == len(messages)
-        assert out[2].content == "GET http://x → 200"
+        assert out[2].content == "GET http://x → 200 (280 bytes)"  # the one line is the status line
         assert out[3] == Message(role="user", content="again", turn_id="t2")
         assert out[4] == messages[4]
 
@@ -1213,22 +1213,37 @@ class TestCleaner:
                 "code_runner",
                 '{"command": "pytest"}',
                 "collected 3 items\nexit code: 1",
-                "Exec `pytest` exit=1",
+                "Exec `pytest` exit=1: collected 3 items",
             ),
-            ("code_runner", '{"command": "pytest"}', "Exit code: 2\nFAILED", "Exec `pytest` exit=2"),
-            ("code_runner", '{"command": "make"}', '{"exit_code": 0}', "Exec `make` exit=0"),
-            ("code_runner", '{"command": "kill"}', "Exited with code -9", "Exec `kill` exit=-9"),
-            ("code_runner", '{"command": "ls"}', "a.txt b.txt 42", "Exec `ls` exit=?"),
+            ("code_runner", '{"command": "pytest"}', "Exit code: 2\nFAILED", "Exec `pytest` exit=2: FAILED"),
+            (
+                "code_runner",
+                '{"command": "make"}',
+                '{"exit_code": 0}',
+                'Exec `make` exit=0: {"exit_code": 0}',
+            ),
+            ("code_runner", '{"command": "kill"}', "Exited with code -9", "Exec `kill` exit=-9 (19 bytes)"),
+            ("code_runner", '{"command": "ls"}', "a.txt b.txt 42", "Exec `ls` exit=?: a.txt b.txt 42"),
             (
                 "http_request",
                 '{"url": "http://x", "method": "post"}',
                 "Status: 404\n250 items",
-                "POST http://x → 404",
+                "post http://x → 404: 250 items",
             ),
-            ("http_request", '{"url": "http://x"}', "HTTP/1.1 503 Service Unavailable", "GET http://x → 503"),
-            ("http_request", '{"url": "http://x"}', '{"status": 201, "items": 300}', "GET http://x → 201"),
-            ("http_request", '{"url": "http://x"}', "200 OK\nhello", "GET http://x → 200"),
-            ("http_request", '{"url": "http://x"}', "no status line, price 250", "GET http://x → ?"),
+            (
+                "http_request",
+                '{"url": "http://x"}',
+                "HTTP/1.1 503 Service Unavailable",
+                "GET http://x → 503 (32 bytes)",
+            ),
+            (
+                "http_request",
+                '{"url": "http://x"}',
+                '{"status": 201, "items": 300}',
+                'GET http://x → 201: {"status": 201, "items": 300}',
+            ),
+            ("http_request", '{"url": "http://x"}', "200 OK\nhello", "GET http://x → 200: hello"),
+            ("http_request", '{"url": "http://x"}', "no status line, price 250", "GET http://x (25 bytes)"),
         ],
     )
     def test_a_finished_turns_tool_result_names_the_exit_code_or_status_the_output_states(
@@ -1265,18 +1280,55 @@ class TestCleaner:
             ("file_tools", '{"path": "/a"}', "contents of a. More.", "contents of a."),
             ("file_stat", '{"operation": "stat", "path": "/a"}', "size 3. mode 644", "size 3."),
             ("code_runner", '{"command": "true"}', "", ""),  # an empty result stays empty
+            # the original's TestSummarizeToolResultWithCall_CodeRunner: the exit code, the
+            # language, and the output's first line as a preview
+            (
+                "code_runner",
+                '{"command": "echo hello", "language": "bash"}',
+                "Hello World\nexit code: 0\n",
+                "Exec `echo hello (bash)` exit=0: Hello World",
+            ),
+            ("code_runner", '{"command": "x"}', "  \n" + "y" * 150, "Exec `x` exit=?: " + "y" * 97 + "..."),
+            # a scraped page keeps its first 120 code points, not only its first sentence
+            (
+                "web_scraper",
+                '{"url": "http://w"}',
+                "Weather. Sunny, 21 C in Paris today",
+                "Scraped http://w: Weather. Sunny, 21 C in Paris today",
+            ),
+            ("web_scraper", '{"URL": "http://old"}', "z" * 130, "Scraped http://old: " + "z" * 117 + "..."),
+            ("web_scraper", '{"url": 5}', "page", "Scraped <unknown-url>: page"),
+            ("http_request", "{}", "Status: 200", "GET <unknown-url> → 200 (11 bytes)"),
+            ("http_request", '{"url": "http://x", "method": ""}', "héllo", "GET http://x (6 bytes)"),
+            (
+                "knowledge_search",
+                '{"query": "cats"}',
+                "Cats sleep 16h a day\nCats purr",
+                'Search "cats" (2 results): Cats sleep 16h a day\nCats purr',
+            ),
+            ("memory_search", '{"query": "q"}', "r" * 121, 'Search "q" (1 results): ' + "r" * 117 + "..."),
             ("http_request", '{"url": "http://x"}', "", ""),
-            ("knowledge_search", '{"query": "cats"}', '["a", "b"]', 'Search "cats" (2 results)'),
+            ("knowledge_search", '{"query": "cats"}', '["a", "b"]', 'Search "cats" (2 results): ["a", "b"]'),
             # the query is quoted as Go's %q quotes it, so the summary stays one line
             (
                 "memory_search",
                 '{"query": "say \\"hi\\"\\nnow"}',
                 "one\ntwo\nthree",
-                'Search "say \\"hi\\"\\nnow" (3 results)',
+                'Search "say \\"hi\\"\\nnow" (3 results): one\ntwo\nthree',
             ),
-            ("knowledge_search", '{"query": 5}', "[]", 'Search "" (0 results)'),  # a query that is no string
+            (
+                "knowledge_search",
+                '{"query": 5}',
+                "[]",
+                'Search "" (0 results): []',
+            ),  # a query that is no string
             # Go's %q, not JSON's quoting: a control character as \x01, a letter as it is
-            ("knowledge_search", '{"query": "a\\u0001\u00e9"}', "[]", 'Search "a\\x01\u00e9" (0 results)'),
+            (
+                "knowledge_search",
+                '{"query": "a\\u0001\u00e9"}',
+                "[]",
+                'Search "a\\x01\u00e9" (0 results): []',
+            ),
             (
                 "other",
                 "{}",
@@ -1399,7 +1451,8 @@ class TestCleaner:
             ]
             return "|".join(m.content for m in clean_with_turns(messages, CleanOptions()))
 
-        assert cleaned(deep, deep) == cleaned("{", "{\n")
+        # malformed JSON with the same first line: the same summary, preview and count
+        assert cleaned(deep, deep) == cleaned("{", "[" * 200 + "x")
 
     def test_max_summarized_turns_keeps_the_last_turns(self) -> None:
         messages = [Message(role="user", content=f"q{i}") for i in range(4)]
