@@ -38,7 +38,8 @@ class JournalConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     checksums); it reads the whole file, about 0.47 s a million records. False skips it,
     for a file you trust (see ``Journal.open``)."""
     snapshot_interval: _Positive = 200
-    """An agent's state is snapshotted after this many of its events."""
+    """An agent's state is snapshotted after this many of its own events (a task context
+    published to it, applied, is not one of them)."""
     group_commit_max: _Positive = 4096
     """At most this many events in one write transaction, but for one change larger than
     it (a ``spawn_many``, say), which is never split: it is a commit of its own. The

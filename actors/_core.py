@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
-from cogfabric.events import TaskContextPublished
+from cogfabric.events import AgentKilled, TaskContextPublished
 from cogfabric.store import JournalRecordError
 
 from ._clock import CheckedClock
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Core",
     "Publications",
+    "agent_end",
     "publications",
     "replay_agent",
     "replay_start",
@@ -267,6 +268,22 @@ def publications(journal: Journal, after: int = 0, until: int | None = None) -> 
             for agent_id in event.agents:
                 found.setdefault(agent_id, []).append(record)
     return Publications(after, found)
+
+
+def agent_end(journal: Journal, stream: str) -> int:
+    """The seq of the kill that ended the agent of ``stream``, its last record; 0 while it lives.
+
+    One record read: recovery need not replay a killed agent (only a later spawn, which
+    would be its last record, brings one back), and a tail verification need not start
+    at its first record. A last record that does not decode reads as 0: replayed, it is
+    named where it fails.
+    """
+    head = journal.stream_head(stream)
+    try:
+        last = next(iter(journal.read(after=head - 1, until=head)), None)
+    except JournalRecordError:
+        return 0
+    return head if last is not None and isinstance(last.event, AgentKilled) else 0
 
 
 def replay_start(journal: Journal, stream: str) -> int:

@@ -46,7 +46,7 @@ from ._agent import (
 from ._bus import IpcBus
 from ._clock import CheckedClock, Clock, FakeClock, SystemClock, bounded_wait
 from ._config import Config
-from ._core import Core, publications, replay_agent, replay_start, snapshot_flaw
+from ._core import Core, agent_end, publications, replay_agent, replay_start, snapshot_flaw
 from ._errors import (
     ActorTimeoutError,
     AgentExistsError,
@@ -339,11 +339,13 @@ class Runtime:
         snapshot's stream to compare, which recovery, trusting each snapshot's own hash,
         does not); ``"tail"`` checks
         the chain head, each stream's head (where recovery starts to read the stream)
-        and every record recovery replays: from the earliest of the
-        agents' latest snapshots, or from the first record of an agent without one or
-        of a live session (a live session's stream is replayed whole: sessions have no
-        snapshots). It is faster only where that start is late: a long journal whose
-        agents all have recent snapshots and whose early sessions have ended.
+        and every record recovery replays: from the earliest of the live
+        agents' latest snapshots, or from the first record of a live agent without one
+        or of a live session (a live session's stream is replayed whole: sessions have
+        no snapshots). A killed agent and a session that ended are not replayed: the
+        record that says so is checked on its own. It is faster only where that start
+        is late: a long journal whose live agents all have recent snapshots and whose
+        early sessions have ended.
 
         ``key`` makes the journal's hash chain keyed (a BLAKE2b MAC, see
         ``cogfabric.store.Journal.open``): only a holder of the key can re-chain it
@@ -471,15 +473,20 @@ class Runtime:
     def _replay_start(journal: Journal, *, allow_unverified: bool) -> int:
         """The seq before the first record recovery replays: a tail check starts after it.
 
-        An agent is replayed from its latest snapshot, or from its first record when it
-        has none (or one that is damaged or unusable: ``snapshot_flaw``); a live session
-        from its first record (one that ended is not replayed; the last record that says
-        so is checked on its own).
+        A live agent is replayed from its latest snapshot, or from its first record when
+        it has none (or one that is damaged or unusable: ``snapshot_flaw``); a live
+        session from its first record. A killed agent and a session that ended are not
+        replayed: the last record that says so is checked on its own.
         The last record is always checked, with its stream's index entry: were the stream
         index emptied, a check of nothing would find no agent and no session to recover.
         """
         starts: list[int] = []
         for stream in journal.streams("agent/"):
+            # Recovery skips a killed agent on its last record's word: that record must
+            # match its chain link, or the agent is checked from where its replay starts
+            end = agent_end(journal, stream)
+            if end and journal.record_intact(end):
+                continue
             try:
                 snapshot = journal.load_snapshot(stream)
             except JournalRecordError:
@@ -501,12 +508,17 @@ class Runtime:
 
     def _recover(self, journal: Journal) -> None:
         streams = sorted(journal.streams("agent/"), key=lambda stream: _first_seq(journal, stream))
+        live = [stream for stream in streams if not agent_end(journal, stream)]  # a killed one stays dead
         # the runtime stream read once, from where the earliest replay starts, not once per agent
-        published = publications(journal, after=min((replay_start(journal, s) for s in streams), default=0))
+        start = min((replay_start(journal, s) for s in live), default=journal.last_seq)
+        published = publications(journal, after=start)
+        replayed = set(live)
         for stream in streams:
             agent_id = stream.removeprefix("agent/")
             with self._lock:
                 self._listed.setdefault(agent_id)  # a killed one keeps its place for a new spawn
+            if stream not in replayed:
+                continue
             state = replay_agent(journal, agent_id, published=published)
             if state is not None:
                 self._start(state, self._core.make_behavior(state.behavior))
@@ -966,7 +978,8 @@ class Runtime:
         killed agent's id (it keeps no stream of it), and a new spawn of it comes last.
         (After a reopen an id is placed by the first record of its stream: one whose LLM
         records, made with ``runtime.llm(agent_id=...)``, came before its spawn is placed
-        by them.)
+        by them.) For that order the runtime keeps every id ever spawned (a hundred bytes
+        or so each), and this list, like ``children``, walks them all.
         """
         with self._lock:
             live = self._agents

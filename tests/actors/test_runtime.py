@@ -36,6 +36,8 @@ from cogfabric.actors import (
     IpcTimeoutError,
     JournalConfig,
     Runtime,
+    _core,
+    _runtime,
     replay_agent,
 )
 from cogfabric.events import (
@@ -753,6 +755,74 @@ class TestTailVerification:
         with pytest.raises(JournalIntegrityError, match=f"seq {ended}"):
             Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
 
+    def test_a_killed_agent_is_not_replayed_so_not_checked(self, tmp_path: Path) -> None:
+        # a simulation's early worker, spawned and killed: a tail check starts after it,
+        # at the live agents' snapshots, and reopening replays nothing of it
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            runtime.spawn("early").set_private("secret", "abcdef")
+            runtime.kill("early")
+            a = runtime.spawn("a")
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+
+        with pytest.raises(JournalIntegrityError):
+            Runtime.open(tmp_path / "j", config=self.CONFIG)  # full
+        with Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail") as runtime:
+            assert runtime.agents() == ["a"]
+            assert runtime.agent("a").private("k11") == 11
+            runtime.spawn("early")  # a new agent of the killed one's id starts afresh
+            assert runtime.agent("early").private("secret") is None
+            assert runtime.agents() == ["early", "a"]  # in the place of its first spawn
+
+    def test_the_kill_record_is_checked_since_recovery_acts_on_it(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            runtime.spawn("early")
+            runtime.kill("early")
+            a = runtime.spawn("a")
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            killed = journal.stream_head("agent/early")
+        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
+        with env.begin(write=True, db=env.open_db(b"events")) as txn:
+            key = killed.to_bytes(8, "big")
+            stored = txn.get(key)
+            assert stored is not None
+            value = bytearray(stored)
+            value[-1] ^= 0x01  # one bit of the AgentKilled record
+            txn.put(key, bytes(value))
+        env.close()
+
+        with pytest.raises(JournalIntegrityError, match=f"seq {killed}"):
+            Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
+
+    def test_a_killed_agent_keeps_the_publications_read_from_the_live_agents_replay_on(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            runtime.spawn("early", task_id="t")
+            runtime.kill("early")
+            a = runtime.spawn("a", task_id="t")
+            for i in range(3):
+                runtime.publish_task_context("t", {"round": i})
+            for i in range(12):
+                a.set_private(f"k{i}", i)  # its snapshot covers every publication
+        reads: list[int] = []
+        real = _core.publications
+
+        def publications(journal: Journal, after: int = 0, until: int | None = None) -> _core.Publications:
+            reads.append(after)
+            return real(journal, after, until)
+
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            snapshot = journal.load_snapshot("agent/a")
+        assert snapshot is not None
+        monkeypatch.setattr(_runtime, "publications", publications)
+        with Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail") as runtime:
+            assert runtime.agent("a").task_context() == {"round": 2}
+        assert reads == [snapshot.seq]  # not 0, where the killed agent's stream starts
+
     def test_it_starts_at_the_first_record_replayed(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
             a = runtime.spawn("a")
@@ -795,10 +865,11 @@ class TestTailVerification:
         with Runtime.open(tmp_path / "j", verify="tail") as runtime:
             assert runtime.agents() == []
 
-    def test_a_killed_agents_records_are_checked_too(self, tmp_path: Path) -> None:
+    def test_a_killed_agents_records_are_checked_once_a_record_follows_its_kill(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j") as runtime:
             runtime.spawn("a").set_private("k", "abcdef")
-            runtime.kill("a")  # recovery still replays its stream, to find it dead
+            runtime.kill("a")
+            runtime.spawn("a")  # its stream goes on: recovery replays it from its first record
         assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
 
         with pytest.raises(JournalIntegrityError):
