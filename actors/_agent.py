@@ -1030,10 +1030,10 @@ class AgentActor(pykka.ThreadingActor):
         try:
             self._flush_outbox()  # its delivery is journaled before its dead letter, as it came
         finally:
+            why = f"agentipc: no handler: {self._state.id!r} cannot handle {message.topic!r} ({reason})"
             if message.kind != "request":
-                bus.dead_letter(message, reason, "")
+                bus.dead_letter(message, reason, why)
             else:
-                why = f"agentipc: no handler: {self._state.id!r} cannot handle {message.topic!r} ({reason})"
                 bus.refuse(message, reason, IpcNoHandlerError(why))
 
     def _cut_short(self, message: IpcMessage, exc: RuntimeClosedError) -> None:

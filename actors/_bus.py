@@ -152,8 +152,9 @@ class IpcBus:
         try:
             return self._runtime._admitted(message.recipient, timeout)  # noqa: SLF001
         except AgentNotFoundError as exc:
-            self.dead_letter(message, "agent not registered", "")
-            raise AgentNotRegisteredError(message.recipient) from exc
+            error = AgentNotRegisteredError(message.recipient)
+            self.dead_letter(message, "agent not registered", str(error))
+            raise error from exc
         except MailboxFullError as exc:
             self.dead_letter(message, "mailbox full", str(exc))
             raise
@@ -240,7 +241,9 @@ class IpcBus:
                     elif closed:
                         self.dead_letter(message, "closed", "the runtime was closed")
                     else:
-                        self.dead_letter(message, "agent not registered", "")
+                        self.dead_letter(
+                            message, "agent not registered", str(AgentNotRegisteredError(message.recipient))
+                        )
                 except (RuntimeClosedError, JournalError) as exc:  # the slot is back already: only log
                     log.warning("a dead letter for %s could not be journaled: %r", message.id, exc)
 
@@ -288,8 +291,21 @@ class IpcBus:
 
     # ------------------------------------------------------------- primitives
 
-    def send(self, frm: str, to: str, topic: str, payload: object = None) -> IpcMessage:
+    def send(
+        self,
+        frm: str,
+        to: str,
+        topic: str,
+        payload: object = None,
+        *,
+        cause: str | None = None,
+        trace: str | None = None,
+    ) -> IpcMessage:
         """Send a message; returns it as journaled.
+
+        ``cause`` is the id of the event that led to it, and ``trace`` the trace it
+        continues (a new one when None), as ``request``'s: the original's ``Send`` stamps
+        the caller's trace too.
 
         Raises:
             AgentNotRegisteredError: ``to`` is no live agent (a dead letter is journaled;
@@ -297,9 +313,11 @@ class IpcBus:
             MailboxFullError: ``to``'s mailbox stayed full for ``call_timeout`` (the
                 message is not journaled; one dead letter is).
             UnencodableValueError: ``payload`` cannot be encoded.
+            InvalidTextError: ``frm``, ``to``, ``topic``, ``cause`` or ``trace`` is not a str
+                UTF-8 can encode.
 
         """
-        message = self._message(frm, to, topic, payload, trace_id=new_event_id())
+        message = self._message(frm, to, topic, payload, trace_id=_trace_of(trace), cause=cause)
         self._journal_and_deliver(message, self._admit(message), shared=True)
         return self._handed_back(message)
 
@@ -473,9 +491,9 @@ class IpcBus:
             # Not mine: a reply or a failure took it and settles it (its commit, its
             # dead letter) within call_timeout; its outcome is the request's.
             if mine or not pending.done.wait(self._core.call_timeout):
-                if mine:
-                    self.dead_letter(message, "timeout", f"no reply within {timeout} s")
                 msg = f"agentipc: request timed out: {topic!r} to {to!r} after {timeout} s"
+                if mine:
+                    self.dead_letter(message, "timeout", msg)
                 raise IpcTimeoutError(msg)
         if pending.as_is and pending.error is not None:
             raise pending.error  # killed before it got to the request, or it cannot handle it

@@ -24,7 +24,7 @@ from cogfabric.events import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Iterable, Sequence
 
 __all__ = [
     "GO_SPACE",
@@ -46,20 +46,19 @@ arguments also trims U+001C to U+001F, which Go keeps."""
 _CODE_BLOCK = re.compile(r"```([^`]*)```")
 _SENTENCE_END = re.compile(r"[.!?\n]+[\t\n\f\r ]*")  # Go's \s: ASCII only
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-# A code runner's exit code: "exit code: 1", "Exit code: 2", "exit_code=0", "exit=3",
-# "exit status 1", "exited with code 137", "returncode: 1".
-_EXIT_CODE = re.compile(
-    r"""\b(?:exit(?:ed with)?(?:[ _]?(?:code|status))?|return[ _]?code)[\s:='"]{0,4}(-?\d+)\b""",
+# The original's lines stating a code runner's exit code and an HTTP response's status.
+_EXIT_PREFIXES: Final = ("exit code:", "Exit code:")
+_STATUS_PREFIXES: Final = ("Status:", "status:")
+# Where the output has no such line, a whole line stating the exit code another way:
+# "exit_code=0", "exit status 1", "Exited with code 137", "returncode: 1".
+_EXIT_LINE = re.compile(
+    r"""(?:exit(?:ed with)?(?:[ _]?(?:code|status))?|return[ _]?code)[\s:='"]{0,4}(-?\d+)""",
     re.IGNORECASE,
 )
-# An HTTP status, only where the output says it is one: "HTTP/1.1 404", "HTTP 200",
-# "Status: 503", "status_code=201", '"status": 200', or a first line "200 OK".
-_HTTP_STATUS = re.compile(
-    r"\bHTTP(?:/\d(?:\.\d)?)?\s+([1-5]\d\d)\b"
-    r"|\bstatus(?:[ _]?code)?\W{0,4}([1-5]\d\d)\b"
-    r"|\A\s*([1-5]\d\d)\s+[A-Za-z]",
-    re.IGNORECASE,
-)
+_EXIT_KEYS: Final = ("exit_code", "returncode", "exit_status")
+# A raw HTTP response's status line: "HTTP/1.1 404 Not Found".
+_STATUS_LINE = re.compile(r"HTTP/\d(?:\.\d)?\s+([1-5]\d\d\b.*)", re.IGNORECASE)
+_STATUS_KEYS: Final = ("status_code", "status")
 _GIST_ANY_TOOL = 200
 _FILE_ERROR = 150
 _PREVIEW = 100
@@ -194,7 +193,7 @@ def _count_results(content: str) -> int:
     try:
         parsed = json.loads(content)
     except (ValueError, RecursionError):  # a tool's text: not JSON, or nested past the stack
-        return sum(1 for line in content.splitlines() if line.strip())
+        return sum(1 for line in content.split("\n") if line.strip(GO_SPACE))
     if isinstance(parsed, dict):
         parsed = parsed.get("results", [parsed])
     return len(parsed) if isinstance(parsed, list) else 1
@@ -250,25 +249,60 @@ def _tool_summary(call: ToolCall, content: str) -> str:
 
 
 def _code_summary(args: dict[str, Any], content: str) -> str:
-    command = with_ellipsis(str(args.get("command") or args.get("code") or ""), 60)
+    # the original's command; without one, the code ARES's own code runner takes
+    command = next((c for c in (args.get("command"), args.get("code")) if isinstance(c, str) and c), "")
+    command = with_ellipsis(command, 60)
     language = args.get("language")
     if isinstance(language, str) and language:
         command = f"{command} ({language})"
-    exit_code = _EXIT_CODE.search(content)
-    head = f"Exec `{command}` exit={exit_code.group(1) if exit_code else '?'}"
-    preview = _preview(content.split("\n"), _is_exit_line)
+    lines = [line.strip(GO_SPACE) for line in content.split("\n")]
+    stated = [line for line in lines if line.startswith(_EXIT_PREFIXES)]
+    if stated:  # the original's: the last such line, whatever follows its colon
+        code = stated[-1].removeprefix(_EXIT_PREFIXES[0]).removeprefix(_EXIT_PREFIXES[1]).strip(GO_SPACE)
+        preview = _preview(line for line in lines if not line.startswith(_EXIT_PREFIXES))
+    else:
+        said = [match.group(1) for match in map(_EXIT_LINE.fullmatch, lines) if match]
+        code = said[-1] if said else _json_field(content, _EXIT_KEYS) or "?"
+        preview = _preview(line for line in lines if not _EXIT_LINE.fullmatch(line))
+    head = f"Exec `{command}` exit={code}"
     return f"{head}: {preview}" if preview else f"{head} ({len(content.encode())} bytes)"  # Go's len
 
 
 def _http_summary(args: dict[str, Any], content: str) -> str:
     method = args.get("method")
     head = f"{method if isinstance(method, str) and method else 'GET'} {_url(args)}"
-    status = _HTTP_STATUS.search(content)
-    preview = ""
-    if status is not None:
-        head = f"{head} → {next(group for group in status.groups() if group)}"
-        preview = _preview(content.split("\n", 4), _is_status_line)  # the original reads five lines
-    return f"{head}: {preview}" if preview else f"{head} ({len(content.encode())} bytes)"
+    lines = [line.strip(GO_SPACE) for line in content.split("\n", 4)]  # the original reads five
+    # the original's: the first line holding "Status:", whatever follows its first colon
+    stated = (line for line in lines if "Status:" in line or "status:" in line)
+    status = next((line.split(":", 1)[1].strip(GO_SPACE) for line in stated), "")
+    raw = _STATUS_LINE.fullmatch(lines[0]) if not status else None
+    if raw is not None:
+        status, lines = raw.group(1), lines[1:]
+    elif not status:
+        status = _json_field(content, _STATUS_KEYS)
+    preview = _preview(line for line in lines if not line.startswith(_STATUS_PREFIXES))
+    if status:
+        head = f"{head} → {status}"
+        if preview:
+            return f"{head}: {preview}"
+    return f"{head} ({len(content.encode())} bytes)"
+
+
+def _json_field(content: str, keys: Sequence[str]) -> str:
+    """The first of ``keys`` that a JSON object's top level holds as a number or text; "" if none."""
+    if not content.lstrip(GO_SPACE).startswith("{"):
+        return ""
+    try:
+        parsed = json.loads(content)
+    except (ValueError, RecursionError):  # a tool's text: not JSON, or nested past the stack
+        return ""
+    if not isinstance(parsed, dict):
+        return ""
+    for key in keys:
+        value = parsed.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+            return str(value)
+    return ""
 
 
 def _url(args: dict[str, Any]) -> str:
@@ -280,24 +314,9 @@ def _url(args: dict[str, Any]) -> str:
     return _UNKNOWN_URL
 
 
-def _preview(lines: Sequence[str], skip: Callable[[int, str], bool]) -> str:
-    """The first line with text for which ``skip`` is false, cut to 100 code points."""
-    for index, line in enumerate(lines):
-        text = line.strip(GO_SPACE)
-        if text and not skip(index, text):
-            return with_ellipsis(text, _PREVIEW)
-    return ""
-
-
-def _is_exit_line(index: int, text: str) -> bool:  # noqa: ARG001 - a _preview predicate
-    """Whether a line of a code runner's output states its exit code."""
-    return _EXIT_CODE.match(text) is not None
-
-
-def _is_status_line(index: int, text: str) -> bool:
-    """Whether a line of an HTTP response states its status (``200 OK`` only as the first)."""
-    match = _HTTP_STATUS.match(text)
-    return match is not None and (index == 0 or match.group(3) is None)
+def _preview(lines: Iterable[str]) -> str:
+    """The first of ``lines`` (each trimmed) with text, cut to 100 code points; "" if none."""
+    return next((with_ellipsis(line, _PREVIEW) for line in lines if line), "")
 
 
 _GO_ESCAPES: Final = {

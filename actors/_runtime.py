@@ -343,7 +343,7 @@ class Runtime:
         agents' latest snapshots, or from the first record of a live agent without one
         or of a live session (a live session's stream is replayed whole: sessions have
         no snapshots). A killed agent and a session that ended are not replayed: the
-        record that says so is checked on its own. It is faster only where that start
+        record that says so, the stream's last, is checked on its own. It is faster only where that start
         is late: a long journal whose live agents all have recent snapshots and whose
         early sessions have ended.
 

@@ -608,6 +608,7 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
     if not _is_second_meta(head, page):
         msg = f"{where} is damaged: LMDB's second header page, at byte {page:,}, is not one"
         raise JournalDamagedError(msg)
+    _check_headers_agree(head, page, where)
     newest = _newest_header(head, page, where)
     needed: int = (newest.last_page + 1) * page
     if size < 2 * page or needed > max(size, newest.map_size, 2 * page):
@@ -661,6 +662,38 @@ def open_regular(path: Path) -> BinaryIO:
         raise JournalFormatError(f"{path.parent} is not a journal: its {path.name} is not a regular file")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
+
+
+_LMDB_DATA_VERSION: Final = 1
+"""The data format version LMDB 0.9 writes in its header pages (``MDB_DATA_VERSION``)."""
+
+
+def _check_headers_agree(head: bytes, page: int, where: Path) -> None:
+    """Refuse a file one of whose two header pages holds LMDB's magic and version and the other not.
+
+    LMDB refuses such a file as not its own (``MDB_INVALID``) or of another version
+    (``MDB_VERSION_MISMATCH``), which would read as a path that is no journal: with
+    the other header whole, it is a damaged journal. (Both of another version is a
+    file of another LMDB: LMDB's own refusal stands.)
+
+    Raises:
+        JournalDamagedError: the header page that disagrees.
+
+    """
+    if len(head) < page + _pages.META_END:
+        return  # too short to hold both: the length check refuses it
+    known = (_pages.META_MAGIC, _LMDB_DATA_VERSION)
+    metas = [_pages.meta_at(head, offset) for offset in (0, page)]
+    bad = [number for number, meta in enumerate(metas) if (meta.magic, meta.version) != known]
+    if len(bad) == 1:
+        number = bad[0]
+        meta = metas[number]
+        msg = (
+            f"{where} is damaged: LMDB's header page {number} (at byte {number * page:,}) holds the "
+            f"magic number {meta.magic:#x} and data version {meta.version}, the other header page "
+            f"LMDB's {known[0]:#x} and {known[1]}"
+        )
+        raise JournalDamagedError(msg)
 
 
 def _newest_header(head: bytes, page: int, where: Path) -> _pages.Meta:

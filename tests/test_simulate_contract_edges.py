@@ -109,3 +109,26 @@ def test_a_continued_run_keeps_each_agents_session(tmp_path: Path) -> None:
         after = {a: replay_agent(journal, a).private["session"] for a in before}  # type: ignore[union-attr]
         assert not any(type(r.event).__name__ == "SessionEvicted" for r in journal.read())
     assert after == before
+
+
+def test_a_run_stopped_between_creating_a_session_and_noting_it_takes_that_session_up(
+    tmp_path: Path,
+) -> None:
+    # "one session per agent": a run killed in its set-up, after create_session and
+    # before the agent's private "session" was set, left a session of the agent that
+    # the next run adopts rather than creating a second
+    path = tmp_path / "j"
+    run_simulation(path, agents=6, turns=5, seed=1)
+    with Runtime.open(path) as runtime:
+        agent = runtime.agent("researcher-000")
+        runtime.memory.delete_session(agent.private("session"))
+        orphan = runtime.memory.create_session("researcher-000", agent_id="researcher-000")
+        agent.set_private("session", None)
+
+    ran = run_simulation(path, agents=6, turns=5, seed=1)
+
+    with Journal.open(path, readonly=True) as journal:
+        state = replay_agent(journal, "researcher-000")
+    assert state is not None
+    assert state.private["session"] == orphan
+    assert ran.sessions == 6

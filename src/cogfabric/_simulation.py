@@ -509,4 +509,8 @@ def _ensure_sessions(rt: Runtime, agents: list[str]) -> None:
                 continue
         except LookupError:
             pass  # expired while the simulation was closed: start a new one
-        agent.set_private("session", rt.memory.create_session(a, agent_id=a))
+        # one a run created and was stopped before it could note it (a kill, a crash)
+        latest = rt.memory.get_latest_session_for_agent(a)
+        if latest is None:
+            latest = rt.memory.create_session(a, agent_id=a)
+        agent.set_private("session", latest)

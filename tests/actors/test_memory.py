@@ -1183,7 +1183,9 @@ class TestCleaner:
         out = clean_with_turns(messages, CleanOptions())
 
         assert len(out) == len(messages)
-        assert out[2].content == "GET http://x → 200 (280 bytes)"  # the one line is the status line
+        assert (
+            out[2].content == "GET http://x (280 bytes)"
+        )  # no line states a status as the original reads one
         assert out[3] == Message(role="user", content="again", turn_id="t2")
         assert out[4] == messages[4]
 
@@ -1234,7 +1236,7 @@ class TestCleaner:
                 "http_request",
                 '{"url": "http://x"}',
                 "HTTP/1.1 503 Service Unavailable",
-                "GET http://x → 503 (32 bytes)",
+                "GET http://x → 503 Service Unavailable (32 bytes)",
             ),
             (
                 "http_request",
@@ -1242,7 +1244,51 @@ class TestCleaner:
                 '{"status": 201, "items": 300}',
                 'GET http://x → 201: {"status": 201, "items": 300}',
             ),
-            ("http_request", '{"url": "http://x"}', "200 OK\nhello", "GET http://x → 200: hello"),
+            ("http_request", '{"url": "http://x"}', "200 OK\nhello", "GET http://x (12 bytes)"),
+            # the original's: the last "exit code:" line decides, whatever follows its colon
+            (
+                "code_runner",
+                '{"command": "./deploy.sh"}',
+                "step 1: build ok\nretry: worker exited with code 1\nstep 2: push ok\nexit code: 0",
+                "Exec `./deploy.sh` exit=0: step 1: build ok",
+            ),
+            ("code_runner", '{"command": "x"}', "exit code: 0\nexit code: 2\n", "Exec `x` exit=2 (26 bytes)"),
+            (
+                "code_runner",
+                '{"command": "x"}',
+                "Exit code: non-zero\nTraceback: boom",
+                "Exec `x` exit=non-zero: Traceback: boom",
+            ),
+            # the code ARES's own code runner takes, where there is no command; no repr of a list
+            ("code_runner", '{"code": "print(1)"}', "1", "Exec `print(1)` exit=?: 1"),
+            ("code_runner", '{"command": ["ls", "-l"]}', "a", "Exec `` exit=?: a"),
+            # the original's TestSummarizeToolResultWithCall_HTTPRequest input: the status's text whole
+            (
+                "http_request",
+                '{"url": "https://api.example.com/resource", "method": "GET"}',
+                'Status: 200 OK\n{"id": 1, "name": "test"}\n',
+                'GET https://api.example.com/resource → 200 OK: {"id": 1, "name": "test"}',
+            ),
+            ("http_request", '{"url": "http://x"}', 'Status: OK\n{"id": 1}', 'GET http://x → OK: {"id": 1}'),
+            (
+                "http_request",
+                '{"url": "http://x"}',
+                "Status: 200\nHTTP 500 errors in the last hour: 0\n",
+                "GET http://x → 200: HTTP 500 errors in the last hour: 0",
+            ),
+            # a JSON result's own status, not one inside its body; a body's number is no status
+            (
+                "http_request",
+                '{"url": "http://x"}',
+                '{"body": {"db": {"status": 503}}, "status_code": 200}',
+                'GET http://x → 200: {"body": {"db": {"status": 503}}, "status_code": 200}',
+            ),
+            (
+                "http_request",
+                '{"url": "http://x"}',
+                "250 users exported\nsee /x.csv",
+                "GET http://x (29 bytes)",
+            ),
             ("http_request", '{"url": "http://x"}', "no status line, price 250", "GET http://x (25 bytes)"),
         ],
     )
@@ -1307,9 +1353,17 @@ class TestCleaner:
                 'Search "cats" (2 results): Cats sleep 16h a day\nCats purr',
             ),
             ("memory_search", '{"query": "q"}', "r" * 121, 'Search "q" (1 results): ' + "r" * 117 + "..."),
+            # lines are what "\n" ends (U+2028 is none), a JSON object counts its "results"
+            ("memory_search", '{"query": "q"}', "a\u2028b\n\n", 'Search "q" (1 results): a\u2028b\n\n'),
+            (
+                "memory_search",
+                '{"query": "q"}',
+                '{"results": [1, 2, 3]}',
+                'Search "q" (3 results): {"results": [1, 2, 3]}',
+            ),
             ("http_request", '{"url": "http://x"}', "", ""),
             ("knowledge_search", '{"query": "cats"}', '["a", "b"]', 'Search "cats" (2 results): ["a", "b"]'),
-            # the query is quoted as Go's %q quotes it, so the summary stays one line
+            # the query is quoted as Go's %q quotes it (the preview keeps the results' lines)
             (
                 "memory_search",
                 '{"query": "say \\"hi\\"\\nnow"}',

@@ -1017,7 +1017,9 @@ class TestBus:
         with pytest.raises(IpcTimeoutError):  # what it would have ended in, without the wait
             runtime.bus.request("a", "b", "q2", 1, timeout=30)
         sent, requested, _ = runtime.bus.dead_letters()
-        assert (sent.topic, sent.reason, sent.error) == ("s", reason, "")  # nobody to tell
+        # a send's dead letter keeps the error a request would have got, though nobody is told
+        assert (sent.topic, sent.reason) == ("s", reason)
+        assert sent.error == f"agentipc: no handler: 'b' cannot handle 's' ({reason})"
         assert (requested.topic, requested.reason) == ("q", reason)
         assert "IpcNoHandlerError" in requested.error
         assert Recorder.log == []
@@ -1105,10 +1107,11 @@ class TestBus:
     def test_request_timeout(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
 
-        with pytest.raises(IpcTimeoutError, match="agentipc: request timed out"):
+        with pytest.raises(IpcTimeoutError, match="agentipc: request timed out") as raised:
             runtime.bus.request("a", "b", "later", timeout=0.05)
 
         assert [d.reason for d in runtime.bus.dead_letters()] == ["timeout"]
+        assert runtime.bus.dead_letters()[0].error == str(raised.value)  # the original's Reason
 
     def test_a_behavior_error_reaches_the_requester_and_is_dead_lettered_once(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
@@ -1135,6 +1138,28 @@ class TestBus:
         runtime.bus.handoff("a", "b", "t1", None, timeout=10, cause="m-1", trace="trace-1")
 
         assert (Recorder.log[0].cause, Recorder.log[0].trace_id) == ("m-1", "trace-1")
+
+    def test_a_dead_letter_to_an_unknown_agent_keeps_the_originals_error_text(self, runtime: Runtime) -> None:
+        # the original's TestDeadLetter_RecordsUnreachable: its reason is ErrAgentNotRegistered's text
+        with pytest.raises(AgentNotRegisteredError) as raised:
+            runtime.bus.send("a", "ghost", "t", 1)
+
+        (letter,) = runtime.bus.dead_letters()
+        assert letter.reason == "agent not registered"
+        assert letter.error == str(raised.value) == "agentipc: agent not registered: 'ghost'"
+
+    def test_send_continues_the_trace_it_is_given(self, runtime: Runtime) -> None:
+        # the original's TestTraceContinuedFromContext: Send stamps the caller's trace
+        runtime.spawn("b", behavior="rec")
+
+        sent = runtime.bus.send("orchestrator", "b", "note", None, cause="m-1", trace="trace-1")
+        runtime.flush()
+        fresh = runtime.bus.send("orchestrator", "b", "note")
+
+        assert (sent.cause, sent.trace_id) == ("m-1", "trace-1")
+        assert fresh.trace_id not in ("", "trace-1")
+        with pytest.raises(TypeError):
+            runtime.bus.send("orchestrator", "b", "note", trace=5)  # type: ignore[arg-type]
 
     def test_unsubscribe_never_fails_for_what_it_is_given(self, runtime: Runtime) -> None:
         # the original's Unsubscribe returns nothing: no subscription, nothing to remove

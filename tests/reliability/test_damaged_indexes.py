@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 import msgspec
 import pytest
+from click.testing import CliRunner
 
 from cogfabric import CogfabricError
 from cogfabric._audit import agent_view, open_for_audit
 from cogfabric.actors import FakeClock, Runtime
+from cogfabric.cli import main
 from cogfabric.events import PrivateSet
 from cogfabric.store import (
     Journal,
@@ -384,6 +386,29 @@ def test_a_zeroed_second_header_page_is_named_as_such_and_the_file_left_as_it_is
         with pytest.raises(JournalDamagedError, match="second header page"):
             Journal.open(path, readonly=readonly)
     assert data.read_bytes() == bytes(raw)
+
+
+@pytest.mark.parametrize(("header", "at"), [(1, 0), (1, 4), (0, 4)])
+def test_one_header_page_without_lmdbs_magic_or_version_is_damage_not_another_format(
+    tmp_path: Path, header: int, at: int
+) -> None:
+    # LMDB refuses the file as not its own (MDB_INVALID) or of another version
+    # (MDB_VERSION_MISMATCH): with the other header page whole, it is a damaged
+    # journal (exit 1 in the audit commands), not a path that is no journal (exit 2)
+    path = _journal_of_three(tmp_path)
+    page = _page_size(path)
+    data = path / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    raw[header * page + 16 + at] ^= 0x04  # the meta record's magic (at 0) or version (at 4)
+    data.write_bytes(bytes(raw))
+
+    for readonly in (True, False):
+        with pytest.raises(JournalDamagedError, match=f"header page {header} "):
+            Journal.open(path, readonly=readonly)
+    assert data.read_bytes() == bytes(raw)
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "damaged" in result.output
 
 
 def test_a_forged_record_of_an_empty_stream_name_is_reported_by_verify_not_raised(tmp_path: Path) -> None:
