@@ -434,6 +434,63 @@ def test_replay_shows_the_broadcasts_an_agent_received(tmp_path: Path) -> None:
     assert shown["b"]["ipc"] == {"messages": 0, "latest": []}  # not a subscriber: it never got it
 
 
+class _Touchy:
+    def on_message(self, ctx: object, message: IpcMessage) -> None:  # noqa: ARG002 - it only fails
+        if message.topic == "boom":
+            msg = "boom"
+            raise RuntimeError(msg)
+
+
+def test_replay_says_what_became_of_each_message_an_agent_sent_or_was_sent(tmp_path: Path) -> None:
+    # an auditor asks what the agent got, and what was dead-lettered: each message's
+    # fate, and a send refused before it was journaled, which only its dead letter holds
+    from cogfabric.actors import AgentNotRegisteredError  # noqa: PLC0415
+
+    path = tmp_path / "j"
+    with Runtime.open(path, behaviors={"touchy": _Touchy}) as runtime:
+        runtime.spawn("a", behavior="touchy")
+        runtime.spawn("x")
+        runtime.spawn("s", behavior="touchy")
+        runtime.suspend("s")
+        runtime.bus.subscribe("a", "news")
+        runtime.bus.subscribe("s", "news")
+        runtime.bus.send("x", "a", "hello", 1)
+        runtime.bus.send("x", "a", "boom", 2)
+        with pytest.raises(AgentNotRegisteredError):
+            runtime.bus.send("a", "nosuch", "lost", 3)
+        runtime.bus.send("a", "s", "asleep", 4)
+        assert runtime.bus.broadcast("x", "news", 5) == 2
+        runtime.flush()
+    with Journal.open(path, readonly=True) as journal:
+        hello = next(
+            r.seq
+            for r in journal.read(stream="bus")
+            if isinstance(r.event, IpcMessage) and r.event.topic == "hello"
+        )
+
+    def fates(agent: str, *at: str) -> list[tuple[str, str, str, str, str]]:
+        result = CliRunner().invoke(main, ["replay", str(path), "--agent", agent, "--json", *at])
+        assert result.exit_code == 0, result.output
+        return [
+            (m["topic"], m["from"], m["to"], m["kind"], m["status"])
+            for m in json.loads(result.output)["ipc"]["latest"]
+        ]
+
+    assert fates("a") == [
+        ("hello", "x", "a", "send", "delivered"),
+        ("boom", "x", "a", "send", "dead-lettered: handler error"),
+        ("lost", "a", "nosuch", "", "dead-lettered: agent not registered"),
+        ("asleep", "a", "s", "send", "dead-lettered: agent suspended"),
+        ("news", "x", "", "broadcast", "delivered"),
+    ]
+    assert fates("x")[-1] == ("news", "x", "", "broadcast", "delivered to 2, dead-lettered for 1")
+    assert fates("s") == [
+        ("asleep", "a", "s", "send", "dead-lettered: agent suspended"),
+        ("news", "x", "", "broadcast", "dead-lettered: agent suspended"),
+    ]
+    assert fates("a", "--at", str(hello)) == [("hello", "x", "a", "send", "pending")]  # not delivered yet
+
+
 @pytest.mark.parametrize("args", AUDITS)
 def test_a_data_file_that_cannot_be_copied_is_an_error_not_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]

@@ -19,7 +19,15 @@ import msgspec
 
 from cogfabric.actors import apply_session_event, replay_agent, snapshot_problem
 from cogfabric.actors._core import publications
-from cogfabric.events import MAX_VALUE_DEPTH, AgentSpawned, ContextLayer, Event, IpcDelivered, IpcMessage
+from cogfabric.events import (
+    MAX_VALUE_DEPTH,
+    AgentSpawned,
+    ContextLayer,
+    Event,
+    IpcDeadLettered,
+    IpcDelivered,
+    IpcMessage,
+)
 from cogfabric.store import (
     JournalDamagedError,
     JournalError,
@@ -425,31 +433,73 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
 
 
 def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -> list[dict[str, str]]:
-    """The messages ``agent_id`` sent or was sent from its spawn at seq ``spawned`` up to ``at``.
+    """The messages ``agent_id`` sent or was sent from its spawn at seq ``spawned`` up to ``at``, with fates.
 
-    Broadcasts it received included; not those of an earlier agent of that id (killed).
-    A broadcast names no recipient: its deliveries (``IpcDelivered``) say who got it.
-    Only the fields shown are kept, not the payloads, so memory follows the count.
+    In journal order: each direct message it sent or was sent, each broadcast it sent,
+    and each broadcast delivered or dead-lettered to it (a broadcast names no
+    recipient: its deliveries, ``IpcDelivered``, say who got it); not those of an
+    earlier agent of that id (killed). A message refused before it was journaled (an
+    unknown recipient, a full mailbox) shows by its dead letter, with no kind. Each
+    one's ``status`` is ``delivered``, ``dead-lettered: <reason>`` (a handler error
+    after its delivery too), or ``pending`` (not delivered by ``at``, or lost with
+    the process that held it); a broadcast it sent, ``delivered to N`` (and
+    ``dead-lettered for M``). Only the fields shown are kept, not the payloads, so
+    memory follows the count.
     """
-    messages: list[dict[str, str]] = []
-    delivered: set[str] = set()
+    entries: dict[str, dict[str, str]] = {}  # by message id, in journal order
+    sent_to: dict[str, list[int]] = {}  # a broadcast it sent: deliveries and dead letters
     for record in journal.read(after=spawned, until=at, stream="bus"):
         event = record.event
-        if isinstance(event, IpcMessage) and (
-            agent_id in (event.sender, event.recipient) or not event.recipient
-        ):
-            messages.append(
-                {
+        if isinstance(event, IpcMessage):
+            if agent_id in (event.sender, event.recipient) or not event.recipient:
+                entries[event.id] = {
                     "id": event.id,
                     "from": event.sender,
                     "to": event.recipient,
                     "topic": event.topic,
                     "kind": event.kind,
+                    "status": _PENDING,
                 }
-            )
-        elif isinstance(event, IpcDelivered) and event.recipient == agent_id:
-            delivered.add(event.message_id)
-    return [m for m in messages if m["to"] or m["from"] == agent_id or m["id"] in delivered]
+                if not event.recipient and event.sender == agent_id:
+                    sent_to[event.id] = [0, 0]
+        elif isinstance(event, IpcDelivered | IpcDeadLettered):
+            _note_fate(entries, sent_to, agent_id, event)
+    for message_id, (delivered, dead) in sent_to.items():
+        status = f"delivered to {delivered}"
+        entries[message_id]["status"] = f"{status}, dead-lettered for {dead}" if dead else status
+    return [m for m in entries.values() if m["to"] or m["from"] == agent_id or m["status"] != _PENDING]
+
+
+_PENDING: Final = "pending"
+
+
+def _note_fate(
+    entries: dict[str, dict[str, str]],
+    sent_to: dict[str, list[int]],
+    agent_id: str,
+    event: IpcDelivered | IpcDeadLettered,
+) -> None:
+    """Mark a delivery or dead letter on the message it is of, where ``agent_id`` sees it."""
+    fate = "delivered" if isinstance(event, IpcDelivered) else f"dead-lettered: {event.reason}"
+    entry = entries.get(event.message_id)
+    if entry is None:
+        if isinstance(event, IpcDeadLettered) and agent_id in (event.sender, event.recipient):
+            entries[event.message_id] = {  # refused before it was journaled: its dead letter alone
+                "id": event.message_id,
+                "from": event.sender,
+                "to": event.recipient,
+                "topic": event.topic,
+                "kind": "",
+                "status": fate,
+            }
+        return
+    counts = sent_to.get(event.message_id)
+    if counts is not None:  # a broadcast it sent
+        counts[0 if isinstance(event, IpcDelivered) else 1] += 1
+        return
+    mine = event.recipient == (entry["to"] or agent_id)  # its copy, for a broadcast it got
+    if mine and (fate != "delivered" or entry["status"] == _PENDING):
+        entry["status"] = fate  # a dead letter after its delivery (a handler error) says more
 
 
 def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[str, Any] | None:

@@ -328,6 +328,8 @@ class Model:
         """
         if to not in self.agents:
             self.dead_letters += 1
+            if sender in self.ipc:  # replay shows it beside its sender's messages, by its dead letter
+                self.ipc[sender] += 1
             raise cf.AgentNotRegisteredError(to)
         for who in {sender, to}:
             self.ipc[who] += 1
