@@ -91,13 +91,15 @@ class Snippet(msgspec.Struct, frozen=True):
     score: float
 
 
-def _checked_snippet(snippet: object) -> Snippet:
+def _checked_snippet(snippet: object) -> Snippet | None:
     """``snippet`` if it is a ``Snippet`` of the declared types (a retriever's result is not trusted).
+
+    None for one whose score is NaN: it is below every minimum score, as the original's
+    ``score >= min`` filter finds it, so it alone is left out.
 
     Raises:
         TypeError: it is not a Snippet, its source or content is not a str, or its score
             is not a real number (a bool is not one).
-        ValueError: its score is NaN.
 
     """
     if not isinstance(snippet, Snippet):
@@ -111,8 +113,8 @@ def _checked_snippet(snippet: object) -> Snippet:
         msg = f"a Snippet's score must be a number, got {type(score).__name__}"
         raise TypeError(msg)
     if score != score:  # noqa: PLR0124 - NaN: it would sort anywhere
-        msg = "a Snippet's score is NaN"
-        raise ValueError(msg)
+        log.debug("a retriever's snippet from %r scored NaN; it is left out", snippet.source)
+        return None
     return snippet
 
 
@@ -123,7 +125,7 @@ MAX_PARALLEL_RETRIEVERS: Final = 4
 def _retrieved(retriever: Retriever, query: str) -> list[Snippet]:
     """One retriever's checked snippets; [] (logged) when it fails."""
     try:
-        return [_checked_snippet(snippet) for snippet in retriever.retrieve(query)]
+        return [kept for kept in map(_checked_snippet, retriever.retrieve(query)) if kept is not None]
     except BaseException:  # CancelledError, sys.exit() too: the caller's call goes on without it
         log.exception("a retriever failed; the prompt goes on without it")
         return []

@@ -911,15 +911,26 @@ class TestRetrievers:
         assert context.startswith("Relevant context:\n[kb] about dogs?\n\nPrevious conversation history:\n\n")
         assert context.endswith("\nCurrent request:\ndogs?")
 
+    def test_a_snippet_scored_nan_is_left_out_and_its_retrievers_others_kept(self, runtime: Runtime) -> None:
+        # the original's filterByMinScore keeps score >= min, which NaN never is
+        class Mixed:
+            def retrieve(self, query: str) -> Sequence[Snippet]:  # noqa: ARG002
+                return [Snippet("a", "good", 0.9), Snippet("a", "nan", math.nan)]
+
+        runtime.memory.set_retrievers([Mixed()])
+        session = runtime.memory.create_session("u")
+        runtime.memory.add_message(session, "user", "cats")
+
+        assert runtime.memory.build_prompt_messages(session)[0].content == "Relevant context:\n[a] good\n"
+
     @pytest.mark.parametrize(
         "result",
         [
             None,
             [{"source": "kb", "content": "x", "score": 0.9}],
             [Snippet("kb", "x", "0.9")],  # type: ignore[arg-type]
-            [Snippet("kb", "x", math.nan)],
         ],
-        ids=["None", "dicts", "str score", "nan score"],
+        ids=["None", "dicts", "str score"],
     )
     def test_a_retriever_that_returns_a_bad_result_is_skipped_like_one_that_raises(
         self, runtime: Runtime, result: object
