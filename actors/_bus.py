@@ -56,6 +56,21 @@ DEFAULT_REQUEST_TIMEOUT: Final = 30.0
 HANDOFF_TOPIC: Final = "handoff-task"
 
 
+def _said(error: BaseException) -> str:
+    """An error as a dead letter keeps it.
+
+    The runtime's own by its text, which begins with the original's string
+    (``agentipc: no handler: ...``); any other by its repr.
+    """
+    return str(error) if isinstance(error, CogfabricError) else journal_repr(error)
+
+
+def _panicked(message: IpcMessage, error: BaseException) -> str:
+    """What a requester is told when the behavior handling its request failed (``IpcHandlerError``)."""
+    to, topic = message.recipient, message.topic
+    return f"agentipc: handler panicked: {to!r} failed on {topic!r}: {journal_repr(error)}"
+
+
 def _trace_of(trace: object) -> str:
     """The trace a message continues: ``trace``, or a new one when it is None or empty.
 
@@ -201,7 +216,7 @@ class IpcBus:
                 pending.error = error
                 pending.as_is = True
         try:
-            self.dead_letter(message, "closed", journal_repr(error))
+            self.dead_letter(message, "closed", _said(error))
         finally:
             if pending is not None:
                 pending.done.set()  # even when the journal refuses the dead letter
@@ -498,7 +513,7 @@ class IpcBus:
         if pending.as_is and pending.error is not None:
             raise pending.error  # killed before it got to the request, or it cannot handle it
         if pending.error is not None:
-            msg = f"agentipc: handler panicked: {to!r} failed on {topic!r}: {journal_repr(pending.error)}"
+            msg = _panicked(message, pending.error)
             raise IpcHandlerError(msg) from pending.error
         assert pending.reply is not None
         self._reply_delivered(pending.reply)
@@ -593,8 +608,10 @@ class IpcBus:
         self._fail(message, reason, error, as_is=True)
 
     def _fail(self, message: IpcMessage, reason: str, error: BaseException, *, as_is: bool) -> None:
+        # the dead letter keeps the text its requester gets (would get, for a send)
+        said = _said(error) if as_is else _panicked(message, error)
         if message.kind != "request":
-            self.dead_letter(message, reason, journal_repr(error))
+            self.dead_letter(message, reason, said)
             return
         with self._lock:
             pending = self._pending.pop(message.correlation_id, None)
@@ -605,7 +622,7 @@ class IpcBus:
         pending.error = error
         pending.as_is = as_is
         try:
-            self.dead_letter(message, reason, journal_repr(error))
+            self.dead_letter(message, reason, said)
         finally:
             pending.done.set()  # even when the journal refuses the dead letter
 

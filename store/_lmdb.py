@@ -462,11 +462,17 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
         return JournalReadOnlyError(f"{path} is open read-only{suffix}")
     if isinstance(exc, lmdb.MapFullError):  # the writer grows the map, or fails-stop, first
         return JournalFullError(f"{path} is full{suffix}")
-    if isinstance(exc, lmdb.CorruptedError | lmdb.PageNotFoundError | lmdb.BadTxnError):
-        # MDB_BAD_TXN: a read transaction that met a damaged page earlier, and set it aside
-        return JournalDamagedError(
-            f"{path} is damaged: LMDB cannot read a page of its data file ({msg}){suffix}"
+    # MDB_BAD_TXN: a read transaction that met a damaged page earlier, and set it aside
+    page = isinstance(exc, lmdb.CorruptedError | lmdb.PageNotFoundError | lmdb.BadTxnError)
+    # MDB_INVALID with both header pages LMDB's: a field of its newest header (a page size,
+    # a database's flags) is damaged, not a file that is no journal
+    if page or (isinstance(exc, lmdb.InvalidError) and _headers_whole(path)):
+        what = (
+            "a page of its data file"
+            if page
+            else "its header, whose pages both hold LMDB's magic and version"
         )
+        return JournalDamagedError(f"{path} is damaged: LMDB cannot read {what} ({msg}){suffix}")
     if "already open in this process" in msg:
         return JournalLockedError(
             f"{path} is already open in this process{suffix} (LMDB allows one open of a journal per "
@@ -662,6 +668,28 @@ def open_regular(path: Path) -> BinaryIO:
         raise JournalFormatError(f"{path.parent} is not a journal: its {path.name} is not a regular file")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
+
+
+def _headers_whole(where: Path) -> bool:
+    """Whether both header pages of ``where``'s data file hold LMDB's magic number and data version.
+
+    Then LMDB's ``MDB_INVALID`` is of a damaged journal, not of a file that is none.
+    """
+    try:
+        with open_regular(where / "data.mdb") as file:
+            head = file.read(HEADER_SPAN)
+    except OSError:
+        return False
+    known = (_pages.META_MAGIC, _LMDB_DATA_VERSION)
+
+    def whole(offset: int) -> bool:
+        if len(head) < offset + _pages.META_END:
+            return False
+        meta = _pages.meta_at(head, offset)
+        return (meta.magic, meta.version) == known
+
+    # the first page's page size may be the damaged field: look for the second at each size
+    return whole(0) and any(whole(page) and _is_second_meta(head, page) for page in _PAGE_SIZES)
 
 
 _LMDB_DATA_VERSION: Final = 1
@@ -1936,6 +1964,28 @@ class LmdbJournal(Journal):
             with _translated(self._path):
                 stored = self._txn_call(lambda: self._get(self._db_heads, stream_raw))
         return 0 if stored is None else int.from_bytes(stored[:8], "big")
+
+    def seq_of(self, event_id: str) -> int | None:
+        """The seq of the stored event whose id is ``event_id``; None when none is: one lookup.
+
+        (An IPC message's id is its event's, so an audit finds a message a dead letter
+        names this way.)
+
+        Raises:
+            TypeError: ``event_id`` is not a str.
+            JournalIntegrityError: the id index names no seq of this journal for it (it
+                was changed or damaged).
+
+        """
+        self._check_open()
+        if not isinstance(event_id, str):
+            msg = f"an event id is a str, not {type(event_id).__name__}"
+            raise TypeError(msg)
+        raw = event_id.encode(errors="surrogatepass")  # no stored id has a lone surrogate
+        if not 0 < len(raw) <= MAX_NAME:
+            return None  # no event of such an id can be stored
+        with self._lock, _translated(self._path):
+            return self._txn_call(lambda: self._stored_seqs([raw], {}).get(raw))
 
     def record_intact(self, seq: int) -> bool:
         """Whether record ``seq`` matches its hash-chain link (False when it is missing).

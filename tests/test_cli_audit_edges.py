@@ -483,12 +483,81 @@ def test_replay_says_what_became_of_each_message_an_agent_sent_or_was_sent(tmp_p
         ("asleep", "a", "s", "send", "dead-lettered: agent suspended"),
         ("news", "x", "", "broadcast", "delivered"),
     ]
-    assert fates("x")[-1] == ("news", "x", "", "broadcast", "delivered to 2, dead-lettered for 1")
+    # each subscriber counted once, by its copy's fate (s's was delivered, then dead-lettered)
+    assert fates("x")[-1] == ("news", "x", "", "broadcast", "delivered to 1, dead-lettered for 1")
     assert fates("s") == [
         ("asleep", "a", "s", "send", "dead-lettered: agent suspended"),
         ("news", "x", "", "broadcast", "dead-lettered: agent suspended"),
     ]
     assert fates("a", "--at", str(hello)) == [("hello", "x", "a", "send", "pending")]  # not delivered yet
+
+
+class _Slow:
+    arrived = threading.Event()
+    release = threading.Event()
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
+        if message.topic == "job":
+            _Slow.arrived.set()
+            assert _Slow.release.wait(10)
+            ctx.set_private("handled", message.sender)
+
+
+def _statuses(path: Path, agent: str) -> list[tuple[str, str, str]]:
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", agent, "--json"])
+    assert result.exit_code == 0, result.output
+    return [(m["topic"], m["from"], m["status"]) for m in json.loads(result.output)["ipc"]["latest"]]
+
+
+def test_a_request_its_requester_gave_up_on_and_its_recipient_handled_shows_both(tmp_path: Path) -> None:
+    from cogfabric.actors import IpcTimeoutError  # noqa: PLC0415
+
+    _Slow.arrived.clear()
+    _Slow.release.clear()
+    path = tmp_path / "j"
+    with Runtime.open(path, behaviors={"slow": _Slow}) as runtime:
+        runtime.spawn("x")
+        runtime.spawn("y", behavior="slow")
+        with pytest.raises(IpcTimeoutError):
+            runtime.bus.request("x", "y", "job", 1, timeout=0.05)  # its dead letter first
+        _Slow.release.set()
+        assert runtime.agent("y").private("handled") == "x"  # after the job: it was handled
+        runtime.flush()
+
+    for agent in ("x", "y"):
+        assert _statuses(path, agent) == [("job", "x", "delivered (its requester timed out)")]
+
+
+def test_a_dead_letter_of_an_earlier_agents_message_is_not_the_respawned_agents(tmp_path: Path) -> None:
+    # README: "not an earlier agent's of that id"; its request timed out after the respawn
+    from cogfabric.actors import IpcTimeoutError  # noqa: PLC0415
+
+    _Slow.arrived.clear()
+    _Slow.release.clear()
+    path = tmp_path / "j"
+    failed: list[BaseException] = []
+    with Runtime.open(path, behaviors={"slow": _Slow}) as runtime:
+        runtime.spawn("k")
+        runtime.spawn("y", behavior="slow")
+
+        def ask() -> None:
+            try:
+                runtime.bus.request("k", "y", "job", 1, timeout=0.5)
+            except IpcTimeoutError as exc:
+                failed.append(exc)
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        assert _Slow.arrived.wait(10)
+        runtime.kill("k")
+        runtime.spawn("k")
+        asker.join(10)
+        _Slow.release.set()
+        runtime.flush()
+
+    assert len(failed) == 1
+    assert _statuses(path, "k") == []
+    assert _statuses(path, "y") == [("job", "k", "delivered (its requester timed out)")]
 
 
 @pytest.mark.parametrize("args", AUDITS)

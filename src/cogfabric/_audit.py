@@ -440,66 +440,94 @@ def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -
     recipient: its deliveries, ``IpcDelivered``, say who got it); not those of an
     earlier agent of that id (killed). A message refused before it was journaled (an
     unknown recipient, a full mailbox) shows by its dead letter, with no kind. Each
-    one's ``status`` is ``delivered``, ``dead-lettered: <reason>`` (a handler error
-    after its delivery too), or ``pending`` (not delivered by ``at``, or lost with
-    the process that held it); a broadcast it sent, ``delivered to N`` (and
-    ``dead-lettered for M``). Only the fields shown are kept, not the payloads, so
-    memory follows the count.
+    one's ``status`` is ``_Fate.status``'s; a broadcast it sent, ``delivered to N``
+    (and ``dead-lettered for M``: each subscriber counted once, by its copy's fate).
+    Only the fields shown are kept, not the payloads, so memory follows the count.
     """
-    entries: dict[str, dict[str, str]] = {}  # by message id, in journal order
-    sent_to: dict[str, list[int]] = {}  # a broadcast it sent: deliveries and dead letters
+    entries: dict[str, tuple[dict[str, str], dict[str, _Fate]]] = {}  # by message id, in journal order
     for record in journal.read(after=spawned, until=at, stream="bus"):
         event = record.event
         if isinstance(event, IpcMessage):
             if agent_id in (event.sender, event.recipient) or not event.recipient:
-                entries[event.id] = {
-                    "id": event.id,
-                    "from": event.sender,
-                    "to": event.recipient,
-                    "topic": event.topic,
-                    "kind": event.kind,
-                    "status": _PENDING,
-                }
-                if not event.recipient and event.sender == agent_id:
-                    sent_to[event.id] = [0, 0]
+                entries[event.id] = (_shown_message(event, event.kind), {})
         elif isinstance(event, IpcDelivered | IpcDeadLettered):
-            _note_fate(entries, sent_to, agent_id, event)
-    for message_id, (delivered, dead) in sent_to.items():
-        status = f"delivered to {delivered}"
-        entries[message_id]["status"] = f"{status}, dead-lettered for {dead}" if dead else status
-    return [m for m in entries.values() if m["to"] or m["from"] == agent_id or m["status"] != _PENDING]
+            _note_fate(journal, entries, agent_id, event)
+    shown: list[dict[str, str]] = []
+    for message, fates in entries.values():
+        to = message["to"]
+        if not to and message["from"] == agent_id:  # a broadcast it sent
+            statuses = [fate.status for fate in fates.values()]
+            delivered = sum(status.startswith("delivered") for status in statuses)
+            dead = sum(status.startswith("dead-lettered") for status in statuses)
+            message["status"] = f"delivered to {delivered}" + (f", dead-lettered for {dead}" if dead else "")
+        else:
+            fate = fates.get(to or agent_id)
+            if fate is None and not to:
+                continue  # a broadcast that did not reach it
+            message["status"] = _PENDING if fate is None else fate.status
+        shown.append(message)
+    return shown
 
 
 _PENDING: Final = "pending"
 
 
+class _Fate:
+    """What became of one copy of a message: delivered, dead-lettered (why), both, or neither yet."""
+
+    __slots__ = ("delivered", "reason")
+
+    def __init__(self) -> None:
+        self.delivered = False
+        self.reason = ""
+
+    @property
+    def status(self) -> str:
+        """What an audit shows: ``delivered``, ``dead-lettered: <reason>`` or ``pending``.
+
+        ``dead-lettered`` also after its delivery, as a handler error is;
+        ``delivered (its requester timed out)`` for a request its requester gave up on
+        and its recipient handled all the same; ``pending`` when it was not delivered by
+        then, or was lost with the process that held it.
+        """
+        if self.reason == "timeout" and self.delivered:
+            return "delivered (its requester timed out)"
+        if self.reason:
+            return f"dead-lettered: {self.reason}"
+        return "delivered" if self.delivered else _PENDING
+
+
+def _shown_message(event: IpcMessage | IpcDeadLettered, kind: str) -> dict[str, str]:
+    return {
+        "id": event.id if isinstance(event, IpcMessage) else event.message_id,
+        "from": event.sender,
+        "to": event.recipient,
+        "topic": event.topic,
+        "kind": kind,
+        "status": _PENDING,
+    }
+
+
 def _note_fate(
-    entries: dict[str, dict[str, str]],
-    sent_to: dict[str, list[int]],
+    journal: LmdbJournal,
+    entries: dict[str, tuple[dict[str, str], dict[str, _Fate]]],
     agent_id: str,
     event: IpcDelivered | IpcDeadLettered,
 ) -> None:
-    """Mark a delivery or dead letter on the message it is of, where ``agent_id`` sees it."""
-    fate = "delivered" if isinstance(event, IpcDelivered) else f"dead-lettered: {event.reason}"
+    """Note a delivery or dead letter on the copy of the message it is of."""
     entry = entries.get(event.message_id)
     if entry is None:
-        if isinstance(event, IpcDeadLettered) and agent_id in (event.sender, event.recipient):
-            entries[event.message_id] = {  # refused before it was journaled: its dead letter alone
-                "id": event.message_id,
-                "from": event.sender,
-                "to": event.recipient,
-                "topic": event.topic,
-                "kind": "",
-                "status": fate,
-            }
-        return
-    counts = sent_to.get(event.message_id)
-    if counts is not None:  # a broadcast it sent
-        counts[0 if isinstance(event, IpcDelivered) else 1] += 1
-        return
-    mine = event.recipient == (entry["to"] or agent_id)  # its copy, for a broadcast it got
-    if mine and (fate != "delivered" or entry["status"] == _PENDING):
-        entry["status"] = fate  # a dead letter after its delivery (a handler error) says more
+        if not isinstance(event, IpcDeadLettered) or agent_id not in (event.sender, event.recipient):
+            return
+        # refused before it was journaled: its dead letter alone (not an earlier agent's message)
+        if journal.seq_of(event.message_id) is not None:
+            return
+        entry = entries[event.message_id] = (_shown_message(event, ""), {})
+    fate = entry[1].setdefault(event.recipient, _Fate())
+    if isinstance(event, IpcDelivered):
+        fate.delivered = True
+    else:
+        fate.reason = event.reason
 
 
 def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[str, Any] | None:

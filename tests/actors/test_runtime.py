@@ -1021,7 +1021,7 @@ class TestBus:
         assert (sent.topic, sent.reason) == ("s", reason)
         assert sent.error == f"agentipc: no handler: 'b' cannot handle 's' ({reason})"
         assert (requested.topic, requested.reason) == ("q", reason)
-        assert "IpcNoHandlerError" in requested.error
+        assert requested.error == f"agentipc: no handler: 'b' cannot handle 'q' ({reason})"  # as raised
         assert Recorder.log == []
         runtime.close()
         with Journal.open(tmp_path / "j", readonly=True) as journal:
@@ -1121,6 +1121,8 @@ class TestBus:
 
         assert isinstance(info.value.__cause__, RuntimeError)
         assert [d.reason for d in runtime.bus.dead_letters()] == ["handler error"]
+        assert runtime.bus.dead_letters()[0].error == str(info.value)  # what the requester was told
+        assert str(info.value).startswith("agentipc: handler panicked: 'b' failed on 'boom': RuntimeError(")
         assert runtime.bus.request("a", "b", "q", 1, timeout=10).payload == {"echo": 1, "by": "b"}
 
     def test_handoff_task_transfer(self, runtime: Runtime) -> None:

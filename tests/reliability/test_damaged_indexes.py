@@ -411,6 +411,30 @@ def test_one_header_page_without_lmdbs_magic_or_version_is_damage_not_another_fo
     assert "damaged" in result.output
 
 
+@pytest.mark.parametrize(
+    ("at", "bit"),
+    [(41, 4), (44, 4), (90, 0), (92, 4)],
+    ids=["free db page size", "free db flags", "main db pad", "main db flags"],
+)
+def test_a_damaged_field_of_the_newest_header_page_is_damage_not_another_format(
+    tmp_path: Path, at: int, bit: int
+) -> None:
+    # LMDB refuses the field with MDB_INVALID, which alone reads as "not a journal"
+    # (exit 2): both header pages hold LMDB's magic number and version, so it is damage
+    path = _journal_of_three(tmp_path)
+    page = _page_size(path)
+    data = path / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    newest = max((0, 1), key=lambda n: struct.unpack_from("<Q", raw, n * page + 16 + 128)[0])
+    raw[newest * page + at] ^= 1 << bit
+    data.write_bytes(bytes(raw))
+
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "is damaged" in result.output
+    assert data.read_bytes() == bytes(raw)
+
+
 def test_a_forged_record_of_an_empty_stream_name_is_reported_by_verify_not_raised(tmp_path: Path) -> None:
     # An unkeyed journal's chain anyone can recompute: one record appended by hand under
     # the stream name b"", its id indexed. The heads check looked that name up in LMDB,

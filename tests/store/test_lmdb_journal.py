@@ -682,6 +682,21 @@ class TestRecordIntact:
             assert all(journal.record_intact(seq) for seq in (1, 2, 3))
 
 
+class TestSeqOf:
+    def test_it_finds_a_stored_event_by_its_id(self, tmp_path: Path) -> None:
+        events = make_events(5)
+        with Journal.open(tmp_path / "j") as journal:
+            journal.append(events)
+            assert isinstance(journal, LmdbJournal)
+            assert [journal.seq_of(e.id) for e in events] == [1, 2, 3, 4, 5]
+            assert journal.seq_of("no such id") is None
+            assert journal.seq_of("") is None
+            assert journal.seq_of("x" * 256) is None  # longer than any stored id
+            assert journal.seq_of("\udc80") is None
+            with pytest.raises(TypeError):
+                journal.seq_of(5)  # type: ignore[arg-type]
+
+
 class TestSchemaVersionsOnRead:
     def test_a_record_of_a_newer_schema_version_is_refused_by_name(self, tmp_path: Path) -> None:
         path = tmp_path / "j"
