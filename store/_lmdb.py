@@ -680,20 +680,22 @@ def _headers_whole(where: Path) -> bool:
             head = file.read(HEADER_SPAN)
     except OSError:
         return False
-    known = (_pages.META_MAGIC, _LMDB_DATA_VERSION)
-
-    def whole(offset: int) -> bool:
-        if len(head) < offset + _pages.META_END:
-            return False
-        meta = _pages.meta_at(head, offset)
-        return (meta.magic, meta.version) == known
-
     # the first page's page size may be the damaged field: look for the second at each size
-    return whole(0) and any(whole(page) and _is_second_meta(head, page) for page in _PAGE_SIZES)
+    return _holds_lmdb_meta(head, 0) and any(
+        _holds_lmdb_meta(head, page) and _is_second_meta(head, page) for page in _PAGE_SIZES
+    )
 
 
 _LMDB_DATA_VERSION: Final = 1
 """The data format version LMDB 0.9 writes in its header pages (``MDB_DATA_VERSION``)."""
+
+
+def _holds_lmdb_meta(head: bytes, offset: int) -> bool:
+    """Whether ``head`` holds at ``offset`` a meta record with LMDB's magic number and data version."""
+    if len(head) < offset + _pages.META_END:
+        return False
+    meta = _pages.meta_at(head, offset)
+    return (meta.magic, meta.version) == (_pages.META_MAGIC, _LMDB_DATA_VERSION)
 
 
 def _check_headers_agree(head: bytes, page: int, where: Path) -> None:
@@ -710,16 +712,14 @@ def _check_headers_agree(head: bytes, page: int, where: Path) -> None:
     """
     if len(head) < page + _pages.META_END:
         return  # too short to hold both: the length check refuses it
-    known = (_pages.META_MAGIC, _LMDB_DATA_VERSION)
-    metas = [_pages.meta_at(head, offset) for offset in (0, page)]
-    bad = [number for number, meta in enumerate(metas) if (meta.magic, meta.version) != known]
+    bad = [number for number in (0, 1) if not _holds_lmdb_meta(head, number * page)]
     if len(bad) == 1:
         number = bad[0]
-        meta = metas[number]
+        meta = _pages.meta_at(head, number * page)
         msg = (
             f"{where} is damaged: LMDB's header page {number} (at byte {number * page:,}) holds the "
             f"magic number {meta.magic:#x} and data version {meta.version}, the other header page "
-            f"LMDB's {known[0]:#x} and {known[1]}"
+            f"LMDB's {_pages.META_MAGIC:#x} and {_LMDB_DATA_VERSION}"
         )
         raise JournalDamagedError(msg)
 

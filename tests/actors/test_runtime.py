@@ -684,6 +684,24 @@ def test_a_record_of_a_newer_version_or_unknown_type_is_refused_with_its_typed_e
             assert error.type_name == "_Unknown"
 
 
+def _flip_last_records_bit(path: Path, stream: str) -> int:
+    """Flip one bit of ``stream``'s last record (of its chain link); return its seq."""
+    with Journal.open(path, readonly=True) as journal:
+        seq = journal.stream_head(stream)
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        with env.begin(write=True, db=env.open_db(b"events")) as txn:
+            key = seq.to_bytes(8, "big")
+            stored = txn.get(key)
+            assert stored is not None
+            value = bytearray(stored)
+            value[-1] ^= 0x01
+            txn.put(key, bytes(value))
+    finally:
+        env.close()
+    return seq
+
+
 class TestTailVerification:
     """``verify="tail"`` checks the chain head and every record recovery replays."""
 
@@ -740,17 +758,7 @@ class TestTailVerification:
             a = runtime.spawn("a")
             for i in range(12):
                 a.set_private(f"k{i}", i)
-        with Journal.open(tmp_path / "j", readonly=True) as journal:
-            ended = journal.stream_head("session/" + gone)
-        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
-        with env.begin(write=True, db=env.open_db(b"events")) as txn:
-            key = ended.to_bytes(8, "big")
-            stored = txn.get(key)
-            assert stored is not None
-            value = bytearray(stored)
-            value[-1] ^= 0x01  # one bit of the SessionDeleted record
-            txn.put(key, bytes(value))
-        env.close()
+        ended = _flip_last_records_bit(tmp_path / "j", "session/" + gone)  # its SessionDeleted
 
         with pytest.raises(JournalIntegrityError, match=f"seq {ended}"):
             Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
@@ -782,17 +790,7 @@ class TestTailVerification:
             a = runtime.spawn("a")
             for i in range(12):
                 a.set_private(f"k{i}", i)
-        with Journal.open(tmp_path / "j", readonly=True) as journal:
-            killed = journal.stream_head("agent/early")
-        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
-        with env.begin(write=True, db=env.open_db(b"events")) as txn:
-            key = killed.to_bytes(8, "big")
-            stored = txn.get(key)
-            assert stored is not None
-            value = bytearray(stored)
-            value[-1] ^= 0x01  # one bit of the AgentKilled record
-            txn.put(key, bytes(value))
-        env.close()
+        killed = _flip_last_records_bit(tmp_path / "j", "agent/early")  # its AgentKilled
 
         with pytest.raises(JournalIntegrityError, match=f"seq {killed}"):
             Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
