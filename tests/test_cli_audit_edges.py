@@ -528,6 +528,65 @@ def test_a_request_its_requester_gave_up_on_and_its_recipient_handled_shows_both
         assert _statuses(path, agent) == [("job", "x", "delivered (its requester timed out)")]
 
 
+def test_a_request_that_timed_out_is_dead_lettered_until_its_recipient_handles_it(tmp_path: Path) -> None:
+    # queued behind a message its recipient is still handling: timed out first, and
+    # "delivered (its requester timed out)" only from the delivery on
+    from cogfabric.actors import IpcTimeoutError  # noqa: PLC0415
+    from cogfabric.events import IpcDeadLettered  # noqa: PLC0415
+
+    _Slow.arrived.clear()
+    _Slow.release.clear()
+    path = tmp_path / "j"
+    with Runtime.open(path, behaviors={"slow": _Slow}) as runtime:
+        runtime.spawn("x")
+        runtime.spawn("y", behavior="slow")
+        runtime.bus.send("x", "y", "job", 1)
+        assert _Slow.arrived.wait(10)
+        with pytest.raises(IpcTimeoutError):
+            runtime.bus.request("x", "y", "ask", 2, timeout=0.05)
+        _Slow.release.set()
+        runtime.flush()
+    with Journal.open(path, readonly=True) as journal:
+        timed_out = next(r.seq for r in journal.read(stream="bus") if isinstance(r.event, IpcDeadLettered))
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", "y", "--json", "--at", str(timed_out)])
+    assert result.exit_code == 0, result.output
+    shown = [(m["topic"], m["status"]) for m in json.loads(result.output)["ipc"]["latest"]]
+    assert shown[-1] == ("ask", "dead-lettered: timeout")
+    assert _statuses(path, "y")[-1] == ("ask", "x", "delivered (its requester timed out)")
+
+
+def test_a_send_refused_for_its_recipients_full_mailbox_shows_in_the_recipients_view(tmp_path: Path) -> None:
+    # README: a message refused before it was journaled shows by its dead letter, with no
+    # kind: for the agent it was sent to as for its sender; and a broadcast all its
+    # subscribers got is "delivered to N" alone
+    from cogfabric.actors import MailboxFullError, RuntimeConfig  # noqa: PLC0415
+
+    _Slow.arrived.clear()
+    _Slow.release.clear()
+    path = tmp_path / "j"
+    config = Config(runtime=RuntimeConfig(mailbox_size=1, call_timeout=0.2))
+    with Runtime.open(path, config=config, behaviors={"slow": _Slow}) as runtime:
+        runtime.spawn("x", behavior="slow")
+        runtime.spawn("y", behavior="slow")
+        runtime.bus.subscribe("x", "news")
+        runtime.bus.send("x", "y", "job", 1)
+        assert _Slow.arrived.wait(10)
+        runtime.bus.send("x", "y", "queued", 2)  # its mailbox is full now
+        with pytest.raises(MailboxFullError):
+            runtime.bus.send("x", "y", "refused", 3)
+        _Slow.release.set()
+        assert runtime.bus.broadcast("y", "news", 4) == 1
+        runtime.flush()
+
+    for agent in ("x", "y"):
+        result = CliRunner().invoke(main, ["replay", str(path), "--agent", agent, "--json"])
+        assert result.exit_code == 0, result.output
+        shown = {m["topic"]: (m["kind"], m["status"]) for m in json.loads(result.output)["ipc"]["latest"]}
+        assert shown["refused"] == ("", "dead-lettered: mailbox full")
+    assert shown["news"] == ("broadcast", "delivered to 1")
+
+
 def test_a_dead_letter_of_an_earlier_agents_message_is_not_the_respawned_agents(tmp_path: Path) -> None:
     # README: "not an earlier agent's of that id"; its request timed out after the respawn
     from cogfabric.actors import IpcTimeoutError  # noqa: PLC0415

@@ -1020,6 +1020,8 @@ def test_a_request_answered_and_then_cut_short_by_close_still_leaves_its_closed_
     assert reply.payload == "early"  # type: ignore[attr-defined]
     letters = [(d.topic, d.recipient, d.reason) for d in rt.bus.dead_letters()]
     assert letters == [("passed", "b", "closed"), ("q", "a", "closed")]
+    cut = rt.bus.dead_letters()[1].error  # the text a requester still waiting would get, no repr
+    assert cut == "the runtime closed while 'a' handled it: the runtime is closed"
     with Journal.open(tmp_path / "j", readonly=True) as journal:
         journaled = [r.event for r in journal.read() if isinstance(r.event, IpcDeadLettered)]
     assert [(e.topic, e.reason) for e in journaled] == [("passed", "closed"), ("q", "closed")]

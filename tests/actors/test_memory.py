@@ -923,6 +923,19 @@ class TestRetrievers:
 
         assert runtime.memory.build_prompt_messages(session)[0].content == "Relevant context:\n[a] good\n"
 
+    def test_a_snippet_scored_nan_does_not_hide_the_same_snippet_scored_well(self, runtime: Runtime) -> None:
+        # left out before the dedup: a NaN kept as the best score of its source and
+        # content would, never >= the minimum, take the well-scored copy out with it
+        class Twice:
+            def retrieve(self, query: str) -> Sequence[Snippet]:  # noqa: ARG002
+                return [Snippet("a", "same", math.nan), Snippet("a", "same", 0.9)]
+
+        runtime.memory.set_retrievers([Twice()])
+        session = runtime.memory.create_session("u")
+        runtime.memory.add_message(session, "user", "cats")
+
+        assert runtime.memory.build_prompt_messages(session)[0].content == "Relevant context:\n[a] same\n"
+
     @pytest.mark.parametrize(
         "result",
         [
@@ -1301,6 +1314,42 @@ class TestCleaner:
                 "GET http://x (29 bytes)",
             ),
             ("http_request", '{"url": "http://x"}', "no status line, price 250", "GET http://x (25 bytes)"),
+            # a line said another way must be that alone; where several are, the last decides
+            ("code_runner", '{"command": "x"}', "retry: exit 3 of 5", "Exec `x` exit=?: retry: exit 3 of 5"),
+            (
+                "code_runner",
+                '{"command": "x"}',
+                "exit_code=1\nretrying\nexit_code=0",
+                "Exec `x` exit=0: retrying",
+            ),
+            # the original's "status:" too, and the text after the line's first colon
+            (
+                "http_request",
+                '{"url": "http://x"}',
+                "status: 404\nnot found",
+                "GET http://x → 404: not found",
+            ),
+            (
+                "http_request",
+                '{"url": "http://x"}',
+                "Status: 503 (retry after 10:30)\nbusy",
+                "GET http://x → 503 (retry after 10:30): busy",
+            ),
+            # a JSON object's status_code before its status, exit_code before the others;
+            # a bool is no status (an API's "status": true)
+            (
+                "http_request",
+                '{"url": "http://x"}',
+                '{"status": "ok", "status_code": 200}',
+                'GET http://x → 200: {"status": "ok", "status_code": 200}',
+            ),
+            (
+                "code_runner",
+                '{"command": "x"}',
+                '{"exit_status": 1, "exit_code": 0}',
+                'Exec `x` exit=0: {"exit_status": 1, "exit_code": 0}',
+            ),
+            ("http_request", '{"url": "http://x"}', '{"status": true}', "GET http://x (16 bytes)"),
         ],
     )
     def test_a_finished_turns_tool_result_names_the_exit_code_or_status_the_output_states(
@@ -1346,6 +1395,11 @@ class TestCleaner:
                 "Exec `echo hello (bash)` exit=0: Hello World",
             ),
             ("code_runner", '{"command": "x"}', "  \n" + "y" * 150, "Exec `x` exit=?: " + "y" * 97 + "..."),
+            # the command before the code, cut to 60 code points; a language that is no string is left out
+            ("code_runner", '{"command": "pytest", "code": "print(1)"}', "ok", "Exec `pytest` exit=?: ok"),
+            ("code_runner", '{"command": "' + "c" * 70 + '"}', "ok", "Exec `" + "c" * 57 + "...` exit=?: ok"),
+            ("code_runner", '{"command": "x", "language": 5}', "ok", "Exec `x` exit=?: ok"),
+            ("code_runner", '{"command": "x"}', "Exit code: ü", "Exec `x` exit=ü (13 bytes)"),  # Go's len
             # a scraped page keeps its first 120 code points, not only its first sentence
             (
                 "web_scraper",
@@ -1355,6 +1409,7 @@ class TestCleaner:
             ),
             ("web_scraper", '{"URL": "http://old"}', "z" * 130, "Scraped http://old: " + "z" * 117 + "..."),
             ("web_scraper", '{"url": 5}', "page", "Scraped <unknown-url>: page"),
+            ("web_scraper", '{"url": "http://new", "URL": "http://old"}', "page", "Scraped http://new: page"),
             ("http_request", "{}", "Status: 200", "GET <unknown-url> → 200 (11 bytes)"),
             ("http_request", '{"url": "http://x", "method": ""}', "héllo", "GET http://x (6 bytes)"),
             (
@@ -1366,6 +1421,7 @@ class TestCleaner:
             ("memory_search", '{"query": "q"}', "r" * 121, 'Search "q" (1 results): ' + "r" * 117 + "..."),
             # lines are what "\n" ends (U+2028 is none), a JSON object counts its "results"
             ("memory_search", '{"query": "q"}', "a\u2028b\n\n", 'Search "q" (1 results): a\u2028b\n\n'),
+            ("knowledge_search", '{"query": "q"}', "a\n \t\nb", 'Search "q" (2 results): a\n \t\nb'),
             (
                 "memory_search",
                 '{"query": "q"}',

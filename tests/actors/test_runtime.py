@@ -684,6 +684,28 @@ def test_a_record_of_a_newer_version_or_unknown_type_is_refused_with_its_typed_e
             assert error.type_name == "_Unknown"
 
 
+@pytest.mark.parametrize("verify", ["full", "tail"])
+def test_a_newer_record_that_ends_an_agents_stream_is_refused_not_taken_for_its_kill(
+    tmp_path: Path, verify: str
+) -> None:
+    # recovery skips a killed agent on its last record's word: one that does not decode
+    # says nothing of a kill, and the agent is replayed (and the record named), not lost
+    newer = EventCodec([_PrivateSetV2 if t is PrivateSet else t for t in EVENT_TYPES])
+    path = tmp_path / "j"
+    with Runtime.open(path) as runtime:
+        runtime.spawn("a")
+    with LmdbJournal.open(path, codec=newer) as journal:
+        journal.append([_PrivateSetV2(at=2.0, agent="a", key="k", value=1)])
+        journal.append([TaskContextPublished(at=3.0, task_id="t", context={})])  # not the last
+
+    with pytest.raises(JournalIntegrityError) as raised:
+        Runtime.open(path, verify=verify)  # type: ignore[arg-type]
+
+    assert isinstance(raised.value, EventVersionError)
+    assert isinstance(raised.value.report, VerifyReport)
+    assert raised.value.report.first_bad_seq == 2
+
+
 def _flip_last_records_bit(path: Path, stream: str) -> int:
     """Flip one bit of ``stream``'s last record (of its chain link); return its seq."""
     with Journal.open(path, readonly=True) as journal:
@@ -782,6 +804,23 @@ class TestTailVerification:
             runtime.spawn("early")  # a new agent of the killed one's id starts afresh
             assert runtime.agent("early").private("secret") is None
             assert runtime.agents() == ["early", "a"]  # in the place of its first spawn
+
+    def test_a_killed_agents_records_are_not_read_at_reopen(self, tmp_path: Path) -> None:
+        # not replayed at all: a record of it that no longer decodes does not stop a
+        # tail reopen (a full one refuses it), as it would were its stream read
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            runtime.spawn("early").set_private("secret", "abcdef")
+            runtime.kill("early")
+            a = runtime.spawn("a")
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcd\xff\xfe") == 1  # no UTF-8
+
+        with pytest.raises(JournalIntegrityError):
+            Runtime.open(tmp_path / "j", config=self.CONFIG)  # full
+        with Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail") as runtime:
+            assert runtime.agents() == ["a"]
+            assert runtime.agent("a").private("k11") == 11
 
     def test_the_kill_record_is_checked_since_recovery_acts_on_it(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
@@ -1057,6 +1096,7 @@ class TestBus:
 
         (letter,) = runtime.bus.dead_letters()  # not told to an actor that drops it behind its stop
         assert (letter.message_id, letter.reason) == (sent.id, "agent not registered")
+        assert letter.error == "agentipc: agent not registered: 'b'"  # as one refused at once
         assert Recorder.log == []
         runtime.close()
         with Journal.open(tmp_path / "j", readonly=True) as journal:

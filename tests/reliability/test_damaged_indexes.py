@@ -411,6 +411,43 @@ def test_one_header_page_without_lmdbs_magic_or_version_is_damage_not_another_fo
     assert "damaged" in result.output
 
 
+def test_both_header_pages_of_another_lmdb_data_version_are_lmdbs_refusal_not_damage(tmp_path: Path) -> None:
+    # a file of another LMDB, both headers alike: LMDB's own refusal stands (exit 2 in
+    # the audit commands), and the file is left as it is
+    path = _journal_of_three(tmp_path)
+    page = _page_size(path)
+    data = path / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    for header in (0, 1):
+        raw[header * page + 16 + 4] ^= 0x04  # the meta record's version: 5, not 1
+    data.write_bytes(bytes(raw))
+
+    for readonly in (True, False):
+        with pytest.raises(JournalUnavailableError, match="data format v5") as raised:
+            Journal.open(path, readonly=readonly)
+        assert not isinstance(raised.value, JournalDamagedError)
+    assert data.read_bytes() == bytes(raw)
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    assert result.exit_code == 2, result.output
+
+
+@pytest.mark.parametrize("extra", [16, 40])
+def test_a_data_file_cut_inside_its_second_header_page_is_named_by_its_length(
+    tmp_path: Path, extra: int
+) -> None:
+    # too short to hold the second header's meta record: the length check names it,
+    # not a traceback from reading a header that is not there
+    path = _journal_of_three(tmp_path)
+    page = _page_size(path)
+    data = path / "data.mdb"
+    cut = data.read_bytes()[: page + extra]
+    data.write_bytes(cut)
+
+    with pytest.raises(JournalDamagedError, match="data file is"):
+        Journal.open(path, readonly=True)
+    assert data.read_bytes() == cut
+
+
 @pytest.mark.parametrize(
     ("at", "bit"),
     [(41, 4), (44, 4), (90, 0), (92, 4)],
