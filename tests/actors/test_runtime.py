@@ -785,15 +785,19 @@ class TestTailVerification:
         with pytest.raises(JournalIntegrityError, match=f"seq {ended}"):
             Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
 
-    def test_a_killed_agent_is_not_replayed_so_not_checked(self, tmp_path: Path) -> None:
-        # a simulation's early worker, spawned and killed: a tail check starts after it,
-        # at the live agents' snapshots, and reopening replays nothing of it
-        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+    def _kill_an_early_agent(self, path: Path) -> None:
+        """An agent "early" (private "secret": "abcdef") killed, then "a" past a snapshot."""
+        with Runtime.open(path, config=self.CONFIG) as runtime:
             runtime.spawn("early").set_private("secret", "abcdef")
             runtime.kill("early")
             a = runtime.spawn("a")
             for i in range(12):
                 a.set_private(f"k{i}", i)
+
+    def test_a_killed_agent_is_not_replayed_so_not_checked(self, tmp_path: Path) -> None:
+        # a simulation's early worker, spawned and killed: a tail check starts after it,
+        # at the live agents' snapshots, and reopening replays nothing of it
+        self._kill_an_early_agent(tmp_path / "j")
         assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
 
         with pytest.raises(JournalIntegrityError):
@@ -808,12 +812,7 @@ class TestTailVerification:
     def test_a_killed_agents_records_are_not_read_at_reopen(self, tmp_path: Path) -> None:
         # not replayed at all: a record of it that no longer decodes does not stop a
         # tail reopen (a full one refuses it), as it would were its stream read
-        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
-            runtime.spawn("early").set_private("secret", "abcdef")
-            runtime.kill("early")
-            a = runtime.spawn("a")
-            for i in range(12):
-                a.set_private(f"k{i}", i)
+        self._kill_an_early_agent(tmp_path / "j")
         assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcd\xff\xfe") == 1  # no UTF-8
 
         with pytest.raises(JournalIntegrityError):
