@@ -77,7 +77,7 @@ _DETAIL_WAIT: Final = 0.5
 
 
 class InvalidArgumentError(ActorError, ValueError):
-    """Raised for an empty or whitespace-only prompt (``invalid argument``)."""
+    """Raised for an empty or whitespace-only prompt (the original's ``invalid argument provided``)."""
 
 
 class PromptTooLongError(ActorError, ValueError):
@@ -314,8 +314,10 @@ class OpenAICompatibleProvider:
         Raises:
             InvalidConfigError: ``config`` is no ``LLMConfig`` (or mapping of its fields),
                 a field has the wrong type, ``base_url`` is not an http(s) URL with a
-                host (or holds a user name or password), or ``api_key`` holds white
-                space, a control character or a character outside Latin-1.
+                host (or holds a user name or password), ``model`` is empty (the
+                original's "invalid argument provided: model is required"), or
+                ``api_key`` holds white space, a control character or a character
+                outside Latin-1.
             ValueError: ``base_url`` is empty, or ``max_answer_bytes`` is not positive.
 
         """
@@ -324,6 +326,10 @@ class OpenAICompatibleProvider:
             msg = "an OpenAI-compatible provider needs base_url"
             raise ValueError(msg)
         _check_base_url(config)
+        if config.model == "":
+            # the original's NewClient refuses it too; sent on, a server answers 400 at the first call
+            msg = "invalid argument provided: model is required (config.llm.model, beside base_url)"
+            raise InvalidConfigError(msg)
         if (
             isinstance(max_answer_bytes, bool)
             or not isinstance(max_answer_bytes, int)
@@ -363,7 +369,7 @@ class OpenAICompatibleProvider:
         if taken:
             names = " and ".join(sorted(taken))
             verb = "are" if len(taken) > 1 else "is"
-            msg = f"invalid argument: {names} {verb} the provider's own, not a parameter"
+            msg = f"invalid argument provided: {names} {verb} the provider's own, not a parameter"
             raise InvalidArgumentError(msg)
         body = {
             "model": self.model,
@@ -591,22 +597,22 @@ class LLMClient:
         limit = self.max_prompt_length
         if not isinstance(prompt, str):
             self._reject(0, limit, "not_text")
-            msg = f"invalid argument: a prompt is a str, got {type(prompt).__name__}"
+            msg = f"invalid argument provided: a prompt is a str, got {type(prompt).__name__}"
             raise InvalidArgumentError(msg)
         prompt = str.__str__(prompt)  # a subclass's text: its own methods decide nothing here
         if prompt == "":
             self._reject(0, limit, "empty")
-            msg = "invalid argument: empty prompt"
+            msg = "invalid argument provided: empty prompt"
             raise InvalidArgumentError(msg)
         if not prompt.strip(GO_SPACE):  # Go's TrimSpace, as the original's gate
             self._reject(len(prompt), limit, "blank")
-            msg = "invalid argument: prompt is only white space"
+            msg = "invalid argument provided: prompt is only white space"
             raise InvalidArgumentError(msg)
         try:
             require_str(prompt, "prompt")
         except TypeError:  # a lone surrogate: no provider, journal or hash takes it
             self._reject(len(prompt), limit, "not_utf8")
-            msg = "invalid argument: the prompt is not valid UTF-8 text (it holds a lone surrogate)"
+            msg = "invalid argument provided: the prompt is not valid UTF-8 text (it holds a lone surrogate)"
             raise InvalidArgumentError(msg) from None
         return prompt
 

@@ -383,6 +383,9 @@ class Runtime:
         config = Config.of(config)
         checked = CheckedClock.wrap(SystemClock() if clock is None else clock)
         _check_open_arguments(verify, allow_unverified, behaviors, llm_provider)
+        if llm_provider is None and config.llm.base_url:
+            # before the journal opens: a refused configuration leaves nothing open behind it
+            llm_provider = OpenAICompatibleProvider(config.llm)
         journal: Journal | None = None
         writer: JournalWriter | None = None
         if path is None and key is not None:
@@ -412,8 +415,6 @@ class Runtime:
                 call_timeout=config.runtime.call_timeout,
             )
         core = Core(config=config, clock=checked, writer=writer, behaviors=behaviors or {})
-        if llm_provider is None and config.llm.base_url:
-            llm_provider = OpenAICompatibleProvider(config.llm)
         core.llm_provider = llm_provider
         try:
             runtime = cls(core, journal)  # recovers the sessions

@@ -65,13 +65,14 @@ def test_a_scripted_provider_keeps_its_prompts_unless_told_not_to() -> None:
 
 class TestGate:
     def test_an_empty_prompt_is_an_invalid_argument(self, provider: ScriptedProvider) -> None:
-        with pytest.raises(InvalidArgumentError):
+        # the original returns its sentinel errors.ErrInvalidArgument, "invalid argument provided"
+        with pytest.raises(InvalidArgumentError, match=r"^invalid argument provided: empty prompt$"):
             LLMClient(provider).generate("")
 
         assert provider.calls == []
 
     def test_a_white_space_prompt_is_an_invalid_argument(self, provider: ScriptedProvider) -> None:
-        with pytest.raises(InvalidArgumentError):
+        with pytest.raises(InvalidArgumentError, match=r"^invalid argument provided: prompt is only white"):
             LLMClient(provider).generate(" \n\t\u3000")
 
         assert provider.calls == []
@@ -695,7 +696,7 @@ def test_the_openai_compatible_provider_talks_to_a_real_http_server(server: str)
 
 def test_the_http_provider_bounds_the_whole_exchange_by_its_timeout(server: str) -> None:
     # a socket timeout bounds each read: a server that trickles its answer held the call
-    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=0.5))
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=0.5))
     done = threading.Event()
     outcome: list[BaseException] = []
 
@@ -716,7 +717,7 @@ def test_the_http_provider_bounds_the_whole_exchange_by_its_timeout(server: str)
 def test_a_timed_out_exchange_stops_reading_a_trickling_answer(server: str) -> None:
     # The caller's timeout was kept, but the exchange read on: a thread and a socket for
     # as long as the server trickled (here 20 s), after each timed-out call.
-    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=0.5))
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=0.5))
 
     with pytest.raises(ProviderError, match=r"no whole answer within 0\.5 s"):
         provider.generate("long trickle")
@@ -729,7 +730,9 @@ def test_a_timed_out_exchange_stops_reading_a_trickling_answer(server: str) -> N
 
 
 def test_an_http_error_keeps_the_servers_reason_and_never_the_key(server: str) -> None:
-    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, api_key="sk-secret-42", timeout=5))
+    provider = OpenAICompatibleProvider(
+        LLMConfig(model="m", base_url=server, api_key="sk-secret-42", timeout=5)
+    )
 
     with pytest.raises(ProviderError) as caught:
         provider.generate("explain")
@@ -741,7 +744,9 @@ def test_an_http_error_keeps_the_servers_reason_and_never_the_key(server: str) -
 
 
 def test_a_key_echoed_across_the_cut_of_an_errors_reason_is_masked_before_the_cut(server: str) -> None:
-    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, api_key="sk-secret-4242", timeout=5))
+    provider = OpenAICompatibleProvider(
+        LLMConfig(model="m", base_url=server, api_key="sk-secret-4242", timeout=5)
+    )
 
     with pytest.raises(ProviderError) as caught:
         provider.generate("explain at the cut")
@@ -753,7 +758,7 @@ def test_an_http_error_whose_body_is_slow_is_still_its_status(server: str) -> No
     # Reading the server's reason waited for a body that was slow to come, up to the
     # whole timeout: a 503 became "no whole answer within 5 s".
     _Completions.body_comes.clear()
-    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=5))
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=5))
     try:
         with pytest.raises(ProviderError, match="HTTP Error 503"):
             provider.generate("slow reason")
@@ -762,13 +767,15 @@ def test_an_http_error_whose_body_is_slow_is_still_its_status(server: str) -> No
 
 
 def test_an_answer_longer_than_max_answer_bytes_is_refused(server: str) -> None:
-    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=5), max_answer_bytes=1 << 20)
+    provider = OpenAICompatibleProvider(
+        LLMConfig(model="m", base_url=server, timeout=5), max_answer_bytes=1 << 20
+    )
 
     with pytest.raises(ProviderError, match=r"longer than 1048576 bytes \(max_answer_bytes\)"):
         provider.generate("big")
     assert provider.generate("hi") == "ok: hi"
     with pytest.raises(ValueError, match="max_answer_bytes"):
-        OpenAICompatibleProvider(LLMConfig(base_url=server), max_answer_bytes=0)
+        OpenAICompatibleProvider(LLMConfig(model="m", base_url=server), max_answer_bytes=0)
 
 
 @pytest.mark.parametrize(
@@ -779,7 +786,7 @@ def test_an_api_key_with_white_space_or_control_characters_is_refused_unseen(key
     # an error that quoted the key, which the journal kept for good. A pasted en dash
     # cannot go in a header at all: every call failed.
     with pytest.raises(InvalidConfigError, match="api_key") as caught:
-        OpenAICompatibleProvider(LLMConfig(base_url="http://127.0.0.1:9/v1", api_key=key))
+        OpenAICompatibleProvider(LLMConfig(model="m", base_url="http://127.0.0.1:9/v1", api_key=key))
 
     assert "secret" not in str(caught.value)
 
@@ -799,26 +806,51 @@ def test_a_base_url_with_a_user_or_password_is_refused_unseen(url: str) -> None:
     # urllib sends no credentials from a URL, and every ProviderError names the URL:
     # the password went into the journal's LlmCallFailed.
     with pytest.raises(InvalidConfigError, match="user name or password") as caught:
-        OpenAICompatibleProvider(LLMConfig(base_url=url))
+        OpenAICompatibleProvider(LLMConfig(model="m", base_url=url))
 
     assert "secret" not in str(caught.value)
+
+
+def test_a_provider_without_a_model_is_refused_and_runtime_open_leaves_nothing_open(tmp_path: Path) -> None:
+    # The original's NewClient refuses it ("invalid argument provided: model is required");
+    # sent on, every request asked a server for model "" and failed only at the first call.
+    with pytest.raises(InvalidConfigError, match=r"^invalid argument provided: model is required"):
+        OpenAICompatibleProvider(LLMConfig(base_url="http://127.0.0.1:9/v1"))
+    refused = [
+        {"base_url": "http://127.0.0.1:9/v1"},
+        {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": "sk-from-a-file\n"},
+        {"base_url": "http://u:secret@127.0.0.1:9/v1", "model": "m"},
+    ]
+    for llm in refused:
+        with pytest.raises(InvalidConfigError):
+            Runtime.open(tmp_path / "r", config={"llm": llm})
+        # before, the provider was built once the journal and its writer had started: the
+        # refusal left both behind, and the path stayed locked for the rest of the process
+        assert not (tmp_path / "r").exists()
+        assert not [t.name for t in threading.enumerate() if t.name.startswith("JournalWriter")]
+    with Runtime.open(
+        tmp_path / "r", config={"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}
+    ) as rt:
+        assert rt.agents() == []
 
 
 @pytest.mark.parametrize("url", ["http://", "https:///v1", "http://127.0.0.1:port/v1"])
 def test_a_base_url_without_a_host_or_with_a_bad_port_is_refused(url: str) -> None:
     with pytest.raises(InvalidConfigError, match="base_url"):
-        OpenAICompatibleProvider(LLMConfig(base_url=url))
+        OpenAICompatibleProvider(LLMConfig(model="m", base_url=url))
 
 
 def test_a_query_in_base_url_stays_after_the_path(server: str) -> None:
-    provider = OpenAICompatibleProvider(LLMConfig(base_url=server + "/?api-version=2024-01", timeout=5))
+    provider = OpenAICompatibleProvider(
+        LLMConfig(model="m", base_url=server + "/?api-version=2024-01", timeout=5)
+    )
 
     assert provider.generate("hi") == "ok: hi"
     assert _Completions.received[-1]["path"] == "/v1/chat/completions?api-version=2024-01"
 
 
 def test_the_http_provider_follows_no_redirect_and_sends_its_key_nowhere_else(server: str) -> None:
-    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, api_key="sk-secret", timeout=5))
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, api_key="sk-secret", timeout=5))
 
     with pytest.raises(ProviderError, match="302"):
         provider.generate("redirect")
@@ -828,13 +860,15 @@ def test_the_http_provider_follows_no_redirect_and_sends_its_key_nowhere_else(se
 
 def test_the_http_provider_raises_provider_error_for_a_dropped_connection(server: str) -> None:
     with pytest.raises(ProviderError, match="failed"):
-        OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=5)).generate("hang up")
+        OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=5)).generate("hang up")
 
 
 @pytest.mark.parametrize("field", ["model", "messages"])
 def test_parameters_cannot_replace_the_model_or_the_gated_prompt(server: str, field: str) -> None:
     provider = OpenAICompatibleProvider(LLMConfig(base_url=server, model="m", timeout=5))
-    with_extra = OpenAICompatibleProvider(LLMConfig(base_url=server, timeout=5, extra={field: "x"}))
+    with_extra = OpenAICompatibleProvider(
+        LLMConfig(model="m", base_url=server, timeout=5, extra={field: "x"})
+    )
 
     with pytest.raises(InvalidArgumentError, match=field):
         provider.generate("hi", **{field: [{"role": "user", "content": "x" * 50_000}]})
@@ -847,7 +881,7 @@ def test_parameters_cannot_replace_the_model_or_the_gated_prompt(server: str, fi
 
 
 def test_a_refused_prompt_never_reaches_the_http_server(server: str) -> None:
-    provider = OpenAICompatibleProvider(LLMConfig(base_url=server, max_prompt_length=3, timeout=5))
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, max_prompt_length=3, timeout=5))
 
     with pytest.raises(PromptTooLongError):
         LLMClient(provider, LLMConfig(max_prompt_length=3)).generate("four")
@@ -859,7 +893,7 @@ def test_a_refused_prompt_never_reaches_the_http_server(server: str) -> None:
 def test_a_timeout_of_zero_or_less_means_sixty_seconds_and_a_huge_one_is_capped(
     server: str, timeout: float, effective: float
 ) -> None:
-    config = LLMConfig(base_url=server, timeout=timeout)
+    config = LLMConfig(model="m", base_url=server, timeout=timeout)
 
     assert config.request_timeout == effective
     # 0 made the socket non-blocking, a negative one a ValueError, inf an OverflowError: each failed the call
@@ -870,7 +904,7 @@ def test_a_timeout_of_zero_or_less_means_sixty_seconds_and_a_huge_one_is_capped(
 def test_max_tokens_of_zero_or_less_asks_for_the_default_4096(
     server: str, max_tokens: int, sent: int
 ) -> None:
-    config = LLMConfig(base_url=server, max_tokens=max_tokens, timeout=5)
+    config = LLMConfig(model="m", base_url=server, max_tokens=max_tokens, timeout=5)
 
     assert OpenAICompatibleProvider(config).generate("hi") == "ok: hi"
 
