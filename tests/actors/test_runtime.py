@@ -1150,6 +1150,29 @@ class TestBus:
         assert [d.reason for d in runtime.bus.dead_letters()] == ["timeout"]
         assert runtime.bus.dead_letters()[0].error == str(raised.value)  # the original's Reason
 
+    def test_a_timeout_says_when_the_behavior_returned_none_and_only_then(self) -> None:
+        # A behavior that forgets its return defers the reply: the requester waited out its
+        # timeout with nothing to say why.
+        release = threading.Event()
+
+        class Busy:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ARG002
+                return "late" if release.wait(10) else None
+
+        with Runtime.open(behaviors={"rec": Recorder, "busy": Busy}) as rt:
+            rt.spawn("b", behavior="rec")
+            rt.spawn("c", behavior="busy")
+
+            with pytest.raises(IpcTimeoutError) as deferred:
+                rt.bus.request("a", "b", "later", timeout=2)  # handled at once, so deferred by then
+            with pytest.raises(IpcTimeoutError) as busy:
+                rt.bus.request("a", "c", "slow", timeout=0.05)  # still being handled
+            release.set()
+
+        assert str(deferred.value).startswith("agentipc: request timed out: 'later' to 'b' after 2 s (")
+        assert "its behavior returned None, which defers the reply to ctx.reply(" in str(deferred.value)
+        assert str(busy.value) == "agentipc: request timed out: 'slow' to 'c' after 0.05 s"
+
     def test_a_behavior_error_reaches_the_requester_and_is_dead_lettered_once(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
 
