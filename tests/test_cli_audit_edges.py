@@ -1089,6 +1089,18 @@ def test_an_export_never_writes_over_the_journals_own_files(tmp_path: Path, how:
     assert CliRunner().invoke(main, ["verify", str(path)]).exit_code == 0
 
 
+def test_an_export_into_the_journals_directory_is_refused_as_such(tmp_path: Path) -> None:
+    # A new file there overwrites nothing: the refusal said it would write over the journal's files.
+    path = _journal(tmp_path, 5)
+
+    result = CliRunner().invoke(main, ["export", str(path), "-o", str(path / "new.jsonl")])
+
+    assert result.exit_code == 2
+    assert f"is in the journal's directory {path}, where an audit writes nothing" in result.output
+    assert "write over" not in result.output
+    assert not (path / "new.jsonl").exists()
+
+
 def test_replay_shows_values_as_stored_never_as_markup(tmp_path: Path) -> None:
     text = "[red]secret[/red] :thumbs_up: a closing [/INST] tag"
     path = tmp_path / "journal"

@@ -766,8 +766,9 @@ def export(
     # pipe, a device, a link) is written in place, as stdout is.
     if output is not None and output.is_dir():
         _fail(f"{output} is a directory; name a file for --output")
-    if output is not None and _writes_into(journal, output):
-        _fail(f"--output {output} would write over the journal's own files in {journal}; name another file")
+    refusal = None if output is None else _writes_into(journal, output)
+    if refusal is not None:
+        _fail(f"--output {output} {refusal}; name a file elsewhere")
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             verified = _check(opened, skip=no_verify)
@@ -820,23 +821,21 @@ def _partial_file(output: Path) -> tuple[int, Path]:
     return fd, Path(name)
 
 
-def _writes_into(journal: Path, output: Path) -> bool:
-    """Whether ``output`` is in the journal's directory, or is (a link to) one of its files.
+def _writes_into(journal: Path, output: Path) -> str | None:
+    """Why ``output`` may not be written: one of the journal's files (or a link to one), or in its directory.
 
     Truncating ``data.mdb`` under an open LMDB environment loses the journal and kills
-    the process on its next read (SIGBUS): an audit must never write there.
+    the process on its next read (SIGBUS): an audit must never write there. None: it may.
     """
     if not (journal / "data.mdb").exists():
-        return False  # no journal there: opening it fails with its own error
-    if Path(os.path.realpath(output)).parent == Path(os.path.realpath(journal)):  # links and loops too
-        return True
-    try:
-        target = output.stat()
-    except OSError:
-        return False  # nothing there yet (or out of reach): not one of the journal's files
+        return None  # no journal there: opening it fails with its own error
     with contextlib.suppress(OSError):
-        return any(entry.is_file() and os.path.samestat(entry.stat(), target) for entry in journal.iterdir())
-    return False
+        target = output.stat()
+        if any(entry.is_file() and os.path.samestat(entry.stat(), target) for entry in journal.iterdir()):
+            return f"would write over the journal's own files in {journal}"
+    if Path(os.path.realpath(output)).parent == Path(os.path.realpath(journal)):  # links and loops too
+        return f"is in the journal's directory {journal}, where an audit writes nothing"
+    return None
 
 
 def _replaceable(output: Path) -> bool:
