@@ -1092,7 +1092,7 @@ class AgentActor(pykka.ThreadingActor):
                 if self._killed:
                     return
         if core.is_registered(self._state.behavior) or self._behavior is None:
-            self._behavior = core.make_behavior(self._state.behavior)
+            self._behavior = core.make_behavior(self._state.behavior, agent_id=self._state.id)
         self._shared.has_behavior = self._behavior is not None
         self._shared.lifecycle = self._state.lifecycle
 

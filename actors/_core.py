@@ -176,8 +176,13 @@ class Core:
             raise InvalidSpawnSpecError(msg)
         return given
 
-    def make_behavior(self, name: str | None, *, strict: bool = False) -> Behavior | None:
+    def make_behavior(
+        self, name: str | None, *, strict: bool = False, agent_id: str | None = None
+    ) -> Behavior | None:
         """A fresh behavior for a journaled name, or None (logged) when it is unknown.
+
+        ``agent_id`` names the agent in the log record, as a reopen of many agents
+        logs one record for each that is left without its behavior.
 
         A factory that raises leaves the agent without a behavior too (logged): the
         agent exists in the journal, so it must exist live. With ``strict`` (a spawn,
@@ -193,26 +198,27 @@ class Core:
         if name is None:
             return None
         factory = self.behaviors.get(name)
+        whose = "" if agent_id is None else f"agent {agent_id!r}: "
         if factory is None:
-            log.warning("behavior %r is not registered: the agent runs without one", name)
+            log.warning("%sbehavior %r is not registered: the agent runs without one", whose, name)
             return None
         try:
             behavior = factory()
         except Exception as exc:
             if strict:
                 raise InvalidSpawnSpecError(f"behavior {name!r} could not be made: {exc!r}") from exc
-            log.exception("behavior %r could not be made: the agent runs without one", name)
+            log.exception("%sbehavior %r could not be made: the agent runs without one", whose, name)
             return None
         except BaseException:  # a CancelledError, a sys.exit(): fatal to Pykka on an actor's thread
             if strict or threading.current_thread() is threading.main_thread():
                 raise  # the caller's own thread (a spawn, a reopen): a Ctrl-C must stop it
-            log.exception("behavior %r could not be made: the agent runs without one", name)
+            log.exception("%sbehavior %r could not be made: the agent runs without one", whose, name)
             return None
         if not _handles_messages(behavior):
             msg = f"behavior {name!r} made a {type(behavior).__name__} with no on_message(ctx, message)"
             if strict:
                 raise InvalidSpawnSpecError(msg)
-            log.error("%s: the agent runs without one", msg)
+            log.error("%s%s: the agent runs without one", whose, msg)
             return None
         return behavior
 

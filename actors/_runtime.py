@@ -406,17 +406,17 @@ class Runtime:
                 # Not waived by allow_unverified: a runtime whose every change the journal
                 # refuses (its chain head contradicts its records) could do nothing.
                 journal.check_appendable()
+                writer = JournalWriter(
+                    journal,
+                    group_commit_max=config.journal.group_commit_max,
+                    call_timeout=config.runtime.call_timeout,
+                )
             except BaseException:
                 journal.close()
                 raise
-            writer = JournalWriter(
-                journal,
-                group_commit_max=config.journal.group_commit_max,
-                call_timeout=config.runtime.call_timeout,
-            )
-        core = Core(config=config, clock=checked, writer=writer, behaviors=behaviors or {})
-        core.llm_provider = llm_provider
         try:
+            core = Core(config=config, clock=checked, writer=writer, behaviors=behaviors or {})
+            core.llm_provider = llm_provider
             runtime = cls(core, journal)  # recovers the sessions
         except BaseException:
             if writer is not None:
@@ -522,7 +522,7 @@ class Runtime:
                 continue
             state = replay_agent(journal, agent_id, published=published)
             if state is not None:
-                self._start(state, self._core.make_behavior(state.behavior))
+                self._start(state, self._core.make_behavior(state.behavior, agent_id=agent_id))
 
     # ------------------------------------------------------------- agents
 

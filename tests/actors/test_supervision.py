@@ -1740,17 +1740,28 @@ class TestBehaviors:
             ]
         assert [(f.error, f.detail) for f in failures] == [("ValueError", "boom")]
 
-    def test_an_unknown_behavior_on_recovery_leaves_the_agent_without_one(self, tmp_path: Path) -> None:
+    def test_an_unknown_behavior_on_recovery_leaves_the_agent_without_one(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
         with _open(tmp_path / "j") as runtime:
             runtime.spawn("a", behavior="gate")
+            runtime.spawn("b", behavior="gate")
 
-        with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+        with (
+            caplog.at_level("WARNING", logger="cogfabric"),
+            Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime,
+        ):
             runtime.bus.send("x", "a", "hello")
             runtime.flush()
 
             assert runtime.agent("a").lifecycle == AgentState.IDLE
             assert [d.reason for d in runtime.bus.dead_letters()] == ["no behavior"]
             assert (runtime.agent("a").behavior, runtime.agent("a").has_behavior) == ("gate", False)
+        # one record for each agent, naming it: which of many lost its behavior
+        assert sorted(r.getMessage() for r in caplog.records if "not registered" in r.getMessage()) == [
+            f"agent {agent!r}: behavior 'gate' is not registered: the agent runs without one"
+            for agent in "ab"
+        ]
 
     def test_a_flush_waits_for_the_restart_has_behavior_reports(self, tmp_path: Path) -> None:
         made: list[int] = []
