@@ -195,10 +195,14 @@ def test_replay_a_session(simulated: Path) -> None:
     assert {m["role"] for m in session["messages"]} >= {"user", "assistant"}
 
 
-def test_replay_needs_exactly_one_target_and_an_existing_one(simulated: Path) -> None:
+def test_replay_takes_at_most_one_target_and_an_existing_one(simulated: Path) -> None:
     runner = CliRunner()
 
-    assert runner.invoke(main, ["replay", str(simulated)]).exit_code == 2
+    both = runner.invoke(main, ["replay", str(simulated), "--agent", "a", "--session", "s"])
+    assert both.exit_code == 2
+    everyone = runner.invoke(main, ["replay", str(simulated), "--json"])  # neither: every agent and session
+    assert everyone.exit_code == 0, everyone.output
+    assert len(json.loads(everyone.output)["agents"]) > 1
     missing = runner.invoke(main, ["replay", str(simulated), "--agent", "nobody"])
     assert missing.exit_code == 2
     assert "does not exist" in missing.output

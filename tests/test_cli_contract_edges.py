@@ -71,4 +71,4 @@ def test_replay_with_both_an_agent_and_a_session_is_a_usage_error(tmp_path: Path
     result = CliRunner().invoke(main, ["replay", str(path), "--agent", "a0", "--session", "s1"])
 
     assert result.exit_code == 2, result.output
-    assert "exactly one of --agent or --session" in result.output
+    assert "give one of --agent or --session, not both" in result.output

@@ -47,6 +47,7 @@ __all__ = [
     "encode_json",
     "export_lines",
     "inspect_journal",
+    "journal_view",
     "open_for_audit",
     "session_view",
 ]
@@ -548,6 +549,51 @@ def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[
         "accessed_at": state.accessed_at,
         "messages": _builtins(state.messages),
     }
+
+
+def journal_view(journal: LmdbJournal, at: int | None) -> dict[str, Any]:
+    """Every agent and session that exists at seq ``at``, a line each (None: the last seq, read once).
+
+    An agent: its lifecycle, task, parent, behavior and how many private values it
+    holds; a session: its agent, user, message count and last access. From the events
+    alone, as ``agent_view`` and ``session_view``, which show one whole. Each stream is
+    read once, and the published task contexts once for all: no agent's IPC is gathered
+    (that reads the bus once an agent).
+    """
+    if at is None:
+        at = journal.last_seq
+    published = publications(journal, 0, at)
+    agents = []
+    for stream in journal.streams("agent/"):
+        agent_id = stream.removeprefix("agent/")
+        state = replay_agent(journal, agent_id, until=at, published=published, from_snapshot=False)
+        if state is not None:
+            agents.append(
+                {
+                    "agent": agent_id,
+                    "lifecycle": state.lifecycle,
+                    "task_id": state.task_id,
+                    "parent": state.parent,
+                    "behavior": state.behavior,
+                    "private_values": len(state.private),
+                }
+            )
+    sessions = []
+    for stream in journal.streams("session/"):
+        session = None
+        for record in journal.read(until=at, stream=stream):
+            session = apply_session_event(session, record.event)
+        if session is not None:
+            sessions.append(
+                {
+                    "session": stream.removeprefix("session/"),
+                    "agent_id": session.agent_id,
+                    "user_id": session.user_id,
+                    "messages": len(session.messages),
+                    "accessed_at": session.accessed_at,
+                }
+            )
+    return {"at": at, "agents": agents, "sessions": sessions}
 
 
 def _ext_as_builtin(value: object) -> object:

@@ -583,33 +583,44 @@ def replay(
     """Rebuild an agent or a session at any seq, from the journal alone (no model is called).
 
     An agent shows its task and private layers, its IPC traffic, cognitive state and
-    lifecycle; a session its messages.
+    lifecycle; a session its messages. With neither option: every agent and session
+    that exists at that seq, a line each.
 
     \b
     Examples:
         cogfabric replay ./cogfabric-journal --agent researcher-001
         cogfabric replay ./cogfabric-journal --agent researcher-001 --at 500 --json
         cogfabric replay ./cogfabric-journal --session SESSION_ID
+        cogfabric replay ./cogfabric-journal --at 500
     """
     _need_stdout()
-    from cogfabric._audit import agent_view, encode_json, session_view  # noqa: PLC0415
+    from cogfabric._audit import agent_view, encode_json, journal_view, session_view  # noqa: PLC0415
 
-    if (agent is None) == (session is None):
-        _fail("give exactly one of --agent or --session")
+    if agent is not None and session is not None:
+        _fail("give one of --agent or --session, not both")
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             if at is not None and at > opened.last_seq:
                 _fail(f"--at {at} is past the journal's last seq {opened.last_seq}")
             verified = _check(opened, skip=no_verify)
             seq = verified if at is None else at
-            view = (
-                agent_view(opened, agent, seq)
-                if agent is not None
-                else session_view(opened, session or "", seq)
-            )
-            ended = None if view is not None else _ending(opened, agent, session, seq)
+            if agent is None and session is None:
+                overview = journal_view(opened, seq)
+            else:
+                view = (
+                    agent_view(opened, agent, seq)
+                    if agent is not None
+                    else session_view(opened, session or "", seq)
+                )
+                ended = None if view is not None else _ending(opened, agent, session, seq)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
+    if agent is None and session is None:
+        if as_json:
+            click.echo(encode_json(overview, indent=2))
+        else:
+            _print_overview(overview)
+        return
     if view is None:
         what = f"agent {agent!r}" if agent is not None else f"session {session!r}"
         if ended is not None:
@@ -687,8 +698,50 @@ def _printable(text: str, *, backslash: bool = True) -> str:
     )
 
 
-def _print_view(view: dict[str, Any]) -> None:
+def _print_overview(overview: dict[str, Any]) -> None:
+    """``journal_view``'s agents and sessions as two tables, values as ``--json`` shows them."""
+    from rich.table import Table  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415 - a journal's text is shown as it is, never as markup
+
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+
+    at = overview["at"]
+    tables = []
+    for kind in ("agents", "sessions"):
+        rows = overview[kind]
+        table = Table(title=Text(f"{len(rows):,} {kind} at seq {at}"))
+        columns = list(rows[0]) if rows else [kind[:-1]]
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            # ids as they are (escaped), other values as --json shows them (null: no parent)
+            table.add_row(
+                *(
+                    Text(
+                        _printable(value)
+                        if column in ("agent", "session")
+                        else _printable(encode_json(value).decode(), backslash=False)
+                    )
+                    for column, value in row.items()
+                )
+            )
+        tables.append(table)
+    _console().print(*tables)
+
+
+def _console() -> Any:  # noqa: ANN401 - a rich Console
+    """A rich console of 120 columns whose broken pipe ends the command quietly (exit 0)."""
     from rich.console import Console  # noqa: PLC0415
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich's own exits 1: here that means a bad journal
+            self.quiet = True
+            _stdout_closed()
+
+    return _Console(width=120)
+
+
+def _print_view(view: dict[str, Any]) -> None:
     from rich.table import Table  # noqa: PLC0415
     from rich.text import Text  # noqa: PLC0415 - a journal's text is shown as it is, never as markup
 
@@ -706,13 +759,7 @@ def _print_view(view: dict[str, Any]) -> None:
         if len(shown) > _CELL_MAX:  # rich folds a very long cell slowly
             shown = f"{shown[:_CELL_MAX]}... ({len(shown):,} characters; --json shows it whole)"
         table.add_row(Text(name), Text(shown))
-
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:  # rich's own exits 1: here that means a bad journal
-            self.quiet = True
-            _stdout_closed()
-
-    _Console(width=120).print(table)
+    _console().print(table)
 
 
 @main.command()
