@@ -1340,8 +1340,9 @@ def test_the_exit_status_says_what_went_wrong_when_stderr_cannot_take_the_error(
 
 
 def test_bench_runs_through_when_stderr_cannot_take_its_progress_lines(tmp_path: Path) -> None:
-    # Its progress goes to stderr: a failed write there was taken for stdout's reader
-    # going away, and the run stopped at once with exit 0 and no table.
+    # Its progress went to stderr: a failed write there was taken for stdout's reader
+    # going away, and the run stopped at once with exit 0 and no table. (Progress is
+    # shown on a terminal only since; a broken stderr must still not stop the run.)
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
@@ -1360,6 +1361,27 @@ def test_bench_runs_through_when_stderr_cannot_take_its_progress_lines(tmp_path:
     assert done.returncode == 0
     assert "raw LMDB append, pre-encoded" in done.stdout
     assert (tmp_path / "b.json").exists()
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_bench_shows_its_progress_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch, terminal: bool) -> None:
+    # Issue 5: "progress only when stderr is a terminal"; bench wrote its lines into any stderr
+    import cogfabric._bench  # noqa: PLC0415
+    import cogfabric.cli  # noqa: PLC0415
+
+    given: list[object] = []
+
+    def records_its_progress(*_: object, progress: object = None) -> None:
+        given.append(progress)
+        msg = "measured nothing"
+        raise RuntimeError(msg)
+
+    monkeypatch.setattr(cogfabric._bench, "run_bench", records_its_progress)
+    monkeypatch.setattr(cogfabric.cli, "_stderr_is_terminal", lambda: terminal)
+    result = CliRunner().invoke(main, ["bench", "--quick"])
+
+    assert isinstance(result.exception, RuntimeError)
+    assert [callable(p) for p in given] == [terminal]
 
 
 @pytest.mark.parametrize("command", [["verify"], ["inspect"], ["export"]])

@@ -414,7 +414,7 @@ class _Progress:
         self._task: Any = None
 
     def __enter__(self) -> Callable[[int, int], None]:
-        if sys.stderr is not None and sys.stderr.isatty():  # None: started with stderr closed
+        if _stderr_is_terminal():
             from rich.console import Console  # noqa: PLC0415 - only on a terminal
             from rich.progress import Progress  # noqa: PLC0415
 
@@ -435,6 +435,11 @@ class _Progress:
 
 def _progress(label: str, total: int) -> _Progress:
     return _Progress(label, total)
+
+
+def _stderr_is_terminal() -> bool:
+    """Whether progress may be shown: only on a terminal, never into a file or a pipe."""
+    return sys.stderr is not None and sys.stderr.isatty()  # None: started with stderr closed
 
 
 def _audit(path: Path, *, copy: bool, key: bytes | str | None) -> Any:  # noqa: ANN401 - a context manager
@@ -988,7 +993,10 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
         raise click.BadParameter(f"{json_path} {problem}; name a file you can write", param_hint="'--json'")
     sizes = Sizes.quick() if quick else Sizes()
     runs = repeat or (1 if quick else 3)
-    results, machine = run_bench(sizes, runs, progress=lambda label: _say(f"  {label}..."))
+    shown = _stderr_is_terminal()  # progress only on a terminal, as simulate's bar
+    results, machine = run_bench(
+        sizes, runs, progress=(lambda label: _say(f"  {label}...")) if shown else None
+    )
     unwritten: OSError | None = None
     if json_path is not None:  # first: a table that cannot be printed (a closed pipe) loses no sample
         try:
