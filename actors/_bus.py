@@ -507,7 +507,7 @@ class IpcBus:
             # dead letter) within call_timeout; its outcome is the request's.
             if mine or not pending.done.wait(self._core.call_timeout):
                 msg = f"agentipc: request timed out: {topic!r} to {to!r} after {timeout} s"
-                if pending.deferred:  # a behavior that forgot to return its answer, most often
+                if mine and pending.deferred:  # a behavior that forgot to return its answer, most often
                     msg += (
                         f" (its behavior returned None, which defers the reply to "
                         f"ctx.reply({message.correlation_id!r}, ...), and no reply came)"

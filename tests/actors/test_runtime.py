@@ -36,6 +36,7 @@ from cogfabric.actors import (
     IpcTimeoutError,
     JournalConfig,
     Runtime,
+    RuntimeConfig,
     _core,
     _runtime,
     replay_agent,
@@ -1173,6 +1174,47 @@ class TestBus:
         assert "its behavior returned None, which defers the reply to ctx.reply(" in str(deferred.value)
         assert str(busy.value) == "agentipc: request timed out: 'slow' to 'c' after 0.05 s"
 
+    def test_a_timeout_after_a_reply_was_sent_does_not_say_none_came(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The behavior deferred, then a reply took the request (bus.reply) but its commit
+        # is slow: the requester times out, and must not be told that no reply came.
+        handled, entered, release = threading.Event(), threading.Event(), threading.Event()
+        corr: list[str] = []
+
+        class Defers:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                corr.append(message.correlation_id)
+                handled.set()
+
+        config = Config(runtime=RuntimeConfig(call_timeout=0.2))
+        with Runtime.open(config=config, behaviors={"d": Defers}) as rt:
+            rt.spawn("b", behavior="d")
+            journal = rt.bus._journal
+
+            def held(message: Any, **kw: Any) -> Any:
+                if getattr(message, "kind", "") == "reply":
+                    entered.set()
+                    release.wait(10)
+                return journal(message, **kw)
+
+            monkeypatch.setattr(rt.bus, "_journal", held)
+
+            def answer() -> None:
+                assert handled.wait(10)
+                rt.agent("b").private("x")  # queued behind the request: its deferral is marked by now
+                rt.bus.reply(corr[0], "answer")
+
+            replier = threading.Thread(target=answer)
+            replier.start()
+            with pytest.raises(IpcTimeoutError) as raised:
+                rt.bus.request("a", "b", "q", timeout=2)
+            assert entered.is_set()  # the reply was taken, its journaling held
+            release.set()
+            replier.join(timeout=10)
+
+        assert str(raised.value) == "agentipc: request timed out: 'q' to 'b' after 2 s"
+
     def test_a_behavior_error_reaches_the_requester_and_is_dead_lettered_once(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
 
@@ -1672,3 +1714,41 @@ def test_subscriptions_after_one_journaled_at_the_bound_stay_readable(tmp_path: 
         assert reopened._journal is not None
         assert reopened._journal.verify(decode=True).ok
         assert reopened.bus.subscribers("t") == live == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("fails", ["journal writer", "session ticker"])
+def test_an_open_that_fails_once_the_journal_is_open_leaves_nothing_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    # A thread that cannot start (the process's limit) after the journal opened: before,
+    # the journal stayed locked for the rest of the process, or the session actor ran on.
+    import pykka  # noqa: PLC0415
+
+    import cogfabric.actors._runtime as runtime_module  # noqa: PLC0415
+
+    if fails == "journal writer":
+
+        def cannot_start(*_: object, **__: object) -> None:
+            msg = "can't start new thread"
+            raise RuntimeError(msg)
+
+        monkeypatch.setattr(runtime_module, "JournalWriter", cannot_start)
+    else:
+        start = threading.Thread.start
+
+        def no_ticker(thread: threading.Thread) -> None:
+            if thread.name == "cogfabric-session-ticker":
+                msg = "can't start new thread"
+                raise RuntimeError(msg)
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", no_ticker)
+    before = set(pykka.ActorRegistry.get_all())
+
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        Runtime.open(tmp_path / "j")
+    monkeypatch.undo()
+
+    assert set(pykka.ActorRegistry.get_all()) == before
+    with Runtime.open(tmp_path / "j") as reopened:  # the path is not left locked
+        assert reopened.agents() == []
