@@ -1067,7 +1067,12 @@ class MemoryManager:
                 msg = "the session ticker runs already (Runtime.open starts one on a real clock)"
                 raise RuntimeError(msg)
             self._ticker = ticker
-        ticker.start()
+        try:
+            ticker.start()
+        except BaseException:  # no thread left: the process's limit, or a Ctrl-C
+            with self._lock:
+                self._ticker = None
+            raise
 
     def _close(self) -> None:
         """Stop the ticker and the session actor; idempotent (``Runtime.close`` calls it)."""

@@ -302,7 +302,11 @@ class Runtime:
         core.memory = self._memory
         clock = core.clock.clock if isinstance(core.clock, CheckedClock) else core.clock
         if not isinstance(clock, FakeClock):
-            self.memory.start_ticker()
+            try:
+                self.memory.start_ticker()
+            except BaseException:
+                self._memory._close()  # noqa: SLF001 - its session actor, started above
+                raise
 
     @property
     def bus(self) -> IpcBus:
