@@ -77,7 +77,11 @@ _DETAIL_WAIT: Final = 0.5
 
 
 class InvalidArgumentError(ActorError, ValueError):
-    """Raised for an empty or whitespace-only prompt (the original's ``invalid argument provided``)."""
+    """Raised for a prompt the gate refuses before its length: empty or white space only, no str, or no UTF-8.
+
+    Also for a request parameter that would replace the provider's own (``model``,
+    ``messages``). Its message begins with the original's ``invalid argument provided``.
+    """
 
 
 class PromptTooLongError(ActorError, ValueError):
