@@ -74,8 +74,29 @@ def test_replay_with_no_agent_or_session_prints_two_tables(tmp_path: Path) -> No
 
     assert result.exit_code == 0, result.output
     assert "2 agents at seq" in result.output
-    assert "1 sessions at seq" in result.output
-    assert "SUSPENDED" in result.output
+    assert "1 session at seq" in result.output
+    assert '"SUSPENDED"' in result.output
+    assert '"a"' in result.output  # ids quoted as in the other columns (a's child b names it so)
+
+
+def test_the_overview_cuts_a_long_value_as_the_agent_view_does(tmp_path: Path) -> None:
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        rt.spawn("a", task_id="t" * 100_000)
+
+    result = CliRunner().invoke(main, ["replay", str(tmp_path / "j")])
+
+    assert result.exit_code == 0, result.output
+    assert "(100,002 characters; --json shows it whole)" in result.output
+    assert len(result.output) < 20_000
+
+
+def test_the_overview_says_when_there_is_nothing_on_two_lines(tmp_path: Path) -> None:
+    with Runtime.open(tmp_path / "j", clock=FakeClock()):
+        pass
+
+    result = CliRunner().invoke(main, ["replay", str(tmp_path / "j")])
+
+    assert result.output.splitlines() == ["0 agents at seq 0", "0 sessions at seq 0"]
 
 
 def test_replay_of_an_empty_journal_lists_nothing(tmp_path: Path) -> None:

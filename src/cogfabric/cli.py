@@ -704,34 +704,40 @@ def _printable(text: str, *, backslash: bool = True) -> str:
 
 
 def _print_overview(overview: dict[str, Any]) -> None:
-    """``journal_view``'s agents and sessions as two tables, values as ``--json`` shows them."""
+    """``journal_view``'s agents and sessions as two tables, every value as ``--json`` shows it.
+
+    Ids are quoted too, as the other columns' values are: an id reads the same in each
+    column, and ``null`` (no parent) differs from an agent named "null".
+    """
     from rich.table import Table  # noqa: PLC0415
     from rich.text import Text  # noqa: PLC0415 - a journal's text is shown as it is, never as markup
 
     from cogfabric._audit import encode_json  # noqa: PLC0415
 
-    at = overview["at"]
-    tables = []
+    shown: list[Any] = []
     for kind in ("agents", "sessions"):
         rows = overview[kind]
-        table = Table(title=Text(f"{len(rows):,} {kind} at seq {at}"))
-        columns = list(rows[0]) if rows else [kind[:-1]]
-        for column in columns:
+        noun = kind if len(rows) != 1 else kind[:-1]
+        shown.append(Text(f"{len(rows):,} {noun} at seq {overview['at']}", style="bold"))
+        if not rows:
+            continue
+        table = Table()
+        for column in rows[0]:
             table.add_column(column, overflow="fold")
         for row in rows:
-            # ids as they are (escaped), other values as --json shows them (null: no parent)
-            table.add_row(
-                *(
-                    Text(
-                        _printable(value)
-                        if column in ("agent", "session")
-                        else _printable(encode_json(value).decode(), backslash=False)
-                    )
-                    for column, value in row.items()
-                )
-            )
-        tables.append(table)
-    _console().print(*tables)
+            table.add_row(*(Text(_cell(encode_json(value).decode())) for value in row.values()))
+        shown.append(table)
+    console = _console()
+    for item in shown:
+        console.print(item)
+
+
+def _cell(json_text: str) -> str:
+    """A value's JSON text made safe to print, and cut past ``_CELL_MAX``: rich folds a long cell slowly."""
+    shown = _printable(json_text, backslash=False)
+    if len(shown) > _CELL_MAX:
+        shown = f"{shown[:_CELL_MAX]}... ({len(shown):,} characters; --json shows it whole)"
+    return shown
 
 
 def _console() -> Any:  # noqa: ANN401 - a rich Console
@@ -760,10 +766,7 @@ def _print_view(view: dict[str, Any]) -> None:
         if name in ("agent", "session", "at"):
             continue
         # as --json shows it: a str quoted, so that "null" is not null (no parent)
-        shown = _printable(encode_json(value).decode(), backslash=False)
-        if len(shown) > _CELL_MAX:  # rich folds a very long cell slowly
-            shown = f"{shown[:_CELL_MAX]}... ({len(shown):,} characters; --json shows it whole)"
-        table.add_row(Text(name), Text(shown))
+        table.add_row(Text(name), Text(_cell(encode_json(value).decode())))
     _console().print(table)
 
 
