@@ -973,7 +973,7 @@ class MemoryManager:
         last ``max_history`` messages cleaned, one line each, then ``input`` (spec §5.3).
         As in the original, the cleaning uses ``CleanOptions()``'s defaults, not the
         configured ``memory.clean`` (which the prompt window, ``build_prompt_messages``,
-        uses), and each line is cut to 100 code points.
+        uses), and each message's content is cut to 100 code points (after its role's prefix).
         """
         input = require_str(input, "input")  # noqa: A001 - the original's name
         session_id = require_str(session_id, "session_id")
