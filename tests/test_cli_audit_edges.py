@@ -711,6 +711,26 @@ def test_a_snapshot_forged_with_its_hash_recomputed_is_named_by_verify(tmp_path:
     assert CliRunner().invoke(main, ["verify", str(path), "--no-snapshots"]).exit_code == 0
 
 
+def test_the_replay_overview_shows_what_the_events_hold_not_a_forged_snapshot(tmp_path: Path) -> None:
+    # A snapshot is outside the hash chain (anyone can rehash one, unkeyed): the overview,
+    # as --agent does, rebuilds each agent from its events alone.
+    path = tmp_path / "journal"
+    _agents_with_snapshots(path, "sync")
+    with Journal.open(path, readonly=True) as journal:
+        snapshot = journal.load_snapshot("agent/a2")
+    assert snapshot is not None
+    state = msgspec.msgpack.decode(snapshot.data)
+    state["private"]["forged"] = "FORGED"
+    _rehashed_snapshot(path, "agent/a2", snapshot.seq, msgspec.msgpack.encode(state))
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert [(a["agent"], a["private_values"]) for a in json.loads(result.output)["agents"]] == [
+        (f"a{i}", 1) for i in range(4)
+    ]
+
+
 @pytest.mark.parametrize("publish_seq", ["past the last seq", "a record that publishes nothing"])
 def test_a_snapshot_forged_with_a_publication_it_never_had_is_named_and_not_recovered_from(
     tmp_path: Path, publish_seq: str, caplog: pytest.LogCaptureFixture

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from click.testing import CliRunner
 
 from cogfabric import FakeClock, Runtime
 from cogfabric.cli import main
+from cogfabric.store import LmdbJournal
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import pytest
+
+    from cogfabric import AgentContext
+    from cogfabric.events import IpcMessage
+    from cogfabric.store import VerifyReport
 
 
 def _journal(tmp_path: Path) -> tuple[Path, int]:
@@ -107,3 +118,114 @@ def test_replay_of_an_empty_journal_lists_nothing(tmp_path: Path) -> None:
 
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {"at": 0, "agents": [], "sessions": []}
+
+
+class _Quiet:
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+        return None
+
+
+def test_a_row_shows_the_agent_or_session_as_it_was_at_the_seq(tmp_path: Path) -> None:
+    # An auditor reads each field of a row as of --at: a parent, a behavior, private values
+    # of a suspended agent, a session's messages and last access, an empty session too.
+    path, clock = tmp_path / "j", FakeClock()
+    start = clock.now()
+    with Runtime.open(path, clock=clock, behaviors={"quiet": _Quiet}) as rt:
+        rt.spawn("a", behavior="quiet")
+        rt.spawn("b", parent="a", task_id="t").set_private("k", 1)
+        rt.suspend("b")
+        talked = rt.memory.create_session("u", agent_id="b")
+        silent = rt.memory.create_session("v")
+        clock.advance(5)
+        rt.memory.add_message(talked, "user", "hi")
+        accessed = rt.memory.get_session(talked).accessed_at
+        rt.flush()
+        assert rt._journal is not None
+        at = rt._journal.last_seq
+        clock.advance(5)
+        rt.memory.add_message(talked, "user", "later")  # after --at: none of it is shown
+        rt.resume("b")
+        rt.agent("b").set_private("k2", 2)
+
+    overview = _overview(path, "--at", str(at))
+
+    assert overview["agents"] == [
+        {
+            "agent": "a",
+            "lifecycle": "IDLE",
+            "task_id": None,
+            "parent": None,
+            "behavior": "quiet",
+            "private_values": 0,
+        },
+        {
+            "agent": "b",
+            "lifecycle": "SUSPENDED",
+            "task_id": "t",
+            "parent": "a",
+            "behavior": None,
+            "private_values": 1,
+        },
+    ]
+    assert sorted(overview["sessions"], key=lambda s: s["messages"]) == [  # a seed message each
+        {"session": silent, "agent_id": None, "user_id": "v", "messages": 1, "accessed_at": start},
+        {"session": talked, "agent_id": "b", "user_id": "u", "messages": 2, "accessed_at": accessed},
+    ]
+
+
+def test_the_overview_table_escapes_what_a_terminal_would_act_on_and_shows_no_markup(tmp_path: Path) -> None:
+    # A journal's text comes from its agents: an ESC in an id could erase a line of the
+    # audit, a bidi override reorder it, and "[red]" in a value read as rich markup.
+    path = tmp_path / "j"
+    with Runtime.open(path, clock=FakeClock()) as rt:
+        rt.spawn("zz\x1b[2K", task_id="t\u202e")
+        rt.memory.create_session("[red]u[/red]", agent_id="zz\x1b[2K")
+        rt.flush()
+        assert rt._journal is not None
+        last = rt._journal.last_seq
+
+    result = CliRunner().invoke(main, ["replay", str(path)], color=True)  # color: click strips no ESC
+
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output
+    assert "\u202e" not in result.output
+    assert '"zz\\u001b[2K"' in result.output
+    assert '"t\\u202e"' in result.output
+    assert '"[red]u[/red]"' in result.output
+    assert f"1 agent at seq {last}" in result.output
+
+
+def test_the_overview_into_a_closed_pipe_exits_zero_quietly(tmp_path: Path) -> None:
+    # `cogfabric replay J | head -0`: rich's own console exits 1 there, which says "a bad journal"
+    path, _ = _journal(tmp_path)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cogfabric", "replay", str(path)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == b""
+
+
+def test_the_overview_stops_at_the_seq_it_verified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Records a running simulation appends after the check are not shown unverified: here
+    # the check ended before the kill, as if the kill was appended after it.
+    path, before_kill = _journal(tmp_path)
+    verify = LmdbJournal.verify
+
+    def verified_up_to_before_the_kill(journal: LmdbJournal, *args: Any, **kwargs: Any) -> VerifyReport:
+        return msgspec.structs.replace(verify(journal, *args, **kwargs), head_seq=before_kill)
+
+    monkeypatch.setattr(LmdbJournal, "verify", verified_up_to_before_the_kill)
+    overview = _overview(path)
+
+    assert overview["at"] == before_kill
+    assert [a["agent"] for a in overview["agents"]] == ["a", "b", "c"]

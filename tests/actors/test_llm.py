@@ -77,6 +77,19 @@ class TestGate:
 
         assert provider.calls == []
 
+    @pytest.mark.parametrize(
+        ("prompt", "says"),
+        [(b"hi", "a prompt is a str, got bytes"), ("hi \ud800", "the prompt is not valid UTF-8 text")],
+    )
+    def test_every_refused_prompt_reads_as_the_originals_invalid_argument(
+        self, provider: ScriptedProvider, prompt: Any, says: str
+    ) -> None:
+        # a caller matching the original's "invalid argument provided" finds each refusal
+        with pytest.raises(InvalidArgumentError, match=rf"^invalid argument provided: {says}"):
+            LLMClient(provider).generate(prompt)
+
+        assert provider.calls == []
+
     def test_white_space_is_what_go_trims_so_information_separators_pass(
         self, provider: ScriptedProvider
     ) -> None:
@@ -832,6 +845,24 @@ def test_a_provider_without_a_model_is_refused_and_runtime_open_leaves_nothing_o
         tmp_path / "r", config={"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}
     ) as rt:
         assert rt.agents() == []
+
+
+def test_a_parameter_that_is_the_providers_own_reads_as_the_originals_invalid_argument() -> None:
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url="http://127.0.0.1:9/v1"))
+
+    # refused before anything is sent: no server listens there
+    with pytest.raises(
+        InvalidArgumentError, match=r"^invalid argument provided: model is the provider's own"
+    ):
+        provider.generate("hi", model="other")
+
+
+def test_a_provider_given_to_runtime_open_is_used_though_config_llm_names_a_server(tmp_path: Path) -> None:
+    # config.llm makes a provider only when none is given: a scripted one stays in use beside
+    # a configuration that names a server, even one without its model yet
+    config = {"llm": {"base_url": "http://127.0.0.1:9/v1"}}
+    with Runtime.open(tmp_path / "j", config=config, llm_provider=ScriptedProvider(["scripted"])) as runtime:
+        assert runtime.llm().generate("hi") == "scripted"
 
 
 @pytest.mark.parametrize("url", ["http://", "https:///v1", "http://127.0.0.1:port/v1"])

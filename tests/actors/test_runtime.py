@@ -10,7 +10,7 @@ import textwrap
 import threading
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NoReturn
 
 import lmdb
 import msgspec
@@ -1215,6 +1215,19 @@ class TestBus:
 
         assert str(raised.value) == "agentipc: request timed out: 'q' to 'b' after 2 s"
 
+    def test_a_deferred_timeout_names_the_id_to_reply_to_and_dead_letters_the_same_words(
+        self, runtime: Runtime
+    ) -> None:
+        # ctx.reply needs the request's correlation id; the dead letter keeps the requester's
+        # error as its reason (the original's Reason), the hint included
+        runtime.spawn("b", behavior="rec")
+
+        with pytest.raises(IpcTimeoutError) as raised:
+            runtime.bus.request("a", "b", "later", timeout=2)  # handled at once, so deferred by then
+
+        assert f"ctx.reply({Recorder.log[-1].correlation_id!r}, ...)" in str(raised.value)
+        assert [d.error for d in runtime.bus.dead_letters()] == [str(raised.value)]
+
     def test_a_behavior_error_reaches_the_requester_and_is_dead_lettered_once(self, runtime: Runtime) -> None:
         runtime.spawn("b", behavior="rec")
 
@@ -1752,3 +1765,28 @@ def test_an_open_that_fails_once_the_journal_is_open_leaves_nothing_running(
     assert set(pykka.ActorRegistry.get_all()) == before
     with Runtime.open(tmp_path / "j") as reopened:  # the path is not left locked
         assert reopened.agents() == []
+
+
+@pytest.mark.parametrize("part", ["JournalWriter", "Core"])
+def test_a_writer_or_core_that_cannot_be_made_leaves_nothing_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, part: str
+) -> None:
+    # As above, for the core too, and with the error kept: while anything holds its
+    # traceback, a journal left open keeps the path locked, and a started writer runs on.
+    def cannot_be_made(*_args: object, **_kwargs: object) -> NoReturn:
+        msg = "can't start new thread"
+        raise RuntimeError(msg)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(_runtime, part, cannot_be_made)
+        # kept, as a REPL keeps the last error: its traceback holds on to what it left open
+        with pytest.raises(RuntimeError, match="can't start new thread") as refused:
+            Runtime.open(tmp_path / "j")
+
+    for thread in threading.enumerate():
+        if thread.name.startswith("JournalWriter"):
+            thread.join(10)
+            assert not thread.is_alive(), thread.name
+    with Runtime.open(tmp_path / "j") as rt:  # the path is free
+        assert rt.agents() == []
+    assert refused.value.__traceback__ is not None

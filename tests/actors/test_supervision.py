@@ -1763,6 +1763,53 @@ class TestBehaviors:
             for agent in "ab"
         ]
 
+    @pytest.mark.parametrize("error", [RuntimeError, SystemExit])
+    def test_a_behavior_that_cannot_be_made_again_on_a_restart_is_logged_with_its_agent(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture, error: type[BaseException]
+    ) -> None:
+        # A restart after a failure makes a fresh behavior: when that fails, the record
+        # names the agent, so a user of many agents can tell which one runs without it.
+        made: list[Gate] = []
+
+        def once() -> Gate:
+            if made:
+                msg = "no second one"
+                raise error(msg)
+            made.append(Gate())
+            return made[-1]
+
+        with (
+            caplog.at_level("WARNING", logger="cogfabric"),
+            _open(tmp_path / "j", behaviors={"once": once}) as runtime,
+        ):
+            runtime.spawn("a", behavior="once")
+            runtime.bus.send("x", "a", "boom")
+            runtime.flush()
+
+            assert not runtime.agent("a").has_behavior
+        assert [r.getMessage() for r in caplog.records if "could not be made" in r.getMessage()] == [
+            "agent 'a': behavior 'once' could not be made: the agent runs without one"
+        ]
+
+    def test_a_behavior_without_on_message_on_reopen_is_logged_with_its_agent(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        class Mute:
+            pass
+
+        with _open(tmp_path / "j") as runtime:
+            runtime.spawn("a", behavior="gate")
+        behaviors: dict[str, Any] = {"gate": Mute}  # what the type checker would refuse, a user may pass
+        with (
+            caplog.at_level("WARNING", logger="cogfabric"),
+            Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors=behaviors) as runtime,
+        ):
+            assert not runtime.agent("a").has_behavior
+        said = "agent 'a': behavior 'gate' made a Mute with no on_message(ctx, message): the agent runs"
+        assert [r.getMessage() for r in caplog.records if "no on_message" in r.getMessage()] == [
+            f"{said} without one"
+        ]
+
     def test_a_flush_waits_for_the_restart_has_behavior_reports(self, tmp_path: Path) -> None:
         made: list[int] = []
 
