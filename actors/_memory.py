@@ -420,9 +420,9 @@ class MemoryManager:
         # Recover before the actor exists, on the opening thread: Runtime.open returns
         # with every session in place, and nothing can use the journal meanwhile.
         self._recover()
-        self._ref = SessionActor.start(self)
         self._ticker: threading.Thread | None = None
         self._stop_ticker = threading.Event()
+        self._ref = SessionActor.start(self)  # last: nothing after it can fail and leave it running
 
     # ------------------------------------------------------------- calling the actor
 

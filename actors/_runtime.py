@@ -298,15 +298,15 @@ class Runtime:
         core.on_killed = self._on_killed
         if core.writer is not None:
             core.writer.on_failstop = self._reload_all
-        self._memory = MemoryManager(core, journal)
-        core.memory = self._memory
-        clock = core.clock.clock if isinstance(core.clock, CheckedClock) else core.clock
-        if not isinstance(clock, FakeClock):
-            try:
+        self._memory = MemoryManager(core, journal)  # its session actor starts last of all it does
+        try:  # anything raised from here on (a thread that cannot start, a Ctrl-C) stops that actor
+            core.memory = self._memory
+            clock = core.clock.clock if isinstance(core.clock, CheckedClock) else core.clock
+            if not isinstance(clock, FakeClock):
                 self.memory.start_ticker()
-            except BaseException:
-                self._memory._close()  # noqa: SLF001 - its session actor, started above
-                raise
+        except BaseException:
+            self._memory._close()  # noqa: SLF001 - its session actor, started above
+            raise
 
     @property
     def bus(self) -> IpcBus:
@@ -423,11 +423,13 @@ class Runtime:
             core.llm_provider = llm_provider
             runtime = cls(core, journal)  # recovers the sessions
         except BaseException:
-            if writer is not None:
-                with contextlib.suppress(Exception):
-                    writer.stop()
-            if journal is not None:
-                journal.close()
+            try:
+                if writer is not None:
+                    with contextlib.suppress(Exception):
+                        writer.stop()
+            finally:  # a second Ctrl-C during the stop must not leave the path locked
+                if journal is not None:
+                    journal.close()
             raise
         _OPEN.add(runtime)
         if journal is not None:

@@ -1790,3 +1790,31 @@ def test_a_writer_or_core_that_cannot_be_made_leaves_nothing_open(
     with Runtime.open(tmp_path / "j") as rt:  # the path is free
         assert rt.agents() == []
     assert refused.value.__traceback__ is not None
+
+
+def test_a_second_interrupt_while_a_failed_open_stops_its_writer_still_frees_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C twice: the first fails the open, the second lands while it stops its writer;
+    # the journal must still be closed, or the path stays locked while the error is kept.
+    def cannot_be_made(*_args: object, **_kwargs: object) -> NoReturn:
+        msg = "can't start new thread"
+        raise RuntimeError(msg)
+
+    from cogfabric.actors._writer import JournalWriter  # noqa: PLC0415
+
+    stop = JournalWriter.stop
+
+    def interrupted(writer: Any, *args: Any, **kwargs: Any) -> None:
+        stop(writer, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(_runtime, "Core", cannot_be_made)
+        patched.setattr(JournalWriter, "stop", interrupted)
+        with pytest.raises(KeyboardInterrupt) as refused:
+            Runtime.open(tmp_path / "j")
+
+    with Runtime.open(tmp_path / "j") as rt:  # the path is free
+        assert rt.agents() == []
+    assert refused.value.__traceback__ is not None  # kept, as a REPL keeps it
