@@ -206,3 +206,23 @@ def test_the_overview_stops_at_the_seq_it_verified(tmp_path: Path, monkeypatch: 
 
     assert overview["at"] == before_kill
     assert [a["agent"] for a in overview["agents"]] == ["a", "b", "c"]
+
+
+def test_a_long_value_is_escaped_only_as_far_as_it_is_shown() -> None:
+    # Escaping a whole value of megabytes to print 2,000 characters of it cost hundreds of
+    # MB once one character needed it (a U+202E, a zero-width joiner).
+    import tracemalloc  # noqa: PLC0415
+
+    from cogfabric.cli import _cell  # noqa: PLC0415
+
+    text = json.dumps("\u202e" * 2_000_000, ensure_ascii=False)
+    tracemalloc.start()
+    try:
+        shown = _cell(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert shown.startswith('"\\u202e\\u202e')
+    assert shown.endswith("... (2,000,002 characters; --json shows it whole)")
+    assert peak < 10 * 2**20  # escaping all of it took over 100 MB

@@ -734,10 +734,12 @@ def _print_overview(overview: dict[str, Any]) -> None:
 
 def _cell(json_text: str) -> str:
     """A value's JSON text made safe to print, and cut past ``_CELL_MAX``: rich folds a long cell slowly."""
-    shown = _printable(json_text, backslash=False)
-    if len(shown) > _CELL_MAX:
-        shown = f"{shown[:_CELL_MAX]}... ({len(shown):,} characters; --json shows it whole)"
-    return shown
+    if len(json_text) <= _CELL_MAX:
+        return _printable(json_text, backslash=False)
+    # only the part shown is escaped: escaping megabytes to print 2,000 characters cost
+    # hundreds of MB once one character needed it
+    head = _printable(json_text[:_CELL_MAX], backslash=False)[:_CELL_MAX]
+    return f"{head}... ({len(json_text):,} characters; --json shows it whole)"
 
 
 def _console() -> Any:  # noqa: ANN401 - a rich Console
