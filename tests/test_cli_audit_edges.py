@@ -691,23 +691,29 @@ def test_verify_finds_every_snapshot_in_agreement_with_its_events(tmp_path: Path
     assert "; 4 snapshots agree with their events" in result.output
 
 
-def test_a_snapshot_forged_with_its_hash_recomputed_is_named_by_verify(tmp_path: Path) -> None:
-    # an unkeyed journal: anyone can recompute a snapshot's hash, and the head does not cover it
-    path = tmp_path / "journal"
+def _forged_snapshot_of_a2(path: Path, key: str) -> int:
+    """Agents with snapshots at ``path``, a2's latest one forged (``key`` set, hash recomputed); its seq."""
     _agents_with_snapshots(path, "sync")
     with Journal.open(path, readonly=True) as journal:
         snapshot = journal.load_snapshot("agent/a2")
     assert snapshot is not None
     state = msgspec.msgpack.decode(snapshot.data)
-    state["private"]["round"] = "FORGED"
+    state["private"][key] = "FORGED"
     _rehashed_snapshot(path, "agent/a2", snapshot.seq, msgspec.msgpack.encode(state))
+    return snapshot.seq
+
+
+def test_a_snapshot_forged_with_its_hash_recomputed_is_named_by_verify(tmp_path: Path) -> None:
+    # an unkeyed journal: anyone can recompute a snapshot's hash, and the head does not cover it
+    path = tmp_path / "journal"
+    seq = _forged_snapshot_of_a2(path, "round")
     with Journal.open(path, readonly=True) as journal:
         assert journal.verify().ok  # the hash matches: only the events can tell
 
     result = CliRunner().invoke(main, ["verify", str(path)])
 
     assert result.exit_code == 1, result.output
-    assert f"FAILED: agent 'a2': its snapshot at seq {snapshot.seq} does not hold the state" in result.output
+    assert f"FAILED: agent 'a2': its snapshot at seq {seq} does not hold the state" in result.output
     assert CliRunner().invoke(main, ["verify", str(path), "--no-snapshots"]).exit_code == 0
 
 
@@ -715,13 +721,7 @@ def test_the_replay_overview_shows_what_the_events_hold_not_a_forged_snapshot(tm
     # A snapshot is outside the hash chain (anyone can rehash one, unkeyed): the overview,
     # as --agent does, rebuilds each agent from its events alone.
     path = tmp_path / "journal"
-    _agents_with_snapshots(path, "sync")
-    with Journal.open(path, readonly=True) as journal:
-        snapshot = journal.load_snapshot("agent/a2")
-    assert snapshot is not None
-    state = msgspec.msgpack.decode(snapshot.data)
-    state["private"]["forged"] = "FORGED"
-    _rehashed_snapshot(path, "agent/a2", snapshot.seq, msgspec.msgpack.encode(state))
+    _forged_snapshot_of_a2(path, "forged")
 
     result = CliRunner().invoke(main, ["replay", str(path), "--json"])
 
