@@ -496,6 +496,12 @@ class _Slow:
     arrived = threading.Event()
     release = threading.Event()
 
+    @classmethod
+    def reset(cls) -> None:
+        """Clear both events, for a test of its own."""
+        cls.arrived.clear()
+        cls.release.clear()
+
     def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
         if message.topic == "job":
             _Slow.arrived.set()
@@ -512,8 +518,7 @@ def _statuses(path: Path, agent: str) -> list[tuple[str, str, str]]:
 def test_a_request_its_requester_gave_up_on_and_its_recipient_handled_shows_both(tmp_path: Path) -> None:
     from cogfabric.actors import IpcTimeoutError  # noqa: PLC0415
 
-    _Slow.arrived.clear()
-    _Slow.release.clear()
+    _Slow.reset()
     path = tmp_path / "j"
     with Runtime.open(path, behaviors={"slow": _Slow}) as runtime:
         runtime.spawn("x")
@@ -534,8 +539,7 @@ def test_a_request_that_timed_out_is_dead_lettered_until_its_recipient_handles_i
     from cogfabric.actors import IpcTimeoutError  # noqa: PLC0415
     from cogfabric.events import IpcDeadLettered  # noqa: PLC0415
 
-    _Slow.arrived.clear()
-    _Slow.release.clear()
+    _Slow.reset()
     path = tmp_path / "j"
     with Runtime.open(path, behaviors={"slow": _Slow}) as runtime:
         runtime.spawn("x")
@@ -562,8 +566,7 @@ def test_a_send_refused_for_its_recipients_full_mailbox_shows_in_the_recipients_
     # subscribers got is "delivered to N" alone
     from cogfabric.actors import MailboxFullError, RuntimeConfig  # noqa: PLC0415
 
-    _Slow.arrived.clear()
-    _Slow.release.clear()
+    _Slow.reset()
     path = tmp_path / "j"
     config = Config(runtime=RuntimeConfig(mailbox_size=1, call_timeout=0.2))
     with Runtime.open(path, config=config, behaviors={"slow": _Slow}) as runtime:
@@ -591,8 +594,7 @@ def test_a_dead_letter_of_an_earlier_agents_message_is_not_the_respawned_agents(
     # README: "not an earlier agent's of that id"; its request timed out after the respawn
     from cogfabric.actors import IpcTimeoutError  # noqa: PLC0415
 
-    _Slow.arrived.clear()
-    _Slow.release.clear()
+    _Slow.reset()
     path = tmp_path / "j"
     failed: list[BaseException] = []
     with Runtime.open(path, behaviors={"slow": _Slow}) as runtime:

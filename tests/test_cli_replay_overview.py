@@ -209,8 +209,8 @@ def test_the_overview_stops_at_the_seq_it_verified(tmp_path: Path, monkeypatch: 
 
 
 def test_a_long_value_is_escaped_only_as_far_as_it_is_shown() -> None:
-    # Escaping a whole value of megabytes to print 2,000 characters of it cost hundreds of
-    # MB once one character needed it (a U+202E, a zero-width joiner).
+    # Escaping a whole value of megabytes to print 2,000 characters of it built a string per
+    # character once one character needed escaping (a U+202E, a zero-width joiner).
     import tracemalloc  # noqa: PLC0415
 
     from cogfabric.cli import _cell  # noqa: PLC0415
@@ -225,4 +225,4 @@ def test_a_long_value_is_escaped_only_as_far_as_it_is_shown() -> None:
 
     assert shown.startswith('"\\u202e\\u202e')
     assert shown.endswith("... (2,000,002 characters; --json shows it whole)")
-    assert peak < 10 * 2**20  # escaping all of it took over 100 MB
+    assert peak < 10 * 2**20  # escaping all of it: millions of strings

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from cogfabric.actors import apply_session_event, replay_agent, snapshot_problem
+from cogfabric.actors import SessionState, apply_session_event, replay_agent, snapshot_problem
 from cogfabric.actors._core import publications
 from cogfabric.events import (
     MAX_VALUE_DEPTH,
@@ -535,9 +535,7 @@ def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[
     """A session's messages at seq ``at`` (None if it does not exist then; None: the last seq, read once)."""
     if at is None:
         at = journal.last_seq
-    state = None
-    for record in journal.read(until=at, stream="session/" + session_id):
-        state = apply_session_event(state, record.event)
+    state = _session_at(journal, "session/" + session_id, at)
     if state is None:
         return None
     return {
@@ -549,6 +547,14 @@ def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[
         "accessed_at": state.accessed_at,
         "messages": _builtins(state.messages),
     }
+
+
+def _session_at(journal: LmdbJournal, stream: str, at: int) -> SessionState | None:
+    """The session of ``stream`` as its events leave it at seq ``at`` (None: not created, or ended)."""
+    state = None
+    for record in journal.read(until=at, stream=stream):
+        state = apply_session_event(state, record.event)
+    return state
 
 
 def journal_view(journal: LmdbJournal, at: int | None) -> dict[str, Any]:
@@ -580,9 +586,7 @@ def journal_view(journal: LmdbJournal, at: int | None) -> dict[str, Any]:
             )
     sessions = []
     for stream in journal.streams("session/"):
-        session = None
-        for record in journal.read(until=at, stream=stream):
-            session = apply_session_event(session, record.event)
+        session = _session_at(journal, stream, at)
         if session is not None:
             sessions.append(
                 {

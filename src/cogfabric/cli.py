@@ -736,8 +736,8 @@ def _cell(json_text: str) -> str:
     """A value's JSON text made safe to print, and cut past ``_CELL_MAX``: rich folds a long cell slowly."""
     if len(json_text) <= _CELL_MAX:
         return _printable(json_text, backslash=False)
-    # only the part shown is escaped: escaping megabytes to print 2,000 characters cost
-    # hundreds of MB once one character needed it
+    # only the part shown is escaped: once one character needs it, escaping the whole
+    # value builds a string per character of it, to print 2,000 of them
     head = _printable(json_text[:_CELL_MAX], backslash=False)[:_CELL_MAX]
     return f"{head}... ({len(json_text):,} characters; --json shows it whole)"
 
