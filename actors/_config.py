@@ -35,8 +35,9 @@ class JournalConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     check_pages: bool = True
     """Walk every page of the journal's file when it is opened, so that a damaged page
     raises ``JournalDamagedError`` instead of crashing the process (LMDB has no
-    checksums); it reads the whole file, about 0.47 s a million records. False skips it,
-    for a file you trust (see ``Journal.open``)."""
+    checksums); it reads the whole file: 0.47 s to 1.5 s a million records on the
+    development VMs (docs/performance.md). False skips it, for a file you trust (see
+    ``Journal.open``)."""
     snapshot_interval: _Positive = 200
     """An agent's state is snapshotted after this many of its own events (a task context
     published to it, applied, is not one of them)."""

@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, runtime_checkable
 
 import msgspec
@@ -274,13 +274,21 @@ class ScriptedProvider:
 
     def __init__(
         self,
-        script: Sequence[str] | Callable[[str], str],
+        script: Iterable[str] | Callable[[str], str],
         *,
         name: str = "scripted",
         model: str = "script",
         keep_calls: bool = True,
     ) -> None:
-        """Use ``script`` to answer."""
+        """Use ``script`` to answer.
+
+        Raises:
+            TypeError: ``script`` is neither callable nor a sequence of str outputs: a
+                single str is refused (it would answer one character at a time; pass
+                ``[text]``), as are None and an output that is not a str.
+            ValueError: ``script`` is an empty sequence.
+
+        """
         self.name = name
         self.model = model
         self.calls: list[str] = []
@@ -289,10 +297,22 @@ class ScriptedProvider:
         if callable(script):
             self._answer = script
         else:
+            if isinstance(script, str | bytes) or not isinstance(script, Iterable):
+                msg = (
+                    "script is a sequence of outputs or a function of the prompt, got "
+                    f"{type(script).__name__}"
+                )
+                if isinstance(script, str):
+                    msg += " (it would answer one character at a time): pass [text] for one output"
+                raise TypeError(msg)
             outputs = list(script)
             if not outputs:
                 msg = "a scripted provider needs at least one output"
                 raise ValueError(msg)
+            bad = next((o for o in outputs if not isinstance(o, str)), None)
+            if bad is not None:
+                msg = f"a scripted output is a str, got {type(bad).__name__}"
+                raise TypeError(msg)
             cycle = itertools.cycle(outputs)
             self._answer = lambda _prompt: next(cycle)
 

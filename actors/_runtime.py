@@ -370,6 +370,11 @@ class Runtime:
                 agent's changes out unannounced).
             JournalFormatError: ``path`` is not a cogfabric journal, or a journal of another
                 format (newer or older; the message says which).
+            JournalLockedError: another writer holds the journal, or this process has it
+                open already (a runtime not closed yet, say: close it first).
+            JournalUnavailableError: the directory cannot be created or written to, or the
+                storage failed (as ``cogfabric.store.Journal.open``).
+            JournalFullError: ``journal.max_map_size`` is too small to create a new journal in.
             AgentCapacityError: the process cannot start a thread for every agent the
                 journal holds (none is left running).
             ClockError: ``clock`` lacks ``now()`` or ``monotonic()``, or its ``now()`` is
@@ -379,9 +384,10 @@ class Runtime:
                 another type raises ``InvalidTextError``), ``llm_provider`` has no
                 ``generate``, or ``allow_unverified`` is no bool (a string "false" would
                 waive verification); or ``key`` is neither bytes nor str.
-            ValueError: a ``key`` without a ``path``, or one that is empty, longer than
-                BLAKE2b takes (64 bytes) or a str UTF-8 cannot encode; or ``verify`` is
-                neither "full" nor "tail".
+            ValueError: ``path`` is empty (``Path('')`` would be the working directory);
+                a ``key`` without a ``path``, or one that is empty, longer than BLAKE2b
+                takes (64 bytes) or a str UTF-8 cannot encode; or ``verify`` is neither
+                "full" nor "tail".
 
         """
         config = Config.of(config)
@@ -615,9 +621,11 @@ class Runtime:
         in the original.
 
         Raises:
-            InvalidSpawnSpecError: the id contains white space, the behavior is an
-                unknown name or a class that is not registered, it has no
-                ``on_message``, or the instance runs another agent already; also (as
+            InvalidSpawnSpecError: the id contains white space or NUL, is longer than
+                249 UTF-8 bytes (its stream name, ``agent/<id>``, must fit 255) or holds
+                a lone surrogate; the behavior is an unknown name or a class that is not
+                registered, has no ``on_message``, runs another agent already, or its
+                factory raised (its error is the cause); also (as
                 ``SpawnSpecTypeError``, a ``TypeError`` too) an argument of the wrong
                 type: a non-str id, ``task_id``, ``parent`` or capability, or a
                 priority that is no real number; a priority that is not finite.

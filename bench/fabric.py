@@ -67,7 +67,7 @@ the median):
 
 Run it from the repository root::
 
-    .venv/bin/python bench/fabric.py               # full size, several minutes
+    .venv/bin/python bench/fabric.py               # full size
     .venv/bin/python bench/fabric.py --quick       # small counts, under a minute
     .venv/bin/python bench/fabric.py --only ring-batch,recovery --repeat 5 --json out.json
 

@@ -43,7 +43,7 @@ encoding; replay >= 0.8x the raw scan with typed decode.
 
 Run it from the repository root::
 
-    .venv/bin/python bench/journal_append.py              # full size, ~1-2 minutes
+    .venv/bin/python bench/journal_append.py              # full size
     .venv/bin/python bench/journal_append.py --quick      # small counts, a smoke test
     .venv/bin/python bench/journal_append.py --repeat 5 --json results.json
 

@@ -19,7 +19,7 @@ Each figure is shown with its slowdown against the same measurement with no busy
 
 Run it from the repository root::
 
-    .venv/bin/python bench/lmdb_gil.py                   # ~20 s
+    .venv/bin/python bench/lmdb_gil.py                   # 5 rounds
     .venv/bin/python bench/lmdb_gil.py --repeat 9 --json results.json
 
 Figures are noisy on shared machines; the slowdowns measured in one run hold better than

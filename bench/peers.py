@@ -53,7 +53,7 @@ A peer that is not installed is reported as skipped.
 
 Run it from the repository root::
 
-    .venv/bin/python bench/peers.py              # full size, a few minutes
+    .venv/bin/python bench/peers.py              # full size
     .venv/bin/python bench/peers.py --quick      # small counts, under a minute
     .venv/bin/python bench/peers.py --repeat 5 --json peers.json
 

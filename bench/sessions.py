@@ -30,7 +30,7 @@ the median):
 
 Run it from the repository root::
 
-    .venv/bin/python bench/sessions.py               # full size, a few minutes
+    .venv/bin/python bench/sessions.py               # full size
     .venv/bin/python bench/sessions.py --quick       # small counts, under a minute
     .venv/bin/python bench/sessions.py --only add,sweep --repeat 5 --json out.json
 

@@ -221,8 +221,12 @@ class EventCodec:
 
         Raises:
             UnencodableValueError: a field holds a value msgspec cannot encode.
+            TypeError: ``event`` is not an ``Event`` (``decode`` would refuse what it made).
 
         """
+        if not isinstance(event, Event):
+            msg = f"only events are encoded here, not {type(event).__name__}"
+            raise TypeError(msg)
         try:
             return _encoder.encode(event)
         except _ENCODE_ERRORS as exc:
@@ -431,7 +435,7 @@ DEFAULT_CODEC: Final = EventCodec()
 
 
 def encode(event: Event) -> bytes:
-    """Encode one event with the default codec."""
+    """Encode one event with the default codec (see ``EventCodec.encode``)."""
     return DEFAULT_CODEC.encode(event)
 
 

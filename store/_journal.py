@@ -90,6 +90,10 @@ class Journal(abc.ABC):
     Sequence numbers are global, gapless and start at 1. ``Journal.open`` opens the
     default (LMDB) backend; other backends subclass this and pass
     ``cogfabric.store.testing.JournalContract``.
+
+    After ``close()``, every method and property but ``close`` and ``closed`` raises
+    ``JournalClosedError``. A stream name a method takes must be 1 to 255 UTF-8 bytes
+    without NUL: any other raises ``InvalidStreamError`` (also a ``ValueError``).
     """
 
     @classmethod
@@ -198,6 +202,8 @@ class Journal(abc.ABC):
         Raises:
             JournalRecordError: a record cannot be decoded, or is missing (names its
                 seq; raised when the iterator reaches it).
+            InvalidStreamError: ``stream`` is no stream name the journal writes (empty,
+                with NUL, or longer than 255 UTF-8 bytes).
             TypeError: an argument of the wrong type.
 
         """
@@ -238,7 +244,12 @@ class Journal(abc.ABC):
 
     @abc.abstractmethod
     def load_snapshot(self, stream: str) -> Snapshot | None:
-        """Return the latest snapshot of ``stream``, or None."""
+        """Return the latest snapshot of ``stream``, or None.
+
+        Raises:
+            InvalidStreamError: ``stream`` is no stream name the journal writes.
+
+        """
 
     @abc.abstractmethod
     def verify(self, *, after: int = 0, decode: bool = False) -> VerifyReport:

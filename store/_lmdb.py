@@ -946,8 +946,9 @@ class LmdbJournal(Journal):
             check_pages: walk every B-tree page of the file before LMDB reads one
                 (``store/_pages.py``), so that a damaged page raises
                 ``JournalDamagedError``: LMDB has no checksums and aborts the process on
-                some damaged pages. It reads the whole file: 0.8 to 1.5 s for a million
-                records on the development VM (``bench/fabric.py``; docs/performance.md).
+                some damaged pages. It reads the whole file: 0.47 s for a million records
+                on the first development VM, 0.8 to 1.5 s on a slower one
+                (``bench/fabric.py``; docs/performance.md).
                 ``False`` skips it, for a file you trust
                 (one this process has just checked, on a disk you trust).
 
@@ -1743,6 +1744,9 @@ class LmdbJournal(Journal):
                 type it is also the event layer's ``EventVersionError`` or
                 ``UnknownEventTypeError`` (``JournalRecordVersionError``,
                 ``JournalRecordTypeError``).
+            InvalidStreamError: ``stream`` is no stream name the journal writes (also a
+                ``ValueError``).
+            TypeError: ``after`` or ``until`` is not an int (one below 0 counts as 0).
 
         """
         self._check_open()
@@ -1954,7 +1958,13 @@ class LmdbJournal(Journal):
             return pairs
 
     def stream_head(self, stream: str) -> int:
-        """The seq of ``stream``'s newest record, 0 when it has none: one lookup."""
+        """The seq of ``stream``'s newest record, 0 when it has none: one lookup.
+
+        Raises:
+            InvalidStreamError: ``stream`` is no stream name the journal writes (empty,
+                with NUL, or longer than 255 UTF-8 bytes; also a ``ValueError``).
+
+        """
         self._check_open()
         with self._lock:
             head = self._heads.get(stream)
@@ -2026,6 +2036,7 @@ class LmdbJournal(Journal):
         Raises:
             JournalRecordError: the stream's links name a missing record, a record of
                 another stream, or do not point back.
+            InvalidStreamError: ``stream`` is no stream name the journal writes.
 
         """
         self._check_open()
@@ -2105,6 +2116,7 @@ class LmdbJournal(Journal):
         Raises:
             JournalRecordError: the stored snapshot does not match its hash (its seq
                 is named; the caller may fall back to a full replay of the stream).
+            InvalidStreamError: ``stream`` is no stream name the journal writes.
 
         """
         self._check_open()

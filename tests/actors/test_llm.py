@@ -63,6 +63,32 @@ def test_a_scripted_provider_keeps_its_prompts_unless_told_not_to() -> None:
     assert (kept.calls, dropped.calls) == (["p0", "p1", "p2"], [])
 
 
+@pytest.mark.parametrize(
+    ("script", "error", "match"),
+    [
+        ("hello", TypeError, r"got str \(it would answer one character at a time\): pass \[text\]"),
+        (b"hello", TypeError, "a sequence of outputs or a function of the prompt, got bytes"),
+        (None, TypeError, "a sequence of outputs or a function of the prompt, got NoneType"),
+        (["ok", 2], TypeError, "a scripted output is a str, got int"),
+        ([], ValueError, "at least one output"),
+    ],
+    ids=["str", "bytes", "none", "non-str-output", "empty"],
+)
+def test_a_script_that_is_no_sequence_of_outputs_is_refused(
+    script: object, error: type[Exception], match: str
+) -> None:
+    # ScriptedProvider("hello") answered "h", "e", "l", ... one character a call
+    with pytest.raises(error, match=match):
+        ScriptedProvider(script)  # type: ignore[arg-type]
+
+
+def test_a_scripted_provider_takes_any_iterable_of_outputs_or_a_function() -> None:
+    assert [ScriptedProvider(("a", "b")).generate("q") for _ in range(2)] == ["a", "a"]
+    cycling = ScriptedProvider(iter(["x", "y"]))
+    assert [cycling.generate("q") for _ in range(3)] == ["x", "y", "x"]
+    assert ScriptedProvider(str.upper).generate("q") == "Q"
+
+
 class TestGate:
     def test_an_empty_prompt_is_an_invalid_argument(self, provider: ScriptedProvider) -> None:
         # the original returns its sentinel errors.ErrInvalidArgument, "invalid argument provided"

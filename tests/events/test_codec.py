@@ -416,6 +416,12 @@ class TestEncodeErrors:
         with pytest.raises(UnencodableValueError):
             encode(PrivateSet(at=1.0, agent="a", key="k", value=value))
 
+    @pytest.mark.parametrize("value", [1, {"type": "PrivateSet"}, None], ids=["int", "dict", "none"])
+    def test_a_value_that_is_no_event_is_refused_not_encoded(self, value: object) -> None:
+        # encode(1) returned b"\x01", which decode then refused: the error came a step late
+        with pytest.raises(TypeError, match=f"only events are encoded here, not {type(value).__name__}"):
+            encode(value)  # type: ignore[arg-type]
+
 
 def _nested(levels: int, leaf: object = 0) -> object:
     """``leaf`` inside ``levels`` lists."""
