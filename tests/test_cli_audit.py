@@ -398,3 +398,91 @@ def test_bench_ratios_pair_the_runs_of_each_round() -> None:
 
     # rounds: 1/2, 2/4, 1/20 -> median 0.5 (the ratio of the medians would say 0.25)
     assert slow_spell_in_round_three.ratio_to(reference) == 0.5
+
+
+def test_verify_names_the_command_that_shows_a_record_failing_its_link(
+    simulated: Path, tmp_path: Path
+) -> None:
+    copy = _copy(simulated, tmp_path)
+    env = lmdb.open(str(copy), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"events")) as txn:
+        value = bytearray(txn.get((17).to_bytes(8, "big")) or b"")
+        value[-1] ^= 0x01
+        txn.put((17).to_bytes(8, "big"), bytes(value))
+    env.close()
+    runner = CliRunner()
+
+    verdict = runner.invoke(main, ["verify", str(copy)])
+    hint = verdict.stdout.split("see it: cogfabric ", 1)[1].split()
+    shown = runner.invoke(main, hint)
+
+    assert verdict.exit_code == 1
+    assert (
+        "FAILED at seq 17: the record does not match its hash chain link (16 records checked before it)"
+        in (verdict.stdout)
+    )
+    assert hint == ["export", str(copy), "--no-verify", "--after", "16", "--until", "17"]
+    assert shown.exit_code == 0, shown.output
+    assert [json.loads(line)["seq"] for line in shown.stdout.splitlines()] == [17]
+
+
+def test_verify_counts_every_record_checked_when_an_index_fails_after_them(
+    simulated: Path, tmp_path: Path
+) -> None:
+    # an index is checked after the records: "N records checked before it" named more
+    # records than the seq it named
+    copy = _copy(simulated, tmp_path)
+    with Journal.open(simulated, readonly=True) as journal:
+        last, event_id = journal.last_seq, next(iter(journal.read(after=29, until=30))).event.id
+    env = lmdb.open(str(copy), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"ids")) as txn:
+        assert txn.delete(event_id.encode())
+    env.close()
+
+    verdict = CliRunner().invoke(main, ["verify", str(copy), "--no-snapshots"])
+
+    assert verdict.exit_code == 1
+    assert f"FAILED at seq 30: the event id index does not match the records ({last} records checked)\n" == (
+        verdict.stdout
+    )
+
+
+def test_export_filters_by_event_type_and_until(simulated: Path) -> None:
+    runner = CliRunner()
+
+    typed = runner.invoke(
+        main,
+        ["export", str(simulated), "--type", "AgentSpawned", "--type", "SessionCreated", "--until", "40"],
+    )
+    unknown = runner.invoke(main, ["export", str(simulated), "--type", "Spawned"])
+
+    assert typed.exit_code == 0, typed.output
+    rows = [json.loads(line) for line in typed.stdout.splitlines()]
+    with Journal.open(simulated, readonly=True) as journal:
+        expected = [
+            r.seq
+            for r in journal.read(until=40)
+            if type(r.event).__name__ in ("AgentSpawned", "SessionCreated")
+        ]
+    assert {r["type"] for r in rows} == {"AgentSpawned", "SessionCreated"}
+    assert [r["seq"] for r in rows] == expected
+    assert unknown.exit_code == 2
+    assert "no event type 'Spawned'; the types: AgentFailed, AgentKilled," in unknown.output
+
+
+def test_reading_a_journal_unverified_says_so_on_stderr(simulated: Path) -> None:
+    runner = CliRunner()
+
+    unverified = [
+        runner.invoke(main, ["inspect", str(simulated), "--no-verify"]),
+        runner.invoke(main, ["export", str(simulated), "--no-verify", "--until", "1"]),
+        runner.invoke(main, ["replay", str(simulated), "--no-verify"]),
+    ]
+    verified = runner.invoke(main, ["export", str(simulated), "--until", "1"])
+
+    warning = (
+        "warning: the journal was not verified (--no-verify): a changed record reads as if it were not\n"
+    )
+    assert [(r.exit_code, r.stderr) for r in unverified] == [(0, warning)] * 3
+    assert all(r.stdout for r in unverified)
+    assert (verified.exit_code, verified.stderr) == (0, "")

@@ -38,7 +38,7 @@ from cogfabric.store import (
 from cogfabric.store._lmdb import HEADER_SPAN, data_file, linked_file, open_regular, used_length
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Collection, Iterator
 
 __all__ = [
     "AuditAccessError",
@@ -758,6 +758,7 @@ def export_lines(
     *,
     stream: str | None = None,
     layer: str | None = None,
+    types: Collection[str] | None = None,
     after: int = 0,
     until: int | None = None,
 ) -> Iterator[bytes]:
@@ -766,13 +767,16 @@ def export_lines(
     Its fields: ``seq, time, stream, layer, layers, type, version, data, chain``.
 
     ``layer`` is the event type's own layer; ``layers`` every layer its fields hold a part
-    of (in the layers' order), which ``layer`` (the filter) matches.
+    of (in the layers' order), which ``layer`` (the filter) matches. ``types``: only
+    events whose type tag is one of them.
     """
     wanted = None if layer is None else ContextLayer[layer.upper()]
     for record in journal.read(after=after, until=until, stream=stream):
         event = record.event
         event_layer = type(event).layer
         if wanted is not None and wanted not in type(event).layers:  # every layer its fields hold
+            continue
+        if types is not None and type(event).__struct_config__.tag not in types:
             continue
         line = {
             "seq": record.seq,

@@ -69,6 +69,22 @@ def _once(_ctx: click.Context, _param: click.Parameter, values: tuple[Any, ...])
     return values[0] if values else None
 
 
+def _event_types(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> frozenset[str] | None:
+    """The event types ``--type`` names (None when not given); an unknown name is a usage error."""
+    if not values:
+        return None
+    from cogfabric.events import EVENT_TYPES  # noqa: PLC0415 - the CLI imports the events only to run
+
+    known = {str(cls.__struct_config__.tag) for cls in EVENT_TYPES}
+    unknown = [value for value in values if value not in known]
+    if unknown:
+        msg = f"no event type {unknown[0]!r}; the types: {', '.join(sorted(known))}"
+        raise click.BadParameter(msg)
+    return frozenset(values)
+
+
 def _read_key_file(ctx: click.Context, param: click.Parameter, values: tuple[Path, ...]) -> bytes | None:
     """The chain key in a file: its bytes exactly (any bytes: a key of random bytes too).
 
@@ -456,6 +472,7 @@ def _check(opened: Any, *, skip: bool) -> int:  # noqa: ANN401 - a journal
     unverified nor mixed into a view of an earlier seq.
     """
     if skip:
+        _say("warning: the journal was not verified (--no-verify): a changed record reads as if it were not")
         return int(opened.last_seq)
     report = opened.verify()
     if not report.ok:
@@ -535,9 +552,26 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
         sys.exit(EXIT_OK)
     if bad is not None:
         _failed_verdict(f"FAILED: {_printable(bad, backslash=False)} ({report.checked} records verified)")
-    where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the journal"
+    _failed_verdict(_failed_line(journal, report))
+
+
+def _failed_line(journal: Path, report: Any) -> str:  # noqa: ANN401 - a VerifyReport
+    """The verdict on a journal that fails: where, why, how many records were checked.
+
+    A record that fails comes with the command that shows it: verify reads nothing
+    past what it checks, and a record that fails its link may still decode.
+    """
     reason = _printable(report.reason or "", backslash=False)
-    _failed_verdict(f"FAILED at {where}: {reason} ({report.checked} records checked before it)")
+    bad = report.first_bad_seq
+    if bad is None:
+        return f"FAILED: {reason} ({report.checked} records checked)"
+    if report.checked >= bad:  # an index found wrong after the records were checked
+        return f"FAILED at seq {bad}: {reason} ({report.checked} records checked)"
+    shown = ""
+    if bad <= report.head_seq:
+        target = shlex.quote(str(journal))
+        shown = f"; see it: cogfabric export {target} --no-verify --after {bad - 1} --until {bad}"
+    return f"FAILED at seq {bad}: {reason} ({report.checked} records checked before it){shown}"
 
 
 def _failed_verdict(line: str) -> NoReturn:
@@ -793,6 +827,16 @@ def _print_view(view: dict[str, Any]) -> None:
 @click.option(
     "--after", type=click.IntRange(0), multiple=True, callback=_once, help="Only records after this seq."
 )
+@click.option(
+    "--until", type=click.IntRange(0), multiple=True, callback=_once, help="Only records up to this seq."
+)
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    callback=_event_types,
+    help="Only records of this event type, e.g. LifecycleChanged (repeat it for several).",
+)
 @_keyed
 @_COPY
 @_NO_VERIFY
@@ -802,6 +846,8 @@ def export(
     stream: str | None,
     layer: str | None,
     after: int | None,
+    until: int | None,
+    types: frozenset[str] | None,
     key: bytes | str | None,
     copy: bool,
     no_verify: bool,
@@ -834,8 +880,9 @@ def export(
                     f"{journal} has no stream {stream!r}; streams are agent/<id>, session/<id>, bus, runtime"
                 )
             with _export_target(output) as sink:
+                last = verified if until is None else min(until, verified)
                 for line in export_lines(
-                    opened, stream=stream, layer=layer, after=after or 0, until=verified
+                    opened, stream=stream, layer=layer, types=types, after=after or 0, until=last
                 ):
                     sink.write(line)
     except _journal_errors() as exc:
