@@ -486,3 +486,66 @@ def test_reading_a_journal_unverified_says_so_on_stderr(simulated: Path) -> None
     assert [(r.exit_code, r.stderr) for r in unverified] == [(0, warning)] * 3
     assert all(r.stdout for r in unverified)
     assert (verified.exit_code, verified.stderr) == (0, "")
+
+
+def test_verify_json_gives_the_verdict_with_the_same_exit_status(simulated: Path, tmp_path: Path) -> None:
+    copy = _copy(simulated, tmp_path)
+    env = lmdb.open(str(copy), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"events")) as txn:
+        value = bytearray(txn.get((17).to_bytes(8, "big")) or b"")
+        value[-1] ^= 0x01
+        txn.put((17).to_bytes(8, "big"), bytes(value))
+    env.close()
+    runner = CliRunner()
+    with Journal.open(simulated, readonly=True) as journal:
+        last = journal.last_seq
+
+    clean = runner.invoke(main, ["verify", str(simulated), "--json"])
+    unsnapped = runner.invoke(main, ["verify", str(simulated), "--json", "--no-snapshots"])
+    failed = runner.invoke(main, ["verify", str(copy), "--json"])
+
+    assert clean.exit_code == 0
+    assert json.loads(clean.stdout) == {
+        "ok": True,
+        "checked": last,
+        "head_seq": last,
+        "first_bad_seq": None,
+        "reason": "",
+        "snapshots": 0,
+    }
+    assert (unsnapped.exit_code, json.loads(unsnapped.stdout)["snapshots"]) == (0, None)
+    assert failed.exit_code == 1
+    assert json.loads(failed.stdout) == {
+        "ok": False,
+        "checked": 16,
+        "head_seq": last,
+        "first_bad_seq": 17,
+        "reason": "the record does not match its hash chain link",
+        "snapshots": None,
+    }
+
+
+def test_replay_before_an_agent_or_session_begins_names_the_seq_where_it_does(simulated: Path) -> None:
+    with Journal.open(simulated, readonly=True) as journal:
+        spawned = next(r.seq for r in journal.read(stream="agent/researcher-003"))
+        session_stream = journal.streams("session/")[0]
+        created = next(r.seq for r in journal.read(stream=session_stream))
+    runner = CliRunner()
+
+    agent = runner.invoke(main, ["replay", str(simulated), "--agent", "researcher-003", "--at", "1"])
+    session = runner.invoke(
+        main, ["replay", str(simulated), "--session", session_stream.removeprefix("session/"), "--at", "1"]
+    )
+    nobody = runner.invoke(main, ["replay", str(simulated), "--agent", "nobody", "--at", "1"])
+
+    assert agent.exit_code == 2
+    assert agent.stderr == (
+        f"error: agent 'researcher-003' does not exist at seq 1; it is spawned at seq {spawned}: "
+        f"--at {spawned} shows it\n"
+    )
+    assert session.exit_code == 2
+    assert (
+        f"does not exist at seq 1; it is created at seq {created}: --at {created} shows it\n"
+        in session.stderr
+    )
+    assert (nobody.exit_code, nobody.stderr) == (2, "error: agent 'nobody' does not exist at seq 1\n")

@@ -522,21 +522,24 @@ def _journal_errors() -> tuple[type[Exception], ...]:
     is_flag=True,
     help="Skip comparing each agent's snapshot with its events (two replays of each such agent).",
 )
-def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON document.")
+def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: bool, as_json: bool) -> None:
     """Check JOURNAL's hash chain, indexes and snapshots, and that every record decodes.
 
     Then each agent's snapshot is compared with the state its events make (a forger
     can recompute an unkeyed journal's snapshot hashes, not make them agree), unless
     --no-snapshots. Exits 0 when it is clean, 1 naming the first bad seq and why (or a
     damaged data file, a changed header, a snapshot that disagrees), 2 when JOURNAL is
-    not a journal or the chain key is wrong or missing.
+    not a journal or the chain key is wrong or missing. --json prints ok, checked,
+    head_seq, first_bad_seq, reason and snapshots (how many were compared; null when
+    they were not) with the same exit status.
 
     \b
     Example:
         cogfabric verify ./cogfabric-journal
     """
     _need_stdout()
-    from cogfabric._audit import check_snapshots  # noqa: PLC0415
+    from cogfabric._audit import check_snapshots, encode_json  # noqa: PLC0415
 
     snapshots, bad = 0, None
     try:
@@ -546,6 +549,20 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
                 snapshots, bad = check_snapshots(opened, until=report.head_seq)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
+    if as_json:
+        verdict = {
+            "ok": report.ok and bad is None,
+            "checked": report.checked,
+            "head_seq": report.head_seq,
+            "first_bad_seq": report.first_bad_seq,
+            "reason": bad if bad is not None else report.reason,
+            "snapshots": None if no_snapshots or not report.ok else snapshots,
+        }
+        line = encode_json(verdict).decode()
+        if verdict["ok"]:
+            click.echo(line)
+            sys.exit(EXIT_OK)
+        _failed_verdict(line)
     if report.ok and bad is None:
         checked = "" if no_snapshots else f"; {snapshots} snapshots agree with their events"
         click.echo(f"ok: {report.checked} records verified, head at seq {report.head_seq}{checked}")
@@ -652,6 +669,9 @@ def replay(
                     else session_view(opened, session or "", seq)
                 )
                 ended = None if view is not None else _ending(opened, agent, session, seq)
+                begins = (
+                    None if view is not None or ended is not None else _begins(opened, agent, session, seq)
+                )
     except _journal_errors() as exc:
         _fail_journal(exc, key)
     if agent is None and session is None:
@@ -665,6 +685,9 @@ def replay(
         if ended is not None:
             how, when = ended
             _fail(f"{what} was {how} at seq {when}; --at {when - 1} shows it before")
+        if begins is not None:
+            how, when = begins
+            _fail(f"{what} does not exist at seq {at}; it is {how} at seq {when}: --at {when} shows it")
         _fail(f"{what} does not exist " + (f"at seq {at}" if at is not None else "in the journal"))
     if as_json:
         click.echo(encode_json(view, indent=2))  # as export encodes: strict JSON
@@ -715,6 +738,17 @@ def _ending(opened: Any, agent: str | None, session: str | None, seq: int) -> tu
         (SessionEvicted, "evicted"),
     )
     return next(((how, last.seq) for kind, how in ends if isinstance(last.event, kind)), None)
+
+
+def _begins(opened: Any, agent: str | None, session: str | None, seq: int) -> tuple[str, int] | None:  # noqa: ANN401
+    """How and when the agent or session that does not exist at ``seq`` begins after it, if it does."""
+    from cogfabric.events import AgentSpawned, SessionCreated  # noqa: PLC0415
+
+    stream = f"agent/{agent}" if agent is not None else f"session/{session}"
+    kind, how = (AgentSpawned, "spawned") if agent is not None else (SessionCreated, "created")
+    return next(
+        ((how, r.seq) for r in opened.read(after=seq, stream=stream) if isinstance(r.event, kind)), None
+    )
 
 
 _CELL_MAX = 2_000
