@@ -1008,21 +1008,32 @@ class AgentActor(pykka.ThreadingActor):
         if message.kind == "request" and result is None:
             bus.deferred(message)  # answered later with bus.reply, if not already
         elif message.kind == "request":
-            try:
-                self._flush_outbox()
-            except Exception as exc:
-                # The journal refused what the behavior changed (it is fail-stop, say): the
-                # requester hears it now, not at its timeout; the agent then reloads.
-                bus.handler_failed(message, exc, "journal error")  # IpcHandlerError, as for a refused reply
-                raise
-            try:
-                bus.answer(message, self._state.id, result)
-            except TypeError as exc:  # a reply msgspec cannot encode: the behavior's fault
-                self._on_behavior_failure(message, exc)
-            except Exception:
-                raise  # the journal's or the clock's: on_receive handles them
-            except BaseException as exc:  # noqa: BLE001 - copying the reply ran code of the behavior's objects
-                self._on_behavior_failure(message, exc)
+            self._answer(message, result)
+
+    def _answer(self, message: IpcMessage, result: object) -> None:
+        """Answer a request with what its behavior returned, once what it changed is handed over."""
+        bus = self._core.bus
+        try:
+            self._flush_outbox()
+        except Exception as exc:
+            # The journal refused what the behavior changed (it is fail-stop, say): the
+            # requester hears it now, not at its timeout; the agent then reloads.
+            bus.handler_failed(message, exc, "journal error")  # IpcHandlerError, as for a refused reply
+            raise
+        try:
+            bus.answer(message, self._state.id, result)
+        except TypeError as exc:  # a reply msgspec cannot encode: the behavior's fault
+            self._on_behavior_failure(message, exc)
+        except ActorTimeoutError as exc:
+            # The reply's commit outlasted call_timeout: its requester has been told
+            # (IpcHandlerError; the reply may be stored yet). The reply is the bus's,
+            # not this agent's state, and the behavior did not fail: nothing to
+            # restart, and its instance keeps what it holds.
+            log.warning("agent %s: the reply to %s: %s", self._state.id, message.correlation_id, exc)
+        except Exception:
+            raise  # the journal's or the clock's: on_receive handles them
+        except BaseException as exc:  # noqa: BLE001 - copying the reply ran code of the behavior's objects
+            self._on_behavior_failure(message, exc)
 
     def _not_handled(self, message: IpcMessage, reason: str) -> None:
         """Dead-letter a delivered message this agent cannot handle; a requester fails at once."""

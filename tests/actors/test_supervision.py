@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import functools
 import gc
+import logging
 import os
 import signal
 import threading
@@ -3004,6 +3005,42 @@ class TestTimedOutCallsFinishLate:
             assert live[-1] == "late"
         with _open(tmp_path / "j") as runtime:
             assert [m.content for m in runtime.memory.get_messages(session)] == live
+
+    def test_a_reply_whose_commit_timed_out_keeps_the_agent_and_its_behavior(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # The commit of a behavior's reply outlasting call_timeout restarted the agent,
+        # as if the behavior had failed: a fresh instance from its factory (what the
+        # old one held was lost), an ERROR in the log, and no AgentFailed to say why.
+        made: list[_Counting] = []
+        stall: list[threading.Event] = []
+
+        class _Counting:
+            def __init__(self) -> None:
+                self.handled = 0
+                made.append(self)
+
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> int:  # noqa: ARG002
+                self.handled += 1
+                if message.payload == "stall":
+                    stall.append(_stall(runtime))  # its reply's commit waits for the gate
+                return self.handled
+
+        with _open(tmp_path / "j", timeout=0.3, behaviors={"counting": _Counting}) as runtime:
+            runtime.spawn("c", behavior="counting")
+            assert runtime.bus.request("me", "c", "q", timeout=10).payload == 1
+            with caplog.at_level(logging.WARNING), pytest.raises(IpcHandlerError) as told:
+                runtime.bus.request("me", "c", "q", "stall", timeout=10)
+            stall[0].set()
+            runtime.flush()
+            after = runtime.bus.request("me", "c", "q", timeout=10).payload
+
+            assert isinstance(told.value.__cause__, ActorTimeoutError)
+            assert (after, len(made)) == (3, 1)  # the same instance, with what it held
+            assert [r.levelname for r in caplog.records if r.name.startswith("cogfabric")] == ["WARNING"]
+            assert "the reply to" in caplog.records[-1].getMessage()
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            assert not [r for r in journal.read() if isinstance(r.event, AgentFailed)]
 
 
 def test_a_publication_to_an_agent_whose_actor_is_gone_keeps_its_snapshots_short_of_it(
