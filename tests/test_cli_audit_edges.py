@@ -22,7 +22,15 @@ from click.testing import CliRunner
 import cogfabric._audit
 from cogfabric import AgentContext, CognitiveState, Config, FakeClock, JournalConfig, Message, Runtime
 from cogfabric.cli import main
-from cogfabric.events import AgentEvent, AgentSpawned, ContextLayer, EventCodec, IpcMessage, PrivateSet
+from cogfabric.events import (
+    AgentEvent,
+    AgentSpawned,
+    ContextLayer,
+    EventCodec,
+    IpcDeadLettered,
+    IpcMessage,
+    PrivateSet,
+)
 from cogfabric.store import Journal, JournalFormatError, JournalIntegrityError, LmdbJournal, Snapshot, _pages
 from cogfabric.store._record import head_value
 from cogfabric.store.testing import make_events
@@ -491,6 +499,26 @@ def test_replay_says_what_became_of_each_message_an_agent_sent_or_was_sent(tmp_p
     ]
     assert fates("a", "--at", str(hello)) == [("hello", "x", "a", "send", "pending")]  # not delivered yet
 
+    # each message with its seq (a refused one's, its dead letter's), in the JSON and the table
+    with Journal.open(path, readonly=True) as journal:
+        bus = list(journal.read(stream="bus"))
+    seqs = {r.event.topic: r.seq for r in bus if isinstance(r.event, IpcMessage)}
+    seqs["lost"] = next(
+        r.seq for r in bus if isinstance(r.event, IpcDeadLettered) and r.event.topic == "lost"
+    )
+    shown = CliRunner().invoke(main, ["replay", str(path), "--agent", "a", "--json"])
+    assert [(m["topic"], m["seq"]) for m in json.loads(shown.output)["ipc"]["latest"]] == [
+        (topic, seqs[topic]) for topic in ("hello", "boom", "lost", "asleep", "news")
+    ]
+    table = CliRunner().invoke(main, ["replay", str(path), "--agent", "a"])
+    assert table.exit_code == 0, table.output
+    assert (
+        f'seq {seqs["lost"]} refused "a" -> "nosuch" "lost": dead-lettered: agent not registered'
+        in table.output
+    )
+    assert f'seq {seqs["news"]} broadcast "x" -> * "news": delivered' in table.output
+    assert "5 messages:" in table.output
+
 
 class _Slow:
     arrived = threading.Event()
@@ -537,7 +565,6 @@ def test_a_request_that_timed_out_is_dead_lettered_until_its_recipient_handles_i
     # queued behind a message its recipient is still handling: timed out first, and
     # "delivered (its requester timed out)" only from the delivery on
     from cogfabric.actors import IpcTimeoutError  # noqa: PLC0415
-    from cogfabric.events import IpcDeadLettered  # noqa: PLC0415
 
     _Slow.reset()
     path = tmp_path / "j"

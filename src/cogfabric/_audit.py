@@ -433,7 +433,7 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
     }
 
 
-def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -> list[dict[str, str]]:
+def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -> list[dict[str, Any]]:
     """The messages ``agent_id`` sent or was sent from its spawn at seq ``spawned`` up to ``at``, with fates.
 
     In journal order: each direct message it sent or was sent, each broadcast it sent,
@@ -445,15 +445,15 @@ def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -
     (and ``dead-lettered for M``: each subscriber counted once, by its copy's fate).
     Only the fields shown are kept, not the payloads, so memory follows the count.
     """
-    entries: dict[str, tuple[dict[str, str], dict[str, _Fate]]] = {}  # by message id, in journal order
+    entries: dict[str, tuple[dict[str, Any], dict[str, _Fate]]] = {}  # by message id, in journal order
     for record in journal.read(after=spawned, until=at, stream="bus"):
         event = record.event
         if isinstance(event, IpcMessage):
             if agent_id in (event.sender, event.recipient) or not event.recipient:
-                entries[event.id] = (_shown_message(event, event.kind), {})
+                entries[event.id] = (_shown_message(record.seq, event, event.kind), {})
         elif isinstance(event, IpcDelivered | IpcDeadLettered):
-            _note_fate(journal, entries, agent_id, event)
-    shown: list[dict[str, str]] = []
+            _note_fate(journal, entries, agent_id, event, record.seq)
+    shown: list[dict[str, Any]] = []
     for message, fates in entries.values():
         to = message["to"]
         if not to and message["from"] == agent_id:  # a broadcast it sent
@@ -498,8 +498,9 @@ class _Fate:
         return "delivered" if self.delivered else _PENDING
 
 
-def _shown_message(event: IpcMessage | IpcDeadLettered, kind: str) -> dict[str, str]:
+def _shown_message(seq: int, event: IpcMessage | IpcDeadLettered, kind: str) -> dict[str, Any]:
     return {
+        "seq": seq,
         "id": event.id if isinstance(event, IpcMessage) else event.message_id,
         "from": event.sender,
         "to": event.recipient,
@@ -511,11 +512,12 @@ def _shown_message(event: IpcMessage | IpcDeadLettered, kind: str) -> dict[str, 
 
 def _note_fate(
     journal: LmdbJournal,
-    entries: dict[str, tuple[dict[str, str], dict[str, _Fate]]],
+    entries: dict[str, tuple[dict[str, Any], dict[str, _Fate]]],
     agent_id: str,
     event: IpcDelivered | IpcDeadLettered,
+    seq: int,
 ) -> None:
-    """Note a delivery or dead letter on the copy of the message it is of."""
+    """Note a delivery or dead letter (at ``seq``) on the copy of the message it is of."""
     entry = entries.get(event.message_id)
     if entry is None:
         if not isinstance(event, IpcDeadLettered) or agent_id not in (event.sender, event.recipient):
@@ -523,7 +525,7 @@ def _note_fate(
         # refused before it was journaled: its dead letter alone (not an earlier agent's message)
         if journal.seq_of(event.message_id) is not None:
             return
-        entry = entries[event.message_id] = (_shown_message(event, ""), {})
+        entry = entries[event.message_id] = (_shown_message(seq, event, ""), {})
     fate = entry[1].setdefault(event.recipient, _Fate())
     if isinstance(event, IpcDelivered):
         fate.delivered = True

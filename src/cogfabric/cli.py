@@ -835,9 +835,33 @@ def _print_view(view: dict[str, Any]) -> None:
     for name, value in view.items():
         if name in ("agent", "session", "at"):
             continue
+        if name == "ipc":
+            table.add_row(Text(name), Text(_ipc_cell(value)))
+            continue
         # as --json shows it: a str quoted, so that "null" is not null (no parent)
         table.add_row(Text(name), Text(_cell(encode_json(value).decode())))
     _console().print(table)
+
+
+def _ipc_cell(ipc: dict[str, Any]) -> str:
+    """An agent's IPC traffic, a line a message: seq, kind, sender -> recipient, topic: status.
+
+    Names and topics as --json shows them (JSON strings: a newline in one cannot fake a
+    line); a broadcast's recipient is ``*``.
+    """
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+
+    latest = ipc["latest"]
+    count = ipc["messages"]
+    head = f"{count} messages" + (
+        f", the latest {len(latest)}:" if len(latest) < count else ":" if latest else ""
+    )
+    lines = [head]
+    for m in latest:
+        to = encode_json(m["to"]).decode() if m["to"] else "*"
+        route = f"{encode_json(m['from']).decode()} -> {to} {encode_json(m['topic']).decode()}"
+        lines.append(f"seq {m['seq']} {m['kind'] or 'refused'} {route}: {m['status']}")
+    return "\n".join(_printable(line, backslash=False) for line in lines)
 
 
 @main.command()
