@@ -17,6 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, runtime_checkable
 
 import msgspec
@@ -283,9 +284,11 @@ class ScriptedProvider:
         """Use ``script`` to answer.
 
         Raises:
-            TypeError: ``script`` is neither callable nor a sequence of str outputs: a
-                single str is refused (it would answer one character at a time; pass
-                ``[text]``), as are None and an output that is not a str.
+            TypeError: ``script`` is neither callable nor a sequence (or iterator) of str
+                outputs: a single str is refused (it would answer one character at a
+                time; pass ``[text]``), as are a set or a mapping (no fixed order: a
+                set's changes from process to process), None, and an output that is not
+                a str.
             ValueError: ``script`` is an empty sequence.
 
         """
@@ -297,7 +300,8 @@ class ScriptedProvider:
         if callable(script):
             self._answer = script
         else:
-            if isinstance(script, str | bytes) or not isinstance(script, Iterable):
+            unordered = isinstance(script, AbstractSet | Mapping)  # a set's order changes by process
+            if isinstance(script, str | bytes) or unordered or not isinstance(script, Iterable):
                 msg = (
                     "script is a sequence of outputs or a function of the prompt, got "
                     f"{type(script).__name__}"

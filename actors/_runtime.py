@@ -384,7 +384,7 @@ class Runtime:
                 another type raises ``InvalidTextError``), ``llm_provider`` has no
                 ``generate``, or ``allow_unverified`` is no bool (a string "false" would
                 waive verification); or ``key`` is neither bytes nor str.
-            ValueError: ``path`` is empty (``Path('')`` would be the working directory);
+            ValueError: ``path`` is the empty str (it would name the working directory);
                 a ``key`` without a ``path``, or one that is empty, longer than BLAKE2b
                 takes (64 bytes) or a str UTF-8 cannot encode; or ``verify`` is neither
                 "full" nor "tail".

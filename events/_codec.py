@@ -221,7 +221,10 @@ class EventCodec:
 
         Raises:
             UnencodableValueError: a field holds a value msgspec cannot encode.
-            TypeError: ``event`` is not an ``Event`` (``decode`` would refuse what it made).
+            TypeError: ``event`` is not an ``Event``. (An event of a type this codec does
+                not know, or not at its type's version, is encoded all the same, and
+                ``decode`` refuses it: ``encode_many``, which ``Journal.append`` uses,
+                refuses both.)
 
         """
         if not isinstance(event, Event):

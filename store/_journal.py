@@ -91,9 +91,10 @@ class Journal(abc.ABC):
     default (LMDB) backend; other backends subclass this and pass
     ``cogfabric.store.testing.JournalContract``.
 
-    After ``close()``, every method and property but ``close`` and ``closed`` raises
-    ``JournalClosedError``. A stream name a method takes must be 1 to 255 UTF-8 bytes
-    without NUL: any other raises ``InvalidStreamError`` (also a ``ValueError``).
+    After ``close()``, every method that reads or writes raises ``JournalClosedError``
+    (``last_seq`` too); ``close``, ``closed`` and ``readonly`` still answer. A stream
+    name a method takes must be 1 to 255 UTF-8 bytes without NUL: any other raises
+    ``InvalidStreamError`` (also a ``ValueError``).
     """
 
     @classmethod

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 import cogfabric._audit
-from cogfabric import AgentContext, CognitiveState, Config, FakeClock, JournalConfig, Message, Runtime
+from cogfabric import AgentContext, CognitiveState, Config, FakeClock, JournalConfig, Message, Runtime, cli
 from cogfabric.cli import main
 from cogfabric.events import (
     AgentEvent,
@@ -1571,3 +1571,102 @@ def test_a_journal_ending_in_the_zeros_of_a_snapshot_audits_the_same_copied(tmp_
 
     assert in_place.exit_code == 0, in_place.output
     assert copied.exit_code == 0, copied.output
+
+
+def _flip_last_byte(path: Path, seq: int) -> None:
+    """Change the last byte (its chain link's) of record ``seq`` with the plain lmdb package."""
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"events")) as txn:
+        value = bytearray(txn.get(seq.to_bytes(8, "big")) or b"")
+        value[-1] ^= 0x01
+        txn.put(seq.to_bytes(8, "big"), bytes(value))
+    env.close()
+
+
+def test_verify_json_gives_a_verdict_for_a_journal_it_cannot_read(
+    tmp_path: Path, damage_page: Callable[[Path, bytes], None]
+) -> None:
+    # a damaged page raises rather than reports: --json printed nothing on stdout
+    path = _journal(tmp_path)
+    with Journal.open(path, readonly=True) as journal:
+        link = next(r.chain for r in journal.read() if r.seq == 20)
+    damage_page(path, link)
+
+    result = CliRunner().invoke(main, ["verify", str(path), "--json"])
+
+    assert result.exit_code == 1
+    verdict = json.loads(result.stdout)
+    assert {k: v for k, v in verdict.items() if k != "reason"} == {
+        "ok": False,
+        "checked": None,
+        "head_seq": None,
+        "first_bad_seq": None,
+        "snapshots": None,
+    }
+    assert verdict["reason"].startswith(f"{path} is damaged")
+    assert f"error: {path} is damaged" in result.stderr
+
+
+def test_the_command_verify_suggests_takes_the_key_and_copy_and_no_undecodable_record(
+    tmp_path: Path,
+) -> None:
+    keyed = _journal(tmp_path / "keyed", 20, key=b"k")
+    _flip_last_byte(keyed, 3)
+    plain = tmp_path / "plain"
+    with LmdbJournal.open(plain, codec=EventCodec([AgentSpawned, PrivateSet, _Teleported])) as journal:
+        # a valid chain over a record this codec cannot decode: export cannot show it either
+        journal.append([AgentSpawned(at=0.0, agent="a0"), _Teleported(at=1.0, agent="a0", where="x")])
+    runner = CliRunner()
+
+    with_key = runner.invoke(main, ["verify", str(keyed), "--key", "k", "--copy"])
+    undecodable = runner.invoke(main, ["verify", str(plain)])
+
+    assert with_key.exit_code == 1
+    assert with_key.stdout.endswith(
+        f"see it: cogfabric export {keyed} --copy --no-verify --after 2 --until 3 "
+        "(with the same --key-file or --key)\n"
+    )
+    shown = runner.invoke(
+        main, ["export", str(keyed), "--copy", "--no-verify", "--after", "2", "--until", "3", "--key", "k"]
+    )
+    assert [json.loads(line)["seq"] for line in shown.stdout.splitlines()] == [3]
+    assert undecodable.exit_code == 1
+    assert "FAILED at seq 2: the record does not decode" in undecodable.stdout
+    assert "see it" not in undecodable.stdout
+
+
+def test_replay_of_an_agent_killed_and_spawned_again_later_names_both(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    with Runtime.open(path) as runtime:
+        runtime.spawn("a")
+        runtime.kill("a")
+        runtime.spawn("b")
+        runtime.spawn("a")
+    with Journal.open(path, readonly=True) as journal:
+        spawned, killed, _, again = (r.seq for r in journal.read() if r.stream in ("agent/a", "agent/b"))
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", "a", "--at", str(again - 1)])
+
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: agent 'a' was killed at seq {killed}; --at {killed - 1} shows it before; "
+        f"it is spawned again at seq {again}: --at {again} shows it\n"
+    )
+    assert spawned < killed
+
+
+def test_replay_names_no_beginning_past_what_it_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a spawn appended after verification was read unverified, and named "at seq None"
+    path = tmp_path / "j"
+    with Runtime.open(path) as runtime:
+        runtime.spawn("x")
+        runtime.spawn("y")
+    with Journal.open(path, readonly=True) as journal:
+        y = next(r.seq for r in journal.read(stream="agent/y"))
+    monkeypatch.setattr(cli, "_check", lambda _opened, **_: y - 1)  # verified up to before y
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", "y"])
+
+    assert (result.exit_code, result.stderr) == (2, "error: agent 'y' does not exist in the journal\n")

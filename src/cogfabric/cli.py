@@ -548,6 +548,10 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
             if report.ok and not no_snapshots:
                 snapshots, bad = check_snapshots(opened, until=report.head_seq)
     except _journal_errors() as exc:
+        if as_json and _exit_code(exc) == EXIT_PROBLEM:  # the journal's fault: a verdict still
+            _say(f"error: {exc}")
+            refused = {"ok": False, "checked": None, "head_seq": None, "first_bad_seq": None}
+            _failed_verdict(encode_json({**refused, "reason": str(exc), "snapshots": None}).decode())
         _fail_journal(exc, key)
     if as_json:
         verdict = {
@@ -569,25 +573,32 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
         sys.exit(EXIT_OK)
     if bad is not None:
         _failed_verdict(f"FAILED: {_printable(bad, backslash=False)} ({report.checked} records verified)")
-    _failed_verdict(_failed_line(journal, report))
+    _failed_verdict(_failed_line(journal, report, keyed=key is not None, copy=copy))
 
 
-def _failed_line(journal: Path, report: Any) -> str:  # noqa: ANN401 - a VerifyReport
+def _failed_line(journal: Path, report: Any, *, keyed: bool, copy: bool) -> str:  # noqa: ANN401 - a VerifyReport
     """The verdict on a journal that fails: where, why, how many records were checked.
 
-    A record that fails comes with the command that shows it: verify reads nothing
-    past what it checks, and a record that fails its link may still decode.
+    A record that fails its link (or holds a wrong seq or stream link) comes with the
+    command that shows it: verify reads nothing past what it checks, and such a record
+    may still decode. One that does not decode, or is malformed, export cannot show.
     """
-    reason = _printable(report.reason or "", backslash=False)
+    from cogfabric.store._journal import UNDECODABLE  # noqa: PLC0415
+
+    raw = report.reason or ""
+    reason = _printable(raw, backslash=False)
     bad = report.first_bad_seq
     if bad is None:
         return f"FAILED: {reason} ({report.checked} records checked)"
     if report.checked >= bad:  # an index found wrong after the records were checked
         return f"FAILED at seq {bad}: {reason} ({report.checked} records checked)"
     shown = ""
-    if bad <= report.head_seq:
+    if bad <= report.head_seq and not raw.startswith(UNDECODABLE) and "malformed" not in raw:
         target = shlex.quote(str(journal))
-        shown = f"; see it: cogfabric export {target} --no-verify --after {bad - 1} --until {bad}"
+        options = " --copy" if copy else ""
+        shown = f"; see it: cogfabric export {target}{options} --no-verify --after {bad - 1} --until {bad}"
+        if keyed:
+            shown += " (with the same --key-file or --key)"
     return f"FAILED at seq {bad}: {reason} ({report.checked} records checked before it){shown}"
 
 
@@ -669,9 +680,7 @@ def replay(
                     else session_view(opened, session or "", seq)
                 )
                 ended = None if view is not None else _ending(opened, agent, session, seq)
-                begins = (
-                    None if view is not None or ended is not None else _begins(opened, agent, session, seq)
-                )
+                begins = None if view is not None else _begins(opened, agent, session, seq, verified)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
     if agent is None and session is None:
@@ -682,13 +691,7 @@ def replay(
         return
     if view is None:
         what = f"agent {agent!r}" if agent is not None else f"session {session!r}"
-        if ended is not None:
-            how, when = ended
-            _fail(f"{what} was {how} at seq {when}; --at {when - 1} shows it before")
-        if begins is not None:
-            how, when = begins
-            _fail(f"{what} does not exist at seq {at}; it is {how} at seq {when}: --at {when} shows it")
-        _fail(f"{what} does not exist " + (f"at seq {at}" if at is not None else "in the journal"))
+        _absent(what, ended, begins, seq, at)
     if as_json:
         click.echo(encode_json(view, indent=2))  # as export encodes: strict JSON
         return
@@ -740,15 +743,37 @@ def _ending(opened: Any, agent: str | None, session: str | None, seq: int) -> tu
     return next(((how, last.seq) for kind, how in ends if isinstance(last.event, kind)), None)
 
 
-def _begins(opened: Any, agent: str | None, session: str | None, seq: int) -> tuple[str, int] | None:  # noqa: ANN401
-    """How and when the agent or session that does not exist at ``seq`` begins after it, if it does."""
+def _absent(
+    what: str, ended: tuple[str, int] | None, begins: tuple[str, int] | None, seq: int, at: int | None
+) -> NoReturn:
+    """Refuse a replay of what does not exist at ``seq``: say when it ended, or begins, if it does."""
+    later = ""
+    if begins is not None:
+        how, when = begins
+        later = f"it is {how}{' again' if ended else ''} at seq {when}: --at {when} shows it"
+    if ended is not None:
+        how, when = ended
+        before = f"{what} was {how} at seq {when}; --at {when - 1} shows it before"
+        _fail(before + (f"; {later}" if later else ""))
+    if later:
+        _fail(f"{what} does not exist at seq {seq}; {later}")
+    _fail(f"{what} does not exist " + (f"at seq {at}" if at is not None else "in the journal"))
+
+
+def _begins(
+    opened: Any,  # noqa: ANN401 - a journal
+    agent: str | None,
+    session: str | None,
+    seq: int,
+    verified: int,
+) -> tuple[str, int] | None:
+    """How and when what does not exist at ``seq`` begins after it (up to ``verified``), if it does."""
     from cogfabric.events import AgentSpawned, SessionCreated  # noqa: PLC0415
 
     stream = f"agent/{agent}" if agent is not None else f"session/{session}"
     kind, how = (AgentSpawned, "spawned") if agent is not None else (SessionCreated, "created")
-    return next(
-        ((how, r.seq) for r in opened.read(after=seq, stream=stream) if isinstance(r.event, kind)), None
-    )
+    later = opened.read(after=seq, until=verified, stream=stream)
+    return next(((how, r.seq) for r in later if isinstance(r.event, kind)), None)
 
 
 _CELL_MAX = 2_000

@@ -71,8 +71,10 @@ def test_a_scripted_provider_keeps_its_prompts_unless_told_not_to() -> None:
         (None, TypeError, "a sequence of outputs or a function of the prompt, got NoneType"),
         (["ok", 2], TypeError, "a scripted output is a str, got int"),
         ([], ValueError, "at least one output"),
+        ({"b", "a"}, TypeError, "got set"),  # an order that changes from process to process
+        ({"prompt": "answer"}, TypeError, "got dict"),  # it would answer with its keys
     ],
-    ids=["str", "bytes", "none", "non-str-output", "empty"],
+    ids=["str", "bytes", "none", "non-str-output", "empty", "set", "dict"],
 )
 def test_a_script_that_is_no_sequence_of_outputs_is_refused(
     script: object, error: type[Exception], match: str
