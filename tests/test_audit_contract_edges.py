@@ -41,15 +41,16 @@ def test_inspect_gives_the_first_and_the_last_time(tmp_path: Path) -> None:
     with Journal.open(path) as journal:
         journal.append([AgentSpawned(at=1_000.0, agent="a0")])
         journal.append([PrivateSet(at=2_000.0, agent="a0", key="k", value=1)])
-        journal.append([PrivateSet(at=3_000.0, agent="a0", key="k", value=2)])
+        journal.append([PrivateSet(at=3_000.25, agent="a0", key="k", value=2)])
 
     result = CliRunner().invoke(main, ["inspect", str(path), "--json"])
 
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
-    assert (summary["first_time"], summary["last_time"]) == (1_000.0, 3_000.0)
+    assert (summary["first_time"], summary["last_time"]) == (1_000.0, 3_000.25)
     text = CliRunner().invoke(main, ["inspect", str(path)]).output
-    assert "time      1970-01-01T00:16:40+00:00 .. 1970-01-01T00:50:00+00:00" in text
+    # to the millisecond: a whole simulation's records fall within one second
+    assert "time      1970-01-01T00:16:40.000+00:00 .. 1970-01-01T00:50:00.250+00:00" in text
 
 
 def test_verify_counts_only_the_agents_that_have_a_snapshot(tmp_path: Path) -> None:

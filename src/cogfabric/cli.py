@@ -1095,7 +1095,7 @@ def _when(seconds: float | None) -> str:
     import datetime as dt  # noqa: PLC0415
 
     try:
-        return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).isoformat(timespec="seconds")
+        return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).isoformat(timespec="milliseconds")
     except (OverflowError, OSError, ValueError):  # NaN, infinite, or past what a date can be
         return repr(seconds)
 
