@@ -35,6 +35,7 @@ from cogfabric.actors import (
     IpcNoHandlerError,
     IpcTimeoutError,
     JournalConfig,
+    MemoryConfig,
     Runtime,
     RuntimeConfig,
     _core,
@@ -770,6 +771,33 @@ class TestTailVerification:
             Runtime.open(tmp_path / "j", config=self.CONFIG)  # full
         with Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail") as runtime:
             assert runtime.memory.size() == 1
+            assert [m.content for m in runtime.memory.get_messages(kept)][-1] == "later"
+
+    @pytest.mark.parametrize("end", ["evicted", "expired"])
+    def test_a_session_evicted_or_expired_is_not_replayed_so_not_checked(
+        self, tmp_path: Path, end: str
+    ) -> None:
+        # an eviction and an expiry end a session as a deletion does (session_end): a
+        # tail check starts after it, and reopening replays nothing of it
+        clock = FakeClock()
+        config = Config(
+            journal=JournalConfig(snapshot_interval=5), memory=MemoryConfig(max_sessions=1, session_ttl=100.0)
+        )
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as runtime:
+            gone = runtime.memory.create_session("u")
+            runtime.memory.add_message(gone, "user", "abcdef")
+            if end == "expired":
+                clock.advance(101.0)
+                assert runtime.memory.sweep() == 1
+            kept = runtime.memory.create_session("v")  # evicts the first one, if it still lives
+            a = runtime.spawn("a")
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+            runtime.memory.add_message(kept, "user", "later")
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+
+        with Runtime.open(tmp_path / "j", config=config, clock=clock, verify="tail") as runtime:
+            assert runtime.memory.sessions() == [kept]
             assert [m.content for m in runtime.memory.get_messages(kept)][-1] == "later"
 
     def test_the_record_that_ends_a_session_is_checked_since_recovery_acts_on_it(
