@@ -10,7 +10,7 @@ from click.testing import CliRunner
 import cogfabric._simulation
 from cogfabric import Config, JournalConfig, Runtime
 from cogfabric.cli import main
-from cogfabric.events import AgentSpawned, PrivateSet
+from cogfabric.events import AgentSpawned, IpcMessage, PrivateSet
 from cogfabric.store import Journal
 
 if TYPE_CHECKING:
@@ -89,3 +89,42 @@ def test_another_seed_gives_the_researchers_other_hypotheses(tmp_path: Path) -> 
 
     assert sorted(seven) == sorted(eight) == [f"researcher-{i:03d}" for i in range(5)]
     assert all(seven[a] != eight[a] for a in seven)
+
+
+def test_inspect_counts_records_per_kind_of_stream_and_lists_types_by_count_and_streams_by_name(
+    tmp_path: Path,
+) -> None:
+    # README's inspect: "types     PrivateSet 2,092, IpcDelivered 1,842, ..." (most first),
+    # "streams   agent 2,693, bus 2,202, ..." (records of each kind of stream, not streams),
+    # then each stream by name
+    path = tmp_path / "journal"
+    with Journal.open(path) as journal:
+        journal.append([AgentSpawned(at=1.0, agent="b"), AgentSpawned(at=1.0, agent="a")])
+        journal.append([PrivateSet(at=2.0, agent="b", key="k", value=i) for i in range(3)])
+        journal.append([IpcMessage(at=3.0, sender="b", recipient="a", topic="t")])
+
+    result = CliRunner().invoke(main, ["inspect", str(path)])
+
+    assert result.exit_code == 0, result.output
+    assert "types     PrivateSet 3, AgentSpawned 2, IpcMessage 1\n" in result.output
+    assert "streams   agent 5, bus 1\n" in result.output
+    assert result.output.endswith("  1  agent/a\n  4  agent/b\n  1  bus\n")
+
+
+def test_export_shows_null_for_no_layer_and_each_records_version(tmp_path: Path) -> None:
+    # README: an event that touches no context layer (lifecycle, sessions) has a null `layer`;
+    # "`version` and `data` are the event as read" (an IpcSubscribed is at version 2)
+    path = tmp_path / "journal"
+    with Runtime.open(path) as rt:
+        rt.spawn("a", task_id="t")
+        rt.bus.subscribe("a", "news")
+        rt.suspend("a")
+
+    result = CliRunner().invoke(
+        main, ["export", str(path), "--type", "LifecycleChanged", "--type", "IpcSubscribed"]
+    )
+
+    assert result.exit_code == 0, result.output
+    shown = {line["type"]: line for line in map(json.loads, result.output.splitlines())}
+    assert (shown["LifecycleChanged"]["layer"], shown["LifecycleChanged"]["version"]) == (None, 1)
+    assert (shown["IpcSubscribed"]["layer"], shown["IpcSubscribed"]["version"]) == ("IPC", 2)

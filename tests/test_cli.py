@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -196,6 +197,38 @@ def test_audit_commands_read_up_to_the_seq_they_verified(
     assert "later-1" not in replayed.output
     assert inspected.exit_code == 0, inspected.output
     assert f'"records": {before + 6}' in inspected.output
+
+
+def test_an_export_until_a_seq_past_the_verified_one_stops_at_the_verified_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as above, with --until past what was verified: a record appended after the
+    # check is not exported unverified
+    from cogfabric import Runtime  # noqa: PLC0415
+    from cogfabric.store import LmdbJournal  # noqa: PLC0415
+
+    path = tmp_path / "journal"
+    with Runtime.open(path) as runtime:
+        runtime.spawn("a0").set_private("k0", "first")
+        runtime.flush()
+        before = runtime._journal.last_seq  # type: ignore[union-attr]
+    verify = LmdbJournal.verify
+
+    def verify_then_append(self: LmdbJournal, *args: Any, **kwargs: Any) -> Any:
+        report = verify(self, *args, **kwargs)
+        script = (
+            "import sys\nfrom cogfabric.store import Journal\n"
+            "from cogfabric.store.testing import make_events\n"
+            "with Journal.open(sys.argv[1]) as j: j.append(make_events(3, agents=1, start=10, value='later'))"
+        )
+        subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=60)
+        return report
+
+    monkeypatch.setattr(LmdbJournal, "verify", verify_then_append)
+    exported = CliRunner().invoke(main, ["export", str(path), "--until", str(before + 10)])
+
+    assert exported.exit_code == 0, exported.output
+    assert [json.loads(line)["seq"] for line in exported.output.splitlines()] == list(range(1, before + 1))
 
 
 def test_the_progress_bar_is_drawn_on_stderr_and_leaves_stdout_clean(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -447,6 +447,28 @@ def test_verify_counts_every_record_checked_when_an_index_fails_after_them(
     )
 
 
+def test_verify_suggests_no_export_for_an_index_found_wrong_at_the_last_seq(
+    simulated: Path, tmp_path: Path
+) -> None:
+    # every record was checked, the last one too: no "checked before it", and no export
+    # of a record that itself matches its link
+    copy = _copy(simulated, tmp_path)
+    with Journal.open(simulated, readonly=True) as journal:
+        last = journal.last_seq
+        event_id = next(iter(journal.read(after=last - 1, until=last))).event.id
+    env = lmdb.open(str(copy), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"ids")) as txn:
+        assert txn.delete(event_id.encode())
+    env.close()
+
+    verdict = CliRunner().invoke(main, ["verify", str(copy), "--no-snapshots"])
+
+    assert verdict.exit_code == 1
+    assert verdict.stdout == (
+        f"FAILED at seq {last}: the event id index does not match the records ({last} records checked)\n"
+    )
+
+
 def test_export_filters_by_event_type_and_until(simulated: Path) -> None:
     runner = CliRunner()
 

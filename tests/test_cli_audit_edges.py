@@ -760,6 +760,32 @@ def test_the_replay_overview_shows_what_the_events_hold_not_a_forged_snapshot(tm
     ]
 
 
+def test_replay_of_an_agent_shows_what_its_events_hold_not_a_forged_snapshot(tmp_path: Path) -> None:
+    # README: replay rebuilds an agent "from its events alone (a snapshot is outside the
+    # hash chain)": a snapshot rehashed by anyone must not show in --agent's view
+    path = tmp_path / "journal"
+    _forged_snapshot_of_a2(path, "forged")
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", "a2", "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["private"] == {"round": 9}
+
+
+def test_verify_json_fails_on_a_snapshot_that_disagrees_with_its_events(tmp_path: Path) -> None:
+    # README: --json prints the verdict "with the same exit status": a forged snapshot
+    # is a problem in the journal (exit 1), and the verdict is not ok
+    path = tmp_path / "journal"
+    seq = _forged_snapshot_of_a2(path, "round")
+
+    result = CliRunner().invoke(main, ["verify", str(path), "--json"])
+
+    assert result.exit_code == 1, result.output
+    verdict = json.loads(result.stdout)
+    assert (verdict["ok"], verdict["first_bad_seq"], verdict["snapshots"]) == (False, None, 3)
+    assert verdict["reason"].startswith(f"agent 'a2': its snapshot at seq {seq} does not hold the state")
+
+
 @pytest.mark.parametrize("publish_seq", ["past the last seq", "a record that publishes nothing"])
 def test_a_snapshot_forged_with_a_publication_it_never_had_is_named_and_not_recovered_from(
     tmp_path: Path, publish_seq: str, caplog: pytest.LogCaptureFixture
