@@ -155,11 +155,12 @@ def test_export_into_a_missing_directory_is_a_usage_error(tmp_path: Path) -> Non
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
-def test_audit_commands_read_up_to_the_seq_they_verified(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # as when a simulation appends between the check and the read: the later records
-    # are neither shown unverified nor mixed into a view that names the verified seq
+def _appending_after_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, int]:
+    """A journal of two records to which each verify() appends three more once it returns.
+
+    As when a simulation appends between an audit's check and its read: the n-th
+    append's values are ``later-<n>``. Returns the path and its last seq before any.
+    """
     from cogfabric import Runtime  # noqa: PLC0415
     from cogfabric.store import LmdbJournal  # noqa: PLC0415
 
@@ -184,6 +185,15 @@ def test_audit_commands_read_up_to_the_seq_they_verified(
         return report
 
     monkeypatch.setattr(LmdbJournal, "verify", verify_then_append)
+    return path, before
+
+
+def test_audit_commands_read_up_to_the_seq_they_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the later records are neither shown unverified nor mixed into a view that names
+    # the verified seq
+    path, before = _appending_after_verify(tmp_path, monkeypatch)
     exported = CliRunner().invoke(main, ["export", str(path)])
     replayed = CliRunner().invoke(main, ["replay", str(path), "--agent", "a0", "--json"])
     inspected = CliRunner().invoke(main, ["inspect", str(path), "--json"])
@@ -202,29 +212,10 @@ def test_audit_commands_read_up_to_the_seq_they_verified(
 def test_an_export_until_a_seq_past_the_verified_one_stops_at_the_verified_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # as above, with --until past what was verified: a record appended after the
-    # check is not exported unverified
-    from cogfabric import Runtime  # noqa: PLC0415
-    from cogfabric.store import LmdbJournal  # noqa: PLC0415
+    # with --until past what was verified: a record appended after the check is not
+    # exported unverified
+    path, before = _appending_after_verify(tmp_path, monkeypatch)
 
-    path = tmp_path / "journal"
-    with Runtime.open(path) as runtime:
-        runtime.spawn("a0").set_private("k0", "first")
-        runtime.flush()
-        before = runtime._journal.last_seq  # type: ignore[union-attr]
-    verify = LmdbJournal.verify
-
-    def verify_then_append(self: LmdbJournal, *args: Any, **kwargs: Any) -> Any:
-        report = verify(self, *args, **kwargs)
-        script = (
-            "import sys\nfrom cogfabric.store import Journal\n"
-            "from cogfabric.store.testing import make_events\n"
-            "with Journal.open(sys.argv[1]) as j: j.append(make_events(3, agents=1, start=10, value='later'))"
-        )
-        subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=60)
-        return report
-
-    monkeypatch.setattr(LmdbJournal, "verify", verify_then_append)
     exported = CliRunner().invoke(main, ["export", str(path), "--until", str(before + 10)])
 
     assert exported.exit_code == 0, exported.output

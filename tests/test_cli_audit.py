@@ -39,6 +39,18 @@ def _copy(journal: Path, tmp_path: Path) -> Path:
     return target
 
 
+def _tampered_copy(journal: Path, tmp_path: Path, seq: int) -> Path:
+    """A copy of ``journal`` whose record ``seq`` has its last byte (its chain link's) changed."""
+    copy = _copy(journal, tmp_path)
+    env = lmdb.open(str(copy), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"events")) as txn:
+        value = bytearray(txn.get(seq.to_bytes(8, "big")) or b"")
+        value[-1] ^= 0x01
+        txn.put(seq.to_bytes(8, "big"), bytes(value))
+    env.close()
+    return copy
+
+
 def test_simulate_reports_and_a_second_run_continues(tmp_path: Path) -> None:
     path = tmp_path / "j"
     runner = CliRunner()
@@ -211,14 +223,7 @@ def test_replay_takes_at_most_one_target_and_an_existing_one(simulated: Path) ->
 def test_one_changed_byte_in_a_copy_makes_verify_exit_one_naming_the_seq(
     simulated: Path, tmp_path: Path
 ) -> None:
-    copy = _copy(simulated, tmp_path)
-    env = lmdb.open(str(copy), max_dbs=8)
-    events = env.open_db(b"events")
-    with env.begin(write=True, db=events) as txn:
-        value = bytearray(txn.get((17).to_bytes(8, "big")) or b"")
-        value[-1] ^= 0x01
-        txn.put((17).to_bytes(8, "big"), bytes(value))
-    env.close()
+    copy = _tampered_copy(simulated, tmp_path, 17)
 
     result = CliRunner().invoke(main, ["verify", str(copy)])
 
@@ -317,14 +322,7 @@ def test_the_console_script_runs_the_simulation(tmp_path: Path) -> None:
 
 
 def test_reading_commands_refuse_a_tampered_journal_unless_told(simulated: Path, tmp_path: Path) -> None:
-    copy = _copy(simulated, tmp_path)
-    env = lmdb.open(str(copy), max_dbs=8)
-    events = env.open_db(b"events")
-    with env.begin(write=True, db=events) as txn:
-        value = bytearray(txn.get((30).to_bytes(8, "big")) or b"")
-        value[-1] ^= 0x01
-        txn.put((30).to_bytes(8, "big"), bytes(value))
-    env.close()
+    copy = _tampered_copy(simulated, tmp_path, 30)
     runner = CliRunner()
 
     refused = [
@@ -403,13 +401,7 @@ def test_bench_ratios_pair_the_runs_of_each_round() -> None:
 def test_verify_names_the_command_that_shows_a_record_failing_its_link(
     simulated: Path, tmp_path: Path
 ) -> None:
-    copy = _copy(simulated, tmp_path)
-    env = lmdb.open(str(copy), max_dbs=8)
-    with env.begin(write=True, db=env.open_db(b"events")) as txn:
-        value = bytearray(txn.get((17).to_bytes(8, "big")) or b"")
-        value[-1] ^= 0x01
-        txn.put((17).to_bytes(8, "big"), bytes(value))
-    env.close()
+    copy = _tampered_copy(simulated, tmp_path, 17)
     runner = CliRunner()
 
     verdict = runner.invoke(main, ["verify", str(copy)])
@@ -511,13 +503,7 @@ def test_reading_a_journal_unverified_says_so_on_stderr(simulated: Path) -> None
 
 
 def test_verify_json_gives_the_verdict_with_the_same_exit_status(simulated: Path, tmp_path: Path) -> None:
-    copy = _copy(simulated, tmp_path)
-    env = lmdb.open(str(copy), max_dbs=8)
-    with env.begin(write=True, db=env.open_db(b"events")) as txn:
-        value = bytearray(txn.get((17).to_bytes(8, "big")) or b"")
-        value[-1] ^= 0x01
-        txn.put((17).to_bytes(8, "big"), bytes(value))
-    env.close()
+    copy = _tampered_copy(simulated, tmp_path, 17)
     runner = CliRunner()
     with Journal.open(simulated, readonly=True) as journal:
         last = journal.last_seq
