@@ -51,6 +51,20 @@ def _tampered_copy(journal: Path, tmp_path: Path, seq: int) -> Path:
     return copy
 
 
+def _without_id_entry(journal: Path, tmp_path: Path, seq: int | None) -> tuple[Path, int]:
+    """A copy of ``journal`` whose id index lacks record ``seq``'s entry (None: the last's); its last seq."""
+    with Journal.open(journal, readonly=True) as opened:
+        last = opened.last_seq
+        at = last if seq is None else seq
+        event_id = next(iter(opened.read(after=at - 1, until=at))).event.id
+    copy = _copy(journal, tmp_path)
+    env = lmdb.open(str(copy), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"ids")) as txn:
+        assert txn.delete(event_id.encode())
+    env.close()
+    return copy, last
+
+
 def test_simulate_reports_and_a_second_run_continues(tmp_path: Path) -> None:
     path = tmp_path / "j"
     runner = CliRunner()
@@ -423,13 +437,7 @@ def test_verify_counts_every_record_checked_when_an_index_fails_after_them(
 ) -> None:
     # an index is checked after the records: "N records checked before it" named more
     # records than the seq it named
-    copy = _copy(simulated, tmp_path)
-    with Journal.open(simulated, readonly=True) as journal:
-        last, event_id = journal.last_seq, next(iter(journal.read(after=29, until=30))).event.id
-    env = lmdb.open(str(copy), max_dbs=8)
-    with env.begin(write=True, db=env.open_db(b"ids")) as txn:
-        assert txn.delete(event_id.encode())
-    env.close()
+    copy, last = _without_id_entry(simulated, tmp_path, 30)
 
     verdict = CliRunner().invoke(main, ["verify", str(copy), "--no-snapshots"])
 
@@ -444,14 +452,7 @@ def test_verify_suggests_no_export_for_an_index_found_wrong_at_the_last_seq(
 ) -> None:
     # every record was checked, the last one too: no "checked before it", and no export
     # of a record that itself matches its link
-    copy = _copy(simulated, tmp_path)
-    with Journal.open(simulated, readonly=True) as journal:
-        last = journal.last_seq
-        event_id = next(iter(journal.read(after=last - 1, until=last))).event.id
-    env = lmdb.open(str(copy), max_dbs=8)
-    with env.begin(write=True, db=env.open_db(b"ids")) as txn:
-        assert txn.delete(event_id.encode())
-    env.close()
+    copy, last = _without_id_entry(simulated, tmp_path, None)
 
     verdict = CliRunner().invoke(main, ["verify", str(copy), "--no-snapshots"])
 
