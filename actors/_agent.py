@@ -1029,7 +1029,15 @@ class AgentActor(pykka.ThreadingActor):
             # (IpcHandlerError; the reply may be stored yet). The reply is the bus's,
             # not this agent's state, and the behavior did not fail: nothing to
             # restart, and its instance keeps what it holds.
-            log.warning("agent %s: the reply to %s: %s", self._state.id, message.correlation_id, exc)
+            log.warning(
+                "agent %s: its reply to %r's request %r (correlation id %s) was not acknowledged in "
+                "time; the requester got IpcHandlerError, and the reply may be stored yet: %s",
+                self._state.id,
+                message.sender,
+                message.topic,
+                message.correlation_id,
+                exc,
+            )
         except Exception:
             raise  # the journal's or the clock's: on_receive handles them
         except BaseException as exc:  # noqa: BLE001 - copying the reply ran code of the behavior's objects

@@ -558,3 +558,40 @@ def test_replay_before_an_agent_or_session_begins_names_the_seq_where_it_does(si
         in session.stderr
     )
     assert (nobody.exit_code, nobody.stderr) == (2, "error: agent 'nobody' does not exist at seq 1\n")
+
+
+def test_verify_suggests_no_export_that_cannot_show_the_record(simulated: Path, tmp_path: Path) -> None:
+    # record 17 copied over 18: 18 fails its link, and export refuses it too (its seq is
+    # not its key's), so a suggestion would be a dead end
+    copy = _copy(simulated, tmp_path)
+    env = lmdb.open(str(copy), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"events")) as txn:
+        txn.put((18).to_bytes(8, "big"), txn.get((17).to_bytes(8, "big")) or b"")
+    env.close()
+    runner = CliRunner()
+
+    verdict = runner.invoke(main, ["verify", str(copy)])
+    export = runner.invoke(main, ["export", str(copy), "--no-verify", "--after", "17", "--until", "18"])
+
+    assert verdict.exit_code == 1
+    assert verdict.stdout.startswith("FAILED at seq 18: the record does not match its hash chain link")
+    assert "see it" not in verdict.stdout
+    assert export.exit_code == 1
+
+
+def test_verify_suggests_an_export_of_a_journal_whose_name_begins_with_a_dash(
+    simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copy = _tampered_copy(simulated, tmp_path, 17)
+    dashed = tmp_path / "-dash"
+    copy.rename(dashed)
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+
+    verdict = runner.invoke(main, ["verify", "--", "-dash"])
+    hint = verdict.stdout.split("see it: cogfabric ", 1)[1].split()
+    shown = runner.invoke(main, hint)
+
+    assert hint[:2] == ["export", "./-dash"]
+    assert shown.exit_code == 0, shown.output
+    assert [json.loads(line)["seq"] for line in shown.stdout.splitlines()] == [17]

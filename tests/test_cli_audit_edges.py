@@ -1696,3 +1696,24 @@ def test_replay_names_no_beginning_past_what_it_verified(
     result = CliRunner().invoke(main, ["replay", str(path), "--agent", "y"])
 
     assert (result.exit_code, result.stderr) == (2, "error: agent 'y' does not exist in the journal\n")
+
+
+def test_the_replay_table_cuts_a_long_name_or_topic_and_counts_one_message_as_one(tmp_path: Path) -> None:
+    # each name and topic was shown whole: megabytes of table for one long topic
+    path = tmp_path / "j"
+    with Runtime.open(path) as runtime:
+        runtime.spawn("a")
+        runtime.spawn("b")
+        runtime.bus.send("me", "a", "t" * 100_000, "p")
+        runtime.bus.send("me", "b", "short", "p")
+        runtime.flush()
+    runner = CliRunner()
+
+    long = runner.invoke(main, ["replay", str(path), "--agent", "a"])
+    one = runner.invoke(main, ["replay", str(path), "--agent", "b"])
+
+    assert long.exit_code == 0, long.output
+    assert len(long.output) < 10_000
+    assert "...(100,002characters)" in "".join(c for c in long.output if not c.isspace() and c != "│")
+    assert "1 message:" in one.output
+    assert '"me" -> "b" "short": dead-lettered: no behavior' in one.output

@@ -547,6 +547,7 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
             report = opened.verify(decode=True)
             if report.ok and not no_snapshots:
                 snapshots, bad = check_snapshots(opened, until=report.head_seq)
+            showable = not report.ok and _readable(opened, report.first_bad_seq)
     except _journal_errors() as exc:
         if as_json and _exit_code(exc) == EXIT_PROBLEM:  # the journal's fault: a verdict still
             _say(f"error: {exc}")
@@ -573,18 +574,35 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
         sys.exit(EXIT_OK)
     if bad is not None:
         _failed_verdict(f"FAILED: {_printable(bad, backslash=False)} ({report.checked} records verified)")
-    _failed_verdict(_failed_line(journal, report, keyed=key is not None, copy=copy))
+    _failed_verdict(_failed_line(journal, report, showable=showable, keyed=key is not None, copy=copy))
 
 
-def _failed_line(journal: Path, report: Any, *, keyed: bool, copy: bool) -> str:  # noqa: ANN401 - a VerifyReport
+def _readable(opened: Any, seq: int | None) -> bool:  # noqa: ANN401 - a journal
+    """Whether ``export --no-verify`` could show record ``seq``: it reads and decodes as that seq."""
+    from cogfabric.store import JournalError  # noqa: PLC0415
+
+    if seq is None or not 0 < seq <= opened.last_seq:
+        return False
+    try:
+        return [r.seq for r in opened.read(after=seq - 1, until=seq)] == [seq]
+    except JournalError:
+        return False
+
+
+def _failed_line(
+    journal: Path,
+    report: Any,  # noqa: ANN401 - a VerifyReport
+    *,
+    showable: bool,
+    keyed: bool,
+    copy: bool,
+) -> str:
     """The verdict on a journal that fails: where, why, how many records were checked.
 
-    A record that fails its link (or holds a wrong seq or stream link) comes with the
-    command that shows it: verify reads nothing past what it checks, and such a record
-    may still decode. One that does not decode, or is malformed, export cannot show.
+    A bad record that export can read (``showable``: it fails its link, say, yet
+    decodes) comes with the command that shows it: verify reads nothing past what it
+    checks.
     """
-    from cogfabric.store._journal import UNDECODABLE  # noqa: PLC0415
-
     raw = report.reason or ""
     reason = _printable(raw, backslash=False)
     bad = report.first_bad_seq
@@ -593,8 +611,9 @@ def _failed_line(journal: Path, report: Any, *, keyed: bool, copy: bool) -> str:
     if report.checked >= bad:  # an index found wrong after the records were checked
         return f"FAILED at seq {bad}: {reason} ({report.checked} records checked)"
     shown = ""
-    if bad <= report.head_seq and not raw.startswith(UNDECODABLE) and "malformed" not in raw:
-        target = shlex.quote(str(journal))
+    if showable:
+        named = str(journal)
+        target = shlex.quote(named if not named.startswith("-") else f"./{named}")  # no option
         options = " --copy" if copy else ""
         shown = f"; see it: cogfabric export {target}{options} --no-verify --after {bad - 1} --until {bad}"
         if keyed:
@@ -876,17 +895,26 @@ def _ipc_cell(ipc: dict[str, Any]) -> str:
     """
     from cogfabric._audit import encode_json  # noqa: PLC0415
 
+    def shown(value: str) -> str:  # a name or topic may be megabytes: its start, as _cell shows one
+        text = encode_json(value).decode()
+        return text if len(text) <= _NAME_MAX else f"{text[:_NAME_MAX]}... ({len(text):,} characters)"
+
     latest = ipc["latest"]
     count = ipc["messages"]
-    head = f"{count} messages" + (
+    head = f"{count} message{'' if count == 1 else 's'}" + (
         f", the latest {len(latest)}:" if len(latest) < count else ":" if latest else ""
     )
     lines = [head]
     for m in latest:
-        to = encode_json(m["to"]).decode() if m["to"] else "*"
-        route = f"{encode_json(m['from']).decode()} -> {to} {encode_json(m['topic']).decode()}"
-        lines.append(f"seq {m['seq']} {m['kind'] or 'refused'} {route}: {m['status']}")
+        to = shown(m["to"]) if m["to"] else "*"
+        route = f"{shown(m['from'])} -> {to} {shown(m['topic'])}"
+        status = m["status"] if len(m["status"]) <= _NAME_MAX else m["status"][:_NAME_MAX] + "..."
+        lines.append(f"seq {m['seq']} {m['kind'] or 'refused'} {route}: {status}")
     return "\n".join(_printable(line, backslash=False) for line in lines)
+
+
+_NAME_MAX = 200
+"""The characters of a name, a topic or a status an IPC line of the replay table shows."""
 
 
 @main.command()

@@ -3038,7 +3038,7 @@ class TestTimedOutCallsFinishLate:
             assert isinstance(told.value.__cause__, ActorTimeoutError)
             assert (after, len(made)) == (3, 1)  # the same instance, with what it held
             assert [r.levelname for r in caplog.records if r.name.startswith("cogfabric")] == ["WARNING"]
-            assert "the reply to" in caplog.records[-1].getMessage()
+            assert "agent c: its reply to 'me''s request 'q'" in caplog.records[-1].getMessage()
         with Journal.open(tmp_path / "j", readonly=True) as journal:
             assert not [r for r in journal.read() if isinstance(r.event, AgentFailed)]
 
