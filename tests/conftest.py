@@ -32,3 +32,19 @@ def damage_page() -> Callable[[Path, bytes], None]:
     """``damage_page(directory, marker)`` breaks the LMDB page that holds ``marker`` in
     ``directory/data.mdb``, as a damaged disk would: LMDB itself refuses to read it."""
     return _damage_page
+
+
+def _break_link(directory: Path, seq: int) -> None:
+    env = lmdb.open(str(directory), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"events")) as txn:
+        value = bytearray(txn.get(seq.to_bytes(8, "big")) or b"")
+        value[-1] ^= 0x01
+        txn.put(seq.to_bytes(8, "big"), bytes(value))
+    env.close()
+
+
+@pytest.fixture
+def break_link() -> Callable[[Path, int], None]:
+    """``break_link(directory, seq)`` changes the last byte (its chain link's) of record
+    ``seq`` in the journal at ``directory``, with the plain lmdb package."""
+    return _break_link

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import lmdb
 import pytest
@@ -18,6 +19,9 @@ from click.testing import CliRunner
 import cogfabric._audit
 from cogfabric.cli import main
 from cogfabric.store import FORMAT_VERSION, Journal
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +43,10 @@ def _copy(journal: Path, tmp_path: Path) -> Path:
     return target
 
 
-def _tampered_copy(journal: Path, tmp_path: Path, seq: int) -> Path:
+def _tampered_copy(journal: Path, tmp_path: Path, seq: int, break_link: Callable[[Path, int], None]) -> Path:
     """A copy of ``journal`` whose record ``seq`` has its last byte (its chain link's) changed."""
     copy = _copy(journal, tmp_path)
-    env = lmdb.open(str(copy), max_dbs=8)
-    with env.begin(write=True, db=env.open_db(b"events")) as txn:
-        value = bytearray(txn.get(seq.to_bytes(8, "big")) or b"")
-        value[-1] ^= 0x01
-        txn.put(seq.to_bytes(8, "big"), bytes(value))
-    env.close()
+    break_link(copy, seq)
     return copy
 
 
@@ -235,9 +234,9 @@ def test_replay_takes_at_most_one_target_and_an_existing_one(simulated: Path) ->
 
 
 def test_one_changed_byte_in_a_copy_makes_verify_exit_one_naming_the_seq(
-    simulated: Path, tmp_path: Path
+    simulated: Path, tmp_path: Path, break_link: Callable[[Path, int], None]
 ) -> None:
-    copy = _tampered_copy(simulated, tmp_path, 17)
+    copy = _tampered_copy(simulated, tmp_path, 17, break_link)
 
     result = CliRunner().invoke(main, ["verify", str(copy)])
 
@@ -335,8 +334,10 @@ def test_the_console_script_runs_the_simulation(tmp_path: Path) -> None:
     assert "audit it" in out.stdout
 
 
-def test_reading_commands_refuse_a_tampered_journal_unless_told(simulated: Path, tmp_path: Path) -> None:
-    copy = _tampered_copy(simulated, tmp_path, 30)
+def test_reading_commands_refuse_a_tampered_journal_unless_told(
+    simulated: Path, tmp_path: Path, break_link: Callable[[Path, int], None]
+) -> None:
+    copy = _tampered_copy(simulated, tmp_path, 30, break_link)
     runner = CliRunner()
 
     refused = [
@@ -413,9 +414,9 @@ def test_bench_ratios_pair_the_runs_of_each_round() -> None:
 
 
 def test_verify_names_the_command_that_shows_a_record_failing_its_link(
-    simulated: Path, tmp_path: Path
+    simulated: Path, tmp_path: Path, break_link: Callable[[Path, int], None]
 ) -> None:
-    copy = _tampered_copy(simulated, tmp_path, 17)
+    copy = _tampered_copy(simulated, tmp_path, 17, break_link)
     runner = CliRunner()
 
     verdict = runner.invoke(main, ["verify", str(copy)])
@@ -503,8 +504,10 @@ def test_reading_a_journal_unverified_says_so_on_stderr(simulated: Path) -> None
     assert (verified.exit_code, verified.stderr) == (0, "")
 
 
-def test_verify_json_gives_the_verdict_with_the_same_exit_status(simulated: Path, tmp_path: Path) -> None:
-    copy = _tampered_copy(simulated, tmp_path, 17)
+def test_verify_json_gives_the_verdict_with_the_same_exit_status(
+    simulated: Path, tmp_path: Path, break_link: Callable[[Path, int], None]
+) -> None:
+    copy = _tampered_copy(simulated, tmp_path, 17, break_link)
     runner = CliRunner()
     with Journal.open(simulated, readonly=True) as journal:
         last = journal.last_seq
@@ -580,9 +583,9 @@ def test_verify_suggests_no_export_that_cannot_show_the_record(simulated: Path, 
 
 
 def test_verify_suggests_an_export_of_a_journal_whose_name_begins_with_a_dash(
-    simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    simulated: Path, tmp_path: Path, break_link: Callable[[Path, int], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    copy = _tampered_copy(simulated, tmp_path, 17)
+    copy = _tampered_copy(simulated, tmp_path, 17, break_link)
     dashed = tmp_path / "-dash"
     copy.rename(dashed)
     monkeypatch.chdir(tmp_path)

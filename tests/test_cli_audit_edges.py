@@ -1599,16 +1599,6 @@ def test_a_journal_ending_in_the_zeros_of_a_snapshot_audits_the_same_copied(tmp_
     assert copied.exit_code == 0, copied.output
 
 
-def _flip_last_byte(path: Path, seq: int) -> None:
-    """Change the last byte (its chain link's) of record ``seq`` with the plain lmdb package."""
-    env = lmdb.open(str(path), max_dbs=8)
-    with env.begin(write=True, db=env.open_db(b"events")) as txn:
-        value = bytearray(txn.get(seq.to_bytes(8, "big")) or b"")
-        value[-1] ^= 0x01
-        txn.put(seq.to_bytes(8, "big"), bytes(value))
-    env.close()
-
-
 def test_verify_json_gives_a_verdict_for_a_journal_it_cannot_read(
     tmp_path: Path, damage_page: Callable[[Path, bytes], None]
 ) -> None:
@@ -1634,10 +1624,10 @@ def test_verify_json_gives_a_verdict_for_a_journal_it_cannot_read(
 
 
 def test_the_command_verify_suggests_takes_the_key_and_copy_and_no_undecodable_record(
-    tmp_path: Path,
+    tmp_path: Path, break_link: Callable[[Path, int], None]
 ) -> None:
     keyed = _journal(tmp_path / "keyed", 20, key=b"k")
-    _flip_last_byte(keyed, 3)
+    break_link(keyed, 3)
     plain = tmp_path / "plain"
     with LmdbJournal.open(plain, codec=EventCodec([AgentSpawned, PrivateSet, _Teleported])) as journal:
         # a valid chain over a record this codec cannot decode: export cannot show it either
