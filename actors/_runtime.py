@@ -223,13 +223,21 @@ def _fork_child_forgets() -> None:
 
 
 def _first_seq(journal: Journal, stream: str) -> int:
-    """Where ``stream`` starts, to recover agents in the order they were first spawned.
+    """Where the agent of ``stream`` was first spawned, to recover agents in that order.
 
-    Recovery needs no record before an agent's snapshot, so a damaged first record
-    does not stop it here: such an agent is placed by its last record instead.
+    Nearly always its stream's first record. A model's output recorded on the agent's
+    behalf before its spawn (``runtime.llm(agent_id=...)``) comes first in its stream
+    but spawns nothing: the agent is placed by its first ``AgentSpawned``, as it was
+    listed live. Recovery needs no record before an agent's snapshot, so a damaged
+    first record does not stop it here: such an agent is placed by its last record.
     """
     try:
-        return journal.stream_start(stream)
+        start = journal.stream_start(stream)
+        first = next(iter(journal.read(after=start - 1, until=start)), None)
+        if first is None or isinstance(first.event, AgentSpawned):
+            return start
+        later = journal.read(after=start, stream=stream)
+        return next((r.seq for r in later if isinstance(r.event, AgentSpawned)), start)
     except JournalRecordError:
         return journal.stream_head(stream)
 

@@ -38,6 +38,7 @@ from cogfabric.actors import (
     MemoryConfig,
     Runtime,
     RuntimeConfig,
+    ScriptedProvider,
     _core,
     _runtime,
     replay_agent,
@@ -420,6 +421,18 @@ def _one_agent_with_a_snapshot(path: Path) -> Config:
 
 
 class TestRecovery:
+    def test_an_agent_whose_llm_records_came_before_its_spawn_keeps_its_place(self, tmp_path: Path) -> None:
+        # runtime.llm(agent_id=...) journals on the agent's stream before it exists: a
+        # reopen listed it by that first record, before agents spawned earlier than it
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+            rt.spawn("a0")
+            rt.llm(ScriptedProvider(["x"]), agent_id="a2").generate("hi")
+            rt.spawn("a1", parent="a0")
+            rt.spawn("a2", parent="a0")
+            live = (rt.agents(), rt.children("a0"))
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+            assert (rt.agents(), rt.children("a0")) == live == (["a0", "a1", "a2"], ["a1", "a2"])
+
     def test_reopening_restores_every_agent_exactly(self, runtime: Runtime, tmp_path: Path) -> None:
         a = runtime.spawn(
             "a", task_id="t", task_context={"goal": "g"}, capabilities=["search"], behavior="rec"

@@ -268,7 +268,6 @@ class Model:
         self.clock = clock
         self.agents: dict[str, MAgent] = {}
         self.listed: list[str] = []
-        self.streams: list[str] = []
         """Agent ids by the first record of their stream (a spawn, or an LLM record)."""
         self.topics: dict[str, list[str]] = {t: [] for t in TOPICS}
         self.checkpoints: dict[str, list[cf.CognitiveState]] = collections.defaultdict(list)
@@ -303,12 +302,7 @@ class Model:
         self.ipc[agent.id] = 0  # replay shows an agent's IPC since its spawn, not its id's before
         if agent.id not in self.listed:
             self.listed.append(agent.id)
-        self.stream_begins(agent.id)
         return agent
-
-    def stream_begins(self, agent_id: str | None) -> None:
-        if agent_id is not None and agent_id not in self.streams:
-            self.streams.append(agent_id)
 
     def live(self) -> list[str]:
         return [a for a in self.listed if a in self.agents]
@@ -504,10 +498,9 @@ class Model:
     def reopened(self) -> None:
         """What a reopen rebuilds: journaled accesses, in journal order; expired ones go.
 
-        ``agents()`` then lists ids by the first record of their stream (README: "one
-        whose LLM records ... came before its spawn is placed by them").
+        ``agents()`` lists ids in the order each was first spawned, as before the reopen
+        (README), also one whose LLM records came before its spawn.
         """
-        self.listed = list(self.streams)
         for agent in self.agents.values():
             agent.runs = agent.behavior in BEHAVIORS
         for s in self.sessions.values():
@@ -647,11 +640,8 @@ class RuntimeModel(RuleBasedStateMachine):
         self.model.reopened()
         after = self.check_observable(read_sessions=read_sessions)
         # The agents' side must be exactly what it was (the sessions' side is in the model),
-        # but for the documented reordering of agents() by their streams' first records.
-        assert {k: v for k, v in after["agents"].items() if k != "list"} == {
-            k: v for k, v in before["agents"].items() if k != "list"
-        }
-        assert sorted(after["agents"]["list"]) == sorted(before["agents"]["list"])
+        # agents() too: in the order each id was first spawned, as README says.
+        assert after["agents"] == before["agents"]
         assert after["subscribers"] == before["subscribers"]  # in subscription order, as live
 
     @rule(
@@ -1254,7 +1244,6 @@ class RuntimeModel(RuleBasedStateMachine):
         if not text.strip():
             with pytest.raises(cf.InvalidArgumentError):
                 client.turn(sid, text)
-            m.stream_begins(agent_id)  # the refusal is journaled (PromptRejected)
             return
         session = m.sessions.get(sid)
         # a turn's messages get a fresh turn id where those the window keeps beside its
@@ -1270,7 +1259,6 @@ class RuntimeModel(RuleBasedStateMachine):
         output = client.turn(sid, text)
         assert output.startswith("said ")
         m.live_session(sid, touch=True)  # the prompt window
-        m.stream_begins(agent_id)  # LlmOutputRecorded
         m.add(sid, Message(role="assistant", content=output))
         if tagged:  # the id is random: read it (an access, as the model's own)
             stored = self.rt.memory.get_messages(sid)[-2:]
