@@ -80,6 +80,21 @@ class _HeldThenSends:
         return "never"
 
 
+def _refuse_topic(rt: Runtime, topic: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the runtime's journal refuse every commit holding a message of ``topic``."""
+    journal = rt._journal
+    assert journal is not None
+    append = journal.append
+
+    def refusing(events: list[Any], **kwargs: Any) -> list[int]:
+        if any(isinstance(e, IpcMessage) and e.topic == topic for e in events):
+            msg = "refused at commit"
+            raise JournalError(msg)
+        return append(events, **kwargs)
+
+    monkeypatch.setattr(journal, "append", refusing)
+
+
 def test_a_requester_whose_request_close_cut_short_gets_the_runtime_closed_error_itself(
     tmp_path: Path,
 ) -> None:
@@ -136,17 +151,7 @@ def test_a_behaviors_send_whose_commit_fails_gives_the_recipients_mailbox_slot_b
     with Runtime.open(tmp_path / "j", config=_config(), clock=FakeClock(), behaviors=behaviors) as rt:
         rt.spawn("s", behavior="s")
         rt.spawn("r", behavior="r")
-        journal = rt._journal
-        assert journal is not None
-        append = journal.append
-
-        def refuse_hi(events: list[Any], **kwargs: Any) -> list[int]:
-            if any(isinstance(e, IpcMessage) and e.topic == "hi" for e in events):
-                msg = "refused at commit"
-                raise JournalError(msg)
-            return append(events, **kwargs)
-
-        monkeypatch.setattr(journal, "append", refuse_hi)
+        _refuse_topic(rt, "hi", monkeypatch)
         settled = threading.Event()
         outcomes: list[bool] = []
         delivery = rt.bus._delivery
@@ -295,17 +300,7 @@ def test_a_send_the_journal_refuses_gives_the_recipients_mailbox_slot_back(
     behaviors: dict[str, Callable[[], Behavior]] = {"echo": _Echo}
     with Runtime.open(tmp_path / "j", config=_config(), clock=FakeClock(), behaviors=behaviors) as rt:
         rt.spawn("r", behavior="echo")
-        journal = rt._journal
-        assert journal is not None
-        append = journal.append
-
-        def refuse_hi(events: list[Any], **kwargs: Any) -> list[int]:
-            if any(isinstance(e, IpcMessage) and e.topic == "hi" for e in events):
-                msg = "refused at commit"
-                raise JournalError(msg)
-            return append(events, **kwargs)
-
-        monkeypatch.setattr(journal, "append", refuse_hi)
+        _refuse_topic(rt, "hi", monkeypatch)
 
         with pytest.raises(JournalError):
             rt.bus.send("x", "r", "hi")
