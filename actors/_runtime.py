@@ -222,14 +222,16 @@ def _fork_child_forgets() -> None:
     _SPAWNING_LOCK.release()
 
 
-def _first_seq(journal: Journal, stream: str) -> int:
+def _first_seq(journal: Journal, stream: str) -> int | None:
     """Where the agent of ``stream`` was first spawned, to recover agents in that order.
 
     Nearly always its stream's first record. A model's output recorded on the agent's
     behalf before its spawn (``runtime.llm(agent_id=...)``) comes first in its stream
     but spawns nothing: the agent is placed by its first ``AgentSpawned``, as it was
-    listed live. Recovery needs no record before an agent's snapshot, so a damaged
-    first record does not stop it here: such an agent is placed by its last record.
+    listed live. None for a stream of such records only: its id was never spawned, so
+    it has no place until it is (live, it had none either). Recovery needs no record
+    before an agent's snapshot, so a damaged record does not stop it here: such an
+    agent is placed by its last record.
     """
     try:
         start = journal.stream_start(stream)
@@ -237,7 +239,7 @@ def _first_seq(journal: Journal, stream: str) -> int:
         if first is None or isinstance(first.event, AgentSpawned):
             return start
         later = journal.read(after=start, stream=stream)
-        return next((r.seq for r in later if isinstance(r.event, AgentSpawned)), start)
+        return next((r.seq for r in later if isinstance(r.event, AgentSpawned)), None)
     except JournalRecordError:
         return journal.stream_head(stream)
 
@@ -528,7 +530,12 @@ class Runtime:
         return max(0, min(*starts, last - 1)) if starts else max(0, last - 1)
 
     def _recover(self, journal: Journal) -> None:
-        streams = sorted(journal.streams("agent/"), key=lambda stream: _first_seq(journal, stream))
+        spawned: dict[str, int] = {}
+        for stream in journal.streams("agent/"):
+            first = _first_seq(journal, stream)
+            if first is not None:  # None: LLM records only, for an id never spawned
+                spawned[stream] = first
+        streams = sorted(spawned, key=spawned.__getitem__)
         live = [stream for stream in streams if not agent_end(journal, stream)]  # a killed one stays dead
         # the runtime stream read once, from where the earliest replay starts, not once per agent
         start = min((replay_start(journal, s) for s in live), default=journal.last_seq)
@@ -999,10 +1006,10 @@ class Runtime:
         With a journal, an agent killed and spawned again keeps its id's first place, so
         the list is the same before and after a reopen; a memory-only runtime forgets a
         killed agent's id (it keeps no stream of it), and a new spawn of it comes last.
-        (After a reopen an id is placed by the first record of its stream: one whose LLM
-        records, made with ``runtime.llm(agent_id=...)``, came before its spawn is placed
-        by them.) For that order the runtime keeps every id ever spawned (a hundred bytes
-        or so each), and this list, like ``children``, walks them all.
+        A reopen places each id by its first ``AgentSpawned``, also when LLM records made
+        for it with ``runtime.llm(agent_id=...)`` came before its spawn. For that order
+        the runtime keeps every id ever spawned (a hundred bytes or so each), and this
+        list, like ``children``, walks them all.
         """
         with self._lock:
             live = self._agents

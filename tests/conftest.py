@@ -5,6 +5,14 @@ from typing import TYPE_CHECKING
 import lmdb
 import pykka
 import pytest
+from hypothesis import Phase, settings
+
+# Hypothesis's explain phase traces every line (sys.settrace) of each run that shrinks a
+# failure: the model-based test's shrinking then outlasted faulthandler_timeout, whose
+# dump of the running threads crashed the interpreter (SIGSEGV) in CI before the failing
+# case was printed. Without it a failure is shrunk untraced and reported as usual.
+settings.register_profile("cogfabric", phases=[p for p in Phase if p is not Phase.explain])
+settings.load_profile("cogfabric")
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

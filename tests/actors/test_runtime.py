@@ -433,6 +433,21 @@ class TestRecovery:
         with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
             assert (rt.agents(), rt.children("a0")) == live == (["a0", "a1", "a2"], ["a1", "a2"])
 
+    def test_an_id_with_llm_records_only_is_listed_when_it_is_spawned_after_a_reopen(
+        self, tmp_path: Path
+    ) -> None:
+        # its LLM-only stream gave the never-spawned id a place on reopen, before an
+        # agent spawned ahead of it (found by the model-based test in CI)
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+            rt.spawn("a0")
+            rt.llm(ScriptedProvider(["x"]), agent_id="a1").generate("hi")
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+            assert rt.agents() == ["a0"]
+            rt.spawn_many([{"agent_id": "a2", "parent": "a0"}, {"agent_id": "a1", "parent": "a0"}])
+            live = (rt.agents(), rt.children("a0"))
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+            assert (rt.agents(), rt.children("a0")) == live == (["a0", "a2", "a1"], ["a2", "a1"])
+
     def test_reopening_restores_every_agent_exactly(self, runtime: Runtime, tmp_path: Path) -> None:
         a = runtime.spawn(
             "a", task_id="t", task_context={"goal": "g"}, capabilities=["search"], behavior="rec"

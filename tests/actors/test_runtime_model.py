@@ -28,8 +28,6 @@ Documented differences are modelled, not ignored:
 * a session read is journaled at most once per ``session_ttl / 10``, so after a reopen
   its last access is the journaled one (README, "Where cogfabric differs"), except a
   read that makes a session its agent's latest, which is journaled when it is made;
-* after a reopen ``agents()`` places an id by its stream's first record, which may be an
-  LLM record made before its spawn (``Runtime.agents`` docstring);
 * messages to a suspended or retired agent, or one without a behavior, are dead-lettered;
   an unregistered behavior instance is not reattached by a reopen;
 * ``bus.dead_letters()`` is not reloaded (so only the journal's are compared).
@@ -268,7 +266,7 @@ class Model:
         self.clock = clock
         self.agents: dict[str, MAgent] = {}
         self.listed: list[str] = []
-        """Agent ids by the first record of their stream (a spawn, or an LLM record)."""
+        """Agent ids in the order each was first spawned (``Runtime.agents``)."""
         self.topics: dict[str, list[str]] = {t: [] for t in TOPICS}
         self.checkpoints: dict[str, list[cf.CognitiveState]] = collections.defaultdict(list)
         self.ipc: collections.Counter[str] = collections.Counter()
