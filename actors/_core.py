@@ -282,7 +282,8 @@ def agent_end(journal: Journal, stream: str) -> int:
     One record read: recovery need not replay a killed agent (only a later spawn, which
     would be its last record, brings one back), and a tail verification need not start
     at its first record. A last record that does not decode reads as 0: replayed, it is
-    named where it fails.
+    named where it fails. So does an LLM record made for the id after its kill
+    (``runtime.llm(agent_id=...)``): replay then finds the kill and brings nothing back.
     """
     head = journal.stream_head(stream)
     try:

@@ -448,6 +448,19 @@ class TestRecovery:
         with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
             assert (rt.agents(), rt.children("a0")) == live == (["a0", "a2", "a1"], ["a2", "a1"])
 
+    def test_an_llm_record_made_for_a_killed_agent_does_not_bring_it_back(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+            rt.spawn("a0")
+            rt.spawn("a1", parent="a0")
+            rt.kill("a0")
+            rt.llm(ScriptedProvider(["x"]), agent_id="a0").generate("hi")  # the stream's last record
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+            assert (rt.agents(), rt.children("a0")) == (["a1"], ["a1"])
+            with pytest.raises(AgentNotFoundError):
+                rt.agent("a0")
+            rt.spawn("a0")  # a killed id keeps its place
+            assert rt.agents() == ["a0", "a1"]
+
     def test_reopening_restores_every_agent_exactly(self, runtime: Runtime, tmp_path: Path) -> None:
         a = runtime.spawn(
             "a", task_id="t", task_context={"goal": "g"}, capabilities=["search"], behavior="rec"
