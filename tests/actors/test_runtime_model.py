@@ -32,6 +32,9 @@ Documented differences are modelled, not ignored:
   an unregistered behavior instance is not reattached by a reopen;
 * ``bus.dead_letters()`` is not reloaded (so only the journal's are compared).
 
+``MemoryOnlyModel`` runs the same operations (all but the reopens) on a runtime without
+a journal, where a killed id is forgotten and ``get_latest_session_for_agent`` raises.
+
 The journal runs with ``fsync: false`` (only a power cut could tell the difference).
 Environment knobs: ``MODEL_EXAMPLES`` (default 150), ``MODEL_STEPS`` (default 50),
 ``MODEL_TMP`` (where journals go).
@@ -264,6 +267,8 @@ class MSession:
 class Model:
     def __init__(self, clock: cf.FakeClock) -> None:
         self.clock = clock
+        self.memory_only = False
+        """A runtime without a journal (``MemoryOnlyModel``)."""
         self.agents: dict[str, MAgent] = {}
         self.listed: list[str] = []
         """Agent ids in the order each was first spawned (``Runtime.agents``)."""
@@ -307,6 +312,8 @@ class Model:
 
     def kill(self, agent_id: str) -> None:
         del self.agents[agent_id]
+        if self.memory_only:  # no stream keeps its place: a new spawn of it comes last
+            self.listed.remove(agent_id)
         for members in self.topics.values():
             if agent_id in members:
                 members.remove(agent_id)
@@ -702,7 +709,7 @@ class RuntimeModel(RuleBasedStateMachine):
             }
         sessions: dict[str, Any] = {
             "size": rt.memory.size(),
-            "latest": {a: rt.memory.get_latest_session_for_agent(a) for a in POOL},
+            "latest": {a: self._latest_live(a) for a in POOL},
         }
         for sid in self.model.known_sessions if read_sessions else ():
             got: dict[str, Any] = {}
@@ -736,7 +743,8 @@ class RuntimeModel(RuleBasedStateMachine):
                 "cognitive": a.cognitive,
                 "children": [c for c in m.live() if m.agents[c].parent == agent_id],
             }
-        sessions: dict[str, Any] = {"size": m.size(), "latest": {a: m.latest(a) for a in POOL}}
+        latest = {a: "unsupported" if m.memory_only else m.latest(a) for a in POOL}
+        sessions: dict[str, Any] = {"size": m.size(), "latest": latest}
         for sid in m.known_sessions if read_sessions else ():
             got: dict[str, Any] = {}
             try:
@@ -1281,10 +1289,20 @@ class RuntimeModel(RuleBasedStateMachine):
         assert self.rt is not None
         assert self.rt.memory.sweep() == self.model.sweep()
 
+    def _latest_live(self, agent_id: str) -> str | None:
+        """``get_latest_session_for_agent``; "unsupported" where it raises (no journal)."""
+        assert self.rt is not None
+        if not self.model.memory_only:
+            return self.rt.memory.get_latest_session_for_agent(agent_id)
+        with pytest.raises(cf.AgentCheckpointNotSupportedError):
+            self.rt.memory.get_latest_session_for_agent(agent_id)
+        return "unsupported"
+
     @rule(agent_id=agent_ids)
     def latest_session(self, agent_id: str) -> None:
+        want = "unsupported" if self.model.memory_only else self.model.latest(agent_id)
+        assert self._latest_live(agent_id) == want
         assert self.rt is not None
-        assert self.rt.memory.get_latest_session_for_agent(agent_id) == self.model.latest(agent_id)
         assert self.rt.memory.size() == self.model.size()
 
     @rule(seconds=st.sampled_from([0.001, 1.0, 5.0, 9.0, 10.0, 30.0, 60.0, 91.0, 101.0]))
@@ -1417,3 +1435,34 @@ RuntimeModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 test_runtime_against_model = RuntimeModel.TestCase
+
+
+class MemoryOnlyModel(RuntimeModel):
+    """The same operations on a runtime without a journal (``Runtime.open()``).
+
+    Nothing to reopen or audit; what differs is modelled: a killed id is forgotten, so a
+    new spawn of it comes last in ``agents()`` (README), and
+    ``get_latest_session_for_agent`` raises ``AgentCheckpointNotSupportedError`` (the
+    original's in-memory backend). Durability and snapshot settings change nothing here.
+    """
+
+    # not rules here: a runtime without a journal has nothing to reopen
+    reopen = None  # type: ignore[assignment]
+    send_and_close = None  # type: ignore[assignment]
+
+    def _open(self, verify: str = "full") -> None:  # noqa: ARG002 - nothing to verify
+        note("open without a journal")
+        self.model.memory_only = True
+        self.rt = cf.Runtime.open(
+            config=make_config(self.durability, self.snapshot_interval), clock=self.clock, behaviors=BEHAVIORS
+        )
+        self.handles = {}
+        self.stale = []
+
+    def _close_and_audit(self, *, flush: bool = True) -> None:  # noqa: ARG002 - no journal
+        assert self.rt is not None
+        self.rt.close()
+
+
+MemoryOnlyModel.TestCase.settings = RuntimeModel.TestCase.settings
+test_memory_only_runtime_against_model = MemoryOnlyModel.TestCase
