@@ -368,7 +368,9 @@ class EventCodec:
         if cls is None:
             raise UnknownEventTypeError(tag) from cause
         current = self._versions[cls]
-        stored = raw.get("v", 1)
+        # No ``v`` (every writer stores one): the current version, as the typed decode
+        # reads it, so a malformed record is refused here, not upcast into shape.
+        stored = raw.get("v", current)
         if isinstance(stored, bool) or not isinstance(stored, int):
             msg = f"{tag} record has a version that is not an integer: {stored!r}"
             raise EventDecodeError(msg) from cause
