@@ -1,0 +1,282 @@
+"""Replay's promises (``actors/_core.py``) that a mutation test found no test held.
+
+Each test names what a docstring or README.md promises of ``replay_agent``,
+``agent_end``, recovery from a snapshot plus the tail, and ``snapshot_problem``.
+The journals are written by hand, event by event, so each seq is known.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import lmdb
+import pytest
+
+from cogfabric.actors import (
+    AgentContext,
+    FakeClock,
+    InvalidSpawnSpecError,
+    Runtime,
+    _core,
+    replay_agent,
+    snapshot_problem,
+)
+from cogfabric.actors._state import encode_snapshot
+from cogfabric.events import (
+    AgentSpawned,
+    PrivateSet,
+    TaskContextPublished,
+    TaskContextSet,
+)
+from cogfabric.store import Journal, Snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from cogfabric.events import Event, IpcMessage
+
+
+def _write(path: Path, *batches: Sequence[Event]) -> None:
+    with Journal.open(path) as journal:
+        for batch in batches:
+            journal.append(batch)
+
+
+def _save_faithful_snapshot(journal: Journal, agent_id: str) -> int:
+    """Save the state the agent's events make as its snapshot, at its stream's last record."""
+    state = replay_agent(journal, agent_id, from_snapshot=False)
+    assert state is not None
+    seq = journal.stream_head("agent/" + agent_id)
+    journal.save_snapshot(Snapshot("agent/" + agent_id, seq, encode_snapshot(state)))
+    return seq
+
+
+def test_recovery_past_an_unusable_snapshot_keeps_the_publications_made_before_it(tmp_path: Path) -> None:
+    # replay_agent: a snapshot that cannot be used "is passed over, logged: the events
+    # are the truth", with the task contexts published to the agent. Recovery reads the
+    # runtime stream once, from where the earliest replay starts (replay_start: the
+    # snapshot's seq, not decoded); a replay that must start before that reads the
+    # stream itself ("A replay that must start before ``after`` reads the stream itself").
+    path = tmp_path / "j"
+    _write(
+        path,
+        [AgentSpawned(at=1.0, agent="a", task_id="t", task_context={"goal": "spawned"})],
+        [TaskContextPublished(at=2.0, task_id="t", context={"goal": "published"}, agents=("a",))],  # seq 2
+        [PrivateSet(at=3.0, agent="a", key="k", value=1)],
+        [PrivateSet(at=4.0, agent="a", key="k", value=2)],  # seq 4
+    )
+    with Journal.open(path) as journal:
+        journal.save_snapshot(Snapshot("agent/a", 4, b"\xc0"))  # its hash matches; it does not decode
+        assert _core.replay_start(journal, "agent/a") == 4
+
+    with Runtime.open(path, clock=FakeClock(), allow_unverified=True) as runtime:
+        agent = runtime.agent("a")
+        assert (agent.task_context(), agent.private("k")) == ({"goal": "published"}, 2)
+
+
+@pytest.mark.parametrize("order", ["set, then published", "published, then set"])
+def test_replay_from_a_snapshot_applies_only_what_follows_it(tmp_path: Path, order: str) -> None:
+    # replay_agent "Starts from the latest snapshot ... then applies the agent's own
+    # events and the task contexts published to it, in seq order": what the snapshot
+    # covers is not applied again, or an earlier task context would win over a later one.
+    own = TaskContextSet(at=2.0, agent="a", context={"goal": "set"})
+    published = TaskContextPublished(at=2.0, task_id="t", context={"goal": "published"}, agents=("a",))
+    first, second = (own, published) if order == "set, then published" else (published, own)
+    path = tmp_path / "j"
+    _write(
+        path,
+        [AgentSpawned(at=1.0, agent="a", task_id="t", task_context={"goal": "spawned"})],
+        [first],
+        [second],
+        [PrivateSet(at=3.0, agent="a", key="k", value=1)],  # seq 4, a's last
+    )
+    with Journal.open(path) as journal:
+        events_alone = replay_agent(journal, "a", from_snapshot=False)
+        assert _save_faithful_snapshot(journal, "a") == 4
+        via_snapshot = replay_agent(journal, "a")
+        via_publications = replay_agent(journal, "a", published=_core.publications(journal, after=4))
+        problem = snapshot_problem(journal, "a")
+
+    assert events_alone is not None
+    assert via_snapshot is not None
+    assert via_publications is not None
+    expected = second.context
+    assert (events_alone.task_context, events_alone.events) == (expected, 3)  # a publication is not its own
+    for state in (via_snapshot, via_publications):
+        assert (state.task_context, state.private, state.events) == (expected, {"k": 1}, events_alone.events)
+    assert problem is None
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        assert runtime.agent("a").task_context() == expected
+
+
+class _Unregistered:
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
+        pass
+
+
+def test_an_unregistered_instances_class_is_logged_once_not_at_every_spawn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Core.behavior_name: "An instance of a class that is not registered runs all the
+    # same, and journals its class's qualified name (``module.QualName``, logged once per class)"
+    caplog.set_level(logging.WARNING, logger="cogfabric")
+    with Runtime.open(None, clock=FakeClock()) as runtime:
+        for n in range(3):
+            runtime.spawn(f"s{n}", behavior=_Unregistered())
+        assert runtime.agents() == ["s0", "s1", "s2"]
+    said = [r.getMessage() for r in caplog.records if "is not registered: it runs" in r.getMessage()]
+    expected = (
+        f"behavior instance of {__name__}._Unregistered is not registered: it runs, but a reopen "
+        "cannot reattach it (pass behaviors={name: class} to Runtime.open)"
+    )
+    assert said == [expected]
+
+
+class _Handles:
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
+        pass
+
+
+def test_a_ctrl_c_in_a_behavior_factory_during_a_reopen_stops_the_open(tmp_path: Path) -> None:
+    # Core.make_behavior: a BaseException out of a factory on "the caller's own thread
+    # (a spawn, a reopen): a Ctrl-C must stop it", not leave the agent without a behavior
+    path = tmp_path / "j"
+    with Runtime.open(path, clock=FakeClock(), behaviors={"b": _Handles}) as runtime:
+        runtime.spawn("a", behavior="b")
+
+    def interrupted() -> _Handles:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Runtime.open(path, clock=FakeClock(), behaviors={"b": interrupted})
+    with Runtime.open(path, clock=FakeClock(), behaviors={"b": _Handles}) as runtime:  # not left locked
+        assert runtime.agents() == ["a"]
+
+
+def test_replay_to_a_seq_before_the_snapshot_shows_the_agent_as_it_was_then(tmp_path: Path) -> None:
+    # replay_agent: "as it was at seq ``until``", starting "from the latest snapshot at
+    # or before ``until``": a snapshot of later changes is no start for an earlier seq
+    path = tmp_path / "j"
+    _write(
+        path,
+        [AgentSpawned(at=1.0, agent="a")],
+        *([PrivateSet(at=2.0, agent="a", key="k", value=i)] for i in range(1, 5)),  # seqs 2..5
+    )
+    with Journal.open(path) as journal:
+        assert _save_faithful_snapshot(journal, "a") == 5
+        then = [replay_agent(journal, "a", until=at) for at in range(1, 6)]
+
+    assert [None if s is None else s.private for s in then] == [{}, {"k": 1}, {"k": 2}, {"k": 3}, {"k": 4}]
+
+
+def test_replay_to_a_seq_with_the_publications_read_once_leaves_out_later_ones(tmp_path: Path) -> None:
+    # replay_agent "as it was at seq ``until``", with ``published``: "the runtime
+    # stream's publications (``publications``), read once for many agents", here to
+    # the end: one published after ``until`` is not the agent's yet
+    path = tmp_path / "j"
+    _write(
+        path,
+        [AgentSpawned(at=1.0, agent="a", task_id="t", task_context={"round": 0})],
+        *([TaskContextPublished(at=2.0, task_id="t", context={"round": i}, agents=("a",))] for i in (1, 2)),
+    )
+    with Journal.open(path, readonly=True) as journal:
+        published = _core.publications(journal)
+        assert sorted(published.by_agent) == ["a"]
+        then = [replay_agent(journal, "a", until=at, published=published) for at in (1, 2, 3)]
+
+    assert [None if s is None else (s.task_context, s.publish_seq) for s in then] == [
+        ({"round": 0}, 0),
+        ({"round": 1}, 2),
+        ({"round": 2}, 3),
+    ]
+
+
+def test_a_snapshot_holding_the_publication_that_is_the_journals_last_record_agrees(tmp_path: Path) -> None:
+    # snapshot_flaw names "one naming a publication to the agent at a seq that holds
+    # none": a publication at the last seq is one, and the snapshot that holds it (the
+    # writer's, covering the agent's last record before it) is sound
+    path = tmp_path / "j"
+    _write(
+        path,
+        [AgentSpawned(at=1.0, agent="a", task_id="t")],
+        [PrivateSet(at=2.0, agent="a", key="k", value=1)],  # seq 2, a's last
+        [TaskContextPublished(at=3.0, task_id="t", context={"goal": "g"}, agents=("a",))],  # seq 3, the last
+    )
+    with Journal.open(path) as journal:
+        state = replay_agent(journal, "a", from_snapshot=False)
+        assert state is not None
+        assert state.publish_seq == journal.last_seq == 3
+        journal.save_snapshot(Snapshot("agent/a", 2, encode_snapshot(state)))
+        snapshot = journal.load_snapshot("agent/a")
+        assert snapshot is not None
+        flaw = _core.snapshot_flaw(journal, snapshot)
+        problem = snapshot_problem(journal, "a")
+
+    assert (flaw, problem) == (None, None)
+
+
+def test_snapshot_problem_names_a_snapshot_that_fails_its_hash(tmp_path: Path) -> None:
+    # snapshot_problem: "Why ``agent_id``'s snapshot disagrees with its events, or None
+    # when it agrees (or has none)": a damaged one is no agreement
+    path = tmp_path / "j"
+    _write(path, [AgentSpawned(at=1.0, agent="a")], [PrivateSet(at=2.0, agent="a", key="k", value="abcdef")])
+    with Journal.open(path) as journal:
+        _save_faithful_snapshot(journal, "a")
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"snapshots")) as txn:
+        value = txn.get(b"agent/a")
+        assert value is not None
+        assert b"abcdef" in value
+        txn.put(b"agent/a", bytes(value).replace(b"abcdef", b"abcdeX"))
+    env.close()
+
+    with Journal.open(path, readonly=True) as journal:
+        problem = snapshot_problem(journal, "a")
+        replayed = replay_agent(journal, "a")  # the events, logged, as recovery does
+
+    assert problem is not None
+    assert problem.startswith("its snapshot is damaged: ")
+    assert replayed is not None
+    assert replayed.private == {"k": "abcdef"}
+
+
+def test_replay_applies_only_the_task_contexts_published_to_the_agent(tmp_path: Path) -> None:
+    # replay_agent "applies the agent's own events and the task contexts published to
+    # it": one published to another agent's task is not this one's
+    path = tmp_path / "j"
+    _write(
+        path,
+        [
+            AgentSpawned(at=1.0, agent="a", task_id="t1", task_context={"goal": "a's"}),
+            AgentSpawned(at=1.0, agent="b", task_id="t2", task_context={"goal": "b's"}),
+        ],
+        [TaskContextPublished(at=2.0, task_id="t2", context={"goal": "for t2"}, agents=("b",))],
+    )
+    with Journal.open(path, readonly=True) as journal:
+        alone = [replay_agent(journal, agent, from_snapshot=False) for agent in ("a", "b")]
+        at_three = [replay_agent(journal, agent, until=3) for agent in ("a", "b")]
+
+    for states in (alone, at_three):
+        assert [None if s is None else (s.task_context, s.publish_seq) for s in states] == [
+            ({"goal": "a's"}, 0),
+            ({"goal": "for t2"}, 3),
+        ]
+
+
+class _Mute:
+    """No ``on_message``: it could handle no message."""
+
+
+@pytest.mark.parametrize("journaled", [False, True])
+def test_an_instance_without_on_message_refuses_the_spawn_before_anything_is_journaled(
+    tmp_path: Path, journaled: bool
+) -> None:
+    # Core.live_behavior raises InvalidSpawnSpecError when "the instance has no ``on_message``"
+    with Runtime.open(tmp_path / "j" if journaled else None, clock=FakeClock()) as runtime:
+        with pytest.raises(InvalidSpawnSpecError, match=r"behavior _Mute has no on_message\(ctx, message\)"):
+            runtime.spawn("a", behavior=_Mute())  # type: ignore[arg-type]  # what a user may pass
+        assert runtime.agents() == []
+        assert runtime._journal is None or runtime._journal.last_seq == 0
+        runtime.spawn("a")  # the id is free
