@@ -49,6 +49,20 @@ def test_a_full_map_is_doubled_not_grown_by_a_step(tmp_path: Path) -> None:
     assert (grown // start) & (grown // start - 1) == 0  # 2, 4, 8 ... times the start
 
 
+def _count_chunks(journal: LmdbJournal, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of records of each chunk ``journal``'s reads take from now on, in order."""
+    chunks: list[int] = []
+    read_chunk = journal._read_chunk
+
+    def counted(*args: Any) -> Any:
+        taken = read_chunk(*args)
+        chunks.append(len(taken[1]))
+        return taken
+
+    monkeypatch.setattr(journal, "_read_chunk", counted)
+    return chunks
+
+
 def test_a_read_chunk_stops_once_its_records_hold_the_byte_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -61,15 +75,7 @@ def test_a_read_chunk_stops_once_its_records_hold_the_byte_budget(
         sizes = {len(value) for _, value in journal._read_pairs(0)}
         assert len(sizes) == 1
         monkeypatch.setattr(_lmdb, "_READ_BYTES", 3 * sizes.pop())
-        chunks: list[int] = []
-        read_chunk = journal._read_chunk
-
-        def counted(*args: Any) -> Any:
-            taken = read_chunk(*args)
-            chunks.append(len(taken[1]))
-            return taken
-
-        monkeypatch.setattr(journal, "_read_chunk", counted)
+        chunks = _count_chunks(journal, monkeypatch)
         assert [r.event for r in journal.read()] == events
         assert chunks == [3, 3, 3, 3]
         chunks.clear()
@@ -141,15 +147,7 @@ def test_a_read_takes_at_most_one_chunk_of_records_per_transaction(
     with Journal.open(tmp_path / "j") as journal:
         assert isinstance(journal, LmdbJournal)
         journal.append(events)
-        chunks: list[int] = []
-        read_chunk = journal._read_chunk
-
-        def counted(*args: Any) -> Any:
-            taken = read_chunk(*args)
-            chunks.append(len(taken[1]))
-            return taken
-
-        monkeypatch.setattr(journal, "_read_chunk", counted)
+        chunks = _count_chunks(journal, monkeypatch)
         assert [r.event for r in journal.read()] == events
         assert chunks == [5, 5, 5, 5, 4]
         chunks.clear()
