@@ -72,9 +72,9 @@ DEFAULT_MAX_ANSWER_BYTES: Final = 16 << 20
 """The most bytes an HTTP provider reads of one answer (a completion of ``max_tokens`` is far less)."""
 _READ_STEP: Final = 1 << 16
 _ERROR_DETAIL: Final = 300
+"""Characters of an HTTP error answer's body kept in the ``ProviderError`` (the server's reason)."""
 _DETAIL_WAIT: Final = 0.5
 """Seconds an HTTP error waits for its body's first bytes (the server's reason)."""
-"""Characters of an HTTP error answer's body kept in the ``ProviderError`` (the server's reason)."""
 
 
 class InvalidArgumentError(ActorError, ValueError):
