@@ -423,8 +423,7 @@ class AgentActor(pykka.ThreadingActor):
 
     def _dispatch(self, kind: object, message: Any) -> Any:  # noqa: ANN401 - replies are any value
         if self._stale and not self._killed:
-            with self._foreign_lock:  # a kept ctx's change is not overwritten by the reload
-                self._catch_up()
+            self._catch_up()
         writer = self._core.writer
         # every message passes here: the attribute, not the property
         if writer is not None and writer._failure is not None and not self._saw_failure:  # noqa: SLF001
@@ -497,14 +496,29 @@ class AgentActor(pykka.ThreadingActor):
 
         After a sync commit timed out, whether its events are stored is unknown until
         the writer gets to them; replay will apply them if they are, so the live agent
-        must too. If the writer is still not done, this is tried again next message.
+        must too, before it handles anything more: a change checked against the state
+        without them would be journaled after them and contradict them (a ``recover``
+        after a ``retire`` whose commit was slow brought the retired agent back). So it
+        waits for the writer, however long it takes, ``call_timeout`` at a time (the
+        callers waiting for it time out meanwhile, and their calls take effect after),
+        until the runtime closes. Between the tries, the agent's lock is free for a
+        kept ctx's call from another thread.
         """
         writer = self._core.writer
         assert writer is not None
-        self._flush_outbox()
-        if writer.settled():
-            self._reload_after_journal_failure()
-            self._stale = self._shared.stale = False
+        while True:
+            with self._foreign_lock:  # a kept ctx's change is not overwritten by the reload
+                self._flush_outbox()
+                if writer.settled():
+                    self._reload_after_journal_failure()
+                    self._stale = self._shared.stale = False
+                    return
+            if self._core.stopped:
+                return  # the runtime is closing: what follows is refused or dropped
+            log.warning(
+                "agent %s: a commit it stopped waiting for is still not done; it waits for the journal",
+                self._state.id,
+            )
 
     def _after_death(self, message: Any) -> None:  # noqa: ANN401 - a mailbox message
         """Handle what reached the mailbox behind the kill: nothing more is journaled for it."""
