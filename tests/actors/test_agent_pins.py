@@ -4,12 +4,12 @@ Each test holds what a docstring or README.md promises of an agent: its cognitiv
 state is handed out as deep copies (the checkpoint journaled too), a state call that
 waited behind a kill is refused and a kill the clock refused leaves the agent alive,
 lifecycle calls are checked in their mailbox order, ``ctx.subscribe`` journals only a
-change, and the agent recovers by itself from a failure outside its behavior and from
-a commit it stopped waiting for. Each was found by a mutation test of ``_agent.py``
-(hand-made mutants, one at a time, against tests/actors and tests/reliability), and
-seen failing under its mutant. Where a call must be known to wait in an agent's
-mailbox, its ``MailboxSlots`` tell; where a commit must outlast ``call_timeout``, the
-journal's append is held.
+change, a kill is followed by no snapshot, and the agent recovers by itself from a
+failure outside its behavior and from a commit it stopped waiting for. Each was found
+by a mutation test of ``_agent.py`` (hand-made mutants, one at a time, against
+tests/actors and tests/reliability), and seen failing under its mutant. Where a call
+must be known to wait in an agent's mailbox, its ``MailboxSlots`` tell; where a commit
+must outlast ``call_timeout``, the journal's append is held.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from cogfabric.actors import (
     RuntimeConfig,
 )
 from cogfabric.actors._agent import AgentActor, MailboxSlots
+from cogfabric.actors._core import replay_agent
 from cogfabric.events import (
     AgentKilled,
     CheckpointTaken,
@@ -335,3 +336,26 @@ def test_ctx_subscribe_says_false_and_journals_nothing_when_already_subscribed(t
     assert answers == [True, False, True, False]
     assert len([e for e in events if isinstance(e, IpcSubscribed)]) == 1
     assert len([e for e in events if isinstance(e, IpcUnsubscribed)]) == 1
+
+
+def test_a_kill_takes_no_snapshot_even_when_one_is_due(tmp_path: Path) -> None:
+    # A kill journals "not even a snapshot" after it (README), though one is due: replay keeps it dead.
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        agent = rt.spawn("a")
+        for i in range(3):
+            agent.set_private("k", i)
+    config = Config(journal=JournalConfig(snapshot_interval=1))
+    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
+        rt.kill("a")
+        journal = rt._journal
+        assert journal is not None
+        rt.flush()
+        snapshot = journal.load_snapshot("agent/a")
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        replayed = replay_agent(journal, "a")
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
+        agents = rt.agents()
+
+    assert snapshot is None
+    assert replayed is None  # dead, as its events say
+    assert agents == []
