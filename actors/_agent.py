@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from ._bus import IpcBus
     from ._core import Core
     from ._memory import MemoryManager
-    from ._writer import JournalWriter
+    from ._writer import Ack, JournalWriter
 
 __all__ = ["AgentActor", "AgentContext", "Behavior", "FanOut", "Shared", "on_agent_thread"]
 
@@ -354,6 +354,8 @@ class AgentActor(pykka.ThreadingActor):
         self._task_ticket = 0
         self._killed = False
         self._stale = False  # a commit it stopped waiting for may have happened
+        self._behind: Ack | None = None
+        """While ``_stale``: the acknowledgement of the last submission it must see stored."""
         self._saw_failure = False  # reloaded once the journal writer failed
         self.cause: str | None = None
         """The id of the IPC message the behavior is handling: the cause of what it does."""
@@ -499,26 +501,65 @@ class AgentActor(pykka.ThreadingActor):
         must too, before it handles anything more: a change checked against the state
         without them would be journaled after them and contradict them (a ``recover``
         after a ``retire`` whose commit was slow brought the retired agent back). So it
-        waits for the writer, however long it takes, ``call_timeout`` at a time (the
-        callers waiting for it time out meanwhile, and their calls take effect after),
-        until the runtime closes. Between the tries, the agent's lock is free for a
-        kept ctx's call from another thread.
+        waits for its own submissions, however long the writer takes, ``call_timeout``
+        at a time (the callers waiting for it time out meanwhile, and their calls take
+        effect after); between the tries, the agent's lock is free for a kept ctx.
+
+        Raises:
+            RuntimeClosedError: the runtime is closing, or the writer was stopped: the
+                message is not handled (``_failed`` refuses a call and drops anything else).
+            JournalError: the journal went fail-stop meanwhile (``_failed`` reloads).
+
         """
         writer = self._core.writer
         assert writer is not None
-        while True:
-            with self._foreign_lock:  # a kept ctx's change is not overwritten by the reload
-                self._flush_outbox()
-                if writer.settled():
-                    self._reload_after_journal_failure()
-                    self._stale = self._shared.stale = False
-                    return
+        while not self.try_catch_up():
             if self._core.stopped:
-                return  # the runtime is closing: what follows is refused or dropped
+                msg = "the runtime is closing"
+                raise RuntimeClosedError(msg)
+            writer.check_usable()
             log.warning(
                 "agent %s: a commit it stopped waiting for is still not done; it waits for the journal",
                 self._state.id,
             )
+
+    def try_catch_up(self) -> bool:
+        """One try of ``_catch_up`` (``call_timeout`` at most), from any thread; whether it caught up.
+
+        Hands over what waits in the outbox first: the reload reads the journal, so
+        what the agent holds must be stored by then.
+        """
+        writer = self._core.writer
+        assert writer is not None
+        with self._foreign_lock:  # a kept ctx's change is not overwritten by the reload
+            if not self._stale:
+                return True
+            if self._foreign:
+                self._take_foreign()
+            if self._outbox:
+                events, self._outbox = self._outbox, []
+                try:
+                    self._behind = writer.submit(events)
+                except JournalError:
+                    self._behind = None  # fail-stop: the journal holds what it holds
+            if not self._stored(writer, self._behind):
+                return False
+            self._reload_after_journal_failure()
+            self._stale = self._shared.stale = False
+            self._behind = None
+            return True
+
+    def _stored(self, writer: JournalWriter, ack: Ack | None) -> bool:
+        """Whether the writer is past ``ack`` (waits ``call_timeout`` at most); None: past everything."""
+        if ack is None:
+            return writer.settled()
+        try:
+            ack.wait(self._core.call_timeout)
+        except ActorTimeoutError:
+            return False
+        except JournalError:
+            pass  # fail-stop: the journal holds what it holds
+        return True
 
     def _after_death(self, message: Any) -> None:  # noqa: ANN401 - a mailbox message
         """Handle what reached the mailbox behind the kill: nothing more is journaled for it."""
@@ -602,6 +643,7 @@ class AgentActor(pykka.ThreadingActor):
                 # journal's word for its state (_catch_up), rather than guess; and the
                 # writer sends it that message once it is past them.
                 self._stale = self._shared.stale = True
+                self._behind = ack
                 self._catch_up_when_written(writer)
                 raise
             # in batch durability the outbox's events were applied when they went in
@@ -1161,8 +1203,11 @@ class AgentContext:
     before the next (two workers' changes replay as they were applied), never while a
     handle's operation, a kill, or the start or end of a message is under way. One
     kept and called later, from another thread while the agent handles no message,
-    hands its change over at once and names no cause, as do its sends. Once its agent
-    is killed, every method but ``agent_id``, ``memory`` and ``llm`` raises
+    hands its change over at once and names no cause, as do its sends. While its agent
+    is behind the journal (a commit of it timed out and is not stored yet), a state
+    method raises ``ActorTimeoutError`` and does nothing (off a message, after waiting
+    ``call_timeout`` for the writer): it would be checked against the state without
+    that change. Once its agent is killed, every method but ``agent_id``, ``memory`` and ``llm`` raises
     ``AgentNotFoundError``, also when another agent of that id was spawned since (it is
     another agent). What the lock does not order is a behavior's own steps beside its
     state methods: a thread it does not wait for, acting while it runs, still races it.
@@ -1194,6 +1239,16 @@ class AgentContext:
         actor = self._actor
         with actor._foreign_lock:  # noqa: SLF001
             off_message = self._off_message()
+            if actor._stale and not (off_message and actor.try_catch_up()):  # noqa: SLF001
+                # Behind the journal: checked against the state without a change whose
+                # commit timed out, the call would be journaled after it and contradict
+                # it. Off a message it waits one call_timeout for the writer; within a
+                # message (a reload would undo what the message did so far) it is refused.
+                msg = (
+                    f"agent {actor.agent_id!r} is behind the journal (a commit it stopped "
+                    "waiting for is not stored yet): the call was not made"
+                )
+                raise ActorTimeoutError(msg)
             result = getattr(actor, "op_" + name)(*args)
             if off_message:
                 actor.flush_outbox()

@@ -56,6 +56,7 @@ from cogfabric.actors._writer import JournalWriter
 from cogfabric.events import (
     AgentFailed,
     AgentKilled,
+    AgentRecovered,
     AgentSpawned,
     CognitiveState,
     IpcDeadLettered,
@@ -1517,8 +1518,10 @@ class TestBehaviors:
             agent = rt.spawn("a", behavior="k")
             rt.bus.request("x", "a", "keep", timeout=10)
             gate = _stall(rt)
-            with pytest.raises(ActorTimeoutError):
-                agent.set_private("k", "first")
+            entry = rt._entry("a")
+            entry.shared.slots.take()
+            with pytest.raises(ActorTimeoutError):  # the agent's own wait for the commit, not the handle's
+                entry.ref.ask((CALL, "set_private", ("k", "first")), block=False).get(timeout=10)
             monkeypatch.setattr(agent_module, "replay_agent", replay_then_change)
             gate.set()
             rt.flush(timeout=10)  # the writer is past it, and the agent has caught up
@@ -2267,7 +2270,7 @@ class TestJournalFailure:
             ] == stored
 
     def test_a_change_whose_sync_commit_timed_out_and_then_landed_is_in_the_next_snapshot(
-        self, tmp_path: Path
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         # The disk stalls: set_private("late") times out (outcome unknown) and the agent
         # is stale. Its next change waits until its catch-up finds the writer done (the
@@ -2287,21 +2290,14 @@ class TestJournalFailure:
             assert journal is not None
             assert writer is not None
             disk = threading.Event()
-            append, settle = journal.append, writer.flush
+            append = journal.append
 
             def stalled_append(*args: Any, **kwargs: Any) -> list[int]:
                 assert disk.wait(10)
                 return append(*args, **kwargs)
 
-            def flush_then_disk_recovers(timeout: float | None = None) -> None:
-                try:
-                    settle(timeout)
-                except ActorTimeoutError:
-                    disk.set()  # once the agent's catch-up gave up on the writer
-                    raise
-
             journal.append = stalled_append  # type: ignore[method-assign]
-            writer.flush = flush_then_disk_recovers  # type: ignore[method-assign]
+            _open_when_an_agent_finds_it_stalled(monkeypatch, disk)
             with pytest.raises(ActorTimeoutError):
                 agent.set_private("late", 1)
             # its caller most likely gives up (the catch-up's first try takes as long as
@@ -2309,7 +2305,6 @@ class TestJournalFailure:
             with contextlib.suppress(ActorTimeoutError):
                 agent.set_private("y", 2)
             assert disk.wait(10)  # the agent's catch-up found the disk stalled: it recovers
-            writer.flush = settle  # type: ignore[method-assign]
             runtime.flush(10)
             live = dict(agent.context_view().private)
 
@@ -2820,24 +2815,21 @@ def _stall(runtime: Runtime) -> threading.Event:
     return gate
 
 
-def _open_when_an_agent_finds_it_stalled(runtime: Runtime, gate: threading.Event) -> None:
-    """Set ``gate`` (the disk recovers) once a wait for the writer times out (an agent's catch-up).
+def _open_when_an_agent_finds_it_stalled(monkeypatch: pytest.MonkeyPatch, gate: threading.Event) -> None:
+    """Set ``gate`` (the disk recovers) once an agent's catch-up finds the writer not past its commit.
 
     An agent behind the journal handles nothing until the writer is past what it
     stopped waiting for; this opens the gate after its first try found it stalled.
     """
-    writer = runtime._core.writer
-    assert writer is not None
-    settle = writer.flush
+    try_catch_up = AgentActor.try_catch_up
 
-    def flush_then_disk_recovers(timeout: float | None = None) -> None:
-        try:
-            settle(timeout)
-        except ActorTimeoutError:
-            gate.set()
-            raise
+    def watched(actor: AgentActor) -> bool:
+        if try_catch_up(actor):
+            return True
+        gate.set()
+        return False
 
-    writer.flush = flush_then_disk_recovers  # type: ignore[method-assign]
+    monkeypatch.setattr(AgentActor, "try_catch_up", watched)
 
 
 def _no_late_threads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -3223,6 +3215,173 @@ class TestKillAndReloadEdges:
         assert live == reopened == lifecycle
         assert names == stored
 
+    def test_a_call_waiting_behind_the_journal_when_the_runtime_closes_is_not_handled(
+        self, tmp_path: Path
+    ) -> None:
+        # The agent waits for a retire's stalled commit with a recover in hand; close()
+        # gives up on it. Handled then, against the state without the retire, the
+        # recover was queued behind it while the writer still took submissions (the
+        # session actor's stop can take call_timeout), and revived the agent.
+        runtime = _open(tmp_path / "j", timeout=0.3)
+        runtime.spawn("a")
+        gate = _stall(runtime)
+        with pytest.raises(ActorTimeoutError):
+            runtime.retire("a")
+        writer = runtime._core.writer
+        assert writer is not None
+        recovered = threading.Event()
+        submit, memory_close = writer.submit, runtime.memory._close
+
+        def watched_submit(events: Any, *args: Any, **kwargs: Any) -> Any:
+            if any(isinstance(e, AgentRecovered) for e in events):
+                recovered.set()
+            return submit(events, *args, **kwargs)
+
+        def slow_memory_close() -> None:  # the session actor's stop, taking its time
+            recovered.wait(3)
+            memory_close()
+
+        writer.submit = watched_submit  # type: ignore[method-assign]
+        runtime.memory._close = slow_memory_close  # type: ignore[method-assign]
+        with pytest.raises(ActorTimeoutError):
+            runtime.recover("a", CognitiveState(context="back"))  # the agent waits for the journal
+        with contextlib.suppress(ActorTimeoutError):  # the writer's stop times out: the disk is stalled
+            runtime.close()
+        handled = recovered.is_set()
+        gate.set()
+        assert writer._ended.wait(10)
+        with _open(tmp_path / "j") as runtime:
+            lifecycle = runtime.agent("a").lifecycle
+        assert (handled, lifecycle) == (False, AgentState.RETIRED)
+
+    def test_an_agent_behind_the_journal_waits_for_its_own_commit_not_another_agents(
+        self, tmp_path: Path
+    ) -> None:
+        # a's change timed out and then landed; the writer then stalls on b's. a's
+        # catch-up waited for everything submitted, so a read of a waited for b's commit.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            a = runtime.spawn("a")
+            runtime.spawn("b")
+            writer = runtime._core.writer
+            assert writer is not None
+            journal = writer._journal
+            append = journal.append
+            gates, entered = [threading.Event(), threading.Event()], [threading.Event(), threading.Event()]
+            appends = [0]
+
+            def gated_append(*args: Any, **kwargs: Any) -> list[int]:
+                k = min(appends[0], 1)
+                appends[0] += 1
+                entered[k].set()
+                assert gates[k].wait(10), "the test never opened the gate"
+                return append(*args, **kwargs)
+
+            writer._journal = _Stalled(journal, gated_append)  # type: ignore[assignment]
+            entry_a, entry_b = runtime._entry("a"), runtime._entry("b")
+            entry_a.shared.slots.take()
+            with pytest.raises(ActorTimeoutError):  # the agent's own wait for the commit timed out
+                entry_a.ref.ask((CALL, "set_private", ("k", 1)), block=False).get(timeout=10)
+            assert entered[0].wait(10)
+            entry_b.shared.slots.take()
+            b_set = entry_b.ref.ask((CALL, "set_private", ("k", 2)), block=False)
+            gates[0].set()  # a's commit lands
+            assert entered[1].wait(10)  # the writer is stalled on b's
+            try:
+                read: object = a.private("k")
+            finally:
+                gates[1].set()
+            with contextlib.suppress(ActorTimeoutError):
+                b_set.get(timeout=10)
+        assert read == 1
+
+    def test_a_kept_ctx_of_an_agent_behind_the_journal_is_refused(self, tmp_path: Path) -> None:
+        # An unsubscribe's commit timed out; a kept ctx's subscribe from another thread
+        # was checked against the state without it: False, nothing journaled, and the
+        # agent ended unsubscribed. It waits call_timeout for the writer, then is refused.
+        kept: list[AgentContext] = []
+        with _open(tmp_path / "j", timeout=0.3, behaviors={"k": functools.partial(_CtxKeeper, kept)}) as rt:
+            rt.spawn("a", behavior="k")
+            rt.bus.subscribe("a", "news")
+            rt.bus.request("x", "a", "keep", timeout=10)
+            gate = _stall(rt)
+            entry = rt._entry("a")
+            entry.shared.slots.take()
+            with pytest.raises(ActorTimeoutError):  # the agent's own wait for the commit timed out
+                entry.ref.ask((CALL, "unsubscribe", ("news",)), block=False).get(timeout=10)
+            outcome: list[object] = []
+
+            def subscribe() -> None:
+                try:
+                    outcome.append(kept[0].subscribe("news"))
+                except ActorTimeoutError as exc:
+                    outcome.append(exc)
+
+            thread = threading.Thread(target=subscribe)
+            thread.start()
+            thread.join(10)
+            gate.set()
+            rt.flush(10)
+            live = rt.bus.subscribers("news")
+            later = kept[0].subscribe("news")  # caught up: made
+        assert len(outcome) == 1
+        assert isinstance(outcome[0], ActorTimeoutError)
+        assert "behind the journal" in str(outcome[0])
+        assert (live, later) == ([], True)
+
+    def test_a_behaviors_ctx_call_after_its_own_timed_out_one_is_refused(self, tmp_path: Path) -> None:
+        # Within the message, after its unsubscribe timed out, the behavior's subscribe
+        # was checked against the state without it (False, nothing journaled).
+        go, done = threading.Event(), threading.Event()
+        out: list[object] = []
+
+        class Flipper:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:  # noqa: ARG002
+                assert go.wait(10)
+                calls: list[Callable[[], bool]] = [
+                    lambda: ctx.unsubscribe("news"),
+                    lambda: ctx.subscribe("news"),
+                ]
+                for call in calls:
+                    try:
+                        out.append(call())
+                    except ActorTimeoutError as exc:
+                        out.append(type(exc).__name__)
+                done.set()
+
+        with _open(tmp_path / "j", timeout=0.3, behaviors={"f": Flipper}) as rt:
+            rt.spawn("a", behavior="f")
+            rt.bus.subscribe("a", "news")
+            rt.bus.send("x", "a", "flip")
+            gate = _stall(rt)
+            go.set()
+            assert done.wait(10)
+            gate.set()
+            rt.flush(10)
+            live = rt.bus.subscribers("news")
+        assert out == ["ActorTimeoutError", "ActorTimeoutError"]
+        assert live == []
+
+    def test_a_call_waiting_behind_the_journal_gets_runtime_closed_when_the_writer_stops(
+        self, tmp_path: Path
+    ) -> None:
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            runtime.spawn("a")
+            gate = _stall(runtime)
+            entry = runtime._entry("a")
+            entry.shared.slots.take()
+            with pytest.raises(ActorTimeoutError):
+                entry.ref.ask((CALL, "set_private", ("k", 1)), block=False).get(timeout=10)
+            entry.shared.slots.take()
+            read = entry.ref.ask((CALL, "private", ("k",)), block=False)
+            writer = runtime._core.writer
+            assert writer is not None
+            writer.stop_soon()
+            try:
+                with pytest.raises(RuntimeClosedError):
+                    read.get(timeout=10)
+            finally:
+                gate.set()
+
     def test_a_subscription_whose_commit_timed_out_reaches_the_index_after_the_reload(
         self, tmp_path: Path
     ) -> None:
@@ -3239,7 +3398,7 @@ class TestKillAndReloadEdges:
 
     @pytest.mark.parametrize("change", ["subscribe", "unsubscribe", "suspend"])
     def test_after_a_flush_what_the_agent_stopped_waiting_for_shows_without_another_message(
-        self, tmp_path: Path, change: str
+        self, tmp_path: Path, change: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         # Reads that do not ask the agent (its lifecycle, the bus's topic index) showed
         # the state before the timed-out change, though the journal held it, until the
@@ -3258,7 +3417,7 @@ class TestKillAndReloadEdges:
                 calls[change]()
             # once the agent too has stopped waiting (its next message finds the writer
             # still stalled, and waits for it), the writer goes on
-            _open_when_an_agent_finds_it_stalled(runtime, gate)
+            _open_when_an_agent_finds_it_stalled(monkeypatch, gate)
             entry = runtime._entry("a")
             entry.shared.slots.take()
             entry.ref.ask((CALL, "noop", ()), block=False).get(timeout=10)
@@ -3317,7 +3476,7 @@ class TestKillAndReloadEdges:
             assert runtime.bus.subscribers("news") == ["a"]
 
     def test_a_publication_the_reload_applied_does_not_override_a_later_own_change(
-        self, tmp_path: Path
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         with _open(tmp_path / "j", timeout=0.5) as runtime:
             agent = runtime.spawn("a", task_id="t", task_context={"v": 0}, behavior="gate")
@@ -3328,7 +3487,7 @@ class TestKillAndReloadEdges:
             own = ref.ask((CALL, "set_task_context", ({"v": "own, later"},)), block=False)
             runtime.publish_task_context("t", {"v": "published"})  # stored first, delivered after
             gate = _stall(runtime)
-            _open_when_an_agent_finds_it_stalled(runtime, gate)
+            _open_when_an_agent_finds_it_stalled(monkeypatch, gate)
             Gate.release.set()  # the behavior's own change times out: the agent is behind
             # it waits for the journal before it handles ``own``, and takes its word (the
             # publication, stored first); the publication's delivery comes after ``own``
