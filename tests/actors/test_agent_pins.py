@@ -14,6 +14,7 @@ must outlast ``call_timeout``, the journal's append is held.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,14 @@ if TYPE_CHECKING:
 def _records(path: Path) -> list[Any]:
     with Journal.open(path, readonly=True) as journal:
         return [record.event for record in journal.read()]
+
+
+def _run(outcomes: dict[str, object], name: str, call: Any) -> None:
+    """Keep in ``outcomes[name]`` what ``call()`` returned, or what it raised (a thread's target)."""
+    try:
+        outcomes[name] = call()
+    except Exception as exc:  # noqa: BLE001 - what the call raised is the outcome
+        outcomes[name] = exc
 
 
 class _Counting:
@@ -136,12 +145,7 @@ def test_a_state_call_queued_behind_a_kill_is_refused_as_not_found(tmp_path: Pat
     _Blocking.started, _Blocking.release = threading.Event(), threading.Event()
     config = Config(journal=JournalConfig(durability=durability))  # type: ignore[arg-type]
     outcomes: dict[str, object] = {}
-
-    def run(name: str, call: Any) -> None:
-        try:
-            outcomes[name] = call()
-        except Exception as exc:  # noqa: BLE001 - what the call raised is the outcome
-            outcomes[name] = exc
+    run = functools.partial(_run, outcomes)
 
     with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"b": _Blocking}) as rt:
         agent = rt.spawn("a", behavior="b")
@@ -252,12 +256,7 @@ class _Counted(MailboxSlots):
 def test_a_recover_queued_behind_a_retire_is_refused_as_retired(tmp_path: Path) -> None:
     # A recover handled after a retire in the agent's mailbox gets AgentRetiredError; the agent stays retired.
     outcomes: dict[str, object] = {}
-
-    def run(name: str, call: Any) -> None:
-        try:
-            outcomes[name] = call()
-        except Exception as exc:  # noqa: BLE001 - what the call raised is the outcome
-            outcomes[name] = exc
+    run = functools.partial(_run, outcomes)
 
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
         agent = rt.spawn("a")
