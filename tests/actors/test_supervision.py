@@ -2383,10 +2383,12 @@ class TestJournalFailure:
             agent = runtime.spawn("a")
             other = runtime.spawn("b")
             runtime.flush()
+            gate = _stall(runtime)  # the writer fails only once all three are handed over
             agent.set_private("big", "x" * (4 << 20))  # the commit that holds it fails...
             runtime.suspend("b")  # ...and these are handed over behind it
             runtime.spawn("newbie")
             assert other.lifecycle == AgentState.SUSPENDED  # applied at once (batch)
+            gate.set()
 
             with caplog.at_level("ERROR"), pytest.raises(JournalFullError):
                 runtime.flush()
