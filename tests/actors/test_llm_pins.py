@@ -1,0 +1,276 @@
+"""The LLM client's promises (``actors/_llm.py``) that a mutation test found no test held.
+
+Each test names what a docstring or README.md promises of ``LLMConfig``'s limits, the
+HTTP provider (its answer limit, its error messages, which never hold the API key), the
+journal's records of refusals and failures, and ``render_messages``. The HTTP provider
+talks to a local ``http.server`` on 127.0.0.1 that answers each prompt as its test set it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pytest
+
+from cogfabric.actors import (
+    FakeClock,
+    InvalidArgumentError,
+    LLMConfig,
+    OpenAICompatibleProvider,
+    ProviderError,
+    Runtime,
+    RuntimeClosedError,
+    ScriptedProvider,
+    render_messages,
+)
+from cogfabric.events import (
+    LlmCallFailed,
+    LlmOutputRecorded,
+    Message,
+    PromptRejected,
+    ToolCall,
+    ToolCallFunction,
+)
+from cogfabric.store import Journal
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from cogfabric.events import Event
+
+KEY = "sk-pin-secret-7"
+
+
+def _completion(*contents: object) -> bytes:
+    """An OpenAI chat-completions answer with one choice per content."""
+    choices = [{"message": {"role": "assistant", "content": c}} for c in contents]
+    return json.dumps({"choices": choices}).encode()
+
+
+class _Answers(http.server.BaseHTTPRequestHandler):
+    """Answers a prompt with what ``answers`` holds for it: a status, a reason phrase and a body."""
+
+    answers: ClassVar[dict[str, tuple[int, str | None, bytes]]] = {}
+    received: ClassVar[list[dict[str, Any]]] = []
+    release: ClassVar[threading.Event] = threading.Event()
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Answers.received.append({"auth": self.headers.get("Authorization"), **body})
+        prompt = body["messages"][0]["content"]
+        if prompt == "hold":  # headers that trickle, a byte each 0.1 s, until the test ends
+            with contextlib.suppress(OSError):
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                while not _Answers.release.wait(0.1):
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+            return
+        status, reason, data = _Answers.answers[prompt]
+        self.send_response(status, reason)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        with contextlib.suppress(OSError):  # a client that refused the answer hung up
+            self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        """Quiet."""
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    _Answers.answers = {}
+    _Answers.received = []
+    _Answers.release.clear()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    _Answers.release.set()
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=10)
+
+
+def _events(path: Path) -> list[Event]:
+    with Journal.open(path, readonly=True) as journal:
+        return [r.event for r in journal.read()]
+
+
+def test_a_limit_of_one_is_positive_and_so_kept() -> None:
+    # LLMConfig: max_prompt_length and max_tokens are the limit "when positive"; only 0 or less is the default
+    config = LLMConfig(max_prompt_length=1, max_tokens=1)
+
+    assert (config.prompt_limit, config.completion_tokens) == (1, 1)
+
+
+def test_the_default_answer_limit_is_16_mib(server: str) -> None:
+    # OpenAICompatibleProvider: the answer is read "up to max_answer_bytes (16 MiB by default)"
+    _Answers.answers["huge"] = (200, None, b" " * ((16 << 20) + 1))
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=30))
+
+    with pytest.raises(ProviderError, match=r"longer than 16777216 bytes \(max_answer_bytes\)"):
+        provider.generate("huge")
+
+
+def test_an_answer_of_exactly_max_answer_bytes_is_read(server: str) -> None:
+    # "read up to max_answer_bytes: a longer one is refused": the limit itself passes
+    data = _completion("ok")
+    _Answers.answers["hi"] = (200, None, data)
+    config = LLMConfig(model="m", base_url=server, timeout=5)
+
+    assert OpenAICompatibleProvider(config, max_answer_bytes=len(data)).generate("hi") == "ok"
+    with pytest.raises(ProviderError, match="max_answer_bytes"):
+        OpenAICompatibleProvider(config, max_answer_bytes=len(data) - 1).generate("hi")
+
+
+def test_the_providers_name_is_config_llm_provider_and_is_journaled(server: str, tmp_path: Path) -> None:
+    # README: llm.provider is "a name only (empty: openai-compatible)"; the journal records a provider's name
+    _Answers.answers["hi"] = (200, None, _completion("ok"))
+    llm = {"provider": "acme", "base_url": server, "model": "m", "timeout": 5}
+    with Runtime.open(tmp_path / "j", config={"llm": llm}, clock=FakeClock()) as runtime:
+        assert runtime.llm().generate("hi") == "ok"
+
+    (output,) = [e for e in _events(tmp_path / "j") if isinstance(e, LlmOutputRecorded)]
+    assert (output.provider, output.model) == ("acme", "m")
+
+
+def test_the_configurations_extra_fields_are_sent(server: str) -> None:
+    # the HTTP provider sends the configuration's extra, and a call's params, as further request fields
+    _Answers.answers["hi"] = (200, None, _completion("ok"))
+    config = LLMConfig(model="m", base_url=server, timeout=5, extra={"temperature": 0.3})
+
+    assert OpenAICompatibleProvider(config).generate("hi", top_p=0.5) == "ok"
+
+    assert (_Answers.received[-1]["temperature"], _Answers.received[-1]["top_p"]) == (0.3, 0.5)
+
+
+def test_no_authorization_header_is_sent_without_an_api_key(server: str) -> None:
+    # api_key "" is no key (a local server): the request carries no "Bearer " header with nothing in it
+    _Answers.answers["hi"] = (200, None, _completion("ok"))
+
+    assert OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=5)).generate("hi") == "ok"
+
+    assert _Answers.received[-1]["auth"] is None
+
+
+def test_a_completion_that_is_not_text_is_a_provider_error(server: str) -> None:
+    # generate -> str; "an answer without a completion" is a ProviderError (a tool call's content is null)
+    _Answers.answers["hi"] = (200, None, _completion(None))
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=5))
+
+    with pytest.raises(ProviderError, match="not text"):
+        provider.generate("hi")
+
+
+def test_the_answer_is_the_first_choice(server: str) -> None:
+    # OpenAI's API shape: with several choices (n=2) the completion is choices[0]
+    _Answers.answers["hi"] = (200, None, _completion("first", "second"))
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=5))
+
+    assert provider.generate("hi", n=2) == "first"
+
+
+def test_a_timeout_message_never_holds_the_api_key_in_the_url(server: str) -> None:
+    # README: "no error message holds the api_key", also one whose base_url carries it in a query
+    # (the headers trickle: the socket never times out, the call's own deadline does)
+    config = LLMConfig(model="m", base_url=f"{server}?key={KEY}", api_key=KEY, timeout=0.5)
+
+    with pytest.raises(ProviderError, match="no whole answer") as caught:
+        OpenAICompatibleProvider(config).generate("hold")
+
+    assert KEY not in str(caught.value)
+
+
+def test_an_http_error_message_never_holds_the_api_key_in_the_url_or_reason(server: str) -> None:
+    # README: "no error message holds the api_key": not the URL's query, nor a status line echoing it
+    _Answers.answers["hi"] = (401, f"bad key {KEY}", b"")
+    config = LLMConfig(model="m", base_url=f"{server}?key={KEY}", api_key=KEY, timeout=5)
+
+    with pytest.raises(ProviderError, match="HTTP Error 401") as caught:
+        OpenAICompatibleProvider(config).generate("hi")
+
+    assert KEY not in str(caught.value)
+
+
+def test_an_http_errors_reason_is_kept_printable(server: str) -> None:
+    # the server's reason is kept "printable, one line": no terminal escape or NUL reaches a log or journal
+    _Answers.answers["hi"] = (500, None, b"boom \x1b[2J\x00 over")
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=5))
+
+    with pytest.raises(ProviderError) as caught:
+        provider.generate("hi")
+
+    message = str(caught.value)
+    assert message.endswith(": boom ?[2J? over")
+    assert message.isprintable()
+
+
+def test_an_http_error_without_a_body_ends_with_its_status(server: str) -> None:
+    # the reason's detail is "" if none: no dangling ": " after the status
+    _Answers.answers["hi"] = (500, None, b"")
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=5))
+
+    with pytest.raises(ProviderError) as caught:
+        provider.generate("hi")
+
+    assert str(caught.value).endswith("failed: HTTP Error 500: Internal Server Error")
+
+
+def test_a_refused_non_text_or_blank_prompt_is_journaled_with_its_length(tmp_path: Path) -> None:
+    # README: the client journals "every refusal", and "a refusal keeps its length"
+    provider = ScriptedProvider(["unused"])
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=provider) as runtime:
+        llm = runtime.llm()
+        for prompt in (b"bytes", "   "):
+            with pytest.raises(InvalidArgumentError, match=r"^invalid argument provided"):
+                llm.generate(prompt)  # type: ignore[arg-type]
+
+    rejected = [e for e in _events(tmp_path / "j") if isinstance(e, PromptRejected)]
+    assert [(e.reason, e.length, e.limit) for e in rejected] == [("not_text", 0, 8192), ("blank", 3, 8192)]
+    assert provider.calls == []
+
+
+def test_a_provider_failure_is_journaled_up_to_1000_characters(tmp_path: Path) -> None:
+    # LlmCallFailed.error: "the ProviderError's message ... (cut to 1,000 characters)", not fewer
+    def down(prompt: str) -> str:  # noqa: ARG001 - a provider's signature
+        raise ConnectionError("x" * 1500)
+
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime, pytest.raises(ProviderError) as caught:
+        runtime.llm(ScriptedProvider(down)).generate("hi")
+
+    (failed,) = [e for e in _events(tmp_path / "j") if isinstance(e, LlmCallFailed)]
+    assert failed.error == str(caught.value)[:1000]
+
+
+def test_a_provider_that_finds_the_runtime_closed_raises_runtime_closed(tmp_path: Path) -> None:
+    # a provider using the runtime that closed under it: the caller hears RuntimeClosedError, no ProviderError
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+
+        def closed(prompt: str) -> str:  # noqa: ARG001 - a provider's signature
+            raise RuntimeClosedError
+
+        with pytest.raises(RuntimeClosedError):
+            runtime.llm(ScriptedProvider(closed)).generate("hi")
+
+    assert not [e for e in _events(tmp_path / "j") if isinstance(e, LlmCallFailed)]
+
+
+def test_render_messages_shows_a_message_without_content_or_calls_as_role_colon() -> None:
+    # render_messages: "A message is role: content", an empty content too
+    window = [Message(role="user", content="hi"), Message(role="assistant", content="")]
+
+    assert render_messages(window) == "user: hi\nassistant: "
+
+
+def test_render_messages_shows_the_calls_of_the_last_turns_first_message_whole() -> None:
+    # render_messages: in the last turn each tool call is a line "role tool call <id>: <name>(<arguments>)",
+    # also in its first message (a window of no user message is one turn, from index 0)
+    search = ToolCall(id="c1", function=ToolCallFunction(name="search", arguments='{"q": "x"}'))
+    window = [Message(role="assistant", content="", tool_calls=[search])]
+
+    assert render_messages(window) == 'assistant tool call c1: search({"q": "x"})'
