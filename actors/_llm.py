@@ -7,6 +7,8 @@ whitespace-only prompt (``InvalidArgumentError``), and a prompt of more than
 
 from __future__ import annotations
 
+import contextlib
+import email.message
 import hashlib
 import itertools
 import json
@@ -75,6 +77,8 @@ _ERROR_DETAIL: Final = 300
 """Characters of an HTTP error answer's body kept in the ``ProviderError`` (the server's reason)."""
 _DETAIL_WAIT: Final = 0.5
 """Seconds an HTTP error waits for its body's first bytes (the server's reason)."""
+_CHAIN_DEPTH: Final = 16
+"""Errors of an HTTP failure's cause chain scrubbed of the API key (a chain is a few long)."""
 
 
 class InvalidArgumentError(ActorError, ValueError):
@@ -103,7 +107,11 @@ class NoLLMProviderError(ActorError, ValueError):
 
 
 class ProviderError(ActorError):
-    """Raised when a provider fails (HTTP error, malformed answer); ``__cause__`` says why."""
+    """Raised when a provider fails (HTTP error, malformed answer); ``__cause__`` says why.
+
+    Neither its message nor, for the HTTP provider, the cause it chains holds the API key,
+    in its text, headers or fields: a cause that would still hold it is not chained.
+    """
 
 
 class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -147,6 +155,11 @@ class LLMConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     def __repr__(self) -> str:
         key = "***" if self.api_key else ""
         return f"LLMConfig(provider={self.provider!r}, model={self.model!r}, api_key={key!r})"
+
+    def __rich_repr__(self) -> list[tuple[str, Any]]:
+        """The fields for ``rich``'s pretty printer (msgspec's own shows them all), the key masked."""
+        masked = {"api_key": "***"} if self.api_key else {}
+        return [(name, masked.get(name, getattr(self, name))) for name in self.__struct_fields__]
 
 
 def _checked_llm_config(config: object) -> LLMConfig:
@@ -230,7 +243,8 @@ def _check_base_url(config: LLMConfig) -> None:
         msg = f"invalid LLM configuration: base_url is not a URL ({exc})"
         raise InvalidConfigError(msg) from None
     if not parts.hostname:
-        msg = f"invalid LLM configuration: base_url {config.base_url!r} names no host"
+        shown = config.base_url.replace(config.api_key, "***") if config.api_key else config.base_url
+        msg = f"invalid LLM configuration: base_url {shown!r} names no host"
         raise InvalidConfigError(msg)
 
 
@@ -442,7 +456,7 @@ class OpenAICompatibleProvider:
             except BaseException as exc:  # noqa: BLE001 - network, HTTP, JSON: the caller's ProviderError
                 detail = ""
                 if isinstance(exc, urllib.error.HTTPError):
-                    detail = _error_detail(exc, deadline, self._scrubbed)
+                    detail = _error_detail(exc, deadline, self._config.api_key)
                     exc.close()  # it holds the answer's socket
                 outcome.append((exc, detail))
             finally:
@@ -456,7 +470,10 @@ class OpenAICompatibleProvider:
         if isinstance(answer, tuple):
             error, detail = answer
             msg = f"{self.name} at {url} failed: {str(error) or repr(error)}{detail}"
-            raise ProviderError(self._scrubbed(msg)) from error
+            if _scrub_chain(error, self._config.api_key):
+                raise ProviderError(self._scrubbed(msg)) from error
+            msg += " (its cause is not chained: it held the API key)"
+            raise ProviderError(self._scrubbed(msg)) from None
         return answer
 
     def _scrubbed(self, message: str) -> str:
@@ -487,8 +504,90 @@ def _read_within(response: Any, deadline: float, limit: int) -> bytes:  # noqa: 
     return b"".join(chunks)
 
 
-def _error_detail(error: urllib.error.HTTPError, deadline: float, scrubbed: Callable[[str], str]) -> str:
-    """``": "`` and the start of an HTTP error's body (printable, one line, scrubbed); "" if none.
+def _scrub_chain(error: BaseException, key: str) -> bool:
+    """Scrub ``key`` out of ``error`` and the errors it chains, in place; True if none is left.
+
+    The chained error is printed with the ``ProviderError`` in every traceback and
+    ``log.exception``, and a debugger or a handler reads its fields: an ``HTTPError``'s
+    status line or headers may echo the key, its URL may carry it in a query, a
+    ``JSONDecodeError`` keeps the whole answer. Each error's ``args``, text fields and
+    headers are scrubbed; an error that still shows the key anywhere is not chained.
+    """
+    if not key:
+        return True
+    seen: set[int] = set()
+    chain: list[BaseException] = []
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen and len(chain) < _CHAIN_DEPTH:
+        seen.add(id(link))
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    for link in chain:
+        link.args = tuple(_scrubbed_value(arg, key) for arg in link.args)
+        for name in _fields(link):
+            value = _field(link, name)
+            clean = _scrubbed_value(value, key)
+            if clean is not value:
+                with contextlib.suppress(AttributeError, TypeError):  # read-only (HTTPError's reason)
+                    setattr(link, name, clean)
+    return not any(_shows(link, key) for link in chain)
+
+
+_TEXT_FIELDS: Final = ("msg", "reason", "filename", "filename2", "url", "strerror", "doc", "object", "hdrs")
+"""Where urllib's, http.client's, json's and the builtin errors keep text (some are C-level slots)."""
+
+
+def _fields(error: BaseException) -> list[str]:
+    return [*_TEXT_FIELDS, *(name for name in vars(error) if name not in _TEXT_FIELDS)]
+
+
+def _field(error: BaseException, name: str) -> object:
+    try:
+        return getattr(error, name, None)
+    except Exception:  # noqa: BLE001 - a property that raises holds nothing to scrub
+        return None
+
+
+def _scrubbed_value(value: object, key: str) -> object:
+    """``value`` without ``key`` if it is text, bytes or headers that hold it; else ``value`` itself."""
+    if isinstance(value, str):
+        return value.replace(key, "***") if key in value else value
+    if isinstance(value, bytes | bytearray):
+        raw = key.encode("utf-8")
+        return bytes(value).replace(raw, b"***") if raw in value else value
+    if isinstance(value, email.message.Message) and any(key in str(v) for v in value.values()):
+        clean = type(value)()
+        for name, header in value.items():
+            clean[name] = str(header).replace(key, "***")
+        return clean
+    return value
+
+
+def _shows(error: BaseException, key: str) -> bool:
+    """Whether ``key`` is in ``error``'s text, ``args`` or fields (one whose ``str`` raises shows nothing)."""
+    try:
+        texts = [str(error), repr(error)]
+    except Exception:  # noqa: BLE001 - traceback prints "<exception str() failed>"
+        texts = []
+    values = [*error.args, *(_field(error, name) for name in _fields(error))]
+    return any(key in text for text in texts) or any(_scrubbed_value(v, key) is not v for v in values)
+
+
+def _without_key_start(text: str, key: str) -> str:
+    """``text`` without ``key`` (not empty), and with an ending that starts it masked too.
+
+    A read may stop inside an echoed key: its first characters would show.
+    """
+    text = text.replace(key, "***")
+    end = text.rstrip("\ufffd")  # a read that stopped inside a character of the key
+    for size in range(min(len(key) - 1, len(end)), 0, -1):
+        if end.endswith(key[:size]):
+            return end[:-size] + "***"
+    return text
+
+
+def _error_detail(error: urllib.error.HTTPError, deadline: float, key: str) -> str:
+    """``": "`` and the start of an HTTP error's body (printable, one line, without ``key``); "" if none.
 
     One read, waiting ``_DETAIL_WAIT`` seconds at most (and not past ``deadline``): the
     status is the error; a body that is slow to come must not turn it into a timeout.
@@ -504,7 +603,9 @@ def _error_detail(error: urllib.error.HTTPError, deadline: float, scrubbed: Call
         body = read(4 * _ERROR_DETAIL)
     except Exception:  # noqa: BLE001 - the reason is a courtesy: the status stands without it
         return ""
-    text = scrubbed(" ".join(bytes(body).decode("utf-8", "replace").split()))  # before the cut
+    text = " ".join(bytes(body).decode("utf-8", "replace").split())
+    if key:  # before the cut; also a key the read stopped inside of
+        text = _without_key_start(text, key)
     text = "".join(c if c.isprintable() else "?" for c in text)[:_ERROR_DETAIL]
     return f": {text}" if text else ""
 

@@ -12,6 +12,7 @@ import contextlib
 import http.server
 import json
 import threading
+import traceback
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
@@ -25,6 +26,7 @@ from cogfabric.actors import (
     Runtime,
     RuntimeClosedError,
     ScriptedProvider,
+    _llm,
     render_messages,
 )
 from cogfabric.events import (
@@ -274,3 +276,46 @@ def test_render_messages_shows_the_calls_of_the_last_turns_first_message_whole()
     window = [Message(role="assistant", content="", tool_calls=[search])]
 
     assert render_messages(window) == 'assistant tool call c1: search({"q": "x"})'
+
+
+def test_an_http_errors_cause_never_holds_the_api_key(server: str) -> None:
+    # ProviderError's cause "says why" and is printed with it in every traceback and
+    # log.exception: the chained HTTPError must not carry a status line or URL echoing the key
+    _Answers.answers["hi"] = (401, f"bad key {KEY}", b"")
+    config = LLMConfig(model="m", base_url=f"{server}?key={KEY}", api_key=KEY, timeout=5)
+
+    with pytest.raises(ProviderError, match="HTTP Error 401") as caught:
+        OpenAICompatibleProvider(config).generate("hi")
+
+    assert caught.value.__cause__ is not None
+    printed = "".join(traceback.format_exception(caught.value))
+    assert "HTTP Error 401: bad key ***" in printed
+    assert KEY not in printed
+    assert KEY not in repr(caught.value.__cause__)
+
+
+class _KeyInItsOwnWordsError(OSError):
+    """A network error that prints a text no scrubbing of its fields reaches."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__("refused")
+        self._said = key[::-1]
+
+    def __str__(self) -> str:
+        return f"refused for {self._said[::-1]}"
+
+
+def test_a_cause_that_still_prints_the_api_key_is_not_chained(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the key stays out of the printed chain even when the cause's own text cannot be scrubbed
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise _KeyInItsOwnWordsError(KEY)
+
+    monkeypatch.setattr(_llm._NO_REDIRECTS, "open", refuse)
+    config = LLMConfig(model="m", base_url="http://127.0.0.1:9/v1", api_key=KEY, timeout=5)
+
+    match = r"refused for \*\*\*.*not chained: it held the API key"
+    with pytest.raises(ProviderError, match=match) as caught:
+        OpenAICompatibleProvider(config).generate("hi")
+
+    assert caught.value.__cause__ is None
+    assert KEY not in "".join(traceback.format_exception(caught.value))
