@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import http.server
+import threading
 from typing import TYPE_CHECKING
 
 import lmdb
@@ -56,3 +58,28 @@ def break_link() -> Callable[[Path, int], None]:
     """``break_link(directory, seq)`` changes the last byte (its chain link's) of record
     ``seq`` in the journal at ``directory``, with the plain lmdb package."""
     return _break_link
+
+
+@pytest.fixture
+def serve_http() -> Iterator[Callable[..., str]]:
+    """``serve_http(handler, release=None)`` serves ``handler`` (a ``BaseHTTPRequestHandler``
+    class) on 127.0.0.1 for the test and returns its ``/v1`` URL. At the test's end
+    ``release`` is set (for handlers that hold an answer until it is), then the server stops."""
+    servers: list[tuple[http.server.ThreadingHTTPServer, threading.Thread, threading.Event | None]] = []
+
+    def serve(
+        handler: type[http.server.BaseHTTPRequestHandler], release: threading.Event | None = None
+    ) -> str:
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        servers.append((httpd, thread, release))
+        return f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+
+    yield serve
+    for httpd, thread, release in servers:
+        if release is not None:
+            release.set()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)

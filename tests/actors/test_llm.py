@@ -44,7 +44,7 @@ from cogfabric.events import (
 from cogfabric.store import JournalFullError, JournalStillFullError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -706,15 +706,9 @@ class _Completions(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
+def server(serve_http: Callable[..., str]) -> str:
     _Completions.received = []
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Completions)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=10)
+    return serve_http(_Completions)
 
 
 def test_the_openai_compatible_provider_talks_to_a_real_http_server(server: str) -> None:

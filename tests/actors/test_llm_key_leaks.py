@@ -22,7 +22,7 @@ from cogfabric.actors import InvalidConfigError, LLMConfig, OpenAICompatibleProv
 from cogfabric.config import Config
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable
 
 KEY = "sk-proj-Zx81Qm4Tt0Lr9Vb2Nc7Wd5Ye3Uf6Ig1Hk0"
 
@@ -51,17 +51,10 @@ class _Raw(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
+def server(serve_http: Callable[..., str]) -> str:
     _Raw.parts = []
     _Raw.release.clear()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Raw)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    _Raw.release.set()
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=10)
+    return serve_http(_Raw, _Raw.release)
 
 
 def _answer(status: str, body: bytes, *, length: int | None = None, headers: str = "") -> bytes:

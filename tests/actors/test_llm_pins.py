@@ -40,7 +40,7 @@ from cogfabric.events import (
 from cogfabric.store import Journal
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable
     from pathlib import Path
 
     from cogfabric.events import Event
@@ -84,18 +84,11 @@ class _Answers(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
+def server(serve_http: Callable[..., str]) -> str:
     _Answers.answers = {}
     _Answers.received = []
     _Answers.release.clear()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    _Answers.release.set()
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=10)
+    return serve_http(_Answers, _Answers.release)
 
 
 def _events(path: Path) -> list[Event]:
