@@ -141,6 +141,27 @@ class IpcBus:
     def _journal(self, event: Event, *, durable: bool) -> None:
         self._core.persist([event], durable=durable)
 
+    def _journal_message(self, message: IpcMessage, late: Callable[[bool], None]) -> None:
+        """Journal ``message``, durable first in sync durability.
+
+        If its commit outlasts ``call_timeout`` (``ActorTimeoutError``), the writer may
+        still store it, and replay would then have it sent: ``late(committed)`` runs once
+        the commit is over (on a helper thread; at once with False if none can start),
+        so that the live runtime follows the journal.
+        """
+        writer = self._core.writer
+        if writer is None or not self._core.sync:
+            self._journal(message, durable=True)
+            return
+        ack = writer.submit([message])
+        assert ack is not None
+        try:
+            ack.wait(self._core.call_timeout)
+        except ActorTimeoutError:
+            if not self._runtime._finish_late(ack, late, "message"):  # noqa: SLF001
+                late(False)
+            raise
+
     def _message(self, frm: str, to: str, topic: str, payload: object, **fields: Any) -> IpcMessage:  # noqa: ANN401
         frm = require_str(frm, "sender")
         to = require_str(to, "recipient")
@@ -327,6 +348,8 @@ class IpcBus:
                 also an ``AgentNotFoundError``).
             MailboxFullError: ``to``'s mailbox stayed full for ``call_timeout`` (the
                 message is not journaled; one dead letter is).
+            ActorTimeoutError: its commit outlasted ``call_timeout`` (sync durability);
+                it is delivered if the writer then stores it.
             UnencodableValueError: ``payload`` cannot be encoded.
             InvalidTextError: ``frm``, ``to``, ``topic``, ``cause`` or ``trace`` is not a str
                 UTF-8 can encode.
@@ -347,14 +370,18 @@ class IpcBus:
     def _journal_and_deliver(self, message: IpcMessage, entry: _Entry, *, shared: bool = False) -> None:
         """Journal ``message`` (durable first), then put it in its admitted mailbox.
 
-        If journaling fails, the mailbox slot is given back and the error raised.
+        If journaling fails, the mailbox slot is given back and the error raised. If its
+        commit times out, it is delivered once stored (the slot is given back if not).
         """
+        deliver = self._delivery(message, entry, shared=shared)
         try:
-            self._journal(message, durable=True)
+            self._journal_message(message, deliver)
+        except ActorTimeoutError:
+            raise  # the slot is the late delivery's
         except BaseException:
             entry.shared.slots.release()
             raise
-        self._delivery(message, entry, shared=shared)(True)
+        deliver(True)
 
     def send_from(self, sender: AgentActor, to: str, topic: str, payload: object = None) -> None:
         """``send`` from inside an agent: journaled with the agent's waiting events.
@@ -403,6 +430,9 @@ class IpcBus:
                 if shorter); the request is not journaled, one dead letter is.
             IpcTimeoutError: no reply within ``timeout``, waiting for room in the mailbox
                 included (one dead letter is journaled).
+            ActorTimeoutError: its commit outlasted ``call_timeout`` (sync durability):
+                it is not delivered, and if the writer then stores it, a ``timeout``
+                dead letter follows it.
             IpcHandlerError: the recipient's behavior raised (``__cause__``).
             IpcNoHandlerError: the recipient has no behavior, or is suspended or retired
                 (raised as soon as it reaches the request; one dead letter is journaled).
@@ -499,7 +529,23 @@ class IpcBus:
     def _request(self, message: IpcMessage, pending: _Pending, timeout: float) -> IpcMessage:
         to, topic = message.recipient, message.topic
         deadline = time.monotonic() + timeout  # waiting for room in the mailbox counts too
-        self._journal_and_deliver(message, self._admit(message, min(timeout, self._core.call_timeout)))
+        entry = self._admit(message, min(timeout, self._core.call_timeout))
+
+        def gave_up(committed: bool) -> None:
+            # Its requester stopped waiting at its commit: once stored, it is not
+            # delivered (nobody waits for the reply) but dead-lettered, as a request
+            # that timed out waiting for its reply is.
+            if committed:
+                msg = f"agentipc: request timed out: {topic!r} to {to!r}: its commit outlasted call_timeout"
+                with contextlib.suppress(CogfabricError):  # stopped meanwhile: nothing to record it in
+                    self.dead_letter(message, "timeout", msg)
+
+        try:
+            self._journal_message(message, gave_up)
+        except BaseException:
+            entry.shared.slots.release()
+            raise
+        self._delivery(message, entry)(True)
         if not pending.done.wait(max(0.0, deadline - time.monotonic())):
             with self._lock:
                 mine = self._pending.pop(message.correlation_id, None) is not None
@@ -861,6 +907,8 @@ class IpcBus:
 
         Raises:
             RuntimeClosedError: the runtime is closed.
+            ActorTimeoutError: its commit outlasted ``call_timeout`` (sync durability);
+                it goes to the subscribers it was made for if the writer then stores it.
             TypeError: ``frm``, ``topic``, ``cause`` or ``trace`` is not a str
                 (``InvalidTextError``).
             UnencodableValueError: a payload msgspec cannot encode (also a ``TypeError``).
@@ -871,7 +919,23 @@ class IpcBus:
             frm, "", topic, payload, trace_id=_trace_of(trace), kind="broadcast", cause=cause
         )
         targets = [a for a in self.subscribers(message.topic) if self._runtime._has_behavior(a)]  # noqa: SLF001
-        self._journal(message, durable=True)
+
+        def late(committed: bool) -> None:
+            if committed:
+                with contextlib.suppress(RuntimeClosedError):  # the untold have their letters
+                    self._fan_out(message, targets)
+
+        self._journal_message(message, late)
+        return self._fan_out(message, targets)
+
+    def _fan_out(self, message: IpcMessage, targets: list[str]) -> int:
+        """Tell a journaled broadcast to each of ``targets``; how many mailboxes took it.
+
+        Raises:
+            RuntimeClosedError: the runtime closed while it waited for room (each
+                target not told has its ``closed`` dead letter).
+
+        """
         deadline = time.monotonic() + self._core.call_timeout
         delivered = 0
         fanout = FanOut(len(targets))

@@ -37,7 +37,7 @@ from cogfabric.events._codec import journal_text, require_str
 
 from ._cleaner import GO_SPACE, active_turn_start, summarise_tool_calls
 from ._clock import bounded_wait
-from ._errors import ActorError, InvalidConfigError, RuntimeClosedError
+from ._errors import ActorError, ActorTimeoutError, InvalidConfigError, RuntimeClosedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -854,6 +854,7 @@ class JournaledLLM(LLMClient):
         except TypeError as exc:
             # It would be journaled where replay could not read it back.
             raise ProviderError(str(exc)) from exc
+        self._turn.output = output  # a turn whose record times out still answers its session
         self._journal(LlmOutputRecorded(**self._call_fields(prompt), output=output))
 
     def _failed(self, prompt: str, error: ProviderError) -> None:
@@ -895,6 +896,8 @@ class JournaledLLM(LLMClient):
             ProviderError: the provider failed.
             RuntimeClosedError, JournalError, AgentNotFoundError: as ``generate``,
                 before anything is added to the session.
+            ActorTimeoutError: the output's record outlasted ``call_timeout`` (sync
+                durability): the answer is added to the session all the same, behind it.
 
         """
         if self._check_open is not None:
@@ -904,10 +907,24 @@ class JournaledLLM(LLMClient):
         turn_id = self._memory.add_turn_message(session_id, ROLE_USER, user_message)
         prompt = render_messages(self._memory.build_prompt_messages(session_id))
         self._turn.session = require_str(session_id, "session_id")  # journaled with the output
+        self._turn.output = None
         try:
             output = self.generate(prompt, **params)
+        except ActorTimeoutError:
+            output = self._turn.output
+            if output is None:
+                raise
+            # The output's record outlasted call_timeout: the writer will most likely
+            # store it, so the answer goes into the session behind it, as replay will
+            # find them; the caller still hears the timeout.
+            with contextlib.suppress(ActorTimeoutError):  # stored once the writer gets to it
+                self._add_answer(session_id, output, turn_id)
+            raise
         finally:
-            self._turn.session = None
+            self._turn.session = self._turn.output = None
+        self._add_answer(session_id, output, turn_id)
+        return output
+
+    def _add_answer(self, session_id: str, output: str, turn_id: str) -> None:
         answer = Message(role=ROLE_ASSISTANT, content=output, turn_id=turn_id)
         self._memory.add_structured_message(session_id, answer)
-        return output

@@ -60,6 +60,7 @@ from cogfabric.events import (
     AgentSpawned,
     CognitiveState,
     IpcDeadLettered,
+    IpcDelivered,
     IpcMessage,
     LlmOutputRecorded,
     Message,
@@ -3057,6 +3058,117 @@ class TestTimedOutCallsFinishLate:
             assert "agent c: its reply to 'me''s request 'q'" in caplog.records[-1].getMessage()
         with Journal.open(tmp_path / "j", readonly=True) as journal:
             assert not [r for r in journal.read() if isinstance(r.event, AgentFailed)]
+
+    @pytest.mark.parametrize("call", ["send", "broadcast"])
+    def test_a_message_whose_commit_timed_out_reaches_its_recipient_once_stored(
+        self, tmp_path: Path, call: str
+    ) -> None:
+        # A send or broadcast from outside an agent whose commit outlasted call_timeout
+        # was dropped, while the writer then stored it: replay showed it pending for
+        # good, with neither a delivery nor a dead letter, and its recipient never had it.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            runtime.spawn("r", behavior="gate")
+            runtime.bus.subscribe("r", "news")
+            gate = _stall(runtime)
+            calls: dict[str, Callable[[], object]] = {
+                "send": lambda: runtime.bus.send("x", "r", "news", 1),
+                "broadcast": lambda: runtime.bus.broadcast("x", "news", 1),
+            }
+            with pytest.raises(ActorTimeoutError):
+                calls[call]()
+            gate.set()
+            runtime.flush()
+            runtime.bus.request("x", "r", "ping", timeout=10)  # r handled what came before
+
+            assert [m.topic for m in Gate.seen] == ["news", "ping"]
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            events = [r.event for r in journal.read()]
+        (sent,) = [e for e in events if isinstance(e, IpcMessage) and e.topic == "news"]
+        assert [e for e in events if isinstance(e, IpcDelivered) and e.message_id == sent.id]
+        assert not [e for e in events if isinstance(e, IpcDeadLettered)]
+
+    def test_a_request_whose_commit_timed_out_is_dead_lettered_once_stored_not_delivered(
+        self, tmp_path: Path
+    ) -> None:
+        # Its requester gave up at its commit: once stored, it gets the dead letter of a
+        # request that timed out (nobody waits for the reply), not a delivery.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            runtime.spawn("r", behavior="gate")
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.bus.request("x", "r", "asked", timeout=10)
+            gate.set()
+            runtime.flush()
+            runtime.bus.request("x", "r", "ping", timeout=10)
+
+            assert [m.topic for m in Gate.seen] == ["ping"]
+            assert [(d.topic, d.reason) for d in runtime.bus.dead_letters()] == [("asked", "timeout")]
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            events = [r.event for r in journal.read()]
+        (asked,) = [e for e in events if isinstance(e, IpcMessage) and e.topic == "asked"]
+        letters = [e for e in events if isinstance(e, IpcDeadLettered) and e.message_id == asked.id]
+        assert [letter.reason for letter in letters] == ["timeout"]
+        assert not [e for e in events if isinstance(e, IpcDelivered) and e.message_id == asked.id]
+
+    def test_a_send_whose_timed_out_commit_is_refused_gives_its_mailbox_slot_back(
+        self, tmp_path: Path
+    ) -> None:
+        # Not stored after all: not delivered, and the slot it held in a mailbox of one is free.
+        with _open(tmp_path / "j", mailbox=1, timeout=0.3) as runtime:
+            runtime.spawn("r", behavior="gate")
+            writer = runtime._core.writer
+            assert writer is not None
+            gate = threading.Event()
+            journal = writer._journal
+            real_append = journal.append
+
+            def refusing(events: Any, *args: Any, **kwargs: Any) -> list[int]:
+                assert gate.wait(10)
+                if any(isinstance(e, IpcMessage) and e.topic == "lost" for e in events):
+                    msg = "refused at commit"  # before anything is written: not fail-stop
+                    raise InvalidStreamError(msg)
+                return real_append(events, *args, **kwargs)
+
+            writer._journal = _Stalled(journal, refusing)  # type: ignore[assignment]
+            with pytest.raises(ActorTimeoutError):
+                runtime.bus.send("x", "r", "lost")
+            gate.set()
+            runtime.flush()
+            runtime.bus.send("x", "r", "kept")  # the mailbox of one has room
+            runtime.bus.request("x", "r", "ping", timeout=10)
+
+            assert [m.topic for m in Gate.seen] == ["kept", "ping"]
+
+    def test_a_turn_whose_output_record_timed_out_still_adds_the_answer_to_its_session(
+        self, tmp_path: Path
+    ) -> None:
+        # The output's record outlasting call_timeout left the journaled answer out of
+        # its session, live and reopened: a retried turn asked the question twice.
+        provider = ScriptedProvider(["the answer"])
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            session = runtime.memory.create_session("u")
+            llm = runtime.llm(provider)
+            writer = runtime._core.writer
+            assert writer is not None
+            gate = threading.Event()
+            journal = writer._journal
+            real_append = journal.append
+
+            def held(events: Any, *args: Any, **kwargs: Any) -> list[int]:
+                if any(isinstance(e, LlmOutputRecorded) for e in events):
+                    assert gate.wait(10)
+                return real_append(events, *args, **kwargs)
+
+            writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
+            with pytest.raises(ActorTimeoutError):
+                llm.turn(session, "question")
+            gate.set()
+            runtime.flush()
+            live = [(m.role, m.content) for m in runtime.memory.get_messages(session)]
+        with _open(tmp_path / "j") as runtime:
+            reopened = [(m.role, m.content) for m in runtime.memory.get_messages(session)]
+        assert live == reopened
+        assert live[-2:] == [("user", "question"), ("assistant", "the answer")]
 
 
 def test_a_publication_to_an_agent_whose_actor_is_gone_keeps_its_snapshots_short_of_it(
