@@ -145,22 +145,24 @@ class IpcBus:
         """Journal ``message``, durable first in sync durability.
 
         If its commit outlasts ``call_timeout`` (``ActorTimeoutError``), the writer may
-        still store it, and replay would then have it sent: ``late(committed)`` runs once
-        the commit is over (on a helper thread; at once with False if none can start),
-        so that the live runtime follows the journal.
+        still store it, and replay would then have it sent: ``late(committed)`` runs on
+        the writer's thread once the commit is over, so that the live runtime follows
+        the journal. It runs before the caller of any later submission wakes: what that
+        caller's thread sends next reaches its recipient after it.
         """
         writer = self._core.writer
         if writer is None or not self._core.sync:
             self._journal(message, durable=True)
             return
-        ack = writer.submit([message])
+        handoff = _Handoff(late)
+        ack = writer.submit([message], after=handoff.over)
         assert ack is not None
         try:
             ack.wait(self._core.call_timeout)
         except ActorTimeoutError:
-            if not self._runtime._finish_late(ack, late, "message"):  # noqa: SLF001
-                late(False)
-            raise
+            if handoff.give_up():
+                raise
+            ack.wait(0.0)  # over just now: its outcome is the caller's
 
     def _message(self, frm: str, to: str, topic: str, payload: object, **fields: Any) -> IpcMessage:  # noqa: ANN401
         frm = require_str(frm, "sender")
@@ -921,24 +923,28 @@ class IpcBus:
         targets = [a for a in self.subscribers(message.topic) if self._runtime._has_behavior(a)]  # noqa: SLF001
 
         def late(committed: bool) -> None:
-            if committed:
+            if committed:  # on the writer's thread: no waiting for room
                 with contextlib.suppress(RuntimeClosedError):  # the untold have their letters
-                    self._fan_out(message, targets)
+                    self._fan_out(message, targets, wait=False)
 
         self._journal_message(message, late)
         return self._fan_out(message, targets)
 
-    def _fan_out(self, message: IpcMessage, targets: list[str]) -> int:
+    def _fan_out(self, message: IpcMessage, targets: list[str], *, wait: bool = True) -> int:
         """Tell a journaled broadcast to each of ``targets``; how many mailboxes took it.
+
+        ``wait``: for room in full mailbox (``call_timeout`` at most, for all of them)
+        and for the idle agents woken (``FanOut``); else a full mailbox is dead-lettered
+        at once.
 
         Raises:
             RuntimeClosedError: the runtime closed while it waited for room (each
                 target not told has its ``closed`` dead letter).
 
         """
-        deadline = time.monotonic() + self._core.call_timeout
+        deadline = time.monotonic() + (self._core.call_timeout if wait else 0.0)
         delivered = 0
-        fanout = FanOut(len(targets))
+        fanout = FanOut(len(targets)) if wait else None
         for n, agent_id in enumerate(targets):
             copy = IpcMessage(
                 at=message.at,
@@ -964,6 +970,33 @@ class IpcBus:
                 raise
             delivered += 1
         return delivered
+
+
+class _Handoff:
+    """Who finishes a message once its commit is over: its caller, or (once it gave up) the writer."""
+
+    __slots__ = ("_gave_up", "_late", "_lock", "_over")
+
+    def __init__(self, late: Callable[[bool], None]) -> None:
+        self._late = late
+        self._lock = threading.Lock()
+        self._gave_up = self._over = False
+
+    def over(self, committed: bool) -> None:
+        """The writer's post-commit action: run ``late`` if the caller gave up."""
+        with self._lock:
+            self._over = True
+            if not self._gave_up:
+                return
+        self._late(committed)
+
+    def give_up(self) -> bool:
+        """The caller timed out: True if ``late`` will run, False if the commit is over already."""
+        with self._lock:
+            if self._over:
+                return False
+            self._gave_up = True
+            return True
 
 
 def _copied(value: object) -> Any:  # noqa: ANN401 - a payload is any encodable value

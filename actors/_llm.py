@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, runtime_check
 
 import msgspec
 
+from cogfabric._errors import CogfabricError
 from cogfabric.events import (
     ROLE_ASSISTANT,
     ROLE_TOOL_CALL,
@@ -917,8 +918,12 @@ class JournaledLLM(LLMClient):
             # The output's record outlasted call_timeout: the writer will most likely
             # store it, so the answer goes into the session behind it, as replay will
             # find them; the caller still hears the timeout.
-            with contextlib.suppress(ActorTimeoutError):  # stored once the writer gets to it
+            try:
                 self._add_answer(session_id, output, turn_id)
+            except ActorTimeoutError:
+                pass  # stored once the writer gets to it
+            except CogfabricError as exc:  # closed meanwhile, say: the caller hears its timeout
+                log.warning("the answer of a turn whose output record timed out was not added: %r", exc)
             raise
         finally:
             self._turn.session = self._turn.output = None

@@ -3170,6 +3170,111 @@ class TestTimedOutCallsFinishLate:
         assert live == reopened
         assert live[-2:] == [("user", "question"), ("assistant", "the answer")]
 
+    @pytest.mark.parametrize("first", ["send", "broadcast"])
+    def test_a_timed_out_message_reaches_its_recipient_before_the_next_send_of_its_thread(
+        self, tmp_path: Path, first: str
+    ) -> None:
+        # README: "the sends, requests and broadcasts one thread makes one after another
+        # reach each recipient in that order". Another thread's commit holds the writer,
+        # so this thread's timed-out 'first' and its next 'second' are committed in one
+        # group; a late delivery of 'first' on a helper thread raced the caller's own
+        # delivery of 'second', and lost most rounds (a helper's review).
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            runtime.spawn("r", behavior="gate")
+            runtime.spawn("y", behavior="gate")
+            writer = runtime._core.writer
+            assert writer is not None
+            journal, real_submit = writer._journal, writer.submit
+            calls: dict[str, Callable[[str], object]] = {
+                "send": lambda topic: runtime.bus.send("x", "r", topic),
+                "broadcast": lambda topic: runtime.bus.broadcast("x", topic),
+            }
+            expected: list[str] = []
+            for n in range(5):
+                runtime.bus.subscribe("r", f"first{n}")
+                gate, inside = threading.Event(), threading.Event()
+
+                def held(*args: Any, _gate: Any = gate, _inside: Any = inside, **kwargs: Any) -> list[int]:
+                    _inside.set()
+                    assert _gate.wait(10)
+                    return journal.append(*args, **kwargs)
+
+                def submit(events: Any, _gate: Any = gate, _n: int = n, **kwargs: Any) -> Any:
+                    ack = real_submit(events, **kwargs)
+                    if any(isinstance(e, IpcMessage) and e.topic == f"second{_n}" for e in events):
+                        _gate.set()  # the disk recovers once 'second' is queued behind 'first'
+                    return ack
+
+                writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
+                writer.submit = submit  # type: ignore[method-assign]
+                other = threading.Thread(target=_timed_out_send, args=(runtime, "y", "other"))
+                other.start()
+                assert inside.wait(10)  # the writer holds 'other'
+                with pytest.raises(ActorTimeoutError):
+                    calls[first](f"first{n}")
+                runtime.bus.send("x", "r", f"second{n}")
+                other.join(10)
+                writer._journal = journal
+                writer.submit = real_submit  # type: ignore[method-assign]
+                runtime.flush()
+                runtime.bus.request("x", "r", "ping", timeout=10)
+                expected += [f"first{n}", f"second{n}", "ping"]
+
+            assert [m.topic for m in Gate.seen if m.recipient == "r"] == expected
+
+    def test_a_turn_whose_output_record_timed_out_as_close_began_raises_its_timeout(
+        self, tmp_path: Path
+    ) -> None:
+        # The answer's session add, made after the timeout, raised RuntimeClosedError and
+        # buried the ActorTimeoutError: the caller heard "closed" for a turn whose output
+        # record the journal holds (a helper's review).
+        runtime = _open(tmp_path / "j", timeout=0.3)
+        session = runtime.memory.create_session("u")
+        llm = runtime.llm(ScriptedProvider(["the answer"]))
+        writer = runtime._core.writer
+        assert writer is not None
+        journal = writer._journal
+        gate, recorded = threading.Event(), threading.Event()
+
+        def held(events: Any, *args: Any, **kwargs: Any) -> list[int]:
+            if any(isinstance(e, LlmOutputRecorded) for e in events):
+                recorded.set()
+                assert gate.wait(10)
+            return journal.append(events, *args, **kwargs)
+
+        writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
+        raised: list[BaseException] = []
+
+        def run_turn() -> None:
+            try:
+                llm.turn(session, "question")
+            except BaseException as exc:  # noqa: BLE001 - the test looks at it
+                raised.append(exc)
+
+        turn = threading.Thread(target=run_turn)
+        turn.start()
+        closer = threading.Thread(target=runtime.close)
+        try:
+            assert recorded.wait(10)  # the output record is with the writer
+            closer.start()  # close begins while the turn waits for the record's commit
+            turn.join(10)
+        finally:
+            gate.set()
+            if closer.ident is not None:
+                closer.join(10)
+            runtime.close()
+        with Journal.open(tmp_path / "j", readonly=True) as stored:
+            outputs = [r.event for r in stored.read() if isinstance(r.event, LlmOutputRecorded)]
+        assert len(outputs) == 1
+        assert len(raised) == 1
+        assert isinstance(raised[0], ActorTimeoutError), repr(raised[0])
+
+
+def _timed_out_send(runtime: Runtime, to: str, topic: str) -> None:
+    """``runtime.bus.send`` on a thread of its own, whose commit may time out."""
+    with contextlib.suppress(ActorTimeoutError):
+        runtime.bus.send("x", to, topic)
+
 
 def test_a_publication_to_an_agent_whose_actor_is_gone_keeps_its_snapshots_short_of_it(
     tmp_path: Path,
