@@ -376,8 +376,14 @@ class IpcBus:
         commit times out, it is delivered once stored (the slot is given back if not).
         """
         deliver = self._delivery(message, entry, shared=shared)
+
+        def late(committed: bool) -> None:
+            deliver(committed)
+            if committed:
+                self._runtime._told_late += 1  # noqa: SLF001 - a flush under way hands over again
+
         try:
-            self._journal_message(message, deliver)
+            self._journal_message(message, late)
         except ActorTimeoutError:
             raise  # the slot is the late delivery's
         except BaseException:
@@ -924,6 +930,7 @@ class IpcBus:
 
         def late(committed: bool) -> None:
             if committed:  # on the writer's thread: no waiting for room
+                self._runtime._told_late += 1  # noqa: SLF001 - a flush under way hands over again
                 with contextlib.suppress(RuntimeClosedError):  # the untold have their letters
                     self._fan_out(message, targets, wait=False)
 

@@ -298,6 +298,9 @@ class Runtime:
         self._late: dict[threading.Event, threading.Thread] = {}
         """Helper threads finishing calls whose callers timed out (``_finish_late``), each by the
         event it sets when done (a thread not yet started cannot be joined): flush waits for them."""
+        self._told_late = 0
+        """Messages told to agents after their senders timed out (counted on the writer's
+        thread): a flush during which one arrives asks the agents to hand over again."""
         self._close_done = threading.Event()
         self._writer_stopped = False
         """Set by close() once the journal writer stopped: only then may it close the journal."""
@@ -1491,7 +1494,9 @@ class Runtime:
         journal gets as long to commit everything handed over, also when an agent was
         too busy to answer: what it handed over before is made durable all the same. Then
         what a call that timed out left to finish is finished (a spawn registers its
-        agents, a publication reaches its agents), and each agent that stopped waiting
+        agents, a publication reaches its agents; a message whose send timed out, stored
+        meanwhile, reaches its recipient, which is asked in turn to hand over what it
+        leads to), and each agent that stopped waiting
         for a commit takes the journal's word for its state, each within as long again,
         so that every read shows what the journal holds. Called from a
         behavior, it hands over that agent's own changes and waits for the journal, not
@@ -1516,6 +1521,7 @@ class Runtime:
         wait = self._core.call_timeout if timeout is None else bounded_wait(timeout, self._core.call_timeout)
         own = self._own_entry()
         problem: Exception | None = None
+        told_late = self._told_late
         if own is not None:
             own.shared.flush_outbox()
         else:
@@ -1526,6 +1532,11 @@ class Runtime:
                 if own is None and problem is None:  # a busy agent's error comes first
                     self._await_late(time.monotonic() + wait)
                     self._await_catch_ups(time.monotonic() + wait)
+                    if self._told_late != told_late:
+                        # A message whose send timed out was stored meanwhile and reached
+                        # its agent after it was asked: what it leads to is handed over too.
+                        problem = self._hand_over_all(time.monotonic() + wait)
+                        self._core.writer.flush(wait)
             except JournalError:
                 if own is None and self._core.writer.failure is not None:
                     # Fail-stop: in batch durability agents may show changes the journal

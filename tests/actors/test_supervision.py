@@ -3269,6 +3269,34 @@ class TestTimedOutCallsFinishLate:
         assert len(raised) == 1
         assert isinstance(raised[0], ActorTimeoutError), repr(raised[0])
 
+    def test_a_flush_during_which_a_timed_out_send_is_stored_waits_for_its_recipient(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The send is delivered once stored; stored while flush() ran, after flush had
+        # asked the agents with mail, flush returned with the recipient still handling it
+        # (RUNNING, its changes not handed over; a helper's stalled-disk model test). As
+        # for a send that returned, flush now asks it too, and names it while it is busy.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            agent = runtime.spawn("r", behavior="gate")
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.bus.send("x", "r", "block", "late")
+            hand_over_all = runtime._hand_over_all
+
+            def hand_over_then_open(deadline: float) -> Exception | None:
+                problem = hand_over_all(deadline)
+                gate.set()  # the disk recovers just after flush asked the agents
+                return problem
+
+            monkeypatch.setattr(runtime, "_hand_over_all", hand_over_then_open)
+            with pytest.raises(ActorTimeoutError, match="'r'"):
+                runtime.flush()
+            assert Gate.started.is_set()
+            Gate.release.set()
+            runtime.flush()
+
+            assert (agent.lifecycle, agent.private("last")) == (AgentState.IDLE, "late")
+
 
 def _timed_out_send(runtime: Runtime, to: str, topic: str) -> None:
     """``runtime.bus.send`` on a thread of its own, whose commit may time out."""
