@@ -154,7 +154,13 @@ class IpcBus:
         if writer is None or not self._core.sync:
             self._journal(message, durable=True)
             return
-        handoff = _Handoff(late)
+
+        def finish(committed: bool) -> None:
+            if committed:
+                self._runtime._told_late += 1  # noqa: SLF001 - a flush under way hands over again
+            late(committed)
+
+        handoff = _Handoff(finish)
         ack = writer.submit([message], after=handoff.over)
         assert ack is not None
         try:
@@ -358,7 +364,7 @@ class IpcBus:
 
         """
         message = self._message(frm, to, topic, payload, trace_id=_trace_of(trace), cause=cause)
-        self._journal_and_deliver(message, self._admit(message), shared=True)
+        self._journal_and_deliver(message, self._admit(message))
         return self._handed_back(message)
 
     def _handed_back(self, message: IpcMessage) -> IpcMessage:
@@ -369,21 +375,15 @@ class IpcBus:
         """
         return message if self._core.sync else _own_copy(message)
 
-    def _journal_and_deliver(self, message: IpcMessage, entry: _Entry, *, shared: bool = False) -> None:
-        """Journal ``message`` (durable first), then put it in its admitted mailbox.
+    def _journal_and_deliver(self, message: IpcMessage, entry: _Entry) -> None:
+        """Journal ``message`` (durable first), then put it in its admitted mailbox (``send``'s: shared).
 
         If journaling fails, the mailbox slot is given back and the error raised. If its
         commit times out, it is delivered once stored (the slot is given back if not).
         """
-        deliver = self._delivery(message, entry, shared=shared)
-
-        def late(committed: bool) -> None:
-            deliver(committed)
-            if committed:
-                self._runtime._told_late += 1  # noqa: SLF001 - a flush under way hands over again
-
+        deliver = self._delivery(message, entry, shared=True)
         try:
-            self._journal_message(message, late)
+            self._journal_message(message, deliver)
         except ActorTimeoutError:
             raise  # the slot is the late delivery's
         except BaseException:
@@ -930,7 +930,6 @@ class IpcBus:
 
         def late(committed: bool) -> None:
             if committed:  # on the writer's thread: no waiting for room
-                self._runtime._told_late += 1  # noqa: SLF001 - a flush under way hands over again
                 with contextlib.suppress(RuntimeClosedError):  # the untold have their letters
                     self._fan_out(message, targets, wait=False)
 
@@ -940,13 +939,14 @@ class IpcBus:
     def _fan_out(self, message: IpcMessage, targets: list[str], *, wait: bool = True) -> int:
         """Tell a journaled broadcast to each of ``targets``; how many mailboxes took it.
 
-        ``wait``: for room in full mailbox (``call_timeout`` at most, for all of them)
-        and for the idle agents woken (``FanOut``); else a full mailbox is dead-lettered
-        at once.
+        ``wait``: for room in a full mailbox (``call_timeout`` at most, for all of them;
+        then it is dead-lettered) and for the idle agents woken (``FanOut``). Without
+        it (on the writer's thread, for a broadcast stored after its caller timed out),
+        a full mailbox takes it past its size at once, as a durable publication's does.
 
         Raises:
-            RuntimeClosedError: the runtime closed while it waited for room (each
-                target not told has its ``closed`` dead letter).
+            RuntimeClosedError: the runtime is closing (each target not told has its
+                ``closed`` dead letter).
 
         """
         deadline = time.monotonic() + (self._core.call_timeout if wait else 0.0)
@@ -969,8 +969,13 @@ class IpcBus:
             except AgentNotFoundError:
                 continue
             except MailboxFullError as exc:
-                self.dead_letter(copy, "mailbox full", str(exc))
-                continue
+                if wait:
+                    self.dead_letter(copy, "mailbox full", str(exc))
+                    continue
+                try:
+                    self._runtime._tell_past_bound(agent_id, (1, copy), "broadcast")  # noqa: SLF001
+                except AgentNotFoundError:
+                    continue
             except RuntimeClosedError:  # closed while it waited for room: the rest are not told
                 for untold in targets[n:]:
                     self._closed_letter(msgspec.structs.replace(copy, recipient=untold))

@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, cast, runtime_checkable
 
 import msgspec
 
@@ -244,7 +244,7 @@ def _check_base_url(config: LLMConfig) -> None:
         msg = f"invalid LLM configuration: base_url is not a URL ({exc})"
         raise InvalidConfigError(msg) from None
     if not parts.hostname:
-        shown = config.base_url.replace(config.api_key, "***") if config.api_key else config.base_url
+        shown = _masked(config.base_url, config.api_key)
         msg = f"invalid LLM configuration: base_url {shown!r} names no host"
         raise InvalidConfigError(msg)
 
@@ -471,16 +471,15 @@ class OpenAICompatibleProvider:
         if isinstance(answer, tuple):
             error, detail = answer
             msg = f"{self.name} at {url} failed: {str(error) or repr(error)}{detail}"
-            if _scrub_chain(error, self._config.api_key):
-                raise ProviderError(self._scrubbed(msg)) from error
-            msg += " (its cause is not chained: it held the API key)"
-            raise ProviderError(self._scrubbed(msg)) from None
+            cause = _scrubbed_cause(error, self._config.api_key)
+            if cause is None:
+                msg += " (its cause is not chained: it held the API key)"
+            raise ProviderError(self._scrubbed(msg)) from cause
         return answer
 
     def _scrubbed(self, message: str) -> str:
         """``message`` without the API key (a server or a library may echo it)."""
-        key = self._config.api_key
-        return message.replace(key, "***") if key else message
+        return _masked(message, self._config.api_key)
 
 
 def _read_within(response: Any, deadline: float, limit: int) -> bytes:  # noqa: ANN401 - http.client's response
@@ -505,21 +504,34 @@ def _read_within(response: Any, deadline: float, limit: int) -> bytes:  # noqa: 
     return b"".join(chunks)
 
 
-def _scrub_chain(error: BaseException, key: str) -> bool:
-    """Scrub ``key`` out of ``error`` and the errors it chains, in place; True if none is left.
+def _masked(text: str, key: str) -> str:
+    """``text`` with every ``key`` in it as ``***`` (an empty key masks nothing)."""
+    return text.replace(key, "***") if key and key in text else text
+
+
+def _scrubbed_cause(error: BaseException, key: str) -> BaseException | None:
+    """``error`` to chain under a ``ProviderError``, without ``key``; None if it would still show it.
 
     The chained error is printed with the ``ProviderError`` in every traceback and
     ``log.exception``, and a debugger or a handler reads its fields: an ``HTTPError``'s
     status line or headers may echo the key, its URL may carry it in a query, a
-    ``JSONDecodeError`` keeps the whole answer. Each error's ``args``, text fields and
-    headers are scrubbed; an error that still shows the key anywhere is not chained.
+    ``JSONDecodeError`` keeps the whole answer. An ``HTTPError`` is chained as a fresh one
+    of its URL, status, reason and headers, scrubbed, without the answer it read (whose
+    response object keeps the headers as they came); each error of the chain has its
+    ``args``, text fields and headers scrubbed in place.
     """
     if not key:
-        return True
+        return error
+    if isinstance(error, urllib.error.HTTPError):
+        hdrs = cast("email.message.Message", _scrubbed_value(error.hdrs, key))
+        url, msg = _masked(error.url, key), _masked(error.msg, key)
+        error = urllib.error.HTTPError(url, error.code, msg, hdrs, None)
     seen: set[int] = set()
     chain: list[BaseException] = []
     link: BaseException | None = error
-    while link is not None and id(link) not in seen and len(chain) < _CHAIN_DEPTH:
+    while link is not None and id(link) not in seen:
+        if len(chain) == _CHAIN_DEPTH:
+            return None  # not scrubbed to its end
         seen.add(id(link))
         chain.append(link)
         link = link.__cause__ or link.__context__
@@ -531,7 +543,7 @@ def _scrub_chain(error: BaseException, key: str) -> bool:
             if clean is not value:
                 with contextlib.suppress(AttributeError, TypeError):  # read-only (HTTPError's reason)
                     setattr(link, name, clean)
-    return not any(_shows(link, key) for link in chain)
+    return None if any(_shows(link, key) for link in chain) else error
 
 
 _TEXT_FIELDS: Final = ("msg", "reason", "filename", "filename2", "url", "strerror", "doc", "object", "hdrs")
@@ -552,14 +564,14 @@ def _field(error: BaseException, name: str) -> object:
 def _scrubbed_value(value: object, key: str) -> object:
     """``value`` without ``key`` if it is text, bytes or headers that hold it; else ``value`` itself."""
     if isinstance(value, str):
-        return value.replace(key, "***") if key in value else value
+        return _masked(value, key)
     if isinstance(value, bytes | bytearray):
         raw = key.encode("utf-8")
         return bytes(value).replace(raw, b"***") if raw in value else value
     if isinstance(value, email.message.Message) and any(key in str(v) for v in value.values()):
         clean = type(value)()
         for name, header in value.items():
-            clean[name] = str(header).replace(key, "***")
+            clean[name] = _masked(str(header), key)
         return clean
     return value
 
@@ -574,14 +586,19 @@ def _shows(error: BaseException, key: str) -> bool:
     return any(key in text for text in texts) or any(_scrubbed_value(v, key) is not v for v in values)
 
 
-def _without_key_start(text: str, key: str) -> str:
-    """``text`` without ``key`` (not empty), and with an ending that starts it masked too.
+_KEY_START: Final = 4
+"""The fewest of the key's first characters masked at the end of a cut error body (3 show at most)."""
 
-    A read may stop inside an echoed key: its first characters would show.
+
+def _without_key_start(text: str, key: str) -> str:
+    """``text`` without ``key``, and with an ending that starts it masked too.
+
+    A read may stop inside an echoed key: its first characters would show. An ending
+    shorter than ``_KEY_START`` is left (a reason ending in "s" is no start of "sk-...").
     """
-    text = text.replace(key, "***")
+    text = _masked(text, key)
     end = text.rstrip("\ufffd")  # a read that stopped inside a character of the key
-    for size in range(min(len(key) - 1, len(end)), 0, -1):
+    for size in range(min(len(key) - 1, len(end)), _KEY_START - 1, -1):
         if end.endswith(key[:size]):
             return end[:-size] + "***"
     return text
@@ -788,6 +805,11 @@ class LLMClient:
         return str.__str__(output)  # a subclass's text, plain, as the journal stores it
 
 
+def _answer(output: str, turn_id: str) -> Message:
+    """A turn's answer, as its session keeps it."""
+    return Message(role=ROLE_ASSISTANT, content=output, turn_id=turn_id)
+
+
 class JournaledLLM(LLMClient):
     """An ``LLMClient`` that journals every refusal, output and provider failure, and runs session turns.
 
@@ -855,7 +877,8 @@ class JournaledLLM(LLMClient):
         except TypeError as exc:
             # It would be journaled where replay could not read it back.
             raise ProviderError(str(exc)) from exc
-        self._turn.output = output  # a turn whose record times out still answers its session
+        if getattr(self._turn, "session", None) is not None:
+            self._turn.output = output  # a turn whose record times out still answers its session
         self._journal(LlmOutputRecorded(**self._call_fields(prompt), output=output))
 
     def _failed(self, prompt: str, error: ProviderError) -> None:
@@ -898,7 +921,8 @@ class JournaledLLM(LLMClient):
             RuntimeClosedError, JournalError, AgentNotFoundError: as ``generate``,
                 before anything is added to the session.
             ActorTimeoutError: the output's record outlasted ``call_timeout`` (sync
-                durability): the answer is added to the session all the same, behind it.
+                durability): the answer is queued to go into the session all the same,
+                behind it (not if the session is gone by then).
 
         """
         if self._check_open is not None:
@@ -917,19 +941,13 @@ class JournaledLLM(LLMClient):
                 raise
             # The output's record outlasted call_timeout: the writer will most likely
             # store it, so the answer goes into the session behind it, as replay will
-            # find them; the caller still hears the timeout.
+            # find them, without a second wait; the caller hears the timeout.
             try:
-                self._add_answer(session_id, output, turn_id)
-            except ActorTimeoutError:
-                pass  # stored once the writer gets to it
-            except CogfabricError as exc:  # closed meanwhile, say: the caller hears its timeout
+                self._memory._add_later(session_id, _answer(output, turn_id))  # noqa: SLF001
+            except CogfabricError as exc:  # closed meanwhile, say
                 log.warning("the answer of a turn whose output record timed out was not added: %r", exc)
             raise
         finally:
             self._turn.session = self._turn.output = None
-        self._add_answer(session_id, output, turn_id)
+        self._memory.add_structured_message(session_id, _answer(output, turn_id))
         return output
-
-    def _add_answer(self, session_id: str, output: str, turn_id: str) -> None:
-        answer = Message(role=ROLE_ASSISTANT, content=output, turn_id=turn_id)
-        self._memory.add_structured_message(session_id, answer)

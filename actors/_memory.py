@@ -427,6 +427,28 @@ class MemoryManager:
     # ------------------------------------------------------------- calling the actor
 
     def _call(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's result
+        op = self._queue_op(name, args)
+        timeout = self._core.call_timeout
+        if not op.done.acquire(timeout=timeout):
+            msg = f"the session actor did not answer {name} within {timeout} s"
+            raise ActorTimeoutError(msg)
+        if op.error is not None:
+            raise op.error
+        return op.result
+
+    def _add_later(self, session_id: str, message: Message) -> None:
+        """Queue ``add_structured_message`` without waiting for it (its outcome is not told).
+
+        For a turn whose output record outlasted ``call_timeout``: its caller hears that
+        timeout, not a second one, and the answer goes in behind the record.
+
+        Raises:
+            RuntimeClosedError: the runtime is closed.
+
+        """
+        self._queue_op("add", (session_id, validated(message)))
+
+    def _queue_op(self, name: str, args: tuple[object, ...]) -> _Op:
         op = _Op(name, args)
         with self._lock:
             if self._closed or self._core.closing:  # from the moment close() begins, as every call
@@ -442,13 +464,7 @@ class MemoryManager:
                     msg = "the runtime is closed"
                     raise RuntimeClosedError(msg) from None
                 self._scheduled = True
-        timeout = self._core.call_timeout
-        if not op.done.acquire(timeout=timeout):
-            msg = f"the session actor did not answer {name} within {timeout} s"
-            raise ActorTimeoutError(msg)
-        if op.error is not None:
-            raise op.error
-        return op.result
+        return op
 
     def _drain(self) -> None:
         while True:

@@ -1235,11 +1235,23 @@ class Runtime:
         delay the publisher by ``call_timeout`` at most, all of them together; then each
         takes one message over its size.
         """
-        if not entry.shared.slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            log.warning(
-                "the mailbox of %r stayed full; the task context publication goes past its size", agent_id
-            )
-            entry.shared.slots.take()
+        if entry.shared.slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            self._tell_current(agent_id, entry, message)
+        else:
+            self._tell_past_bound(agent_id, message, "task context publication", entry)
+
+    def _tell_past_bound(
+        self, agent_id: str, message: tuple[Any, ...], what: str, entry: _Entry | None = None
+    ) -> None:
+        """Tell a durable ``message`` to a full mailbox, one over its size (logged).
+
+        Raises:
+            AgentNotFoundError: the agent is gone (killed).
+
+        """
+        entry = self._entry(agent_id) if entry is None else entry
+        log.warning("the mailbox of %r is full; a %s goes past its size", agent_id, what)
+        entry.shared.slots.take()
         self._tell_current(agent_id, entry, message)
 
     def _tell_current(self, agent_id: str, entry: _Entry, message: tuple[Any, ...]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import threading
+import urllib.error
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
@@ -176,3 +177,31 @@ def test_rich_pretty_printing_a_config_does_not_show_the_key() -> None:
 
     assert KEY not in repr(config)  # as promised
     assert KEY not in pretty_repr(config)
+
+
+def test_the_chained_http_error_keeps_no_response_that_holds_the_key(server: str) -> None:
+    # The chained HTTPError's headers were scrubbed, but its fp, the closed response,
+    # kept the headers and status line as they came: cause.fp.headers showed the key.
+    header = f'WWW-Authenticate: Bearer error_description="{KEY} is revoked"\r\n'
+    _Raw.parts = [_answer(f"401 Bad key {KEY}", b"", headers=header)]
+
+    with pytest.raises(ProviderError, match="HTTP Error 401") as caught:
+        _provider(server).generate("hi")
+
+    cause = caught.value.__cause__
+    assert isinstance(cause, urllib.error.HTTPError)
+    assert (cause.code, cause.reason) == (401, "Bad key ***")
+    assert 'error_description="*** is revoked"' in str(cause.headers)
+    for value in [*vars(cause).values(), *vars(getattr(cause, "fp", None) or object()).values()]:
+        assert KEY not in repr(value)
+
+
+def test_an_error_reason_ending_as_the_key_begins_is_kept_whole(server: str) -> None:
+    # Only an ending of at least 4 of the key's first characters is masked: a reason
+    # that ends in "s" is no start of "sk-..." cut by the read.
+    _Raw.parts = [_answer("429 Too Many Requests", b"rate limited: too many requests")]
+
+    with pytest.raises(ProviderError, match="HTTP Error 429") as caught:
+        _provider(server).generate("hi")
+
+    assert str(caught.value).endswith(": rate limited: too many requests")

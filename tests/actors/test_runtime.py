@@ -1149,12 +1149,12 @@ class TestBus:
             killed.set()
             delivered.wait(10)
 
-        def kill_first(bus: IpcBus, message: IpcMessage, entry: Any, *, shared: bool = False) -> None:
+        def kill_first(bus: IpcBus, message: IpcMessage, entry: Any) -> None:
             killer = threading.Thread(target=runtime.kill, args=("b",))
             killer.start()
             assert killed.wait(10)
             try:
-                journal_and_deliver(bus, message, entry, shared=shared)
+                journal_and_deliver(bus, message, entry)
             finally:
                 delivered.set()
                 killer.join(10)

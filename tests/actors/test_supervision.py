@@ -3297,6 +3297,33 @@ class TestTimedOutCallsFinishLate:
 
             assert (agent.lifecycle, agent.private("last")) == (AgentState.IDLE, "late")
 
+    def test_a_timed_out_broadcast_stored_later_reaches_a_full_mailbox_past_its_size(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # Finished on the writer's thread, it waits for no room: a subscriber whose mailbox
+        # was full then was dead-lettered ("stayed full for 0 s", a helper's review); it
+        # takes it one over its size, as a durable publication does (logged).
+        with _open(tmp_path / "j", mailbox=1, timeout=0.3) as runtime:
+            runtime.spawn("r", behavior="gate")
+            runtime.bus.subscribe("r", "news")
+            runtime.bus.send("x", "r", "block")
+            assert Gate.started.wait(10)  # r is busy
+            runtime.bus.send("x", "r", "queued")  # its mailbox of one is full
+            writer = runtime._core.writer
+            assert writer is not None
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.bus.broadcast("x", "news", 1)
+            with caplog.at_level(logging.WARNING):
+                gate.set()
+                writer.flush(10)  # stored: the late fan-out ran
+            Gate.release.set()
+            runtime.bus.request("x", "r", "ping", timeout=10)
+
+            assert [m.topic for m in Gate.seen] == ["block", "queued", "news", "ping"]
+            assert runtime.bus.dead_letters() == []
+            assert "the mailbox of 'r' is full; a broadcast goes past its size" in caplog.text
+
 
 def _timed_out_send(runtime: Runtime, to: str, topic: str) -> None:
     """``runtime.bus.send`` on a thread of its own, whose commit may time out."""
