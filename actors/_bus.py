@@ -141,14 +141,17 @@ class IpcBus:
     def _journal(self, event: Event, *, durable: bool) -> None:
         self._core.persist([event], durable=durable)
 
-    def _journal_message(self, message: IpcMessage, late: Callable[[bool], None]) -> None:
+    def _journal_message(
+        self, message: IpcMessage, late: Callable[[bool], None], *, tells: bool = True
+    ) -> None:
         """Journal ``message``, durable first in sync durability.
 
         If its commit outlasts ``call_timeout`` (``ActorTimeoutError``), the writer may
         still store it, and replay would then have it sent: ``late(committed)`` runs on
         the writer's thread once the commit is over, so that the live runtime follows
         the journal. It runs before the caller of any later submission wakes: what that
-        caller's thread sends next reaches its recipient after it.
+        caller's thread sends next reaches its recipient after it. ``tells``: ``late``
+        puts it in mailboxes, which a flush under way then asks to hand over again.
         """
         writer = self._core.writer
         if writer is None or not self._core.sync:
@@ -156,9 +159,11 @@ class IpcBus:
             return
 
         def finish(committed: bool) -> None:
-            if committed:
-                self._runtime._told_late += 1  # noqa: SLF001 - a flush under way hands over again
-            late(committed)
+            try:
+                late(committed)
+            finally:
+                if committed and tells:  # once told: a flush that reads it asks that mailbox
+                    self._runtime._told_late += 1  # noqa: SLF001
 
         handoff = _Handoff(finish)
         ack = writer.submit([message], after=handoff.over)
@@ -549,7 +554,7 @@ class IpcBus:
                     self.dead_letter(message, "timeout", msg)
 
         try:
-            self._journal_message(message, gave_up)
+            self._journal_message(message, gave_up, tells=False)
         except BaseException:
             entry.shared.slots.release()
             raise

@@ -319,11 +319,13 @@ def apply_session_event(state: SessionState | None, event: Event) -> SessionStat
 class _Op:
     """One queued operation; its caller waits on a bare lock the actor releases."""
 
-    __slots__ = ("args", "done", "error", "name", "result")
+    __slots__ = ("args", "done", "error", "name", "result", "unwaited")
 
-    def __init__(self, name: str, args: tuple[Any, ...]) -> None:
+    def __init__(self, name: str, args: tuple[Any, ...], *, unwaited: bool = False) -> None:
         self.name = name
         self.args = args
+        self.unwaited = unwaited
+        """Nobody waits for it (``_add_later``): its error is logged."""
         self.done = _thread.allocate_lock()
         self.done.acquire()
         self.result: Any = None
@@ -437,7 +439,7 @@ class MemoryManager:
         return op.result
 
     def _add_later(self, session_id: str, message: Message) -> None:
-        """Queue ``add_structured_message`` without waiting for it (its outcome is not told).
+        """Queue ``add_structured_message`` without waiting for it (a failure is logged, not raised).
 
         For a turn whose output record outlasted ``call_timeout``: its caller hears that
         timeout, not a second one, and the answer goes in behind the record.
@@ -446,10 +448,10 @@ class MemoryManager:
             RuntimeClosedError: the runtime is closed.
 
         """
-        self._queue_op("add", (session_id, validated(message)))
+        self._queue_op("add", (session_id, validated(message)), unwaited=True)
 
-    def _queue_op(self, name: str, args: tuple[object, ...]) -> _Op:
-        op = _Op(name, args)
+    def _queue_op(self, name: str, args: tuple[object, ...], *, unwaited: bool = False) -> _Op:
+        op = _Op(name, args, unwaited=unwaited)
         with self._lock:
             if self._closed or self._core.closing:  # from the moment close() begins, as every call
                 msg = "the runtime is closed"
@@ -510,6 +512,10 @@ class MemoryManager:
                     # A copy for each caller: raised from many threads, one object's
                     # traceback would gather all their frames.
                     op.error = error_copy(error)
+                if op.unwaited and op.error is not None:
+                    log.warning(
+                        "the answer of a turn that timed out was not added to its session: %r", op.error
+                    )
                 op.done.release()
 
     def _run_ops(self, ops: list[_Op], *, failed: bool) -> tuple[int, int]:

@@ -2856,6 +2856,17 @@ def _join_late(what: str) -> None:
             assert not thread.is_alive()
 
 
+class _DeletingProvider(ScriptedProvider):
+    """Answers after the turn's session was deleted (by another user of it, say)."""
+
+    runtime: Runtime
+    session: str
+
+    def generate(self, prompt: str, **params: Any) -> str:
+        self.runtime.memory.delete_session(self.session)
+        return super().generate(prompt, **params)
+
+
 class TestTimedOutCallsFinishLate:
     def test_a_spawn_whose_commit_timed_out_starts_its_agent_once_stored(self, tmp_path: Path) -> None:
         with _open(tmp_path / "j", timeout=0.3) as runtime:
@@ -3323,6 +3334,115 @@ class TestTimedOutCallsFinishLate:
             assert [m.topic for m in Gate.seen] == ["block", "queued", "news", "ping"]
             assert runtime.bus.dead_letters() == []
             assert "the mailbox of 'r' is full; a broadcast goes past its size" in caplog.text
+
+    def test_a_timed_out_request_stored_during_a_flush_does_not_make_it_ask_the_agents_again(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # A timed-out request stored later is dead-lettered and told to nobody: a flush
+        # during which it is stored does not ask the agents again (a helper's re-review:
+        # it did, and waited for 'g', busy with a message sent after the flush asked).
+        with _open(tmp_path / "j", mailbox=1, timeout=0.5) as runtime:
+            runtime.spawn("r", behavior="gate")
+            runtime.spawn("g", behavior="gate")
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.bus.request("x", "r", "ping", timeout=10)  # its commit times out
+
+            journal_message = runtime.bus._journal_message
+            block_admitted = threading.Event()
+
+            def watched(message: IpcMessage, late: Any, **kwargs: Any) -> None:
+                if message.topic == "block":
+                    block_admitted.set()  # its slot in g's mailbox is taken
+                journal_message(message, late, **kwargs)
+
+            monkeypatch.setattr(runtime.bus, "_journal_message", watched)
+            sender = threading.Thread(target=runtime.bus.send, args=("x", "g", "block"), daemon=True)
+            hand_over_all = runtime._hand_over_all
+            rounds: list[Exception | None] = []
+
+            def then_send_and_open(deadline: float) -> Exception | None:
+                problem = hand_over_all(deadline)
+                rounds.append(problem)
+                if len(rounds) == 1:  # flush asked the agents (none had mail): g gets a message now
+                    sender.start()
+                    assert block_admitted.wait(10)
+                    gate.set()  # the disk recovers: the request is stored, and dead-lettered
+                return problem
+
+            monkeypatch.setattr(runtime, "_hand_over_all", then_send_and_open)
+            try:
+                runtime.flush()
+            finally:
+                Gate.release.set()
+                sender.join(10)
+            assert [d.reason for d in runtime.bus.dead_letters()] == ["timeout"]
+            assert len(rounds) == 1  # a request told to nobody asks nobody again
+
+    def test_the_answer_a_timed_out_turn_could_not_add_is_logged(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # The answer is queued to the session without a wait; one it cannot take (the session
+        # deleted meanwhile) is logged, not dropped without a word (a helper's re-review).
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            session = runtime.memory.create_session("u")
+            provider = _DeletingProvider(["the answer"])
+            provider.runtime, provider.session = runtime, session
+            llm = runtime.llm(provider)
+            writer = runtime._core.writer
+            assert writer is not None
+            journal = writer._journal
+            gate = threading.Event()
+
+            def held(events: Any, *args: Any, **kwargs: Any) -> list[int]:
+                if any(isinstance(e, LlmOutputRecorded) for e in events):
+                    assert gate.wait(10)
+                return journal.append(events, *args, **kwargs)
+
+            writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
+            with caplog.at_level(logging.WARNING), pytest.raises(ActorTimeoutError):
+                llm.turn(session, "question")
+            gate.set()
+            runtime.flush()
+            assert runtime.memory.sessions() == []  # the session actor ran the add (and failed it)
+        assert "was not added" in caplog.text
+
+    def test_a_flush_begun_while_a_timed_out_send_is_being_delivered_late_waits_for_its_recipient(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # A late message is counted once it is told: a flush that read the count between
+        # the two would ask the agents before it arrived and see no change after (a helper's
+        # re-review). Here the writer's tell waits until flush has asked the agents.
+        with _open(tmp_path / "j", timeout=0.5) as runtime:
+            agent = runtime.spawn("r", behavior="gate")
+            gate = _stall(runtime)
+            with pytest.raises(ActorTimeoutError):
+                runtime.bus.send("x", "r", "block", "late")  # delivered once stored
+            tell_current = runtime._tell_current
+            delivering, asked = threading.Event(), threading.Event()
+
+            def held_tell(agent_id: str, entry: Any, message: Any) -> None:
+                if not delivering.is_set():  # the first: the writer's late delivery
+                    delivering.set()
+                    assert asked.wait(10)
+                tell_current(agent_id, entry, message)
+
+            monkeypatch.setattr(runtime, "_tell_current", held_tell)
+            hand_over_all = runtime._hand_over_all
+
+            def then_deliver(deadline: float) -> Exception | None:
+                problem = hand_over_all(deadline)
+                asked.set()
+                return problem
+
+            monkeypatch.setattr(runtime, "_hand_over_all", then_deliver)
+            gate.set()  # stored: the writer counts it, then delivers it (held above)
+            assert delivering.wait(10)
+            with pytest.raises(ActorTimeoutError, match="'r'"):  # as for a send stored during the flush
+                runtime.flush()
+            Gate.release.set()
+            runtime.flush()
+            assert (agent.lifecycle, agent.private("last")) == (AgentState.IDLE, "late")
 
 
 def _timed_out_send(runtime: Runtime, to: str, topic: str) -> None:
