@@ -70,8 +70,10 @@ from cogfabric.events import (
 from cogfabric.store import InvalidStreamError, Journal, JournalError, JournalFullError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
+
+    from cogfabric.events import Event
 
 
 class _LateCall:
@@ -2802,20 +2804,35 @@ class _Stalled:
         return getattr(self._journal, name)
 
 
-def _stall(runtime: Runtime) -> threading.Event:
-    """Make the runtime's journal appends wait until the returned event is set."""
+def _stall(
+    runtime: Runtime,
+    holds: Callable[[Sequence[Event]], bool] | None = None,
+    entered: threading.Event | None = None,
+) -> threading.Event:
+    """Make the runtime's journal appends wait until the returned event is set.
+
+    ``holds``: only the appends of the events it picks wait; ``entered`` is set when one does.
+    """
     writer = runtime._core.writer
     assert writer is not None
     gate = threading.Event()
     journal = writer._journal
     real_append = journal.append
 
-    def gated_append(*args: Any, **kwargs: Any) -> list[int]:
-        assert gate.wait(10), "the test never opened the gate"
-        return real_append(*args, **kwargs)
+    def gated_append(events: Sequence[Event], *args: Any, **kwargs: Any) -> list[int]:
+        if holds is None or holds(events):
+            if entered is not None:
+                entered.set()
+            assert gate.wait(10), "the test never opened the gate"
+        return real_append(events, *args, **kwargs)
 
     writer._journal = _Stalled(journal, gated_append)  # type: ignore[assignment]
     return gate
+
+
+def _output_records(events: Sequence[Event]) -> bool:
+    """For ``_stall``: an LLM output's record (a turn's)."""
+    return any(isinstance(e, LlmOutputRecorded) for e in events)
 
 
 def _open_when_an_agent_finds_it_stalled(monkeypatch: pytest.MonkeyPatch, gate: threading.Event) -> None:
@@ -3159,18 +3176,7 @@ class TestTimedOutCallsFinishLate:
         with _open(tmp_path / "j", timeout=0.3) as runtime:
             session = runtime.memory.create_session("u")
             llm = runtime.llm(provider)
-            writer = runtime._core.writer
-            assert writer is not None
-            gate = threading.Event()
-            journal = writer._journal
-            real_append = journal.append
-
-            def held(events: Any, *args: Any, **kwargs: Any) -> list[int]:
-                if any(isinstance(e, LlmOutputRecorded) for e in events):
-                    assert gate.wait(10)
-                return real_append(events, *args, **kwargs)
-
-            writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
+            gate = _stall(runtime, _output_records)
             with pytest.raises(ActorTimeoutError):
                 llm.turn(session, "question")
             gate.set()
@@ -3242,18 +3248,8 @@ class TestTimedOutCallsFinishLate:
         runtime = _open(tmp_path / "j", timeout=0.3)
         session = runtime.memory.create_session("u")
         llm = runtime.llm(ScriptedProvider(["the answer"]))
-        writer = runtime._core.writer
-        assert writer is not None
-        journal = writer._journal
-        gate, recorded = threading.Event(), threading.Event()
-
-        def held(events: Any, *args: Any, **kwargs: Any) -> list[int]:
-            if any(isinstance(e, LlmOutputRecorded) for e in events):
-                recorded.set()
-                assert gate.wait(10)
-            return journal.append(events, *args, **kwargs)
-
-        writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
+        recorded = threading.Event()
+        gate = _stall(runtime, _output_records, recorded)
         raised: list[BaseException] = []
 
         def run_turn() -> None:
@@ -3288,10 +3284,7 @@ class TestTimedOutCallsFinishLate:
         # (RUNNING, its changes not handed over; a helper's stalled-disk model test). As
         # for a send that returned, flush now asks it too, and names it while it is busy.
         with _open(tmp_path / "j", timeout=0.3) as runtime:
-            agent = runtime.spawn("r", behavior="gate")
-            gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
-                runtime.bus.send("x", "r", "block", "late")
+            agent, gate = _block_sent_on_a_stalled_disk(runtime)
             hand_over_all = runtime._hand_over_all
 
             def hand_over_then_open(deadline: float) -> Exception | None:
@@ -3389,17 +3382,7 @@ class TestTimedOutCallsFinishLate:
             provider = _DeletingProvider(["the answer"])
             provider.runtime, provider.session = runtime, session
             llm = runtime.llm(provider)
-            writer = runtime._core.writer
-            assert writer is not None
-            journal = writer._journal
-            gate = threading.Event()
-
-            def held(events: Any, *args: Any, **kwargs: Any) -> list[int]:
-                if any(isinstance(e, LlmOutputRecorded) for e in events):
-                    assert gate.wait(10)
-                return journal.append(events, *args, **kwargs)
-
-            writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
+            gate = _stall(runtime, _output_records)
             with caplog.at_level(logging.WARNING), pytest.raises(ActorTimeoutError):
                 llm.turn(session, "question")
             gate.set()
@@ -3414,10 +3397,7 @@ class TestTimedOutCallsFinishLate:
         # the two would ask the agents before it arrived and see no change after (a helper's
         # re-review). Here the writer's tell waits until flush has asked the agents.
         with _open(tmp_path / "j", timeout=0.5) as runtime:
-            agent = runtime.spawn("r", behavior="gate")
-            gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
-                runtime.bus.send("x", "r", "block", "late")  # delivered once stored
+            agent, gate = _block_sent_on_a_stalled_disk(runtime)
             tell_current = runtime._tell_current
             delivering, asked = threading.Event(), threading.Event()
 
@@ -3443,6 +3423,18 @@ class TestTimedOutCallsFinishLate:
             Gate.release.set()
             runtime.flush()
             assert (agent.lifecycle, agent.private("last")) == (AgentState.IDLE, "late")
+
+
+def _block_sent_on_a_stalled_disk(runtime: Runtime) -> tuple[Agent, threading.Event]:
+    """Spawn "r" (``Gate``) and send it "block" while the disk stalls: the send times out.
+
+    It reaches "r" once stored; the gate returned opens the disk.
+    """
+    agent = runtime.spawn("r", behavior="gate")
+    gate = _stall(runtime)
+    with pytest.raises(ActorTimeoutError):
+        runtime.bus.send("x", "r", "block", "late")
+    return agent, gate
 
 
 def _timed_out_send(runtime: Runtime, to: str, topic: str) -> None:
