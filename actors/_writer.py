@@ -324,17 +324,30 @@ class JournalWriter:
     def check_usable(self) -> None:
         """Raise what a submission would raise now: the writer is stopped, or fail-stop.
 
+        On the writer's own thread a stopped writer takes submissions until it has
+        finished stopping (see ``_own_last_drain``).
+
         Raises:
             RuntimeClosedError: the writer was stopped.
             JournalError: the journal is fail-stop (a fresh ``JournalStillFullError`` or
                 ``JournalFailedError`` each time).
 
         """
-        if self._closed:
+        if self._closed and not self._own_last_drain():
             msg = "the journal writer is stopped"
             raise RuntimeClosedError(msg)
         if self._failure is not None:
             raise self._refusal()
+
+    def _own_last_drain(self) -> bool:
+        """Whether this is the writer's own thread before it stopped: it still commits what comes.
+
+        A post-commit action may journal more (the ``timeout`` dead letter of a request
+        whose requester gave up at its commit): on the writer's thread it is queued and
+        committed by the drain under way, also the last one, which takes until nothing is
+        left. Once the writer has stopped (``_stopped``), nothing would commit it.
+        """
+        return threading.get_ident() == self._writer_ident and not self._done
 
     def _refusal(self) -> JournalError:
         """A fresh error for a change refused because the journal failed earlier.
@@ -534,9 +547,13 @@ class JournalWriter:
             if self._ended.wait(timeout=bounded_wait(stall, 0.0)):
                 return
             began = self._commit_began
-            if self._commits != commits or (began and time.monotonic() - began < _PATIENCE * stall):
+            under_way = time.monotonic() - began if began else 0.0
+            if self._commits != commits or (began and under_way < _PATIENCE * stall):
                 continue
-            msg = f"the journal writer did not stop: no commit ended for {stall} s"
+            if began:
+                msg = f"the journal writer did not stop: its commit has been under way for {under_way:.1f} s"
+            else:
+                msg = f"the journal writer did not stop: no commit began or ended for {stall} s"
             raise ActorTimeoutError(msg)
 
     def stop_soon(self) -> None:

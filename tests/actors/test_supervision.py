@@ -3138,6 +3138,44 @@ class TestTimedOutCallsFinishLate:
         assert [letter.reason for letter in letters] == ["timeout"]
         assert not [e for e in events if isinstance(e, IpcDelivered) and e.message_id == asked.id]
 
+    def test_a_request_whose_timed_out_commit_lands_as_close_stops_the_writer_is_dead_lettered(
+        self, tmp_path: Path
+    ) -> None:
+        # Its commit ends after close() has stopped the writer taking submissions: the
+        # post-commit dead letter, on the writer's own thread, was refused and dropped,
+        # so the journal kept a request with neither a delivery nor a dead letter
+        # (found by a wider stalled-disk model test).
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            runtime.spawn("r", behavior="gate")
+            writer = runtime._core.writer
+            assert writer is not None
+            gate = threading.Event()
+            journal = writer._journal
+            real_append, real_stop = journal.append, writer.stop
+
+            def held_until_stopped(events: Any, *args: Any, **kwargs: Any) -> list[int]:
+                assert gate.wait(10)
+                seqs = real_append(events, *args, **kwargs)
+                with writer._room:  # the commit ends once the writer refuses submissions
+                    assert writer._room.wait_for(lambda: writer._closed, 10)
+                return seqs
+
+            def stop(timeout: float | None = None) -> None:
+                gate.set()
+                real_stop(timeout)
+
+            writer._journal = _Stalled(journal, held_until_stopped)  # type: ignore[assignment]
+            writer.stop = stop  # type: ignore[method-assign]
+            with pytest.raises(ActorTimeoutError):
+                runtime.bus.request("x", "r", "asked", timeout=10)
+        with Journal.open(tmp_path / "j", readonly=True) as stored:
+            events = [r.event for r in stored.read()]
+        (asked,) = [e for e in events if isinstance(e, IpcMessage) and e.topic == "asked"]
+        letters = [e for e in events if isinstance(e, IpcDeadLettered) and e.message_id == asked.id]
+        assert [letter.reason for letter in letters] == ["timeout"]
+        assert not [e for e in events if isinstance(e, IpcDelivered) and e.message_id == asked.id]
+        assert Gate.seen == []
+
     def test_a_send_whose_timed_out_commit_is_refused_gives_its_mailbox_slot_back(
         self, tmp_path: Path
     ) -> None:

@@ -143,8 +143,10 @@ def test_stop_gives_up_on_a_stalled_writer_after_its_own_timeout(gated: GatedJou
     try:
         writer.submit_nowait([event(0)])
         assert gated.entered.wait(WAIT)  # stalled in event 0's append
-        with pytest.raises(ActorTimeoutError, match="did not stop"):
-            writer.stop(0.01)  # gives up after 0.01 s, and ten times that for a commit under way
+        # gives up after 0.01 s, and ten times that for a commit under way, and says which it was
+        under_way = r"did not stop: its commit has been under way for \d+\.\d s"
+        with pytest.raises(ActorTimeoutError, match=under_way):
+            writer.stop(0.01)
         gated.gate.set()
         writer.stop(WAIT)  # it goes on, and commits what it held
         assert keys(gated) == ["k0"]
