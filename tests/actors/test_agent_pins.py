@@ -215,6 +215,16 @@ def test_an_agent_whose_sync_commit_timed_out_takes_the_journals_word_once_it_la
             caught_up.set()
 
     monkeypatch.setattr(AgentActor, "_catch_up", watched)
+    # The caller's wait and the agent's are both call_timeout, the caller's begun first: the
+    # disk opens only once the agent's own wait has timed out too (else it lands in time)
+    behind = threading.Event()
+    when_written = AgentActor._catch_up_when_written
+
+    def noted(actor: AgentActor, writer: Any) -> None:
+        when_written(actor, writer)
+        behind.set()
+
+    monkeypatch.setattr(AgentActor, "_catch_up_when_written", noted)
     config = Config(runtime=RuntimeConfig(call_timeout=0.3))
     with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
         agent = rt.spawn("a")
@@ -230,6 +240,7 @@ def test_an_agent_whose_sync_commit_timed_out_takes_the_journals_word_once_it_la
         try:
             with pytest.raises(ActorTimeoutError):
                 rt.suspend("a")
+            assert behind.wait(10)
             before = agent.lifecycle
         finally:
             disk.set()
