@@ -35,7 +35,10 @@ class ActorError(CogfabricError):
 class ActorTimeoutError(ActorError, TimeoutError):
     """Raised when a call to an actor got no answer within its timeout (wraps ``pykka.Timeout``).
 
-    The call may still take effect later: Pykka does not cancel it.
+    The call may still take effect later: Pykka does not cancel it. Also the built-in
+    ``TimeoutError``, which since Python 3.11 is ``concurrent.futures.TimeoutError``: a
+    caller waiting on a future that runs a runtime call cannot tell the future's timeout
+    from this one by the exception's class (``concurrent.futures.wait`` can).
     """
 
 

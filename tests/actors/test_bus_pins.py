@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cogfabric.actors import (
+    ActorTimeoutError,
     AgentContext,
     FakeClock,
     IpcHandlerError,
+    IpcTimeoutError,
     Runtime,
 )
 from cogfabric.events import InvalidTextError, IpcMessage
@@ -161,3 +163,12 @@ def test_the_subscribers_list_is_the_callers_own() -> None:
         assert rt.bus.subscribers("news") == ["a", "b"]
         rt.bus.unsubscribe("a", "news")
         assert rt.bus.subscribers("news") == ["b"]
+
+
+def test_the_runtimes_timeouts_are_the_builtin_timeout_error_that_futures_raise_too() -> None:
+    # README: ActorTimeoutError and IpcTimeoutError are also the built-in TimeoutError, which
+    # since Python 3.11 is concurrent.futures.TimeoutError: a caller that waits on a future
+    # running a runtime call must tell its own timeout from the call's by other means
+    assert issubclass(ActorTimeoutError, TimeoutError)
+    assert issubclass(IpcTimeoutError, TimeoutError)
+    assert concurrent.futures.TimeoutError is TimeoutError
