@@ -215,11 +215,20 @@ class IpcBus:
         """A ``closed`` dead letter for a message the runtime's close refused, while it can be journaled.
 
         A sender that waited for room in a full mailbox when ``close()`` began loses its
-        message: the dead letter keeps it. Once the writer stopped (a call after close),
-        there is nothing to record it in.
+        message: the dead letter keeps it. Once the writer refuses submissions (a call
+        after close) there is nothing to record it in; on the writer's own thread (a
+        message whose commit outlasted its caller, finished there) that is only once the
+        writer has stopped, also after a ``close()`` that gave up waiting for it.
         """
-        if self._runtime._writer_stopped or self._runtime._close_done.is_set():  # noqa: SLF001
-            return
+        writer = self._core.writer
+        if writer is None:
+            if self._runtime._close_done.is_set():  # noqa: SLF001
+                return
+        else:
+            try:
+                writer.check_usable()
+            except CogfabricError:
+                return
         if message.kind == "request":
             with self._lock:  # close() letters each request still pending: one letter, whoever takes it
                 if self._pending.pop(message.correlation_id, None) is None:
@@ -549,6 +558,9 @@ class IpcBus:
             # delivered (nobody waits for the reply) but dead-lettered, as a request
             # that timed out waiting for its reply is.
             if committed:
+                with self._lock:
+                    if message.correlation_id in self._failed_at_close:
+                        return  # close() failed it, with its "closed" letter: one letter a request
                 msg = f"agentipc: request timed out: {topic!r} to {to!r}: its commit outlasted call_timeout"
                 with contextlib.suppress(CogfabricError):  # stopped meanwhile: nothing to record it in
                     self.dead_letter(message, "timeout", msg)

@@ -185,8 +185,9 @@ class JournalWriterActor(pykka.ThreadingActor):
         """Commit whatever is still waiting before the actor stops (then close the journal, if asked).
 
         Whoever stopped it (``JournalWriter.stop``, or ``pykka.ActorRegistry.stop_all``
-        in the host application), it refuses further submissions first: nothing would
-        commit them once it is gone.
+        in the host application), it refuses further submissions from other threads
+        first: nothing would commit them once it is gone. Its own post-commit actions
+        may still submit: this drain takes until nothing is left.
         """
         self._writer._refuse_more()  # noqa: SLF001
         try:
@@ -482,7 +483,8 @@ class JournalWriter:
                 # costs a spare ring (a drain that finds nothing), never a lost one, which
                 # would leave every later submission unrung. The actor may have stopped
                 # since this submission was queued: it was queued before on_stop refused
-                # more (under the lock), so that drain commits it, or on_failure's fails
+                # more (under the lock), or by the writer's own thread before it stopped
+                # (``_own_last_drain``), so that drain commits it, or on_failure's fails
                 # it. Either way its ack is resolved, not left waiting.
                 with contextlib.suppress(pykka.ActorDeadError):
                     self._ref.tell(_FLUSH)
@@ -577,7 +579,7 @@ class JournalWriter:
         return True
 
     def _refuse_more(self) -> None:
-        """On the writer's thread, as it begins to stop: refuse every later submission."""
+        """On the writer's thread, as it begins to stop: refuse submissions from other threads."""
         with self._lock:
             self._closed = True
             self._room.notify_all()

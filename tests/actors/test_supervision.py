@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime as dt
 import functools
@@ -2884,6 +2885,51 @@ class _DeletingProvider(ScriptedProvider):
         return super().generate(prompt, **params)
 
 
+def _held_until_stopped(
+    runtime: Runtime, *, entered: threading.Event | None = None, until_stopped: bool = True
+) -> threading.Event:
+    """Hold the journal's appends until the writer is asked to stop; each then ends once it refuses others.
+
+    So a commit that timed out ends while ``close()`` stops the writer, its post-commit
+    action run after the writer refuses submissions from other threads. Returns the gate
+    (set by the writer's ``stop``). ``entered``: set when an append waits.
+    ``until_stopped=False``: an append ends at once when the gate opens.
+    """
+    writer = runtime._core.writer
+    assert writer is not None
+    gate = threading.Event()
+    journal = writer._journal
+    real_append, real_stop = journal.append, writer.stop
+
+    def held(events: Any, *args: Any, **kwargs: Any) -> list[int]:
+        if entered is not None:
+            entered.set()
+        assert gate.wait(10)
+        seqs = real_append(events, *args, **kwargs)
+        if until_stopped:
+            with writer._room:
+                assert writer._room.wait_for(lambda: writer._closed, 10)
+        return seqs
+
+    def stop(timeout: float | None = None) -> None:
+        gate.set()
+        real_stop(timeout)
+
+    writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
+    writer.stop = stop  # type: ignore[method-assign]
+    return gate
+
+
+def _endings(path: Path, topic: str) -> tuple[list[str], list[IpcDelivered]]:
+    """The dead letters' reasons and the deliveries of the one message on ``topic`` at ``path``."""
+    with Journal.open(path, readonly=True) as stored:
+        events = [r.event for r in stored.read()]
+    (message,) = [e for e in events if isinstance(e, IpcMessage) and e.topic == topic]
+    letters = [e.reason for e in events if isinstance(e, IpcDeadLettered) and e.message_id == message.id]
+    delivered = [e for e in events if isinstance(e, IpcDelivered) and e.message_id == message.id]
+    return letters, delivered
+
+
 class TestTimedOutCallsFinishLate:
     def test_a_spawn_whose_commit_timed_out_starts_its_agent_once_stored(self, tmp_path: Path) -> None:
         with _open(tmp_path / "j", timeout=0.3) as runtime:
@@ -3147,34 +3193,91 @@ class TestTimedOutCallsFinishLate:
         # (found by a wider stalled-disk model test).
         with _open(tmp_path / "j", timeout=0.3) as runtime:
             runtime.spawn("r", behavior="gate")
-            writer = runtime._core.writer
-            assert writer is not None
-            gate = threading.Event()
-            journal = writer._journal
-            real_append, real_stop = journal.append, writer.stop
-
-            def held_until_stopped(events: Any, *args: Any, **kwargs: Any) -> list[int]:
-                assert gate.wait(10)
-                seqs = real_append(events, *args, **kwargs)
-                with writer._room:  # the commit ends once the writer refuses submissions
-                    assert writer._room.wait_for(lambda: writer._closed, 10)
-                return seqs
-
-            def stop(timeout: float | None = None) -> None:
-                gate.set()
-                real_stop(timeout)
-
-            writer._journal = _Stalled(journal, held_until_stopped)  # type: ignore[assignment]
-            writer.stop = stop  # type: ignore[method-assign]
+            _held_until_stopped(runtime)
             with pytest.raises(ActorTimeoutError):
                 runtime.bus.request("x", "r", "asked", timeout=10)
-        with Journal.open(tmp_path / "j", readonly=True) as stored:
-            events = [r.event for r in stored.read()]
-        (asked,) = [e for e in events if isinstance(e, IpcMessage) and e.topic == "asked"]
-        letters = [e for e in events if isinstance(e, IpcDeadLettered) and e.message_id == asked.id]
-        assert [letter.reason for letter in letters] == ["timeout"]
-        assert not [e for e in events if isinstance(e, IpcDelivered) and e.message_id == asked.id]
+        assert _endings(tmp_path / "j", "asked") == (["timeout"], [])
         assert Gate.seen == []
+
+    @pytest.mark.parametrize("op", ["send", "broadcast"])
+    def test_a_message_whose_timed_out_commit_lands_as_close_stops_the_writer_is_dead_lettered(
+        self, tmp_path: Path, op: str
+    ) -> None:
+        # Finished on the writer's thread once stored, it finds its recipient stopped:
+        # the "closed" dead letter of a message that reaches its agent once close() asked
+        # it to stop (it was refused by the stopping writer, and the message left pending).
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            runtime.spawn("r", behavior="gate")
+            runtime.bus.subscribe("r", "news")
+            _held_until_stopped(runtime)
+            calls: dict[str, Callable[[], object]] = {
+                "send": lambda: runtime.bus.send("x", "r", "news", 1),
+                "broadcast": lambda: runtime.bus.broadcast("x", "news", 1),
+            }
+            with pytest.raises(ActorTimeoutError):
+                calls[op]()
+        assert _endings(tmp_path / "j", "news") == (["closed"], [])
+        assert Gate.seen == []
+
+    @pytest.mark.parametrize("op", ["request", "send", "broadcast"])
+    def test_a_message_whose_timed_out_commit_lands_after_close_gave_up_on_the_writer_is_dead_lettered(
+        self, tmp_path: Path, op: str
+    ) -> None:
+        # close() raised ActorTimeoutError (the writer stalled) and left the journal to
+        # the writer, which still commits what finishing the message journals: a request
+        # its "timeout" letter, a send and a broadcast (which gave up once close() was
+        # over) their "closed" one.
+        runtime = _open(tmp_path / "j", timeout=0.2)
+        runtime.spawn("r", behavior="gate")
+        runtime.bus.subscribe("r", "news")
+        writer = runtime._core.writer
+        assert writer is not None
+        calls: dict[str, Callable[[], object]] = {
+            "request": lambda: runtime.bus.request("x", "r", "news", 1, timeout=10),
+            "send": lambda: runtime.bus.send("x", "r", "news", 1),
+            "broadcast": lambda: runtime.bus.broadcast("x", "news", 1),
+        }
+        gate = _stall(runtime)
+        try:
+            with pytest.raises(ActorTimeoutError):
+                calls[op]()
+            with pytest.raises(ActorTimeoutError, match="did not stop"):
+                runtime.close()
+        finally:
+            gate.set()
+        assert writer._ended.wait(10)
+        assert _endings(tmp_path / "j", "news") == (["timeout" if op == "request" else "closed"], [])
+        assert Gate.seen == []
+
+    @pytest.mark.parametrize("lands", ["as the writer stops", "before the writer stops"])
+    def test_a_request_failed_by_close_while_its_commit_waits_gets_one_dead_letter(
+        self, tmp_path: Path, lands: str
+    ) -> None:
+        # close() fails the request still waiting (its "closed" letter); its requester
+        # then gives up at its commit, which lands later: no second, "timeout", letter.
+        runtime = _open(tmp_path / "j", timeout=0.3)
+        runtime.spawn("r", behavior="gate")
+        writer = runtime._core.writer
+        assert writer is not None
+        entered, gave_up = threading.Event(), threading.Event()
+        gate = _held_until_stopped(runtime, entered=entered, until_stopped=lands == "as the writer stops")
+        real_stop = writer.stop
+
+        def stop(timeout: float | None = None) -> None:
+            assert gave_up.wait(10)  # the requester gave up at its commit
+            gate.set()
+            if lands == "before the writer stops":
+                writer.flush(10)  # the request is committed, its post-commit action run
+            real_stop(timeout)
+
+        writer.stop = stop  # type: ignore[method-assign]
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            requester = pool.submit(runtime.bus.request, "x", "r", "asked", timeout=10)
+            requester.add_done_callback(lambda _: gave_up.set())
+            assert entered.wait(10)  # its commit waits for the disk, the requester for it
+            runtime.close()
+            assert isinstance(requester.exception(10), ActorTimeoutError)
+        assert _endings(tmp_path / "j", "asked") == (["closed"], [])
 
     def test_a_send_whose_timed_out_commit_is_refused_gives_its_mailbox_slot_back(
         self, tmp_path: Path
