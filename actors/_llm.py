@@ -922,7 +922,9 @@ class JournaledLLM(LLMClient):
                 before anything is added to the session.
             ActorTimeoutError: the output's record outlasted ``call_timeout`` (sync
                 durability): the answer is queued to go into the session all the same,
-                behind it (not if the session is gone by then).
+                behind it (not if the session is gone by then, nor once ``close()`` has
+                begun or has stopped the session actor before it got to it: then the
+                record is stored without its answer in the session, and a warning logged).
 
         """
         if self._check_open is not None:

@@ -600,9 +600,13 @@ class MemoryManager:
                 # the journal went fail-stop just now: the reads stand (as above)
                 log.warning("the journal refused the records of %d session reads: %s", len(events), exc)
                 return None
-            # Refused (a JournalError, a value the journal cannot store) or the writer
-            # is stopped: nothing of this batch is stored, so nothing of it may stay
-            # visible.
+            if isinstance(exc, RuntimeClosedError) and self._core.closing:
+                # The writer is stopped by close(): every later call is refused, and
+                # close() may have closed the journal (it gave up waiting for this
+                # actor), so there is nothing to reload from.
+                return exc
+            # Refused (a JournalError, a value the journal cannot store): nothing of
+            # this batch is stored, so nothing of it may stay visible.
             self._recover()
             if writer is not None and writer.failure is not None:
                 self._saw_failure = True  # this was the reload after the failure: not again
@@ -619,7 +623,13 @@ class MemoryManager:
         """
         writer = self._core.writer
         assert writer is not None
-        if writer.settled():
+        try:
+            settled = writer.settled()
+        except RuntimeClosedError:
+            if self._core.closing:
+                return  # the next batch is refused, and no reload reads a closed journal
+            raise
+        if settled:
             self._recover()
             self._stale = False
 

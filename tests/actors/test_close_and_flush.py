@@ -4,6 +4,7 @@ is lost, and nobody waits past what the runtime can still deliver."""
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import subprocess
 import sys
@@ -1374,3 +1375,38 @@ def test_a_kept_ctx_of_an_agent_close_stopped_snapshots_short_of_a_refused_publi
         rt.close()
 
     _assert_b_has_the_goal_and_its_changes(tmp_path / "j", config, behaviors)
+
+
+def test_a_session_batch_run_after_close_gave_up_on_the_session_actor_reads_no_closed_journal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # close() stops the session actor within call_timeout and leaves a busy one running.
+    # Its batch, taken before close() began and run once close() was over, is refused by
+    # the stopped writer; its reload then read the journal close() had closed: an ERROR
+    # with a traceback ("the session actor failed on a batch"), lmdb's closed object as
+    # JournalUnavailableError (found by a helper's hunt at close).
+    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
+    runtime = Runtime.open(tmp_path / "j", config=config, clock=FakeClock())
+    memory = runtime.memory
+    session = memory.create_session("u")
+    real_run = memory._run
+    taken = threading.Event()
+
+    def run(ops: list[Any]) -> None:
+        if any(op.name == "add" for op in ops):  # taken before close() began, run once it is over
+            taken.set()
+            assert runtime._close_done.wait(10)
+        real_run(ops)
+
+    memory._run = run  # type: ignore[method-assign]
+    with caplog.at_level("WARNING"):
+        caller, outcome = _in_thread(lambda: memory.add_message(session, "user", "m"))
+        assert taken.wait(10)
+        runtime.close()
+        caller.join(10)
+        assert memory._ref.actor_stopped.wait(10)
+    assert [type(e) for e in outcome] == [ActorTimeoutError]  # its caller gave up on the busy actor
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as reopened:
+        assert [m.content for m in reopened.memory.get_messages(session)][1:] == []
