@@ -202,14 +202,23 @@ class IpcBus:
             return self._runtime._admitted(message.recipient, timeout)  # noqa: SLF001
         except AgentNotFoundError as exc:
             error = AgentNotRegisteredError(message.recipient)
-            self.dead_letter(message, "agent not registered", str(error))
+            if self._own_letter(message):
+                self.dead_letter(message, "agent not registered", str(error))
             raise error from exc
         except MailboxFullError as exc:
-            self.dead_letter(message, "mailbox full", str(exc))
+            if self._own_letter(message):
+                self.dead_letter(message, "mailbox full", str(exc))
             raise
         except RuntimeClosedError:
             self._closed_letter(message)
             raise
+
+    def _own_letter(self, message: IpcMessage) -> bool:
+        """Whether the refusal of ``message`` letters it: a request close() failed has its letter."""
+        if message.kind != "request":
+            return True
+        with self._lock:
+            return self._pending.pop(message.correlation_id, None) is not None
 
     def _closed_letter(self, message: IpcMessage) -> None:
         """A ``closed`` dead letter for a message the runtime's close refused, while it can be journaled.
@@ -561,6 +570,8 @@ class IpcBus:
                 with self._lock:
                     if message.correlation_id in self._failed_at_close:
                         return  # close() failed it, with its "closed" letter: one letter a request
+                    # this letter is its one: close() no longer finds it pending
+                    self._pending.pop(message.correlation_id, None)
                 msg = f"agentipc: request timed out: {topic!r} to {to!r}: its commit outlasted call_timeout"
                 with contextlib.suppress(CogfabricError):  # stopped meanwhile: nothing to record it in
                     self.dead_letter(message, "timeout", msg)
