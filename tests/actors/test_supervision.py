@@ -2921,6 +2921,15 @@ def _held_until_stopped(
     return gate
 
 
+def _news_to_r(runtime: Runtime, op: str) -> object:
+    """From outside an agent, a ``request``, ``send`` or ``broadcast`` on topic 'news' (to 'r')."""
+    if op == "request":
+        return runtime.bus.request("x", "r", "news", 1, timeout=10)
+    if op == "send":
+        return runtime.bus.send("x", "r", "news", 1)
+    return runtime.bus.broadcast("x", "news", 1)
+
+
 def _endings(path: Path, topic: str) -> tuple[list[str], list[IpcDelivered]]:
     """The dead letters' reasons and the deliveries of the one message on ``topic`` at ``path``."""
     with Journal.open(path, readonly=True) as stored:
@@ -3145,12 +3154,8 @@ class TestTimedOutCallsFinishLate:
             runtime.spawn("r", behavior="gate")
             runtime.bus.subscribe("r", "news")
             gate = _stall(runtime)
-            calls: dict[str, Callable[[], object]] = {
-                "send": lambda: runtime.bus.send("x", "r", "news", 1),
-                "broadcast": lambda: runtime.bus.broadcast("x", "news", 1),
-            }
             with pytest.raises(ActorTimeoutError):
-                calls[call]()
+                _news_to_r(runtime, call)
             gate.set()
             runtime.flush()
             runtime.bus.request("x", "r", "ping", timeout=10)  # r handled what came before
@@ -3211,12 +3216,8 @@ class TestTimedOutCallsFinishLate:
             runtime.spawn("r", behavior="gate")
             runtime.bus.subscribe("r", "news")
             _held_until_stopped(runtime)
-            calls: dict[str, Callable[[], object]] = {
-                "send": lambda: runtime.bus.send("x", "r", "news", 1),
-                "broadcast": lambda: runtime.bus.broadcast("x", "news", 1),
-            }
             with pytest.raises(ActorTimeoutError):
-                calls[op]()
+                _news_to_r(runtime, op)
         assert _endings(tmp_path / "j", "news") == (["closed"], [])
         assert Gate.seen == []
 
@@ -3233,15 +3234,10 @@ class TestTimedOutCallsFinishLate:
         runtime.bus.subscribe("r", "news")
         writer = runtime._core.writer
         assert writer is not None
-        calls: dict[str, Callable[[], object]] = {
-            "request": lambda: runtime.bus.request("x", "r", "news", 1, timeout=10),
-            "send": lambda: runtime.bus.send("x", "r", "news", 1),
-            "broadcast": lambda: runtime.bus.broadcast("x", "news", 1),
-        }
         gate = _stall(runtime)
         try:
             with pytest.raises(ActorTimeoutError):
-                calls[op]()
+                _news_to_r(runtime, op)
             with pytest.raises(ActorTimeoutError, match="did not stop"):
                 runtime.close()
         finally:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
     from pathlib import Path
 
-    from cogfabric.events import Event
+    from cogfabric.events import Event, PrivateSet
 
 
 def _seq(n: int) -> bytes:
@@ -302,15 +302,20 @@ def test_a_free_page_list_of_the_transaction_after_the_files_last_is_refused(fre
     _refused(freed, f"holds a record of transaction {txnid + 1}, past the file's last \\({txnid}\\)")
 
 
+def _db_leaf(path: Path, db: bytes, events: list[PrivateSet]) -> tuple[int, bytearray]:
+    """A journal at ``path`` holding ``events``: the root leaf of its database ``db``, and that page."""
+    with Journal.open(path) as journal:
+        journal.append(events)
+    main = _page(path, _root(_newest_meta(path), _MAIN_DB))
+    (db_at,) = (at + 8 + len(key) for at, _, _, key in _leaf_nodes(main) if key == db)
+    leaf = _root(main, db_at)
+    return leaf, _page(path, leaf)
+
+
 def _large_record(tmp_path: Path) -> tuple[Path, int, bytearray, tuple[int, int, int, bytes]]:
     """A journal of one record on overflow pages: its path, the leaf, the page, the record's node."""
     path = tmp_path / "j"
-    with Journal.open(path) as journal:
-        journal.append(make_events(1, value="x" * 20_000))
-    main = _page(path, _root(_newest_meta(path), _MAIN_DB))
-    (events_at,) = (at + 8 + len(key) for at, _, _, key in _leaf_nodes(main) if key == b"events")
-    leaf = _root(main, events_at)
-    page = _page(path, leaf)
+    leaf, page = _db_leaf(path, b"events", make_events(1, value="x" * 20_000))
     (node,) = _leaf_nodes(page)
     assert node[1] == 1  # F_BIGDATA: the value is on overflow pages
     return path, leaf, page, node
@@ -389,12 +394,7 @@ def test_an_id_leaf_whose_nodes_all_carry_one_flag_is_refused(tmp_path: Path) ->
     # still one a node of the id index never has. Kills: that fast check not looking
     # at the flags
     path = tmp_path / "j"
-    with Journal.open(path) as journal:
-        journal.append(make_events(60))
-    main = _page(path, _root(_newest_meta(path), _MAIN_DB))
-    (ids_at,) = (at + 8 + len(key) for at, _, _, key in _leaf_nodes(main) if key == b"ids")
-    leaf = _root(main, ids_at)
-    page = _page(path, leaf)
+    leaf, page = _db_leaf(path, b"ids", make_events(60))
     nodes = _leaf_nodes(page)
     assert len(nodes) >= 32  # store/_pages.py's _TILED_FROM: the fast check's case
     for at, _, _, _ in nodes:
@@ -422,12 +422,7 @@ def test_a_leaf_whose_free_space_bounds_cross_by_one_offset_is_refused(tmp_path:
     # lower up to upper (LMDB takes upper - lower as its size). Kills: bounds that
     # cross by two bytes let through
     path = tmp_path / "j"
-    with Journal.open(path) as journal:
-        journal.append(make_events(3))
-    main = _page(path, _root(_newest_meta(path), _MAIN_DB))
-    (events_at,) = (at + 8 + len(key) for at, _, _, key in _leaf_nodes(main) if key == b"events")
-    leaf = _root(main, events_at)
-    page = _page(path, leaf)
+    leaf, page = _db_leaf(path, b"events", make_events(3))
     _, _, _, lower, _ = _HEADER.unpack_from(page)
     struct.pack_into("<H", page, 14, lower - 2)  # mp_upper, below mp_lower
     _write_page(path, leaf, page)
