@@ -353,6 +353,9 @@ class AgentActor(pykka.ThreadingActor):
         over and stops being busy."""
         self._task_ticket = 0
         self._killed = False
+        self._kill_unsure = False
+        """Its kill's commit timed out: dead to every message until it catches up, which
+        decides (stored: it leaves; refused or failed: it lives on)."""
         self._stale = False  # a commit it stopped waiting for may have happened
         self._behind: Ack | None = None
         """While ``_stale``: the acknowledgement of the last submission it must see stored."""
@@ -424,8 +427,8 @@ class AgentActor(pykka.ThreadingActor):
                 window.release()
 
     def _dispatch(self, kind: object, message: Any) -> Any:  # noqa: ANN401 - replies are any value
-        if self._stale and not self._killed:
-            self._catch_up()
+        if self._stale and (self._kill_unsure or not self._killed):
+            self._catch_up()  # a kill whose commit timed out is decided here, before the message
         writer = self._core.writer
         # every message passes here: the attribute, not the property
         if writer is not None and writer._failure is not None and not self._saw_failure:  # noqa: SLF001
@@ -557,8 +560,10 @@ class AgentActor(pykka.ThreadingActor):
             ack.wait(self._core.call_timeout)
         except ActorTimeoutError:
             return False
-        except JournalError:
-            pass  # fail-stop: the journal holds what it holds
+        except RuntimeClosedError:
+            raise  # the writer stopped first: nothing to reload from
+        except Exception:  # noqa: BLE001, S110 - refused or failed: not stored; the journal holds what it holds
+            pass
         return True
 
     def _after_death(self, message: Any) -> None:  # noqa: ANN401 - a mailbox message
@@ -580,13 +585,20 @@ class AgentActor(pykka.ThreadingActor):
             self._adopt(replay_agent(self._core.writer.journal, self._state.id))
 
     def _adopt(self, state: AgentSnapshot | None) -> None:
-        """Take the journal's state for this agent; None means the journal has it killed."""
-        if self._killed:
+        """Take the journal's state for this agent; None means the journal has it killed.
+
+        An agent whose kill's commit timed out (``_kill_unsure``) leaves if the journal
+        has it killed, and otherwise lives on: the kill was refused or the journal failed.
+        """
+        if self._killed and not self._kill_unsure:
             return  # it left the runtime already; a later agent may hold its id now
         if state is None:
             self._killed = True  # its kill was stored after all (the call had timed out)
+            self._kill_unsure = False
             self._leave()
             return
+        if self._kill_unsure:  # its kill is not in the journal: the agent lives on, as replay has it
+            self._killed = self._kill_unsure = False
         self._state = state
         self._shared.lifecycle = state.lifecycle
         self._core.bus._reindex(state.id, state.topics, state.topic_orders)  # noqa: SLF001
@@ -965,7 +977,11 @@ class AgentActor(pykka.ThreadingActor):
         be undone (the actor is gone), so it must not run ahead of the journal. From
         then on this actor journals nothing: what is still in its mailbox is refused
         (``_after_death``). It leaves the runtime itself, so a kill whose caller timed
-        out still completes, as replay will most likely show it.
+        out still completes. If the kill's own commit times out, it stays listed, and
+        handles nothing, until the journal has it (``_catch_up``, before its next
+        message, which the writer sends once past it): stored, it leaves; refused, or
+        lost to a journal that failed, it lives on with the journal's state, as a reopen
+        will have it.
         """
         cognitive = upgrade_cognitive_state(self._state.cognitive)
         with self._foreign_lock:  # a kept ``ctx.llm`` client called from another thread reads it
@@ -982,7 +998,8 @@ class AgentActor(pykka.ThreadingActor):
                 durable=True,
             )
         except ActorTimeoutError:
-            self._leave()  # handed over: it will most likely be stored, and replay then has it dead
+            with self._foreign_lock:
+                self._kill_unsure = True  # decided by the catch-up, once the writer is past it
             raise
         except BaseException:
             self._killed = False  # refused: the agent lives on

@@ -1113,8 +1113,11 @@ class Runtime:
         The agent removes itself once its death is journaled, in its mailbox order, so
         a kill that raises ``ActorTimeoutError`` (the agent was busy) still completes
         when the agent gets to it, as the journal will show; nothing it still had in its
-        mailbox is handled after that. Like every lifecycle call, it is queued even when
-        the agent's mailbox is full (past the bound): it gets ``MailboxFullError`` only
+        mailbox is handled after that. A kill whose own commit timed out is decided by
+        the journal: the agent stays listed, handling nothing, until the commit ends;
+        then it leaves if stored, and lives on if refused or lost to a journal failure.
+        Like every lifecycle call, it is queued even when the agent's mailbox is full
+        (past the bound): it gets ``MailboxFullError`` only
         when the mailbox holds ``MailboxSlots.CONTROL_EXTRA`` (16) lifecycle calls already
         (calls that timed out, made again) and none is handled within ``call_timeout``.
         """

@@ -2832,6 +2832,29 @@ def _stall(
     return gate
 
 
+def _stall_then_fail(runtime: Runtime, failure: Exception) -> threading.Event:
+    """Make the runtime's next journal append wait until the returned event is set, then raise ``failure``.
+
+    The appends after it go through (if the writer still makes any).
+    """
+    writer = runtime._core.writer
+    assert writer is not None
+    gate = threading.Event()
+    journal = writer._journal
+    real_append = journal.append
+    failed: list[bool] = []
+
+    def failing_append(events: Sequence[Event], *args: Any, **kwargs: Any) -> list[int]:
+        if not failed:
+            failed.append(True)
+            assert gate.wait(10), "the test never opened the gate"
+            raise failure
+        return real_append(events, *args, **kwargs)
+
+    writer._journal = _Stalled(journal, failing_append)  # type: ignore[assignment]
+    return gate
+
+
 def _output_records(events: Sequence[Event]) -> bool:
     """For ``_stall``: an LLM output's record (a turn's)."""
     return any(isinstance(e, LlmOutputRecorded) for e in events)
@@ -3781,6 +3804,58 @@ class TestKillAndReloadEdges:
                 "AgentSpawned",
                 "AgentKilled",
             ]
+
+    @pytest.mark.parametrize(
+        "failure", [OSError("disk gone"), ValueError("refused")], ids=["fail-stop", "refused"]
+    )
+    def test_a_kill_whose_timed_out_commit_is_not_stored_leaves_the_agent_alive(
+        self, tmp_path: Path, failure: Exception
+    ) -> None:
+        # The kill's commit outlasts call_timeout, then fails: the journal goes fail-stop
+        # (an error the writer does not know), or refuses it alone. The agent left at the
+        # timeout, so it was gone live while the journal, and a reopen, had it alive.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            agent = runtime.spawn("a")
+            agent.set_private("k", 1)
+            gate = _stall_then_fail(runtime, failure)
+            with pytest.raises(ActorTimeoutError):
+                runtime.kill("a")
+            gate.set()
+            if isinstance(failure, OSError):
+                with pytest.raises(JournalError):
+                    runtime.flush(10)
+            else:
+                runtime.flush(10)
+
+            assert runtime.agents() == ["a"]
+            assert agent.private("k") == 1
+            if isinstance(failure, ValueError):  # the journal takes changes still: it can die now
+                agent.set_private("k", 2)
+                runtime.kill("a")
+                assert runtime.agents() == []
+        with _open(tmp_path / "j") as runtime:
+            assert runtime.agents() == (["a"] if isinstance(failure, OSError) else [])
+            if isinstance(failure, OSError):
+                assert runtime.agent("a").private("k") == 1
+
+    @pytest.mark.parametrize("failure", [ValueError("refused"), TypeError("refused")])
+    def test_an_agent_whose_timed_out_commit_is_refused_goes_on_without_it(
+        self, tmp_path: Path, failure: Exception
+    ) -> None:
+        # A refusal that is not a JournalError (one the boundary checks should have
+        # caught) reached the catch-up as an error: each later message raised it.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            agent = runtime.spawn("a")
+            gate = _stall_then_fail(runtime, failure)
+            with pytest.raises(ActorTimeoutError):
+                agent.set_private("k", 1)
+            gate.set()
+            runtime.flush(10)
+
+            agent.set_private("j", 2)
+            assert (agent.private("k"), agent.private("j")) == (None, 2)
+        with _open(tmp_path / "j") as runtime:
+            assert (runtime.agent("a").private("k"), runtime.agent("a").private("j")) == (None, 2)
 
     @pytest.mark.parametrize(
         ("first", "second", "lifecycle", "stored"),
