@@ -537,7 +537,7 @@ class AgentActor(pykka.ThreadingActor):
         with self._foreign_lock:  # a kept ctx's change is not overwritten by the reload
             if not self._stale:
                 return True
-            if self._foreign:
+            if self._foreign and not self._kill_unsure:  # noted during an undecided kill: after it
                 self._take_foreign()
             if self._outbox:
                 events, self._outbox = self._outbox, []
@@ -602,6 +602,24 @@ class AgentActor(pykka.ThreadingActor):
         self._state = state
         self._shared.lifecycle = state.lifecycle
         self._core.bus._reindex(state.id, state.topics, state.topic_orders)  # noqa: SLF001
+
+    def check_alive(self) -> None:
+        """Raise unless the agent lives: for a kept ``ctx``, whose calls journal nothing after its kill.
+
+        Raises:
+            AgentNotFoundError: the agent was killed.
+            ActorTimeoutError: its kill's commit timed out and is not decided yet: the
+                agent may live on (the journal refused it), so the call is not made.
+
+        """
+        if self._kill_unsure:
+            msg = (
+                f"agent {self._state.id!r} is behind the journal (its kill's commit is not "
+                "stored yet): the call was not made"
+            )
+            raise ActorTimeoutError(msg)
+        if self._killed:
+            raise AgentNotFoundError(self._state.id)
 
     def _leave(self) -> None:
         """Leave the runtime (the actor stops): the journal has this agent dead."""
@@ -738,7 +756,14 @@ class AgentActor(pykka.ThreadingActor):
             log.warning("agent %s: %s not journaled: %s", self._state.id, type(event).__name__, exc)
 
     def _note_foreign_late(self, event: Event, writer: JournalWriter | None) -> None:
-        """Under the lock: queue ``event`` for the message in hand; drop it after a kill or with no writer."""
+        """Under the lock: queue ``event`` for the message in hand; drop it after a kill or with no writer.
+
+        While the kill's commit is undecided (``_kill_unsure``) it waits for the decision
+        in ``_foreign``: handed over if the agent lives on, dropped if it was killed.
+        """
+        if self._kill_unsure:
+            self._foreign.append(event)
+            return
         if self._killed:  # its kill is journaled (or on its way): nothing after it is its
             log.warning(
                 "agent %s: %s noted after its kill not journaled", self._state.id, type(event).__name__
@@ -785,7 +810,7 @@ class AgentActor(pykka.ThreadingActor):
 
     def _flush_outbox_locked(self) -> int:
         writer = self._core.writer
-        if self._foreign:
+        if self._foreign and not self._kill_unsure:  # noted during an undecided kill: after it
             self._take_foreign()
         if self._killed and self._outbox:  # noted by another thread after the kill was journaled
             log.warning(
@@ -1226,7 +1251,9 @@ class AgentContext:
     ``call_timeout`` for the writer): it would be checked against the state without
     that change. Once its agent is killed, every method but ``agent_id``, ``memory`` and ``llm`` raises
     ``AgentNotFoundError``, also when another agent of that id was spawned since (it is
-    another agent). What the lock does not order is a behavior's own steps beside its
+    another agent); while its kill's commit is undecided (it timed out), they raise
+    ``ActorTimeoutError`` at once, and what a kept ``ctx.llm`` records meanwhile is
+    journaled if the agent lives on. What the lock does not order is a behavior's own steps beside its
     state methods: a thread it does not wait for, acting while it runs, still races it.
     """
 
@@ -1241,7 +1268,7 @@ class AgentContext:
         """
         actor = self._actor
         if actor._killed:  # noqa: SLF001
-            raise AgentNotFoundError(actor.agent_id)
+            actor.check_alive()
         shared = actor._shared  # noqa: SLF001
         return threading.current_thread() is not shared.thread and not shared.busy
 
@@ -1342,7 +1369,7 @@ class AgentContext:
         wait = core.call_timeout if timeout is None else bounded_wait(timeout, core.call_timeout)
         core.check_running()
         if actor._killed:  # noqa: SLF001
-            raise AgentNotFoundError(actor.agent_id)
+            actor.check_alive()
         actor.flush_outbox()
         if core.writer is not None:
             core.writer.flush(wait)
@@ -1386,7 +1413,7 @@ class AgentContext:
         actor = self._actor
         actor._core.check_journaling()  # noqa: SLF001
         if actor._killed:  # noqa: SLF001
-            raise AgentNotFoundError(actor.agent_id)
+            actor.check_alive()
 
     def send(self, to: str, topic: str, payload: object = None) -> None:
         """Send ``to`` a message from this agent."""

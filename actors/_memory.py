@@ -618,20 +618,34 @@ class MemoryManager:
     def _catch_up(self) -> None:
         """Reload every session from the journal once the writer has what it was handed.
 
-        After a commit the manager stopped waiting for; if the writer is still busy,
-        this is tried again before the next batch.
+        After a commit the manager stopped waiting for, before the next batch: a write
+        decided on the state with the timed-out one, which the journal may then refuse,
+        would contradict what it holds (a new session that evicted none, as one deleted
+        came back: more than ``max_sessions``). So, as an agent does, it waits for the
+        writer however long it takes, ``call_timeout`` at a time (the callers waiting
+        for the batch time out meanwhile, and their calls take effect after).
+
+        Raises:
+            JournalError: the writer refuses submissions (fail-stop, say) and is busy still.
+            RuntimeClosedError: the writer stopped while the runtime is not closing.
+
         """
         writer = self._core.writer
         assert writer is not None
-        try:
-            settled = writer.settled()
-        except RuntimeClosedError:
+        while True:
+            try:
+                if writer.settled():
+                    break
+            except RuntimeClosedError:
+                if self._core.closing:
+                    return  # the next batch is refused, and no reload reads a closed journal
+                raise
             if self._core.closing:
-                return  # the next batch is refused, and no reload reads a closed journal
-            raise
-        if settled:
-            self._recover()
-            self._stale = False
+                return
+            writer.check_usable()
+            log.warning("the session actor: a commit it stopped waiting for is still not done; it waits")
+        self._recover()
+        self._stale = False
 
     def _recover(self) -> None:
         self._sessions = collections.OrderedDict()

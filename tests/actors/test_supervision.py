@@ -3130,6 +3130,32 @@ class TestTimedOutCallsFinishLate:
         with _open(tmp_path / "j") as runtime:
             assert [m.content for m in runtime.memory.get_messages(session)] == live
 
+    def test_a_session_write_after_one_whose_commit_timed_out_is_decided_on_the_journals_word(
+        self, tmp_path: Path
+    ) -> None:
+        # The delete's commit times out; the session actor ran the next create on the
+        # state without s1 (nothing evicted), and the delete was then refused: live and
+        # reopened, three sessions under max_sessions=2. It now waits for the delete.
+        config = Config(runtime=RuntimeConfig(call_timeout=0.3), memory=MemoryConfig(max_sessions=2))
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            s1 = runtime.memory.create_session("u")
+            s2 = runtime.memory.create_session("v")
+            gate = _stall_then_fail(runtime, ValueError("refused"))
+            with pytest.raises(ActorTimeoutError):
+                runtime.memory.delete_session(s1)
+            with pytest.raises(ActorTimeoutError):  # it waits for the delete's commit first
+                runtime.memory.create_session("w")
+            gate.set()
+            runtime.flush(10)
+            live = runtime.memory.sessions()  # behind the create
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+            reopened = runtime.memory.sessions()
+
+        assert len(live) == 2
+        assert s1 not in live  # evicted by the create, least recently used
+        assert s2 in live
+        assert live == reopened
+
     def test_a_reply_whose_commit_timed_out_keeps_the_agent_and_its_behavior(
         self, tmp_path: Path, caplog: pytest.LogCaptureFixture
     ) -> None:
@@ -3837,6 +3863,54 @@ class TestKillAndReloadEdges:
             assert runtime.agents() == (["a"] if isinstance(failure, OSError) else [])
             if isinstance(failure, OSError):
                 assert runtime.agent("a").private("k") == 1
+
+    def test_a_kept_ctx_during_an_undecided_kill_waits_for_the_journals_word(self, tmp_path: Path) -> None:
+        # While the kill's commit is undecided, a kept ctx.llm whose provider answers
+        # meanwhile dropped its record as one noted after the kill, and a kept ctx's call
+        # said the agent was gone; the kill is then refused and the agent lives on.
+        kept: list[AgentContext] = []
+        entered, release = threading.Event(), threading.Event()
+
+        class Keeper:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+                kept.append(ctx)
+                return "kept"
+
+        class Slow:
+            def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002
+                entered.set()
+                assert release.wait(10)
+                return "paid answer"
+
+        config = Config(runtime=RuntimeConfig(call_timeout=0.3))
+        with Runtime.open(
+            tmp_path / "j", config=config, clock=FakeClock(), behaviors={"k": Keeper}, llm_provider=Slow()
+        ) as runtime:
+            runtime.spawn("a", behavior="k")
+            runtime.bus.request("x", "a", "keep", timeout=10)
+            llm = kept[0].llm
+            out: list[object] = []
+            caller = threading.Thread(target=lambda: out.append(llm.generate("question")))
+            caller.start()
+            assert entered.wait(10)  # the agent is idle; its kept client waits for the provider
+            runtime.flush(10)  # the kill's commit is the next one
+            gate = _stall_then_fail(runtime, ValueError("refused"))
+            with pytest.raises(ActorTimeoutError):
+                runtime.kill("a")
+            release.set()  # the answer comes while the kill is undecided
+            caller.join(10)
+            with pytest.raises(ActorTimeoutError, match="its kill's commit is not stored yet"):
+                kept[0].set_private("k", 1)
+            gate.set()
+            runtime.flush(10)
+
+            assert runtime.agents() == ["a"]  # the kill was refused: the agent lives on
+            assert out == ["paid answer"]
+            kept[0].set_private("k", 2)
+        with Journal.open(tmp_path / "j", readonly=True) as stored:
+            names = [type(r.event).__name__ for r in stored.read(stream="agent/a")]
+        assert names[-2:] == ["LlmOutputRecorded", "PrivateSet"]
+        assert "AgentKilled" not in names
 
     @pytest.mark.parametrize("failure", [ValueError("refused"), TypeError("refused")])
     def test_an_agent_whose_timed_out_commit_is_refused_goes_on_without_it(
