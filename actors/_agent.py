@@ -354,8 +354,10 @@ class AgentActor(pykka.ThreadingActor):
         self._task_ticket = 0
         self._killed = False
         self._kill_unsure = False
-        """Its kill's commit timed out: dead to every message until it catches up, which
-        decides (stored: it leaves; refused or failed: it lives on)."""
+        """Its kill's commit timed out: until the writer is past it, the agent handles
+        nothing (its next message waits for the catch-up, which decides: stored, it
+        leaves; refused or failed, it lives on), and a kept ctx's call raises
+        ``ActorTimeoutError``."""
         self._stale = False  # a commit it stopped waiting for may have happened
         self._behind: Ack | None = None
         """While ``_stale``: the acknowledgement of the last submission it must see stored."""
@@ -562,8 +564,14 @@ class AgentActor(pykka.ThreadingActor):
             return False
         except RuntimeClosedError:
             raise  # the writer stopped first: nothing to reload from
-        except Exception:  # noqa: BLE001, S110 - refused or failed: not stored; the journal holds what it holds
-            pass
+        except Exception as exc:  # noqa: BLE001 - refused or failed: not stored; the journal holds what it holds
+            if writer.failure is None:  # refused alone (a fail-stop the writer logged): say why it is undone
+                log.warning(
+                    "agent %s: the journal refused a change whose commit the agent stopped waiting for; "
+                    "it takes the journal's word: %r",
+                    self._state.id,
+                    exc,
+                )
         return True
 
     def _after_death(self, message: Any) -> None:  # noqa: ANN401 - a mailbox message
@@ -729,7 +737,8 @@ class AgentActor(pykka.ThreadingActor):
         writer at once, as no message's effect: ``Runtime.flush`` does not ask an idle
         agent for its outbox. A writer that is stopped or failed drops it (logged), as
         the agent's own hand-over would; so does an agent that was killed, also when
-        another agent of its id was spawned since (nothing is its after its kill).
+        another agent of its id was spawned since (nothing is its after its kill). While
+        its kill's commit is undecided (it timed out), the fact waits for the decision.
 
         Other threads never touch the outbox: they queue the fact, under a lock the
         agent also holds while it hands the last of them over and stops being busy, so

@@ -2832,10 +2832,13 @@ def _stall(
     return gate
 
 
-def _stall_then_fail(runtime: Runtime, failure: Exception) -> threading.Event:
+def _stall_then_fail(
+    runtime: Runtime, failure: Exception, holds: Callable[[Sequence[Event]], bool] = bool
+) -> threading.Event:
     """Make the runtime's next journal append wait until the returned event is set, then raise ``failure``.
 
-    The appends after it go through (if the writer still makes any).
+    ``holds``: the first append of the events it picks, not the next one. The appends
+    after it go through (if the writer still makes any).
     """
     writer = runtime._core.writer
     assert writer is not None
@@ -2845,7 +2848,7 @@ def _stall_then_fail(runtime: Runtime, failure: Exception) -> threading.Event:
     failed: list[bool] = []
 
     def failing_append(events: Sequence[Event], *args: Any, **kwargs: Any) -> list[int]:
-        if not failed:
+        if not failed and holds(events):
             failed.append(True)
             assert gate.wait(10), "the test never opened the gate"
             raise failure
@@ -3835,7 +3838,7 @@ class TestKillAndReloadEdges:
         "failure", [OSError("disk gone"), ValueError("refused")], ids=["fail-stop", "refused"]
     )
     def test_a_kill_whose_timed_out_commit_is_not_stored_leaves_the_agent_alive(
-        self, tmp_path: Path, failure: Exception
+        self, tmp_path: Path, failure: Exception, caplog: pytest.LogCaptureFixture
     ) -> None:
         # The kill's commit outlasts call_timeout, then fails: the journal goes fail-stop
         # (an error the writer does not know), or refuses it alone. The agent left at the
@@ -3851,7 +3854,9 @@ class TestKillAndReloadEdges:
                 with pytest.raises(JournalError):
                     runtime.flush(10)
             else:
-                runtime.flush(10)
+                with caplog.at_level(logging.WARNING, logger="cogfabric"):
+                    runtime.flush(10)
+                assert "the journal refused a change whose commit the agent stopped waiting" in caplog.text
 
             assert runtime.agents() == ["a"]
             assert agent.private("k") == 1
@@ -3911,6 +3916,35 @@ class TestKillAndReloadEdges:
             names = [type(r.event).__name__ for r in stored.read(stream="agent/a")]
         assert names[-2:] == ["LlmOutputRecorded", "PrivateSet"]
         assert "AgentKilled" not in names
+
+    @pytest.mark.parametrize("refused", [True, False], ids=["refused", "stored"])
+    def test_a_call_behind_an_undecided_kill_is_handled_after_the_decision(
+        self, tmp_path: Path, refused: bool
+    ) -> None:
+        # batch durability: the spawn is stored first, so the kill's commit is the one held
+        with _open(tmp_path / "j", timeout=0.3, mode="batch") as runtime:
+            runtime.spawn("a")
+            runtime.flush(10)
+            kills = lambda events: any(isinstance(e, AgentKilled) for e in events)  # noqa: E731
+            refusal = ValueError("refused")
+            gate = _stall_then_fail(runtime, refusal, kills) if refused else _stall(runtime, kills)
+            with pytest.raises(ActorTimeoutError):
+                runtime.kill("a")
+            assert runtime.agents() == ["a"]  # listed until the journal decides
+            with pytest.raises(ActorTimeoutError):
+                runtime.retire("a")  # it waits in the mailbox for the decision
+            gate.set()
+            runtime.flush(10)
+            if refused:
+                assert runtime.agent("a").lifecycle == AgentState.RETIRED
+            else:
+                assert runtime.agents() == []  # it left, unasked, once its kill was stored
+                runtime.spawn("a").set_private("k", 2)
+        with _open(tmp_path / "j") as runtime:
+            if refused:
+                assert runtime.agent("a").lifecycle == AgentState.RETIRED
+            else:
+                assert runtime.agent("a").private("k") == 2
 
     @pytest.mark.parametrize("failure", [ValueError("refused"), TypeError("refused")])
     def test_an_agent_whose_timed_out_commit_is_refused_goes_on_without_it(
