@@ -642,8 +642,21 @@ class AgentActor(pykka.ThreadingActor):
         _thread_role.mine = (self._core, self._state.id)
 
     def on_stop(self) -> None:
-        """Pykka's hook, as the actor stops: a handle kept after a kill must not keep it alive."""
+        """Pykka's hook, as the actor stops: a handle kept after a kill must not keep it alive.
+
+        What other threads noted and no message handed over (while its kill was
+        undecided, say) is not journaled: the runtime closed first (logged).
+        """
         self._shared.flush_outbox = _nothing
+        with self._foreign_lock:
+            if self._foreign:
+                log.warning(
+                    "agent %s: %d %s noted by other threads not journaled: the runtime closed first",
+                    self._state.id,
+                    len(self._foreign),
+                    type(self._foreign[0]).__name__,
+                )
+                self._foreign.clear()
 
     def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
         """Log; tells are wrapped so that an actor only fails on a bug."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import _thread
 import collections
+import contextlib
 import itertools
 import logging
 import math
@@ -57,7 +58,7 @@ from ._errors import (
     UserCodeError,
 )
 from ._memory_config import DEFAULT_RAG_MIN_SCORE
-from ._writer import error_copy
+from ._writer import Ack, error_copy
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -416,6 +417,8 @@ class MemoryManager:
         self._reads: list[tuple[str, float]] = []
         """The batch's reads, (session, time): a reload after a failed batch keeps them (_read_again)."""
         self._stale = False  # a commit it stopped waiting for may have happened
+        self._behind: Ack | None = None
+        """While ``_stale``: the acknowledgement of the last batch whose commit it stopped waiting for."""
         self._saw_failure = False
         """Whether it reloaded after the journal went fail-stop: in batch durability it
         applied writes at once that the failed commit may not hold."""
@@ -487,10 +490,13 @@ class MemoryManager:
                 self._saw_failure = True
                 # the journal's word, reads too, before anything else; a catch-up after it
                 # would only repeat it, and forget the accesses made meanwhile
-                self._stale = False
+                self._stale, self._behind = False, None
                 self._recover()
-            elif self._stale:
-                self._catch_up()
+            elif self._stale and not self._catch_up():
+                # close() began while it waited for the journal: a batch decided on the
+                # state without the journal's word could contradict it; not run
+                error, first_write = RuntimeClosedError("the runtime is closed"), 0
+                return
             self._events, self._reads = [], []
             failed = writer is not None and writer.failure is not None
             first_write, reads_before = self._run_ops(ops, failed=failed)
@@ -512,7 +518,9 @@ class MemoryManager:
                     # A copy for each caller: raised from many threads, one object's
                     # traceback would gather all their frames.
                     op.error = error_copy(error)
-                if op.unwaited and op.error is not None:
+                if op.unwaited and isinstance(op.error, ActorTimeoutError):
+                    log.debug("the answer of a turn that timed out goes into its session once stored")
+                elif op.unwaited and op.error is not None:
                     log.warning(
                         "the answer of a turn that timed out was not added to its session: %r", op.error
                     )
@@ -588,6 +596,7 @@ class MemoryManager:
                 else:
                     ack = writer.submit(events)
                     assert ack is not None
+                    self._behind = ack
                     ack.wait(self._core.call_timeout)
         except ActorTimeoutError as exc:
             # Whether the batch is stored is unknown until the writer gets to it; it
@@ -615,37 +624,48 @@ class MemoryManager:
 
     # ------------------------------------------------------------- state, on the actor's thread
 
-    def _catch_up(self) -> None:
-        """Reload every session from the journal once the writer has what it was handed.
+    def _catch_up(self) -> bool:
+        """Reload every session from the journal once its batch that timed out is committed.
 
         After a commit the manager stopped waiting for, before the next batch: a write
         decided on the state with the timed-out one, which the journal may then refuse,
         would contradict what it holds (a new session that evicted none, as one deleted
-        came back: more than ``max_sessions``). So, as an agent does, it waits for the
-        writer however long it takes, ``call_timeout`` at a time (the callers waiting
-        for the batch time out meanwhile, and their calls take effect after).
+        came back: more than ``max_sessions``). So, as an agent does, it waits for that
+        commit however long the writer takes, ``call_timeout`` at a time (the callers
+        waiting for the batch time out meanwhile, and their calls take effect after).
+        False: ``close()`` began meanwhile, and the next batch must not run (nor a reload
+        read a journal close() may have closed).
 
         Raises:
-            JournalError: the writer refuses submissions (fail-stop, say) and is busy still.
             RuntimeClosedError: the writer stopped while the runtime is not closing.
 
         """
         writer = self._core.writer
         assert writer is not None
+        behind = self._behind
+        assert behind is not None
         while True:
             try:
-                if writer.settled():
-                    break
+                behind.wait(self._core.call_timeout)
+            except ActorTimeoutError:
+                if self._core.closing:
+                    return False
+                with contextlib.suppress(JournalError):  # fail-stop: the writer fails the batch once at it
+                    writer.check_usable()
+                log.warning("the session actor: a commit it stopped waiting for is still not done; it waits")
+                continue
             except RuntimeClosedError:
                 if self._core.closing:
-                    return  # the next batch is refused, and no reload reads a closed journal
+                    return False
                 raise
-            if self._core.closing:
-                return
-            writer.check_usable()
-            log.warning("the session actor: a commit it stopped waiting for is still not done; it waits")
+            except Exception:  # noqa: BLE001, S110 - refused or failed: not stored; the journal holds what it holds
+                pass
+            break
         self._recover()
-        self._stale = False
+        if writer.failure is not None:
+            self._saw_failure = True  # this was the reload after the failure: not again
+        self._stale, self._behind = False, None
+        return True
 
     def _recover(self) -> None:
         self._sessions = collections.OrderedDict()

@@ -6,12 +6,16 @@ made then raises ``ActorTimeoutError`` (its outcome unknown), and README promise
 finished once the writer stores it. Rules spawn, change private values and task layers,
 publish, move lifecycles, subscribe, send / broadcast / request to a recording behavior,
 and create, fill and delete sessions (also through an LLM turn), on a stalled disk or
-an open one. There is no reference model: whatever each call did, once the disk is open
-and ``flush()`` returned, the live state must be what a reopen of the journal rebuilds,
-the recording behaviors must have handled exactly the messages the journal says were
-delivered and not dead-lettered, and the journal must not contradict itself (nothing on
-an agent's stream after its kill but a new spawn, no way back from RETIRED, each
-lifecycle change starting where the last one ended).
+an open one. A rule also breaks the disk under the next commit, or the one that waits
+(``fail_disk``): that append fails in storage and the journal goes fail-stop, as
+after an I/O error, until the reopen that follows. There is no reference model:
+whatever each call did, once the disk is open and ``flush()`` returned (or raised for
+a failed journal: README, "every agent drops what it applied that the journal does not
+hold"), the live state must be what a reopen of the journal rebuilds, the recording
+behaviors must have handled exactly the messages the journal says were delivered and
+not dead-lettered (unless the disk failed), and the journal must not contradict itself
+(nothing on an agent's stream after its kill but a new spawn, no way back from
+RETIRED, each lifecycle change starting where the last one ended).
 
 A wider machine (``WiderStalledDisk``, also in ``"batch"`` durability) adds two rules:
 
@@ -60,7 +64,7 @@ from cogfabric.events import (
     IpcMessage,
     LifecycleChanged,
 )
-from cogfabric.store import Journal
+from cogfabric.store import Journal, JournalError, JournalUnavailableError
 
 AGENTS = ["a", "b", "c"]
 TASKS = ["t1", "t2"]
@@ -106,6 +110,8 @@ class Recorder:
     """
 
     handled: ClassVar[list[tuple[str, str]]] = []
+    forgiven: ClassVar[set[tuple[str, str]]] = set()
+    """Messages a disk failure left handled but not so journaled, or the other way round."""
 
     def on_message(self, ctx: cf.AgentContext, message: IpcMessage) -> Any:
         ctx.set_private("last", message.payload)
@@ -116,15 +122,25 @@ class Recorder:
 
 
 class _GatedJournal:
-    """The writer's journal, whose ``append`` waits for ``gate``; ``entered`` says one waits."""
+    """The writer's journal, whose ``append`` waits for ``gate``; ``entered`` says one waits.
+
+    ``fail_next``: the next append to pass the gate fails in storage, and the journal
+    is fail-stop from then on (as the real one after an I/O error).
+    """
 
     def __init__(self, journal: Any, gate: threading.Event, entered: threading.Event) -> None:
         self._journal, self._gate, self._entered = journal, gate, entered
+        self.fail_next = False
 
     def append(self, *args: Any, **kwargs: Any) -> Any:
         if not self._gate.is_set():
             self._entered.set()
         assert self._gate.wait(GATE_WAIT), "the test never opened the gate"
+        if self.fail_next:
+            self.fail_next = False
+            error = JournalUnavailableError("the disk failed (the test broke it)")
+            self._journal._failed = error  # fail-stop, as the journal makes itself after an I/O error
+            raise error
         return self._journal.append(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -148,7 +164,10 @@ class StalledDisk(RuleBasedStateMachine):
         self.entered = threading.Event()  # set when an append waits at the gate
         self.writer_ended: threading.Event | None = None
         self.pending_ok: set[tuple[str, str]] = set()  # sent messages a close() dropped
+        self.gated: _GatedJournal | None = None
+        self.failed = False  # the disk failed: the journal is fail-stop until the next reopen
         Recorder.handled = []
+        Recorder.forgiven = set()
 
     # -- the runtime and its disk
 
@@ -166,8 +185,10 @@ class StalledDisk(RuleBasedStateMachine):
         rt = cf.Runtime.open(self.path, config=config, clock=cf.FakeClock(), behaviors={"rec": Recorder})
         writer = rt._core.writer
         assert writer is not None
-        writer._journal = _GatedJournal(writer._journal, self.gate, self.entered)  # type: ignore[assignment]
+        self.gated = _GatedJournal(writer._journal, self.gate, self.entered)
+        writer._journal = self.gated  # type: ignore[assignment]
         self.writer_ended = writer._ended
+        self.failed = False
         return rt
 
     @initialize(behaviors=st.lists(st.booleans(), min_size=2, max_size=2))
@@ -186,7 +207,9 @@ class StalledDisk(RuleBasedStateMachine):
         label = what.partition(" ")[0].partition("(")[0]
         try:
             result = fn()
-        except REFUSED as exc:
+        except (*REFUSED, JournalError) as exc:
+            if isinstance(exc, JournalError) and not self.failed:
+                raise
             note(f"{what}: {type(exc).__name__}{' (stalled)' if self.stalled else ''}")
             event(f"{label}: {type(exc).__name__}")
             return exc
@@ -203,6 +226,24 @@ class StalledDisk(RuleBasedStateMachine):
     def open_disk(self) -> None:
         note("open the disk")
         self.gate.set()
+
+    @rule()
+    def fail_disk(self) -> None:
+        """Break the disk under the next commit: the one waiting at it, if one does (then open it)."""
+        if self.failed:
+            return
+        writer = self.rt._core.writer if self.rt is not None else None
+        assert writer is not None
+        assert self.gated is not None
+        self.gated.fail_next = True  # the writer makes one commit at a time: the next to pass
+        self.failed = True
+        if self.stalled and writer._commit_began:
+            note("the disk fails under the waiting commit")
+            event("the disk failed under a waiting commit")
+            self.gate.set()
+        else:
+            note("the disk will fail under the next commit")
+            event("the disk failed later")
 
     @rule()
     def flush(self) -> None:
@@ -322,7 +363,15 @@ class StalledDisk(RuleBasedStateMachine):
     # -- the invariant
 
     def observe(self, rt: cf.Runtime) -> dict[str, Any]:
-        """What the runtime shows (sessions by id: a reopen may order them otherwise, README)."""
+        """What the runtime shows (sessions by id: a reopen may order them otherwise, README).
+
+        First each agent's mailbox is drained, twice (a message on "alerts" sends one on
+        "news"): a message still being handled shows its agent RUNNING, which replay
+        never does (flush() waits for durability, not for the agents' messages).
+        """
+        for _ in range(2):
+            for agent_id in rt.agents():
+                rt.agent(agent_id).private("last")  # behind what its mailbox holds
         agents = {}
         for agent_id in rt.agents():
             h = rt.agent(agent_id)
@@ -344,11 +393,15 @@ class StalledDisk(RuleBasedStateMachine):
         """Open the disk, flush, close: a reopen must show what was live; audit the journal."""
         assert self.rt is not None
         self.gate.set()
-        self.rt.flush()
+        try:
+            self.rt.flush(GATE_WAIT)  # the disk is open: only a loaded machine makes it slow
+        except JournalError:
+            if not self.failed:
+                raise
         live = self.observe(self.rt)
-        rt, self.rt = self.rt, None
+        rt, self.rt, failed = self.rt, None, self.failed
         rt.close()
-        check_journal(self.path, self.pending_ok)
+        self.pending_ok |= check_journal(self.path, self.pending_ok, disk_failed=failed)
         self.rt = self._open()
         again = self.observe(self.rt)
         for part in live:
@@ -390,8 +443,14 @@ def check_journal(
     pending_ok: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
     *,
     closed: bool = False,
+    disk_failed: bool = False,
 ) -> set[tuple[str, str]]:
     """The journal holds no contradiction, and the recorders handled what it says they did.
+
+    ``disk_failed``: the disk failed (fail-stop): from then on nothing more was stored, so a
+    message may stay with neither a delivery nor a dead letter (returned, as for
+    ``closed``), and a behavior may have handled what the journal does not say it did, or
+    failed where the journal cannot say (``Recorder.forgiven`` from then on).
 
     A sent message may be left with neither a delivery nor a dead letter only by a
     close() (README: "a dropped message that was sent, not requested, stays in the
@@ -424,7 +483,9 @@ def check_journal(
         for m in sent
         if (m.id, m.recipient) not in delivered | letters.keys() and (m.id, m.recipient) not in pending_ok
     ]
-    if closed:
+    if disk_failed:
+        pass  # its delivery, letter or failure came after the failure: nothing could store it
+    elif closed:
         requested = [m for m in pending if m.kind == "request"]
         assert not requested, ("a request left pending by close()", requested)
     else:
@@ -435,6 +496,9 @@ def check_journal(
     handled = {key for key in delivered if set(letters.get(key, [])) <= {"timeout"} and key not in failed}
     assert len(Recorder.handled) == len(set(Recorder.handled)), "a message handled twice"
     got = set(Recorder.handled)
+    if disk_failed:
+        Recorder.forgiven |= got ^ handled
+    got, handled = got - Recorder.forgiven, handled - Recorder.forgiven
     if got != handled:
         odd = {mid for mid, _ in got ^ handled}
         story = [
@@ -552,7 +616,12 @@ class WiderStalledDisk(StalledDisk):
     def _outcomes(
         self, label: str, what: list[Op], futures: list[Any], allowed: tuple[type[BaseException], ...]
     ) -> None:
-        """Each call returned or raised one of ``allowed`` within BOUND, else the test fails."""
+        """Each call returned or raised one of ``allowed`` within BOUND, else the test fails.
+
+        Once the disk failed, the journal's refusal (``JournalError``) is allowed too.
+        """
+        if self.failed:
+            allowed = (*allowed, JournalError)
         self.gate_was_open = self.gate.is_set()
         for (op, agent_id, topic, value), future in zip(what, futures, strict=True):
             # (not future.result(timeout): ActorTimeoutError is a TimeoutError too)
@@ -656,7 +725,7 @@ class WiderStalledDisk(StalledDisk):
         self.rt = None
         assert self.writer_ended is not None
         assert self.writer_ended.wait(BOUND), "the journal writer did not end once the disk opened"
-        self.pending_ok |= check_journal(self.path, self.pending_ok, closed=True)
+        self.pending_ok |= check_journal(self.path, self.pending_ok, closed=True, disk_failed=self.failed)
         self.rt = self._open()
         self.sessions = list(self.rt.memory.sessions())
 

@@ -67,6 +67,7 @@ from cogfabric.events import (
     LlmOutputRecorded,
     Message,
     PrivateSet,
+    SessionCreated,
     SessionMessageAdded,
 )
 from cogfabric.store import InvalidStreamError, Journal, JournalError, JournalFullError
@@ -4376,3 +4377,155 @@ class TestKillAndReloadEdges:
             assert isinstance(outcome[0], AgentNotRegisteredError)  # as for a request sent after the kill
             assert isinstance(outcome[0], AgentNotFoundError)
             assert [(d.topic, d.reason) for d in bus.dead_letters()] == [("q", "agent killed")]
+
+
+def _on_submit(runtime: Runtime, picks: Callable[[Sequence[Event]], bool], seen: threading.Event) -> None:
+    """Set ``seen`` once the writer is handed events ``picks`` picks."""
+    writer = runtime._core.writer
+    assert writer is not None
+    real_submit = writer.submit
+
+    def submit(events: Sequence[Event], *args: Any, **kwargs: Any) -> Any:
+        ack = real_submit(events, *args, **kwargs)
+        if picks(events):
+            seen.set()
+        return ack
+
+    writer.submit = submit  # type: ignore[method-assign]
+
+
+class TestSessionActorBehindTheJournal:
+    def test_close_while_the_session_actor_waits_for_the_journal_runs_no_batch_on_its_state(
+        self, tmp_path: Path
+    ) -> None:
+        # The create waited behind the delete's commit; close() began meanwhile, and the
+        # create then ran on the state without s1 (nothing evicted) before the writer
+        # stopped: the delete refused, a reopen had three sessions under max_sessions=2.
+        config = Config(runtime=RuntimeConfig(call_timeout=0.3), memory=MemoryConfig(max_sessions=2))
+        runtime = Runtime.open(tmp_path / "j", config=config, clock=FakeClock())
+        s1 = runtime.memory.create_session("u")
+        runtime.memory.create_session("v")
+        gate = _stall_then_fail(runtime, ValueError("refused"))
+        with pytest.raises(ActorTimeoutError):
+            runtime.memory.delete_session(s1)
+        with pytest.raises(ActorTimeoutError):
+            runtime.memory.create_session("w")  # it waits for the delete's commit
+        created = threading.Event()
+        _on_submit(runtime, lambda events: any(isinstance(e, SessionCreated) for e in events), created)
+        writer = runtime._core.writer
+        assert writer is not None
+        real_stop = writer.stop
+
+        def stop(timeout: float | None = None) -> None:
+            gate.set()  # the disk answers as close() stops the writer
+            real_stop(timeout)
+
+        writer.stop = stop  # type: ignore[method-assign]
+        runtime.close()
+        assert writer._ended.wait(10)
+        with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as reopened:
+            sessions = reopened.memory.sessions()
+
+        assert not created.is_set()  # the create was not run
+        assert len(sessions) == 2
+
+    def test_a_read_after_a_catch_up_that_met_a_failed_journal_is_not_forgotten(self, tmp_path: Path) -> None:
+        # The disk failed while the session actor waited for its timed-out write: the
+        # catch-up reloaded, and the next batch reloaded again (for the failure),
+        # forgetting the access in between (its record dropped): the session expired early.
+        clock = FakeClock()
+        config = Config(runtime=RuntimeConfig(call_timeout=0.3), memory=MemoryConfig(session_ttl=100))
+        with Runtime.open(tmp_path / "j", config=config, clock=clock) as runtime:
+            session = runtime.memory.create_session("u")
+            gate = _stall_then_fail(runtime, OSError("disk gone"))
+            with pytest.raises(ActorTimeoutError):
+                runtime.memory.add_message(session, "user", "hi")
+            memory = runtime.memory
+            real_catch_up = memory._catch_up
+
+            def catch_up() -> bool:
+                gate.set()  # the disk fails as the session actor waits for it
+                return real_catch_up()
+
+            memory._catch_up = catch_up  # type: ignore[method-assign]
+            clock.advance(90)
+            assert [m.content for m in memory.get_messages(session)] == ["New session started"]  # read at 90
+            clock.advance(60)
+
+            assert memory.sessions() == [session]  # live until 190
+
+    def test_a_timed_out_turns_answer_that_goes_in_later_is_not_logged_as_lost(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # The answer's own batch timed out behind the stalled output record, and the
+        # session actor logged "was not added" for an answer then added.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            session = runtime.memory.create_session("u")
+            llm = runtime.llm(ScriptedProvider(["the answer"]))
+            gate = _stall(runtime, _output_records)
+            added = threading.Event()
+            _on_submit(runtime, lambda events: any(isinstance(e, SessionMessageAdded) for e in events), added)
+            with caplog.at_level(logging.WARNING, logger="cogfabric"):
+                with pytest.raises(ActorTimeoutError):
+                    llm.turn(session, "question")
+                assert added.wait(10)  # the answer's batch waits behind the record
+                with pytest.raises(ActorTimeoutError):
+                    runtime.memory.sessions()  # behind the answer's batch, which timed out
+                gate.set()
+                runtime.flush(10)
+                messages = [(m.role, m.content) for m in runtime.memory.get_messages(session)]
+
+        assert messages[-1] == ("assistant", "the answer")
+        assert "was not added" not in caplog.text
+
+    def test_a_record_held_for_an_undecided_kill_that_close_drops_is_logged(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # close() stops the agent before its kill's refusal is known to it: what a kept
+        # ctx.llm recorded meanwhile went with the actor, unsaid.
+        kept: list[AgentContext] = []
+        entered, release = threading.Event(), threading.Event()
+
+        class Keeper:
+            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+                kept.append(ctx)
+                return "kept"
+
+        class Slow:
+            def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002
+                entered.set()
+                assert release.wait(10)
+                return "paid answer"
+
+        config = Config(runtime=RuntimeConfig(call_timeout=0.3))
+        runtime = Runtime.open(
+            tmp_path / "j", config=config, clock=FakeClock(), behaviors={"k": Keeper}, llm_provider=Slow()
+        )
+        runtime.spawn("a", behavior="k")
+        runtime.bus.request("x", "a", "keep", timeout=10)
+        llm = kept[0].llm
+        caller = threading.Thread(target=lambda: llm.generate("question"))
+        caller.start()
+        assert entered.wait(10)
+        runtime.flush(10)
+        gate = _stall_then_fail(runtime, ValueError("refused"))
+        with pytest.raises(ActorTimeoutError):
+            runtime.kill("a")
+        release.set()
+        caller.join(10)
+        writer = runtime._core.writer
+        assert writer is not None
+        real_stop = writer.stop
+
+        def stop(timeout: float | None = None) -> None:
+            gate.set()  # the disk answers as close() stops the writer: the kill is refused
+            real_stop(timeout)
+
+        writer.stop = stop  # type: ignore[method-assign]
+        with caplog.at_level(logging.WARNING, logger="cogfabric"):
+            runtime.close()
+        with Journal.open(tmp_path / "j", readonly=True) as stored:
+            names = [type(r.event).__name__ for r in stored.read(stream="agent/a")]
+
+        assert "AgentKilled" not in names
+        assert "LlmOutputRecorded" in names or "1 LlmOutputRecorded noted by other threads" in caplog.text
