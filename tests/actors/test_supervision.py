@@ -4529,3 +4529,43 @@ class TestSessionActorBehindTheJournal:
 
         assert "AgentKilled" not in names
         assert "LlmOutputRecorded" in names or "1 LlmOutputRecorded noted by other threads" in caplog.text
+
+    def test_the_session_actor_goes_on_once_its_own_write_is_stored_though_the_writer_is_busy(
+        self, tmp_path: Path
+    ) -> None:
+        # It waited for the writer to be idle (a flush), not for its own write: a commit
+        # of others held behind that write kept it waiting, and every later session call
+        # timed out, although the journal held the write.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            session = runtime.memory.create_session("u")
+            writer = runtime._core.writer
+            assert writer is not None
+            journal = writer._journal
+            first, spawns = threading.Event(), threading.Event()
+
+            def held(events: Sequence[Event], *args: Any, **kwargs: Any) -> list[int]:
+                spawning = any(isinstance(e, AgentSpawned) for e in events)
+                assert (spawns if spawning else first).wait(10)
+                return journal.append(events, *args, **kwargs)
+
+            writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
+            with pytest.raises(ActorTimeoutError):
+                runtime.memory.add_message(session, "user", "hi")  # its commit waits at the disk
+            submitted = threading.Event()
+            _on_submit(runtime, lambda events: any(isinstance(e, AgentSpawned) for e in events), submitted)
+
+            def spawn() -> None:
+                with contextlib.suppress(ActorTimeoutError):  # its commit waits behind the session's
+                    runtime.spawn("z")
+
+            spawner = threading.Thread(target=spawn)
+            spawner.start()
+            try:
+                assert submitted.wait(10)  # queued behind the session's write
+                first.set()  # the session's write is stored; the spawn's commit then waits
+
+                assert runtime.memory.sessions() == [session]
+                assert [m.content for m in runtime.memory.get_messages(session)][-1] == "hi"
+            finally:
+                spawns.set()
+                spawner.join(10)
