@@ -3874,45 +3874,16 @@ class TestKillAndReloadEdges:
         # While the kill's commit is undecided, a kept ctx.llm whose provider answers
         # meanwhile dropped its record as one noted after the kill, and a kept ctx's call
         # said the agent was gone; the kill is then refused and the agent lives on.
-        kept: list[AgentContext] = []
-        entered, release = threading.Event(), threading.Event()
-
-        class Keeper:
-            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
-                kept.append(ctx)
-                return "kept"
-
-        class Slow:
-            def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002
-                entered.set()
-                assert release.wait(10)
-                return "paid answer"
-
-        config = Config(runtime=RuntimeConfig(call_timeout=0.3))
-        with Runtime.open(
-            tmp_path / "j", config=config, clock=FakeClock(), behaviors={"k": Keeper}, llm_provider=Slow()
-        ) as runtime:
-            runtime.spawn("a", behavior="k")
-            runtime.bus.request("x", "a", "keep", timeout=10)
-            llm = kept[0].llm
-            out: list[object] = []
-            caller = threading.Thread(target=lambda: out.append(llm.generate("question")))
-            caller.start()
-            assert entered.wait(10)  # the agent is idle; its kept client waits for the provider
-            runtime.flush(10)  # the kill's commit is the next one
-            gate = _stall_then_fail(runtime, ValueError("refused"))
-            with pytest.raises(ActorTimeoutError):
-                runtime.kill("a")
-            release.set()  # the answer comes while the kill is undecided
-            caller.join(10)
+        runtime, ctx, out, gate = _undecided_kill_with_a_kept_llm_answer(tmp_path / "j")
+        with runtime:
             with pytest.raises(ActorTimeoutError, match="its kill's commit is not stored yet"):
-                kept[0].set_private("k", 1)
+                ctx.set_private("k", 1)
             gate.set()
             runtime.flush(10)
 
             assert runtime.agents() == ["a"]  # the kill was refused: the agent lives on
             assert out == ["paid answer"]
-            kept[0].set_private("k", 2)
+            ctx.set_private("k", 2)
         with Journal.open(tmp_path / "j", readonly=True) as stored:
             names = [type(r.event).__name__ for r in stored.read(stream="agent/a")]
         assert names[-2:] == ["LlmOutputRecorded", "PrivateSet"]
@@ -4379,6 +4350,48 @@ class TestKillAndReloadEdges:
             assert [(d.topic, d.reason) for d in bus.dead_letters()] == [("q", "agent killed")]
 
 
+def _undecided_kill_with_a_kept_llm_answer(
+    path: Path,
+) -> tuple[Runtime, AgentContext, list[object], threading.Event]:
+    """Agent "a" keeps its ctx; a call of the kept ``ctx.llm`` answers while a's kill is undecided.
+
+    The kill's commit (the next after a flush) waits at the disk, then the journal
+    refuses it once the returned gate opens. Returns the runtime (to close), the kept
+    ctx, the call's outcome (its answer) and the gate.
+    """
+    kept: list[AgentContext] = []
+    entered, release = threading.Event(), threading.Event()
+
+    class Keeper:
+        def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+            kept.append(ctx)
+            return "kept"
+
+    class Slow:
+        def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002
+            entered.set()
+            assert release.wait(10)
+            return "paid answer"
+
+    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
+    behaviors: dict[str, Any] = {"k": Keeper}
+    runtime = Runtime.open(path, config=config, clock=FakeClock(), behaviors=behaviors, llm_provider=Slow())
+    runtime.spawn("a", behavior="k")
+    runtime.bus.request("x", "a", "keep", timeout=10)
+    llm = kept[0].llm
+    out: list[object] = []
+    caller = threading.Thread(target=lambda: out.append(llm.generate("question")))
+    caller.start()
+    assert entered.wait(10)  # the agent is idle; its kept client waits for the provider
+    runtime.flush(10)  # the kill's commit is the next one
+    gate = _stall_then_fail(runtime, ValueError("refused"))
+    with pytest.raises(ActorTimeoutError):
+        runtime.kill("a")
+    release.set()  # the answer comes while the kill is undecided
+    caller.join(10)
+    return runtime, kept[0], out, gate
+
+
 def _on_submit(runtime: Runtime, picks: Callable[[Sequence[Event]], bool], seen: threading.Event) -> None:
     """Set ``seen`` once the writer is handed events ``picks`` picks."""
     writer = runtime._core.writer
@@ -4483,36 +4496,7 @@ class TestSessionActorBehindTheJournal:
     ) -> None:
         # close() stops the agent before its kill's refusal is known to it: what a kept
         # ctx.llm recorded meanwhile went with the actor, unsaid.
-        kept: list[AgentContext] = []
-        entered, release = threading.Event(), threading.Event()
-
-        class Keeper:
-            def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
-                kept.append(ctx)
-                return "kept"
-
-        class Slow:
-            def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002
-                entered.set()
-                assert release.wait(10)
-                return "paid answer"
-
-        config = Config(runtime=RuntimeConfig(call_timeout=0.3))
-        runtime = Runtime.open(
-            tmp_path / "j", config=config, clock=FakeClock(), behaviors={"k": Keeper}, llm_provider=Slow()
-        )
-        runtime.spawn("a", behavior="k")
-        runtime.bus.request("x", "a", "keep", timeout=10)
-        llm = kept[0].llm
-        caller = threading.Thread(target=lambda: llm.generate("question"))
-        caller.start()
-        assert entered.wait(10)
-        runtime.flush(10)
-        gate = _stall_then_fail(runtime, ValueError("refused"))
-        with pytest.raises(ActorTimeoutError):
-            runtime.kill("a")
-        release.set()
-        caller.join(10)
+        runtime, _, out, gate = _undecided_kill_with_a_kept_llm_answer(tmp_path / "j")
         writer = runtime._core.writer
         assert writer is not None
         real_stop = writer.stop
@@ -4527,6 +4511,7 @@ class TestSessionActorBehindTheJournal:
         with Journal.open(tmp_path / "j", readonly=True) as stored:
             names = [type(r.event).__name__ for r in stored.read(stream="agent/a")]
 
+        assert out == ["paid answer"]
         assert "AgentKilled" not in names
         assert "LlmOutputRecorded" in names or "1 LlmOutputRecorded noted by other threads" in caplog.text
 
