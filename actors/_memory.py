@@ -419,6 +419,8 @@ class MemoryManager:
         self._stale = False  # a commit it stopped waiting for may have happened
         self._behind: Ack | None = None
         """While ``_stale``: the acknowledgement of the last batch whose commit it stopped waiting for."""
+        self._behind_answers = 0
+        """How many timed-out turns' answers that batch holds (named if the journal refuses it)."""
         self._saw_failure = False
         """Whether it reloaded after the journal went fail-stop: in batch durability it
         applied writes at once that the failed commit may not hold."""
@@ -502,6 +504,8 @@ class MemoryManager:
             first_write, reads_before = self._run_ops(ops, failed=failed)
             events, self._events = self._events, []
             error = self._journal_batch(events)
+            if isinstance(error, ActorTimeoutError):
+                self._behind_answers = sum(op.unwaited for op in ops[first_write:])
             if error is not None:
                 self._read_again(self._reads[:reads_before])  # what they saw stands; the reload forgot it
         except Exception as exc:
@@ -645,6 +649,8 @@ class MemoryManager:
         behind = self._behind
         assert behind is not None
         while True:
+            if self._core.closing:
+                return False
             try:
                 behind.wait(self._core.call_timeout)
             except ActorTimeoutError:
@@ -658,9 +664,18 @@ class MemoryManager:
                 if self._core.closing:
                     return False
                 raise
-            except Exception:  # noqa: BLE001, S110 - refused or failed: not stored; the journal holds what it holds
-                pass
+            except Exception as exc:  # noqa: BLE001 - refused or failed: not stored; the journal holds what it holds
+                if writer.failure is None:  # refused alone (the writer logged a fail-stop): say so
+                    answers = self._behind_answers
+                    log.warning(
+                        "the session actor: the journal refused a batch whose commit it stopped waiting "
+                        "for%s; it takes the journal's word: %r",
+                        f" (with {answers} timed-out turns' answers, not added)" if answers else "",
+                        exc,
+                    )
             break
+        if self._core.closing:
+            return False  # close() may have closed the journal meanwhile: no reload reads it
         self._recover()
         if writer.failure is not None:
             self._saw_failure = True  # this was the reload after the failure: not again
@@ -1124,6 +1139,8 @@ class MemoryManager:
                     self.sweep()
                 except RuntimeClosedError:
                     return
+                except ActorTimeoutError as exc:  # the session actor is busy, or behind the journal
+                    log.warning("a session sweep did not run: %s", exc)
                 except Exception:
                     log.exception("a session sweep failed")
 
@@ -1158,4 +1175,6 @@ class MemoryManager:
             self._queue.clear()
         for op in left:
             op.error = RuntimeClosedError("the runtime was closed before the session call ran")
+            if op.unwaited:
+                log.warning("the answer of a turn that timed out was not added to its session: %r", op.error)
             op.done.release()

@@ -56,6 +56,7 @@ from cogfabric.actors._bus import _Handoff
 from cogfabric.actors._core import Core
 from cogfabric.actors._writer import JournalWriter
 from cogfabric.events import (
+    ROLE_ASSISTANT,
     AgentFailed,
     AgentKilled,
     AgentRecovered,
@@ -4392,6 +4393,11 @@ def _undecided_kill_with_a_kept_llm_answer(
     return runtime, kept[0], out, gate
 
 
+def _is_answer(event: Event) -> bool:
+    """Whether ``event`` adds an assistant's message to a session (a turn's answer)."""
+    return isinstance(event, SessionMessageAdded) and event.message.role == ROLE_ASSISTANT
+
+
 def _on_submit(runtime: Runtime, picks: Callable[[Sequence[Event]], bool], seen: threading.Event) -> None:
     """Set ``seen`` once the writer is handed events ``picks`` picks."""
     writer = runtime._core.writer
@@ -4554,3 +4560,100 @@ class TestSessionActorBehindTheJournal:
             finally:
                 spawns.set()
                 spawner.join(10)
+
+    def test_a_timed_out_turns_answer_the_journal_then_refuses_is_logged(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # The answer's batch timed out behind the stalled output record, then the
+        # journal refused it: the session actor took the journal's word without a word.
+        with _open(tmp_path / "j", timeout=0.3) as runtime:
+            session = runtime.memory.create_session("u")
+            llm = runtime.llm(ScriptedProvider(["the answer"]))
+            writer = runtime._core.writer
+            assert writer is not None
+            journal, gate, refusal = writer._journal, threading.Event(), ValueError("refused")
+
+            def append(events: Sequence[Event], *args: Any, **kwargs: Any) -> list[int]:
+                if _output_records(events):
+                    assert gate.wait(10)  # held, then stored
+                elif any(_is_answer(e) for e in events):
+                    raise refusal
+                return journal.append(events, *args, **kwargs)
+
+            writer._journal = _Stalled(journal, append)  # type: ignore[assignment]
+            added = threading.Event()
+            _on_submit(runtime, lambda events: any(isinstance(e, SessionMessageAdded) for e in events), added)
+            with caplog.at_level(logging.WARNING, logger="cogfabric"):
+                with pytest.raises(ActorTimeoutError):
+                    llm.turn(session, "question")
+                assert added.wait(10)
+                with pytest.raises(ActorTimeoutError):
+                    runtime.memory.sessions()  # behind the answer's batch, which timed out
+                gate.set()
+                runtime.flush(10)
+                messages = [(m.role, m.content) for m in runtime.memory.get_messages(session)]
+
+        assert messages[-1] == ("user", "question")
+        assert "refused a batch whose commit it stopped waiting for (with 1 timed-out" in caplog.text
+
+    def test_a_catch_up_whose_commit_lands_as_close_begins_runs_no_batch_and_reads_no_closed_journal(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # A batch queued before close() waited for a commit that landed as close() began:
+        # it reloaded from a journal close() was closing (an ERROR, "failed on a batch")
+        # and ran, after close() began.
+        runtime = _open(tmp_path / "j", timeout=0.3)
+        session = runtime.memory.create_session("u")
+        gate = _stall(runtime)
+        with pytest.raises(ActorTimeoutError):
+            runtime.memory.add_message(session, "user", "hi")  # the session actor is behind it
+        with pytest.raises(ActorTimeoutError):
+            runtime.memory.sessions()  # waits for that commit
+        memory = runtime.memory
+        real_queue_op, queued = memory._queue_op, threading.Event()
+
+        def queue_op(*args: Any, **kwargs: Any) -> Any:
+            op = real_queue_op(*args, **kwargs)
+            queued.set()
+            return op
+
+        memory._queue_op = queue_op  # type: ignore[method-assign]
+
+        def create() -> None:
+            with contextlib.suppress(ActorTimeoutError, RuntimeClosedError):
+                memory.create_session("v")
+
+        later = threading.Thread(target=create)  # queued before close(), run after it began
+        later.start()
+        assert queued.wait(10)
+        created = threading.Event()
+        _on_submit(runtime, lambda events: any(isinstance(e, SessionCreated) for e in events), created)
+        real_catch_up = memory._catch_up
+
+        def catch_up() -> bool:
+            if runtime._core.closing:
+                gate.set()  # the disk answers just as close() begins
+            return real_catch_up()
+
+        memory._catch_up = catch_up  # type: ignore[method-assign]
+        journal = runtime._journal
+        assert journal is not None
+        real_close, real_recover, closed = journal.close, memory._recover, threading.Event()
+
+        def close() -> None:
+            real_close()
+            closed.set()
+
+        def recover() -> None:
+            closed.wait(10)  # the interleaving where close() closes the journal first
+            real_recover()
+
+        journal.close = close  # type: ignore[method-assign]
+        memory._recover = recover  # type: ignore[method-assign]
+        with caplog.at_level(logging.WARNING, logger="cogfabric"):
+            runtime.close()
+            later.join(10)
+            assert memory._ref.actor_stopped.wait(10)
+
+        assert not created.is_set()
+        assert "failed on a batch" not in caplog.text
