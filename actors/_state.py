@@ -103,7 +103,9 @@ def decode_snapshot(data: bytes) -> AgentSnapshot:
 def apply_event(state: AgentSnapshot | None, event: Event) -> AgentSnapshot | None:
     """Return the agent's state after ``event``; None once the agent is killed.
 
-    Events of other agents or of no agent leave ``state`` as it is.
+    Events of no agent leave ``state`` as it is. The event is not checked to be this
+    agent's: the callers give only the agent's own stream, and only the publications
+    that list it (``replay_agent``, ``Core.load_agent``).
     """
     match event:
         case AgentSpawned():
