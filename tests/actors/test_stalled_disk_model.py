@@ -5,17 +5,19 @@ writer's appends wait behind a gate while the disk is "stalled": a state-changin
 made then raises ``ActorTimeoutError`` (its outcome unknown), and README promises it is
 finished once the writer stores it. Rules spawn, change private values and task layers,
 publish, move lifecycles, subscribe, send / broadcast / request to a recording behavior,
-and create, fill and delete sessions (also through an LLM turn), on a stalled disk or
-an open one. A rule also breaks the disk under the next commit, or the one that waits
-(``fail_disk``): that append fails in storage and the journal goes fail-stop, as
-after an I/O error, until the reopen that follows. There is no reference model:
-whatever each call did, once the disk is open and ``flush()`` returned (or raised for
-a failed journal: README, "every agent drops what it applied that the journal does not
-hold"), the live state must be what a reopen of the journal rebuilds, the recording
-behaviors must have handled exactly the messages the journal says were delivered and
-not dead-lettered (unless the disk failed), and the journal must not contradict itself
-(nothing on an agent's stream after its kill but a new spawn, no way back from
-RETIRED, each lifecycle change starting where the last one ended).
+and create, fill and delete sessions (also through an LLM turn), on a stalled disk or an
+open one. A rule also breaks the disk under the next commit, or the one that waits
+(``fail_disk``; ``fail_a_waiting_commit`` stalls the disk and makes a call first, and
+the wider machine's two calls at once may "fail on commit"): that append fails in
+storage and the journal goes fail-stop, as after an I/O error, until the reopen that
+follows. There is no reference model: whatever each call did, once the disk is open and
+``flush()`` returned (or raised for a failed journal: README, "every agent drops what it
+applied that the journal does not hold"), the live state must be what a reopen of the
+journal rebuilds, the recording behaviors must have handled exactly the messages the
+journal says were delivered and not dead-lettered (unless the disk failed), and the
+journal must not contradict itself (nothing on an agent's stream after its kill but a
+new spawn, no way back from RETIRED, each lifecycle change starting where the last one
+ended).
 
 A wider machine (``WiderStalledDisk``, also in ``"batch"`` durability) adds two rules:
 
@@ -75,6 +77,30 @@ CALL_TIMEOUT = 0.2
 GATE_WAIT = 30.0  # how long a stalled append waits for the test to open the gate
 agent_ids = st.sampled_from(AGENTS)
 small = st.integers(0, 9)
+
+OPS = [
+    "spawn",
+    "kill",
+    "retire",
+    "recover",
+    "suspend",
+    "resume",
+    "set_private",
+    "set_task_context",
+    "publish",
+    "subscribe",
+    "unsubscribe",
+    "send",
+    "broadcast",
+    "request",
+    "create_session",
+    "add",
+    "delete",
+    "turn",
+    "flush",
+]
+Op = tuple[str, str, str, int]  # (operation, agent id, topic, value)
+ops = st.tuples(st.sampled_from(OPS), st.sampled_from(AGENTS), st.sampled_from(TOPICS), st.integers(0, 9))
 
 # Refusals the runtime may give for the state a call meets (which an unknown outcome
 # before it may have changed): each is documented on its call.
@@ -217,6 +243,37 @@ class StalledDisk(RuleBasedStateMachine):
         event(f"{label}: ok")
         return result
 
+    def _make(self, op: str, agent_id: str, topic: str, value: int) -> Any:
+        """The call ``op`` on this runtime, made when it is called (None: nothing to call)."""
+        rt = self.rt
+        assert rt is not None
+        sid = self._sid(value) or ""  # "": no session yet
+        state = cf.CognitiveState(schema_version=1, decision=value)
+        calls = {
+            "spawn": lambda: rt.spawn(agent_id, task_id="t1", behavior="rec" if value % 2 else None),
+            "kill": lambda: rt.kill(agent_id),
+            "retire": lambda: rt.retire(agent_id),
+            "recover": lambda: rt.recover(agent_id, state),
+            "suspend": lambda: rt.suspend(agent_id),
+            "resume": lambda: rt.resume(agent_id),
+            "set_private": lambda: rt.agent(agent_id).set_private(KEYS[value % 2], value),
+            "set_task_context": lambda: rt.agent(agent_id).set_task_context({"v": value}),
+            "publish": lambda: rt.publish_task_context(f"t{1 + value % 2}", {"p": value}),
+            "subscribe": lambda: rt.bus.subscribe(agent_id, topic),
+            "unsubscribe": lambda: rt.bus.unsubscribe(agent_id, topic),
+            "send": lambda: rt.bus.send("ext", agent_id, topic, value),
+            "broadcast": lambda: rt.bus.broadcast("ext", topic, value),
+            "request": lambda: rt.bus.request("ext", agent_id, topic, value, timeout=2 * CALL_TIMEOUT),
+            "create_session": lambda: rt.memory.create_session(f"u{value % 2}", agent_id=agent_id),
+            "add": lambda: rt.memory.add_message(sid, "user", f"m{value}"),
+            "delete": lambda: rt.memory.delete_session(sid),
+            "turn": lambda: rt.llm(cf.ScriptedProvider(lambda p: f"said {len(p)}")).turn(sid, f"q{value}"),
+            "flush": rt.flush,
+        }
+        if op in ("add", "delete", "turn") and not sid:
+            return None
+        return calls[op]
+
     @rule()
     def stall(self) -> None:
         note("stall the disk")
@@ -244,6 +301,22 @@ class StalledDisk(RuleBasedStateMachine):
         else:
             note("the disk will fail under the next commit")
             event("the disk failed later")
+
+    @rule(what=ops)
+    def fail_a_waiting_commit(self, what: Op) -> None:
+        """Stall the disk, make one call (it times out in sync durability), then fail its commit."""
+        if self.failed:
+            return
+        note(f"stall, call {what}, then the disk fails under its commit")
+        self.gate.clear()
+        self.entered.clear()
+        fn = self._make(*what)
+        if fn is not None:
+            result = self._call(f"{what[0]} {what[1]} {what[2]} {what[3]} (to fail)", fn)
+            if what[0] == "create_session" and isinstance(result, str):
+                self.sessions.append(result)
+        self.entered.wait(CALL_TIMEOUT)  # batch durability: the writer's commit may begin a little later
+        self.fail_disk()
 
     @rule()
     def flush(self) -> None:
@@ -516,30 +589,6 @@ BOUND = 20.0  # how long any one call may take on a stalled disk before it count
 CLOSED = (*REFUSED, cf.RuntimeClosedError)  # a call that meets close()
 FIRST = concurrent.futures.FIRST_COMPLETED
 
-OPS = [
-    "spawn",
-    "kill",
-    "retire",
-    "recover",
-    "suspend",
-    "resume",
-    "set_private",
-    "set_task_context",
-    "publish",
-    "subscribe",
-    "unsubscribe",
-    "send",
-    "broadcast",
-    "request",
-    "create_session",
-    "add",
-    "delete",
-    "turn",
-    "flush",
-]
-Op = tuple[str, str, str, int]  # (operation, agent id, topic, value)
-ops = st.tuples(st.sampled_from(OPS), st.sampled_from(AGENTS), st.sampled_from(TOPICS), st.integers(0, 9))
-
 
 def _stacks() -> str:
     """Every thread's stack, for a call that hung."""
@@ -570,37 +619,6 @@ class WiderStalledDisk(StalledDisk):
     """The model, with two calls at once and close() on a stalled disk."""
 
     # -- calls made from other threads
-
-    def _make(self, op: str, agent_id: str, topic: str, value: int) -> Any:
-        """The call ``op`` on this runtime, made when it is called (None: nothing to call)."""
-        rt = self.rt
-        assert rt is not None
-        sid = self._sid(value) or ""  # "": no session yet
-        state = cf.CognitiveState(schema_version=1, decision=value)
-        calls = {
-            "spawn": lambda: rt.spawn(agent_id, task_id="t1", behavior="rec" if value % 2 else None),
-            "kill": lambda: rt.kill(agent_id),
-            "retire": lambda: rt.retire(agent_id),
-            "recover": lambda: rt.recover(agent_id, state),
-            "suspend": lambda: rt.suspend(agent_id),
-            "resume": lambda: rt.resume(agent_id),
-            "set_private": lambda: rt.agent(agent_id).set_private(KEYS[value % 2], value),
-            "set_task_context": lambda: rt.agent(agent_id).set_task_context({"v": value}),
-            "publish": lambda: rt.publish_task_context(f"t{1 + value % 2}", {"p": value}),
-            "subscribe": lambda: rt.bus.subscribe(agent_id, topic),
-            "unsubscribe": lambda: rt.bus.unsubscribe(agent_id, topic),
-            "send": lambda: rt.bus.send("ext", agent_id, topic, value),
-            "broadcast": lambda: rt.bus.broadcast("ext", topic, value),
-            "request": lambda: rt.bus.request("ext", agent_id, topic, value, timeout=2 * CALL_TIMEOUT),
-            "create_session": lambda: rt.memory.create_session(f"u{value % 2}", agent_id=agent_id),
-            "add": lambda: rt.memory.add_message(sid, "user", f"m{value}"),
-            "delete": lambda: rt.memory.delete_session(sid),
-            "turn": lambda: rt.llm(cf.ScriptedProvider(lambda p: f"said {len(p)}")).turn(sid, f"q{value}"),
-            "flush": rt.flush,
-        }
-        if op in ("add", "delete", "turn") and not sid:
-            return None
-        return calls[op]
 
     def _start(
         self, pool: concurrent.futures.ThreadPoolExecutor, calls: list[Any], parties: int
@@ -643,17 +661,30 @@ class WiderStalledDisk(StalledDisk):
             if op == "create_session" and isinstance(result, str):
                 self.sessions.append(result)
 
-    @rule(first=ops, second=ops, open_when=st.sampled_from(["after both", "after one", "on commit"]))
+    @rule(
+        first=ops,
+        second=ops,
+        open_when=st.sampled_from(["after both", "after one", "on commit", "fail on commit"]),
+    )
     def two_at_once(self, first: Op, second: Op, open_when: str) -> None:
+        if open_when == "fail on commit" and self.failed:
+            open_when = "on commit"
         note(f"two at once on a stalled disk, open {open_when}: {first} {second}")
         self.gate.clear()
         self.entered.clear()
         calls = [self._make(*first), self._make(*second)]
         opener = None
-        if open_when == "on commit":  # as soon as a commit waits for the disk
+        fail = open_when == "fail on commit"
+        if fail:
+            self.failed = True
+            event("the disk failed on a two-at-once commit")
+        if open_when in ("on commit", "fail on commit"):  # as soon as a commit waits for the disk
 
             def open_on_commit() -> None:
                 self.entered.wait(BOUND)
+                if fail:
+                    assert self.gated is not None
+                    self.gated.fail_next = True
                 self.gate.set()
 
             opener = threading.Thread(target=open_on_commit, daemon=True)
@@ -674,7 +705,11 @@ class WiderStalledDisk(StalledDisk):
         if opener is not None:
             opener.join(BOUND)
 
-    @rule(first=ops, second=ops, open_when=st.sampled_from(["after both", "after one", "on commit"]))
+    @rule(
+        first=ops,
+        second=ops,
+        open_when=st.sampled_from(["after both", "after one", "on commit", "fail on commit"]),
+    )
     def two_more_at_once(self, first: Op, second: Op, open_when: str) -> None:
         """The same rule again: drawn twice as often as each of the original model's."""
         self.two_at_once(first, second, open_when)
