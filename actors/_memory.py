@@ -332,6 +332,14 @@ class _Op:
         self.result: Any = None
         self.error: BaseException | None = None
 
+    def finish(self) -> None:
+        """Wake its caller; for an unwaited one (a timed-out turn's answer), log what became of it."""
+        if self.unwaited and isinstance(self.error, ActorTimeoutError):
+            log.debug("the answer of a turn that timed out goes into its session once stored")
+        elif self.unwaited and self.error is not None:
+            log.warning("the answer of a turn that timed out was not added to its session: %r", self.error)
+        self.done.release()
+
 
 class SessionActor(pykka.ThreadingActor):
     """Owns every session; runs the operations waiting for it in batches."""
@@ -522,13 +530,7 @@ class MemoryManager:
                     # A copy for each caller: raised from many threads, one object's
                     # traceback would gather all their frames.
                     op.error = error_copy(error)
-                if op.unwaited and isinstance(op.error, ActorTimeoutError):
-                    log.debug("the answer of a turn that timed out goes into its session once stored")
-                elif op.unwaited and op.error is not None:
-                    log.warning(
-                        "the answer of a turn that timed out was not added to its session: %r", op.error
-                    )
-                op.done.release()
+                op.finish()
 
     def _run_ops(self, ops: list[_Op], *, failed: bool) -> tuple[int, int]:
         """Run a batch's operations; the first that journals a write, and the reads before it.
@@ -1175,6 +1177,4 @@ class MemoryManager:
             self._queue.clear()
         for op in left:
             op.error = RuntimeClosedError("the runtime was closed before the session call ran")
-            if op.unwaited:
-                log.warning("the answer of a turn that timed out was not added to its session: %r", op.error)
-            op.done.release()
+            op.finish()
