@@ -502,7 +502,8 @@ class Runtime:
         A live agent is replayed from its latest snapshot, or from its first record when
         it has none (or one that is damaged or unusable: ``snapshot_flaw``); a live
         session from its first record. A killed agent and a session that ended are not
-        replayed: the last record that says so is checked on its own.
+        replayed: the last record that says so is checked on its own. Nor is a stream of
+        LLM records only (``runtime.llm(agent_id=...)`` for an id never spawned).
         The last record is always checked, with its stream's index entry: were the stream
         index emptied, a check of nothing would find no agent and no session to recover.
         """
@@ -521,6 +522,8 @@ class Runtime:
                 snapshot = None  # recovery replays its events instead (replay_agent)
             if snapshot is not None and snapshot_flaw(journal, snapshot) is not None:
                 snapshot = None  # its hash matches, yet it is unusable: replay_agent passes it over
+            if snapshot is None and _first_seq(journal, stream) is None:
+                continue  # LLM records of an id never spawned: recovery replays nothing of it
             starts.append(snapshot.seq if snapshot is not None else journal.stream_start(stream) - 1)
         for stream in journal.streams("session/"):
             # Recovery skips a session that ended, on its last record's word: that record

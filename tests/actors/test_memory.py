@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import threading
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ import msgspec
 import pytest
 
 from cogfabric.actors import (
+    ActorTimeoutError,
     AgentCheckpointNotSupportedError,
     CleanOptions,
     ClockError,
@@ -144,6 +146,75 @@ class TestConfig:
 
         assert waited == [interval]
         assert 5 * MAX_WAIT <= threading.TIMEOUT_MAX  # close waits five call_timeouts at most
+
+    def test_a_sweep_the_busy_session_actor_did_not_run_is_a_warning_and_the_ticker_goes_on(
+        self, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # the ticker's sweep timed out (the session actor was busy, or behind the
+        # journal): a warning, not an ERROR with a traceback, and the next tick sweeps
+        ticks = iter([False, False, True])  # two sweeps, then the ticker stops
+        stopped = threading.Event()
+
+        def sleep(_seconds: float) -> bool:
+            tick = next(ticks)
+            if tick:
+                stopped.set()
+            return tick
+
+        with Runtime.open(config=_config(), clock=FakeClock()) as rt:
+            sweeps: list[str] = []
+
+            def sweep() -> int:
+                sweeps.append("busy" if not sweeps else "ran")
+                if len(sweeps) == 1:
+                    msg = "the session actor did not answer sweep within 5.0 s"
+                    raise ActorTimeoutError(msg)
+                return 0
+
+            monkeypatch.setattr(rt.memory, "sweep", sweep)
+            with caplog.at_level(logging.WARNING):
+                rt.memory.start_ticker(sleep=sleep)
+                assert stopped.wait(5)
+                rt.memory._ticker.join(5)  # type: ignore[union-attr]
+
+        assert sweeps == ["busy", "ran"]
+        [record] = [r for r in caplog.records if "sweep" in r.getMessage()]
+        assert record.levelno == logging.WARNING
+        assert "a session sweep did not run" in record.getMessage()
+        assert record.exc_info is None
+
+    def test_a_timed_out_turns_answer_left_queued_when_close_gives_up_is_logged(
+        self, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # close() stops the session actor call_timeout at most: what is still queued
+        # behind a busy actor then never runs, and an answer nobody waits for is
+        # logged as not added (README), not dropped without a word
+        config = Config(runtime=RuntimeConfig(call_timeout=0.3), memory=MemoryConfig(session_ttl=TTL))
+        release = threading.Event()
+        busy = threading.Event()
+        rt = Runtime.open(config=config, clock=FakeClock())
+        try:
+            session = rt.memory.create_session("u")
+            real = rt.memory._op_sweep
+
+            def stuck_sweep() -> int:
+                busy.set()
+                assert release.wait(30)
+                return real()
+
+            monkeypatch.setattr(rt.memory, "_op_sweep", stuck_sweep)
+            with pytest.raises(ActorTimeoutError):
+                rt.memory.sweep()  # the session actor is held in it
+            assert busy.wait(5)
+            rt.memory._add_later(session, Message(role="assistant", content="the answer"))
+            with caplog.at_level(logging.WARNING):
+                rt.close()
+        finally:
+            release.set()
+            rt.close()
+        assert "the session actor did not stop in time" in caplog.text
+        [record] = [r for r in caplog.records if "was not added" in r.getMessage()]
+        assert "RuntimeClosedError" in record.getMessage()
 
 
 class TestSessions:

@@ -971,6 +971,36 @@ class TestTailVerification:
         with Runtime.open(tmp_path / "j", verify="tail") as runtime:
             assert runtime.agents() == []
 
+    def test_an_id_with_llm_records_only_is_not_replayed_so_not_checked(self, tmp_path: Path) -> None:
+        # runtime.llm(agent_id=...) for an id never spawned (a coordinator, say): its
+        # stream is not replayed, so a tail check does not start at its first record
+        with Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock()) as runtime:
+            runtime.llm(ScriptedProvider(["abcdef"]), agent_id="coordinator").generate("plan")
+            a = runtime.spawn("a")
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+            runtime.llm(ScriptedProvider(["later"]), agent_id="coordinator").generate("plan")
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+
+        with pytest.raises(JournalIntegrityError):
+            Runtime.open(tmp_path / "j", config=self.CONFIG)  # full
+        with Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock(), verify="tail") as runtime:
+            assert runtime.agents() == ["a"]
+            assert runtime.agent("a").private("k11") == 11
+
+    def test_an_id_spawned_after_its_llm_records_is_checked_from_its_first_one(self, tmp_path: Path) -> None:
+        # once spawned it is replayed from its stream's start, its early LLM records too
+        with Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock()) as runtime:
+            runtime.llm(ScriptedProvider(["abcdef"]), agent_id="b").generate("plan")
+            runtime.spawn("b")
+            a = runtime.spawn("a")
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+
+        with pytest.raises(JournalIntegrityError, match="seq 1"):
+            Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock(), verify="tail")
+
     def test_a_killed_agents_records_are_checked_once_a_record_follows_its_kill(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j") as runtime:
             runtime.spawn("a").set_private("k", "abcdef")
