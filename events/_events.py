@@ -220,7 +220,12 @@ class IpcMessage(_BusEvent, frozen=True, kw_only=True):
 
 
 class IpcDelivered(_BusEvent, frozen=True, kw_only=True):
-    """An IPC message was delivered into a recipient's mailbox and handled."""
+    """An IPC message reached its recipient's behavior (or was turned away by it).
+
+    Noted as the agent starts on the message and committed with its first change or at
+    the message's end: a crash while the behavior runs can leave one for a message whose
+    handling never finished.
+    """
 
     message_id: str
     recipient: str

@@ -2237,6 +2237,42 @@ class TestDeliberateDifferences:
 
         assert stored == 101
 
+    def test_a_behaviors_send_in_sync_durability_returns_at_once_and_is_delivered_once_durable(
+        self, tmp_path: Path
+    ) -> None:
+        # ctx.send does not wait for its commit (README "Durability modes": one commit a
+        # hop, not two); its recipient never sees it before it is durable, and
+        # ctx.flush() is what waits
+        sent, flushed, received = threading.Event(), threading.Event(), threading.Event()
+
+        class Sender:
+            def on_message(self, ctx: AgentContext, _message: IpcMessage) -> None:
+                ctx.send("c", "t", "important")
+                sent.set()
+                ctx.flush()
+                flushed.set()
+
+        class Recipient:
+            def on_message(self, _ctx: AgentContext, _message: IpcMessage) -> None:
+                received.set()
+
+        def the_send(events: Sequence[Event]) -> bool:
+            return any(isinstance(e, IpcMessage) and e.payload == "important" for e in events)
+
+        entered = threading.Event()
+        with _open(tmp_path / "j", behaviors={"s": Sender, "c": Recipient}) as runtime:
+            runtime.spawn("s", behavior="s")
+            runtime.spawn("c", behavior="c")
+            gate = _stall(runtime, the_send, entered)
+            runtime.bus.send("x", "s", "go")
+            assert entered.wait(10)  # its commit waits on the stalled disk
+            assert sent.wait(10)  # ctx.send returned all the same
+            assert not received.is_set()
+            assert not flushed.is_set()
+            gate.set()
+            assert flushed.wait(10)
+            assert received.wait(10)
+
 
 def test_the_default_clock_is_wall_time(tmp_path: Path) -> None:
     moment = dt.datetime(2031, 5, 4, tzinfo=dt.UTC)

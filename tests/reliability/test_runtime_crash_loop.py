@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cogfabric.actors import Runtime
+from cogfabric.events import IpcMessage
 from cogfabric.store import Journal
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ _CHILD = textwrap.dedent(
             out.write(f"message {session} r{run}-{n}\\n")
             if n % 5 == 0:
                 reply = rt.bus.request("driver", agent, "ping", n, timeout=10)
-                out.write(f"reply {agent} {reply.payload}\\n")
+                out.write(f"reply {reply.id} {reply.correlation_id} {reply.payload}\\n")
             out.flush()
             n += 1
     """
@@ -72,6 +73,11 @@ def _collect(child: subprocess.Popen[bytes], deadline: float, lines: list[str]) 
         buffer += chunk
         *complete, buffer = buffer.split(b"\n")
         lines.extend(line.decode() for line in complete)
+
+
+def _bus_messages(journal: Journal) -> dict[str, IpcMessage]:
+    """Every message on the bus stream, by id."""
+    return {r.event.id: r.event for r in journal.read(stream="bus") if isinstance(r.event, IpcMessage)}
 
 
 def _crash_loop(path: Path, kills: int, seed: int) -> tuple[int, int, int]:
@@ -95,6 +101,7 @@ def _crash_loop(path: Path, kills: int, seed: int) -> tuple[int, int, int]:
 
         with Journal.open(path) as journal:
             assert journal.verify(decode=True).ok
+            bus = _bus_messages(journal)
         found = 0
         with Runtime.open(path) as rt:
             # each agent's private layer and each session's messages, read once per run
@@ -110,8 +117,10 @@ def _crash_loop(path: Path, kills: int, seed: int) -> tuple[int, int, int]:
                     if where not in contents:
                         contents[where] = {m.content for m in rt.memory.get_messages(where)}
                     assert what in contents[where], line
-                elif kind == "reply":
-                    assert rt.agent(where).private("last_request") is not None, line
+                elif kind == "reply":  # the reply is stored, with its payload, and its request
+                    reply = bus[where]
+                    assert (reply.kind, reply.correlation_id, reply.payload) == ("reply", what, int(rest[0]))
+                    assert any(m.kind == "request" and m.correlation_id == what for m in bus.values()), line
                 found += 1
     return kills, len(acked), found
 
