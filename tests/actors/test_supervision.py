@@ -2393,6 +2393,41 @@ class TestJournalFailure:
         assert 0 < len(live) < 100
         assert set(live) == stored
 
+    def test_in_batch_durability_an_agent_busy_when_the_journal_fails_drops_its_change_before_its_next_call(
+        self, tmp_path: Path
+    ) -> None:
+        # README "Durability modes": an agent that was busy when a group commit failed
+        # drops what it applied that the journal does not hold before it handles anything
+        # more (a message cannot reach it: the fail-stop journal refuses the send)
+        started, go_on = threading.Event(), threading.Event()
+
+        class Worker:
+            def on_message(self, ctx: AgentContext, _message: IpcMessage) -> None:
+                ctx.set_private("p", "applied, never journaled")  # batch: applied at once
+                started.set()
+                assert go_on.wait(10)
+
+        def the_fillers(events: Sequence[Event]) -> bool:
+            return any(isinstance(e, PrivateSet) and e.key == "k" for e in events)
+
+        with _open(tmp_path / "j", mode="batch", timeout=2.0, behaviors={"w": Worker}) as runtime:
+            filler = runtime.spawn("a")
+            busy = runtime.spawn("b", behavior="w")
+            runtime.flush()
+            runtime.bus.send("x", "b", "work")
+            assert started.wait(10)
+            gate = _stall_then_fail(runtime, OSError("disk gone"), the_fillers)
+            filler.set_private("k", 1)
+            gate.set()
+            with pytest.raises((JournalError, ActorTimeoutError)):  # b is busy: it may be named
+                runtime.flush(0.5)
+            go_on.set()  # its message ends; its change goes to a failed writer
+            assert busy.private("p") is None
+            assert busy.lifecycle == AgentState.IDLE
+            assert filler.private("k") is None
+        with _open(tmp_path / "j") as runtime:
+            assert runtime.agent("b").private("p") is None
+
     def test_in_batch_durability_a_read_after_the_failed_flush_shows_what_the_journal_holds(
         self, tmp_path: Path
     ) -> None:
