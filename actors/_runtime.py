@@ -222,26 +222,44 @@ def _fork_child_forgets() -> None:
     _SPAWNING_LOCK.release()
 
 
-def _first_seq(journal: Journal, stream: str) -> int | None:
+def _first_seq(journal: Journal, stream: str, *, checked_until: int = 0) -> int | None:
     """Where the agent of ``stream`` was first spawned, to recover agents in that order.
 
     Nearly always its stream's first record. A model's output recorded on the agent's
     behalf before its spawn (``runtime.llm(agent_id=...)``) comes first in its stream
     but spawns nothing: the agent is placed by its first ``AgentSpawned``, as it was
     listed live. None for a stream of such records only: its id was never spawned, so
-    it has no place until it is (live, it had none either). Recovery needs no record
-    before an agent's snapshot, so a damaged record does not stop it here: such an
-    agent is placed by its last record.
+    it has no place until it is (live, it had none either).
+
+    ``checked_until``: a tail verification starts after that seq, and each record read
+    here at or before it must match its chain link; one that does not, or does not
+    decode, raises ``JournalRecordError`` (a place read from it, or guessed without
+    it, need not be the live runtime's). Past it, or where the open waives checks
+    (``allow_unverified``), a damaged record does not stop recovery, which needs no
+    record before an agent's snapshot: such an agent is placed by its last record.
     """
     try:
         start = journal.stream_start(stream)
+        _check_intact(journal, start, checked_until)
         first = next(iter(journal.read(after=start - 1, until=start)), None)
         if first is None or isinstance(first.event, AgentSpawned):
             return start
-        later = journal.read(after=start, stream=stream)
-        return next((r.seq for r in later if isinstance(r.event, AgentSpawned)), None)
-    except JournalRecordError:
+        for record in journal.read(after=start, stream=stream):
+            _check_intact(journal, record.seq, checked_until)
+            if isinstance(record.event, AgentSpawned):
+                return record.seq
+    except JournalRecordError as exc:
+        if exc.seq <= checked_until:
+            raise
         return journal.stream_head(stream)
+    return None
+
+
+def _check_intact(journal: Journal, seq: int, checked_until: int) -> None:
+    """Raise ``JournalRecordError`` if record ``seq``, at or before ``checked_until``, is not intact."""
+    if seq <= checked_until and not journal.record_intact(seq):
+        msg = "the record, which places its agent, does not match its hash chain link"
+        raise JournalRecordError(seq, msg)
 
 
 def _close_left_open() -> None:
@@ -504,6 +522,9 @@ class Runtime:
         session from its first record. A killed agent and a session that ended are not
         replayed: the last record that says so is checked on its own. Nor is a stream of
         LLM records only (``runtime.llm(agent_id=...)`` for an id never spawned).
+        Recovery also reads each agent's first spawn (and the LLM records before it) to
+        place it in ``agents()`` order, a killed one's too: unless checks are waived,
+        those before the start are checked here one by one (``_first_seq``).
         The last record is always checked, with its stream's index entry: were the stream
         index emptied, a check of nothing would find no agent and no session to recover.
         """
@@ -533,7 +554,11 @@ class Runtime:
                 continue
             starts.append(journal.stream_start(stream) - 1)
         last = journal.last_seq
-        return max(0, min(*starts, last - 1)) if starts else max(0, last - 1)
+        start = max(0, min(*starts, last - 1)) if starts else max(0, last - 1)
+        if not allow_unverified:  # a killed id keeps its place for a new spawn: it counts too
+            for stream in journal.streams("agent/"):
+                _first_seq(journal, stream, checked_until=start)
+        return start
 
     def _recover(self, journal: Journal) -> None:
         spawned: dict[str, int] = {}

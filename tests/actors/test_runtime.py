@@ -68,6 +68,7 @@ from cogfabric.store import (
     JournalIntegrityError,
     JournalKeyError,
     JournalRecordDecodeError,
+    JournalRecordError,
     LmdbJournal,
     VerifyReport,
 )
@@ -611,11 +612,27 @@ class TestRecovery:
     def test_a_damaged_record_a_snapshot_covers_does_not_stop_recovery(self, tmp_path: Path) -> None:
         config = _one_agent_with_a_snapshot(tmp_path / "j")  # agent/a: seqs 1..13, its snapshot at 10
         env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
-        with env.begin(write=True) as txn:  # its first record, which recovery need not read
-            txn.put((1).to_bytes(8, "big"), b"\xff" * 64, db=env.open_db(b"events", txn=txn))
+        with env.begin(write=True) as txn:  # a private value, which recovery need not read
+            txn.put((2).to_bytes(8, "big"), b"\xff" * 64, db=env.open_db(b"events", txn=txn))
         env.close()
 
         with Runtime.open(tmp_path / "j", config=config, verify="tail") as runtime:
+            assert runtime.agent("a").private("k11") == 11
+
+    def test_a_damaged_spawn_a_snapshot_covers_is_refused_by_a_tail_check_as_it_places_the_agent(
+        self, tmp_path: Path
+    ) -> None:
+        # recovery reads an agent's first spawn to put it in agents() order; passed over,
+        # it placed the agent by its last record (a helper's hunt)
+        config = _one_agent_with_a_snapshot(tmp_path / "j")
+        env = lmdb.open(str(tmp_path / "j"), max_dbs=8)
+        with env.begin(write=True) as txn:
+            txn.put((1).to_bytes(8, "big"), b"\xff" * 64, db=env.open_db(b"events", txn=txn))
+        env.close()
+
+        with pytest.raises(JournalRecordError, match="seq 1"):
+            Runtime.open(tmp_path / "j", config=config, verify="tail")
+        with Runtime.open(tmp_path / "j", config=config, verify="tail", allow_unverified=True) as runtime:
             assert runtime.agent("a").private("k11") == 11
 
     def test_a_runtime_writes_and_reopens_a_keyed_journal_only_with_its_key(self, tmp_path: Path) -> None:
@@ -765,6 +782,19 @@ def _flip_last_records_bit(path: Path, stream: str) -> int:
     finally:
         env.close()
     return seq
+
+
+def _flip_event_byte(path: Path, seq: int) -> None:
+    """Flip the first byte of record ``seq`` (its msgpack array header): it no longer decodes."""
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        with env.begin(write=True, db=env.open_db(b"events")) as txn:
+            key = seq.to_bytes(8, "big")
+            value = bytearray(txn.get(key) or b"")
+            value[0] ^= 0xFF
+            txn.put(key, bytes(value))
+    finally:
+        env.close()
 
 
 class TestTailVerification:
@@ -971,22 +1001,29 @@ class TestTailVerification:
         with Runtime.open(tmp_path / "j", verify="tail") as runtime:
             assert runtime.agents() == []
 
-    def test_an_id_with_llm_records_only_is_not_replayed_so_not_checked(self, tmp_path: Path) -> None:
+    def test_an_id_with_llm_records_only_is_not_replayed_so_the_check_does_not_start_there(
+        self, tmp_path: Path
+    ) -> None:
         # runtime.llm(agent_id=...) for an id never spawned (a coordinator, say): its
-        # stream is not replayed, so a tail check does not start at its first record
+        # stream is not replayed, so a tail check does not start at its first record;
+        # its records are read (one of them might be a spawn) and checked one by one
         with Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock()) as runtime:
-            runtime.llm(ScriptedProvider(["abcdef"]), agent_id="coordinator").generate("plan")
+            runtime.llm(ScriptedProvider(["first plan"]), agent_id="coordinator").generate("p1")
             a = runtime.spawn("a")
+            a.set_private("old", "abcdef")  # covered by a's snapshot
             for i in range(12):
                 a.set_private(f"k{i}", i)
-            runtime.llm(ScriptedProvider(["later"]), agent_id="coordinator").generate("plan")
+            runtime.llm(ScriptedProvider(["later"]), agent_id="coordinator").generate("p2")
         assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
 
         with pytest.raises(JournalIntegrityError):
             Runtime.open(tmp_path / "j", config=self.CONFIG)  # full
         with Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock(), verify="tail") as runtime:
             assert runtime.agents() == ["a"]
-            assert runtime.agent("a").private("k11") == 11
+            assert runtime.agent("a").private("old") == "abcdef"  # from the snapshot
+        assert _tamper(tmp_path / "j", b"events", b"first plan", b"first plaX") == 1  # the coordinator's
+        with pytest.raises(JournalRecordError, match="seq 1"):
+            Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock(), verify="tail")
 
     def test_an_id_spawned_after_its_llm_records_is_checked_from_its_first_one(self, tmp_path: Path) -> None:
         # once spawned it is replayed from its stream's start, its early LLM records too
@@ -1000,6 +1037,44 @@ class TestTailVerification:
 
         with pytest.raises(JournalIntegrityError, match="seq 1"):
             Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock(), verify="tail")
+
+    @pytest.mark.parametrize("first", ["spawn", "llm"])
+    def test_a_damaged_record_that_places_an_agent_is_refused_not_passed_over(
+        self, tmp_path: Path, first: str
+    ) -> None:
+        # the record is before the check's start (a's snapshot is past it), yet recovery
+        # reads it for a's place in agents(): passed over, a came back after b
+        with Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock()) as runtime:
+            if first == "llm":  # made on a's behalf before its spawn: a is placed by its spawn
+                runtime.llm(ScriptedProvider(["out"]), agent_id="a").generate("hello")
+            a = runtime.spawn("a", parent="p")
+            b = runtime.spawn("b", parent="p")
+            for i in range(6):
+                a.set_private(f"k{i}", i)
+                b.set_private(f"k{i}", i)
+            a.set_private("last", 1)  # a's last record comes after b's
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            damaged = journal.stream_start("agent/a")
+        _flip_event_byte(tmp_path / "j", damaged)
+
+        with pytest.raises(JournalRecordError, match=f"seq {damaged}"):
+            Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock(), verify="tail")
+        with Runtime.open(  # waived: placed by its last record, as the docstring of _first_seq says
+            tmp_path / "j", config=self.CONFIG, clock=FakeClock(), verify="tail", allow_unverified=True
+        ) as runtime:
+            assert runtime.agent("a").private("last") == 1
+
+    def test_a_killed_ids_damaged_spawn_is_refused_as_it_keeps_the_ids_place(self, tmp_path: Path) -> None:
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            runtime.spawn("k")
+            b = runtime.spawn("b")
+            runtime.kill("k")
+            for i in range(12):
+                b.set_private(f"k{i}", i)  # b's snapshot: the check starts past k's records
+        _flip_event_byte(tmp_path / "j", 1)  # k's spawn: a new spawn of k takes its place
+
+        with pytest.raises(JournalRecordError, match="seq 1"):
+            Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
 
     def test_a_killed_agents_records_are_checked_once_a_record_follows_its_kill(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j") as runtime:
