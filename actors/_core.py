@@ -256,24 +256,34 @@ def replay_agent(
 
 
 class Publications(NamedTuple):
-    """The task contexts published in the runtime stream after ``after``, by target agent."""
+    """The last task context published in the runtime stream to each agent, in ``after < seq <= until``.
+
+    A publication replaces the agent's task layer, as its own ``TaskContextSet`` does, and
+    sets nothing else but ``publish_seq`` (the seq of the last one applied): replayed to
+    ``until`` or later, an agent ends with the same state whether the publications before
+    its last are applied or not. So only that last one is kept, one record an agent, not
+    every publication of the journal (a journal of many rounds holds a great many).
+    """
 
     after: int
     by_agent: dict[str, list[Record]]
+    until: int = 0
+    """The last seq read: a replay to an earlier seq reads the runtime stream itself."""
 
 
 def publications(journal: Journal, after: int = 0, until: int | None = None) -> Publications:
     """Read the runtime stream once (``after < seq <= until``) for many agents' replays.
 
-    A replay that must start before ``after`` reads the stream itself.
+    A replay that must start before ``after``, or end before ``until``, reads the stream itself.
     """
+    end = journal.last_seq if until is None else min(until, journal.last_seq)
     found: dict[str, list[Record]] = {}
-    for record in journal.read(after=after, until=until, stream="runtime"):
+    for record in journal.read(after=after, until=end, stream="runtime"):
         event = record.event
         if isinstance(event, TaskContextPublished):
             for agent_id in event.agents:
-                found.setdefault(agent_id, []).append(record)
-    return Publications(after, found)
+                found[agent_id] = [record]  # the last wins: see Publications
+    return Publications(after, found, end)
 
 
 def agent_end(journal: Journal, stream: str) -> int:
@@ -326,14 +336,14 @@ def _replay(
             state, after = usable, snapshot.seq
     own = journal.read(after=after, until=until, stream="agent/" + agent_id)
     theirs: Iterable[Record]
-    if published is None or after < published.after:
+    end = journal.last_seq if until is None else until
+    if published is None or after < published.after or end < published.until:
         theirs = (
             r
             for r in journal.read(after=after, until=until, stream="runtime")
             if _publishes_to(r.event, agent_id)
         )
     else:
-        end = journal.last_seq if until is None else until
         theirs = (r for r in published.by_agent.get(agent_id, ()) if after < r.seq <= end)
     for record in heapq.merge(own, theirs, key=_seq_of):
         state = apply_event(state, record.event)

@@ -229,6 +229,22 @@ class _WriterLock:
 _HELD: set[_WriterLock] = set()
 
 
+def _held_here(fd: int) -> bool:
+    """Whether a writer lock this process holds is on the file ``fd`` names."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    for lock in list(_HELD):
+        if lock.fd is None or lock.fd == fd:
+            continue
+        with contextlib.suppress(OSError):
+            other = os.fstat(lock.fd)
+            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                return True
+    return False
+
+
 def _release_in_forked_child() -> None:
     for lock in list(_HELD):
         lock.release()
@@ -1130,8 +1146,15 @@ class LmdbJournal(Journal):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
+            mine = _held_here(fd)
             lock.release()
             if exc.errno in (errno.EAGAIN, errno.EACCES):
+                if mine:
+                    msg = (
+                        f"{where} is already open for writing in this process (a journal has one "
+                        "writer: use the Runtime or Journal that holds it, or close it first)"
+                    )
+                    raise JournalLockedError(msg) from exc
                 raise JournalLockedError(f"{where} is held by another writer") from exc
             raise JournalUnavailableError(f"cannot lock {where}: {exc}") from exc
         return lock
@@ -1780,6 +1803,7 @@ class LmdbJournal(Journal):
             if len(values) < _READ_CHUNK and not cut:
                 return  # a short chunk is the end: no second, empty read transaction
             after = seqs[-1]
+            del records, values  # read on: not two chunks of big records in memory at once
 
     def _records_one_by_one(self, seqs: Sequence[int], values: list[bytes]) -> Iterator[list[Record]]:
         """Records through the codec's checked decode: upcasts old versions, names a bad record.

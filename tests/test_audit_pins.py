@@ -18,16 +18,19 @@ import lmdb
 import msgspec
 from click.testing import CliRunner
 
+from cogfabric import _audit
 from cogfabric._audit import encode_json
 from cogfabric.cli import main
-from cogfabric.events import AgentSpawned
-from cogfabric.store import Journal
+from cogfabric.events import AgentSpawned, IpcDeadLettered, IpcDelivered, IpcMessage
+from cogfabric.store import Journal, LmdbJournal
 from cogfabric.store._record import head_value
 from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+
+    import pytest
 
     from cogfabric.store import VerifyReport
 
@@ -172,3 +175,46 @@ def test_a_rechained_record_whose_event_id_is_empty_is_reported_not_raised(tmp_p
     assert not report.ok
     assert report.first_bad_seq == bad
     assert report.reason == "the event id index does not match the records"
+
+
+def test_replay_of_an_agent_keeps_only_the_broadcasts_that_reached_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another agent's broadcast is read when its copy's fate for the agent comes, not
+    # kept from its own record on the chance (a helper's hunt: every broadcast of the
+    # journal, with a fate per subscriber, was held until the end)
+    def broadcast(sender: str, topic: str) -> IpcMessage:
+        return IpcMessage(at=1.0, sender=sender, recipient="", topic=topic, kind="broadcast")
+
+    theirs, missed, ours = broadcast("y", "theirs"), broadcast("y", "missed"), broadcast("x", "ours")
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append([AgentSpawned(at=0.0, agent=a) for a in "xyz"])
+        journal.append([theirs, missed, ours])
+        journal.append(
+            [
+                IpcDelivered(at=2.0, message_id=missed.id, recipient="z"),  # not to x
+                IpcDelivered(at=2.0, message_id=ours.id, recipient="y"),
+                IpcDelivered(at=2.0, message_id=theirs.id, recipient="x"),
+                IpcDelivered(at=2.0, message_id=theirs.id, recipient="z"),
+                IpcDeadLettered(
+                    at=2.0, message_id=ours.id, sender="x", recipient="z", topic="ours", reason="full"
+                ),
+            ]
+        )
+    built: list[str] = []
+    shown_message = _audit._shown_message
+
+    def counted(seq: int, event: IpcMessage | IpcDeadLettered, kind: str) -> dict[str, Any]:
+        built.append(event.topic)
+        return shown_message(seq, event, kind)
+
+    monkeypatch.setattr(_audit, "_shown_message", counted)
+    with LmdbJournal.open(path, readonly=True) as journal:
+        shown = _audit._ipc_of(journal, "x", 1, None)
+
+    assert [(m["topic"], m["from"], m["status"]) for m in shown] == [
+        ("theirs", "y", "delivered"),
+        ("ours", "x", "delivered to 1, dead-lettered for 1"),
+    ]
+    assert sorted(built) == ["ours", "theirs"]  # "missed" never reached x: never kept

@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from click.testing import CliRunner
+
+from cogfabric.cli import main
 
 _README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -23,13 +28,17 @@ def _run(example: str) -> list[str]:
 def test_the_readme_runtime_example_runs() -> None:
     runtime_example, _, _ = _python_blocks()
 
-    assert _run(runtime_example) == [
+    *printed, path = _run(runtime_example)
+    assert printed == [
         "{'verdict': 'plausible', 'by': 'rev'} ['rev']",
         (
             "ContextView(task_shared={'goal': 'find X', 'deadline': 'friday'},"
             " private={'hypothesis': {'p': 0.7}})"
         ),
     ]
+    replay = CliRunner().invoke(main, ["replay", path, "--agent", "rev", "--json"])  # its next step
+    assert replay.exit_code == 0, replay.output
+    assert json.loads(replay.output)["private"] == {"seen": {"claim": "X causes Y"}}
 
 
 def test_the_readme_journal_example_runs() -> None:

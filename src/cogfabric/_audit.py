@@ -443,16 +443,18 @@ def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -
     unknown recipient, a full mailbox) shows by its dead letter, with no kind. Each
     one's ``status`` is ``_Fate.status``'s; a broadcast it sent, ``delivered to N``
     (and ``dead-lettered for M``: each subscriber counted once, by its copy's fate).
-    Only the fields shown are kept, not the payloads, so memory follows the count.
+    Only the fields shown are kept, not the payloads, so memory follows the count: a
+    broadcast of another agent's is looked up when its copy's fate for ``agent_id``
+    comes, not kept from its own record on the chance that one will.
     """
-    entries: dict[str, tuple[dict[str, Any], dict[str, _Fate]]] = {}  # by message id, in journal order
+    entries: dict[str, tuple[dict[str, Any], dict[str, _Fate]]] = {}  # by message id
     for record in journal.read(after=spawned, until=at, stream="bus"):
         event = record.event
         if isinstance(event, IpcMessage):
-            if agent_id in (event.sender, event.recipient) or not event.recipient:
+            if agent_id in (event.sender, event.recipient):
                 entries[event.id] = (_shown_message(record.seq, event, event.kind), {})
         elif isinstance(event, IpcDelivered | IpcDeadLettered):
-            _note_fate(journal, entries, agent_id, event, record.seq)
+            _note_fate(journal, entries, agent_id, event, record.seq, spawned=spawned)
     shown: list[dict[str, Any]] = []
     for message, fates in entries.values():
         to = message["to"]
@@ -467,6 +469,7 @@ def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -
                 continue  # a broadcast that did not reach it
             message["status"] = _PENDING if fate is None else fate.status
         shown.append(message)
+    shown.sort(key=lambda message: message["seq"])  # journal order: another's broadcast joins at its fate
     return shown
 
 
@@ -516,9 +519,21 @@ def _note_fate(
     agent_id: str,
     event: IpcDelivered | IpcDeadLettered,
     seq: int,
+    *,
+    spawned: int,
 ) -> None:
-    """Note a delivery or dead letter (at ``seq``) on the copy of the message it is of."""
+    """Note a delivery or dead letter (at ``seq``) on the copy of the message it is of.
+
+    Of another agent's broadcast only ``agent_id``'s own copy counts: the broadcast is
+    read from the journal at that copy's first fate (if it was sent since ``spawned``).
+    """
     entry = entries.get(event.message_id)
+    if entry is None and event.recipient == agent_id:
+        entry = _broadcast_to(journal, entries, event.message_id, spawned)
+    elif entry is not None and event.recipient != agent_id:
+        message = entry[0]
+        if not message["to"] and message["from"] != agent_id:
+            return  # another subscriber's copy of another agent's broadcast
     if entry is None:
         if not isinstance(event, IpcDeadLettered) or agent_id not in (event.sender, event.recipient):
             return
@@ -531,6 +546,29 @@ def _note_fate(
         fate.delivered = True
     else:
         fate.reason = event.reason
+
+
+def _broadcast_to(
+    journal: LmdbJournal,
+    entries: dict[str, tuple[dict[str, Any], dict[str, _Fate]]],
+    message_id: str,
+    spawned: int,
+) -> tuple[dict[str, Any], dict[str, _Fate]] | None:
+    """The entry of the broadcast ``message_id``, read from the journal.
+
+    None if it is no broadcast sent since ``spawned`` (a direct message to an earlier
+    agent of the id, say).
+    """
+    seq = journal.seq_of(message_id)
+    if seq is None or seq <= spawned:
+        return None
+    record = next(iter(journal.read(after=seq - 1, until=seq)), None)
+    if record is None or not isinstance(record.event, IpcMessage):
+        return None
+    if record.event.id != message_id or record.event.recipient:
+        return None
+    entry = entries[message_id] = (_shown_message(seq, record.event, record.event.kind), {})
+    return entry
 
 
 def session_view(journal: LmdbJournal, session_id: str, at: int | None) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ The journals are written by hand, event by event, so each seq is known.
 from __future__ import annotations
 
 import logging
+import random
 from typing import TYPE_CHECKING
 
 import lmdb
@@ -24,6 +25,7 @@ from cogfabric.actors import (
 )
 from cogfabric.actors._state import encode_snapshot
 from cogfabric.events import (
+    AgentKilled,
     AgentSpawned,
     PrivateSet,
     TaskContextPublished,
@@ -280,3 +282,64 @@ def test_an_instance_without_on_message_refuses_the_spawn_before_anything_is_jou
         assert runtime.agents() == []
         assert runtime._journal is None or runtime._journal.last_seq == 0
         runtime.spawn("a")  # the id is free
+
+
+def test_publications_keep_each_agents_last_one_only(tmp_path: Path) -> None:
+    # A publication replaces the task layer, as the agent's own TaskContextSet does:
+    # only each agent's last one is kept (a helper's hunt: recovery and the audit
+    # commands held every publication of the journal, 1.2 GiB for a million records)
+    path = tmp_path / "j"
+    _write(
+        path,
+        [AgentSpawned(at=0.0, agent=a, task_id="t") for a in "ab"],
+        [
+            TaskContextPublished(at=1.0, task_id="t", context={"round": i}, agents=tuple("ab"))
+            for i in range(50)
+        ],
+        [TaskContextPublished(at=2.0, task_id="t", context={"round": "b's"}, agents=("b",))],
+    )
+    with Journal.open(path, readonly=True) as journal:
+        published = _core.publications(journal)
+        states = {a: replay_agent(journal, a, published=published) for a in "ab"}
+
+    assert {a: [r.seq for r in published.by_agent[a]] for a in "ab"} == {"a": [52], "b": [53]}
+    assert {a: (s.task_context, s.publish_seq) for a, s in states.items() if s is not None} == {
+        "a": ({"round": 49}, 52),
+        "b": ({"round": "b's"}, 53),
+    }
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_replay_with_the_last_publications_equals_replay_reading_the_stream(
+    tmp_path: Path, seed: int
+) -> None:
+    # random spawns, kills, own task contexts, publications and private values, replayed
+    # to every seq: with publications() read once (last ones only) as without
+    rng = random.Random(seed)
+    events: list[Event] = []
+    for i in range(rng.randint(5, 60)):
+        agent = rng.choice("ab")
+        kind = rng.random()
+        if kind < 0.15:
+            events.append(AgentSpawned(at=float(i), agent=agent, task_id="t", task_context={"spawn": i}))
+        elif kind < 0.22:
+            events.append(AgentKilled(at=float(i), agent=agent))
+        elif kind < 0.4:
+            events.append(TaskContextSet(at=float(i), agent=agent, context={"set": i}))
+        elif kind < 0.75:
+            targets = tuple(sorted(rng.sample("abc", rng.randint(1, 3))))
+            events.append(TaskContextPublished(at=float(i), task_id="t", context={"pub": i}, agents=targets))
+        else:
+            events.append(PrivateSet(at=float(i), agent=agent, key=f"k{i % 3}", value=i))
+    _write(tmp_path / "j", events)
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        last = journal.last_seq
+        for after in (0, rng.randint(0, last)):
+            published = _core.publications(journal, after=after)
+            for agent in "ab":
+                for until in (None, *range(1, last + 1)):
+                    alone = replay_agent(journal, agent, until=until, from_snapshot=False)
+                    via = replay_agent(journal, agent, until=until, from_snapshot=False, published=published)
+                    assert (None if alone is None else encode_snapshot(alone)) == (
+                        None if via is None else encode_snapshot(via)
+                    ), (agent, until, after)

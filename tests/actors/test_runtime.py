@@ -67,6 +67,7 @@ from cogfabric.store import (
     JournalFormatError,
     JournalIntegrityError,
     JournalKeyError,
+    JournalLockedError,
     JournalRecordDecodeError,
     JournalRecordError,
     LmdbJournal,
@@ -634,6 +635,15 @@ class TestRecovery:
             Runtime.open(tmp_path / "j", config=config, verify="tail")
         with Runtime.open(tmp_path / "j", config=config, verify="tail", allow_unverified=True) as runtime:
             assert runtime.agent("a").private("k11") == 11
+
+    def test_a_second_runtime_on_a_journal_open_in_this_process_is_refused_saying_so(
+        self, tmp_path: Path
+    ) -> None:
+        with Runtime.open(tmp_path / "j") as runtime:
+            runtime.spawn("a")
+            with pytest.raises(JournalLockedError, match="already open for writing in this process"):
+                Runtime.open(tmp_path / "j")
+            assert runtime.agents() == ["a"]
 
     def test_a_runtime_writes_and_reopens_a_keyed_journal_only_with_its_key(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j", key="s3cret") as runtime:

@@ -1032,8 +1032,12 @@ class TestFilesAndFormat:
 
         assert hashlib.sha256((closed_journal / "data.mdb").read_bytes()).hexdigest() == before
 
-    def test_a_second_writer_in_the_same_process_is_refused(self, tmp_path: Path) -> None:
-        with Journal.open(tmp_path / "j"), pytest.raises(JournalLockedError):
+    def test_a_second_writer_in_the_same_process_is_refused_saying_so(self, tmp_path: Path) -> None:
+        # "held by another writer" sent the user looking for another process
+        with (
+            Journal.open(tmp_path / "j"),
+            pytest.raises(JournalLockedError, match="open for writing in this process"),
+        ):
             Journal.open(tmp_path / "j")
 
     def test_a_forked_child_keeps_no_writer_lock_after_the_parent_closes(self, tmp_path: Path) -> None:
@@ -1111,8 +1115,8 @@ class TestFilesAndFormat:
             from cogfabric.store import Journal, JournalLockedError
             try:
                 Journal.open(sys.argv[1])
-            except JournalLockedError:
-                print("locked")
+            except JournalLockedError as exc:
+                print("locked:", exc)
             """
         )
         with Journal.open(tmp_path / "j"):
@@ -1124,7 +1128,7 @@ class TestFilesAndFormat:
                 check=True,
             )
 
-        assert out.stdout.strip() == "locked"
+        assert out.stdout.strip() == f"locked: {tmp_path / 'j'} is held by another writer"
 
     def test_reopen_after_close_keeps_everything(self, tmp_path: Path) -> None:
         events = make_events(100)
@@ -1921,6 +1925,24 @@ def test_verify_reads_the_snapshots_one_at_a_time(tmp_path: Path) -> None:
 
     assert report.ok, report
     assert peak < 8 << 20, f"verify held {peak:,} bytes at its peak"
+
+
+def test_read_holds_one_chunk_of_big_records_at_a_time(tmp_path: Path) -> None:
+    # 24 records of 4 MiB: a chunk stops at about 16 MiB (4 of them, and their decoded
+    # events); the next is read once the last one is handed out, not beside it (a
+    # helper's hunt: the reader held the chunk before while it read the next)
+    with Journal.open(tmp_path / "j", sync=False) as journal:
+        for i in range(24):
+            journal.append([PrivateSet(at=0.0, agent="a", key=f"k{i}", value="x" * (4 << 20))])
+        tracemalloc.start()
+        try:
+            count = sum(1 for _ in journal.read())
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+
+    assert count == 24
+    assert peak < 42 << 20, f"read held {peak:,} bytes at its peak"  # two chunks: about 48 MiB
 
 
 def test_entering_a_closed_journal_raises_as_any_other_use_of_it(tmp_path: Path) -> None:
