@@ -1688,6 +1688,29 @@ def test_replay_names_no_beginning_past_what_it_verified(
     assert (result.exit_code, result.stderr) == (2, "error: agent 'y' does not exist in the journal\n")
 
 
+def test_replay_of_an_id_with_records_but_no_spawn_says_it_was_never_spawned(tmp_path: Path) -> None:
+    # README's "journal in 20 lines" appends an agent's events without a spawn: replay
+    # said the agent "does not exist in the journal" while inspect listed its stream
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append([PrivateSet(at=1.0, agent="a1", key="k", value=1)])
+        journal.append([PrivateSet(at=2.0, agent="a1", key="k", value=2)])
+        journal.append([AgentSpawned(at=3.0, agent="b")])
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", "a1"])
+    at_one = CliRunner().invoke(main, ["replay", str(path), "--agent", "a1", "--at", "1"])
+
+    assert (result.exit_code, result.stderr) == (
+        2,
+        (
+            "error: agent 'a1' was never spawned: its stream holds 2 records up to seq 3, none of them an "
+            "AgentSpawned (replay rebuilds the agents a runtime spawned; cogfabric export --stream "
+            "agent/ID shows the records)\n"
+        ),
+    )
+    assert "holds 1 record up to seq 1," in at_one.stderr
+
+
 def test_the_replay_table_cuts_a_long_name_or_topic_and_counts_one_message_as_one(tmp_path: Path) -> None:
     # each name and topic was shown whole: megabytes of table for one long topic
     path = tmp_path / "j"

@@ -684,6 +684,7 @@ def replay(
 
     if agent is not None and session is not None:
         _fail("give one of --agent or --session, not both")
+    unspawned = 0
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             if at is not None and at > opened.last_seq:
@@ -700,6 +701,8 @@ def replay(
                 )
                 ended = None if view is not None else _ending(opened, agent, session, seq)
                 begins = None if view is not None else _begins(opened, agent, session, seq, verified)
+                if view is None and agent is not None and ended is None and begins is None:
+                    unspawned = sum(1 for _ in opened.read(until=seq, stream=f"agent/{agent}"))
     except _journal_errors() as exc:
         _fail_journal(exc, key)
     if agent is None and session is None:
@@ -710,6 +713,13 @@ def replay(
         return
     if view is None:
         what = f"agent {agent!r}" if agent is not None else f"session {session!r}"
+        if unspawned:  # records on its stream (Journal.append, runtime.llm), never a spawn
+            _fail(
+                f"{what} was never spawned: its stream holds {unspawned} record{'s' * (unspawned != 1)} "
+                f"up to seq {seq}, "
+                "none of them an AgentSpawned (replay rebuilds the agents a runtime spawned; "
+                "cogfabric export --stream agent/ID shows the records)"
+            )
         _absent(what, ended, begins, seq, at)
     if as_json:
         click.echo(encode_json(view, indent=2))  # as export encodes: strict JSON
