@@ -222,44 +222,62 @@ def _fork_child_forgets() -> None:
     _SPAWNING_LOCK.release()
 
 
-def _first_seq(journal: Journal, stream: str, *, checked_until: int = 0) -> int | None:
+class _Placement(NamedTuple):
+    """Where recovery puts the agent of a stream in ``agents()`` order, and what it read for that."""
+
+    seq: int | None
+    """Its first ``AgentSpawned``; None for a stream of LLM records only (an id never spawned)."""
+    read: list[int]
+    """The seqs of the records read for it."""
+    failed: JournalRecordError | None = None
+    """A record that did not decode: the agent is then placed by its stream's last record."""
+
+
+def _place(journal: Journal, stream: str) -> _Placement:
     """Where the agent of ``stream`` was first spawned, to recover agents in that order.
 
     Nearly always its stream's first record. A model's output recorded on the agent's
     behalf before its spawn (``runtime.llm(agent_id=...)``) comes first in its stream
     but spawns nothing: the agent is placed by its first ``AgentSpawned``, as it was
     listed live. None for a stream of such records only: its id was never spawned, so
-    it has no place until it is (live, it had none either).
-
-    ``checked_until``: a tail verification starts after that seq, and each record read
-    here at or before it must match its chain link; one that does not, or does not
-    decode, raises ``JournalRecordError`` (a place read from it, or guessed without
-    it, need not be the live runtime's). Past it, or where the open waives checks
-    (``allow_unverified``), a damaged record does not stop recovery, which needs no
-    record before an agent's snapshot: such an agent is placed by its last record.
+    it has no place until it is (live, it had none either). Recovery needs no record
+    before an agent's snapshot, so a record that does not decode does not stop it
+    here: such an agent is placed by its last record. A tail verification checks what
+    this read (``_check_placements``).
     """
+    read: list[int] = []
     try:
         start = journal.stream_start(stream)
-        _check_intact(journal, start, checked_until)
+        read.append(start)
         first = next(iter(journal.read(after=start - 1, until=start)), None)
         if first is None or isinstance(first.event, AgentSpawned):
-            return start
+            return _Placement(start, read)
         for record in journal.read(after=start, stream=stream):
-            _check_intact(journal, record.seq, checked_until)
+            read.append(record.seq)
             if isinstance(record.event, AgentSpawned):
-                return record.seq
+                return _Placement(record.seq, read)
     except JournalRecordError as exc:
-        if exc.seq <= checked_until:
-            raise
-        return journal.stream_head(stream)
-    return None
+        return _Placement(journal.stream_head(stream), read, exc)
+    return _Placement(None, read)
 
 
-def _check_intact(journal: Journal, seq: int, checked_until: int) -> None:
-    """Raise ``JournalRecordError`` if record ``seq``, at or before ``checked_until``, is not intact."""
-    if seq <= checked_until and not journal.record_intact(seq):
-        msg = "the record, which places its agent, does not match its hash chain link"
-        raise JournalRecordError(seq, msg)
+def _check_placements(journal: Journal, placements: Iterable[_Placement], start: int) -> None:
+    """Refuse a record at or before ``start`` that placing an agent read and that is not intact.
+
+    A tail verification checks the records after ``start``; a place read from a changed
+    record, or guessed without one that does not decode, need not be the live runtime's.
+
+    Raises:
+        JournalRecordError: the first such record.
+
+    """
+    for placement in placements:
+        if placement.failed is not None and placement.failed.seq <= start:
+            raise placement.failed
+        for seq in placement.read:
+            if seq <= start and not journal.record_intact(seq):
+                msg = "the record, which places its agent, does not match its hash chain link"
+                raise JournalRecordError(seq, msg)
 
 
 def _close_left_open() -> None:
@@ -378,9 +396,12 @@ class Runtime:
         agents' latest snapshots, or from the first record of a live agent without one
         or of a live session (a live session's stream is replayed whole: sessions have
         no snapshots). A killed agent and a session that ended are not replayed: the
-        record that says so, the stream's last, is checked on its own. It is faster only where that start
-        is late: a long journal whose live agents all have recent snapshots and whose
-        early sessions have ended.
+        record that says so, the stream's last, is checked on its own; nor is a stream
+        of LLM records only (``llm(agent_id=...)`` for an id never spawned). The records
+        read to place each agent in ``agents()`` order (its first spawn and any LLM
+        records before it) are checked one by one too. It is faster only where that
+        start is late: a long journal whose live agents all have recent snapshots and
+        whose early sessions have ended, with no long stream of a never-spawned id.
 
         ``key`` makes the journal's hash chain keyed (a BLAKE2b MAC, see
         ``cogfabric.store.Journal.open``): only a holder of the key can re-chain it
@@ -443,7 +464,7 @@ class Runtime:
                 check_pages=jc.check_pages,
             )
             try:
-                cls._verify(journal, verify, allow_unverified=allow_unverified)
+                placements = cls._verify(journal, verify, allow_unverified=allow_unverified)
                 # Not waived by allow_unverified: a runtime whose every change the journal
                 # refuses (its chain head contradicts its records) could do nothing.
                 journal.check_appendable()
@@ -471,18 +492,24 @@ class Runtime:
         _OPEN.add(runtime)
         if journal is not None:
             try:
-                runtime._recover(journal)
+                runtime._recover(journal, placements)
             except BaseException:
                 runtime.close()
                 raise
         return runtime
 
     @staticmethod
-    def _verify(journal: Journal, mode: str, *, allow_unverified: bool) -> None:
+    def _verify(journal: Journal, mode: str, *, allow_unverified: bool) -> dict[str, _Placement] | None:
+        """Check the journal as ``mode`` says; a tail check returns the agents' places it read."""
         if mode not in ("full", "tail"):
             msg = f"verify must be 'full' or 'tail', not {mode!r}"
             raise ValueError(msg)
-        after = 0 if mode == "full" else Runtime._replay_start(journal, allow_unverified=allow_unverified)
+        placements = None
+        if mode == "full":
+            after = 0
+        else:
+            placements = {stream: _place(journal, stream) for stream in journal.streams("agent/")}
+            after = Runtime._replay_start(journal, placements, allow_unverified=allow_unverified)
         # decode too: a record no reader can decode (an unknown type, a newer version,
         # re-chained by a forger) is refused here, not only when recovery reads it
         report = journal.verify(after=after, decode=True)
@@ -493,6 +520,7 @@ class Runtime:
                 msg = f"the journal failed verification{at}: {report.reason}"
                 raise JournalIntegrityError(msg, report)
             log.warning("opening an unverified journal: %s", report.reason)
+        return placements
 
     @staticmethod
     def _raise_undecodable(journal: Journal, report: VerifyReport) -> None:
@@ -514,7 +542,7 @@ class Runtime:
             raise
 
     @staticmethod
-    def _replay_start(journal: Journal, *, allow_unverified: bool) -> int:
+    def _replay_start(journal: Journal, placements: dict[str, _Placement], *, allow_unverified: bool) -> int:
         """The seq before the first record recovery replays: a tail check starts after it.
 
         A live agent is replayed from its latest snapshot, or from its first record when
@@ -523,8 +551,9 @@ class Runtime:
         replayed: the last record that says so is checked on its own. Nor is a stream of
         LLM records only (``runtime.llm(agent_id=...)`` for an id never spawned).
         Recovery also reads each agent's first spawn (and the LLM records before it) to
-        place it in ``agents()`` order, a killed one's too: unless checks are waived,
-        those before the start are checked here one by one (``_first_seq``).
+        place it in ``agents()`` order, a killed one's too (``placements``, each agent
+        stream's): unless checks are waived, those before the start are checked here one
+        by one (``_check_placements``).
         The last record is always checked, with its stream's index entry: were the stream
         index emptied, a check of nothing would find no agent and no session to recover.
         """
@@ -533,8 +562,12 @@ class Runtime:
             # Recovery skips a killed agent on its last record's word: that record must
             # match its chain link, or the agent is checked from where its replay starts
             end = agent_end(journal, stream)
-            if end and journal.record_intact(end):
-                continue
+            if end:
+                if journal.record_intact(end):
+                    continue
+                # recovery reads it (agent_end) to tell a killed agent: the check starts
+                # before it, even when the agent's snapshot covers it
+                starts.append(end - 1)
             try:
                 snapshot = journal.load_snapshot(stream)
             except JournalRecordError:
@@ -543,7 +576,7 @@ class Runtime:
                 snapshot = None  # recovery replays its events instead (replay_agent)
             if snapshot is not None and snapshot_flaw(journal, snapshot) is not None:
                 snapshot = None  # its hash matches, yet it is unusable: replay_agent passes it over
-            if snapshot is None and _first_seq(journal, stream) is None:
+            if snapshot is None and placements[stream].seq is None:
                 continue  # LLM records of an id never spawned: recovery replays nothing of it
             starts.append(snapshot.seq if snapshot is not None else journal.stream_start(stream) - 1)
         for stream in journal.streams("session/"):
@@ -556,14 +589,18 @@ class Runtime:
         last = journal.last_seq
         start = max(0, min(*starts, last - 1)) if starts else max(0, last - 1)
         if not allow_unverified:  # a killed id keeps its place for a new spawn: it counts too
-            for stream in journal.streams("agent/"):
-                _first_seq(journal, stream, checked_until=start)
+            _check_placements(journal, placements.values(), start)
         return start
 
-    def _recover(self, journal: Journal) -> None:
+    def _recover(self, journal: Journal, placements: dict[str, _Placement] | None = None) -> None:
+        """Start every live agent from the journal, in the order each was first spawned.
+
+        ``placements``: each agent stream's place, as a tail check read them (else read here).
+        """
         spawned: dict[str, int] = {}
         for stream in journal.streams("agent/"):
-            first = _first_seq(journal, stream)
+            placement = placements.get(stream) if placements is not None else None
+            first = (placement or _place(journal, stream)).seq
             if first is not None:  # None: LLM records only, for an id never spawned
                 spawned[stream] = first
         streams = sorted(spawned, key=spawned.__getitem__)

@@ -211,10 +211,11 @@ class _WriterLock:
     copies as it starts (it may not use the parent's journals anyway: LMDB forbids it).
     """
 
-    __slots__ = ("fd",)
+    __slots__ = ("fd", "locked")
 
     def __init__(self, fd: int) -> None:
         self.fd: int | None = fd
+        self.locked = False  # set once its flock is taken: a concurrent open's is not yet
         _HELD.add(self)
 
     def release(self) -> None:
@@ -236,7 +237,7 @@ def _held_here(fd: int) -> bool:
     except OSError:
         return False
     for lock in list(_HELD):
-        if lock.fd is None or lock.fd == fd:
+        if lock.fd is None or lock.fd == fd or not lock.locked:
             continue
         with contextlib.suppress(OSError):
             other = os.fstat(lock.fd)
@@ -1157,6 +1158,7 @@ class LmdbJournal(Journal):
                     raise JournalLockedError(msg) from exc
                 raise JournalLockedError(f"{where} is held by another writer") from exc
             raise JournalUnavailableError(f"cannot lock {where}: {exc}") from exc
+        lock.locked = True
         return lock
 
     @staticmethod

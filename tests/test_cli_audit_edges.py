@@ -28,6 +28,7 @@ from cogfabric.events import (
     ContextLayer,
     EventCodec,
     IpcDeadLettered,
+    IpcDelivered,
     IpcMessage,
     PrivateSet,
 )
@@ -1709,6 +1710,35 @@ def test_replay_of_an_id_with_records_but_no_spawn_says_it_was_never_spawned(tmp
         ),
     )
     assert "holds 1 record up to seq 1," in at_one.stderr
+
+
+@pytest.mark.parametrize("entry", [None, 4], ids=["removed", "names-another-record"])
+def test_a_broadcast_delivered_to_the_agent_is_shown_whatever_the_id_index_says(
+    tmp_path: Path, entry: int | None
+) -> None:
+    # replay reads another agent's broadcast when its copy reaches the replayed agent,
+    # through the id index: unverified (--no-verify), a damaged index lost it silently
+    path = tmp_path / "j"
+    hello = IpcMessage(at=1.0, sender="y", recipient="", topic="hello", kind="broadcast")
+    with Journal.open(path) as journal:
+        journal.append([AgentSpawned(at=0.0, agent=a) for a in "xy"])
+        journal.append([hello, PrivateSet(at=1.0, agent="x", key="k", value=1)])
+        journal.append([IpcDelivered(at=2.0, message_id=hello.id, recipient="x")])
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        with env.begin(write=True, db=env.open_db(b"ids")) as txn:
+            if entry is None:
+                assert txn.delete(hello.id.encode())
+            else:
+                txn.put(hello.id.encode(), entry.to_bytes(8, "big"))
+    finally:
+        env.close()
+
+    result = CliRunner().invoke(main, ["replay", str(path), "--agent", "x", "--json", "--no-verify"])
+
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)["ipc"]["latest"]
+    assert [(m["topic"], m["from"], m["status"]) for m in shown] == [("hello", "y", "delivered")]
 
 
 def test_the_replay_table_cuts_a_long_name_or_topic_and_counts_one_message_as_one(tmp_path: Path) -> None:

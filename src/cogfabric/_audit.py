@@ -529,7 +529,9 @@ def _note_fate(
     """
     entry = entries.get(event.message_id)
     if entry is None and event.recipient == agent_id:
-        entry = _broadcast_to(journal, entries, event.message_id, spawned)
+        entry = _broadcast_to(
+            journal, entries, event.message_id, spawned, seq, delivered=isinstance(event, IpcDelivered)
+        )
     elif entry is not None and event.recipient != agent_id:
         message = entry[0]
         if not message["to"] and message["from"] != agent_id:
@@ -553,19 +555,35 @@ def _broadcast_to(
     entries: dict[str, tuple[dict[str, Any], dict[str, _Fate]]],
     message_id: str,
     spawned: int,
+    until: int,
+    *,
+    delivered: bool,
 ) -> tuple[dict[str, Any], dict[str, _Fate]] | None:
-    """The entry of the broadcast ``message_id``, read from the journal.
+    """The entry of the broadcast ``message_id`` (stored before ``until``), read from the journal.
 
     None if it is no broadcast sent since ``spawned`` (a direct message to an earlier
     agent of the id, say).
     """
     seq = journal.seq_of(message_id)
-    if seq is None or seq <= spawned:
+    record = None if seq is None else next(iter(journal.read(after=seq - 1, until=seq)), None)
+    misnamed = record is not None and (
+        not isinstance(record.event, IpcMessage) or record.event.id != message_id
+    )
+    if misnamed or (record is None and delivered):
+        # the id index disagrees with the records (read unverified, --no-verify), or lost
+        # the entry of a message that was delivered, so stored: look on the bus itself
+        record = next(
+            (
+                r
+                for r in journal.read(after=spawned, until=until, stream="bus")
+                if isinstance(r.event, IpcMessage) and r.event.id == message_id
+            ),
+            None,
+        )
+        seq = None if record is None else record.seq
+    if record is None or seq is None or not isinstance(record.event, IpcMessage):
         return None
-    record = next(iter(journal.read(after=seq - 1, until=seq)), None)
-    if record is None or not isinstance(record.event, IpcMessage):
-        return None
-    if record.event.id != message_id or record.event.recipient:
+    if seq <= spawned or record.event.recipient:
         return None
     entry = entries[message_id] = (_shown_message(seq, record.event, record.event.kind), {})
     return entry

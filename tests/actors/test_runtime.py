@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import math
 import subprocess
@@ -47,6 +48,7 @@ from cogfabric.events import (
     EVENT_TYPES,
     MAX_SUBSCRIPTION_ORDER,
     AgentEvent,
+    AgentKilled,
     AgentSpawned,
     CognitiveState,
     CognitiveStateSchemaVersionError,
@@ -56,6 +58,7 @@ from cogfabric.events import (
     IpcMessage,
     IpcSubscribed,
     LifecycleChanged,
+    LlmOutputRecorded,
     PrivateSet,
     TaskContextPublished,
     UnencodableValueError,
@@ -71,12 +74,16 @@ from cogfabric.store import (
     JournalRecordDecodeError,
     JournalRecordError,
     LmdbJournal,
+    Record,
     VerifyReport,
 )
+from cogfabric.store._record import parts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
+
+    from cogfabric.events import Event
 
 
 class Recorder:
@@ -794,6 +801,22 @@ def _flip_last_records_bit(path: Path, stream: str) -> int:
     return seq
 
 
+def _rewrite_event(path: Path, seq: int, make: Callable[[dict[str, Any]], Event]) -> None:
+    """Replace record ``seq``'s event by ``make(the old one as a dict)``, its trailer kept: a forgery."""
+    env = lmdb.open(str(path), max_dbs=8)
+    try:
+        with env.begin(write=True, db=env.open_db(b"events")) as txn:
+            key = seq.to_bytes(8, "big")
+            record = bytes(txn.get(key) or b"")
+            taken = parts(record)
+            assert taken is not None
+            new = msgspec.msgpack.encode(make(msgspec.msgpack.decode(taken.event)))
+            trailer_at = len(record) - len(taken.trailer)
+            txn.put(key, record[:10] + new + record[trailer_at - 3 :])
+    finally:
+        env.close()
+
+
 def _flip_event_byte(path: Path, seq: int) -> None:
     """Flip the first byte of record ``seq`` (its msgpack array header): it no longer decodes."""
     env = lmdb.open(str(path), max_dbs=8)
@@ -1069,7 +1092,7 @@ class TestTailVerification:
 
         with pytest.raises(JournalRecordError, match=f"seq {damaged}"):
             Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock(), verify="tail")
-        with Runtime.open(  # waived: placed by its last record, as the docstring of _first_seq says
+        with Runtime.open(  # waived: placed by its last record, as the docstring of _place says
             tmp_path / "j", config=self.CONFIG, clock=FakeClock(), verify="tail", allow_unverified=True
         ) as runtime:
             assert runtime.agent("a").private("last") == 1
@@ -1085,6 +1108,67 @@ class TestTailVerification:
 
         with pytest.raises(JournalRecordError, match="seq 1"):
             Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
+
+    def test_a_forged_kill_where_the_check_starts_is_refused(self, tmp_path: Path) -> None:
+        # recovery reads each agent's last record to tell a killed one (agent_end); one
+        # that does not match its link had the agent checked from its snapshot, which
+        # covers that very record: the forged kill went unchecked and b was dropped
+        with Runtime.open(tmp_path / "j", config=self.CONFIG) as runtime:
+            b = runtime.spawn("b")
+            for i in range(4):
+                b.set_private(f"k{i}", i)  # b's fifth event: its snapshot covers its last record
+            a = runtime.spawn("a")
+            for i in range(9):
+                a.set_private(f"k{i}", i)
+        with Journal.open(tmp_path / "j", readonly=True) as journal:
+            b_last = journal.stream_head("agent/b")
+            snapshot = journal.load_snapshot("agent/b")
+        assert snapshot is not None
+        assert snapshot.seq == b_last
+        _rewrite_event(tmp_path / "j", b_last, lambda old: AgentKilled(id=old["id"], at=old["at"], agent="b"))
+
+        with pytest.raises(JournalIntegrityError):
+            Runtime.open(tmp_path / "j", config=self.CONFIG)  # full
+        with pytest.raises(JournalIntegrityError, match=f"seq {b_last}"):
+            Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
+
+    def test_a_tail_open_reads_a_never_spawned_ids_records_once_and_checks_each_once(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # its stream was walked three times an open (the start, the placement check,
+        # recovery): counted in store operations, not time
+        n = 500
+        with Journal.open(tmp_path / "j") as journal:
+            journal.append(
+                [
+                    LlmOutputRecorded(
+                        at=0.0, agent="coordinator", provider="p", model="m", prompt_hash="h", output="x"
+                    )
+                    for _ in range(n)
+                ]
+            )
+            journal.append(
+                [AgentSpawned(at=0.0, agent="late"), PrivateSet(at=0.0, agent="late", key="k", value=1)]
+            )
+        counts: collections.Counter[str] = collections.Counter()
+        intact, read = LmdbJournal.record_intact, LmdbJournal.read
+
+        def counted_intact(self: LmdbJournal, seq: int) -> bool:
+            counts["checked"] += 1
+            return intact(self, seq)
+
+        def counted_read(self: LmdbJournal, *args: Any, **kwargs: Any) -> Iterator[Record]:
+            for record in read(self, *args, **kwargs):
+                counts["read"] += 1
+                yield record
+
+        monkeypatch.setattr(LmdbJournal, "record_intact", counted_intact)
+        monkeypatch.setattr(LmdbJournal, "read", counted_read)
+        with Runtime.open(tmp_path / "j", verify="tail") as runtime:
+            assert runtime.agents() == ["late"]
+
+        assert counts["checked"] <= n + 5, counts
+        assert counts["read"] <= n + 10, counts
 
     def test_a_killed_agents_records_are_checked_once_a_record_follows_its_kill(self, tmp_path: Path) -> None:
         with Runtime.open(tmp_path / "j") as runtime:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import hashlib
 import os
@@ -1039,6 +1040,56 @@ class TestFilesAndFormat:
             pytest.raises(JournalLockedError, match="open for writing in this process"),
         ):
             Journal.open(tmp_path / "j")
+
+    def test_a_journal_another_process_holds_is_not_said_to_be_open_in_this_one(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # a thread of this process opening it too (its lock noted, not yet taken) made
+        # the refusal blame this process while another one held the journal
+        Journal.open(tmp_path / "j").close()
+        hold = "import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+        hold += "print('locked', flush=True)\nsys.stdin.read()\n"
+        holder = subprocess.Popen(
+            [sys.executable, "-c", hold, str(tmp_path / "j" / "writer.lock")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdin is not None
+        assert holder.stdout is not None
+        real_flock = fcntl.flock
+        paused, go_on = threading.Event(), threading.Event()
+        failures: list[BaseException] = []
+
+        def flock(fd: int, operation: int) -> None:
+            if threading.current_thread().name == "first":
+                paused.set()  # its lock is noted in this process, not yet taken
+                assert go_on.wait(10)
+            real_flock(fd, operation)
+
+        def first() -> None:
+            try:
+                Journal.open(tmp_path / "j").close()
+            except JournalLockedError as exc:
+                failures.append(exc)
+
+        try:
+            assert holder.stdout.readline().strip() == "locked"
+            monkeypatch.setattr(fcntl, "flock", flock)
+            opener = threading.Thread(target=first, name="first")
+            opener.start()
+            assert paused.wait(10)
+            try:
+                with pytest.raises(JournalLockedError, match="held by another writer"):
+                    Journal.open(tmp_path / "j")
+            finally:
+                go_on.set()
+                opener.join(10)
+        finally:
+            holder.stdin.close()
+            holder.wait(10)
+            holder.stdout.close()
+        assert [str(exc) for exc in failures] == [f"{tmp_path / 'j'} is held by another writer"]
 
     def test_a_forked_child_keeps_no_writer_lock_after_the_parent_closes(self, tmp_path: Path) -> None:
         journal = Journal.open(tmp_path / "j")
