@@ -268,13 +268,14 @@ class Publications(NamedTuple):
     after: int
     by_agent: dict[str, list[Record]]
     until: int = 0
-    """The last seq read: a replay to an earlier seq reads the runtime stream itself."""
+    """The last seq read: a replay to another seq reads the runtime stream itself."""
 
 
 def publications(journal: Journal, after: int = 0, until: int | None = None) -> Publications:
     """Read the runtime stream once (``after < seq <= until``) for many agents' replays.
 
-    A replay that must start before ``after``, or end before ``until``, reads the stream itself.
+    A replay that must start before ``after``, or end at another seq than ``until`` (a
+    writer appended since), reads the stream itself.
     """
     end = journal.last_seq if until is None else min(until, journal.last_seq)
     found: dict[str, list[Record]] = {}
@@ -337,7 +338,7 @@ def _replay(
     own = journal.read(after=after, until=until, stream="agent/" + agent_id)
     theirs: Iterable[Record]
     end = journal.last_seq if until is None else until
-    if published is None or after < published.after or end < published.until:
+    if published is None or after < published.after or end != published.until:
         theirs = (
             r
             for r in journal.read(after=after, until=until, stream="runtime")

@@ -343,3 +343,21 @@ def test_replay_with_the_last_publications_equals_replay_reading_the_stream(
                     assert (None if alone is None else encode_snapshot(alone)) == (
                         None if via is None else encode_snapshot(via)
                     ), (agent, until, after)
+
+
+def test_a_replay_past_what_publications_read_reads_the_later_ones_itself(tmp_path: Path) -> None:
+    # publications read once, then a writer appends one more: a replay to the new last
+    # seq used the stale read and missed it
+    path = tmp_path / "j"
+    _write(
+        path,
+        [AgentSpawned(at=0.0, agent="a", task_id="t")],
+        [TaskContextPublished(at=1.0, task_id="t", context={"round": 1}, agents=("a",))],
+    )
+    with Journal.open(path) as journal:
+        published = _core.publications(journal)
+        journal.append([TaskContextPublished(at=2.0, task_id="t", context={"round": 2}, agents=("a",))])
+        state = replay_agent(journal, "a", published=published)
+
+    assert state is not None
+    assert (state.task_context, state.publish_seq) == ({"round": 2}, 3)
