@@ -361,3 +361,26 @@ def test_a_replay_past_what_publications_read_reads_the_later_ones_itself(tmp_pa
 
     assert state is not None
     assert (state.task_context, state.publish_seq) == ({"round": 2}, 3)
+
+
+def test_publications_read_to_a_seq_keep_none_published_after_it(tmp_path: Path) -> None:
+    # publications: "Read the runtime stream once (``after < seq <= until``)"; a replay
+    # to that seq with them agrees with one reading the stream itself
+    path = tmp_path / "j"
+    _write(
+        path,
+        [AgentSpawned(at=1.0, agent="a", task_id="t")],
+        *([TaskContextPublished(at=2.0, task_id="t", context={"round": i}, agents=("a",))] for i in (1, 2)),
+    )
+    with Journal.open(path, readonly=True) as journal:
+        published = _core.publications(journal, until=2)
+        via = replay_agent(journal, "a", until=2, published=published)
+        alone = replay_agent(journal, "a", until=2)
+
+    assert (published.until, {a: [r.seq for r in rs] for a, rs in published.by_agent.items()}) == (
+        2,
+        {"a": [2]},
+    )
+    assert via is not None
+    assert alone is not None
+    assert (via.task_context, via.publish_seq) == (alone.task_context, alone.publish_seq) == ({"round": 1}, 2)

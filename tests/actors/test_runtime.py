@@ -762,6 +762,25 @@ def test_a_record_of_a_newer_version_or_unknown_type_is_refused_with_its_typed_e
 
 
 @pytest.mark.parametrize("verify", ["full", "tail"])
+def test_an_unknown_record_that_places_an_agent_past_the_checks_start_is_named_by_the_verification(
+    tmp_path: Path, verify: str
+) -> None:
+    # placing the agent reads its stream's first record; one past where a tail check
+    # starts is the verification's to name, as a full check does: with its report
+    unknown = EventCodec([*EVENT_TYPES, _Unknown])
+    with LmdbJournal.open(tmp_path / "j", codec=unknown) as journal:
+        journal.append([_Unknown(at=1.0, agent="a")])
+        journal.append([AgentSpawned(at=2.0, agent="a")])
+
+    with pytest.raises(JournalIntegrityError) as raised:
+        Runtime.open(tmp_path / "j", verify=verify)  # type: ignore[arg-type]
+
+    assert isinstance(raised.value, UnknownEventTypeError)
+    assert isinstance(raised.value.report, VerifyReport)
+    assert raised.value.report.first_bad_seq == 1
+
+
+@pytest.mark.parametrize("verify", ["full", "tail"])
 def test_a_newer_record_that_ends_an_agents_stream_is_refused_not_taken_for_its_kill(
     tmp_path: Path, verify: str
 ) -> None:
@@ -1108,6 +1127,38 @@ class TestTailVerification:
 
         with pytest.raises(JournalRecordError, match="seq 1"):
             Runtime.open(tmp_path / "j", config=self.CONFIG, verify="tail")
+
+    def test_a_changed_spawn_after_an_agents_llm_records_is_refused_as_it_places_the_agent(
+        self, tmp_path: Path
+    ) -> None:
+        # _place reads a's stream past its LLM records to its spawn, which places a: that
+        # spawn, before the check's start (a's snapshot), is checked too, not only the first
+        with Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock()) as runtime:
+            runtime.llm(ScriptedProvider(["out"]), agent_id="a").generate("hello")  # seq 1
+            a = runtime.spawn("a", task_id="t", task_context={"goal": "abcdef"})  # seq 2
+            for i in range(12):
+                a.set_private(f"k{i}", i)
+        assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1  # it still decodes
+
+        with pytest.raises(JournalRecordError, match="seq 2"):
+            Runtime.open(tmp_path / "j", config=self.CONFIG, clock=FakeClock(), verify="tail")
+
+    @pytest.mark.parametrize("damage", ["changed", "undecodable"])
+    def test_a_placing_record_at_the_very_seq_the_check_starts_after_is_refused(
+        self, tmp_path: Path, damage: str
+    ) -> None:
+        # every agent killed: the check starts after the last record but one, here k's
+        # spawn, which keeps k's place for a new spawn; it is checked "at or before" start
+        with Journal.open(tmp_path / "j") as journal:
+            journal.append([AgentSpawned(at=0.0, agent="k", task_id="t", task_context={"goal": "abcdef"})])
+            journal.append([AgentKilled(at=1.0, agent="k")])
+        if damage == "changed":
+            assert _tamper(tmp_path / "j", b"events", b"abcdef", b"abcdeX") == 1
+        else:
+            _flip_event_byte(tmp_path / "j", 1)
+
+        with pytest.raises(JournalRecordError, match="seq 1"):
+            Runtime.open(tmp_path / "j", verify="tail")
 
     def test_a_forged_kill_where_the_check_starts_is_refused(self, tmp_path: Path) -> None:
         # recovery reads each agent's last record to tell a killed one (agent_end); one
