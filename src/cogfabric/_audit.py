@@ -580,12 +580,11 @@ def _broadcast_to(
             ),
             None,
         )
-        seq = None if record is None else record.seq
-    if record is None or seq is None or not isinstance(record.event, IpcMessage):
+    if record is None or not isinstance(record.event, IpcMessage):
         return None
-    if seq <= spawned or record.event.recipient:
+    if record.seq <= spawned or record.event.recipient:
         return None
-    entry = entries[message_id] = (_shown_message(seq, record.event, record.event.kind), {})
+    entry = entries[message_id] = (_shown_message(record.seq, record.event, record.event.kind), {})
     return entry
 
 
