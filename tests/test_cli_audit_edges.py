@@ -7,6 +7,7 @@ import hashlib
 import json
 import mmap
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -1705,11 +1706,38 @@ def test_replay_of_an_id_with_records_but_no_spawn_says_it_was_never_spawned(tmp
         2,
         (
             "error: agent 'a1' was never spawned: its stream holds 2 records up to seq 3, none of them an "
-            "AgentSpawned (replay rebuilds the agents a runtime spawned; cogfabric export --stream "
-            "agent/ID shows the records)\n"
+            f"AgentSpawned (replay rebuilds the agents a runtime spawned; cogfabric export {path} "
+            "--stream agent/a1 --until 3 shows the records)\n"
         ),
     )
     assert "holds 1 record up to seq 1," in at_one.stderr
+    assert "--stream agent/a1 --until 1 shows" in at_one.stderr
+    shown = CliRunner().invoke(main, ["export", str(path), "--stream", "agent/a1", "--until", "3"])
+    assert shown.exit_code == 0
+    assert [json.loads(line)["seq"] for line in shown.stdout.splitlines()] == [1, 2]
+
+
+def test_the_never_spawned_hint_is_a_command_that_runs_as_shown(tmp_path: Path) -> None:
+    """The suggested export quotes the path and the id, and keeps --copy, --no-verify and the key."""
+    path = tmp_path / "my journal"
+    with Journal.open(path, key=b"k") as journal:
+        journal.append([PrivateSet(at=1.0, agent="a 1", key="k", value=1)])
+        journal.append([AgentSpawned(at=2.0, agent="b")])
+
+    result = CliRunner().invoke(
+        main, ["replay", str(path), "--agent", "a 1", "--copy", "--no-verify", "--key", "k"]
+    )
+
+    assert result.exit_code == 2
+    command = result.stderr.split("spawned; ", 1)[1].split(" shows the records", 1)[0]
+    assert command == (
+        f"cogfabric export '{path}' --copy --no-verify --stream 'agent/a 1' --until 2 "
+        "(with the same --key-file or --key)"
+    )
+    words = shlex.split(command.split(" (with", 1)[0])
+    shown = CliRunner().invoke(main, [*words[1:], "--key", "k"])
+    assert shown.exit_code == 0, shown.output
+    assert [json.loads(line)["seq"] for line in shown.stdout.splitlines()] == [1]
 
 
 @pytest.mark.parametrize("entry", [None, 4], ids=["removed", "names-another-record"])

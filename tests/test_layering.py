@@ -157,6 +157,8 @@ def test_every_name_the_package_root_exports_resolves() -> None:
     [
         ("PromptRejected", "cogfabric.events"),
         ("LlmOutputRecorded", "cogfabric.events"),
+        ("IpcMessage", "cogfabric.events"),  # what a behavior's on_message gets
+        ("IpcDeadLettered", "cogfabric.events"),  # what IpcBus.dead_letters() returns
         ("Journal", "cogfabric.store"),
         ("Record", "cogfabric.store"),
         ("JournalRecordError", "cogfabric.store"),

@@ -612,13 +612,25 @@ def _failed_line(
         return f"FAILED at seq {bad}: {reason} ({report.checked} records checked)"
     shown = ""
     if showable:
-        named = str(journal)
-        target = shlex.quote(named if not named.startswith("-") else f"./{named}")  # no option
+        target = _shown(journal)
         options = " --copy" if copy else ""
         shown = f"; see it: cogfabric export {target}{options} --no-verify --after {bad - 1} --until {bad}"
         if keyed:
             shown += " (with the same --key-file or --key)"
     return f"FAILED at seq {bad}: {reason} ({report.checked} records checked before it){shown}"
+
+
+def _shown(journal: Path) -> str:
+    """``journal`` as a shell word of a command a message suggests (never taken for an option)."""
+    named = str(journal)
+    return shlex.quote(named if not named.startswith("-") else f"./{named}")
+
+
+def _export_hint(journal: Path, stream: str, seq: int, *, copy: bool, no_verify: bool, keyed: bool) -> str:
+    """The ``cogfabric export`` command that shows ``stream``'s records up to ``seq``."""
+    options = (" --copy" if copy else "") + (" --no-verify" if no_verify else "")
+    shown = f"cogfabric export {_shown(journal)}{options} --stream {shlex.quote(stream)} --until {seq}"
+    return shown + (" (with the same --key-file or --key)" if keyed else "")
 
 
 def _failed_verdict(line: str) -> NoReturn:
@@ -714,11 +726,14 @@ def replay(
     if view is None:
         what = f"agent {agent!r}" if agent is not None else f"session {session!r}"
         if unspawned:  # records on its stream (Journal.append, runtime.llm), never a spawn
+            shown = _export_hint(
+                journal, f"agent/{agent}", seq, copy=copy, no_verify=no_verify, keyed=key is not None
+            )
             _fail(
                 f"{what} was never spawned: its stream holds {unspawned} record{'s' * (unspawned != 1)} "
                 f"up to seq {seq}, "
-                "none of them an AgentSpawned (replay rebuilds the agents a runtime spawned; "
-                "cogfabric export --stream agent/ID shows the records)"
+                f"none of them an AgentSpawned (replay rebuilds the agents a runtime spawned; {shown} "
+                "shows the records)"
             )
         _absent(what, ended, begins, seq, at)
     if as_json:
