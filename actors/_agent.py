@@ -78,6 +78,10 @@ PUBLISH: Final = 2
 PACED: Final = 3  # (PACED, message, window): handle message, then give the fan-out window its slot back
 LIFECYCLE_CALLS: Final = frozenset({"suspend", "resume", "retire", "recover", "kill"})
 """The operations whose ``(CALL, name, args)`` message takes a lifecycle slot (``acquire_control``)."""
+# Read once: every access to an enum member through its class is an attribute lookup
+# through the enum's descriptor, a cost on each message that reads them.
+_RUNNING: Final = AgentState.RUNNING
+_NOT_HANDLING: Final = (AgentState.SUSPENDED, AgentState.RETIRED)  # lifecycles a message is not handled in
 
 
 @runtime_checkable
@@ -823,7 +827,7 @@ class AgentActor(pykka.ThreadingActor):
         state = apply_event(self._state, event)
         if state is not None:
             self._state = state
-            if self._shared.lifecycle != AgentState.RUNNING:
+            if self._shared.lifecycle != _RUNNING:
                 self._shared.lifecycle = state.lifecycle
 
     def _flush_outbox(self) -> int:
@@ -928,10 +932,12 @@ class AgentActor(pykka.ThreadingActor):
     def op_set_private(self, key: str, value: object) -> None:
         """Set one private key to a deep copy of ``value``."""
         key = require_str(key, "private key")
-        self.journal(
+        # under the agent's lock already (a handle's call, or ctx's): not taken again
+        self._journal_locked(
             PrivateSet(
                 at=self._now(), agent=self._state.id, key=key, value=admit_value(value), cause=self.cause
-            )
+            ),
+            durable=False,
         )
 
     def op_private(self, key: str) -> Any:  # noqa: ANN401 - stored values are any encodable value
@@ -1102,11 +1108,11 @@ class AgentActor(pykka.ThreadingActor):
             return
         self.note(IpcDelivered(at=at, message_id=message.id, recipient=self._state.id))
         lifecycle = self._state.lifecycle
-        if self._behavior is None or lifecycle in (AgentState.SUSPENDED, AgentState.RETIRED):
+        if self._behavior is None or lifecycle in _NOT_HANDLING:
             reason = "no behavior" if self._behavior is None else f"agent {lifecycle.lower()}"
             self._not_handled(message, reason)
             return
-        self._shared.lifecycle = AgentState.RUNNING
+        self._shared.lifecycle = _RUNNING
         self.cause = message.id
         self.trace = message.trace_id
         try:
@@ -1292,7 +1298,7 @@ class AgentContext:
         if actor._killed:  # noqa: SLF001
             actor.check_alive()
         shared = actor._shared  # noqa: SLF001
-        return threading.current_thread() is not shared.thread and not shared.busy
+        return not shared.busy and threading.current_thread() is not shared.thread
 
     def _state(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's own result
         """Run state operation ``name`` on the actor, in turn with every other thread's.

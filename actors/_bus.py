@@ -274,13 +274,15 @@ class IpcBus:
                 pending.done.set()  # even when the journal refuses the dead letter
 
     def _delivery(
-        self, message: IpcMessage, entry: _Entry, *, shared: bool = False
+        self, message: IpcMessage, entry: _Entry, *, shared: bool = False, alone: bool = False
     ) -> Callable[[bool], None]:
         """Put ``message`` into an admitted mailbox, once its journaling is over.
 
-        ``shared``: the caller keeps ``message`` (``send`` returns it).
+        ``shared``: the caller keeps ``message`` (``send`` returns it). ``alone``: nothing
+        but the recipient will hold it (``send_from`` on a memory-only runtime: no writer
+        encodes it, and the sender keeps nothing), so it needs no copy of its own.
         """
-        own_copy = shared or not self._core.sync
+        own_copy = shared or not (self._core.sync or alone)
 
         def deliver(committed: bool) -> None:
             if not committed:
@@ -421,12 +423,24 @@ class IpcBus:
         is delivered by the writer once it is durable (one commit per hop, not two). It
         returns nothing: in sync durability the recipient gets the message itself.
         """
-        message = self._message(
-            sender.agent_id, to, topic, payload, trace_id=sender.trace or new_event_id(), cause=sender.cause
+        trace_id = sender.trace or new_event_id()
+        # As _message, built here: the agent's id and the cause (the id of the message it
+        # handles) are the runtime's own plain text, checked when they were made.
+        to = require_str(to, "recipient")
+        topic = require_str(topic, "topic")
+        message = IpcMessage(
+            at=self._core.clock.now(),
+            sender=sender.agent_id,
+            recipient=to,
+            topic=topic,
+            payload=admit_value(payload),
+            trace_id=trace_id,
+            cause=sender.cause,
         )
         entry = self._admit(message)
         try:
-            sender.emit_and_deliver(message, self._delivery(message, entry))
+            deliver = self._delivery(message, entry, alone=self._core.writer is None)
+            sender.emit_and_deliver(message, deliver)
         except BaseException:
             entry.shared.slots.release()
             raise

@@ -100,13 +100,17 @@ def decode_snapshot(data: bytes) -> AgentSnapshot:
     return state
 
 
-def apply_event(state: AgentSnapshot | None, event: Event) -> AgentSnapshot | None:
+def apply_event(state: AgentSnapshot | None, event: Event) -> AgentSnapshot | None:  # noqa: PLR0912 - one branch per event type
     """Return the agent's state after ``event``; None once the agent is killed.
 
     Events of no agent leave ``state`` as it is. The event is not checked to be this
     agent's: the callers give only the agent's own stream, and only the publications
     that list it (``replay_agent``, ``Core.load_agent``).
     """
+    if type(event) is PrivateSet and state is not None:  # the most common by far: no match chain
+        state.events += 1
+        state.private[event.key] = event.value
+        return state
     match event:
         case AgentSpawned():
             return AgentSnapshot(
