@@ -424,6 +424,9 @@ class MemoryManager:
         self._events: list[Event] = []
         self._reads: list[tuple[str, float]] = []
         """The batch's reads, (session, time): a reload after a failed batch keeps them (_read_again)."""
+        self._reads_kept: list[tuple[str, float]] = []
+        """While a batch is journaled: its reads before its first write, which a reload
+        applies before it expires anything (they answered, so their sessions were live)."""
         self._stale = False  # a commit it stopped waiting for may have happened
         self._behind: Ack | None = None
         """While ``_stale``: the acknowledgement of the last batch whose commit it stopped waiting for."""
@@ -511,7 +514,11 @@ class MemoryManager:
             failed = writer is not None and writer.failure is not None
             first_write, reads_before = self._run_ops(ops, failed=failed)
             events, self._events = self._events, []
-            error = self._journal_batch(events)
+            self._reads_kept = self._reads[:reads_before]
+            try:
+                error = self._journal_batch(events)
+            finally:
+                self._reads_kept = []
             if isinstance(error, ActorTimeoutError):
                 self._behind_answers = sum(op.unwaited for op in ops[first_write:])
             if error is not None:
@@ -571,7 +578,7 @@ class MemoryManager:
         """
         for session_id, at in reads:
             state = self._sessions.get(session_id)
-            if state is None or self._expired(state, at):
+            if state is None:  # the read answered it live: journaled accesses may lag by ttl/10
                 continue
             state.accessed_at = max(state.accessed_at, at)
             self._sessions.move_to_end(session_id)
@@ -708,6 +715,8 @@ class MemoryManager:
             self._sessions[state.id] = state
             if state.agent_id is not None:
                 self._agents_latest[state.agent_id] = state.id
+        # A reload after a refused batch: the reads it answered count before anything expires.
+        self._read_again(self._reads_kept)
         if recovered:  # a clock that stepped back while the runtime was closed shows at its first reading
             self._latest = max(self._latest, *(state.accessed_at for _, state in recovered))
         # Used in an order their times contradict (the wall clock stepped back, as _now
