@@ -63,7 +63,7 @@ from ._handle import Agent
 from ._llm import JournaledLLM, LLMProvider, NoLLMProviderError, OpenAICompatibleProvider
 from ._memory import MemoryManager, session_end
 from ._state import AgentSnapshot, AgentState, apply_event
-from ._writer import Ack, JournalWriter
+from ._writer import Ack, JournalWriter, error_copy
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -1770,7 +1770,7 @@ class Runtime:
         except (pykka.ActorDeadError, pykka.Timeout):
             log.warning("an agent actor did not stop in time")
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: PLR0912 - one step each part of the runtime
         """Flush, stop every actor and close the journal; idempotent.
 
         The agents get ``call_timeout``, all together, to handle what is in their
@@ -1787,6 +1787,14 @@ class Runtime:
         that behavior has returned and its changes are handed over (``call_timeout`` at
         most). A second caller waits for the first (``5 * call_timeout`` at most), unless
         it is an agent's thread, which that close() may be waiting for.
+
+        Raises:
+            JournalError: in batch durability, the journal failed (fail-stop) and no call
+                has raised that yet (a ``flush()``, a change): the changes applied since the
+                last commit are not stored (everything else is closed all the same).
+            ActorTimeoutError: the journal writer made no progress for ``call_timeout``
+                (it closes the journal itself once its commits are done).
+
         """
         with self._lock:
             own = not self._closed and self._own_entry() is not None
@@ -1840,6 +1848,13 @@ class Runtime:
                     self._stopping = []
                 _OPEN.discard(self)  # only now: a close() at exit waits for this one
                 self._close_done.set()
+        writer = self._core.writer
+        if not failures and not self._core.sync and writer is not None and writer.failure_unheard:
+            # Batch durability: the journal failed under changes applied already, and no
+            # call has said so: close() flushes, and raises as that flush() would.
+            unheard = error_copy(writer.failure) if isinstance(writer.failure, Exception) else None
+            if isinstance(unheard, Exception):
+                failures.append(unheard)
         if failures:
             raise failures[0]
 

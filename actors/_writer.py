@@ -241,6 +241,10 @@ class JournalWriter:
         threads only test membership."""
         self._closed = False
         self._failure: BaseException | None = None
+        self._failure_heard = False
+        """Whether any caller was told of the failure: a submission or check refused, a
+        waiter or post-commit action of a failed commit. ``Runtime.close`` raises it when
+        none was (batch durability: applied changes were dropped without a word)."""
         self.on_failstop: Callable[[], None] | None = None
         """Called on the writer's thread once a commit failed in storage (fail-stop): the
         runtime has every agent take the journal's word for its state (batch durability)."""
@@ -338,6 +342,7 @@ class JournalWriter:
             msg = "the journal writer is stopped"
             raise RuntimeClosedError(msg)
         if self._failure is not None:
+            self._failure_heard = True
             raise self._refusal()
 
     def _own_last_drain(self) -> bool:
@@ -502,6 +507,24 @@ class JournalWriter:
         ack = self._put((), None, want_ack=True)
         assert ack is not None
         ack.wait(self._timeout if timeout is None else timeout)
+
+    @property
+    def failure_unheard(self) -> bool:
+        """Whether the journal failed (fail-stop) and no caller has been told so yet."""
+        return self._failure is not None and not self._failure_heard
+
+    def _note_dropped(self, taken: list[_Submission], error: BaseException) -> None:
+        """Log the changes nobody waits for that a failed journal drops (applied already: batch)."""
+        if any(s.ack is not None or s.after is not None for s in taken):
+            self._failure_heard = True  # a waiter, or a post-commit action, is told
+        unheard = [s for s in taken if s.ack is None and s.events]
+        if unheard:
+            log.warning(
+                "the journal failed; %d changes applied already (first to %s) are not stored: %s",
+                sum(len(s.events) for s in unheard),
+                unheard[0].events[0].stream,
+                error,
+            )
 
     def settled(self) -> bool:
         """Wait (``call_timeout`` at most) until everything submitted so far is over.
@@ -681,7 +704,9 @@ class JournalWriter:
 
     def _commit_group(self, taken: list[_Submission]) -> None:
         if self._failure is not None:
-            self._fail(taken, self._refusal())
+            refusal = self._refusal()
+            self._note_dropped(taken, refusal)
+            self._fail(taken, refusal)
             return
         try:
             events, snapshots, in_group = self._gather(taken)
@@ -690,6 +715,7 @@ class JournalWriter:
         except (JournalError, TypeError, ValueError) as exc:
             if isinstance(exc, JournalError) and self._journal_failed():
                 self._failure = exc
+                self._note_dropped(taken, exc)
                 self._fail(taken, exc)
                 self._announce_failstop()
                 return
@@ -712,6 +738,7 @@ class JournalWriter:
             failure = JournalFailedError(f"the journal writer stopped after an error: {exc!r}")
             failure.__cause__ = exc
             self._failure = failure
+            self._note_dropped(taken, failure)
             self._fail(taken, failure)
             self._announce_failstop()
             return
