@@ -569,12 +569,15 @@ class MemoryManager:
             reads_before = len(self._reads)
         return first_write, reads_before
 
-    def _read_again(self, reads: list[tuple[str, float]]) -> None:
+    def _read_again(self, reads: list[tuple[str, float]], *, record: bool = False) -> None:
         """Refresh the sessions that ``reads`` (session, time) read, after a reload.
 
         The reads answered, and a reload after a failed batch took their accesses back
         to the journal's (which may never hold them: a fail-stop journal, or one a
         read records only every ttl/10): a session read all along expired early.
+        ``record``: in the reload itself, emit the access records the refused batch
+        lost, as ``_live`` would have made them against the journal's word (a reopen
+        then finds the accesses, and each agent's latest session, as they are live).
         """
         for session_id, at in reads:
             state = self._sessions.get(session_id)
@@ -582,8 +585,15 @@ class MemoryManager:
                 continue
             state.accessed_at = max(state.accessed_at, at)
             self._sessions.move_to_end(session_id)
-            if state.agent_id is not None:
-                self._agents_latest[state.agent_id] = session_id
+            agent = state.agent_id
+            if record and (
+                at - state.touched_at >= self._config.session_ttl / 10
+                or (agent is not None and self._agents_latest.get(agent) != session_id)
+            ):
+                state.touched_at = max(state.touched_at, at)
+                self._emit(SessionTouched(at=at, session=session_id))
+            if agent is not None:
+                self._agents_latest[agent] = session_id
 
     def _journal_batch(self, events: list[Event]) -> Exception | None:
         """Hand a batch's events to the writer; the error its callers get, if any.
@@ -716,23 +726,31 @@ class MemoryManager:
             if state.agent_id is not None:
                 self._agents_latest[state.agent_id] = state.id
         # A reload after a refused batch: the reads it answered count before anything expires.
-        self._read_again(self._reads_kept)
+        self._read_again(self._reads_kept, record=True)
         if recovered:  # a clock that stepped back while the runtime was closed shows at its first reading
             self._latest = max(self._latest, *(state.accessed_at for _, state in recovered))
         # Used in an order their times contradict (the wall clock stepped back, as _now
         # notes it live): an expired session may stand behind a live one.
         self._clock_went_back = self._out_of_order()
         # Sessions whose TTL passed while the runtime was closed (or before a reload) expire now.
-        writer = self._core.writer
-        if writer is not None and self._expire_all():
-            if writer.failure is not None:  # fail-stop: dropped, as a read's (_journal_batch)
-                log.debug("%d sessions expired on a reload after the journal failed", len(self._events))
-            else:
-                try:
-                    writer.submit_nowait(self._events)
-                except (JournalError, RuntimeClosedError) as exc:
-                    log.warning("could not journal the expiry of %d sessions: %r", len(self._events), exc)
+        if self._core.writer is not None:
+            self._expire_all()
+            self._journal_reload()
         self._events = []
+
+    def _journal_reload(self) -> None:
+        """Hand over what a reload journals: the kept reads' access records, then the expiries."""
+        writer = self._core.writer
+        assert writer is not None
+        if not self._events:
+            return
+        if writer.failure is not None:  # fail-stop: dropped, as a read's (_journal_batch)
+            log.debug("%d session records of a reload after the journal failed dropped", len(self._events))
+            return
+        try:
+            writer.submit_nowait(self._events)
+        except (JournalError, RuntimeClosedError) as exc:
+            log.warning("could not journal %d session records of a reload: %r", len(self._events), exc)
 
     def _emit(self, event: SessionEvent) -> None:
         self._events.append(event)

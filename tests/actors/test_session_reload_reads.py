@@ -1,4 +1,9 @@
-"""A session read beside a refused write is expired by the reload though the read just answered it."""
+"""The reads of a batch whose write the journal refuses, across the reload that follows.
+
+The reads answered, so the live runtime keeps their sessions' accesses; the reload
+applies them before it expires anything, and journals the access records the refused
+batch lost (``SessionTouched``), so that a reopen finds what the live runtime holds.
+"""
 
 from __future__ import annotations
 
@@ -38,3 +43,68 @@ def test_a_session_read_beside_a_refused_write_is_not_expired_by_the_reload(tmp_
         assert read.error is None  # the read answered: a was live, read at creation + 105
         assert isinstance(write.error, JournalError)
         rt.memory.get_messages(a)  # was SessionNotFoundError: the reload expired a before the read counted
+
+
+def _read_beside_a_refused_write(rt: Runtime, read: str, written: str, holder_session: str) -> None:
+    gate, entered = _gate_appends(rt, _says("hold"), refuses=_says("refused"))
+    holder = threading.Thread(target=rt.memory.add_message, args=(holder_session, "user", "hold"))
+    holder.start()
+    try:
+        assert entered.wait(WAIT)
+        read_op = rt.memory._queue_op("get_messages", (read,))
+        write_op = rt.memory._queue_op("add", (written, Message(role="user", content="refused")))
+    finally:
+        gate.set()
+    holder.join(WAIT)
+    assert read_op.done.acquire(timeout=WAIT)
+    assert write_op.done.acquire(timeout=WAIT)
+    assert read_op.error is None
+    assert isinstance(write_op.error, JournalError)
+
+
+def test_a_kept_read_keeps_its_session_alive_after_a_reopen_as_live(tmp_path: Path) -> None:
+    clock = FakeClock()
+    with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+        a, b, c = (rt.memory.create_session("u") for _ in range(3))
+        clock.advance(TTL / 2)  # a read now is journaled (>= ttl/10 since the last record)
+        _read_beside_a_refused_write(rt, a, b, c)
+        clock.advance(TTL * 0.6)  # live: a was read TTL*0.6 ago, b never since its creation
+        assert a in rt.memory.sessions()
+        assert b not in rt.memory.sessions()
+    with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+        # was: a expired on reopen (its journaled access is its creation, 1.1 ttl ago)
+        assert a in rt.memory.sessions()
+
+
+def test_a_kept_read_that_made_its_session_the_agents_latest_answers_so_after_a_reopen(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+        first = rt.memory.create_session("u", agent_id="g")
+        second = rt.memory.create_session("u", agent_id="g")
+        other, holder = rt.memory.create_session("u"), rt.memory.create_session("u")
+        assert rt.memory.get_latest_session_for_agent("g") == second
+        _read_beside_a_refused_write(rt, first, other, holder)
+        live = rt.memory.get_latest_session_for_agent("g")
+        assert live == first
+    with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+        # was: second (the read that made first g's latest was never journaled)
+        assert rt.memory.get_latest_session_for_agent("g") == live
+
+
+def test_a_session_the_reload_keeps_for_a_read_is_there_after_a_reopen_too(tmp_path: Path) -> None:
+    """The commit's own case (the journal's times show it expired; the read answered it): a
+    reopen at once finds it as the live runtime keeps it (before the fix that kept it, the
+    reload expired it live and in the journal alike)."""
+    clock = FakeClock()
+    with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+        a = rt.memory.create_session("u")
+        clock.advance(TTL / 10 - 1)
+        rt.memory.get_messages(a)  # not journaled (within ttl/10)
+        b, c = rt.memory.create_session("u"), rt.memory.create_session("u")
+        clock.advance(TTL - 4)
+        _read_beside_a_refused_write(rt, a, b, c)
+        live = a in rt.memory.sessions()
+    with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
+        assert (a in rt.memory.sessions()) == live
