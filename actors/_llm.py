@@ -918,8 +918,13 @@ class JournaledLLM(LLMClient):
             InvalidArgumentError, PromptTooLongError: the gate refused the prompt
                 (the user message stays in the session).
             ProviderError: the provider failed.
-            RuntimeClosedError, JournalError, AgentNotFoundError: as ``generate``,
-                before anything is added to the session.
+            RuntimeClosedError, JournalError, AgentNotFoundError: as ``generate``. They
+                are checked before the user message is added, so a runtime closed (an
+                agent gone, a fail-stop journal) before the call adds nothing; a
+                ``close()`` or a journal failure that comes while the turn runs raises
+                them later, with the user message left in the session (and, when it
+                comes after the output was journaled, ``LlmOutputRecorded``, with no
+                answer added to the session beside that record).
             ActorTimeoutError: the output's record outlasted ``call_timeout`` (sync
                 durability): the answer is queued to go into the session all the same,
                 behind it (not if the session is gone by then, nor once ``close()`` has

@@ -398,7 +398,9 @@ class MemoryManager:
     excepted). A write (a new session, a message, a deletion) raises the journal's
     error (``JournalError``) when the journal refuses it, and changes nothing; once the
     journal is fail-stop, writes are refused before they change anything, and reads
-    and sweeps still answer (their access records and expiries are dropped).
+    and sweeps still answer (their access records and expiries are dropped). The calls
+    the session actor runs in one batch with the write whose commit made the journal
+    fail (those after it, reads too) get that write's error.
     """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:

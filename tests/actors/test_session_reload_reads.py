@@ -108,3 +108,26 @@ def test_a_session_the_reload_keeps_for_a_read_is_there_after_a_reopen_too(tmp_p
         live = a in rt.memory.sessions()
     with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
         assert (a in rt.memory.sessions()) == live
+
+
+def test_a_read_queued_behind_a_refused_write_in_one_batch_gets_that_writes_error(tmp_path: Path) -> None:
+    """The batch's calls after the write the journal refused get its error, reads too (documented)."""
+    with Runtime.open(tmp_path / "j", config=_config(), clock=FakeClock()) as rt:
+        a, b, holder_session = (rt.memory.create_session("u") for _ in range(3))
+        gate, entered = _gate_appends(rt, _says("hold"), refuses=_says("refused"))
+        holder = threading.Thread(target=rt.memory.add_message, args=(holder_session, "user", "hold"))
+        holder.start()
+        try:
+            assert entered.wait(WAIT)
+            before = rt.memory._queue_op("get_messages", (a,))
+            write = rt.memory._queue_op("add", (b, Message(role="user", content="refused")))
+            after = rt.memory._queue_op("get_messages", (a,))
+        finally:
+            gate.set()
+        holder.join(WAIT)
+        for op in (before, write, after):
+            assert op.done.acquire(timeout=WAIT)
+        assert before.error is None
+        assert isinstance(write.error, JournalError)
+        assert isinstance(after.error, JournalError)
+        assert [m.content for m in rt.memory.get_messages(b)] == ["New session started"]
