@@ -1623,6 +1623,7 @@ class Runtime:
                     # refused. Each takes the journal's word before this raises, so
                     # lifecycle, agents() and every read agree with the journal from now.
                     self._await_reloads(time.monotonic() + wait)
+                    self._core.writer.failure_reported()  # close() need not raise it again
                 raise
         if problem is not None:
             raise problem
@@ -1789,9 +1790,13 @@ class Runtime:
         it is an agent's thread, which that close() may be waiting for.
 
         Raises:
-            JournalError: in batch durability, the journal failed (fail-stop) and no call
-                has raised that yet (a ``flush()``, a change): the changes applied since the
-                last commit are not stored (everything else is closed all the same).
+            JournalError: in batch durability, the journal failed (fail-stop) and no
+                ``flush()`` (nor an earlier ``close()``) has raised that failure: changes
+                applied since the last commit may not be stored (everything is closed all
+                the same). Also after a change's own call raised it: in batch durability
+                other changes, handed over without a caller waiting, may be lost with it.
+                Called from an agent's behavior, close() logs it instead, and the
+                program's own ``close()`` (which waits for that one) raises it.
             ActorTimeoutError: the journal writer made no progress for ``call_timeout``
                 (it closes the journal itself once its commits are done).
 
@@ -1800,7 +1805,7 @@ class Runtime:
             own = not self._closed and self._own_entry() is not None
         if own:
             try:
-                threading.Thread(target=self.close, name="cogfabric-close", daemon=True).start()
+                threading.Thread(target=self._close_for_agent, name="cogfabric-close", daemon=True).start()
             except RuntimeError:  # no new threads at interpreter shutdown (Python 3.12.0-3.12.2)
                 pass  # close here: _stop_agents does not wait for this agent's own actor
             else:
@@ -1815,8 +1820,11 @@ class Runtime:
         if closing:
             # Another thread closes it: return once that is over, unless this is one of
             # its agents' threads, which that close() waits to stop.
-            if not on_agent_thread() and not self._close_done.wait(timeout=5 * self._core.call_timeout):
-                log.warning("close() waited for another thread's close() in vain")
+            if not on_agent_thread():
+                if not self._close_done.wait(timeout=5 * self._core.call_timeout):
+                    log.warning("close() waited for another thread's close() in vain")
+                elif threading.current_thread().name != "cogfabric-close":
+                    self._raise_unreported()  # the close() an agent began raised nothing
             return
         failures: list[Exception] = []
         try:  # from here on, whatever interrupts it (a Ctrl-C), the finally below closes
@@ -1848,15 +1856,36 @@ class Runtime:
                     self._stopping = []
                 _OPEN.discard(self)  # only now: a close() at exit waits for this one
                 self._close_done.set()
-        writer = self._core.writer
-        if not failures and not self._core.sync and writer is not None and writer.failure_unheard:
-            # Batch durability: the journal failed under changes applied already, and no
-            # call has said so: close() flushes, and raises as that flush() would.
-            unheard = error_copy(writer.failure) if isinstance(writer.failure, Exception) else None
-            if isinstance(unheard, Exception):
-                failures.append(unheard)
         if failures:
             raise failures[0]
+        if threading.current_thread().name != "cogfabric-close":
+            self._raise_unreported()
+
+    def _raise_unreported(self) -> None:
+        """Batch durability: raise the journal's failure unless flush() or close() raised it.
+
+        The journal failed under changes applied already, which it does not hold: close()
+        flushes, and says so as that flush() would.
+        """
+        writer = self._core.writer
+        if writer is None or self._core.sync:
+            return
+        failure = writer.failure_unreported
+        if isinstance(failure, Exception):
+            writer.failure_reported()
+            copied = error_copy(failure)
+            raise copied if isinstance(copied, Exception) else failure
+
+    def _close_for_agent(self) -> None:
+        """``close()`` on the thread an agent's behavior began it on: a failure is logged.
+
+        The journal's failure is left to the program's own ``close()`` (or ``flush()``),
+        which raises it; this thread has no caller to raise it to.
+        """
+        try:
+            self.close()
+        except Exception:
+            log.exception("close(), begun by an agent's behavior, failed")
 
     def _stop_the_rest(self) -> list[Exception]:
         """Fail the requests no agent answered, stop the session actor, then the writer.

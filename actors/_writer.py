@@ -241,10 +241,10 @@ class JournalWriter:
         threads only test membership."""
         self._closed = False
         self._failure: BaseException | None = None
-        self._failure_heard = False
-        """Whether any caller was told of the failure: a submission or check refused, a
-        waiter or post-commit action of a failed commit. ``Runtime.close`` raises it when
-        none was (batch durability: applied changes were dropped without a word)."""
+        self._failure_reported = False
+        """Whether the program was told of the failure by ``Runtime.flush`` or ``close``:
+        in batch durability ``close`` raises it otherwise (changes applied already may be
+        lost, and a refusal on an agent's own path, say, reaches no caller)."""
         self.on_failstop: Callable[[], None] | None = None
         """Called on the writer's thread once a commit failed in storage (fail-stop): the
         runtime has every agent take the journal's word for its state (batch durability)."""
@@ -342,7 +342,6 @@ class JournalWriter:
             msg = "the journal writer is stopped"
             raise RuntimeClosedError(msg)
         if self._failure is not None:
-            self._failure_heard = True
             raise self._refusal()
 
     def _own_last_drain(self) -> bool:
@@ -509,14 +508,16 @@ class JournalWriter:
         ack.wait(self._timeout if timeout is None else timeout)
 
     @property
-    def failure_unheard(self) -> bool:
-        """Whether the journal failed (fail-stop) and no caller has been told so yet."""
-        return self._failure is not None and not self._failure_heard
+    def failure_unreported(self) -> BaseException | None:
+        """The failure (fail-stop) that neither ``Runtime.flush`` nor ``close`` has raised yet."""
+        return None if self._failure_reported else self._failure
+
+    def failure_reported(self) -> None:
+        """Note that ``Runtime.flush`` or ``close`` raised the failure to the program."""
+        self._failure_reported = self._failure is not None
 
     def _note_dropped(self, taken: list[_Submission], error: BaseException) -> None:
         """Log the changes nobody waits for that a failed journal drops (applied already: batch)."""
-        if any(s.ack is not None or s.after is not None for s in taken):
-            self._failure_heard = True  # a waiter, or a post-commit action, is told
         unheard = [s for s in taken if s.ack is None and s.events]
         if unheard:
             log.warning(

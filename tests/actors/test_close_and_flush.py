@@ -428,6 +428,8 @@ def test_a_requester_hears_at_once_when_the_journal_refuses_what_the_handler_cha
         assert not thread.is_alive()  # not the 600 s timeout
         assert isinstance(outcome[0], IpcHandlerError)  # as for a refused reply
         assert isinstance(outcome[0].__cause__, JournalFailedError)
+        with pytest.raises(JournalError):
+            rt.flush()  # the program hears it: close() need not raise it again
 
 
 def test_a_clock_failing_while_a_reply_is_made_releases_the_requester(tmp_path: Path) -> None:
