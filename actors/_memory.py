@@ -587,15 +587,10 @@ class MemoryManager:
                 continue
             state.accessed_at = max(state.accessed_at, at)
             self._sessions.move_to_end(session_id)
-            agent = state.agent_id
-            if record and (
-                at - state.touched_at >= self._config.session_ttl / 10
-                or (agent is not None and self._agents_latest.get(agent) != session_id)
-            ):
-                state.touched_at = max(state.touched_at, at)
-                self._emit(SessionTouched(at=at, session=session_id))
-            if agent is not None:
-                self._agents_latest[agent] = session_id
+            if record:
+                self._record_access(state, at)
+            if state.agent_id is not None:
+                self._agents_latest[state.agent_id] = session_id
 
     def _journal_batch(self, events: list[Event]) -> Exception | None:
         """Hand a batch's events to the writer; the error its callers get, if any.
@@ -809,15 +804,24 @@ class MemoryManager:
         # A read is journaled once per ttl/10 (the TTL needs no more), and also when it
         # makes the session its agent's latest: a reopened runtime orders each agent's
         # sessions by their records, so get_latest_session_for_agent answers the same.
-        if touch and (
-            now - state.touched_at >= self._config.session_ttl / 10
-            or (agent is not None and self._agents_latest.get(agent) != session_id)
-        ):
-            state.touched_at = now
-            self._emit(SessionTouched(at=now, session=session_id))
+        if touch:
+            self._record_access(state, now)
         if agent is not None:
             self._agents_latest[agent] = session_id
         return state
+
+    def _record_access(self, state: SessionState, at: float) -> None:
+        """Journal a read of ``state`` at ``at`` when it is due (``SessionTouched``).
+
+        Due once ``session_ttl / 10`` has passed since its last recorded access, or when
+        the read makes it its agent's latest session (call it before noting that).
+        """
+        agent = state.agent_id
+        if at - state.touched_at >= self._config.session_ttl / 10 or (
+            agent is not None and self._agents_latest.get(agent) != state.id
+        ):
+            state.touched_at = at
+            self._emit(SessionTouched(at=at, session=state.id))
 
     def _remove(self, state: SessionState) -> None:
         """Take a session out of the live ones (its end is journaled by the caller)."""

@@ -180,6 +180,9 @@ def _named(agent_ids: list[str]) -> str:
     return shown + (f" and {len(agent_ids) - _NAMED} more" if len(agent_ids) > _NAMED else "")
 
 
+_CLOSE_THREAD: Final = "cogfabric-close"
+"""The name of the thread a close() begun by an agent's behavior runs on."""
+
 _OPEN: set[Runtime] = set()
 """Runtimes not closed yet: closed at interpreter exit (``_close_left_open``)."""
 
@@ -1805,7 +1808,7 @@ class Runtime:
             own = not self._closed and self._own_entry() is not None
         if own:
             try:
-                threading.Thread(target=self._close_for_agent, name="cogfabric-close", daemon=True).start()
+                threading.Thread(target=self._close_for_agent, name=_CLOSE_THREAD, daemon=True).start()
             except RuntimeError:  # no new threads at interpreter shutdown (Python 3.12.0-3.12.2)
                 pass  # close here: _stop_agents does not wait for this agent's own actor
             else:
@@ -1823,7 +1826,7 @@ class Runtime:
             if not on_agent_thread():
                 if not self._close_done.wait(timeout=5 * self._core.call_timeout):
                     log.warning("close() waited for another thread's close() in vain")
-                elif threading.current_thread().name != "cogfabric-close":
+                elif threading.current_thread().name != _CLOSE_THREAD:
                     self._raise_unreported()  # the close() an agent began raised nothing
             return
         failures: list[Exception] = []
@@ -1858,7 +1861,7 @@ class Runtime:
                 self._close_done.set()
         if failures:
             raise failures[0]
-        if threading.current_thread().name != "cogfabric-close":
+        if threading.current_thread().name != _CLOSE_THREAD:
             self._raise_unreported()
 
     def _raise_unreported(self) -> None:

@@ -518,12 +518,12 @@ class JournalWriter:
 
     def _note_dropped(self, taken: list[_Submission], error: BaseException) -> None:
         """Log the changes nobody waits for that a failed journal drops (applied already: batch)."""
-        unheard = [s for s in taken if s.ack is None and s.events]
-        if unheard:
+        unwaited = [s for s in taken if s.ack is None and s.events]
+        if unwaited:
             log.warning(
                 "the journal failed; %d changes applied already (first to %s) are not stored: %s",
-                sum(len(s.events) for s in unheard),
-                unheard[0].events[0].stream,
+                sum(len(s.events) for s in unwaited),
+                unwaited[0].events[0].stream,
                 error,
             )
 
