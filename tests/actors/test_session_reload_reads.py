@@ -8,7 +8,7 @@ batch lost (``SessionTouched``), so that a reopen finds what the live runtime ho
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cogfabric.actors import FakeClock, Runtime
 from cogfabric.events import Message
@@ -20,6 +20,29 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+def _queued_behind_a_held_write(
+    rt: Runtime, holder_session: str, *ops: tuple[str, tuple[Any, ...]]
+) -> list[Any]:
+    """Run ``ops`` as one batch of the session actor, queued while a write of ``holder_session``
+    holds the writer; a message saying "refused" is refused by the journal. Returns them done."""
+    gate, entered = _gate_appends(rt, _says("hold"), refuses=_says("refused"))
+    holder = threading.Thread(target=rt.memory.add_message, args=(holder_session, "user", "hold"))
+    holder.start()
+    try:
+        assert entered.wait(WAIT)
+        queued = [rt.memory._queue_op(name, args) for name, args in ops]
+    finally:
+        gate.set()
+    holder.join(WAIT)
+    for op in queued:
+        assert op.done.acquire(timeout=WAIT)
+    return queued
+
+
+def _refused_add(session: str) -> tuple[str, tuple[Any, ...]]:
+    return ("add", (session, Message(role="user", content="refused")))
+
+
 def test_a_session_read_beside_a_refused_write_is_not_expired_by_the_reload(tmp_path: Path) -> None:
     clock = FakeClock()
     with Runtime.open(tmp_path / "j", config=_config(), clock=clock) as rt:
@@ -28,36 +51,16 @@ def test_a_session_read_beside_a_refused_write_is_not_expired_by_the_reload(tmp_
         rt.memory.get_messages(a)  # within ttl/10 of its creation: not journaled (by design)
         b, c = rt.memory.create_session("u"), rt.memory.create_session("u")
         clock.advance(TTL - 4)  # a lives until creation + ttl/10 - 1 + ttl; the journal says creation + ttl
-        gate, entered = _gate_appends(rt, _says("hold"), refuses=_says("refused"))
-        holder = threading.Thread(target=rt.memory.add_message, args=(c, "user", "hold"))
-        holder.start()
-        try:
-            assert entered.wait(WAIT)
-            read = rt.memory._queue_op("get_messages", (a,))
-            write = rt.memory._queue_op("add", (b, Message(role="user", content="refused")))
-        finally:
-            gate.set()
-        holder.join(WAIT)
-        assert read.done.acquire(timeout=WAIT)
-        assert write.done.acquire(timeout=WAIT)
+        read, write = _queued_behind_a_held_write(rt, c, ("get_messages", (a,)), _refused_add(b))
         assert read.error is None  # the read answered: a was live, read at creation + 105
         assert isinstance(write.error, JournalError)
         rt.memory.get_messages(a)  # was SessionNotFoundError: the reload expired a before the read counted
 
 
 def _read_beside_a_refused_write(rt: Runtime, read: str, written: str, holder_session: str) -> None:
-    gate, entered = _gate_appends(rt, _says("hold"), refuses=_says("refused"))
-    holder = threading.Thread(target=rt.memory.add_message, args=(holder_session, "user", "hold"))
-    holder.start()
-    try:
-        assert entered.wait(WAIT)
-        read_op = rt.memory._queue_op("get_messages", (read,))
-        write_op = rt.memory._queue_op("add", (written, Message(role="user", content="refused")))
-    finally:
-        gate.set()
-    holder.join(WAIT)
-    assert read_op.done.acquire(timeout=WAIT)
-    assert write_op.done.acquire(timeout=WAIT)
+    read_op, write_op = _queued_behind_a_held_write(
+        rt, holder_session, ("get_messages", (read,)), _refused_add(written)
+    )
     assert read_op.error is None
     assert isinstance(write_op.error, JournalError)
 
@@ -114,19 +117,9 @@ def test_a_read_queued_behind_a_refused_write_in_one_batch_gets_that_writes_erro
     """The batch's calls after the write the journal refused get its error, reads too (documented)."""
     with Runtime.open(tmp_path / "j", config=_config(), clock=FakeClock()) as rt:
         a, b, holder_session = (rt.memory.create_session("u") for _ in range(3))
-        gate, entered = _gate_appends(rt, _says("hold"), refuses=_says("refused"))
-        holder = threading.Thread(target=rt.memory.add_message, args=(holder_session, "user", "hold"))
-        holder.start()
-        try:
-            assert entered.wait(WAIT)
-            before = rt.memory._queue_op("get_messages", (a,))
-            write = rt.memory._queue_op("add", (b, Message(role="user", content="refused")))
-            after = rt.memory._queue_op("get_messages", (a,))
-        finally:
-            gate.set()
-        holder.join(WAIT)
-        for op in (before, write, after):
-            assert op.done.acquire(timeout=WAIT)
+        before, write, after = _queued_behind_a_held_write(
+            rt, holder_session, ("get_messages", (a,)), _refused_add(b), ("get_messages", (a,))
+        )
         assert before.error is None
         assert isinstance(write.error, JournalError)
         assert isinstance(after.error, JournalError)
