@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 _FLUSH: Final = "flush"
 _PATIENCE: Final = 10
 """A commit under way counts as progress for this many stall timeouts (``JournalWriter.stop``)."""
+_LOOK_BACK: Final = 16
+"""Events a snapshot looks back for its stream's last one before indexing the commit (``_StreamIndex``)."""
 
 
 class Ack:
@@ -153,6 +155,44 @@ class _Submission(msgspec.Struct, gc=False):
     snapshot: tuple[str, bytes, str, int] | None
     after: Callable[[bool], None] | None = None
     applied: tuple[str, int] | None = None  # (agent id, seq): the agent applied the publication at seq
+
+
+class _StreamIndex:
+    """Where each stream's last event is in a commit's events, read only as a snapshot asks.
+
+    ``event.stream`` is a Python property: the writer reads it only for a snapshot, and
+    then first for the few events just before it (an agent's snapshot comes right after
+    its events); only when they do not hold the stream does it index the rest (forward,
+    each event once per commit).
+    """
+
+    __slots__ = ("_events", "_last", "_read")
+
+    def __init__(self, events: list[Event]) -> None:
+        self._events = events
+        self._last: dict[str, int] = {}
+        self._read = 0
+        """How many of the events ``_last`` covers (the first ones)."""
+
+    def last_of(self, stream: str) -> int | None:
+        """The index of ``stream``'s last event so far in the commit, None if it has none."""
+        events = self._events
+        end = len(events)
+        stop = max(self._read, end - _LOOK_BACK)
+        for i in range(end - 1, stop - 1, -1):
+            if events[i].stream == stream:
+                return i
+        if stop > self._read:  # not among the last few: index the events not indexed yet
+            last = self._last
+            for i in range(self._read, end):
+                last[events[i].stream] = i
+            self._read = end
+        return self._last.get(stream)
+
+
+def _has_publication(events: list[Event]) -> bool:
+    """Whether ``events`` hold a ``TaskContextPublished``: one pass over their types, in C."""
+    return any(issubclass(kind, TaskContextPublished) for kind in set(map(type, events)))
 
 
 class JournalWriterActor(pykka.ThreadingActor):
@@ -474,9 +514,10 @@ class JournalWriter:
     ) -> tuple[int, Ack | None]:
         """Queue one submission (waiting for room if it has events); ring the doorbell once."""
         with self._lock:
-            self.check_usable()
+            if self._closed or self._failure is not None:
+                self.check_usable()
             if events:
-                if room:
+                if room and self._queued >= self._backlog_max:
                     self._wait_for_room()
                 self._queued += len(events)
             ticket = next(self._tickets)
@@ -674,20 +715,20 @@ class JournalWriter:
         it is returned apart, to be resolved after the append and saved with the next.
         """
         events: list[Event] = []
-        last_index: dict[str, int] = {}
         in_group: list[tuple[str, bytes, int, str, int]] = []
         snapshots = [Snapshot(stream, seq, data) for stream, seq, data in self._carried]
         self._carried = []
+        index: _StreamIndex | None = None
         for submission in taken:
             if submission.snapshot is None:
-                for event in submission.events:
-                    last_index[event.stream] = len(events)
-                    events.append(event)
+                events.extend(submission.events)
                 continue
             stream, data, agent_id, publish_seq = submission.snapshot
-            index = last_index.get(stream)
-            if index is not None:
-                in_group.append((stream, data, index, agent_id, publish_seq))
+            if index is None:
+                index = _StreamIndex(events)
+            at = index.last_of(stream)
+            if at is not None:
+                in_group.append((stream, data, at, agent_id, publish_seq))
             else:  # the stream's last event is committed already: the journal knows its seq
                 covered = self._clamp(self._journal.stream_head(stream), agent_id, publish_seq)
                 if covered > 0:
@@ -743,9 +784,10 @@ class JournalWriter:
             self._fail(taken, failure)
             self._announce_failstop()
             return
-        for event, seq in zip(events, seqs, strict=True):
-            if isinstance(event, TaskContextPublished) and event.agents:
-                self._publishes[seq] = set(event.agents)
+        if len(seqs) != len(events) or _has_publication(events):  # else the loop would find nothing
+            for event, seq in zip(events, seqs, strict=True):
+                if isinstance(event, TaskContextPublished) and event.agents:
+                    self._publishes[seq] = set(event.agents)
         carried = [(s, self._clamp(seqs[i], a, p), d) for s, d, i, a, p in in_group]
         self._carried = [(s, seq, d) for s, seq, d in carried if seq > 0]
         if self._publishes:
@@ -753,7 +795,8 @@ class JournalWriter:
         at = 0
         for submission in taken:
             n = len(submission.events)
-            self._settle(submission, seqs[at : at + n], None)
+            if submission.ack is not None or submission.after is not None:  # else nothing to settle
+                self._settle(submission, seqs[at : at + n], None)
             at += n
 
     @staticmethod
