@@ -22,6 +22,8 @@ from cogfabric.actors._writer import JournalWriter, _StreamIndex
 from cogfabric.events import PrivateSet, TaskContextPublished
 from cogfabric.store import Journal, JournalFailedError, Snapshot
 
+from .test_writer import WAIT, GatedJournal
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
@@ -29,29 +31,18 @@ if TYPE_CHECKING:
     from cogfabric.actors._writer import Ack
     from cogfabric.events import Event
 
-WAIT = 10.0
 
-
-class HeldJournal:
-    """A real journal whose first append waits for ``gate``: what comes meanwhile is one group."""
+class HeldJournal(GatedJournal):
+    """The gated journal: what comes while its first append waits is one group; it can also
+    return too few seqs (a broken journal)."""
 
     def __init__(self, journal: Journal) -> None:
-        self._journal = journal
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-        self.batches: list[int] = []
-        self.short_by = 0  # return this many seqs fewer than the events (a broken journal)
+        super().__init__(journal)
+        self.short_by = 0
 
     def append(self, events: Sequence[Event], **kwargs: Any) -> list[int]:
-        if not self.entered.is_set():
-            self.entered.set()
-            assert self.gate.wait(WAIT), "the test never opened the gate"
-        self.batches.append(len(events))
-        seqs = self._journal.append(events, **kwargs)
+        seqs = super().append(events, **kwargs)
         return seqs[: len(seqs) - self.short_by]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._journal, name)
 
 
 @pytest.fixture
