@@ -3913,17 +3913,32 @@ class TestKillAndReloadEdges:
         "failure", [OSError("disk gone"), ValueError("refused")], ids=["fail-stop", "refused"]
     )
     def test_a_kill_whose_timed_out_commit_is_not_stored_leaves_the_agent_alive(
-        self, tmp_path: Path, failure: Exception, caplog: pytest.LogCaptureFixture
+        self,
+        tmp_path: Path,
+        failure: Exception,
+        caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         # The kill's commit outlasts call_timeout, then fails: the journal goes fail-stop
         # (an error the writer does not know), or refuses it alone. The agent left at the
         # timeout, so it was gone live while the journal, and a reopen, had it alive.
+        stopped_waiting = threading.Event()
+        catch_up_when_written = AgentActor._catch_up_when_written
+
+        def noted(actor: AgentActor, writer: Any) -> None:
+            catch_up_when_written(actor, writer)
+            stopped_waiting.set()
+
+        monkeypatch.setattr(AgentActor, "_catch_up_when_written", noted)
         with _open(tmp_path / "j", timeout=0.3) as runtime:
             agent = runtime.spawn("a")
             agent.set_private("k", 1)
             gate = _stall_then_fail(runtime, failure)
             with pytest.raises(ActorTimeoutError):
                 runtime.kill("a")
+            # The caller's wait and the agent's own wait for the commit both last call_timeout;
+            # the failure comes once the agent, too, stopped waiting (else it hears it at once).
+            assert stopped_waiting.wait(10)
             gate.set()
             if isinstance(failure, OSError):
                 with pytest.raises(JournalError):
