@@ -56,6 +56,24 @@ def _names(path: Path, stream: str) -> list[str]:
         return [type(record.event).__name__ for record in journal.read(stream=stream)]
 
 
+def _keeper(kept: list[AgentContext]) -> type:
+    """A behavior that keeps each ctx it is given in ``kept`` (to use its client later), and answers."""
+
+    class Keeper:
+        def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+            kept.append(ctx)
+            return "kept"
+
+    return Keeper
+
+
+class Answering:
+    """A provider that answers at once."""
+
+    def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002
+        return "paid answer"
+
+
 def test_what_a_kept_llm_records_during_a_kill_that_is_then_stored_is_not_journaled_after_it(
     tmp_path: Path,
 ) -> None:
@@ -63,11 +81,6 @@ def test_what_a_kept_llm_records_during_a_kill_that_is_then_stored_is_not_journa
     # kill was undecided, and submitted it: an LlmOutputRecorded followed the AgentKilled.
     kept: list[AgentContext] = []
     entered, release = threading.Event(), threading.Event()
-
-    class Keeper:
-        def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
-            kept.append(ctx)
-            return "kept"
 
     class Slow:
         def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002
@@ -77,7 +90,7 @@ def test_what_a_kept_llm_records_during_a_kill_that_is_then_stored_is_not_journa
 
     config = Config(runtime=RuntimeConfig(call_timeout=0.3))
     with Runtime.open(
-        tmp_path / "j", config=config, clock=FakeClock(), behaviors={"k": Keeper}, llm_provider=Slow()
+        tmp_path / "j", config=config, clock=FakeClock(), behaviors={"k": _keeper(kept)}, llm_provider=Slow()
     ) as runtime:
         runtime.spawn("a", behavior="k")
         runtime.bus.request("x", "a", "keep", timeout=10)
@@ -107,18 +120,13 @@ def test_what_a_kept_llm_records_while_its_agent_waits_for_the_journal_is_journa
     # submit it; the reload then emptied the outbox, and the record was lost.
     kept: list[AgentContext] = []
 
-    class Keeper:
-        def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
-            kept.append(ctx)
-            return "kept"
-
-    class Answering:
-        def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002
-            return "paid answer"
-
     config = Config(runtime=RuntimeConfig(call_timeout=0.3))
     with Runtime.open(
-        tmp_path / "j", config=config, clock=FakeClock(), behaviors={"k": Keeper}, llm_provider=Answering()
+        tmp_path / "j",
+        config=config,
+        clock=FakeClock(),
+        behaviors={"k": _keeper(kept)},
+        llm_provider=Answering(),
     ) as runtime:
         agent = runtime.spawn("a", behavior="k")
         runtime.bus.request("x", "a", "keep", timeout=10)
@@ -156,17 +164,8 @@ def test_a_kept_llm_record_whose_hand_over_a_kill_overtakes_is_not_journaled_aft
     # again after that wait, and journaled the record after the AgentKilled.
     kept: list[AgentContext] = []
 
-    class Keeper:
-        def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
-            kept.append(ctx)
-            return "kept"
-
-    class Answering:
-        def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002
-            return "paid answer"
-
     with Runtime.open(
-        tmp_path / "j", clock=FakeClock(), behaviors={"k": Keeper}, llm_provider=Answering()
+        tmp_path / "j", clock=FakeClock(), behaviors={"k": _keeper(kept)}, llm_provider=Answering()
     ) as runtime:
         runtime.spawn("a", behavior="k")
         runtime.bus.request("x", "a", "keep", timeout=10)
