@@ -1782,30 +1782,64 @@ class LmdbJournal(Journal):
         # resuming a generator frame per record.
         return itertools.chain.from_iterable(self._iter_chunks(max(after, 0), end, stream_raw))
 
+    def read_stored(self, after: int = 0, until: int | None = None) -> Iterator[tuple[Record, bytes]]:
+        """Iterate ``read(after, until)``'s records, each with its bytes exactly as stored.
+
+        The bytes are what the hash chain covers (the layout is in ``store/_record.py``):
+        with the chain link of the record before, anyone can check a record against its
+        link without the journal (``cogfabric export --verifiable``). Chunked as ``read``;
+        no stream filter, as a record's link chains it to the record before it in seq
+        order, of whichever stream.
+
+        Raises:
+            JournalRecordError: as ``read``.
+            TypeError: ``after`` or ``until`` is not an int (one below 0 counts as 0).
+
+        """
+        self._check_open()
+        after = _seq_arg(after, "after")
+        end = self.last_seq if until is None else min(_seq_arg(until, "until"), self.last_seq)
+        return self._iter_stored(max(after, 0), end)
+
+    def _iter_stored(self, after: int, end: int) -> Iterator[tuple[Record, bytes]]:
+        while after < end:
+            seqs, values, cut = self._read_chunk(after, end, None)
+            if not values:
+                return
+            done = 0
+            for records in self._decoded(seqs, values):
+                yield from zip(records, values[done : done + len(records)], strict=True)
+                done += len(records)
+            if len(values) < _READ_CHUNK and not cut:
+                return
+            after = seqs[-1]
+            del values
+
     def _iter_chunks(self, after: int, end: int, stream_raw: bytes | None) -> Iterator[list[Record]]:
-        decode_record = self._record_decoder
         while after < end:
             seqs, values, cut = self._read_chunk(after, end, stream_raw)
             if not values:
                 return
-            records: list[Record] | None = None
-            if decode_record is not None:
-                try:
-                    records = [decode_record(value) for value in values]
-                except _RECORD_DECODE_ERRORS:
-                    records = None  # an older version to upcast, or a bad record: one by one
-                else:
-                    # a record's seq is stored in it: it must be its key's, in order
-                    if [record.seq for record in records] != list(seqs):
-                        records = None
-            if records is None:
-                yield from self._records_one_by_one(seqs, values)
-            else:
-                yield records
+            yield from self._decoded(seqs, values)
             if len(values) < _READ_CHUNK and not cut:
                 return  # a short chunk is the end: no second, empty read transaction
             after = seqs[-1]
-            del records, values  # read on: not two chunks of big records in memory at once
+            del values  # read on: not two chunks of big records in memory at once
+
+    def _decoded(self, seqs: Sequence[int], values: list[bytes]) -> Iterator[list[Record]]:
+        """A chunk's records: in one msgspec call each where it can, else one by one (checked)."""
+        decode_record = self._record_decoder
+        if decode_record is not None:
+            try:
+                records = [decode_record(value) for value in values]
+            except _RECORD_DECODE_ERRORS:
+                pass  # an older version to upcast, or a bad record: one by one
+            else:
+                # a record's seq is stored in it: it must be its key's, in order
+                if [record.seq for record in records] == list(seqs):
+                    yield records
+                    return
+        yield from self._records_one_by_one(seqs, values)
 
     def _records_one_by_one(self, seqs: Sequence[int], values: list[bytes]) -> Iterator[list[Record]]:
         """Records through the codec's checked decode: upcasts old versions, names a bad record.

@@ -312,7 +312,7 @@ def test_the_refusal_to_audit_in_place_names_what_is_not_writable(
 def test_every_command_has_help_with_an_example() -> None:
     runner = CliRunner()
 
-    for command in ("simulate", "verify", "replay", "export", "inspect"):
+    for command in ("simulate", "verify", "replay", "export", "inspect", "verify-export"):
         result = runner.invoke(main, [command, "--help"])
         assert result.exit_code == 0
         assert "Example" in result.output

@@ -36,15 +36,19 @@ from cogfabric.store import (
     LmdbJournal,
 )
 from cogfabric.store._lmdb import HEADER_SPAN, data_file, linked_file, open_regular, used_length
+from cogfabric.store._record import CHAIN_LEN
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator
+
+    from cogfabric.store import Record
 
 __all__ = [
     "AuditAccessError",
     "agent_view",
     "check_snapshots",
     "encode_json",
+    "export_line",
     "export_lines",
     "inspect_journal",
     "journal_view",
@@ -810,6 +814,29 @@ def _layer_names(kind: type[Event]) -> list[str]:
     return names
 
 
+def export_line(record: Record) -> dict[str, object]:
+    """A record as one line of ``cogfabric export``: its fields before ``encode_json``.
+
+    ``seq, time, stream, layer, layers, type, version, data, chain``: ``layer`` is the
+    event type's own layer (or None); ``layers`` every layer its fields hold a part of,
+    in the layers' order.
+    """
+    event = record.event
+    kind = type(event)
+    event_layer = kind.layer
+    return {
+        "seq": record.seq,
+        "time": event.at,
+        "stream": record.stream,
+        "layer": event_layer.name if event_layer is not None else None,
+        "layers": _layer_names(kind),
+        "type": kind.__struct_config__.tag,
+        "version": event.v,
+        "data": _event_data(event),
+        "chain": record.chain.hex(),
+    }
+
+
 def export_lines(
     journal: LmdbJournal,
     *,
@@ -818,32 +845,47 @@ def export_lines(
     types: Collection[str] | None = None,
     after: int = 0,
     until: int | None = None,
+    verifiable: bool = False,
 ) -> Iterator[bytes]:
-    """One JSON line per record up to ``until``.
+    """One JSON line per record up to ``until`` (``export_line``'s fields).
 
-    Its fields: ``seq, time, stream, layer, layers, type, version, data, chain``.
+    ``layer`` (the filter) matches a record whose ``layers`` hold it. ``types``: only
+    events whose type tag is one of them. ``verifiable``: every record after ``after``
+    (no filter), each line with two more fields, ``prev`` (the chain link of the record
+    before it, hex; zeros before seq 1) and ``record`` (its bytes as stored, base64),
+    which ``cogfabric verify-export`` checks without the journal.
 
-    ``layer`` is the event type's own layer; ``layers`` every layer its fields hold a part
-    of (in the layers' order), which ``layer`` (the filter) matches. ``types``: only
-    events whose type tag is one of them.
+    Raises:
+        ValueError: ``verifiable`` with a filter (a verifiable export holds every record of its range).
+
     """
+    if verifiable:
+        if stream is not None or layer is not None or types is not None:
+            msg = "a verifiable export holds every record of its range: no stream, layer or type filter"
+            raise ValueError(msg)
+        yield from _verifiable_lines(journal, after, until)
+        return
     wanted = None if layer is None else ContextLayer[layer.upper()]
     for record in journal.read(after=after, until=until, stream=stream):
-        event = record.event
-        event_layer = type(event).layer
-        if wanted is not None and wanted not in type(event).layers:  # every layer its fields hold
+        kind = type(record.event)
+        if wanted is not None and wanted not in kind.layers:  # every layer its fields hold
             continue
-        if types is not None and type(event).__struct_config__.tag not in types:
+        if types is not None and kind.__struct_config__.tag not in types:
             continue
-        line = {
-            "seq": record.seq,
-            "time": event.at,
-            "stream": record.stream,
-            "layer": event_layer.name if event_layer is not None else None,
-            "layers": _layer_names(type(event)),
-            "type": type(event).__struct_config__.tag,
-            "version": event.v,
-            "data": _event_data(event),
-            "chain": record.chain.hex(),
-        }
+        yield encode_json(export_line(record)) + b"\n"
+
+
+def _verifiable_lines(journal: LmdbJournal, after: int, until: int | None) -> Iterator[bytes]:
+    """``export_lines(verifiable=True)``'s lines."""
+    prev = bytes(CHAIN_LEN)
+    if after > 0:
+        before = next(iter(journal.read_stored(after - 1, after)), None)
+        if before is None:
+            return  # nothing is past ``after``
+        prev = before[1][-CHAIN_LEN:]
+    for record, stored in journal.read_stored(after, until):
+        line = export_line(record)
+        line["prev"] = prev.hex()
+        line["record"] = stored
+        prev = stored[-CHAIN_LEN:]
         yield encode_json(line) + b"\n"

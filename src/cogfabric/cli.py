@@ -1,7 +1,8 @@
 """The ``cogfabric`` command line: run the simulation, and audit any journal.
 
 Audit commands (``verify``, ``replay``, ``export``, ``inspect``) open the journal
-read-only and never change a byte of its data file. Exit codes: 0 clean, 1 a problem
+read-only and never change a byte of its data file; ``verify-export`` checks an
+export without its journal. Exit codes: 0 clean, 1 a problem
 found in the journal, 2 a usage error, a path that is not a journal, or output that
 cannot be written.
 """
@@ -973,6 +974,13 @@ _NAME_MAX = 200
     callback=_event_types,
     help="Only records of this event type, e.g. LifecycleChanged (repeat it for several).",
 )
+@click.option(
+    "--verifiable",
+    is_flag=True,
+    help="Add each record's stored bytes (record, base64) and the chain link before it (prev), "
+    "so that `cogfabric verify-export` can check the export without the journal. Every record "
+    "of the range: no --stream, --layer or --type.",
+)
 @_keyed
 @_COPY
 @_NO_VERIFY
@@ -984,6 +992,7 @@ def export(
     after: int | None,
     until: int | None,
     types: frozenset[str] | None,
+    verifiable: bool,
     key: bytes | str | None,
     copy: bool,
     no_verify: bool,
@@ -992,14 +1001,17 @@ def export(
 
     Each line has seq, time, stream, layer (the one the event touches, or null),
     layers (every layer the record holds a part of), type, version, data and chain
-    (the record's hash-chain link, hex).
+    (the record's hash-chain link, hex); with --verifiable also prev and record.
 
     \b
     Example:
         cogfabric export ./cogfabric-journal --layer agent_private -o private.jsonl
+        cogfabric export ./cogfabric-journal --verifiable -o all.jsonl
     """
     from cogfabric._audit import export_lines  # noqa: PLC0415
 
+    if verifiable and (stream is not None or layer is not None or types is not None):
+        _fail("--verifiable exports every record of its range: drop --stream, --layer and --type")
     # A new or regular file is written beside its name and renamed once whole: a record
     # that fails to decode half-way leaves no partial export behind. Anything else (a
     # pipe, a device, a link) is written in place, as stdout is.
@@ -1018,11 +1030,112 @@ def export(
             with _export_target(output) as sink:
                 last = verified if until is None else min(until, verified)
                 for line in export_lines(
-                    opened, stream=stream, layer=layer, types=types, after=after or 0, until=last
+                    opened,
+                    stream=stream,
+                    layer=layer,
+                    types=types,
+                    after=after or 0,
+                    until=last,
+                    verifiable=verifiable,
                 ):
                     sink.write(line)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
+
+
+def _anchors(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[int, bytes]:
+    from cogfabric._export_check import parse_anchor  # noqa: PLC0415
+
+    anchors: dict[int, bytes] = {}
+    for value in values:
+        try:
+            seq, chain = parse_anchor(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        if anchors.setdefault(seq, chain) != chain:
+            raise click.BadParameter(f"seq {seq} is anchored twice, to two links")
+    return anchors
+
+
+@main.command("verify-export")
+@click.argument(
+    "export_file", metavar="FILE", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True)
+)
+@click.option(
+    "--anchor",
+    "anchors",
+    multiple=True,
+    callback=_anchors,
+    help="SEQ:CHAIN, a seq and its chain link (hex) kept apart from the export, e.g. the journal's "
+    "head_seq and head_chain from `cogfabric inspect --json`: that line's chain (or, for the seq "
+    "before the first line, its prev) must be it. Repeat it for several.",
+)
+@_keyed
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON document.")
+def verify_export(
+    export_file: Path, anchors: dict[int, bytes], key: bytes | str | None, as_json: bool
+) -> None:
+    """Check FILE, a `cogfabric export --verifiable` (- for stdin), without its journal.
+
+    Each line's record must match its hash-chain link (keyed with --key-file or
+    --key for a keyed journal), its other fields must be what the record holds, and
+    it must follow the line before it (the next seq, chained to its link). Exits 0
+    when it checks out, 1 naming the first bad line and why, 2 when FILE cannot be
+    read. --json prints ok, lines, first_seq, last_seq, prev, last_chain, anchors,
+    bad_line and reason with the same exit status.
+
+    That shows the export is consistent, not where it came from: anyone can compute
+    an unkeyed chain. Anchor it (--anchor) to a head of the journal kept elsewhere,
+    or check it with the key of a keyed journal.
+
+    \b
+    Example:
+        cogfabric verify-export all.jsonl --anchor 84:935a07335fabbfa91876d9adca3c019d
+    """
+    _need_stdout()
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+    from cogfabric._export_check import verify_export as check  # noqa: PLC0415
+
+    try:
+        with contextlib.ExitStack() as stack:
+            source: Any = (
+                sys.stdin.buffer if str(export_file) == "-" else stack.enter_context(export_file.open("rb"))
+            )
+            report = check(source, key=key, anchors=anchors)
+    except OSError as exc:
+        _fail(f"cannot read {export_file}: {exc.strerror or exc}")
+    if as_json:
+        line = encode_json(report).decode()
+        if report.ok:
+            click.echo(line)
+            sys.exit(EXIT_OK)
+        _failed_verdict(line)
+    if not report.ok:
+        before = "" if report.bad_line is None else " before it"
+        reason = _printable(report.reason, backslash=False)
+        _failed_verdict(f"FAILED: {reason} ({report.lines} records verified{before})")
+    if report.first_seq is None:
+        click.echo("ok: an empty export (no records)")
+    else:
+        start = (
+            "from the journal's start"
+            if report.first_seq == 1
+            else f"the first chained on prev {report.prev} (seq {report.first_seq - 1}'s link)"
+        )
+        anchored = (
+            "" if not report.anchors else f"; {report.anchors} anchor{'s' * (report.anchors > 1)} matched"
+        )
+        click.echo(
+            f"ok: {report.lines} records verified, seqs {report.first_seq} to {report.last_seq}, {start}; "
+            f"last chain link {report.last_chain}{anchored}"
+        )
+    if not report.anchors and key is None:
+        _say(
+            "note: the export is consistent; unanchored and unkeyed, that does not show it came from the "
+            "journal (anyone can compute an unkeyed chain): compare the last link with the journal's head "
+            "(--anchor SEQ:CHAIN)"
+        )
+    sys.exit(EXIT_OK)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,366 @@
+"""A verifiable export: `export --verifiable` writes it, `verify-export` checks it without the journal."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+from click.testing import CliRunner
+
+from cogfabric._audit import export_lines
+from cogfabric._export_check import parse_anchor, verify_export
+from cogfabric.cli import main
+from cogfabric.events import LifecycleChanged, PrivateSet
+from cogfabric.store import LmdbJournal
+from cogfabric.store._record import PREFIX, parts, stream_part
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from cogfabric.events import Event
+
+KEY = b"an audit key"
+
+
+def _events(count: int) -> list[Event]:
+    made: list[Event] = []
+    for i in range(count):
+        agent = f"a{i % 3}"
+        made.append(PrivateSet(at=float(i), agent=agent, key="k", value={"n": i, "note": f"value {i}"}))
+        if i % 4 == 3:
+            made.append(LifecycleChanged(at=float(i), agent=agent, state="SUSPENDED", previous="IDLE"))
+    return made
+
+
+def _journal(tmp_path: Path, *, key: bytes | None = None, count: int = 12) -> Path:
+    path = tmp_path / "journal"
+    with LmdbJournal.open(path, key=key) as journal:
+        journal.append(_events(count))
+    return path
+
+
+def _lines(path: Path, *, key: bytes | None = None, after: int = 0, until: int | None = None) -> list[bytes]:
+    with LmdbJournal.open(path, readonly=True, key=key) as journal:
+        return list(export_lines(journal, verifiable=True, after=after, until=until))
+
+
+def _last_chain(path: Path, *, key: bytes | None = None) -> tuple[int, bytes]:
+    with LmdbJournal.open(path, readonly=True, key=key) as journal:
+        last = list(journal.read())[-1]
+        return last.seq, last.chain
+
+
+def _edited(line: bytes, edit: Callable[[dict[str, object]], None]) -> bytes:
+    fields = json.loads(line)
+    edit(fields)
+    return json.dumps(fields).encode() + b"\n"
+
+
+# ---------------------------------------------------------------- the journal's stored bytes
+
+
+def test_read_stored_gives_each_record_with_the_bytes_its_chain_link_covers(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    with LmdbJournal.open(path, readonly=True) as journal:
+        records = list(journal.read())
+        stored = list(journal.read_stored())
+        assert [record for record, _ in stored] == records
+        prev = bytes(16)
+        for record, raw in stored:
+            assert raw[-16:] == record.chain
+            assert hashlib.blake2b(prev + raw[:-16], digest_size=16).digest() == record.chain
+            prev = record.chain
+        assert [r.seq for r, _ in journal.read_stored(after=3, until=6)] == [4, 5, 6]
+        assert list(journal.read_stored(after=len(records))) == []
+
+
+# ---------------------------------------------------------------- verify_export
+
+
+def test_a_whole_export_checks_out_from_the_journals_start_to_its_head(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    lines = _lines(path)
+    seq, chain = _last_chain(path)
+    report = verify_export(lines, anchors={seq: chain})
+    assert report.ok, report.reason
+    assert (report.lines, report.first_seq, report.last_seq) == (seq, 1, seq)
+    assert report.prev == bytes(16).hex()
+    assert report.last_chain == chain.hex()
+    assert report.anchors == 1
+    # its readable fields are export's own
+    plain = json.loads(next(iter(_plain_export(path))))
+    verifiable = json.loads(lines[0])
+    assert {k: v for k, v in verifiable.items() if k not in ("prev", "record")} == plain
+
+
+def _plain_export(path: Path) -> list[bytes]:
+    with LmdbJournal.open(path, readonly=True) as journal:
+        return list(export_lines(journal))
+
+
+def test_a_range_starts_on_the_link_of_the_record_before_it_which_an_anchor_can_pin(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    whole = [json.loads(line) for line in _lines(path)]
+    lines = _lines(path, after=4, until=9)
+    report = verify_export(lines, anchors={4: bytes.fromhex(whole[3]["chain"])})
+    assert report.ok, report.reason
+    assert (report.first_seq, report.last_seq, report.anchors) == (5, 9, 1)
+    assert report.prev == whole[3]["chain"]
+    wrong = verify_export(lines, anchors={4: bytes(16)})
+    assert not wrong.ok
+    assert wrong.bad_line == 1
+    assert "its prev is not the anchor of seq 4" in wrong.reason
+
+
+def test_an_anchor_the_export_does_not_reach_fails_it(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    seq, chain = _last_chain(path)
+    cut = _lines(path)[:-2]  # the end cut off: consistent, but short of the anchored head
+    report = verify_export(cut, anchors={seq: chain})
+    assert not report.ok
+    assert report.bad_line is None
+    assert report.reason == f"anchor seq {seq} is not in the export, which holds seqs 1 to {seq - 2}"
+    assert not verify_export([], anchors={1: chain}).ok
+    assert verify_export([]).ok
+
+
+def test_a_keyed_journals_export_needs_its_key(tmp_path: Path) -> None:
+    path = _journal(tmp_path, key=KEY)
+    lines = _lines(path, key=KEY)
+    assert verify_export(lines, key=KEY).ok
+    assert verify_export(lines, key=KEY.decode()).ok  # text, as --key gives it
+    for key in (None, b"another key"):
+        report = verify_export(lines, key=key)
+        assert not report.ok
+        assert report.bad_line == 1
+        assert "does not match its hash-chain link" in report.reason
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda f: f["data"].update(value={"n": 99}), "its 'data' is not what its record holds"),
+        (lambda f: f.update(time=123.0), "its 'time' is not what its record holds"),
+        (lambda f: f.update(stream="agent/other"), "its 'stream' is not what its record holds"),
+        (lambda f: f.update(seq=f["seq"] + 100), "its 'seq' is not what its record holds"),
+        (lambda f: f.update(chain="00" * 16), "its 'chain' is not what its record holds"),
+        (lambda f: f.update(extra=1), "it has a field 'extra' that an export does not write"),
+        (lambda f: f.pop("record"), "it has no 'record'"),
+        (lambda f: f.update(prev="zz"), "its record or prev is not base64 or hex text"),
+        (lambda f: f.update(prev="00"), "its prev is not a 16-byte chain link"),
+        (
+            lambda f: f.update(record=_flipped(f["record"])),
+            "its record does not match its hash-chain link",
+        ),
+    ],
+)
+def test_a_changed_line_is_named_with_what_changed(
+    tmp_path: Path, change: Callable[[dict[str, object]], None], why: str
+) -> None:
+    lines = _lines(_journal(tmp_path))
+    lines[5] = _edited(lines[5], change)
+    report = verify_export(lines)
+    assert not report.ok
+    assert (report.bad_line, report.lines, report.last_seq) == (6, 5, 5)
+    assert report.reason.startswith("line 6 (after seq 5): ")
+    assert why in report.reason
+
+
+def _flipped(record: object) -> str:
+    assert isinstance(record, str)
+    raw = bytearray(base64.b64decode(record))
+    raw[len(raw) // 2] ^= 1
+    return base64.b64encode(bytes(raw)).decode()
+
+
+def test_lines_dropped_repeated_or_reordered_break_the_chain(tmp_path: Path) -> None:
+    lines = _lines(_journal(tmp_path))
+    dropped = verify_export(lines[:3] + lines[4:])
+    assert dropped.bad_line == 4
+    assert "its seq 5 does not follow seq 3" in dropped.reason
+    repeated = verify_export(lines[:4] + lines[3:])
+    assert repeated.bad_line == 5
+    assert "its seq 4 does not follow seq 4" in repeated.reason
+    swapped = verify_export([lines[0], lines[2], lines[1], *lines[3:]])
+    assert swapped.bad_line == 2
+    first_gone = verify_export(lines[1:])  # a range: consistent, anchored by nothing
+    assert first_gone.ok
+    assert first_gone.first_seq == 2
+
+
+def test_a_line_carried_from_elsewhere_must_chain_on_the_line_before_it(tmp_path: Path) -> None:
+    lines = _lines(_journal(tmp_path))
+    # line 2's prev made another link: its own record no longer hashes to its chain
+    moved = _edited(lines[1], lambda f: f.update(prev="11" * 16))
+    assert "does not match its hash-chain link" in verify_export([lines[0], moved]).reason
+    # a line of another journal at the same seq: it holds up alone, not as the next
+    other = _lines(_journal(tmp_path / "other", count=3))
+    report = verify_export([lines[0], other[1]])
+    assert report.bad_line == 2
+    assert "its prev is not the chain link of seq 1, the line before it" in report.reason
+
+
+def test_seq_1_links_to_no_record(tmp_path: Path) -> None:
+    lines = _lines(_journal(tmp_path))
+
+    def rechained(fields: dict[str, object]) -> None:  # seq 1 chained on a link of 16 ones, consistently
+        assert isinstance(fields["record"], str)
+        body = base64.b64decode(fields["record"])[:-16]
+        prev = bytes.fromhex("11" * 16)
+        chain = hashlib.blake2b(prev + body, digest_size=16).digest()
+        fields.update(prev=prev.hex(), chain=chain.hex(), record=base64.b64encode(body + chain).decode())
+
+    forged = _edited(lines[0], rechained)
+    assert verify_export([forged], anchors={0: bytes.fromhex("11" * 16)}).reason == (
+        "line 1: its prev must be 16 zero bytes: seq 1 links to no record"
+    )
+
+
+def test_a_record_framed_for_another_stream_than_its_event_is_refused(tmp_path: Path) -> None:
+    lines = _lines(_journal(tmp_path))
+
+    def other_stream(fields: dict[str, object]) -> None:  # consistently chained, but framed for agent/zz
+        assert isinstance(fields["record"], str)
+        taken = parts(base64.b64decode(fields["record"]))
+        assert taken is not None
+        body = PREFIX + taken.seq.to_bytes(8, "big") + taken.event + stream_part(b"agent/zz") + bytes(8)
+        chain = hashlib.blake2b(bytes(16) + body, digest_size=16).digest()
+        fields.update(chain=chain.hex(), record=base64.b64encode(body + chain).decode())
+
+    assert (
+        verify_export([_edited(lines[0], other_stream)]).reason
+        == "line 1: its record's stream is not its event's"
+    )
+
+
+def test_a_forger_who_rechains_an_unkeyed_export_is_caught_only_by_an_anchor(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    seq, chain = _last_chain(path)
+    lines = _lines(path)
+    # Whoever can compute the chain writes another journal, of other values, to the end:
+    # every line checks out. Only the anchored head tells.
+    forged_path = tmp_path / "forged"
+    with LmdbJournal.open(forged_path) as journal:
+        journal.append([_forged(e) for e in _events(12)])
+    forged = _lines(forged_path)
+    assert len(forged) == len(lines)
+    assert verify_export(forged).ok
+    report = verify_export(forged, anchors={seq: chain})
+    assert not report.ok
+    assert f"its chain is not the anchor of seq {seq}" in report.reason
+
+
+def _forged(event: Event) -> Event:
+    if isinstance(event, PrivateSet):
+        return PrivateSet(at=event.at, agent=event.agent, key="k", value="made up")
+    return event
+
+
+def test_blank_lines_only_at_the_end_and_nothing_that_is_not_json(tmp_path: Path) -> None:
+    lines = _lines(_journal(tmp_path))
+    assert verify_export([*lines, b"\n", b""]).ok
+    inner = verify_export([lines[0], b"\n", lines[1]])
+    assert (inner.bad_line, inner.ok) == (2, False)
+    assert "it is blank, and lines follow it" in inner.reason
+    assert "it is not JSON" in verify_export([lines[0], b"{not json\n"]).reason
+    assert "it has no 'seq'" in verify_export([b"[1, 2]\n"]).reason
+
+
+@pytest.mark.parametrize("text", ["5", "5:", ":00", "x:" + "00" * 16, "-1:" + "00" * 16, "3:" + "00" * 15])
+def test_an_anchor_is_a_seq_and_a_16_byte_link(text: str) -> None:
+    with pytest.raises(ValueError, match="an anchor is SEQ:CHAIN"):
+        parse_anchor(text)
+    assert parse_anchor("7:" + "ab" * 16) == (7, bytes.fromhex("ab" * 16))
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_export_verifiable_then_verify_export_on_the_command_line(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    seq, chain = _last_chain(path)
+    out = tmp_path / "all.jsonl"
+    runner = CliRunner()
+    result = runner.invoke(main, ["export", str(path), "--verifiable", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes().splitlines(keepends=True) == _lines(path)
+
+    checked = runner.invoke(main, ["verify-export", str(out)])
+    assert checked.exit_code == 0, checked.output
+    assert checked.stdout == (
+        f"ok: {seq} records verified, seqs 1 to {seq}, from the journal's start; "
+        f"last chain link {chain.hex()}\n"
+    )
+    assert "does not show it came from the journal" in checked.stderr
+
+    anchored = runner.invoke(main, ["verify-export", str(out), "--anchor", f"{seq}:{chain.hex()}", "--json"])
+    assert anchored.exit_code == 0, anchored.output
+    verdict = json.loads(anchored.stdout)
+    assert verdict == {
+        "ok": True,
+        "lines": seq,
+        "first_seq": 1,
+        "last_seq": seq,
+        "prev": "00" * 16,
+        "last_chain": chain.hex(),
+        "anchors": 1,
+        "bad_line": None,
+        "reason": "",
+    }
+    assert anchored.stderr == ""
+
+    wrong = runner.invoke(main, ["verify-export", str(out), "--anchor", f"{seq}:{'00' * 16}"])
+    assert wrong.exit_code == 1
+    assert wrong.stdout.startswith(f"FAILED: line {seq} (after seq {seq - 1}): its chain is not the anchor")
+
+
+def test_verify_export_reads_stdin_and_a_keyed_export_with_its_key_file(tmp_path: Path) -> None:
+    path = _journal(tmp_path, key=KEY)
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY)
+    exported = CliRunner().invoke(main, ["export", str(path), "--verifiable", "--key-file", str(key_file)])
+    assert exported.exit_code == 0, exported.output
+    runner = CliRunner()
+    keyed = runner.invoke(
+        main, ["verify-export", "-", "--key-file", str(key_file)], input=exported.stdout_bytes
+    )
+    assert keyed.exit_code == 0, keyed.output
+    assert keyed.stderr == ""  # keyed: no note that it proves nothing of its origin
+    unkeyed = runner.invoke(main, ["verify-export", "-"], input=io.BytesIO(exported.stdout_bytes))
+    assert unkeyed.exit_code == 1
+    assert "FAILED: line 1: its record does not match its hash-chain link" in unkeyed.stdout
+
+
+def test_verify_export_usage_errors(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    runner = CliRunner()
+    missing = runner.invoke(main, ["verify-export", str(tmp_path / "nope.jsonl")])
+    assert missing.exit_code == 2
+    assert "cannot read" in missing.stderr
+    filtered = runner.invoke(main, ["export", str(path), "--verifiable", "--stream", "agent/a0"])
+    assert filtered.exit_code == 2
+    assert "--verifiable exports every record of its range" in filtered.stderr
+    twice = runner.invoke(
+        main, ["verify-export", "-", "--anchor", f"1:{'00' * 16}", "--anchor", f"1:{'11' * 16}"], input=b""
+    )
+    assert twice.exit_code == 2
+    plain = runner.invoke(main, ["export", str(path)])
+    not_verifiable = runner.invoke(main, ["verify-export", "-"], input=plain.stdout_bytes)
+    assert not_verifiable.exit_code == 1
+    assert "it is no line of a verifiable export" in not_verifiable.stdout
+
+
+def test_a_simulations_journal_exports_verifiably(tmp_path: Path) -> None:
+    path = tmp_path / "sim"
+    runner = CliRunner()
+    ran = runner.invoke(main, ["simulate", "--agents", "4", "--turns", "6", "--journal", str(path)])
+    assert ran.exit_code == 0, ran.output
+    seq, chain = _last_chain(path)
+    report = verify_export(_lines(path), anchors={seq: chain})
+    assert report.ok, report.reason
+    assert report.lines == seq
