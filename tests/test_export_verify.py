@@ -8,6 +8,7 @@ import io
 import json
 from typing import TYPE_CHECKING
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -58,7 +59,7 @@ def _last_chain(path: Path, *, key: bytes | None = None) -> tuple[int, bytes]:
 def _edited(line: bytes, edit: Callable[[dict[str, object]], None]) -> bytes:
     fields = json.loads(line)
     edit(fields)
-    return json.dumps(fields).encode() + b"\n"
+    return msgspec.json.encode(fields) + b"\n"  # written as export writes: compact, in its order
 
 
 # ---------------------------------------------------------------- the journal's stored bytes
@@ -176,6 +177,25 @@ def _flipped(record: object) -> str:
     raw = bytearray(base64.b64decode(record))
     raw[len(raw) // 2] ^= 1
     return base64.b64encode(bytes(raw)).decode()
+
+
+def test_a_line_must_be_written_byte_for_byte_as_export_writes_it(tmp_path: Path) -> None:
+    lines = _lines(_journal(tmp_path))
+    assert verify_export([_edited(line, lambda _f: None) for line in lines]).ok  # the helper keeps them whole
+    assert verify_export([line.replace(b"\n", b"\r\n") for line in lines]).ok  # a line end of another system
+    spaced = json.dumps(json.loads(lines[2])).encode()
+    assert verify_export([*lines[:2], spaced]).reason == (
+        "line 3 (after seq 2): it is not written as export writes its record "
+        "(spacing, key order, escapes or a repeated key)"
+    )
+    # A repeated key: this reader takes the last one (the record's), another JSON reader
+    # may show the first (made up). The line is refused, whoever reads it.
+    fields = json.loads(lines[2])
+    real = msgspec.json.encode(fields["data"])
+    forged = msgspec.json.encode({**fields["data"], "value": "made up"})
+    repeated = lines[2].replace(b'"data":' + real, b'"data":' + forged + b',"data":' + real)
+    assert repeated != lines[2]
+    assert not verify_export([*lines[:2], repeated]).ok
 
 
 def test_lines_dropped_repeated_or_reordered_break_the_chain(tmp_path: Path) -> None:

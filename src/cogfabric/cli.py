@@ -1078,8 +1078,9 @@ def verify_export(
     """Check FILE, a `cogfabric export --verifiable` (- for stdin), without its journal.
 
     Each line's record must match its hash-chain link (keyed with --key-file or
-    --key for a keyed journal), its other fields must be what the record holds, and
-    it must follow the line before it (the next seq, chained to its link). Exits 0
+    --key for a keyed journal), the line must be byte for byte what export writes for
+    that record, and it must follow the line before it (the next seq, chained to its
+    link). Exits 0
     when it checks out, 1 naming the first bad line and why, 2 when FILE cannot be
     read. --json prints ok, lines, first_seq, last_seq, prev, last_chain, anchors,
     bad_line and reason with the same exit status.
