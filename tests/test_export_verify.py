@@ -6,6 +6,9 @@ import base64
 import hashlib
 import io
 import json
+import os
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -329,6 +332,7 @@ def test_export_verifiable_then_verify_export_on_the_command_line(tmp_path: Path
         "prev": "00" * 16,
         "last_chain": chain.hex(),
         "anchors": 1,
+        "anchored_to": seq,
         "bad_line": None,
         "reason": "",
     }
@@ -384,3 +388,65 @@ def test_a_simulations_journal_exports_verifiably(tmp_path: Path) -> None:
     report = verify_export(_lines(path), anchors={seq: chain})
     assert report.ok, report.reason
     assert report.lines == seq
+
+
+def test_an_anchor_backs_the_lines_up_to_its_seq_not_those_made_up_past_it(tmp_path: Path) -> None:
+    events = _events(8)
+    real, longer = tmp_path / "real", tmp_path / "longer"
+    with LmdbJournal.open(real) as journal:
+        journal.append(events)
+    made_up = [PrivateSet(at=99.0, agent="a0", key="verdict", value="made up")]
+    with LmdbJournal.open(longer) as journal:  # the real records, then one chained on the real head
+        journal.append([*events, *made_up])
+    seq, chain = _last_chain(real)
+    lines = _lines(longer)
+    assert lines[:seq] == _lines(real)
+    head = verify_export(lines, anchors={seq: chain})
+    assert (head.ok, head.anchors, head.anchored_to, head.last_seq) == (True, 1, seq, seq + 1)
+    assert verify_export(lines, anchors={0: bytes(16)}).anchored_to == 0  # backs no line at all
+    assert verify_export(lines).anchored_to is None
+
+    runner = CliRunner()
+    out = tmp_path / "longer.jsonl"
+    out.write_bytes(b"".join(lines))
+    past_head = runner.invoke(main, ["verify-export", str(out), "--anchor", f"{seq}:{chain.hex()}"])
+    assert past_head.exit_code == 0, past_head.output
+    assert past_head.stdout.endswith("; 1 anchor matched\n")
+    assert past_head.stderr.startswith(f"note: seq {seq + 1} comes after the last anchor (seq {seq}), ")
+    at_start = runner.invoke(main, ["verify-export", str(out), "--anchor", f"0:{'00' * 16}"])
+    assert at_start.exit_code == 0, at_start.output
+    assert at_start.stderr.startswith(f"note: seqs 1 to {seq + 1} come after the last anchor (seq 0), ")
+    last_seq, last_chain = _last_chain(longer)
+    anchored = runner.invoke(main, ["verify-export", str(out), "--anchor", f"{last_seq}:{last_chain.hex()}"])
+    assert (anchored.exit_code, anchored.stderr) == (0, "")  # the last line anchored: every line backed
+
+
+def test_a_seq_below_1_and_a_line_nested_too_deeply_are_refused(tmp_path: Path) -> None:
+    lines = _lines(_journal(tmp_path))
+
+    def seq_0(fields: dict[str, object]) -> None:  # a record of seq 0, consistently chained
+        assert isinstance(fields["record"], str)
+        raw = base64.b64decode(fields["record"])
+        body = PREFIX + bytes(8) + raw[10:-16]
+        chain = hashlib.blake2b(bytes(16) + body, digest_size=16).digest()
+        fields.update(seq=0, chain=chain.hex(), record=base64.b64encode(body + chain).decode())
+
+    assert verify_export([_edited(lines[0], seq_0)]).reason == (
+        "line 1: its seq 0 is no journal's: a journal's seqs start at 1"
+    )
+    deep = verify_export([b"[" * 100_000 + b"\n"])
+    assert (deep.ok, deep.bad_line) == (False, 1)
+    assert deep.reason.startswith("line 1: it is not JSON")
+
+
+def test_verify_export_of_stdin_with_stdin_closed_says_so() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cogfabric", "verify-export", "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "error: stdin is closed: there is no export to read\n"

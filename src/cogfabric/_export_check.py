@@ -15,7 +15,10 @@ hex). A line checks out when:
 What that proves is consistency, not origin: anyone can compute an unkeyed chain, so
 a whole export made up from nothing checks out. Compare its last link (or any) with
 an anchor of the journal's head kept elsewhere (``--anchor``), or give the key of a
-keyed journal, which a forger does not hold.
+keyed journal, which a forger does not hold. An anchor backs the lines up to its seq
+only: anyone can chain made-up records onto a link they know, so the lines past the
+last anchor (all of them, when it is the first line's ``prev``) are backed by nothing
+but a key (``ExportReport.anchored_to``).
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ class ExportReport(msgspec.Struct, frozen=True):
     """The chain link of the last line that checked out, hex: compare it with an anchor."""
     anchors: int = 0
     """How many ``anchors`` matched."""
+    anchored_to: int | None = None
+    """The highest seq a matched anchor pins: an anchor backs the lines up to it, not
+    those past it (anyone can chain records onto a link). None when none matched."""
     bad_line: int | None = None
     """The line (from 1) found bad, or None (when ``ok``, or when an anchor is missing)."""
     reason: str = ""
@@ -91,6 +97,7 @@ class _Checker:
         self.hasher = hashlib.blake2b(digest_size=CHAIN_LEN, key=_normalise_key(key))
         self.wanted = dict(anchors or {})
         self.matched = 0
+        self.anchored_to: int | None = None
         self.count = 0
         self.first_seq: int | None = None
         self.first_prev: bytes = b""
@@ -104,6 +111,8 @@ class _Checker:
             return checked
         seq, prev, chain = checked
         if self.last_seq is None:
+            if seq < 1:
+                return f"its seq {seq} is no journal's: a journal's seqs start at 1"
             if seq == 1 and prev != _ZERO:
                 return f"its prev must be {CHAIN_LEN} zero bytes: seq 1 links to no record"
             problem = self._anchor(seq - 1, prev, "its prev")
@@ -129,6 +138,7 @@ class _Checker:
         if anchored != chain:
             return f"{what} is not the anchor of seq {seq}: {chain.hex()}, anchored {anchored.hex()}"
         self.matched += 1
+        self.anchored_to = seq if self.anchored_to is None else max(self.anchored_to, seq)
         return None
 
     def report(self, bad_line: int | None = None, reason: str = "") -> ExportReport:
@@ -149,6 +159,7 @@ class _Checker:
             prev=self.first_prev.hex() if self.first_seq is not None else None,
             last_chain=self.last_chain.hex() if some else None,
             anchors=self.matched,
+            anchored_to=self.anchored_to,
             bad_line=bad_line,
             reason=reason,
         )
@@ -210,7 +221,7 @@ def _parsed(line: bytes) -> tuple[dict[str, Any], bytes, bytes] | str:
     """A line's fields, its record's bytes and its prev; or why it is no line of a verifiable export."""
     try:
         fields = msgspec.json.decode(line)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
         return f"it is not JSON ({exc})"
     absent = [name for name in _VERIFIABLE_FIELDS if not isinstance(fields, dict) or name not in fields]
     if absent:

@@ -1083,17 +1083,20 @@ def verify_export(
     link). Exits 0
     when it checks out, 1 naming the first bad line and why, 2 when FILE cannot be
     read. --json prints ok, lines, first_seq, last_seq, prev, last_chain, anchors,
-    bad_line and reason with the same exit status.
+    anchored_to, bad_line and reason with the same exit status.
 
     That shows the export is consistent, not where it came from: anyone can compute
     an unkeyed chain. Anchor it (--anchor) to a head of the journal kept elsewhere,
-    or check it with the key of a keyed journal.
+    or check it with the key of a keyed journal. An anchor backs the lines up to its
+    seq only: anyone can chain records onto a link, so anchor the last line.
 
     \b
     Example:
         cogfabric verify-export all.jsonl --anchor 84:935a07335fabbfa91876d9adca3c019d
     """
     _need_stdout()
+    if str(export_file) == "-" and sys.stdin is None:
+        _fail("stdin is closed: there is no export to read")
     from cogfabric._audit import encode_json  # noqa: PLC0415
     from cogfabric._export_check import verify_export as check  # noqa: PLC0415
 
@@ -1135,6 +1138,14 @@ def verify_export(
             "note: the export is consistent; unanchored and unkeyed, that does not show it came from the "
             "journal (anyone can compute an unkeyed chain): compare the last link with the journal's head "
             "(--anchor SEQ:CHAIN)"
+        )
+    elif key is None and report.last_seq is not None and (report.anchored_to or 0) < report.last_seq:
+        past = max(report.first_seq or 1, (report.anchored_to or 0) + 1)
+        which = f"seq {past} comes" if past == report.last_seq else f"seqs {past} to {report.last_seq} come"
+        _say(
+            f"note: {which} after the last anchor (seq {report.anchored_to}), which backs only the "
+            "lines up to it: anyone can chain records onto a link, so nothing shows those came from the "
+            "journal; anchor the last line (the journal's head, from inspect --json)"
         )
     sys.exit(EXIT_OK)
 
