@@ -750,6 +750,7 @@ class JournalWriter:
             self._note_dropped(taken, refusal)
             self._fail(taken, refusal)
             return
+        carried = self._carried
         try:
             events, snapshots, in_group = self._gather(taken)
             # the runtime checked every value at its boundary: no decode per event here
@@ -761,17 +762,7 @@ class JournalWriter:
                 self._fail(taken, exc)
                 self._announce_failstop()
                 return
-            if len(taken) > 1:
-                # The journal refused the group and stored nothing (a bad stream name, a
-                # value it cannot encode): one bad submission must not take the others
-                # with it, so commit the halves apart until the bad one stands alone.
-                half = len(taken) // 2
-                self._commit(taken[:half])
-                self._commit(taken[half:])
-                return
-            if taken:
-                self._refused(taken[0], exc)
-            self._fail(taken, exc)
+            self._refused_group(taken, exc, carried)
             return
         except Exception as exc:
             # Not an error the journal documents: whether anything was stored is unknown,
@@ -798,6 +789,30 @@ class JournalWriter:
             if submission.ack is not None or submission.after is not None:  # else nothing to settle
                 self._settle(submission, seqs[at : at + n], None)
             at += n
+
+    def _refused_group(
+        self, taken: list[_Submission], error: Exception, carried: list[tuple[str, int, bytes]]
+    ) -> None:
+        """The journal refused the group and stored nothing (a bad stream name, a value it cannot encode).
+
+        One bad submission must not take the others with it: the halves are committed
+        apart until the bad one stands alone. Nor the snapshots carried from the last
+        commit (``_gather``): they are saved on their own first (dropped if refused too),
+        then the group is tried again without them.
+        """
+        if carried and taken:
+            self._carried = carried
+            self._commit([])
+            self._commit(taken)
+            return
+        if len(taken) > 1:
+            half = len(taken) // 2
+            self._commit(taken[:half])
+            self._commit(taken[half:])
+            return
+        if taken:
+            self._refused(taken[0], error)
+        self._fail(taken, error)
 
     @staticmethod
     def _refused(submission: _Submission, error: BaseException) -> None:
