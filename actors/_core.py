@@ -135,9 +135,12 @@ class Core:
         if behavior is None:
             return None
         if isinstance(behavior, str):
-            if behavior not in self.behaviors:
-                raise InvalidSpawnSpecError(f"unknown behavior {behavior!r}")
-            return str.__str__(behavior)  # a str subclass's text, plain, as the journal stores it
+            # a str subclass's text, plain, as the journal stores it and a reopen looks it
+            # up: its own __eq__ or __hash__ must not find a name its text does not name
+            name = str.__str__(behavior)
+            if name not in self.behaviors:
+                raise InvalidSpawnSpecError(f"unknown behavior {name!r}")
+            return name
         cls = behavior if isinstance(behavior, type) else type(behavior)
         for name, factory in self.behaviors.items():
             if factory is cls:
