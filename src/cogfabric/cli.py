@@ -1080,10 +1080,9 @@ def verify_export(
     Each line's record must match its hash-chain link (keyed with --key-file or
     --key for a keyed journal), the line must be byte for byte what export writes for
     that record, and it must follow the line before it (the next seq, chained to its
-    link). Exits 0
-    when it checks out, 1 naming the first bad line and why, 2 when FILE cannot be
-    read. --json prints ok, lines, first_seq, last_seq, prev, last_chain, anchors,
-    anchored_to, bad_line and reason with the same exit status.
+    link). Exits 0 when it checks out, 1 naming the first bad line and why, 2 when
+    FILE cannot be read. --json prints ok, lines, first_seq, last_seq, prev,
+    last_chain, anchors, anchored_to, bad_line and reason with the same exit status.
 
     That shows the export is consistent, not where it came from: anyone can compute
     an unkeyed chain. Anchor it (--anchor) to a head of the journal kept elsewhere,
