@@ -260,7 +260,10 @@ def run_simulation(
         SimulationError: the journal holds records the simulation did not write (it is
             left untouched), or opening it failed with an error that is not a
             ``JournalError`` (those propagate as they are).
-        SimulationStoppedError: the journal failed during the run (a full disk).
+        SimulationStoppedError: the journal failed during the run (a full disk, say),
+            with any ``JournalError`` but the two below; ``__cause__`` is its error.
+        JournalFullError, JournalFailedError: the journal reached ``max_map_size``, or
+            is fail-stop after an earlier failure, during the run (as they are).
 
     """
     config = _settings(config or Config(), durability)
