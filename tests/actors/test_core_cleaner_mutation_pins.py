@@ -37,6 +37,7 @@ from cogfabric.events import (
 )
 from cogfabric.store import Journal, Snapshot
 
+from .test_boundary_types import Folded
 from .test_state_cleaner_pins import _call, _finished, _summary
 
 if TYPE_CHECKING:
@@ -98,18 +99,6 @@ class _Echo:
         return message.payload
 
 
-class _Folded(str):
-    """A str subclass with its own equality, as a caller's may have."""
-
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, str) and self.casefold() == other.casefold()
-
-    def __hash__(self) -> int:
-        return hash(self.casefold())
-
-
 def test_a_behavior_name_is_looked_up_by_its_text_as_the_journal_stores_it(tmp_path: Path) -> None:
     # Core.behavior_name raises InvalidSpawnSpecError for "an unknown name", and journals
     # "a str subclass's text, plain": a subclass whose own __eq__ found "echo" for
@@ -117,9 +106,9 @@ def test_a_behavior_name_is_looked_up_by_its_text_as_the_journal_stores_it(tmp_p
     # a reopen could not reattach one either
     with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"echo": _Echo}) as runtime:
         with pytest.raises(InvalidSpawnSpecError, match="unknown behavior 'ECHO'"):
-            runtime.spawn("a", behavior=_Folded("ECHO"))
+            runtime.spawn("a", behavior=Folded("ECHO"))
         assert runtime.agents() == []
-        runtime.spawn("a", behavior=_Folded("echo"))  # its text is registered: it runs
+        runtime.spawn("a", behavior=Folded("echo"))  # its text is registered: it runs
         assert runtime.bus.request("x", "a", "q", "p", timeout=10).payload == "p"
 
 
