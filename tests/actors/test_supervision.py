@@ -4573,7 +4573,7 @@ class TestSessionActorBehindTheJournal:
             llm = runtime.llm(ScriptedProvider(["the answer"]))
             gate = _stall(runtime, _output_records)
             added = threading.Event()
-            _on_submit(runtime, lambda events: any(isinstance(e, SessionMessageAdded) for e in events), added)
+            _on_submit(runtime, lambda events: any(_is_answer(e) for e in events), added)
             with caplog.at_level(logging.WARNING, logger="cogfabric"):
                 with pytest.raises(ActorTimeoutError):
                     llm.turn(session, "question")
@@ -4651,11 +4651,15 @@ class TestSessionActorBehindTheJournal:
                 spawns.set()
                 spawner.join(10)
 
+    @pytest.mark.parametrize("together", [False, True], ids=["apart", "one-group"])
     def test_a_timed_out_turns_answer_the_journal_then_refuses_is_logged(
-        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture, together: bool
     ) -> None:
         # The answer's batch timed out behind the stalled output record, then the
         # journal refused it: the session actor took the journal's word without a word.
+        # "one-group": the writer takes the record and the answer into one group (as a
+        # loaded machine may: its thread ran only after the answer came), which the
+        # journal refuses, and the writer commits apart: the record, then the answer.
         with _open(tmp_path / "j", timeout=0.3) as runtime:
             session = runtime.memory.create_session("u")
             llm = runtime.llm(ScriptedProvider(["the answer"]))
@@ -4664,15 +4668,24 @@ class TestSessionActorBehindTheJournal:
             journal, gate, refusal = writer._journal, threading.Event(), ValueError("refused")
 
             def append(events: Sequence[Event], *args: Any, **kwargs: Any) -> list[int]:
+                if any(_is_answer(e) for e in events):
+                    raise refusal
                 if _output_records(events):
                     assert gate.wait(10)  # held, then stored
-                elif any(_is_answer(e) for e in events):
-                    raise refusal
                 return journal.append(events, *args, **kwargs)
 
             writer._journal = _Stalled(journal, append)  # type: ignore[assignment]
             added = threading.Event()
-            _on_submit(runtime, lambda events: any(isinstance(e, SessionMessageAdded) for e in events), added)
+            _on_submit(runtime, lambda events: any(_is_answer(e) for e in events), added)
+            if together:
+                take = writer._take
+
+                def take_with_the_answer() -> list[Any]:
+                    if any(_output_records(s.events) for s in writer._queue):
+                        assert added.wait(10)
+                    return take()
+
+                writer._take = take_with_the_answer  # type: ignore[method-assign]
             with caplog.at_level(logging.WARNING, logger="cogfabric"):
                 with pytest.raises(ActorTimeoutError):
                     llm.turn(session, "question")
