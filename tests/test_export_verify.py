@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from cogfabric._audit import export_lines
-from cogfabric._export_check import parse_anchor, verify_export
+from cogfabric._export_check import ExportReport, parse_anchor, verify_export
 from cogfabric.cli import main
 from cogfabric.events import LifecycleChanged, PrivateSet
 from cogfabric.store import LmdbJournal
@@ -450,3 +450,135 @@ def test_verify_export_of_stdin_with_stdin_closed_says_so() -> None:
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr == "error: stdin is closed: there is no export to read\n"
+
+
+# ---------------------------------------------------------------- pins from a mutation test
+
+
+def test_anchored_to_is_the_highest_seq_anchored_whatever_the_order_of_the_anchors(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    whole = [json.loads(line) for line in _lines(path)]
+    seq, chain = _last_chain(path)
+    anchors = {seq: chain, 4: bytes.fromhex(whole[3]["chain"]), 0: bytes(16)}
+    report = verify_export(_lines(path), anchors=anchors)
+    assert (report.ok, report.anchors, report.anchored_to) == (True, 3, seq)
+    early = verify_export(_lines(path), anchors={4: anchors[4], 0: bytes(16)})
+    assert (early.ok, early.anchors, early.anchored_to) == (True, 2, 4)  # lines past seq 4 backed by none
+
+
+def test_an_empty_export_holds_no_seq_no_prev_and_no_link(tmp_path: Path) -> None:
+    for lines in ([], [b"\n"], [b"", b"\r\n"]):
+        assert verify_export(lines) == ExportReport(ok=True, lines=0)  # every field None, no anchor
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    checked = CliRunner().invoke(main, ["verify-export", str(empty), "--json"])
+    assert checked.exit_code == 0, checked.output
+    assert json.loads(checked.stdout) == {
+        "ok": True,
+        "lines": 0,
+        "first_seq": None,
+        "last_seq": None,
+        "prev": None,
+        "last_chain": None,
+        "anchors": 0,
+        "anchored_to": None,
+        "bad_line": None,
+        "reason": "",
+    }
+    plain = CliRunner().invoke(main, ["verify-export", str(empty)])
+    assert (plain.exit_code, plain.stdout) == (0, "ok: an empty export (no records)\n")
+
+
+def test_of_several_faults_the_first_is_named(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    lines = _lines(path)
+    seq, _ = _last_chain(path)
+    blanks = verify_export([lines[0], b"\n", b"\n", lines[1]])
+    assert (blanks.bad_line, blanks.reason) == (2, "line 2: it is blank, and lines follow it")
+    far = verify_export(lines, anchors={seq + 5: bytes(16), seq + 3: bytes(16)})
+    assert far.reason == f"anchor seq {seq + 3} is not in the export, which holds seqs 1 to {seq}"
+    # two fields changed: the first by name is named
+    both = _edited(lines[5], lambda f: f.update(time=123.0, data={"changed": True}))
+    assert verify_export([*lines[:5], both]).reason == (
+        "line 6 (after seq 5): its 'data' is not what its record holds"
+    )
+
+
+@pytest.mark.parametrize(
+    "spaced",
+    [
+        lambda line: b" " + line,
+        lambda line: b"\t" + line,
+        lambda line: line.removesuffix(b"\n") + b" \n",
+        lambda line: line.removesuffix(b"\n") + b"\r\r\n",
+    ],
+)
+def test_whitespace_around_a_line_is_not_byte_for_byte_what_export_writes(
+    tmp_path: Path, spaced: Callable[[bytes], bytes]
+) -> None:
+    lines = _lines(_journal(tmp_path))
+    report = verify_export([*lines[:2], spaced(lines[2]), *lines[3:]])
+    assert (report.ok, report.bad_line, report.lines) == (False, 3, 2)
+    assert report.reason == (
+        "line 3 (after seq 2): it is not written as export writes its record "
+        "(spacing, key order, escapes or a repeated key)"
+    )
+
+
+def test_verify_export_json_says_a_failed_verdict_with_exit_1(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    seq, _ = _last_chain(path)
+    out = tmp_path / "all.jsonl"
+    out.write_bytes(b"".join(_lines(path)))
+    wrong = CliRunner().invoke(main, ["verify-export", str(out), "--json", "--anchor", f"{seq}:{'00' * 16}"])
+    assert wrong.exit_code == 1
+    verdict = json.loads(wrong.stdout)
+    assert (verdict["ok"], verdict["lines"], verdict["bad_line"], verdict["last_seq"]) == (
+        False,
+        seq - 1,
+        seq,
+        seq - 1,
+    )
+    assert verdict["reason"].startswith(
+        f"line {seq} (after seq {seq - 1}): its chain is not the anchor of seq {seq}"
+    )
+
+
+def test_verify_export_of_a_range_does_not_say_it_starts_at_the_journals_start(tmp_path: Path) -> None:
+    path = _journal(tmp_path)
+    seq, chain = _last_chain(path)
+    prev = json.loads(_lines(path)[3])["chain"]
+    out = tmp_path / "range.jsonl"
+    out.write_bytes(b"".join(_lines(path, after=4)))
+    runner = CliRunner()
+    # the same anchor given twice is one anchor
+    anchor = f"{seq}:{chain.hex()}"
+    checked = runner.invoke(main, ["verify-export", str(out), "--anchor", anchor, "--anchor", anchor])
+    assert checked.exit_code == 0, checked.output
+    assert checked.stdout == (
+        f"ok: {seq - 4} records verified, seqs 5 to {seq}, the first chained on prev {prev} (seq 4's link); "
+        f"last chain link {chain.hex()}; 1 anchor matched\n"
+    )
+    assert checked.stderr == ""
+
+
+def test_verify_export_json_notes_what_nothing_backs_on_stderr_as_without_json(tmp_path: Path) -> None:
+    # README: verify-export says on stderr when neither an anchor nor a key backs the verdict,
+    # or lines come after the last anchor; a script that reads --json's "ok" is told too.
+    path = _journal(tmp_path)
+    whole = [json.loads(line) for line in _lines(path)]
+    out = tmp_path / "all.jsonl"
+    out.write_bytes(b"".join(_lines(path)))
+    runner = CliRunner()
+    for anchors in ([], ["--anchor", f"4:{whole[3]['chain']}"]):
+        plain = runner.invoke(main, ["verify-export", str(out), *anchors])
+        as_json = runner.invoke(main, ["verify-export", str(out), "--json", *anchors])
+        assert (plain.exit_code, as_json.exit_code) == (0, 0), as_json.output
+        assert plain.stderr.startswith("note: ")
+        assert as_json.stderr == plain.stderr
+        assert json.loads(as_json.stdout)["ok"] is True
+    keyed_path = _journal(tmp_path / "keyed", key=KEY)
+    keyed_out = tmp_path / "keyed.jsonl"
+    keyed_out.write_bytes(b"".join(_lines(keyed_path, key=KEY)))
+    keyed = runner.invoke(main, ["verify-export", str(keyed_out), "--json", "--key", KEY.decode()])
+    assert (keyed.exit_code, keyed.stderr) == (0, "")

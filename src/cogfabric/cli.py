@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from typing import BinaryIO
 
+    from cogfabric._export_check import ExportReport
     from cogfabric._simulation import SimulationReport
 
 __all__ = ["main"]
@@ -1082,7 +1083,8 @@ def verify_export(
     that record, and it must follow the line before it (the next seq, chained to its
     link). Exits 0 when it checks out, 1 naming the first bad line and why, 2 when
     FILE cannot be read. --json prints ok, lines, first_seq, last_seq, prev,
-    last_chain, anchors, anchored_to, bad_line and reason with the same exit status.
+    last_chain, anchors, anchored_to, bad_line and reason with the same exit status
+    (and the same notes on stderr).
 
     That shows the export is consistent, not where it came from: anyone can compute
     an unkeyed chain. Anchor it (--anchor) to a head of the journal kept elsewhere,
@@ -1109,10 +1111,11 @@ def verify_export(
         _fail(f"cannot read {export_file}: {exc.strerror or exc}")
     if as_json:
         line = encode_json(report).decode()
-        if report.ok:
-            click.echo(line)
-            sys.exit(EXIT_OK)
-        _failed_verdict(line)
+        if not report.ok:
+            _failed_verdict(line)
+        click.echo(line)
+        _note_unbacked(report, keyed=key is not None)
+        sys.exit(EXIT_OK)
     if not report.ok:
         before = "" if report.bad_line is None else " before it"
         reason = _printable(report.reason, backslash=False)
@@ -1132,13 +1135,24 @@ def verify_export(
             f"ok: {report.lines} records verified, seqs {report.first_seq} to {report.last_seq}, {start}; "
             f"last chain link {report.last_chain}{anchored}"
         )
-    if not report.anchors and key is None:
+    _note_unbacked(report, keyed=key is not None)
+    sys.exit(EXIT_OK)
+
+
+def _note_unbacked(report: ExportReport, *, keyed: bool) -> None:
+    """Say on stderr which lines of an export that checked out nothing backs (neither key nor anchor).
+
+    With --json too: a script that reads ``ok`` gets the note beside the verdict.
+    """
+    if keyed:
+        return
+    if not report.anchors:
         _say(
             "note: the export is consistent; unanchored and unkeyed, that does not show it came from the "
             "journal (anyone can compute an unkeyed chain): compare the last link with the journal's head "
             "(--anchor SEQ:CHAIN)"
         )
-    elif key is None and report.last_seq is not None and (report.anchored_to or 0) < report.last_seq:
+    elif report.last_seq is not None and (report.anchored_to or 0) < report.last_seq:
         past = max(report.first_seq or 1, (report.anchored_to or 0) + 1)
         which = f"seq {past} comes" if past == report.last_seq else f"seqs {past} to {report.last_seq} come"
         _say(
@@ -1146,7 +1160,6 @@ def verify_export(
             "lines up to it: anyone can chain records onto a link, so nothing shows those came from the "
             "journal; anchor the last line (the journal's head, from inspect --json)"
         )
-    sys.exit(EXIT_OK)
 
 
 @contextlib.contextmanager
