@@ -274,11 +274,15 @@ def _handle(tmp: Path, threads: int, ops: int, durability: str) -> float:
     with Runtime.open(tmp / "handle", config=config, clock=FakeClock()) as rt:
         agents = rt.spawn_many([{"agent_id": f"h{i}"} for i in range(threads)])
         barrier = threading.Barrier(threads + 1, timeout=60)
+        failed: list[Exception] = []
 
         def work(i: int) -> None:
             barrier.wait()
-            for n in range(ops // threads):
-                agents[i].set_private(f"k{n % 10}", n)
+            try:
+                for n in range(ops // threads):
+                    agents[i].set_private(f"k{n % 10}", n)
+            except Exception as exc:  # noqa: BLE001 - raised by run(): the count would claim changes never made
+                failed.append(exc)
 
         pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
         for t in pool:
@@ -288,6 +292,8 @@ def _handle(tmp: Path, threads: int, ops: int, durability: str) -> float:
             barrier.wait()
             for t in pool:
                 t.join(timeout=600)
+            if failed:
+                raise failed[0]
             rt.flush()
 
         return _timed(run)
