@@ -55,6 +55,33 @@ def test_journal_files_and_directory_are_owner_only(tmp_path: Path) -> None:
         assert stat.S_IMODE((tmp_path / "j" / name).stat().st_mode) == 0o600
 
 
+def test_parents_the_journal_creates_follow_the_umask_and_an_existing_directory_keeps_its_mode(
+    tmp_path: Path,
+) -> None:
+    # README "How the tests prove it": the journal's directory, when the journal creates
+    # it, is 0700, parents it creates follow the umask, one that exists keeps its mode.
+    import os  # noqa: PLC0415
+    import stat  # noqa: PLC0415
+
+    from cogfabric.actors import FakeClock, Runtime  # noqa: PLC0415
+
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    existing.chmod(0o755)
+    umask = os.umask(0o022)
+    try:
+        with Runtime.open(tmp_path / "a" / "b" / "j", clock=FakeClock()) as rt:
+            rt.spawn("a")
+        with Runtime.open(existing, clock=FakeClock()) as rt:
+            rt.spawn("a")
+    finally:
+        os.umask(umask)
+
+    modes = {p: stat.S_IMODE((tmp_path / p).stat().st_mode) for p in ("a", "a/b", "a/b/j", "existing")}
+    assert modes == {"a": 0o755, "a/b": 0o755, "a/b/j": 0o700, "existing": 0o755}
+    assert stat.S_IMODE((existing / "data.mdb").stat().st_mode) == 0o600
+
+
 def test_a_keyed_runtime_journal_cannot_be_opened_or_rechained_without_the_key(tmp_path: Path) -> None:
     from cogfabric.store import Journal, JournalKeyError  # noqa: PLC0415
     from cogfabric.store.testing import make_events  # noqa: PLC0415
