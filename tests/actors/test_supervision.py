@@ -4622,16 +4622,21 @@ class TestSessionActorBehindTheJournal:
             writer = runtime._core.writer
             assert writer is not None
             journal = writer._journal
-            first, spawns = threading.Event(), threading.Event()
+            first, spawns, at_the_disk = threading.Event(), threading.Event(), threading.Event()
 
             def held(events: Sequence[Event], *args: Any, **kwargs: Any) -> list[int]:
                 spawning = any(isinstance(e, AgentSpawned) for e in events)
+                if not spawning:
+                    at_the_disk.set()
                 assert (spawns if spawning else first).wait(10)
                 return journal.append(events, *args, **kwargs)
 
             writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
             with pytest.raises(ActorTimeoutError):
                 runtime.memory.add_message(session, "user", "hi")  # its commit waits at the disk
+            # The writer holds the write alone: on a loaded machine its thread may run only
+            # after the spawn came, and take both into one group, held with the spawn.
+            assert at_the_disk.wait(10)
             submitted = threading.Event()
             _on_submit(runtime, lambda events: any(isinstance(e, AgentSpawned) for e in events), submitted)
 
