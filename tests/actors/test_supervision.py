@@ -306,6 +306,21 @@ def _open(
     return Runtime.open(path, config=config, clock=FakeClock(), behaviors={"gate": Gate, **(behaviors or {})})
 
 
+@contextlib.contextmanager
+def _short_call_timeout(runtime: Runtime, seconds: float) -> Iterator[None]:
+    """``call_timeout`` is ``seconds`` inside, only for the calls a test expects to time out.
+
+    The set-up and the checks after keep the runtime's own (10 s): a synced commit that
+    outlasts a short one on a loaded machine would fail them for nothing.
+    """
+    core = runtime._core
+    kept, core.call_timeout = core.call_timeout, seconds
+    try:
+        yield
+    finally:
+        core.call_timeout = kept
+
+
 class TestSpawnMany:
     def test_many_spawns_share_one_commit(self, tmp_path: Path) -> None:
         with _open(tmp_path / "j") as runtime:
@@ -1994,13 +2009,13 @@ class TestBackpressure:
     ) -> None:
         # a kill must reach an agent whose own busy behavior keeps its mailbox full: it is
         # queued past the bound (the caller hears ActorTimeoutError while the agent is busy)
-        with _open(tmp_path / "j", mailbox=1, timeout=0.3) as runtime:
+        with _open(tmp_path / "j", mailbox=1) as runtime:
             runtime.spawn("a", behavior="gate")
             runtime.bus.send("x", "a", "block")
             assert Gate.started.wait(10)
             runtime.bus.send("x", "a", "one")  # the mailbox is full now
 
-            with pytest.raises(ActorTimeoutError, match="did not answer"):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError, match="did not answer"):
                 getattr(runtime, operation)("a")
             Gate.release.set()
             runtime.flush()
@@ -2017,19 +2032,20 @@ class TestBackpressure:
     ) -> None:
         # a caller that hears ActorTimeoutError may call again: each call queues past the
         # bound, so past CONTROL_EXTRA of them the next one gets MailboxFullError
-        with _open(tmp_path / "j", mailbox=1, timeout=0.05) as runtime:
+        with _open(tmp_path / "j", mailbox=1) as runtime:
             runtime.spawn("a", behavior="gate")
             runtime.bus.send("x", "a", "block")
             assert Gate.started.wait(10)
             runtime.bus.send("x", "a", "one")  # the mailbox is full now
 
-            for _ in range(MailboxSlots.CONTROL_EXTRA):
-                with pytest.raises(ActorTimeoutError, match="did not answer"):
+            with _short_call_timeout(runtime, 0.05):
+                for _ in range(MailboxSlots.CONTROL_EXTRA):
+                    with pytest.raises(ActorTimeoutError, match="did not answer"):
+                        runtime.suspend("a")
+                with pytest.raises(MailboxFullError, match="held 16 lifecycle calls"):
                     runtime.suspend("a")
-            with pytest.raises(MailboxFullError, match="held 16 lifecycle calls"):
-                runtime.suspend("a")
-            with pytest.raises(MailboxFullError, match="held 16 lifecycle calls"):
-                runtime.kill("a")
+                with pytest.raises(MailboxFullError, match="held 16 lifecycle calls"):
+                    runtime.kill("a")
             assert runtime._entry("a").shared.slots.free == -MailboxSlots.CONTROL_EXTRA
             Gate.release.set()
             runtime.flush()
