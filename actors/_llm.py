@@ -391,7 +391,8 @@ class OpenAICompatibleProvider:
     def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - request fields
         """POST ``/chat/completions`` with the prompt as one user message.
 
-        ``params`` (and the configuration's ``extra``) are further request fields; the
+        ``params`` (and the configuration's ``extra``) are further request fields, a
+        call's over ``extra``'s and both over ``max_tokens``'s (as configured); the
         model and the messages are the provider's own (the gated prompt is what is
         sent, and the journal names this provider's model). The whole call, answer
         read included, takes at most ``timeout`` seconds, and the exchange behind it

@@ -9,27 +9,35 @@ talks to a local ``http.server`` on 127.0.0.1 that answers each prompt as its te
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import http.server
 import json
 import threading
 import traceback
+import urllib.error
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
 from cogfabric.actors import (
+    ActorTimeoutError,
+    AgentContext,
+    Config,
     FakeClock,
     InvalidArgumentError,
     LLMConfig,
     OpenAICompatibleProvider,
+    PromptTooLongError,
     ProviderError,
     Runtime,
     RuntimeClosedError,
+    RuntimeConfig,
     ScriptedProvider,
     _llm,
     render_messages,
 )
 from cogfabric.events import (
+    IpcMessage,
     LlmCallFailed,
     LlmOutputRecorded,
     Message,
@@ -38,6 +46,8 @@ from cogfabric.events import (
     ToolCallFunction,
 )
 from cogfabric.store import Journal
+
+from .test_supervision import _stall
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -63,7 +73,13 @@ class _Answers(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        _Answers.received.append({"auth": self.headers.get("Authorization"), **body})
+        _Answers.received.append(
+            {
+                "auth": self.headers.get("Authorization"),
+                "content_type": self.headers.get("Content-Type"),
+                **body,
+            }
+        )
         prompt = body["messages"][0]["content"]
         if prompt == "hold":  # headers that trickle, a byte each 0.1 s, until the test ends
             with contextlib.suppress(OSError):
@@ -312,3 +328,211 @@ def test_a_cause_that_still_prints_the_api_key_is_not_chained(monkeypatch: pytes
 
     assert caught.value.__cause__ is None
     assert KEY not in "".join(traceback.format_exception(caught.value))
+
+
+# From a second mutation test of actors/_llm.py and actors/_memory_config.py.
+
+
+class _Recording:
+    """A provider that keeps the parameters of each call."""
+
+    name = "recording"
+    model = "r-1"
+
+    def __init__(self) -> None:
+        self.params: list[dict[str, Any]] = []
+
+    def generate(self, prompt: str, **params: Any) -> str:  # noqa: ARG002 - a provider's signature
+        self.params.append(params)
+        return "ok"
+
+
+def test_a_journaled_generate_and_turn_pass_their_parameters_to_the_provider(tmp_path: Path) -> None:
+    # generate(prompt, **params) and turn(session_id, text, **params): the provider gets them
+    # through runtime.llm(), as through a bare LLMClient
+    provider = _Recording()
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+        llm = runtime.llm(provider)
+        session = runtime.memory.create_session("u")
+
+        assert llm.generate("hi", temperature=0.2) == "ok"
+        assert llm.turn(session, "hi", temperature=0.3, top_p=0.5) == "ok"
+
+    assert provider.params == [{"temperature": 0.2}, {"temperature": 0.3, "top_p": 0.5}]
+
+
+def test_a_prompt_too_long_error_carries_the_prompts_length_in_code_points(tmp_path: Path) -> None:
+    # PromptTooLongError(length, limit): the length is the refused prompt's, as the journal keeps it
+    provider = ScriptedProvider(["unused"])
+    config = {"llm": {"max_prompt_length": 10}}
+    with (
+        Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), llm_provider=provider) as runtime,
+        pytest.raises(PromptTooLongError) as caught,
+    ):
+        runtime.llm().generate("字" * 10 + "😀")
+
+    assert (caught.value.length, caught.value.limit) == (11, 10)
+    (rejected,) = [e for e in _events(tmp_path / "j") if isinstance(e, PromptRejected)]
+    assert (rejected.length, rejected.limit) == (11, 10)
+
+
+def test_a_refused_prompt_of_no_utf8_is_journaled_with_its_length(tmp_path: Path) -> None:
+    # README: "a refusal keeps its length", one with a lone surrogate too
+    provider = ScriptedProvider(["unused"])
+    with (
+        Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=provider) as runtime,
+        pytest.raises(InvalidArgumentError, match="not valid UTF-8"),
+    ):
+        runtime.llm().generate("hi \ud800")
+
+    (rejected,) = [e for e in _events(tmp_path / "j") if isinstance(e, PromptRejected)]
+    assert (rejected.reason, rejected.length) == ("not_utf8", 4)
+    assert provider.calls == []
+
+
+def test_a_user_message_refused_before_it_joins_the_session_names_no_session(tmp_path: Path) -> None:
+    # README: "a turn's output, provider failure and refused prompt window name its session
+    # (a user message refused before it joins the session does not)"; PromptRejected.session
+    # is None "for any other refusal", and so is the session of a later call outside a turn
+    provider = ScriptedProvider(["answer"])
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=provider) as runtime:
+        session = runtime.memory.create_session("u")
+        llm = runtime.llm()
+        with pytest.raises(InvalidArgumentError, match="only white space"):
+            llm.turn(session, "   ")
+        assert llm.generate("outside a turn") == "answer"
+
+    events = _events(tmp_path / "j")
+    (rejected,) = [e for e in events if isinstance(e, PromptRejected)]
+    (output,) = [e for e in events if isinstance(e, LlmOutputRecorded)]
+    assert (rejected.reason, rejected.session) == ("blank", None)
+    assert output.session is None
+
+
+class _RefusesABlankPrompt:
+    """Asks its ctx.llm for a blank prompt and answers with the refusal's type."""
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> str:  # noqa: ARG002
+        try:
+            ctx.llm.generate("   ")
+        except InvalidArgumentError as exc:
+            return type(exc).__name__
+        return "not refused"
+
+
+def test_a_behaviors_refused_prompt_is_journaled_under_its_agent_naming_the_message(tmp_path: Path) -> None:
+    # README: a ctx.llm client journals every refusal, and "names the message its agent is
+    # handling as the cause" of what it journals
+    behaviors = {"refuses": _RefusesABlankPrompt}
+    provider = ScriptedProvider(["unused"])
+    with Runtime.open(
+        tmp_path / "j", clock=FakeClock(), behaviors=behaviors, llm_provider=provider
+    ) as runtime:
+        runtime.spawn("a", behavior="refuses")
+        reply = runtime.bus.request("x", "a", "ask", timeout=10)
+
+    events = _events(tmp_path / "j")
+    (rejected,) = [e for e in events if isinstance(e, PromptRejected)]
+    (request,) = [e for e in events if isinstance(e, IpcMessage) and e.topic == "ask"]
+    assert reply.payload == "InvalidArgumentError"
+    assert (rejected.agent, rejected.stream, rejected.cause) == ("a", "agent/a", request.id)
+    assert provider.calls == []
+
+
+def test_a_providers_own_provider_error_reaches_the_caller_as_it_is(server: str, tmp_path: Path) -> None:
+    # a provider's ProviderError is not wrapped in another ("provider ... failed: ProviderError(...)"):
+    # the caller and the journal get the HTTP provider's message, its cause the HTTP error
+    _Answers.answers["hi"] = (503, None, b"overloaded")
+    llm = {"base_url": server, "model": "m", "timeout": 5}
+    with (
+        Runtime.open(tmp_path / "j", config={"llm": llm}, clock=FakeClock()) as runtime,
+        pytest.raises(ProviderError) as caught,
+    ):
+        runtime.llm().generate("hi")
+
+    message = str(caught.value)
+    status = "HTTP Error 503: Service Unavailable: overloaded"
+    assert message == f"openai-compatible at {server}/chat/completions failed: {status}"
+    assert isinstance(caught.value.__cause__, urllib.error.HTTPError)
+    (failed,) = [e for e in _events(tmp_path / "j") if isinstance(e, LlmCallFailed)]
+    assert failed.error == message
+
+
+def test_the_prompt_is_sent_as_one_user_message_of_json_as_it_is(server: str) -> None:
+    # generate: "POST /chat/completions with the prompt as one user message", a JSON body,
+    # the gated prompt's text unchanged (no character replaced or escaped away)
+    prompt = 'Grüße, 字 😀 "quoted"\n\tand a tab'
+    _Answers.answers[prompt] = (200, None, _completion("ok"))
+
+    assert OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=5)).generate(prompt) == "ok"
+
+    received = _Answers.received[-1]
+    assert received["content_type"] == "application/json"
+    assert received["messages"] == [{"role": "user", "content": prompt}]
+
+
+def test_a_calls_parameters_replace_the_configurations_extra_and_max_tokens(server: str) -> None:
+    # a call's params are request fields of that call: they win over the configuration's
+    # extra, and both over the max_tokens the configuration asks for
+    _Answers.answers["hi"] = (200, None, _completion("ok"))
+    config = LLMConfig(model="m", base_url=server, timeout=5, max_tokens=7, extra={"temperature": 0.3})
+    provider = OpenAICompatibleProvider(config)
+
+    assert provider.generate("hi", temperature=0.9, max_tokens=5) == "ok"
+    assert provider.generate("hi") == "ok"
+
+    first, second = _Answers.received
+    assert (first["temperature"], first["max_tokens"]) == (0.9, 5)
+    assert (second["temperature"], second["max_tokens"]) == (0.3, 7)
+
+
+def test_both_of_the_providers_own_fields_are_named_when_both_are_given() -> None:
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url="http://127.0.0.1:9/v1"))
+
+    # refused before anything is sent: no server listens there
+    match = r"^invalid argument provided: messages and model are the provider's own, not a parameter$"
+    with pytest.raises(InvalidArgumentError, match=match):
+        provider.generate("hi", model="other", messages=[])
+
+
+def test_an_answer_without_a_completion_is_quoted_only_in_its_start(server: str) -> None:
+    # a large answer of the wrong shape does not go whole into the error, the log and the journal
+    _Answers.answers["hi"] = (200, None, json.dumps({"result": "x" * 5000}).encode())
+    provider = OpenAICompatibleProvider(LLMConfig(model="m", base_url=server, timeout=5))
+
+    with pytest.raises(ProviderError, match="answered without a completion") as caught:
+        provider.generate("hi")
+
+    assert len(str(caught.value)) < 300
+
+
+def test_render_messages_keeps_a_contents_white_space_and_line_breaks() -> None:
+    # "nothing is escaped, so a content with line breaks spans lines": nor is it trimmed
+    window = [Message(role="user", content="  indented\ncode  "), Message(role="assistant", content="\n")]
+
+    assert render_messages(window) == "user:   indented\ncode  \nassistant: \n"
+
+
+def test_the_prompt_hash_is_the_hex_blake2b_128_of_its_utf8() -> None:
+    # prompt_hash: "The hex BLAKE2b-128 of a prompt": an auditor holding a prompt finds its records
+    prompt = "what is X? 字"
+
+    assert _llm.prompt_hash(prompt) == hashlib.blake2b(prompt.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def test_a_turn_whose_refused_windows_record_timed_out_raises_the_timeout(tmp_path: Path) -> None:
+    # The refusal's record outlasting call_timeout is that timeout (ActorTimeoutError), also
+    # for a client's first turn, which had no output of an earlier turn to look at
+    config = Config(runtime=RuntimeConfig(call_timeout=0.3), llm=LLMConfig(max_prompt_length=20))
+    provider = ScriptedProvider(["unused"])
+    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), llm_provider=provider) as runtime:
+        session = runtime.memory.create_session("u")
+        gate = _stall(runtime, lambda events: any(isinstance(e, PromptRejected) for e in events))
+        try:
+            with pytest.raises(ActorTimeoutError):
+                runtime.llm().turn(session, "hi")
+        finally:
+            gate.set()
+        runtime.flush()
+
+    assert provider.calls == []

@@ -7,6 +7,7 @@ names what it holds.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import types
@@ -19,6 +20,7 @@ from cogfabric.actors import (
     CleanOptions,
     Config,
     FakeClock,
+    InvalidConfigError,
     MemoryConfig,
     Runtime,
     SessionNotFoundError,
@@ -300,3 +302,13 @@ class TestCleanerLimits:
             out = clean_with_turns(messages, CleanOptions())
 
             assert out[2].content == summary
+
+
+@pytest.mark.parametrize("field", ["max_history", "session_ttl", "rag_top_k"])
+def test_a_limit_of_nan_is_not_positive(field: str) -> None:
+    # MemoryConfig: "each must be positive"; NaN is no positive number (a session_ttl of NaN
+    # would never, or always, expire), as rag_min_score's check refuses it too
+    with pytest.raises(
+        InvalidConfigError, match=rf"{field} must be positive, got nan - at `\$\.memory\.{field}`"
+    ):
+        MemoryConfig(**{field: math.nan})  # type: ignore[arg-type]
