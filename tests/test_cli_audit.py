@@ -349,6 +349,9 @@ def test_reading_commands_refuse_a_tampered_journal_unless_told(
 
     assert [r.exit_code for r in refused] == [1, 1, 1]
     assert all("seq 30" in r.output for r in refused)
+    # on stderr: `export J > out.jsonl` leaves no error line in the file, as a line of the export
+    assert [r.stdout for r in refused] == ["", "", ""]
+    assert all(r.stderr.startswith("error: the journal fails verification at seq 30: ") for r in refused)
     assert forced.exit_code == 0
 
 

@@ -68,6 +68,10 @@ def test_a_wrong_or_missing_chain_key_exits_two_with_the_same_message_everywhere
     missing = runner.invoke(main, ["verify", str(path)])
     assert "--key" in missing.output
     assert runner.invoke(main, ["verify", str(path), "--key", "k"]).exit_code == 0
+    # told to pass a key only when none was given: a wrong one is named as such
+    wrong = runner.invoke(main, ["verify", str(path), "--key", "wrong"])
+    assert missing.stderr.endswith(" (pass it with --key-file or --key)\n")
+    assert wrong.stderr == f"error: {path} was written with a different chain key\n"
 
 
 @pytest.mark.parametrize("args", AUDITS)
@@ -1331,6 +1335,25 @@ def test_an_agents_text_cannot_move_the_cursor_or_forge_a_line_of_an_audit(tmp_p
     assert '"null"' not in root.output
 
 
+def test_a_backslash_in_an_agents_id_is_shown_doubled_not_taken_for_an_escape(tmp_path: Path) -> None:
+    # An id escaped as `a\x1b` (an ESC) must not read the same as the id `a\x1b` spelled
+    # with a backslash: printable text that holds a backslash is escaped too.
+    path = tmp_path / "journal"
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        runtime.spawn("a\x1b")
+        runtime.spawn("a\\x1b")
+    runner = CliRunner()
+
+    inspect = runner.invoke(main, ["inspect", str(path)])
+    escaped = runner.invoke(main, ["replay", str(path), "--agent", "a\x1b"])
+    spelled = runner.invoke(main, ["replay", str(path), "--agent", "a\\x1b"])
+
+    assert [r.exit_code for r in (inspect, escaped, spelled)] == [0, 0, 0], inspect.output
+    assert inspect.stdout.endswith("  1  agent/a\\x1b\n  1  agent/a\\\\x1b\n")
+    assert escaped.stdout.splitlines()[0].strip() == "agent a\\x1b at seq 2"
+    assert spelled.stdout.splitlines()[0].strip() == "agent a\\\\x1b at seq 2"
+
+
 def test_export_by_layer_finds_an_agents_cognitive_state_wherever_a_record_holds_it(tmp_path: Path) -> None:
     # The spawn's first cognitive state went out under task_shared only, and the kill's
     # death snapshot under no layer: --layer agent_private missed both.
@@ -1623,6 +1646,30 @@ def test_verify_json_gives_a_verdict_for_a_journal_it_cannot_read(
     }
     assert verdict["reason"].startswith(f"{path} is damaged")
     assert f"error: {path} is damaged" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("journal", "given", "error"),
+    [
+        ("keyed", ["--key", "wrong"], "was written with a different chain key"),
+        ("keyed", [], "was written with a chain key"),
+        ("empty", [], "no journal at"),
+    ],
+)
+def test_verify_json_prints_no_verdict_for_a_usage_error(
+    tmp_path: Path, journal: str, given: list[str], error: str
+) -> None:
+    # README: "a usage error prints none", and exits 2: no `"ok": false` for a script to
+    # take for a journal that failed (exit 1)
+    paths = {"keyed": _journal(tmp_path, 3, key=b"k"), "empty": tmp_path / "empty"}
+    paths["empty"].mkdir()
+
+    result = CliRunner().invoke(main, ["verify", str(paths[journal]), "--json", *given])
+
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: ")
+    assert error in result.stderr
 
 
 def test_the_command_verify_suggests_takes_the_key_and_copy_and_no_undecodable_record(

@@ -126,6 +126,13 @@ def test_the_dead_letter_warning_exports_from_where_this_run_began(tmp_path: Pat
     assert result.exit_code == 1, result.output
     assert "messages were not delivered (" in result.output
     assert f"cogfabric export {path} --stream bus --after {before})" in result.output
+    # README: its report goes to stdout; the warning and the error go to stderr, so a
+    # report piped on holds neither, and a terminal still shows both
+    report = [line.split()[0] for line in result.stdout.splitlines()]
+    assert report == ["continued", "sessions", "journal", "audit"]
+    warning, error = result.stderr.splitlines()
+    assert warning.startswith("warning: ")
+    assert error.startswith("error: agents raised ")
 
 
 def test_verify_no_snapshots_claims_no_snapshot_agrees(tmp_path: Path) -> None:
