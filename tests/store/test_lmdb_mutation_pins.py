@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any, Final
 import lmdb
 import pytest
 
+from cogfabric.events import EventCodec, IpcSubscribed, PrivateSet, UnknownEventTypeError
 from cogfabric.store import (
     Journal,
     JournalFullError,
     JournalIntegrityError,
+    JournalRecordError,
     JournalUnavailableError,
     LmdbJournal,
     _lmdb,
@@ -212,3 +214,22 @@ def test_the_last_seq_of_the_seq_space_is_still_given_out(tmp_path: Path) -> Non
         assert journal.append(make_events(1, start=102)) == [top]  # a0's: its head is whole
         with pytest.raises(JournalIntegrityError, match="no seq is left"):
             journal.append(make_events(1, start=105))
+
+
+def test_a_codec_of_some_of_the_built_in_types_refuses_a_record_of_another(tmp_path: Path) -> None:
+    # Such a codec is pinned, yet a stored record must not be decoded as the union of
+    # every built-in type, which would hand out an event of a type the codec lacks.
+    path = tmp_path / "j"
+    with Journal.open(path) as journal:
+        journal.append([*make_events(2), IpcSubscribed(at=0.0, agent="a", topic="t")])
+
+    codec = EventCodec([PrivateSet])
+    assert codec.pinned is True
+    with LmdbJournal.open(path, readonly=True, codec=codec) as journal:
+        records = journal.read()
+        assert [next(records).seq, next(records).seq] == [1, 2]
+        with pytest.raises(JournalRecordError, match="unknown event type 'IpcSubscribed'") as info:
+            next(records)
+
+    assert info.value.seq == 3
+    assert isinstance(info.value, UnknownEventTypeError)
