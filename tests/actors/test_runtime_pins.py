@@ -2,9 +2,10 @@
 
 Each test names what a docstring, README.md or the spec promises of ``Runtime``: its
 spawn checks and the reservation of ids, a spawn that fails or outlasts its caller's
-wait, ``flush`` and ``close()``. Where a race decides the outcome, the test
-forces the interleaving by wrapping one of the runtime's own steps, as the other
-actor tests do.
+wait, ``flush`` and ``close()`` (a second caller's too), what ``publish_task_context``
+returns, and the report of a journal that fails verification at open. Where a race
+decides the outcome, the test forces the interleaving by wrapping one of the runtime's
+own steps, as the other actor tests do.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from cogfabric.actors import (
     _runtime,
 )
 from cogfabric.actors._agent import AgentActor
-from cogfabric.events import AgentSpawned, CognitiveState
-from cogfabric.store import Journal, JournalFailedError
+from cogfabric.events import AgentSpawned, CognitiveState, TaskContextPublished
+from cogfabric.store import Journal, JournalFailedError, JournalIntegrityError, VerifyReport
+
+from .test_close_and_flush import _Gated, _until
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -356,3 +359,80 @@ def test_a_spawn_whose_commit_outlasts_a_poll_of_its_helper_is_still_reached(
         assert runtime.agent("b").id == "b"
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as reopened:
         assert reopened.agents() == ["a", "b"]
+
+
+def test_an_empty_parent_is_no_parent_and_the_agent_a_root(tmp_path: Path) -> None:
+    # spawn: "an empty ``parent`` is none (a root agent), as in the original": live, journaled
+    # and replayed; no agent is a child of the empty id
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+        assert runtime.spawn("c", parent="").parent is None
+        assert runtime.children("") == []
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        (spawned,) = [r.event for r in journal.read(stream="agent/c")]
+        assert isinstance(spawned, AgentSpawned)
+        assert spawned.parent is None
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+        assert runtime.agent("c").parent is None
+
+
+def test_a_second_close_returns_once_the_first_is_over(tmp_path: Path) -> None:
+    # close(): "A second caller waits for the first": once it returns, the runtime is
+    # closed through to its journal, which the path can be opened on again
+    entered, gate = threading.Event(), threading.Event()
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    config = Config(runtime=RuntimeConfig(call_timeout=2.0))
+    runtime = Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=behaviors)
+    first: threading.Thread | None = None
+    try:
+        runtime.spawn("s", behavior="gated")
+        runtime.bus.send("u", "s", "hold")
+        assert entered.wait(10)
+        first, _ = _in_thread(runtime.close)  # waits call_timeout for the busy agent to stop
+        assert _until(lambda: runtime.closed)
+        runtime.close()  # the second caller
+        with Runtime.open(tmp_path / "j", clock=FakeClock()) as again:
+            assert again.agents() == ["s"]
+    finally:
+        gate.set()
+        if first is not None:
+            first.join(30)
+        runtime.close()
+
+
+@pytest.mark.parametrize("journaled", [True, False], ids=["journal", "memory"])
+def test_a_publication_returns_the_agents_it_went_to_as_its_event_names_them(
+    tmp_path: Path, journaled: bool
+) -> None:
+    # publish_task_context: "Returns the ids it went to": the agents its journaled event
+    # names, in the event's order (no order is promised beyond that one)
+    path = tmp_path / "j" if journaled else None
+    with Runtime.open(path, clock=FakeClock()) as runtime:
+        for agent_id in ("b", "a", "c"):
+            runtime.spawn(agent_id, task_id="t")
+        runtime.spawn("other", task_id="u")
+        sent = runtime.publish_task_context("t", {"goal": "g"})
+    assert sorted(sent) == ["a", "b", "c"]
+    if path is not None:
+        with Journal.open(path, readonly=True) as journal:
+            (event,) = [r.event for r in journal.read() if isinstance(r.event, TaskContextPublished)]
+        assert list(event.agents) == sent
+
+
+def test_a_journal_whose_chain_is_broken_is_refused_with_its_verification_report(
+    tmp_path: Path, break_link: Callable[[Path, int], None]
+) -> None:
+    # open: "JournalIntegrityError: the journal fails verification", naming the record, with
+    # the report a caller can read (as ``cogfabric verify`` gives it)
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
+        runtime.spawn("a")
+        runtime.spawn("b")
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        last = journal.last_seq
+    break_link(tmp_path / "j", last)
+
+    with pytest.raises(JournalIntegrityError, match=f"at seq {last}") as raised:
+        Runtime.open(tmp_path / "j", clock=FakeClock())
+
+    assert isinstance(raised.value.report, VerifyReport)
+    assert raised.value.report.first_bad_seq == last
+    assert not raised.value.report.ok

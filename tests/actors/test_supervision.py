@@ -558,6 +558,8 @@ class TestBehaviors:
         runtimes: list[Runtime] = []
         calls: dict[str, Callable[[Runtime, str], object]] = {
             "suspend": lambda rt, me: rt.suspend(me),
+            # RUNNING, yet its own resume is not AgentNotSuspendedError: it would wait for itself
+            "resume": lambda rt, me: rt.resume(me),
             "kill": lambda rt, me: rt.kill(me),
             "set_private": lambda rt, me: rt.agent(me).set_private("k", 1),
             "private": lambda rt, me: rt.agent(me).private("k"),
