@@ -1975,6 +1975,7 @@ class TestBackpressure:
     def test_a_behavior_sending_to_itself_with_its_mailbox_full_fails_at_once(self) -> None:
         # only that behavior, which would wait, could make room: no call_timeout (30 s) wait
         outcome: list[str] = []
+        answered = threading.Event()
 
         class SelfSender:
             def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
@@ -1987,6 +1988,7 @@ class TestBackpressure:
                     outcome.append(str(exc))
                 ctx.subscribe("news")
                 outcome.append(f"broadcast reached {ctx.broadcast('news', 2)}")
+                answered.set()
 
         with _open(None, mailbox=2, timeout=30, behaviors={"self": SelfSender}) as runtime:
             runtime.spawn("a", behavior="self")
@@ -1994,6 +1996,7 @@ class TestBackpressure:
             runtime.bus.send("x", "a", "one")
             runtime.bus.send("x", "a", "two")  # the mailbox is full now
             Gate.release.set()
+            assert answered.wait(10)  # well within call_timeout: neither waited for room
             runtime.flush()
 
             assert outcome == [
