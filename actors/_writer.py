@@ -73,12 +73,14 @@ class Ack:
     which the sync ring's profile showed at a quarter of its CPU (bench/fabric.py).
     """
 
-    __slots__ = ("_lock", "error", "seqs", "ticket")
+    __slots__ = ("_lock", "_over", "error", "seqs", "ticket")
 
     def __init__(self, ticket: int) -> None:
         self.ticket = ticket
         self.seqs: list[int] = []
         self.error: BaseException | None = None
+        self._over = False
+        """Set before the lock is released: a waiter holds the lock for a moment as it wakes."""
         self._lock = _thread.allocate_lock()
         self._lock.acquire()
 
@@ -93,10 +95,11 @@ class Ack:
             JournalError: the append failed (the journal is fail-stop).
 
         """
-        if not self._lock.acquire(timeout=bounded_wait(timeout, 0.0)):
-            msg = f"the journal did not acknowledge within {timeout} s; the outcome is unknown"
-            raise ActorTimeoutError(msg)
-        self._lock.release()  # let a second wait() return at once too
+        if not self._over:
+            if not self._lock.acquire(timeout=bounded_wait(timeout, 0.0)):
+                msg = f"the journal did not acknowledge within {timeout} s; the outcome is unknown"
+                raise ActorTimeoutError(msg)
+            self._lock.release()  # let a second wait() return at once too
         if self.error is not None:
             # One error object answers every submission of a failed group: raised as it
             # is from many threads, each raise would add its frames to the same traceback.
@@ -106,11 +109,12 @@ class Ack:
     @property
     def done(self) -> bool:
         """Whether the submission was committed or failed."""
-        return not self._lock.locked()
+        return self._over
 
     def _resolve(self, seqs: list[int], error: BaseException | None) -> None:
         self.seqs = seqs
         self.error = error
+        self._over = True
         self._lock.release()
 
 

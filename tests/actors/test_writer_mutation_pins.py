@@ -1,9 +1,10 @@
-"""The journal writer's promises that a second mutation test of actors/_writer.py found no test held.
+"""The journal writer's promises that mutation tests of actors/_writer.py found no test held.
 
 Each test names what the writer's docstrings promise: ``wait_for_room``'s refusals,
 ``stop_soon`` waking a producer that waits for room, the overfull warning once per
-episode, which publications cut an agent's snapshot short, and a snapshot carried to
-the next commit that a refused group does not lose.
+episode, which publications cut an agent's snapshot short, a snapshot carried to the
+next commit that a refused group does not lose, nor a stop with no commit after it,
+and a submission's waiter woken before its post-commit action runs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cogfabric import RuntimeClosedError
-from cogfabric.actors._writer import JournalWriter
+from cogfabric.actors._writer import Ack, JournalWriter
 from cogfabric.events import PrivateSet, TaskContextPublished
 from cogfabric.store import InvalidStreamError, Journal, JournalFullError, JournalStillFullError, Snapshot
 
@@ -223,3 +224,63 @@ def test_a_snapshot_is_cut_short_only_by_a_later_publication_to_its_own_agent(ga
 
 def other(agent: str) -> PrivateSet:
     return PrivateSet(at=1.0, agent=agent, key=f"{agent}0", value=0)
+
+
+def test_a_snapshot_carried_to_the_next_commit_is_saved_by_a_stop_with_nothing_after_it(
+    gated: GatedJournal,
+) -> None:
+    # A snapshot covering an event of its own commit is "saved with the next" (_gather);
+    # stop "commits what is waiting": with no submission after it, the writer saves it
+    # in a commit of its own rather than drop it when it stops.
+    writer, _ = stuck_writer(gated)
+    try:
+        writer.submit_nowait([event(1)])  # seq 2, in one group with the snapshot
+        writer.submit_snapshot("agent/a", b"state")  # covers seq 2: carried to the next commit
+        gated.gate.set()
+    finally:
+        gated.gate.set()
+        writer.stop(WAIT)
+    assert keys(gated) == ["k0", "k1"]
+    assert gated.load_snapshot("agent/a") == Snapshot("agent/a", 2, b"state")
+
+
+def test_a_submissions_waiter_is_woken_before_its_post_commit_action_runs(gated: GatedJournal) -> None:
+    # _settle: "Resolve a submission's ack, run its post-commit action". The bus relies on
+    # it (_Handoff): a caller whose wait timed out as the action ran finds the ack resolved
+    # (``ack.wait(0.0)``), else its message, committed, would be neither its nor the
+    # action's to deliver.
+    writer, _ = stuck_writer(gated)
+    acks: list[Ack] = []
+    seen: list[object] = []
+    ran = threading.Event()
+
+    def after(committed: bool) -> None:
+        ack = acks[0]  # nobody else waits on it now: a waiter holds its lock as it wakes
+        seen.append((committed, ack.done, ack.wait(0.0) if ack.done else None))
+        ran.set()
+
+    try:
+        ack = writer.submit([event(1)], after=after)
+        assert ack is not None
+        acks.append(ack)
+        gated.gate.set()
+        assert ran.wait(WAIT)
+        assert seen == [(True, True, [2])]
+        assert ack.wait(WAIT) == [2]
+    finally:
+        gated.gate.set()
+        writer.stop(WAIT)
+
+
+def test_a_resolved_ack_answers_at_once_while_another_waiter_wakes() -> None:
+    # Ack.wait: "0 or less does not wait", and a second wait() "returns at once too";
+    # done: "whether the submission was committed or failed". A waiter holds the ack's
+    # lock for a moment as it wakes: meanwhile a resolved ack is still resolved.
+    ack = Ack(1)
+    ack._resolve([7], None)
+    assert ack._lock.acquire(timeout=WAIT)  # another waiter, between its acquire and release
+    try:
+        assert ack.done
+        assert ack.wait(0.0) == [7]
+    finally:
+        ack._lock.release()
