@@ -31,7 +31,6 @@ from cogfabric.actors import (
     ProviderError,
     Runtime,
     RuntimeClosedError,
-    RuntimeConfig,
     ScriptedProvider,
     _llm,
     render_messages,
@@ -47,7 +46,7 @@ from cogfabric.events import (
 )
 from cogfabric.store import Journal
 
-from .test_supervision import _stall
+from .test_supervision import _short_call_timeout, _stall
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -523,13 +522,13 @@ def test_the_prompt_hash_is_the_hex_blake2b_128_of_its_utf8() -> None:
 def test_a_turn_whose_refused_windows_record_timed_out_raises_the_timeout(tmp_path: Path) -> None:
     # The refusal's record outlasting call_timeout is that timeout (ActorTimeoutError), also
     # for a client's first turn, which had no output of an earlier turn to look at
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3), llm=LLMConfig(max_prompt_length=20))
+    config = Config(llm=LLMConfig(max_prompt_length=20))
     provider = ScriptedProvider(["unused"])
     with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), llm_provider=provider) as runtime:
         session = runtime.memory.create_session("u")
         gate = _stall(runtime, lambda events: any(isinstance(e, PromptRejected) for e in events))
         try:
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.llm().turn(session, "hi")
         finally:
             gate.set()
