@@ -76,7 +76,7 @@ def test_the_installed_console_script_and_python_dash_m_run(tmp_path: Path) -> N
 
 
 def test_each_commands_help_keeps_its_example_on_lines_of_its_own() -> None:
-    for command in ("simulate", "verify", "replay", "export", "inspect", "bench", "verify-export"):
+    for command in ("simulate", "verify", "replay", "export", "inspect", "bench", "verify-export", "trace"):
         result = CliRunner().invoke(main, [command, "--help"], terminal_width=100)
 
         assert result.exit_code == 0, command

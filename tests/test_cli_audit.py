@@ -121,9 +121,10 @@ def test_audit_commands_never_change_the_data_file(simulated: Path) -> None:
         runner.invoke(main, ["inspect", str(simulated)]),
         runner.invoke(main, ["replay", str(simulated), "--agent", "researcher-000"]),
         runner.invoke(main, ["export", str(simulated)]),
+        runner.invoke(main, ["trace", str(simulated), "--seq", "100"]),
     ]
 
-    assert [r.exit_code for r in results] == [0, 0, 0, 0]
+    assert [r.exit_code for r in results] == [0, 0, 0, 0, 0]
     assert _digest(simulated) == before
 
 
@@ -312,7 +313,7 @@ def test_the_refusal_to_audit_in_place_names_what_is_not_writable(
 def test_every_command_has_help_with_an_example() -> None:
     runner = CliRunner()
 
-    for command in ("simulate", "verify", "replay", "export", "inspect", "verify-export"):
+    for command in ("simulate", "verify", "replay", "export", "inspect", "verify-export", "trace"):
         result = runner.invoke(main, [command, "--help"])
         assert result.exit_code == 0
         assert "Example" in result.output

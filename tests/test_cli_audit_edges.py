@@ -40,7 +40,14 @@ from cogfabric.store.testing import make_events
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-AUDITS = (["verify"], ["inspect"], ["export"], ["replay", "--agent", "a0"], ["replay"])
+AUDITS = (
+    ["verify"],
+    ["inspect"],
+    ["export"],
+    ["replay", "--agent", "a0"],
+    ["replay"],
+    ["trace", "--seq", "1"],
+)
 
 
 def _journal(tmp_path: Path, count: int = 40, *, key: bytes | None = None) -> Path:

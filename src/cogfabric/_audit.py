@@ -54,6 +54,7 @@ __all__ = [
     "journal_view",
     "open_for_audit",
     "session_view",
+    "trace_view",
 ]
 
 _IPC_SHOWN = 20
@@ -659,6 +660,128 @@ def journal_view(journal: LmdbJournal, at: int | None) -> dict[str, Any]:
                 }
             )
     return {"at": at, "agents": agents, "sessions": sessions}
+
+
+def _parent_id(event: Event) -> str | None:
+    """The id of the event ``event`` follows from: its ``cause``, else the message it delivers.
+
+    A delivery names its message by ``message_id`` alone; a dead letter names it as its
+    cause too (records written before it did name it by ``message_id`` alone).
+    """
+    if event.cause is not None:
+        return event.cause
+    if isinstance(event, IpcDelivered | IpcDeadLettered):
+        return event.message_id
+    return None
+
+
+def _record_at(journal: LmdbJournal, seq: int) -> Record | None:
+    return next(iter(journal.read(after=seq - 1, until=seq)), None)
+
+
+def trace_view(journal: LmdbJournal, seq: int, *, until: int, depth: int | None = None) -> dict[str, Any]:
+    """The causal chain of the record at ``seq``: what led to it, and what it led to.
+
+    An event follows from the one its ``cause`` names (a behavior's changes, sends and
+    LLM records name the message it handled; a reply names its request), or, for an
+    IPC delivery or dead letter without one, from the message it names.
+
+    ``causes``: the record ``seq``'s event follows from, the one that follows from, and
+    so on, the root first, each as ``export_line`` shows it. A walk that reaches an id
+    no record up to ``until`` holds (a cause given from outside the journal, a message
+    refused before it was journaled, a record past ``until``) ends with ``{"id": ...,
+    "seq": None}``; one that comes back to a record it passed (events appended by hand
+    can name each other) ends with ``{"id": ..., "seq": ..., "loop": True}``.
+
+    ``effects``: every record up to ``until`` that follows from the record, or from one
+    of its effects, ``depth`` levels deep (None: every level), in seq order, each with
+    ``from`` (the seq of the record it follows from) and ``level`` (1 for the record's
+    own effects). A flat list, not a tree: a chain of replies may be thousands deep. The
+    runtime stores a record after what it follows from, but a journal does not promise
+    it (events appended by hand may name any id as their cause), so the whole journal is
+    searched, twice or more (see ``_effects``).
+
+    Returns ``{"seq", "until", "record", "causes", "effects"}``; ``record`` is None when
+    no record ``seq`` is up to ``until``.
+    """
+    record = _record_at(journal, seq) if 0 < seq <= until else None
+    if record is None:
+        return {"seq": seq, "until": until, "record": None, "causes": [], "effects": []}
+    return {
+        "seq": seq,
+        "until": until,
+        "record": export_line(record),
+        "causes": _causes(journal, record, until),
+        "effects": _effects(journal, record, until, depth),
+    }
+
+
+def _causes(journal: LmdbJournal, record: Record, until: int) -> list[dict[str, Any]]:
+    """The records ``record`` follows from, the root first (see ``trace_view``)."""
+    chain: list[dict[str, Any]] = []
+    seen = {record.event.id}
+    parent = _parent_id(record.event)
+    while parent is not None:
+        seq = journal.seq_of(parent)
+        if parent in seen:  # only events appended by hand, with chosen ids, can make a loop
+            chain.append({"id": parent, "seq": seq, "loop": True})
+            break
+        found = _record_at(journal, seq) if seq is not None and seq <= until else None
+        if found is None or found.event.id != parent:
+            chain.append({"id": parent, "seq": None})
+            break
+        chain.append(export_line(found))
+        seen.add(parent)
+        parent = _parent_id(found.event)
+    chain.reverse()
+    return chain
+
+
+def _effects(journal: LmdbJournal, record: Record, until: int, depth: int | None) -> list[dict[str, Any]]:
+    """The records that follow from ``record`` (see ``trace_view``), in seq order.
+
+    After a pass over every record, a record missed is one read before the record it
+    follows from was found, so before the last one found: the next pass reads only
+    those. A pass that finds none ends the search; one over part of the journal that
+    finds some is followed by a whole one (what follows from them may be anywhere).
+    """
+    found: dict[str, tuple[int, int]] = {record.event.id: (record.seq, 0)}  # id -> (seq, level)
+    effects: list[dict[str, Any]] = []
+    end, whole = until, True
+    while True:
+        last = _find_effects(journal, end, found, effects, depth)
+        if not last:
+            break
+        end, whole = (last - 1, False) if whole else (until, True)
+    effects.sort(key=lambda effect: effect["seq"])
+    return effects
+
+
+def _find_effects(
+    journal: LmdbJournal,
+    end: int,
+    found: dict[str, tuple[int, int]],
+    effects: list[dict[str, Any]],
+    depth: int | None,
+) -> int:
+    """One pass over the records up to ``end``: add those that follow from one found.
+
+    Returns the last seq it added (0: none).
+    """
+    last = 0
+    for candidate in journal.read(until=end):
+        event = candidate.event
+        parent = _parent_id(event)
+        if parent is None or parent not in found or event.id in found:
+            continue
+        parent_seq, parent_level = found[parent]
+        level = parent_level + 1
+        if depth is not None and level > depth:
+            continue
+        effects.append({**export_line(candidate), "from": parent_seq, "level": level})
+        found[event.id] = (candidate.seq, level)
+        last = candidate.seq
+    return last
 
 
 def _ext_as_builtin(value: object) -> object:

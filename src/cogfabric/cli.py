@@ -946,6 +946,132 @@ _NAME_MAX = 200
 
 @main.command()
 @_JOURNAL
+@click.option("--seq", multiple=True, callback=_once, type=click.IntRange(1), help="Trace this record.")
+@click.option(
+    "--id",
+    "event_id",
+    multiple=True,
+    callback=_once,
+    help="Trace the record of this event id (an IPC message's id is its event's).",
+)
+@click.option(
+    "--depth",
+    multiple=True,
+    callback=_once,
+    type=click.IntRange(0),
+    help="Follow effects this many levels down (default: every level).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@_keyed
+@_COPY
+@_NO_VERIFY
+def trace(
+    journal: Path,
+    seq: int | None,
+    event_id: str | None,
+    depth: int | None,
+    as_json: bool,
+    key: bytes | str | None,
+    copy: bool,
+    no_verify: bool,
+) -> None:
+    """Show what led to a record, the root first, and what it led to, as a tree.
+
+    An event follows from the one its cause names: an agent's changes, sends and model
+    records made while its behavior handles a message name that message, a reply its
+    request; a message's delivery or dead letter follows from the message. Effects are
+    searched in every record up to the last one verified.
+
+    \b
+    Examples:
+        cogfabric trace ./cogfabric-journal --seq 4001
+        cogfabric trace ./cogfabric-journal --id MESSAGE_ID --depth 1 --json
+    """
+    _need_stdout()
+    from cogfabric._audit import encode_json, trace_view  # noqa: PLC0415
+
+    if (seq is None) == (event_id is None):
+        _fail("give one of --seq or --id")
+    try:
+        with _audit(journal, copy=copy, key=key) as opened:
+            verified = _check(opened, skip=no_verify)
+            if event_id is not None:
+                seq = opened.seq_of(event_id)
+                if seq is None or seq > verified:
+                    _fail(f"no record up to seq {verified} holds the event id {_printable(repr(event_id))}")
+            assert seq is not None  # one of the two was given
+            if seq > verified:
+                _fail(f"--seq {seq} is past the journal's last seq {verified}")
+            view = trace_view(opened, seq, until=verified, depth=depth)
+    except _journal_errors() as exc:
+        _fail_journal(exc, key)
+    if as_json:
+        click.echo(encode_json(view, indent=2))  # as export encodes: strict JSON
+        return
+    _print_trace(view)
+
+
+def _print_trace(view: dict[str, Any]) -> None:
+    """``trace_view`` as lines: the causes, the record, its effects indented by level."""
+    lines = ["caused by, the root first:" if view["causes"] else "caused by: nothing (a root)"]
+    for cause in view["causes"]:
+        if cause.get("loop"):
+            lines.append(f"  id {_shown_name(cause['id'])}: seq {cause['seq']} again (the causes loop)")
+        elif cause["seq"] is None:
+            lines.append(f"  id {_shown_name(cause['id'])}: no record up to seq {view['until']} holds it")
+        else:
+            lines.append("  " + _trace_line(cause))
+    lines.append("record:")
+    lines.append("  " + _trace_line(view["record"]))
+    effects = view["effects"]
+    if not effects:
+        lines.append(f"led to: nothing, up to seq {view['until']}")
+    else:
+        lines.append(f"led to {len(effects):,} record{'s' * (len(effects) != 1)}, up to seq {view['until']}:")
+        children: dict[int, list[dict[str, Any]]] = {}
+        for effect in effects:
+            children.setdefault(effect["from"], []).append(effect)
+        stack = list(reversed(children.get(view["seq"], [])))
+        while stack:  # depth first, without recursion: a chain of replies may be thousands deep
+            node = stack.pop()
+            lines.append("  " * node["level"] + _trace_line(node))
+            stack.extend(reversed(children.get(node["seq"], [])))
+    for line in lines:
+        click.echo(line)
+
+
+def _shown_name(value: object) -> str:
+    """A name, topic or key as JSON shows it (quoted: a newline cannot fake a line); its start if long."""
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+
+    text = encode_json(value).decode()
+    if len(text) > _NAME_MAX:
+        text = f"{text[:_NAME_MAX]}... ({len(text):,} characters)"
+    return _printable(text, backslash=False)
+
+
+def _trace_line(node: dict[str, Any]) -> str:
+    """One record of a trace: seq, type, stream, and what it is about (a message's route and topic, a key)."""
+    data = node["data"]
+    kind = node["type"]
+    about = ""
+    if kind == "IpcMessage":
+        to = _shown_name(data["recipient"]) if data["recipient"] else "*"
+        about = f"{data['kind']} {_shown_name(data['sender'])} -> {to} {_shown_name(data['topic'])}"
+    elif kind == "IpcDelivered":
+        about = f"to {_shown_name(data['recipient'])}"
+    elif kind == "IpcDeadLettered":
+        about = f"{_shown_name(data['reason'])}"
+    elif kind == "PrivateSet":
+        about = f"key {_shown_name(data['key'])}"
+    elif kind == "LifecycleChanged":
+        about = _shown_name(data["state"])
+    line = f"seq {node['seq']} {_printable(str(kind))} {_printable(str(node['stream']))}"
+    return f"{line} {about}" if about else line
+
+
+@main.command()
+@_JOURNAL
 @click.option(
     "--output",
     "-o",
