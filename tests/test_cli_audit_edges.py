@@ -1227,6 +1227,17 @@ def test_inspect_json_names_a_journal_whose_directory_name_is_not_utf8(tmp_path:
     assert json.loads(result.output)["path"] == str(tmp_path / "\\xffdir")
 
 
+def test_inspect_escapes_control_characters_in_the_journals_name(tmp_path: Path) -> None:
+    path = tmp_path / "j\x1b[2J\nrecords   999"
+    with Journal.open(path) as journal:
+        journal.append(make_events(2))
+
+    result = CliRunner().invoke(main, ["inspect", str(path)])
+
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == f"journal   {tmp_path}/j\\x1b[2J\\nrecords   999"
+
+
 def test_an_export_into_a_symlink_loop_is_a_usage_error(tmp_path: Path) -> None:
     path = _journal(tmp_path, 5)
     loop = tmp_path / "loop"

@@ -1392,7 +1392,7 @@ def inspect(journal: Path, as_json: bool, key: bytes | str | None, copy: bool, n
     if as_json:
         click.echo(encode_json(summary, indent=2))  # strict JSON: a NaN time as null
         return
-    click.echo(f"journal   {summary['path']}")
+    click.echo(f"journal   {_printable(summary['path'], backslash=False)}")  # backslashreplace's escapes kept
     click.echo(f"format    {summary['format']} ({summary['hash']}{', keyed' if summary['keyed'] else ''})")
     click.echo(f"records   {summary['records']:,} in {summary['stream_count']:,} streams")
     click.echo(f"head      seq {summary['head_seq']}, chain {summary['head_chain'] or '-'}")
