@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import cogfabric as cf
-from cogfabric._audit import open_for_audit, trace_view
+from cogfabric._audit import encode_json, open_for_audit, trace_view
 from cogfabric.cli import main
 from cogfabric.events import Event, IpcDelivered, IpcMessage, PrivateSet
 from cogfabric.store import Journal
@@ -203,7 +203,9 @@ def test_a_chain_thousands_deep_is_shown_as_text_and_json(tmp_path: Path) -> Non
 
     assert text.exit_code == 0, text.output
     assert f"led to {deep:,} records" in text.output
-    assert text.output.rstrip().endswith(f'{"  " * deep}seq {deep + 1} PrivateSet agent/a key "k"')
+    assert text.output.rstrip().endswith(
+        f'{"  " * 40}[level {deep:,}] seq {deep + 1} PrivateSet agent/a key "k"'
+    )
     assert as_json.exit_code == 0, as_json.output
     assert len(json.loads(as_json.output)["causes"]) == deep
 
@@ -239,6 +241,20 @@ def test_the_json_is_the_view(conversation: tuple[Path, str]) -> None:
     assert shown["effects"]
     assert {e["level"] for e in shown["effects"]} == {1}
     assert shown == json.loads(json.dumps(_trace(path, seq, depth=1)))
+
+
+@pytest.mark.parametrize("depth", [None, 0, 1])
+def test_the_json_written_as_effects_are_read_is_the_views_document_byte_for_byte(
+    conversation: tuple[Path, str], depth: int | None
+) -> None:
+    path, go_id = conversation
+    seq = _seq_of(path, go_id)
+    given = [] if depth is None else ["--depth", str(depth)]
+
+    result = CliRunner().invoke(main, ["trace", str(path), "--seq", str(seq), "--json", *given])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == encode_json(_trace(path, seq, depth=depth), indent=2) + b"\n"
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import tempfile
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 
@@ -45,15 +45,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuditAccessError",
+    "Trace",
     "agent_view",
     "check_snapshots",
     "encode_json",
     "export_line",
     "export_lines",
+    "find_trace",
     "inspect_journal",
     "journal_view",
     "open_for_audit",
     "session_view",
+    "trace_effects",
     "trace_view",
 ]
 
@@ -679,6 +682,18 @@ def _record_at(journal: LmdbJournal, seq: int) -> Record | None:
     return next(iter(journal.read(after=seq - 1, until=seq)), None)
 
 
+class Trace(NamedTuple):
+    """What ``find_trace`` found: the record, what led to it, and where its effects are."""
+
+    seq: int
+    until: int
+    record: dict[str, Any]
+    """The record as ``export_line`` shows it."""
+    causes: list[dict[str, Any]]
+    effects: dict[int, tuple[int, int]]
+    """Each effect's seq, in seq order, with ``(from, level)``; ``trace_effects`` reads them."""
+
+
 def trace_view(journal: LmdbJournal, seq: int, *, until: int, depth: int | None = None) -> dict[str, Any]:
     """The causal chain of the record at ``seq``: what led to it, and what it led to.
 
@@ -696,24 +711,58 @@ def trace_view(journal: LmdbJournal, seq: int, *, until: int, depth: int | None 
     ``effects``: every record up to ``until`` that follows from the record, or from one
     of its effects, ``depth`` levels deep (None: every level), in seq order, each with
     ``from`` (the seq of the record it follows from) and ``level`` (1 for the record's
-    own effects). A flat list, not a tree: a chain of replies may be thousands deep. The
-    runtime stores a record after what it follows from, but a journal does not promise
-    it (events appended by hand may name any id as their cause), so the whole journal is
-    searched, twice or more (see ``_effects``).
+    own effects). A flat list, not a tree: a chain of replies may be thousands deep.
 
     Returns ``{"seq", "until", "record", "causes", "effects"}``; ``record`` is None when
-    no record ``seq`` is up to ``until``.
+    no record ``seq`` is up to ``until``. It holds every effect whole: ``find_trace`` and
+    ``trace_effects`` hand them out one by one.
     """
-    record = _record_at(journal, seq) if 0 < seq <= until else None
-    if record is None:
+    found = find_trace(journal, seq, until=until, depth=depth)
+    if found is None:
         return {"seq": seq, "until": until, "record": None, "causes": [], "effects": []}
     return {
         "seq": seq,
         "until": until,
-        "record": export_line(record),
-        "causes": _causes(journal, record, until),
-        "effects": _effects(journal, record, until, depth),
+        "record": found.record,
+        "causes": found.causes,
+        "effects": list(trace_effects(journal, found.effects)),
     }
+
+
+def find_trace(journal: LmdbJournal, seq: int, *, until: int, depth: int | None = None) -> Trace | None:
+    """``trace_view``'s search, keeping only each effect's seq, ``from`` and ``level``.
+
+    None when no record ``seq`` is up to ``until``.
+
+    The runtime stores a record after what it follows from, but a journal does not
+    promise it (events appended by hand may name any id as their cause), so the whole
+    journal is searched: one pass when nothing follows from the record, two for a
+    journal the runtime wrote, three at most whatever the order of its records (see
+    ``_effects``). ``trace_effects`` then reads from the first effect to the last.
+    """
+    record = _record_at(journal, seq) if 0 < seq <= until else None
+    if record is None:
+        return None
+    return Trace(
+        seq=seq,
+        until=until,
+        record=export_line(record),
+        causes=_causes(journal, record, until),
+        effects=_effects(journal, record, until, depth),
+    )
+
+
+def trace_effects(journal: LmdbJournal, effects: dict[int, tuple[int, int]]) -> Iterator[dict[str, Any]]:
+    """Each of ``Trace.effects`` as ``export_line`` shows it, with ``from`` and ``level``, in seq order.
+
+    One read, from the first effect to the last.
+    """
+    if not effects:
+        return
+    for candidate in journal.read(after=min(effects) - 1, until=max(effects)):
+        shown = effects.get(candidate.seq)
+        if shown is not None:
+            yield {**export_line(candidate), "from": shown[0], "level": shown[1]}
 
 
 def _causes(journal: LmdbJournal, record: Record, until: int) -> list[dict[str, Any]]:
@@ -737,31 +786,68 @@ def _causes(journal: LmdbJournal, record: Record, until: int) -> list[dict[str, 
     return chain
 
 
-def _effects(journal: LmdbJournal, record: Record, until: int, depth: int | None) -> list[dict[str, Any]]:
-    """The records that follow from ``record`` (see ``trace_view``), in seq order.
+def _effects(
+    journal: LmdbJournal, record: Record, until: int, depth: int | None
+) -> dict[int, tuple[int, int]]:
+    """The records that follow from ``record`` (see ``trace_view``): seq -> (from, level), in seq order.
 
     After a pass over every record, a record missed is one read before the record it
-    follows from was found, so before the last one found: the next pass reads only
-    those. A pass that finds none ends the search; one over part of the journal that
-    finds some is followed by a whole one (what follows from them may be anywhere).
+    follows from was found, so before the last one found: a second pass reads only
+    those. One that finds none ends the search (a journal the runtime wrote: two passes).
+    One that finds some means records stored before what they follow from (appended by
+    hand), where a pass can find as few as one more each time (a chain stored backwards:
+    one pass a record, each over the whole journal): the rest are then found from one
+    more pass, which notes every record's cause. At most three passes here, whatever
+    the order, and ``trace_effects``'s read.
     """
     found: dict[str, tuple[int, int]] = {record.event.id: (record.seq, 0)}  # id -> (seq, level)
-    effects: list[dict[str, Any]] = []
-    end, whole = until, True
-    while True:
-        last = _find_effects(journal, end, found, effects, depth)
-        if not last:
-            break
-        end, whole = (last - 1, False) if whole else (until, True)
-    effects.sort(key=lambda effect: effect["seq"])
-    return effects
+    effects: dict[int, tuple[int, int]] = {}
+    last = _find_effects(journal, until, found, effects, depth)
+    if last and _find_effects(journal, last - 1, found, effects, depth):
+        _find_the_rest(journal, until, found, effects, depth)
+    return dict(sorted(effects.items()))
+
+
+def _find_the_rest(
+    journal: LmdbJournal,
+    until: int,
+    found: dict[str, tuple[int, int]],
+    effects: dict[int, tuple[int, int]],
+    depth: int | None,
+) -> None:
+    """Add every effect not found yet, in one pass whatever the order of the records.
+
+    It notes, for each id, the records not found yet that follow from it (their seqs
+    and ids: memory for every such record, spent only on a journal appended out of
+    order); what follows from the ones found is then walked without the journal.
+    """
+    waiting: dict[str, list[tuple[int, str]]] = {}
+    for candidate in journal.read(until=until):
+        event = candidate.event
+        parent = _parent_id(event)
+        if parent is not None and event.id not in found:
+            waiting.setdefault(parent, []).append((candidate.seq, event.id))
+    queue = [parent for parent in found if parent in waiting]
+    while queue:
+        parent = queue.pop()
+        parent_seq, parent_level = found[parent]
+        level = parent_level + 1
+        if depth is not None and level > depth:
+            continue
+        for seq, event_id in waiting.pop(parent, ()):
+            if event_id in found:
+                continue
+            found[event_id] = (seq, level)
+            effects[seq] = (parent_seq, level)
+            if event_id in waiting:
+                queue.append(event_id)
 
 
 def _find_effects(
     journal: LmdbJournal,
     end: int,
     found: dict[str, tuple[int, int]],
-    effects: list[dict[str, Any]],
+    effects: dict[int, tuple[int, int]],
     depth: int | None,
 ) -> int:
     """One pass over the records up to ``end``: add those that follow from one found.
@@ -778,7 +864,7 @@ def _find_effects(
         level = parent_level + 1
         if depth is not None and level > depth:
             continue
-        effects.append({**export_line(candidate), "from": parent_seq, "level": level})
+        effects[candidate.seq] = (parent_seq, level)
         found[event.id] = (candidate.seq, level)
         last = candidate.seq
     return last

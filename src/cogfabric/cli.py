@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from typing import BinaryIO
 
+    from cogfabric._audit import Trace
     from cogfabric._export_check import ExportReport
     from cogfabric._simulation import SimulationReport
 
@@ -988,7 +989,7 @@ def trace(
         cogfabric trace ./cogfabric-journal --id MESSAGE_ID --depth 1 --json
     """
     _need_stdout()
-    from cogfabric._audit import encode_json, trace_view  # noqa: PLC0415
+    from cogfabric._audit import find_trace, trace_effects  # noqa: PLC0415
 
     if (seq is None) == (event_id is None):
         _fail("give one of --seq or --id")
@@ -998,46 +999,92 @@ def trace(
             if event_id is not None:
                 seq = opened.seq_of(event_id)
                 if seq is None or seq > verified:
-                    _fail(f"no record up to seq {verified} holds the event id {_printable(repr(event_id))}")
+                    shown = _printable(repr(event_id), backslash=False)  # repr's escapes read once
+                    _fail(f"no record up to seq {verified} holds the event id {shown}")
             assert seq is not None  # one of the two was given
             if seq > verified:
                 _fail(f"--seq {seq} is past the journal's last seq {verified}")
-            view = trace_view(opened, seq, until=verified, depth=depth)
+            found = find_trace(opened, seq, until=verified, depth=depth)
+            assert found is not None  # seqs are gapless: a record up to the verified one is there
+            # the effects are read as they are shown: a record that led to a million holds
+            # them one by one, not all whole at once
+            effects = trace_effects(opened, found.effects)
+            if as_json:
+                _print_trace_json(found, effects)
+            else:
+                _print_trace(found, effects, depth)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
-    if as_json:
-        click.echo(encode_json(view, indent=2))  # as export encodes: strict JSON
-        return
-    _print_trace(view)
 
 
-def _print_trace(view: dict[str, Any]) -> None:
-    """``trace_view`` as lines: the causes, the record, its effects indented by level."""
-    lines = ["caused by, the root first:" if view["causes"] else "caused by: nothing (a root)"]
-    for cause in view["causes"]:
+_INDENT_MAX = 40
+"""The levels of effects ``trace`` shows by indenting them; one deeper shows its level as a number."""
+
+_LINES_A_WRITE = 1_000
+
+
+def _print_trace_json(found: Trace, effects: Iterator[dict[str, Any]]) -> None:
+    """``trace_view``'s JSON (as ``encode_json(view, indent=2)``), written as the effects are read."""
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+
+    head = {"seq": found.seq, "until": found.until, "record": found.record, "causes": found.causes}
+    parts = [encode_json(head, indent=2)[: -len(b"\n}")] + b',\n  "effects": [']
+    count = 0
+    for effect in effects:
+        parts.append(
+            b"%s\n    %s" % (b"," if count else b"", encode_json(effect, indent=2).replace(b"\n", b"\n    "))
+        )
+        count += 1
+        if len(parts) >= _LINES_A_WRITE:
+            click.echo(b"".join(parts), nl=False)
+            parts.clear()
+    parts.append(b"\n  ]\n}" if count else b"]\n}")
+    click.echo(b"".join(parts))
+
+
+def _print_trace(found: Trace, effects: Iterator[dict[str, Any]], depth: int | None) -> None:
+    """A trace as lines: the causes, the record, its effects indented by level.
+
+    Indented up to ``_INDENT_MAX`` levels, then by that many and the level as a number:
+    a chain thousands deep would otherwise print a line as wide as its level, a
+    thousand times (the text growing as the square of the depth). ``depth``: the
+    ``--depth`` effects were followed to, which the count of effects says. Each effect
+    is kept as its line only, until the tree's order is known.
+    """
+    lines = ["caused by, the root first:" if found.causes else "caused by: nothing (a root)"]
+    for cause in found.causes:
         if cause.get("loop"):
             lines.append(f"  id {_shown_name(cause['id'])}: seq {cause['seq']} again (the causes loop)")
         elif cause["seq"] is None:
-            lines.append(f"  id {_shown_name(cause['id'])}: no record up to seq {view['until']} holds it")
+            lines.append(f"  id {_shown_name(cause['id'])}: no record up to seq {found.until} holds it")
         else:
             lines.append("  " + _trace_line(cause))
     lines.append("record:")
-    lines.append("  " + _trace_line(view["record"]))
-    effects = view["effects"]
-    if not effects:
-        lines.append(f"led to: nothing, up to seq {view['until']}")
+    lines.append("  " + _trace_line(found.record))
+    total = len(found.effects)
+    followed = "" if depth is None else f" {depth} level{'s' * (depth != 1)} down (--depth {depth})"
+    if depth == 0:
+        lines.append(f"led to: not followed (--depth 0), up to seq {found.until}")
+    elif not total:
+        lines.append(f"led to: nothing, up to seq {found.until}")
     else:
-        lines.append(f"led to {len(effects):,} record{'s' * (len(effects) != 1)}, up to seq {view['until']}:")
-        children: dict[int, list[dict[str, Any]]] = {}
-        for effect in effects:
-            children.setdefault(effect["from"], []).append(effect)
-        stack = list(reversed(children.get(view["seq"], [])))
-        while stack:  # depth first, without recursion: a chain of replies may be thousands deep
-            node = stack.pop()
-            lines.append("  " * node["level"] + _trace_line(node))
-            stack.extend(reversed(children.get(node["seq"], [])))
-    for line in lines:
-        click.echo(line)
+        lines.append(f"led to {total:,} record{'s' * (total != 1)}{followed}, up to seq {found.until}:")
+    shown = {effect["seq"]: _trace_line(effect) for effect in effects}
+    children: dict[int, list[int]] = {}
+    for effect_seq, (parent, _level) in found.effects.items():  # in seq order
+        children.setdefault(parent, []).append(effect_seq)
+    stack = list(reversed(children.get(found.seq, [])))
+    while stack:  # depth first, without recursion: a chain of replies may be thousands deep
+        at = stack.pop()
+        level = found.effects[at][1]
+        indent = "  " * level if level <= _INDENT_MAX else f"{'  ' * _INDENT_MAX}[level {level:,}] "
+        lines.append(indent + shown.pop(at))
+        stack.extend(reversed(children.pop(at, [])))
+        if len(lines) >= _LINES_A_WRITE:  # a write a thousand lines, not one a line
+            click.echo("\n".join(lines))
+            lines.clear()
+    if lines:
+        click.echo("\n".join(lines))
 
 
 def _shown_name(value: object) -> str:
@@ -1057,7 +1104,9 @@ def _trace_line(node: dict[str, Any]) -> str:
     about = ""
     if kind == "IpcMessage":
         to = _shown_name(data["recipient"]) if data["recipient"] else "*"
-        about = f"{data['kind']} {_shown_name(data['sender'])} -> {to} {_shown_name(data['topic'])}"
+        sort = str(data["kind"])  # the runtime's send, request, reply or broadcast; any text by hand
+        sort = _printable(sort if len(sort) <= _NAME_MAX else f"{sort[:_NAME_MAX]}...")
+        about = f"{sort} {_shown_name(data['sender'])} -> {to} {_shown_name(data['topic'])}"
     elif kind == "IpcDelivered":
         about = f"to {_shown_name(data['recipient'])}"
     elif kind == "IpcDeadLettered":
