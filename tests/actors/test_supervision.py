@@ -4524,6 +4524,27 @@ def _on_submit(runtime: Runtime, picks: Callable[[Sequence[Event]], bool], seen:
     writer.submit = submit  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _logged(logger: str, text: str) -> Iterator[threading.Event]:
+    """An event set once ``logger`` logs a record whose message holds ``text`` (at any level)."""
+    said = threading.Event()
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if text in record.getMessage():
+                said.set()
+
+    target = logging.getLogger(logger)
+    handler, level = Heard(logging.DEBUG), target.level
+    target.addHandler(handler)
+    target.setLevel(logging.DEBUG)
+    try:
+        yield said
+    finally:
+        target.removeHandler(handler)
+        target.setLevel(level)
+
+
 class TestSessionActorBehindTheJournal:
     def test_close_while_the_session_actor_waits_for_the_journal_runs_no_batch_on_its_state(
         self, tmp_path: Path
@@ -4712,12 +4733,18 @@ class TestSessionActorBehindTheJournal:
                     return take()
 
                 writer._take = take_with_the_answer  # type: ignore[method-assign]
-            with caplog.at_level(logging.WARNING, logger="cogfabric"):
+            with (
+                caplog.at_level(logging.WARNING, logger="cogfabric"),
+                _logged("cogfabric.actors._memory", "goes into its session once stored") as timed_out,
+            ):
                 with pytest.raises(ActorTimeoutError):
                     llm.turn(session, "question")
                 assert added.wait(10)
                 with pytest.raises(ActorTimeoutError):
                     runtime.memory.sessions()  # behind the answer's batch, which timed out
+                # the session actor's own wait for the answer timed out too (a refusal that
+                # came before would answer it: no batch it stopped waiting for)
+                assert timed_out.wait(10)
                 gate.set()
                 runtime.flush(10)
                 messages = [(m.role, m.content) for m in runtime.memory.get_messages(session)]
