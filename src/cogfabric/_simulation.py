@@ -247,8 +247,10 @@ def run_simulation(
     """Run (or continue) the simulation on the journal at ``path``.
 
     ``turns`` is the number of researchers' LLM turns taken in this run, spread
-    round-robin over them; the reviewers' answers to review requests are LLM turns
-    of their own, beside those, and so are the raw dumps the gate refuses. ``agents``
+    round-robin over them (a continued run takes the round-robin up where the last
+    one left it: runs of 7 turns and 8 take the rounds one of 15 takes); the
+    reviewers' answers to review requests are LLM turns of their own, beside those,
+    and so are the raw dumps the gate refuses. ``agents``
     is used when the journal is new; a journal that holds a simulation already
     continues with its own agents.
 
@@ -356,7 +358,10 @@ def _drive(
         _set_up(rt, researchers, reviewers)
     _ensure_sessions(rt, [*reviewers, *researchers])
     started = time.perf_counter()
-    first_round = max((rt.agent(a).private("rounds") or 0) for a in researchers)
+    taken = [rt.agent(a).private("rounds") or 0 for a in researchers]
+    # the round-robin goes on from the first researcher of the fewest rounds, as one run
+    # of all the turns would have: a continued run began again at the first researcher
+    start = taken.index(min(taken))
     window = _TICKS_IN_FLIGHT * len(researchers)
     finished = 0
 
@@ -369,8 +374,9 @@ def _drive(
         if n >= window:  # at most ``window`` in flight: one more turn done first
             one_done()
             finished += 1
-        agent_id = researchers[n % len(researchers)]
-        round_no = first_round + n // len(researchers) + 1
+        index = (start + n) % len(researchers)
+        taken[index] += 1
+        agent_id, round_no = researchers[index], taken[index]
         rt.bus.send("driver", agent_id, "tick", {"round": round_no})
         if progress is not None:
             progress(n, turns)
