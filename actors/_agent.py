@@ -38,7 +38,7 @@ from cogfabric.events._codec import journal_repr, journal_text, require_str
 from cogfabric.store import JournalError, JournalFailedError
 
 from ._clock import bounded_wait
-from ._core import replay_agent
+from ._core import HANDLING, replay_agent
 from ._errors import (
     ActorTimeoutError,
     AgentCapacityError,
@@ -1113,7 +1113,7 @@ class AgentActor(pykka.ThreadingActor):
             self._not_handled(message, reason)
             return
         self._shared.lifecycle = _RUNNING
-        self.cause = message.id
+        self.cause = HANDLING.cause = message.id
         self.trace = message.trace_id
         try:
             result = self._behavior.on_message(self.ctx, message)
@@ -1129,7 +1129,7 @@ class AgentActor(pykka.ThreadingActor):
             self._on_behavior_failure(message, exc)
             return
         finally:
-            self.cause = self.trace = None
+            self.cause = self.trace = HANDLING.cause = None
         self._shared.lifecycle = self._state.lifecycle
         if message.kind == "request" and result is None:
             bus.deferred(message)  # answered later with bus.reply, if not already
@@ -1404,7 +1404,11 @@ class AgentContext:
 
     @property
     def memory(self) -> MemoryManager:
-        """The runtime's session memory (``runtime.memory``): sessions and prompt windows."""
+        """The runtime's session memory (``runtime.memory``): sessions and prompt windows.
+
+        What a call on the agent's thread journals names the handled message as its
+        ``cause`` (an expiry excepted); a call from a worker thread names none.
+        """
         return self._actor._core.memory  # noqa: SLF001
 
     @property

@@ -50,6 +50,7 @@ from cogfabric.store import JournalError
 
 from ._cleaner import CleanOptions, clean, clean_with_turns, with_ellipsis
 from ._clock import MAX_WAIT, bounded_wait
+from ._core import HANDLING
 from ._errors import (
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
@@ -320,13 +321,15 @@ def apply_session_event(state: SessionState | None, event: Event) -> SessionStat
 class _Op:
     """One queued operation; its caller waits on a bare lock the actor releases."""
 
-    __slots__ = ("args", "done", "error", "name", "result", "unwaited")
+    __slots__ = ("args", "cause", "done", "error", "name", "result", "unwaited")
 
     def __init__(self, name: str, args: tuple[Any, ...], *, unwaited: bool = False) -> None:
         self.name = name
         self.args = args
         self.unwaited = unwaited
         """Nobody waits for it (``_add_later``): its error is logged."""
+        self.cause = HANDLING.cause
+        """The message a behavior handles on the calling thread: the cause of what it journals."""
         self.done = _thread.allocate_lock()
         self.done.acquire()
         self.result: Any = None
@@ -401,6 +404,12 @@ class MemoryManager:
     and sweeps still answer (their access records and expiries are dropped). The calls
     the session actor runs in one batch with the write whose commit made the journal
     fail (those after it, reads too) get that write's error.
+
+    A call made on an agent's thread while its behavior handles a message (through
+    ``ctx.memory`` or ``runtime.memory``, and ``ctx.llm.turn``) journals its records
+    with that message's id as their ``cause``: a new session, a message, a deletion, a
+    read's access record, an eviction a new session makes. A session's expiry names no
+    cause (the clock ended it), nor does a call from any other thread.
     """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
@@ -424,6 +433,8 @@ class MemoryManager:
         self._scheduled = False
         self._closed = False
         self._events: list[Event] = []
+        self._cause: str | None = None
+        """While an operation runs: its cause (``_Op.cause``), which its records name."""
         self._reads: list[tuple[str, float]] = []
         """The batch's reads, (session, time): a reload after a failed batch keeps them (_read_again)."""
         self._reads_kept: list[tuple[str, float]] = []
@@ -554,6 +565,7 @@ class MemoryManager:
             made = len(self._events)
             if first_write == len(ops):
                 reads_before = len(self._reads)
+            self._cause = op.cause
             try:
                 if failed and op.name in _WRITES:
                     writer = self._core.writer
@@ -565,6 +577,8 @@ class MemoryManager:
             except BaseException as exc:  # noqa: BLE001 - a clock's or a value's: Pykka would stop every actor
                 op.error = UserCodeError(f"the session actor: the user's code raised {type(exc).__name__}")
                 op.error.__cause__ = exc
+            finally:
+                self._cause = None
             if first_write == len(ops) and not _reads_only(self._events[made:]):
                 first_write = index
         if first_write == len(ops):
@@ -750,6 +764,12 @@ class MemoryManager:
             log.warning("could not journal %d session records of a reload: %r", len(self._events), exc)
 
     def _emit(self, event: SessionEvent) -> None:
+        """Journal ``event`` with the batch; it names the running operation's cause, if any.
+
+        An expiry names none: the clock ended the session, whichever call noticed it.
+        """
+        if self._cause is not None and not isinstance(event, SessionExpired):
+            event = msgspec.structs.replace(event, cause=self._cause)
         self._events.append(event)
 
     def _now(self) -> float:

@@ -1098,7 +1098,10 @@ def _shown_name(value: object) -> str:
 
 
 def _trace_line(node: dict[str, Any]) -> str:
-    """One record of a trace: seq, type, stream, and what it is about (a message's route and topic, a key)."""
+    """One record of a trace: seq, type, stream, and what it is about.
+
+    A message's route and topic, a key, a state, a session message's role.
+    """
     data = node["data"]
     kind = node["type"]
     about = ""
@@ -1115,6 +1118,8 @@ def _trace_line(node: dict[str, Any]) -> str:
         about = f"key {_shown_name(data['key'])}"
     elif kind == "LifecycleChanged":
         about = _shown_name(data["state"])
+    elif kind == "SessionMessageAdded":
+        about = f"role {_shown_name(data['message'].role)}"
     line = f"seq {node['seq']} {_printable(str(kind))} {_printable(str(node['stream']))}"
     return f"{line} {about}" if about else line
 
