@@ -1114,6 +1114,7 @@ class AgentActor(pykka.ThreadingActor):
             return
         self._shared.lifecycle = _RUNNING
         self.cause = HANDLING.cause = message.id
+        HANDLING.core = self._core
         self.trace = message.trace_id
         try:
             result = self._behavior.on_message(self.ctx, message)
@@ -1129,7 +1130,7 @@ class AgentActor(pykka.ThreadingActor):
             self._on_behavior_failure(message, exc)
             return
         finally:
-            self.cause = self.trace = HANDLING.cause = None
+            self.cause = self.trace = HANDLING.cause = HANDLING.core = None
         self._shared.lifecycle = self._state.lifecycle
         if message.kind == "request" and result is None:
             bus.deferred(message)  # answered later with bus.reply, if not already

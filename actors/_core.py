@@ -47,9 +47,13 @@ log = logging.getLogger(__name__)
 
 
 class _Handling(threading.local):
-    """Per thread: the id of the IPC message a behavior handles there (``cause``), or None."""
+    """Per thread: the id of the IPC message a behavior handles there (``cause``), or None.
+
+    ``core``: the agent's runtime's (another runtime's journal holds no such message).
+    """
 
     cause: str | None = None
+    core: Core | None = None
 
 
 HANDLING = _Handling()

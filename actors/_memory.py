@@ -323,12 +323,14 @@ class _Op:
 
     __slots__ = ("args", "cause", "done", "error", "name", "result", "unwaited")
 
-    def __init__(self, name: str, args: tuple[Any, ...], *, unwaited: bool = False) -> None:
+    def __init__(
+        self, name: str, args: tuple[Any, ...], *, unwaited: bool = False, cause: str | None = None
+    ) -> None:
         self.name = name
         self.args = args
         self.unwaited = unwaited
         """Nobody waits for it (``_add_later``): its error is logged."""
-        self.cause = HANDLING.cause
+        self.cause = cause
         """The message a behavior handles on the calling thread: the cause of what it journals."""
         self.done = _thread.allocate_lock()
         self.done.acquire()
@@ -408,8 +410,10 @@ class MemoryManager:
     A call made on an agent's thread while its behavior handles a message (through
     ``ctx.memory`` or ``runtime.memory``, and ``ctx.llm.turn``) journals its records
     with that message's id as their ``cause``: a new session, a message, a deletion, a
-    read's access record, an eviction a new session makes. A session's expiry names no
-    cause (the clock ended it), nor does a call from any other thread.
+    read's access record (also as the reload after a refused batch journals it again),
+    an eviction a new session makes. A session's expiry names no cause (the clock ended
+    it), nor does a call from any other thread, nor one an agent of another runtime
+    makes (its journal holds no such message).
     """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
@@ -435,9 +439,10 @@ class MemoryManager:
         self._events: list[Event] = []
         self._cause: str | None = None
         """While an operation runs: its cause (``_Op.cause``), which its records name."""
-        self._reads: list[tuple[str, float]] = []
-        """The batch's reads, (session, time): a reload after a failed batch keeps them (_read_again)."""
-        self._reads_kept: list[tuple[str, float]] = []
+        self._reads: list[tuple[str, float, str | None]] = []
+        """The batch's reads, (session, time, cause): a reload after a failed batch keeps them
+        (_read_again)."""
+        self._reads_kept: list[tuple[str, float, str | None]] = []
         """While a batch is journaled: its reads before its first write, which a reload
         applies before it expires anything (they answered, so their sessions were live)."""
         self._stale = False  # a commit it stopped waiting for may have happened
@@ -480,7 +485,10 @@ class MemoryManager:
         self._queue_op("add", (session_id, validated(message)), unwaited=True)
 
     def _queue_op(self, name: str, args: tuple[object, ...], *, unwaited: bool = False) -> _Op:
-        op = _Op(name, args, unwaited=unwaited)
+        cause = HANDLING.cause
+        if cause is not None and HANDLING.core is not self._core:
+            cause = None  # an agent of another runtime: this journal holds no such message
+        op = _Op(name, args, unwaited=unwaited, cause=cause)
         with self._lock:
             if self._closed or self._core.closing:  # from the moment close() begins, as every call
                 msg = "the runtime is closed"
@@ -585,24 +593,29 @@ class MemoryManager:
             reads_before = len(self._reads)
         return first_write, reads_before
 
-    def _read_again(self, reads: list[tuple[str, float]], *, record: bool = False) -> None:
-        """Refresh the sessions that ``reads`` (session, time) read, after a reload.
+    def _read_again(self, reads: list[tuple[str, float, str | None]], *, record: bool = False) -> None:
+        """Refresh the sessions that ``reads`` (session, time, cause) read, after a reload.
 
         The reads answered, and a reload after a failed batch took their accesses back
         to the journal's (which may never hold them: a fail-stop journal, or one a
         read records only every ttl/10): a session read all along expired early.
         ``record``: in the reload itself, emit the access records the refused batch
         lost, as ``_live`` would have made them against the journal's word (a reopen
-        then finds the accesses, and each agent's latest session, as they are live).
+        then finds the accesses, and each agent's latest session, as they are live), each
+        naming the read's cause, as the lost one did.
         """
-        for session_id, at in reads:
+        for session_id, at, cause in reads:
             state = self._sessions.get(session_id)
             if state is None:  # the read answered it live: journaled accesses may lag by ttl/10
                 continue
             state.accessed_at = max(state.accessed_at, at)
             self._sessions.move_to_end(session_id)
             if record:
-                self._record_access(state, at)
+                self._cause = cause
+                try:
+                    self._record_access(state, at)
+                finally:
+                    self._cause = None
             if state.agent_id is not None:
                 self._agents_latest[state.agent_id] = session_id
 
@@ -819,7 +832,7 @@ class MemoryManager:
         state.accessed_at = max(state.accessed_at, now)
         self._sessions.move_to_end(session_id)
         if touch:
-            self._reads.append((session_id, now))
+            self._reads.append((session_id, now, self._cause))
         agent = state.agent_id
         # A read is journaled once per ttl/10 (the TTL needs no more), and also when it
         # makes the session its agent's latest: a reopened runtime orders each agent's
