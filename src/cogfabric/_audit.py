@@ -697,8 +697,9 @@ class Trace(NamedTuple):
 def trace_view(journal: LmdbJournal, seq: int, *, until: int, depth: int | None = None) -> dict[str, Any]:
     """The causal chain of the record at ``seq``: what led to it, and what it led to.
 
-    An event follows from the one its ``cause`` names (a behavior's changes, sends and
-    LLM records name the message it handled; a reply names its request), or, for an
+    An event follows from the one its ``cause`` names (a behavior's changes, sends, LLM
+    records and session records name the message it handled; a reply names its
+    request), or, for an
     IPC delivery or dead letter without one, from the message it names.
 
     ``causes``: the record ``seq``'s event follows from, the one that follows from, and

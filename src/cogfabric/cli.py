@@ -978,9 +978,10 @@ def trace(
 ) -> None:
     """Show what led to a record, the root first, and what it led to, as a tree.
 
-    An event follows from the one its cause names: an agent's changes, sends and model
-    records made while its behavior handles a message name that message, a reply its
-    request; a message's delivery or dead letter follows from the message. Effects are
+    An event follows from the one its cause names: an agent's changes, sends, model
+    records and session records made while its behavior handles a message name that
+    message, a reply its request; a message's delivery or dead letter follows from the
+    message. Effects are
     searched in every record up to the last one verified.
 
     \b
