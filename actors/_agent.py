@@ -1375,9 +1375,10 @@ class AgentContext:
         message is done; this hands over what it changed so far now and waits for the
         commit, so a behavior can make a change durable before it tells anyone (an
         exchange's fill before its acknowledgement). It does not wait for other agents.
-        In sync durability each state change is durable when its call returns; what
-        waits for the message's end there is the bus's records (the message's delivery,
-        what ``ctx.send`` sent) and the ``ctx.llm`` calls' records. A memory-only runtime
+        In sync durability each state change is durable when its call returns, and what
+        ``ctx.send`` sent goes to the writer at once (without this wait); what waits for
+        the agent's next change or send, or the message's end, there is the message's
+        delivery record and the ``ctx.llm`` calls' records. A memory-only runtime
         has no journal: it returns at once. From a worker thread the behavior waits for,
         as from its own. When the writer's queue is full, handing over first waits for
         room (``call_timeout`` at most), as a message's end does.
