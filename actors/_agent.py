@@ -38,7 +38,7 @@ from cogfabric.events._codec import journal_repr, journal_text, require_str
 from cogfabric.store import JournalError, JournalFailedError
 
 from ._clock import bounded_wait
-from ._core import HANDLING, replay_agent
+from ._core import replay_agent
 from ._errors import (
     ActorTimeoutError,
     AgentCapacityError,
@@ -55,6 +55,7 @@ from ._errors import (
 )
 from ._handle import ContextView
 from ._llm import JournaledLLM, NoLLMProviderError
+from ._memory import agent_memory
 from ._state import AgentSnapshot, AgentState, apply_event, decode_snapshot, encode_snapshot
 
 if TYPE_CHECKING:
@@ -1113,8 +1114,7 @@ class AgentActor(pykka.ThreadingActor):
             self._not_handled(message, reason)
             return
         self._shared.lifecycle = _RUNNING
-        self.cause = HANDLING.cause = message.id
-        HANDLING.core = self._core
+        self.cause = message.id
         self.trace = message.trace_id
         try:
             result = self._behavior.on_message(self.ctx, message)
@@ -1130,7 +1130,7 @@ class AgentActor(pykka.ThreadingActor):
             self._on_behavior_failure(message, exc)
             return
         finally:
-            self.cause = self.trace = HANDLING.cause = HANDLING.core = None
+            self.cause = self.trace = None
         self._shared.lifecycle = self._state.lifecycle
         if message.kind == "request" and result is None:
             bus.deferred(message)  # answered later with bus.reply, if not already
@@ -1288,6 +1288,7 @@ class AgentContext:
 
     def __init__(self, actor: AgentActor) -> None:
         self._actor = actor
+        self._memory: MemoryManager | None = None
 
     def _off_message(self) -> bool:
         """Whether the call comes from another thread while the agent handles no message.
@@ -1408,10 +1409,16 @@ class AgentContext:
     def memory(self) -> MemoryManager:
         """The runtime's session memory (``runtime.memory``): sessions and prompt windows.
 
-        What a call on the agent's thread journals names the handled message as its
-        ``cause`` (an expiry excepted); a call from a worker thread names none.
+        What its calls journal while the agent handles a message (from the agent's
+        thread, or worker threads the behavior waits for) names that message as its
+        ``cause``, an expiry excepted; as the other ``ctx`` methods, a call made while
+        the agent handles none names no cause. ``runtime.memory``'s calls name none.
         """
-        return self._actor._core.memory  # noqa: SLF001
+        memory = self._memory
+        if memory is None:
+            actor = self._actor
+            memory = self._memory = agent_memory(actor._core.memory, lambda: actor.cause)  # noqa: SLF001
+        return memory
 
     @property
     def llm(self) -> JournaledLLM:
@@ -1433,7 +1440,7 @@ class AgentContext:
             core.config.llm,
             clock=core.clock,
             journal=self._actor.note_from_any_thread,
-            memory=core.memory,
+            memory=self.memory,
             agent_id=self.agent_id,
             check_open=self._check_llm,
         )

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from ._writer import JournalWriter
 
 __all__ = [
-    "HANDLING",
     "Core",
     "Publications",
     "agent_end",
@@ -44,21 +43,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-class _Handling(threading.local):
-    """Per thread: the id of the IPC message a behavior handles there (``cause``), or None.
-
-    ``core``: the agent's runtime's (another runtime's journal holds no such message).
-    """
-
-    cause: str | None = None
-    core: Core | None = None
-
-
-HANDLING = _Handling()
-"""Set by an agent's actor on its thread while its behavior handles a message: the session
-actor journals what a session call from that thread changes with the message as its cause."""
 
 
 class Core:

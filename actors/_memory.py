@@ -50,7 +50,6 @@ from cogfabric.store import JournalError
 
 from ._cleaner import CleanOptions, clean, clean_with_turns, with_ellipsis
 from ._clock import MAX_WAIT, bounded_wait
-from ._core import HANDLING
 from ._errors import (
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
@@ -331,7 +330,7 @@ class _Op:
         self.unwaited = unwaited
         """Nobody waits for it (``_add_later``): its error is logged."""
         self.cause = cause
-        """The message a behavior handles on the calling thread: the cause of what it journals."""
+        """The message the caller's agent handles (``ctx.memory``): the cause of what it journals."""
         self.done = _thread.allocate_lock()
         self.done.acquire()
         self.result: Any = None
@@ -407,13 +406,13 @@ class MemoryManager:
     the session actor runs in one batch with the write whose commit made the journal
     fail (those after it, reads too) get that write's error.
 
-    A call made on an agent's thread while its behavior handles a message (through
-    ``ctx.memory`` or ``runtime.memory``, and ``ctx.llm.turn``) journals its records
-    with that message's id as their ``cause``: a new session, a message, a deletion, a
-    read's access record (also as the reload after a refused batch journals it again),
-    an eviction a new session makes. A session's expiry names no cause (the clock ended
-    it), nor does a call from any other thread, nor one an agent of another runtime
-    makes (its journal holds no such message).
+    A behavior's ``ctx.memory`` is this manager (``agent_memory``), whose calls made
+    while its agent handles a message (from the agent's thread, or worker threads the
+    behavior waits for; ``ctx.llm.turn``'s too) journal their records with that
+    message's id as their ``cause``: a new session, a message, a deletion, a read's
+    access record (also as the reload after a refused batch journals it again), an
+    eviction a new session makes. A session's expiry names no cause (the clock ended
+    it), nor does a call through ``runtime.memory``.
     """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
@@ -462,6 +461,10 @@ class MemoryManager:
 
     # ------------------------------------------------------------- calling the actor
 
+    def _cause_of(self) -> str | None:
+        """The ``cause`` of what a call made now journals: none (``agent_memory``'s view names one)."""
+        return None
+
     def _call(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's result
         op = self._queue_op(name, args)
         timeout = self._core.call_timeout
@@ -485,10 +488,7 @@ class MemoryManager:
         self._queue_op("add", (session_id, validated(message)), unwaited=True)
 
     def _queue_op(self, name: str, args: tuple[object, ...], *, unwaited: bool = False) -> _Op:
-        cause = HANDLING.cause
-        if cause is not None and HANDLING.core is not self._core:
-            cause = None  # an agent of another runtime: this journal holds no such message
-        op = _Op(name, args, unwaited=unwaited, cause=cause)
+        op = _Op(name, args, unwaited=unwaited, cause=self._cause_of())
         with self._lock:
             if self._closed or self._core.closing:  # from the moment close() begins, as every call
                 msg = "the runtime is closed"
@@ -1244,3 +1244,28 @@ class MemoryManager:
         for op in left:
             op.error = RuntimeClosedError("the runtime was closed before the session call ran")
             op.finish()
+
+
+class _AgentMemory(MemoryManager):
+    """``ctx.memory``: the runtime's ``MemoryManager``, whose calls name its agent's message.
+
+    Not a copy: it shares the manager's attributes (its ``__dict__``), so every session,
+    lock, queue and setting is the manager's, and the session actor runs its calls as
+    any other's. Only the cause each call's operation carries is its own: the IPC
+    message its agent handles as the call is made, if any.
+    """
+
+    __slots__ = ("_cause_now",)
+
+    def __init__(self, manager: MemoryManager, cause_now: Callable[[], str | None]) -> None:
+        # Not MemoryManager.__init__: that would recover the sessions and start a second actor.
+        self.__dict__ = manager.__dict__
+        self._cause_now = cause_now
+
+    def _cause_of(self) -> str | None:
+        return self._cause_now()
+
+
+def agent_memory(manager: MemoryManager, cause_now: Callable[[], str | None]) -> MemoryManager:
+    """``manager`` as an agent's ``ctx.memory``: what its calls journal names ``cause_now()``."""
+    return _AgentMemory(manager, cause_now)

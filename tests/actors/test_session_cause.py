@@ -27,6 +27,7 @@ from cogfabric.store import Journal
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from cogfabric.actors import MemoryManager
     from cogfabric.events import Event
 
 TTL = 100.0
@@ -51,6 +52,9 @@ def _message_id(events: list[Event], topic: str) -> str:
 class _Scribe:
     """Each topic one session call (or a few) through ``ctx.memory``; a request's answer is its result."""
 
+    kept: MemoryManager
+    runtime: cf.Runtime
+
     def on_message(self, ctx: cf.AgentContext, message: cf.IpcMessage) -> object:
         memory, payload = ctx.memory, message.payload
         match message.topic:
@@ -67,11 +71,20 @@ class _Scribe:
             case "turn":
                 return ctx.llm.turn(payload, "question")
             case "in a thread":
-                # a worker thread of the behavior: not the agent's thread, so no cause
-                worker = threading.Thread(target=memory.add_message, args=(payload, "user", "aside"))
-                worker.start()
-                worker.join(30)
-                assert not worker.is_alive()
+                # worker threads the behavior waits for: a message and a turn from each
+                workers = [
+                    threading.Thread(target=memory.add_message, args=(payload, "user", "aside")),
+                    threading.Thread(target=ctx.llm.turn, args=(payload, "asked aside")),
+                ]
+                for worker in workers:
+                    worker.start()
+                for worker in workers:
+                    worker.join(30)
+                    assert not worker.is_alive()
+            case "keep":
+                self.kept = memory
+            case "runtime":
+                self.runtime.memory.add_message(payload, "user", "through the runtime")
         return True  # None would defer a request's reply
 
 
@@ -157,17 +170,46 @@ def test_a_turns_messages_name_the_message_beside_its_llm_record(tmp_path: Path)
     assert recorded.cause == turn
 
 
-def test_a_call_from_a_behaviors_worker_thread_names_no_cause(tmp_path: Path) -> None:
+def test_calls_from_worker_threads_the_behavior_waits_for_name_its_message(tmp_path: Path) -> None:
     path = tmp_path / "journal"
-    with cf.Runtime.open(path, config=_config(), behaviors={"scribe": _Scribe}) as rt:
+    provider = cf.ScriptedProvider(["answered aside"])
+    with cf.Runtime.open(path, config=_config(), behaviors={"scribe": _Scribe}, llm_provider=provider) as rt:
         rt.spawn("scribe", behavior="scribe")
         session = rt.memory.create_session("u")
         _ask(rt, "in a thread", session)
-        _ask(rt, "write", session)  # the agent's thread names its message again after that
 
     events = _events(path)
     added = {e.message.content: e.cause for e in events if isinstance(e, SessionMessageAdded)}
-    assert added == dict.fromkeys(["hi", "hello", "again"], _message_id(events, "write")) | {"aside": None}
+    thread = _message_id(events, "in a thread")
+    assert added == dict.fromkeys(["aside", "asked aside", "answered aside"], thread)
+
+
+def test_a_kept_ctx_memory_called_while_its_agent_handles_nothing_names_no_cause(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    scribe = _Scribe()
+    with cf.Runtime.open(path, config=_config()) as rt:
+        rt.spawn("scribe", behavior=scribe)
+        session = rt.memory.create_session("u")
+        _ask(rt, "keep")
+        scribe.kept.add_message(session, "user", "later")
+        _ask(rt, "write", session)  # and the same ctx.memory names a message it handles
+
+    events = _events(path)
+    added = {e.message.content: e.cause for e in events if isinstance(e, SessionMessageAdded)}
+    assert added == dict.fromkeys(["hi", "hello", "again"], _message_id(events, "write")) | {"later": None}
+
+
+def test_runtime_memory_called_from_a_behavior_names_no_cause(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    scribe = _Scribe()
+    with cf.Runtime.open(path, config=_config()) as rt:
+        scribe.runtime = rt
+        rt.spawn("scribe", behavior=scribe)
+        session = rt.memory.create_session("u")
+        _ask(rt, "runtime", session)
+
+    added = [e for e in _events(path) if isinstance(e, SessionMessageAdded)]
+    assert [(e.message.content, e.cause) for e in added] == [("through the runtime", None)]
 
 
 class _Writer:

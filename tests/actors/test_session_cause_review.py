@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from click.testing import CliRunner
 
 import cogfabric as cf
+from cogfabric.actors import MemoryManager
 from cogfabric.cli import main
 from cogfabric.events import IpcMessage, SessionMessageAdded, SessionTouched
 from cogfabric.store import JournalError
@@ -21,19 +22,27 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    import pytest
 
-def _watch_queue(rt: cf.Runtime, name: str) -> threading.Event:
-    """An event set once an operation ``name`` is queued for the session actor."""
+
+def _watch_queue(monkeypatch: pytest.MonkeyPatch, name: str) -> threading.Event:
+    """An event set once an operation ``name`` is queued for the session actor.
+
+    Patched on the class: ``ctx.memory`` shares the manager's attributes, so a patch on
+    the manager would run its calls as the manager's, naming no cause.
+    """
     queued = threading.Event()
-    queue_op = rt.memory._queue_op
+    queue_op = MemoryManager._queue_op
 
-    def watched(op_name: str, args: tuple[object, ...], *, unwaited: bool = False) -> Any:
-        op = queue_op(op_name, args, unwaited=unwaited)
+    def watched(
+        self: MemoryManager, op_name: str, args: tuple[object, ...], *, unwaited: bool = False
+    ) -> Any:
+        op = queue_op(self, op_name, args, unwaited=unwaited)
         if op_name == name:
             queued.set()
         return op
 
-    rt.memory._queue_op = watched  # type: ignore[method-assign,assignment]
+    monkeypatch.setattr(MemoryManager, "_queue_op", watched)
     return queued
 
 
@@ -50,7 +59,7 @@ class _ReadsWhenTold:
 
 
 def test_a_behaviors_read_beside_a_refused_write_names_its_message_in_the_reloads_access_record(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The reload after a refused batch journals the access record its read lost: still
     the read's, so it names the message the behavior handled (it named none)."""
@@ -66,7 +75,7 @@ def test_a_behaviors_read_beside_a_refused_write_names_its_message_in_the_reload
         asker.start()
         assert _ReadsWhenTold.started.wait(WAIT)  # delivered: the writer may be held now
         gate, entered = _gate_appends(rt, _says("hold"), refuses=_says("refused"))
-        queued = _watch_queue(rt, "get_messages")
+        queued = _watch_queue(monkeypatch, "get_messages")
         held = threading.Thread(target=rt.memory.add_message, args=(holder, "user", "hold"))
         held.start()
         try:
