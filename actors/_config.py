@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal
 
@@ -123,6 +124,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 raise _unwritable(exc) from exc
             return converted.validated()  # sections given as objects are checked too
         msg = f"config must be a cogfabric.Config, a mapping or None, got {type(config).__name__}"
+        if isinstance(config, str | os.PathLike):
+            msg += " (a YAML file's path? read it with cogfabric.load_config(path))"
         raise InvalidConfigError(msg)
 
 

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         UserCodeError,
         default_memory_config,
     )
+    from cogfabric.config import load_config
     from cogfabric.events import (
         COGNITIVE_STATE_SCHEMA_VERSION,
         CognitiveState,
@@ -159,6 +160,7 @@ _LAZY: dict[str, str] = {
     "Behavior": "cogfabric.actors",
     "Clock": "cogfabric.actors",
     "Config": "cogfabric.actors",
+    "load_config": "cogfabric.config",
     "ContextView": "cogfabric.actors",
     "FakeClock": "cogfabric.actors",
     "InvalidSpawnSpecError": "cogfabric.actors",
@@ -263,6 +265,7 @@ __all__ = [  # noqa: RUF022 - grouped: events, then the runtime, then the journa
     "Behavior",
     "Clock",
     "Config",
+    "load_config",
     "ContextView",
     "FakeClock",
     "InvalidSpawnSpecError",
