@@ -31,6 +31,7 @@ from ._errors import (
     AgentNotFoundError,
     AgentNotRegisteredError,
     ClockError,
+    IpcError,
     IpcHandlerError,
     IpcInvalidMessageError,
     IpcTimeoutError,
@@ -610,12 +611,13 @@ class IpcBus:
                     )
                 if mine:
                     self.dead_letter(message, "timeout", msg)
-                raise IpcTimeoutError(msg)
+                raise _of_request(IpcTimeoutError(msg), message)
         if pending.as_is and pending.error is not None:
-            raise pending.error  # killed before it got to the request, or it cannot handle it
+            # killed before it got to the request, or it cannot handle it
+            raise _of_request(pending.error, message)
         if pending.error is not None:
             msg = _panicked(message, pending.error)
-            raise IpcHandlerError(msg) from pending.error
+            raise _of_request(IpcHandlerError(msg), message) from pending.error
         assert pending.reply is not None
         self._reply_delivered(pending.reply)
         return self._handed_back(pending.reply)
@@ -1065,3 +1067,11 @@ def _own_copy(message: IpcMessage) -> IpcMessage:
     if isinstance(message.payload, str | int | float | bytes | None):
         return message
     return msgspec.structs.replace(message, payload=copy_value(message.payload))
+
+
+def _of_request(error: BaseException, request: IpcMessage) -> BaseException:
+    """``error``, a failure of ``request``: an ``IpcError`` names it (``message_id``, ``correlation_id``)."""
+    if isinstance(error, IpcError):
+        error.message_id = request.id
+        error.correlation_id = request.correlation_id
+    return error

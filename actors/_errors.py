@@ -134,7 +134,16 @@ class MailboxFullError(ActorError):
 
 
 class IpcError(ActorError):
-    """Base class of the IPC bus's errors."""
+    """Base class of the IPC bus's errors.
+
+    A request's failure (``IpcTimeoutError``, ``IpcHandlerError``, ``IpcNoHandlerError``)
+    names the request: ``message_id`` is its ``IpcMessage``'s id, which its record and
+    dead letter carry (``cogfabric trace JOURNAL --id MESSAGE_ID`` shows what became of
+    it), and ``correlation_id`` its correlation id. Both are None on other errors.
+    """
+
+    message_id: str | None = None
+    correlation_id: str | None = None
 
 
 class AgentNotRegisteredError(AgentNotFoundError, IpcError):
