@@ -474,7 +474,7 @@ class OpenAICompatibleProvider:
             msg = f"{self.name} at {url} failed: {str(error) or repr(error)}{detail}"
             cause = _scrubbed_cause(error, self._config.api_key)
             if cause is None:
-                msg += " (its cause is not chained: it held the API key)"
+                msg += " (its cause is not chained: it held the API key, or too long a chain to clear)"
             raise ProviderError(self._scrubbed(msg)) from cause
         return answer
 

@@ -225,6 +225,8 @@ def test_a_cause_chain_longer_than_the_scrubbed_depth_is_not_chained(
         OpenAICompatibleProvider(config).generate("hi")
 
     assert (caught.value.__cause__ is error) is chained
+    said = "(its cause is not chained: it held the API key, or too long a chain to clear)"
+    assert str(caught.value).endswith(said) is not chained
 
 
 @pytest.mark.parametrize("size", [4, len(KEY) - 1], ids=["first-4", "all-but-last"])
