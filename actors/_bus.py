@@ -471,7 +471,8 @@ class IpcBus:
         ``call_timeout`` of it.
 
         Raises:
-            AgentNotRegisteredError: ``to`` is no live agent (an ``AgentNotFoundError``).
+            AgentNotRegisteredError: ``to`` is no live agent (an ``AgentNotFoundError``);
+                one its kill refused once the request was sent names it (``message_id``).
             MailboxFullError: ``to``'s mailbox stayed full for ``timeout`` (or ``call_timeout``,
                 if shorter); the request is not journaled, one dead letter is.
             IpcTimeoutError: no reply within ``timeout``, waiting for room in the mailbox

@@ -136,10 +136,13 @@ class MailboxFullError(ActorError):
 class IpcError(ActorError):
     """Base class of the IPC bus's errors.
 
-    A request's failure (``IpcTimeoutError``, ``IpcHandlerError``, ``IpcNoHandlerError``)
-    names the request: ``message_id`` is its ``IpcMessage``'s id, which its record and
-    dead letter carry (``cogfabric trace JOURNAL --id MESSAGE_ID`` shows what became of
-    it), and ``correlation_id`` its correlation id. Both are None on other errors.
+    A request's failure (``IpcTimeoutError``, ``IpcHandlerError``, ``IpcNoHandlerError``,
+    and ``AgentNotRegisteredError`` once the request was sent: its recipient's kill
+    refused it) names the request: ``message_id`` is its ``IpcMessage``'s id, which its
+    record and its dead letter, if any, carry (``cogfabric trace JOURNAL --id
+    MESSAGE_ID`` shows what became of it), and ``correlation_id`` its correlation id.
+    Both are None on other errors, also an ``AgentNotRegisteredError`` that refused the
+    request before it was journaled (its recipient was gone already): no record holds it.
     """
 
     message_id: str | None = None
