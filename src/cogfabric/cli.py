@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 from click.core import ParameterSource
@@ -910,6 +910,9 @@ def _print_view(view: dict[str, Any]) -> None:
         if name == "ipc":
             table.add_row(Text(name), Text(_ipc_cell(value)))
             continue
+        if name == "messages":
+            table.add_row(Text(name), Text(_messages_cell(value)))
+            continue
         # as --json shows it: a str quoted, so that "null" is not null (no parent)
         table.add_row(Text(name), Text(_cell(encode_json(value).decode())))
     _console().print(table)
@@ -921,12 +924,7 @@ def _ipc_cell(ipc: dict[str, Any]) -> str:
     Names and topics as --json shows them (JSON strings: a newline in one cannot fake a
     line); a broadcast's recipient is ``*``.
     """
-    from cogfabric._audit import encode_json  # noqa: PLC0415
-
-    def shown(value: str) -> str:  # a name or topic may be megabytes: its start, as _cell shows one
-        text = encode_json(value).decode()
-        return text if len(text) <= _NAME_MAX else f"{text[:_NAME_MAX]}... ({len(text):,} characters)"
-
+    shown = _shown_text
     latest = ipc["latest"]
     count = ipc["messages"]
     head = f"{count} message{'' if count == 1 else 's'}" + (
@@ -941,8 +939,55 @@ def _ipc_cell(ipc: dict[str, Any]) -> str:
     return "\n".join(_printable(line, backslash=False) for line in lines)
 
 
+def _shown_text(value: str) -> str:
+    """A name, topic or text as --json shows it (a JSON string), cut past ``_NAME_MAX``.
+
+    It may be megabytes: its start, as ``_cell`` shows a value's.
+    """
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+
+    text = encode_json(value).decode()
+    return text if len(text) <= _NAME_MAX else f"{text[:_NAME_MAX]}... ({len(text):,} characters)"
+
+
+def _messages_cell(messages: list[dict[str, Any]]) -> str:
+    """A session's messages, a line each (the latest ``_MESSAGES_SHOWN``): number, role, content.
+
+    Then what a message holds beside them: its turn, tool call id, tool calls, event
+    kind, parent and artifacts (``--json`` shows each whole, with its time).
+    """
+    count = len(messages)
+    latest = messages[-_MESSAGES_SHOWN:]
+    head = f"{count} message{'' if count == 1 else 's'}" + (
+        f", the latest {len(latest)}:" if len(latest) < count else ":" if latest else ""
+    )
+    lines = [head]
+    for number, m in enumerate(latest, count - len(latest) + 1):
+        line = f"{number}. {_shown_text(m['role'])}: {_shown_text(m['content'])}"
+        for key, label in _MESSAGE_TAGS:
+            if m.get(key):
+                line += f" {label} {_shown_text(m[key])}"
+        for key, noun in (("tool_calls", "tool call"), ("artifact_refs", "artifact")):
+            if m.get(key):
+                n = len(m[key])
+                line += f" ({n} {noun}{'' if n == 1 else 's'})"
+        lines.append(line)
+    return "\n".join(_printable(line, backslash=False) for line in lines)
+
+
+_MESSAGE_TAGS: Final = (
+    ("turn_id", "turn"),
+    ("tool_call_id", "tool call id"),
+    ("event_kind", "event"),
+    ("parent_id", "parent"),
+)
+"""A session message's text fields a replay line shows beside its role and content, and their labels."""
+
+_MESSAGES_SHOWN: Final = 50
+"""The latest messages of a session the replay table shows (``--json`` shows every one)."""
+
 _NAME_MAX = 200
-"""The characters of a name, a topic or a status an IPC line of the replay table shows."""
+"""The characters of a name, a topic, a status or a message's text a line of the replay table shows."""
 
 
 @main.command()
