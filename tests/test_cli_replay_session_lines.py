@@ -75,3 +75,18 @@ def test_text_is_escaped_and_cut_as_json_strings(tmp_path: Path) -> None:
     assert lines[2] == r'2. "user": "two\nlines \u001b[31mred"'
     folded = "".join(lines[3:]).replace(" ", "")  # the table folds a long line at its spaces
     assert folded == '3."assistant":"' + "x" * 199 + "...(502characters)"  # 200 of its JSON text's 502
+
+
+def test_a_sessions_times_show_their_utc_date_beside_the_seconds(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    clock = cf.FakeClock(1_700_000_000.0)
+    with cf.Runtime.open(path, clock=clock) as rt:
+        session = rt.memory.create_session("u")
+        clock.advance(61.5)
+        rt.memory.add_message(session, "user", "hi")
+
+    shown = CliRunner().invoke(main, ["replay", str(path), "--session", session])
+
+    assert shown.exit_code == 0, shown.output
+    assert "│ created_at  │ 1700000000.0 (2023-11-14T22:13:20.000+00:00)" in shown.output
+    assert "│ accessed_at │ 1700000061.5 (2023-11-14T22:14:21.500+00:00)" in shown.output

@@ -913,6 +913,9 @@ def _print_view(view: dict[str, Any]) -> None:
         if name == "messages":
             table.add_row(Text(name), Text(_messages_cell(value)))
             continue
+        if name in _TIMES and isinstance(value, float):  # the clock's seconds, and their UTC date
+            table.add_row(Text(name), Text(f"{encode_json(value).decode()} ({_when(value)})"))
+            continue
         # as --json shows it: a str quoted, so that "null" is not null (no parent)
         table.add_row(Text(name), Text(_cell(encode_json(value).decode())))
     _console().print(table)
@@ -982,6 +985,9 @@ _MESSAGE_TAGS: Final = (
     ("parent_id", "parent"),
 )
 """A session message's text fields a replay line shows beside its role and content, and their labels."""
+
+_TIMES: Final = frozenset({"created_at", "accessed_at"})
+"""The fields of a replay view that hold a clock reading: the table adds its UTC date."""
 
 _MESSAGES_SHOWN: Final = 50
 """The latest messages of a session the replay table shows (``--json`` shows every one)."""
