@@ -699,8 +699,8 @@ def trace_view(journal: LmdbJournal, seq: int, *, until: int, depth: int | None 
 
     An event follows from the one its ``cause`` names (a behavior's changes, sends, LLM
     records and session records name the message it handled; a reply names its
-    request), or, for an
-    IPC delivery or dead letter without one, from the message it names.
+    request), or, for an IPC delivery or dead letter without one, from the message it
+    names.
 
     ``causes``: the record ``seq``'s event follows from, the one that follows from, and
     so on, the root first, each as ``export_line`` shows it. A walk that reaches an id

@@ -927,7 +927,6 @@ def _ipc_cell(ipc: dict[str, Any]) -> str:
     Names and topics as --json shows them (JSON strings: a newline in one cannot fake a
     line); a broadcast's recipient is ``*``.
     """
-    shown = _shown_text
     latest = ipc["latest"]
     count = ipc["messages"]
     head = f"{count} message{'' if count == 1 else 's'}" + (
@@ -935,14 +934,14 @@ def _ipc_cell(ipc: dict[str, Any]) -> str:
     )
     lines = [head]
     for m in latest:
-        to = shown(m["to"]) if m["to"] else "*"
-        route = f"{shown(m['from'])} -> {to} {shown(m['topic'])}"
+        to = _shown_text(m["to"]) if m["to"] else "*"
+        route = f"{_shown_text(m['from'])} -> {to} {_shown_text(m['topic'])}"
         status = m["status"] if len(m["status"]) <= _NAME_MAX else m["status"][:_NAME_MAX] + "..."
         lines.append(f"seq {m['seq']} {m['kind'] or 'refused'} {route}: {status}")
     return "\n".join(_printable(line, backslash=False) for line in lines)
 
 
-def _shown_text(value: str) -> str:
+def _shown_text(value: object) -> str:
     """A name, topic or text as --json shows it (a JSON string), cut past ``_NAME_MAX``.
 
     It may be megabytes: its start, as ``_cell`` shows a value's.
@@ -1032,8 +1031,7 @@ def trace(
     An event follows from the one its cause names: an agent's changes, sends, model
     records and session records made while its behavior handles a message name that
     message, a reply its request; a message's delivery or dead letter follows from the
-    message. Effects are
-    searched in every record up to the last one verified.
+    message. Effects are searched in every record up to the last one verified.
 
     \b
     Examples:
@@ -1141,12 +1139,7 @@ def _print_trace(found: Trace, effects: Iterator[dict[str, Any]], depth: int | N
 
 def _shown_name(value: object) -> str:
     """A name, topic or key as JSON shows it (quoted: a newline cannot fake a line); its start if long."""
-    from cogfabric._audit import encode_json  # noqa: PLC0415
-
-    text = encode_json(value).decode()
-    if len(text) > _NAME_MAX:
-        text = f"{text[:_NAME_MAX]}... ({len(text):,} characters)"
-    return _printable(text, backslash=False)
+    return _printable(_shown_text(value), backslash=False)
 
 
 def _trace_line(node: dict[str, Any]) -> str:
