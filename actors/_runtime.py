@@ -22,6 +22,7 @@ import pykka
 
 from cogfabric.events import (
     AgentSpawned,
+    CheckpointTaken,
     CognitiveState,
     TaskContextPublished,
     admit_mapping,
@@ -29,7 +30,14 @@ from cogfabric.events import (
     upgrade_cognitive_state,
 )
 from cogfabric.events._codec import require_str
-from cogfabric.store import Journal, JournalError, JournalIntegrityError, JournalRecordError, VerifyReport
+from cogfabric.store import (
+    InvalidStreamError,
+    Journal,
+    JournalError,
+    JournalIntegrityError,
+    JournalRecordError,
+    VerifyReport,
+)
 from cogfabric.store._journal import UNDECODABLE
 
 from ._agent import (
@@ -49,6 +57,7 @@ from ._config import Config
 from ._core import Core, agent_end, publications, replay_agent, replay_start, snapshot_flaw
 from ._errors import (
     ActorTimeoutError,
+    AgentCheckpointNotSupportedError,
     AgentExistsError,
     AgentNotFoundError,
     AgentNotSuspendedError,
@@ -1174,6 +1183,55 @@ class Runtime:
             raise AgentRetiredError(agent_id)  # before the state's version, as the original checks
         upgrade_cognitive_state(state)
         self._ask(agent_id, "recover", state)
+
+    def last_checkpoint(self, agent_id: str) -> CognitiveState | None:
+        """The cognitive state of ``agent_id``'s latest checkpoint, read from the journal; None if none.
+
+        ``checkpoint_cognitive`` journals every checkpoint it returns; this reads the
+        latest back, a fresh copy, for a live, suspended, retired or killed agent, also
+        after the runtime was reopened: checkpoint an agent, kill it, spawn another and
+        ``recover`` it from the checkpoint, with a crash anywhere in between. An id
+        killed and spawned again has one stream: its latest checkpoint of either life.
+
+        It first waits for the journal to commit what was handed over (so a checkpoint
+        taken in batch durability is found; from a behavior, its own agent's changes
+        are handed over first), unless the journal is fail-stop: then it reads what the
+        journal holds. It reads the agent's records from its newest back to its latest
+        checkpoint (the agent's whole stream when it took none).
+
+        Raises:
+            AgentCheckpointNotSupportedError: the runtime has no journal.
+            AgentNotFoundError: the journal holds no record of ``agent_id``.
+            InvalidTextError: ``agent_id`` is no id: not a ``str``, or UTF-8 cannot encode
+                it (also a ``TypeError``).
+            RuntimeClosedError: the runtime is closed.
+            ActorTimeoutError: the journal did not commit within ``call_timeout``.
+            JournalRecordError: one of those records does not decode (names its seq).
+
+        """
+        self._check_open()
+        journal = self._journal
+        if journal is None:
+            raise AgentCheckpointNotSupportedError
+        plain = require_str(agent_id, "agent_id")
+        own = self._own_entry()
+        if own is not None:
+            own.shared.flush_outbox()
+        writer = self._core.writer
+        if writer is not None and writer.failure is None:
+            writer.flush()
+        try:
+            records = journal.read_back("agent/" + plain)
+        except InvalidStreamError:  # an id no agent can have (a NUL, too long)
+            raise AgentNotFoundError(plain) from None
+        found = False
+        for record in records:
+            if isinstance(record.event, CheckpointTaken):
+                return record.event.state
+            found = True
+        if not found:
+            raise AgentNotFoundError(plain)
+        return None
 
     def kill(self, agent_id: str) -> None:
         """Journal a death snapshot and remove the agent; its children live on.

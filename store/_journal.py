@@ -209,6 +209,22 @@ class Journal(abc.ABC):
 
         """
 
+    def read_back(self, stream: str, before: int | None = None) -> Iterator[Record]:
+        """Iterate ``stream``'s records with ``seq < before`` (all by default), newest first.
+
+        For the latest record of a kind (an agent's last checkpoint): stop early and the
+        older records are never read. This default reads the stream forward and holds
+        its records in memory; backends that link a stream's records override it.
+
+        Raises:
+            JournalRecordError: as ``read``.
+            InvalidStreamError: as ``read``.
+            TypeError: ``before`` is not an int.
+
+        """
+        records = list(self.read(until=None if before is None else before - 1, stream=stream))
+        return reversed(records)
+
     def stream_head(self, stream: str) -> int:
         """The seq of ``stream``'s newest record, 0 when it has none.
 

@@ -122,6 +122,7 @@ HASH_NAME: Final = "blake2b-128"
 _DEFAULT_MAP_SIZE: Final = 1 << 30  # sparse on 64-bit: costs no disk until used
 _READ_CHUNK: Final = 1024  # records per read transaction: bounds memory and txn length
 _READ_BYTES: Final = 16 << 20  # ... and about this many bytes of them, for records of megabytes too
+_BACK_CHUNK: Final = 256  # records per read transaction of a walk back (``read_back``)
 _ZERO_CHAIN: Final = bytes(16)
 _SEQ_LEN: Final = 8
 _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
@@ -1781,6 +1782,110 @@ class LmdbJournal(Journal):
         # A flat iterator over chunk lists: each record is handed out in C, not by
         # resuming a generator frame per record.
         return itertools.chain.from_iterable(self._iter_chunks(max(after, 0), end, stream_raw))
+
+    def read_back(self, stream: str, before: int | None = None) -> Iterator[Record]:
+        """Iterate ``stream``'s records with ``seq < before`` (all by default), newest first.
+
+        Walks the stream's links back from its head (or from the stream's anchor at or
+        after ``before``: at most 64 of its records later than it), in chunks of 256
+        records (fewer of big ones), each in its own short read transaction. Stop
+        iterating, and no older record is read: finding a stream's latest record of a
+        kind costs the records after it, not the stream's length. Like ``read``, it sees
+        the journal as it was when called, and does not check the hash chain.
+
+        Raises:
+            JournalRecordError: a record cannot be decoded, is missing, or is not of the
+                stream its index or link says (names the seq; raised once the iterator
+                has handed out every newer record).
+            InvalidStreamError: ``stream`` is no stream name the journal writes (also a
+                ``ValueError``).
+            TypeError: ``before`` is not an int (one below 1 reads nothing).
+
+        """
+        self._check_open()
+        stream_raw = _name_bytes(stream, "stream")
+        newer = self.last_seq + 1  # what is appended after the call is not read
+        limit = newer if before is None else min(_seq_arg(before, "before"), newer)
+        return itertools.chain.from_iterable(self._iter_back(stream_raw, limit))
+
+    def _iter_back(self, stream_raw: bytes, before: int) -> Iterator[list[Record]]:
+        position: tuple[int, str] | None = None  # None: the head, or the anchor at or after ``before``
+        while True:
+            self._check_open()
+            step = functools.partial(self._read_back_txn, stream_raw, before, position)
+            with self._lock, _translated(self._path):
+                seqs, values, position, error = self._txn_call(step)
+            if values:
+                yield from self._decoded(seqs, values)
+            del values  # read on: not two chunks of big records in memory at once
+            if error is not None:
+                raise error
+            if position is None:
+                return
+
+    def _read_back_txn(
+        self, stream_raw: bytes, before: int, position: tuple[int, str] | None
+    ) -> tuple[list[int], list[bytes], tuple[int, str] | None, JournalRecordError | None]:
+        """Up to ``_BACK_CHUNK`` records of a stream from ``position`` down, by their links.
+
+        Their seqs and values, newest first; where to go on from (the seq, and what
+        named it), None once the stream's first record was reached; and the error that
+        stopped the walk, if one did.
+        """
+        seqs: list[int] = []
+        values: list[bytes] = []
+        with self._env.begin() as txn:
+            if position is None:
+                seq, named_by = self._back_start(txn, stream_raw, before), "the stream index"
+            else:
+                seq, named_by = position
+            part = stream_part(stream_raw)
+            get = txn.get
+            events_db = self._db_events
+            size = 0
+            while seq and len(values) < _BACK_CHUNK and size < _READ_BYTES:
+                record = get(_seq_key(seq), db=events_db)
+                if record is None:
+                    return (
+                        seqs,
+                        values,
+                        None,
+                        JournalRecordError(seq, f"{named_by} names a record that is missing"),
+                    )
+                if not of_stream(record, part):
+                    other = f"{named_by} names a record of another stream"
+                    why = "the record is malformed" if parts(record) is None else other
+                    return seqs, values, None, JournalRecordError(seq, why)
+                back = link_of(record)
+                if back >= seq:
+                    return (
+                        seqs,
+                        values,
+                        None,
+                        JournalRecordError(seq, "the record's stream link does not point back"),
+                    )
+                if seq < before:
+                    seqs.append(seq)
+                    values.append(record)
+                    size += len(record)
+                seq, named_by = back, f"the stream link of record {seq}"
+        return seqs, values, (seq, named_by) if seq else None, None
+
+    def _back_start(self, txn: lmdb.Transaction[bytes], stream_raw: bytes, before: int) -> int:
+        """The seq a walk back starts at: the stream's head, or its first anchor at or after ``before``."""
+        head = txn.get(stream_raw, db=self._db_heads)
+        last = 0 if head is None else int.from_bytes(head[:8], "big")
+        if last < before:
+            return last
+        if before <= 1:
+            return 0
+        prefix = stream_raw + b"\0"
+        anchors = txn.cursor(db=self._db_anchors)
+        if anchors.set_range(prefix + _seq_key(before)):
+            key = bytes(anchors.key())
+            if key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN:
+                return min(int.from_bytes(key[-8:], "big"), last)
+        return last
 
     def read_stored(self, after: int = 0, until: int | None = None) -> Iterator[tuple[Record, bytes]]:
         """Iterate ``read(after, until)``'s records, each with its bytes exactly as stored.

@@ -317,6 +317,26 @@ class JournalContract:
         assert journal.stream_head("agent/a2") == 9
         assert journal.stream_head("agent/nobody") == 0
 
+    @pytest.mark.parametrize("before", [None, 0, 1, 2, 64, 65, 130, 200, 255, 256, 274, 330, 331, 10_000])
+    def test_read_back_is_a_streams_read_newest_first(self, journal: Journal, before: int | None) -> None:
+        # Streams longer than any index stride, of uneven lengths, in uneven batches.
+        for start, size in ((0, 1), (1, 70), (71, 3), (74, 200), (274, 56)):
+            journal.append(make_events(size, agents=1 + start % 4, start=start))
+
+        for stream in journal.streams():
+            until = None if before is None else before - 1
+            expected = list(journal.read(stream=stream, until=until)) if until is None or until > 0 else []
+            assert list(journal.read_back(stream, before=before)) == expected[::-1]
+
+    def test_read_back_stops_where_its_caller_does_and_knows_no_other_stream(self, journal: Journal) -> None:
+        journal.append(make_events(2600, agents=2))
+
+        newest = journal.read_back("agent/a1")
+        assert [next(newest).seq for _ in range(3)] == [2600, 2598, 2596]
+        assert list(journal.read_back("agent/nobody")) == []
+        with pytest.raises(InvalidStreamError):
+            journal.read_back("agent/a\0b")
+
     def test_record_intact_checks_one_record_and_refuses_a_missing_one(self, journal: Journal) -> None:
         journal.append(make_events(5))
 

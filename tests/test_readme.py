@@ -26,7 +26,7 @@ def _run(example: str) -> list[str]:
 
 
 def test_the_readme_runtime_example_runs() -> None:
-    runtime_example, _, _ = _python_blocks()
+    runtime_example, _, _, _ = _python_blocks()
 
     *printed, path = _run(runtime_example)
     assert printed == [
@@ -41,14 +41,20 @@ def test_the_readme_runtime_example_runs() -> None:
     assert json.loads(replay.output)["private"] == {"seen": {"claim": "X causes Y"}}
 
 
+def test_the_readme_checkpoint_example_recovers_a_killed_agents_checkpoint_after_a_reopen() -> None:
+    _, checkpoint_example, _, _ = _python_blocks()
+
+    assert _run(checkpoint_example) == ["ship it"]
+
+
 def test_the_readme_journal_example_runs() -> None:
-    _, journal_example, _ = _python_blocks()
+    _, _, journal_example, _ = _python_blocks()
 
     assert _run(journal_example) == ["1 TaskContextSet TASK_SHARED", "2 PrivateSet AGENT_PRIVATE"]
 
 
 def test_the_readme_audit_example_runs() -> None:
-    _, _, audit_example = _python_blocks()
+    _, _, _, audit_example = _python_blocks()
 
     assert _run(audit_example) == [
         "2 {'step': 1} {'step': 2} IDLE",
@@ -57,7 +63,7 @@ def test_the_readme_audit_example_runs() -> None:
 
 
 def test_the_shell_verifies_the_journal_the_readme_example_writes(tmp_path: Path) -> None:
-    _, journal_example, _ = _python_blocks()
+    _, _, journal_example, _ = _python_blocks()
     kept = journal_example.replace(
         'path = Path(tempfile.mkdtemp()) / "journal"', f"path = Path({str(tmp_path / 'journal')!r})"
     )

@@ -79,6 +79,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     programs = {name: textwrap.dedent(code) for name, code in CORRECT.items()}
     programs.update({name: code for name, (code, _) in WRONG.items()})
     programs["readme_journal_in_20_lines"] = _readme_block("## The journal in 20 lines")
+    programs["readme_checkpoint"] = _readme_block("A checkpoint outlives its agent")
     for name, code in programs.items():
         (folder / f"{name}.py").write_text(code, encoding="utf-8")
     stdout, stderr, _ = mypy_api.run(
@@ -101,7 +102,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     return errors
 
 
-@pytest.mark.parametrize("name", [*CORRECT, "readme_journal_in_20_lines"])
+@pytest.mark.parametrize("name", [*CORRECT, "readme_journal_in_20_lines", "readme_checkpoint"])
 def test_a_correct_documented_program_passes_strict_type_checking(
     checked: dict[str, list[str]], name: str
 ) -> None:

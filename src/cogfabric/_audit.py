@@ -22,6 +22,7 @@ from cogfabric.actors._core import publications
 from cogfabric.events import (
     MAX_VALUE_DEPTH,
     AgentSpawned,
+    CheckpointTaken,
     ContextLayer,
     Event,
     IpcDeadLettered,
@@ -405,7 +406,7 @@ def check_snapshots(journal: LmdbJournal, *, until: int | None = None) -> tuple[
 
 
 def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str, Any] | None:
-    """An agent's three layers, cognitive state and lifecycle at seq ``at`` (None if it does not exist).
+    """An agent's three layers, cognitive state, checkpoints and lifecycle at seq ``at`` (None if none).
 
     ``at=None`` means the last seq, read once: the view is of one seq even while a
     writer appends.
@@ -417,9 +418,14 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
     state = replay_agent(journal, agent_id, until=at, from_snapshot=False)
     if state is None:
         return None
-    spawned = max(
-        r.seq for r in journal.read(until=at, stream="agent/" + agent_id) if isinstance(r.event, AgentSpawned)
-    )
+    spawned = taken = 0
+    latest: Record | None = None
+    for record in journal.read(until=at, stream="agent/" + agent_id):
+        if isinstance(record.event, AgentSpawned):
+            spawned = record.seq
+        elif isinstance(record.event, CheckpointTaken):
+            taken += 1
+            latest = record
     ipc = _ipc_of(journal, agent_id, spawned, at)
     return {
         "agent": agent_id,
@@ -434,11 +440,19 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
         "task_shared": state.task_context,
         "private": state.private,
         "cognitive": _builtins(state.cognitive),
+        "checkpoints": {"taken": taken, "latest": None if latest is None else _checkpoint_of(latest)},
         "ipc": {
             "messages": len(ipc),
             "latest": ipc[-_IPC_SHOWN:],
         },
     }
+
+
+def _checkpoint_of(record: Record) -> dict[str, Any]:
+    """A ``CheckpointTaken`` record as ``replay --agent`` shows it: its seq, time and state."""
+    event = record.event
+    assert isinstance(event, CheckpointTaken)
+    return {"seq": record.seq, "at": event.at, "state": _builtins(event.state)}
 
 
 def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -> list[dict[str, Any]]:

@@ -913,12 +913,27 @@ def _print_view(view: dict[str, Any]) -> None:
         if name == "messages":
             table.add_row(Text(name), Text(_messages_cell(value)))
             continue
+        if name == "checkpoints":
+            table.add_row(Text(name), Text(_checkpoints_cell(value)))
+            continue
         if name in _TIMES and isinstance(value, float):  # the clock's seconds, and their UTC date
             table.add_row(Text(name), Text(f"{encode_json(value).decode()} ({_when(value)})"))
             continue
         # as --json shows it: a str quoted, so that "null" is not null (no parent)
         table.add_row(Text(name), Text(_cell(encode_json(value).decode())))
     _console().print(table)
+
+
+def _checkpoints_cell(checkpoints: dict[str, Any]) -> str:
+    """How many checkpoints an agent's id took, and the latest: its seq, UTC time and state."""
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+
+    taken = checkpoints["taken"]
+    latest = checkpoints["latest"]
+    if latest is None:
+        return "none taken"
+    head = f"{taken} taken, the latest at seq {latest['seq']} ({_when(latest['at'])}):"
+    return head + "\n" + _cell(encode_json(latest["state"]).decode())
 
 
 def _ipc_cell(ipc: dict[str, Any]) -> str:
