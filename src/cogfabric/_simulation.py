@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import os
 import random
 import re
 import threading
@@ -259,8 +260,9 @@ def run_simulation(
     was dead-lettered (which findings were lost followed the threads' timing).
 
     Raises:
-        SimulationError: the journal holds records the simulation did not write (it is
-            left untouched), or opening it failed with an error that is not a
+        SimulationError: the journal holds records the simulation did not write, or
+            ``path`` is a directory of other files with no journal (either is left
+            untouched), or opening it failed with an error that is not a
             ``JournalError`` (those propagate as they are).
         SimulationStoppedError: the journal failed during the run (a full disk, say),
             with any ``JournalError`` but the two below; ``__cause__`` is its error.
@@ -429,6 +431,7 @@ def _refuse_a_foreign_journal(path: Path) -> int:
             records = journal.last_seq
             agents = [s.removeprefix("agent/") for s in journal.streams("agent/")]
     except JournalNotFoundError:
+        _refuse_other_files(path)
         return 0  # a new journal (or no directory at all: opening it for writing says why)
     if records == 0:
         return 0
@@ -437,6 +440,36 @@ def _refuse_a_foreign_journal(path: Path) -> int:
     if foreign or kinds != {"researcher", "reviewer"}:
         raise SimulationError(_foreign_message(path, foreign, records))
     return len(agents)
+
+
+_JOURNAL_FILES: Final = frozenset({"data.mdb", "lock.mdb", "writer.lock"})
+"""The files a journal's directory holds (a creation cut short may leave some of them)."""
+
+
+def _refuse_other_files(path: Path) -> None:
+    """Refuse a directory that holds no journal but other files (``--journal .`` in a project).
+
+    The journal's files would land among them (as ``--journal ""``, the working
+    directory, is refused for); an empty directory, or one a creation cut short left
+    some of a journal's own files in, is a new journal's.
+
+    Raises:
+        SimulationError: naming a few of the other files; the directory is left as it is.
+
+    """
+    try:
+        with os.scandir(path) as entries:
+            others = sorted(e.name for e in entries if e.name not in _JOURNAL_FILES)
+    except OSError:
+        return  # no directory (or none to read): opening the journal for writing says why
+    if others:
+        shown = ", ".join(n if n.isprintable() else repr(n) for n in others[:3])
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""  # noqa: PLR2004
+        msg = (
+            f"{path} holds other files ({shown}{more}) and no journal; "
+            "give --journal a new or empty directory, or a simulation's journal to continue it"
+        )
+        raise SimulationError(msg)
 
 
 def _foreign_message(path: Path, foreign: list[str], records: int | None = None) -> str:

@@ -1253,6 +1253,8 @@ def export(
 
     if verifiable and (stream is not None or layer is not None or types is not None):
         _fail("--verifiable exports every record of its range: drop --stream, --layer and --type")
+    if after is not None and until is not None and after >= until:  # a typo would write an empty export
+        _fail(f"--after {after} is not before --until {until}: the range holds no record")
     # A new or regular file is written beside its name and renamed once whole: a record
     # that fails to decode half-way leaves no partial export behind. Anything else (a
     # pipe, a device, a link) is written in place, as stdout is.
@@ -1264,6 +1266,8 @@ def export(
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             verified = _check(opened, skip=no_verify)
+            if after is not None and after > verified:  # at it: nothing new since, an empty export
+                _fail(f"--after {after} is past the journal's last seq {verified}")
             if stream is not None and next(iter(opened.read(until=verified, stream=stream)), None) is None:
                 _fail(
                     f"{journal} has no stream {stream!r}; streams are agent/<id>, session/<id>, bus, runtime"

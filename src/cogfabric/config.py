@@ -7,6 +7,7 @@ error that names it.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,8 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
         msg = f"{source}: {config_error(exc)}"
         if "Expected `float`, got `str`" in msg:
             msg += " (YAML 1.1 reads a number such as 1e3, with no dot, as text: write 1.0e+3)"
+        elif (empty := _EMPTY_SECTION.search(msg)) is not None:  # its keys all commented out, say
+            msg += f" (a section with no keys: leave it out, or write `{empty[1]}: {{}}`)"
         raise InvalidConfigError(msg) from exc
     except msgspec.DecodeError as exc:  # not YAML at all: PyYAML's lines made one, as every error here
         detail = " ".join(str(exc).split()).replace('in "<byte string>", ', "at ")
@@ -85,6 +88,9 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
         raise InvalidConfigError(msg) from exc
     return config
 
+
+_EMPTY_SECTION: Final = re.compile(r"Expected `object`, got `null` - at `\$(?:\.\w+)*\.(\w+)`$")
+"""msgspec's error for a mapping given no value (``journal:`` alone); the group is its key."""
 
 _EVENT_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's parser where PyYAML has it: the pure-Python one takes ~1 ms a byte on nested text."""
