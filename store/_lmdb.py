@@ -850,9 +850,10 @@ def _walk_pages(env: lmdb.Environment, where: Path, short: tuple[int, int] = (0,
     except JournalDamagedError as exc:
         if not missing:
             raise
+        found = str(exc).removeprefix(f"{where} is damaged: ")  # named once, not twice
         msg = (
             f"{where} is damaged: its data file is {size:,} bytes, {missing:,} short of what its "
-            f"header names, and not only free pages lie past its end (it was truncated): {exc}"
+            f"header names, and not only free pages lie past its end (it was truncated): {found}"
         )
         raise JournalDamagedError(msg) from exc
 

@@ -182,7 +182,7 @@ def test_a_broadcast_is_shown_to_everyone(tmp_path: Path) -> None:
 def test_a_dead_letters_reason_is_shown_quoted(tmp_path: Path) -> None:
     path = _journal(tmp_path / "j", [_message("m", "x", "a", "t"), _dead("d", "m", None, "no\nsuch")])
 
-    assert _text(path, "--seq", "1")[-1] == '  seq 2 IpcDeadLettered bus "no\\nsuch"'
+    assert _text(path, "--seq", "1")[-1] == '  seq 2 IpcDeadLettered bus to "a" "no\\nsuch"'
 
 
 # kills: trace --id no longer refuses an id appended after the check (an AssertionError)

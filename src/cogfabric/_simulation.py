@@ -231,6 +231,20 @@ def _in_session(ctx: AgentContext, step: Callable[[str], str]) -> str:
     return step(session)
 
 
+def _head(path: Path, counted: int) -> int:
+    """The journal's last seq once the runtime closed; ``counted`` if it cannot be read.
+
+    The session memory's ticker may journal the expiry of sessions past their TTL after
+    the run's events were counted, up to the runtime's close: the report's figures of
+    the journal are its own, not those of the moment the count began.
+    """
+    try:
+        with Journal.open(path, readonly=True, check_pages=False) as journal:  # just written: trusted
+            return max(journal.last_seq, counted)
+    except (JournalError, OSError):
+        return counted
+
+
 def _journal_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.glob("*.mdb"))
 
@@ -297,11 +311,12 @@ def run_simulation(
             raise  # the command names these as they are
         raise SimulationStoppedError(" ".join(str(exc).split()) or type(exc).__name__) from exc
     counts = ran.counts
+    after = _head(path, ran.after)
     return SimulationReport(
         agents=ran.agents,
         turns=turns,
-        events=ran.after - ran.before,
-        total_events=ran.after,
+        events=after - ran.before,
+        total_events=after,
         seconds=ran.seconds,
         sessions=ran.sessions,
         refusals=counts["PromptRejected"],

@@ -1160,7 +1160,8 @@ def _shown_name(value: object) -> str:
 def _trace_line(node: dict[str, Any]) -> str:
     """One record of a trace: seq, type, stream, and what it is about.
 
-    A message's route and topic, a key, a state, a session message's role.
+    A message's route and topic, a dead letter's recipient and reason, a key, a state, a
+    session message's role, a model's output, a refused prompt's reason and length, an error.
     """
     data = node["data"]
     kind = node["type"]
@@ -1172,8 +1173,16 @@ def _trace_line(node: dict[str, Any]) -> str:
         about = f"{sort} {_shown_name(data['sender'])} -> {to} {_shown_name(data['topic'])}"
     elif kind == "IpcDelivered":
         about = f"to {_shown_name(data['recipient'])}"
-    elif kind == "IpcDeadLettered":
-        about = f"{_shown_name(data['reason'])}"
+    elif kind == "IpcDeadLettered":  # a broadcast's has one a subscriber: which one missed it
+        about = f"to {_shown_name(data['recipient'])} {_shown_name(data['reason'])}"
+    elif kind == "LlmOutputRecorded":
+        about = f"output {_shown_name(data['output'])}"
+    elif kind == "PromptRejected":
+        about = f"{_shown_name(data['reason'])} length {data['length']} limit {data['limit']}"
+    elif kind == "LlmCallFailed":
+        about = f"error {_shown_name(data['error'])}"
+    elif kind == "AgentFailed":  # the exception's type, then its message
+        about = f"error {_shown_name(': '.join(t for t in (data['error'], data['detail']) if t))}"
     elif kind == "PrivateSet":
         about = f"key {_shown_name(data['key'])}"
     elif kind == "LifecycleChanged":
