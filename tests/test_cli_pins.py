@@ -114,7 +114,7 @@ def test_the_summary_counts_the_reviews_and_findings_the_journal_holds(tmp_path:
 
 def test_the_dead_letter_warning_exports_from_where_this_run_began(tmp_path: Path) -> None:
     # README: undelivered messages warn "(IpcDeadLettered in the journal: cogfabric export J
-    # --stream bus --after N)": this run's dead letters, after the seq it began at
+    # --type IpcDeadLettered --after N)": this run's dead letters, after the seq it began at
     path = tmp_path / "j"
     assert _simulate(path, "--agents", "3", "--turns", "2").exit_code == 0
     before = _last_seq(path)
@@ -125,7 +125,7 @@ def test_the_dead_letter_warning_exports_from_where_this_run_began(tmp_path: Pat
 
     assert result.exit_code == 1, result.output
     assert "messages were not delivered (" in result.output
-    assert f"cogfabric export {path} --stream bus --after {before})" in result.output
+    assert f"cogfabric export {path} --type IpcDeadLettered --after {before})" in result.output
     # README: its report goes to stdout; the warning and the error go to stderr, so a
     # report piped on holds neither, and a terminal still shows both
     report = [line.split()[0] for line in result.stdout.splitlines()]

@@ -41,7 +41,8 @@ def test_a_continued_run_reports_its_own_events_and_takes_up_the_rounds(tmp_path
 
 
 def test_the_failure_hint_exports_from_where_this_run_began(tmp_path: Path) -> None:
-    # "AgentFailed in the journal: cogfabric export J --after SEQ" names the seq before the run
+    # "AgentFailed in the journal: cogfabric export J --type AgentFailed --after SEQ" names
+    # the seq before the run
     path = tmp_path / "j"
     assert (
         CliRunner()
@@ -59,7 +60,8 @@ def test_the_failure_hint_exports_from_where_this_run_began(tmp_path: Path) -> N
     )
 
     assert result.exit_code == 1, result.output
-    assert re.search(rf"cogfabric export \S+ --after {before}\)", result.output), result.output
+    hint = rf"cogfabric export \S+ --type AgentFailed --after {before}\)"
+    assert re.search(hint, result.output), result.output
 
 
 def test_simulate_refuses_a_journal_of_sessions_alone_untouched(tmp_path: Path) -> None:

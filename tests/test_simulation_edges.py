@@ -283,7 +283,7 @@ def test_a_run_with_undelivered_messages_warns_that_a_seed_may_not_reproduce(
     assert "warning: 3 messages were not delivered (2 mailbox full, 1 timeout; mailbox full: a smaller " in (
         result.output
     )
-    assert f"cogfabric export {path} --stream bus --after " in result.output
+    assert f"cogfabric export {path} --type IpcDeadLettered --after " in result.output
 
 
 def test_dead_letters_of_failed_behaviors_are_named_so_not_blamed_on_full_mailboxes(tmp_path: Path) -> None:

@@ -404,7 +404,7 @@ def simulate(
     if report.failures:
         _say(
             f"error: agents raised {report.failures} times and were restarted, failing their turns "
-            f"(AgentFailed in the journal: cogfabric export {where} --after "
+            f"(AgentFailed in the journal: cogfabric export {where} --type AgentFailed --after "
             f"{report.total_events - report.events})"
         )
         sys.exit(EXIT_PROBLEM)
@@ -421,7 +421,7 @@ def _dead_letter_warning(report: SimulationReport, where: str) -> str:
     return (
         f"warning: {report.dead_letters} messages were not delivered ({by_reason or 'reasons unknown'}"
         f"{hint}), so the agents' states may differ from another run of this seed (IpcDeadLettered "
-        f"in the journal: cogfabric export {where} --stream bus --after {after})"
+        f"in the journal: cogfabric export {where} --type IpcDeadLettered --after {after})"
     )
 
 
