@@ -94,3 +94,20 @@ def test_a_section_whose_keys_are_all_commented_out_says_how_to_write_it(
     message = str(info.value)
     assert message.startswith(f"c.yaml: Expected `object`, got `null` - at `{where}`")
     assert f"a section with no keys: leave it out, or write `{example}`" in message
+
+
+def test_export_to_dash_writes_stdout_not_a_file_named_dash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # verify-export reads - as stdin; export -o - wrote a file called "-" in the working directory
+    journal = tmp_path / "j"
+    _simulate(journal)
+    monkeypatch.chdir(tmp_path)
+
+    to_dash = CliRunner().invoke(main, ["export", str(journal), "--until", "3", "-o", "-"])
+    plain = CliRunner().invoke(main, ["export", str(journal), "--until", "3"])
+
+    assert to_dash.exit_code == 0, to_dash.output
+    assert to_dash.output == plain.output
+    assert [json.loads(line)["seq"] for line in to_dash.output.splitlines()] == [1, 2, 3]
+    assert not (tmp_path / "-").exists()

@@ -1201,7 +1201,7 @@ def _trace_line(node: dict[str, Any]) -> str:
     type=click.Path(path_type=Path),
     multiple=True,
     callback=_once,
-    help="A file (default stdout).",
+    help="A file (default stdout, as for -; ./- names a file called -).",
 )
 @click.option("--stream", multiple=True, callback=_once, help="Only this stream, e.g. agent/researcher-001.")
 @click.option(
@@ -1260,6 +1260,8 @@ def export(
     """
     from cogfabric._audit import export_lines  # noqa: PLC0415
 
+    if output is not None and str(output) == "-":  # stdout, as verify-export reads - as stdin
+        output = None
     if verifiable and (stream is not None or layer is not None or types is not None):
         _fail("--verifiable exports every record of its range: drop --stream, --layer and --type")
     if after is not None and until is not None and after >= until:  # a typo would write an empty export
