@@ -261,5 +261,26 @@ def _differing(fields: dict[str, Any], expected: dict[str, Any]) -> str:
         if name not in expected:
             return f"it has a field {name!r} that an export does not write"
         if name not in fields or _canonical.encode(fields[name]) != _canonical.encode(expected[name]):
+            if name in fields and _same_numbers(fields[name], expected[name]):
+                return (
+                    f"its {name!r} holds its record's values with a number written otherwise (as 0 "
+                    "for 0.0: was the line re-encoded, by jq say? hand the export over byte for byte)"
+                )
             return f"its {name!r} is not what its record holds"
     return "it is not written as export writes its record (spacing, key order, escapes or a repeated key)"
+
+
+def _same_numbers(line: object, record: object) -> bool:
+    """Whether two JSON values are equal once an int and a float of one value count as one.
+
+    A bool is no number here: ``true`` for ``1`` is another value, not another spelling.
+    """
+    if isinstance(line, bool) or isinstance(record, bool):
+        return type(line) is type(record) and line == record
+    if isinstance(line, int | float) and isinstance(record, int | float):
+        return line == record
+    if isinstance(line, list) and isinstance(record, list):
+        return len(line) == len(record) and all(map(_same_numbers, line, record))
+    if isinstance(line, dict) and isinstance(record, dict):
+        return line.keys() == record.keys() and all(_same_numbers(line[k], record[k]) for k in line)
+    return type(line) is type(record) and line == record
