@@ -595,11 +595,12 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
     past the end of the file is a SIGBUS that kills the process, not an error. The
     newer meta page names the last page allocated, so how long the file may need to
     be. A shorter file is not always damaged: pages allocated and freed within one
-    transaction are never written, and sit in the free list. A file whose header is
-    not LMDB's is left to LMDB to refuse (``JournalFormatError``).
+    transaction are never written, and sit in the free list. A file without a header
+    page of LMDB's is refused before LMDB opens it, and so writes no lock file beside it.
 
     Raises:
-        JournalFormatError: ``readonly`` and the data file is empty.
+        JournalFormatError: ``readonly`` and the data file is empty; or no page of it
+            where a header page can be holds LMDB's magic number.
         JournalDamagedError: a header page holds a transaction LMDB writes to the other
             one (its readers would read other trees); the header names an impossible
             page size or length, or the file is too short to hold both meta pages
@@ -621,6 +622,12 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
             raise JournalFormatError(f"{where} is not a journal: its data file is empty")
         # a crash as LMDB created it, or a file emptied since: nothing is left to keep
         log.warning("%s: its data file is empty; a new journal is started in it", where)
+    elif not any(_has_lmdb_magic(head, offset) for offset in (0, *_PAGE_SIZES)):
+        # No header page with LMDB's magic at any page size: refused here, before LMDB
+        # adds its lock file beside a file that is no journal (one damaged header, or
+        # another LMDB data version, is named below or by LMDB)
+        msg = f"{where} is not an LMDB journal this code can open: its data file holds no LMDB header"
+        raise JournalFormatError(msg)
     if len(head) < _pages.META_END:
         return size, 0  # empty (LMDB writes a new header) or not LMDB's
     first = _pages.meta_at(head, 0)
@@ -714,6 +721,11 @@ def _holds_lmdb_meta(head: bytes, offset: int) -> bool:
         return False
     meta = _pages.meta_at(head, offset)
     return (meta.magic, meta.version) == (_pages.META_MAGIC, _LMDB_DATA_VERSION)
+
+
+def _has_lmdb_magic(head: bytes, offset: int) -> bool:
+    """Whether ``head`` holds at ``offset`` a meta record with LMDB's magic number (any data version)."""
+    return len(head) >= offset + _pages.META_END and _pages.meta_at(head, offset).magic == _pages.META_MAGIC
 
 
 def _check_headers_agree(head: bytes, page: int, where: Path) -> None:
