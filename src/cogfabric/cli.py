@@ -936,6 +936,11 @@ def _checkpoints_cell(checkpoints: dict[str, Any]) -> str:
     return head + "\n" + _cell(encode_json(latest["state"]).decode())
 
 
+def _cut(text: str) -> str:
+    """``text`` cut at ``_NAME_MAX`` characters, ``...`` marking the cut (as it is, not quoted)."""
+    return text if len(text) <= _NAME_MAX else f"{text[:_NAME_MAX]}..."
+
+
 def _ipc_cell(ipc: dict[str, Any]) -> str:
     """An agent's IPC traffic, a line a message: seq, kind, sender -> recipient, topic: status.
 
@@ -951,8 +956,9 @@ def _ipc_cell(ipc: dict[str, Any]) -> str:
     for m in latest:
         to = _shown_text(m["to"]) if m["to"] else "*"
         route = f"{_shown_text(m['from'])} -> {to} {_shown_text(m['topic'])}"
-        status = m["status"] if len(m["status"]) <= _NAME_MAX else m["status"][:_NAME_MAX] + "..."
-        lines.append(f"seq {m['seq']} {m['kind'] or 'refused'} {route}: {status}")
+        status = _cut(m["status"])
+        sort = _cut(m["kind"] or "refused")  # send, request, reply or broadcast; any text by hand
+        lines.append(f"seq {m['seq']} {sort} {route}: {status}")
     return "\n".join(_printable(line, backslash=False) for line in lines)
 
 
@@ -1168,8 +1174,7 @@ def _trace_line(node: dict[str, Any]) -> str:
     about = ""
     if kind == "IpcMessage":
         to = _shown_name(data["recipient"]) if data["recipient"] else "*"
-        sort = str(data["kind"])  # the runtime's send, request, reply or broadcast; any text by hand
-        sort = _printable(sort if len(sort) <= _NAME_MAX else f"{sort[:_NAME_MAX]}...")
+        sort = _printable(_cut(str(data["kind"])))  # send, request, reply or broadcast; any text by hand
         about = f"{sort} {_shown_name(data['sender'])} -> {to} {_shown_name(data['topic'])}"
     elif kind == "IpcDelivered":
         about = f"to {_shown_name(data['recipient'])}"
