@@ -321,7 +321,8 @@ class Shared:
         self.thread: threading.Thread | None = None
         """The actor's thread, once it runs (``Runtime.close`` called from it must not wait for it)."""
         self.flush_outbox: Callable[[], object] = _nothing
-        """Hands over the agent's batched changes; call it on ``thread`` only (its behavior's flush)."""
+        """Hands over the agent's batched changes (its behavior's flush); under the agent's lock,
+        so another thread may call it too, as ``ctx.flush`` does (``Runtime.last_checkpoint``)."""
         self.stale = False
         """True from a commit the agent stopped waiting for until it has taken the journal's
         word for its state (``AgentActor._catch_up``): ``Runtime.flush`` waits for that."""

@@ -1193,11 +1193,13 @@ class Runtime:
         ``recover`` it from the checkpoint, with a crash anywhere in between. An id
         killed and spawned again has one stream: its latest checkpoint of either life.
 
-        It first waits for the journal to commit what was handed over (so a checkpoint
-        taken in batch durability is found; from a behavior, its own agent's changes
-        are handed over first), unless the journal is fail-stop: then it reads what the
-        journal holds. It reads the agent's records from its newest back to its latest
-        checkpoint (the agent's whole stream when it took none).
+        It first hands over the agent's batched changes (so a checkpoint taken in batch
+        durability is found, also one a kept ``ctx`` or a behavior's worker thread took
+        while the agent handles a message; from a behavior, its own agent's changes too)
+        and waits for the journal to commit them, unless the journal is fail-stop (also
+        when it fails meanwhile): then it reads what the journal holds. It reads the
+        agent's records from its newest back to its latest checkpoint (the agent's whole
+        stream when it took none).
 
         Raises:
             AgentCheckpointNotSupportedError: the runtime has no journal.
@@ -1215,11 +1217,19 @@ class Runtime:
             raise AgentCheckpointNotSupportedError
         plain = require_str(agent_id, "agent_id")
         own = self._own_entry()
-        if own is not None:
-            own.shared.flush_outbox()
+        asked = self._agents.get(plain)  # a dict read is atomic; writers hold the lock
         writer = self._core.writer
-        if writer is not None and writer.failure is None:
-            writer.flush()
+        try:
+            for entry in (own, asked if asked is not own else None):
+                if entry is not None:
+                    # its batched changes, a kept ctx's or a worker thread's mid-message too
+                    entry.shared.flush_outbox()
+            if writer is not None and writer.failure is None:
+                writer.flush()
+        except JournalError:
+            if writer is None or writer.failure is None:
+                raise
+            # fail-stop meanwhile (or before, with changes still batched): what it holds
         try:
             records = journal.read_back("agent/" + plain)
         except InvalidStreamError:  # an id no agent can have (a NUL, too long)
