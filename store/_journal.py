@@ -222,6 +222,11 @@ class Journal(abc.ABC):
             TypeError: ``before`` is not an int.
 
         """
+        if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
+            msg = f"before is a seq (an int), got {type(before).__name__}"
+            raise TypeError(msg)
+        if before is not None and before <= 1:
+            return iter(())
         records = list(self.read(until=None if before is None else before - 1, stream=stream))
         return reversed(records)
 

@@ -428,3 +428,13 @@ def test_a_leaf_whose_free_space_bounds_cross_by_one_offset_is_refused(tmp_path:
     _write_page(path, leaf, page)
 
     _refused(path, f"page {leaf} of its events database has free space from {lower} to {lower - 2}")
+
+
+def test_the_default_read_back_is_a_streams_read_newest_first(defaults: _Defaults) -> None:
+    assert [r.seq for r in defaults.read_back("agent/a1")] == [8, 5, 2]
+    assert [r.seq for r in defaults.read_back("agent/a1", before=8)] == [5, 2]
+    assert list(defaults.read_back("agent/a1", before=1)) == []
+    assert list(defaults.read_back("agent/a1", before=-5)) == []
+    for wrong in (True, 3.0, "8"):
+        with pytest.raises(TypeError, match="before is a seq"):
+            defaults.read_back("agent/a1", before=wrong)  # type: ignore[arg-type]
