@@ -219,7 +219,7 @@ def _file_summary(args: dict[str, Any], content: str) -> str:
         return f"Wrote {path} ({len(content.encode())} bytes)"
     if operation == "list":
         return f"Listed {path} ({len(content.split(chr(10)))} entries)"
-    return extract_gist(content, _GIST_ANY_TOOL)
+    return _any_tool_summary(content)
 
 
 def _tool_summary(call: ToolCall, content: str) -> str:
@@ -245,7 +245,16 @@ def _tool_summary(call: ToolCall, content: str) -> str:
         quoted = _go_quote(query if isinstance(query, str) else "")
         preview = with_ellipsis(content, _RESULTS_PREVIEW)
         return f"Search {quoted} ({_count_results(content)} results): {preview}"
-    return extract_gist(content, _GIST_ANY_TOOL)
+    return _any_tool_summary(content)
+
+
+def _any_tool_summary(content: str) -> str:
+    """Any other tool's result, as the original's ``SummarizeToolResult``: its gist of 200.
+
+    Where the gist is empty (output of white space only), the output cut to 200, as
+    the original falls back to, rather than nothing.
+    """
+    return extract_gist(content, _GIST_ANY_TOOL) or with_ellipsis(content, _GIST_ANY_TOOL)
 
 
 def _code_summary(args: dict[str, Any], content: str) -> str:

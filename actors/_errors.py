@@ -180,10 +180,12 @@ class IpcNoHandlerError(IpcTimeoutError):
 
 
 class IpcInvalidMessageError(IpcError, ValueError):
-    """Raised for an empty correlation id or topic (``agentipc: invalid message``).
+    """Raised for an empty correlation id, topic or agent id (``agentipc: invalid message``).
 
     ``reply`` refuses an empty correlation id and ``subscribe`` an empty topic; ``send``
-    and ``request`` take any topic, as the original does.
+    and ``request`` take any topic, as the original does. An empty agent id given to
+    ``subscribe`` or ``unsubscribe`` gives the original's ``Register`` text,
+    ``agentipc: agent id required``.
     """
 
 

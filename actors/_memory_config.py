@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from ._cleaner import CleanOptions
@@ -67,7 +69,8 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         ):
             _check_number(name, value, at)
             if not value >= 0:  # NaN too
-                msg = f"{_rag(name)}{name} must not be negative, got {value!r} - at `{at}.{name}`"
+                what = "must be a number" if math.isnan(value) else "must not be negative"
+                msg = f"{_rag(name)}{name} {what}, got {value!r} - at `{at}.{name}`"
                 raise InvalidConfigError(msg)
         return self
 
