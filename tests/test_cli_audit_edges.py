@@ -1465,7 +1465,7 @@ def test_bench_shows_its_progress_on_a_terminal_only(monkeypatch: pytest.MonkeyP
 
     given: list[object] = []
 
-    def records_its_progress(*_: object, progress: object = None) -> None:
+    def records_its_progress(*_: object, progress: object = None, **__: object) -> None:
         given.append(progress)
         msg = "measured nothing"
         raise RuntimeError(msg)

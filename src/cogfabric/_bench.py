@@ -400,7 +400,41 @@ def _recovery(tmp: Path, agents: int, events: int, *, snapshots: bool) -> float:
             runtime.close()
 
 
-def _machine() -> dict[str, Any]:
+def _filesystem(path: Path) -> str | None:
+    """The mount type of the filesystem holding ``path`` (from /proc/mounts), or None.
+
+    On ``tmpfs`` an fsync costs nothing, so the synced workloads would measure no disk.
+    """
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    real = str(path.resolve())
+    best, kind = "", None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:  # noqa: PLR2004 - device, mount point, type
+            continue
+        point = parts[1].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, parts[2]
+    return kind
+
+
+def _cpu_model() -> str | None:
+    """The CPU's model name (Linux's /proc/cpuinfo; elsewhere what ``platform`` knows), or None."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _machine(tmp_parent: Path | None = None) -> dict[str, Any]:
     versions: dict[str, str | None] = {}
     for name in ("cogfabric", "pykka", "msgspec", "lmdb"):
         try:
@@ -408,14 +442,18 @@ def _machine() -> dict[str, Any]:
         except PackageNotFoundError:  # pragma: no cover
             versions[name] = None
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
+    where = (tmp_parent or Path(tempfile.gettempdir())).resolve()
     return {
         "cores": os.cpu_count(),
+        "cpu_model": _cpu_model(),
         "memory": memory,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "package_versions": versions,
         "lmdb_library": ".".join(map(str, lmdb.version())),
         "git_commit": _commit(),
+        "tmp_parent": str(where),
+        "tmp_filesystem": _filesystem(where),
     }
 
 
@@ -450,9 +488,17 @@ def _commit() -> str | None:
 
 
 def run_bench(
-    sizes: Sizes, repeat: int, progress: Callable[[str], None] | None = None
+    sizes: Sizes,
+    repeat: int,
+    progress: Callable[[str], None] | None = None,
+    *,
+    tmp_parent: Path | None = None,
 ) -> tuple[list[Result], dict[str, Any]]:
-    """Run every workload ``repeat`` times; return the results and the machine description."""
+    """Run every workload ``repeat`` times; return the results and the machine description.
+
+    The journals go in temporary directories under ``tmp_parent`` (default: the system's
+    temporary directory, ``TMPDIR``); the synced workloads measure that disk's fsync.
+    """
     events = _events(sizes.events)
     encoder = msgspec.msgpack.Encoder()
     values = [encoder.encode(e) for e in events]
@@ -531,14 +577,14 @@ def run_bench(
         ("recovery", recoveries),
     ]
     for _ in range(repeat):
-        with tempfile.TemporaryDirectory(prefix="cogfabric-bench-") as raw:
+        with tempfile.TemporaryDirectory(prefix="cogfabric-bench-", dir=tmp_parent) as raw:
             for label, step in steps:
                 if progress is not None:
                     progress(label)
                 where = Path(raw) / label.replace(" ", "-")
                 where.mkdir(parents=True)
                 step(where)
-    return list(results.values()), _machine()
+    return list(results.values()), _machine(tmp_parent)
 
 
 def _ring_results(tmp: Path, sizes: Sizes, add: Callable[..., None]) -> None:
@@ -575,13 +621,15 @@ def _session_results(tmp: Path, sizes: Sizes, add: Callable[..., None]) -> None:
 def to_json(results: list[Result], machine: dict[str, Any], *, repeat: int, quick: bool) -> str:
     """Every sample, the medians, the paired ratios and the machine, as one JSON document.
 
-    ``machine``: ``cores``, ``memory`` (physical, in bytes), ``python``, ``platform``,
-    ``package_versions``, ``lmdb_library`` (the LMDB inside py-lmdb) and ``git_commit``
-    (with ``+dirty`` when the tree differs from it; files before 2026-12-03 name memory
-    ``memory_bytes``). Each workload: ``samples`` (seconds, one a run), their ``median``, ``min`` and
-    ``max``; ``count`` items of ``unit`` a run; ``rate`` (per second, at the median);
-    its ``reference`` workload and the ``ratio`` to it (the median of the runs' paired
-    ratios).
+    ``machine``: ``cores``, ``cpu_model``, ``memory`` (physical, in bytes), ``python``,
+    ``platform``, ``package_versions``, ``lmdb_library`` (the LMDB inside py-lmdb),
+    ``git_commit`` (with ``+dirty`` when the tree differs from it), and where the journals
+    were: ``tmp_parent`` and its ``tmp_filesystem`` (``tmpfs``: no fsync reached a disk).
+    Files before 2026-12-03 name memory ``memory_bytes``; before 2026-12-06 they have no
+    ``cpu_model``, ``tmp_parent`` or ``tmp_filesystem``. Each workload: ``samples``
+    (seconds, one a run), their ``median``, ``min`` and ``max``; ``count`` items of
+    ``unit`` a run; ``rate`` (per second, at the median); its ``reference`` workload and
+    the ``ratio`` to it (the median of the runs' paired ratios).
     """
     by_name = {r.name: r for r in results}
     rows = [

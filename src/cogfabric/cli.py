@@ -1558,14 +1558,23 @@ def _when(seconds: float | None) -> str:
 @click.option(
     "--repeat", type=click.IntRange(1, 50), default=None, help="Runs per workload (default 3, quick 1)."
 )
-def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
+@click.option(
+    "--dir",
+    "tmp_parent",
+    type=click.Path(exists=True, file_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Parent of the temporary journals (default: TMPDIR or /tmp): a real disk, not tmpfs.",
+)
+def bench(quick: bool, json_path: Path | None, repeat: int | None, tmp_parent: Path | None) -> None:
     """Measure cogfabric's workloads, each beside its reference measured in the same run.
 
     References: raw LMDB batched append of pre-encoded values (writes), a raw scan with
     typed decode (reads), a bare Pykka tell loop (the actor path). Each figure is the
-    median of the runs; the ratio to its reference (the median of the rounds' paired
-    ratios) is the headline. --json writes every sample and the machine (cores, memory,
-    Python, package versions, git commit).
+    median of the runs; the ratio, the workload's rate over its reference's (the median
+    of the rounds' paired ratios), is the headline. Every commit is synced, so the synced
+    workloads measure the disk under --dir: on tmpfs an fsync costs nothing. --json
+    writes every sample and the machine (cores, CPU, memory, Python, package versions,
+    git commit, where the journals were).
 
     \b
     Example:
@@ -1580,7 +1589,7 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None) -> None:
     runs = repeat or (1 if quick else 3)
     shown = _stderr_is_terminal()  # progress only on a terminal, as simulate's bar
     results, machine = run_bench(
-        sizes, runs, progress=(lambda label: _say(f"  {label}...")) if shown else None
+        sizes, runs, progress=(lambda label: _say(f"  {label}...")) if shown else None, tmp_parent=tmp_parent
     )
     unwritten: OSError | None = None
     if json_path is not None:  # first: a table that cannot be printed (a closed pipe) loses no sample
@@ -1604,6 +1613,13 @@ def _print_bench_table(results: list[Any], machine: dict[str, Any], runs: int) -
         f"cogfabric bench: median of {runs} ({machine['cores']} cores, Python {machine['python']}, "
         f"commit {machine['git_commit'] or '?'})"
     )
+    if machine.get("tmp_parent"):
+        click.echo(f"journals under {machine['tmp_parent']}, on {machine.get('tmp_filesystem') or '?'}")
+    if machine.get("tmp_filesystem") == "tmpfs":
+        click.echo(
+            "warning: tmpfs holds the journals: an fsync costs nothing there, so the synced "
+            "workloads measure no disk (--dir names a directory on one)"
+        )
     click.echo(
         f"{'workload':<52} {'count':>9} {'median s':>9} {'min s':>8} {'max s':>8} {'rate/s':>11}  "
         f"{'ratio':>8}  reference"
@@ -1616,6 +1632,8 @@ def _print_bench_table(results: list[Any], machine: dict[str, Any], runs: int) -
             f"{min(result.samples):>8.3f} {max(result.samples):>8.3f} "
             f"{result.rate:>11,.0f}  {ratio:>8}  {result.reference or ''}"
         )
+    if any(result.reference for result in results):
+        click.echo("ratio: the workload's rate over its reference's, the median of the runs' paired ratios")
     for result in results:
         grown = result.extra.get("peak_rss_growth_bytes")
         if grown:
