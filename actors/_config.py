@@ -126,6 +126,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         msg = f"config must be a cogfabric.Config, a mapping or None, got {type(config).__name__}"
         if isinstance(config, str | os.PathLike):
             msg += " (a YAML file's path? read it with cogfabric.load_config(path))"
+        elif isinstance(config, bytes | bytearray):
+            msg += " (YAML text? read it with cogfabric.config.parse_config(text); a path, with load_config)"
         raise InvalidConfigError(msg)
 
 

@@ -41,3 +41,11 @@ def test_a_runtime_opens_with_the_config_load_config_read(tmp_path: Path) -> Non
         rt.memory.create_session("u")
         newer = rt.memory.create_session("u")
         assert rt.memory.sessions() == [newer]  # one session at most: the first was evicted
+
+
+def test_bytes_given_as_config_are_refused_with_where_yaml_text_goes() -> None:
+    with pytest.raises(
+        cf.InvalidConfigError, match=r"got bytes \(YAML text\? read it with cogfabric\.config\.parse_config"
+    ):
+        cf.Runtime.open(None, config=b"journal: {}")  # type: ignore[arg-type]
+    assert cogfabric.config.parse_config(b"journal: {}") == cf.Config()
