@@ -124,7 +124,7 @@ class Core:
 
         An instance of a registered class journals that class's name. An instance of a
         class that is not registered runs all the same, and journals its class's
-        qualified name (``module.QualName``, logged once per class): on a reopen that
+        qualified name (``module.QualName``; ``note_unregistered`` logs it): on a reopen that
         name is unknown unless registered, so the agent comes back without a behavior
         (issue: "an instance's class must be registered to be reattached").
 
@@ -151,15 +151,23 @@ class Core:
                 "pass behaviors={name: class} to Runtime.open"
             )
             raise InvalidSpawnSpecError(msg)
-        name = f"{cls.__module__}.{cls.__qualname__}"
-        if name not in self._unregistered_logged:
+        return f"{cls.__module__}.{cls.__qualname__}"
+
+    def note_unregistered(self, names: Iterable[str | None]) -> None:
+        """Log, once per class, that the instances a spawn started cannot be reattached.
+
+        Called once the spawn started its agents: a spawn refused (its instance runs
+        another agent, its id is taken) starts nothing, so there is nothing to warn of.
+        """
+        for name in names:
+            if name is None or name in self.behaviors or name in self._unregistered_logged:
+                continue
             self._unregistered_logged.add(name)
             log.warning(
                 "behavior instance of %s is not registered: it runs, but a reopen cannot reattach it "
                 "(pass behaviors={name: class} to Runtime.open)",
                 name,
             )
-        return name
 
     def is_registered(self, name: str | None) -> bool:
         """Whether a fresh behavior can be made for the journaled ``name``."""

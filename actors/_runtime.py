@@ -787,6 +787,7 @@ class Runtime:
         except BaseException:
             _unclaim(instances)
             raise
+        self._core.note_unregistered(event.behavior for event in events)
         return self._reach_spawned(ack, ids, launched, instances)
 
     def _launch_spawn(
