@@ -38,10 +38,11 @@ from cogfabric.events._codec import journal_repr, journal_text, require_str
 from cogfabric.store import JournalError, JournalFailedError
 
 from ._clock import bounded_wait
-from ._core import replay_agent
+from ._core import last_checkpoint_in, replay_agent
 from ._errors import (
     ActorTimeoutError,
     AgentCapacityError,
+    AgentCheckpointNotSupportedError,
     AgentNotFoundError,
     AgentNotRegisteredError,
     AgentNotSuspendedError,
@@ -1369,6 +1370,42 @@ class AgentContext:
         """Journal and return a copy of the cognitive state."""
         result: CognitiveState = self._state("checkpoint_cognitive")
         return result
+
+    def last_checkpoint(self) -> CognitiveState | None:
+        """The agent's latest journaled checkpoint, a fresh copy; None if its id took none.
+
+        ``Runtime.last_checkpoint`` for its own id, from its behavior: a behavior
+        restarted after it raised, or after a reopen, finds the checkpoint an earlier
+        instance took, and ``ctx.set_cognitive_state`` of it goes back to it. The
+        agent's batched changes are handed over and committed first, as ``ctx.flush()``
+        does, unless the journal is fail-stop: then it reads what the journal holds. It
+        reads the agent's records back from its newest to that checkpoint.
+
+        Raises:
+            AgentCheckpointNotSupportedError: the runtime has no journal.
+            AgentNotFoundError: the agent was killed.
+            RuntimeClosedError: ``close()`` stopped the agents' work, or the writer.
+            ActorTimeoutError: the journal did not commit within ``call_timeout``.
+            JournalRecordError: one of those records does not decode (names its seq).
+
+        """
+        actor = self._actor
+        core = actor._core  # noqa: SLF001
+        writer = core.writer
+        if writer is None:
+            raise AgentCheckpointNotSupportedError
+        core.check_running()
+        if actor._killed:  # noqa: SLF001
+            actor.check_alive()
+        try:
+            actor.flush_outbox()
+            if writer.failure is None:
+                writer.flush()
+        except JournalError:
+            if writer.failure is None:
+                raise
+            # fail-stop meanwhile (or before, with changes still batched): what it holds
+        return last_checkpoint_in(writer.journal, self.agent_id)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until this agent's changes so far are durable: ``runtime.flush()`` from its behavior.

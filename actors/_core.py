@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
-from cogfabric.events import AgentKilled, TaskContextPublished
-from cogfabric.store import JournalRecordError
+from cogfabric.events import AgentKilled, CheckpointTaken, TaskContextPublished
+from cogfabric.store import InvalidStreamError, JournalRecordError
 
 from ._clock import CheckedClock
-from ._errors import InvalidSpawnSpecError, RuntimeClosedError
+from ._errors import AgentNotFoundError, InvalidSpawnSpecError, RuntimeClosedError
 from ._state import AgentSnapshot, apply_event, decode_snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
-    from cogfabric.events import Event
+    from cogfabric.events import CognitiveState, Event
     from cogfabric.store import Journal, Record, Snapshot
 
     from ._agent import Behavior
@@ -296,6 +296,32 @@ def publications(journal: Journal, after: int = 0, until: int | None = None) -> 
             for agent_id in event.agents:
                 found[agent_id] = [record]  # the last wins: see Publications
     return Publications(after, found, end)
+
+
+def last_checkpoint_in(journal: Journal, agent_id: str) -> CognitiveState | None:
+    """The state of the latest ``CheckpointTaken`` of ``agent_id``'s stream, None if it took none.
+
+    Read back from the stream's newest record (``Journal.read_back``): it costs the
+    records after that checkpoint. Decoded from the journal, so a fresh copy.
+
+    Raises:
+        AgentNotFoundError: the journal holds no record of ``agent_id`` (or no agent can
+            have that id: a NUL, too long).
+        JournalRecordError: one of those records does not decode (names its seq).
+
+    """
+    try:
+        records = journal.read_back("agent/" + agent_id)
+    except InvalidStreamError:
+        raise AgentNotFoundError(agent_id) from None
+    found = False
+    for record in records:
+        if isinstance(record.event, CheckpointTaken):
+            return record.event.state
+        found = True
+    if not found:
+        raise AgentNotFoundError(agent_id)
+    return None
 
 
 def agent_end(journal: Journal, stream: str) -> int:

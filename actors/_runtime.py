@@ -22,7 +22,6 @@ import pykka
 
 from cogfabric.events import (
     AgentSpawned,
-    CheckpointTaken,
     CognitiveState,
     TaskContextPublished,
     admit_mapping,
@@ -31,7 +30,6 @@ from cogfabric.events import (
 )
 from cogfabric.events._codec import require_str
 from cogfabric.store import (
-    InvalidStreamError,
     Journal,
     JournalError,
     JournalIntegrityError,
@@ -54,7 +52,15 @@ from ._agent import (
 from ._bus import IpcBus
 from ._clock import CheckedClock, Clock, FakeClock, SystemClock, bounded_wait
 from ._config import Config
-from ._core import Core, agent_end, publications, replay_agent, replay_start, snapshot_flaw
+from ._core import (
+    Core,
+    agent_end,
+    last_checkpoint_in,
+    publications,
+    replay_agent,
+    replay_start,
+    snapshot_flaw,
+)
 from ._errors import (
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
@@ -1231,18 +1237,7 @@ class Runtime:
             if writer is None or writer.failure is None:
                 raise
             # fail-stop meanwhile (or before, with changes still batched): what it holds
-        try:
-            records = journal.read_back("agent/" + plain)
-        except InvalidStreamError:  # an id no agent can have (a NUL, too long)
-            raise AgentNotFoundError(plain) from None
-        found = False
-        for record in records:
-            if isinstance(record.event, CheckpointTaken):
-                return record.event.state
-            found = True
-        if not found:
-            raise AgentNotFoundError(plain)
-        return None
+        return last_checkpoint_in(journal, plain)
 
     def kill(self, agent_id: str) -> None:
         """Journal a death snapshot and remove the agent; its children live on.
