@@ -87,6 +87,17 @@ def directory(text: str) -> str:
     return text
 
 
+def warn_if_tmpfs(env_info: dict[str, Any]) -> None:
+    """Warn on stderr when the run's temporary journals are on tmpfs, where an fsync costs nothing."""
+    if env_info.get("tmp_filesystem") == "tmpfs":
+        print(
+            f"warning: {env_info.get('tmp_parent')} is on tmpfs: an fsync costs nothing there, so the "
+            "synced workloads measure no disk (--dir names a directory on one)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def write_json(path: Path, document: dict[str, Any]) -> None:
     """Write the results document and say where; exit 2 with a message if it cannot be written.
 

@@ -25,6 +25,8 @@ import lmdb
 import msgspec
 from _common import columns, source_revision
 
+from cogfabric._bench import cpu_model, filesystem_of
+
 __all__ = [
     "Row",
     "RowSpec",
@@ -231,5 +233,7 @@ def environment(*, repeat: int, tmp_parent: str | None) -> dict[str, Any]:
         "msgspec": msgspec.__version__,
         "pykka": importlib.metadata.version("pykka"),
         "tmp_parent": tmp_parent or tempfile.gettempdir(),
+        "tmp_filesystem": filesystem_of(tmp_parent or tempfile.gettempdir()) or "?",
+        "cpu_model": cpu_model(),
         "repeat": repeat,
     }

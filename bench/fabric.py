@@ -98,7 +98,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import lmdb
 import msgspec
 import pykka
-from _common import directory, json_file, positive, positive_seconds, subset_of, write_json
+from _common import directory, json_file, positive, positive_seconds, subset_of, warn_if_tmpfs, write_json
 from _workloads import (
     RowSpec,
     Sample,
@@ -1267,10 +1267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(spawn_child(child_dir, settings.spawn_agents)))
         return 0
     env_info = environment(repeat=settings.repeat, tmp_parent=settings.tmp_parent)
+    warn_if_tmpfs(env_info)
     methods: list[str] = []
     print(
         f"fabric bench: {', '.join(settings.only)}; median of {settings.repeat}; "
-        f"temp dirs under {env_info['tmp_parent']}",
+        f"temp dirs under {env_info['tmp_parent']} ({env_info['tmp_filesystem']})",
         file=sys.stderr,
         flush=True,
     )

@@ -72,8 +72,9 @@ from typing import Any, Final, NamedTuple
 
 import lmdb
 import msgspec
-from _common import columns, directory, json_file, source_revision, write_json
+from _common import columns, directory, json_file, source_revision, warn_if_tmpfs, write_json
 
+from cogfabric._bench import cpu_model, filesystem_of
 from cogfabric.events import AnyEvent, Event, PrivateSet
 from cogfabric.store import Journal, LmdbJournal
 
@@ -712,6 +713,8 @@ def environment(config: Config, events: list[Event]) -> dict[str, Any]:
         "lmdb_engine": ".".join(map(str, lmdb.version())),
         "msgspec": msgspec.__version__,
         "tmp_parent": config.tmp_parent or tempfile.gettempdir(),
+        "tmp_filesystem": filesystem_of(config.tmp_parent or tempfile.gettempdir()) or "?",
+        "cpu_model": cpu_model(),
         "event_bytes_mean": statistics.fmean(sizes),
         "agents": config.agents,
         "repeat": config.repeat,
@@ -723,9 +726,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     total = max(config.single_events, config.batched_events, config.hash_records)
     events = make_events(total, config.agents, config.event_bytes)
     env_info = environment(config, events)
+    warn_if_tmpfs(env_info)
     print(
         f"events: PrivateSet, ~{env_info['event_bytes_mean']:.0f} bytes msgpack, {config.agents} agents; "
-        f"sync=True; median of {config.repeat}; temp dirs under {env_info['tmp_parent']}",
+        f"sync=True; median of {config.repeat}; temp dirs under {env_info['tmp_parent']} "
+        f"({env_info['tmp_filesystem']})",
         file=sys.stderr,
     )
     rows = run_workloads(config, build_workloads(config, events))

@@ -81,9 +81,10 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
-from _common import columns, directory, json_file, source_revision, write_json
+from _common import columns, directory, json_file, source_revision, warn_if_tmpfs, write_json
 from journal_append import Clocked, raw_append_encoding, raw_scan
 
+from cogfabric._bench import filesystem_of
 from cogfabric.events import Event, PrivateSet
 from cogfabric.store import Journal
 
@@ -715,22 +716,6 @@ def _version(name: str) -> str | None:
         return None
 
 
-def _filesystem(path: str) -> str:
-    """The mount type of the filesystem holding ``path`` (from /proc/mounts), or "?"."""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return "?"
-    real = os.path.realpath(path)
-    best, kind = "", "?"
-    for line in mounts:
-        parts = line.split()
-        inside = len(parts) >= 3 and (real == parts[1] or real.startswith(parts[1].rstrip("/") + "/"))
-        if inside and len(parts[1]) >= len(best):
-            best, kind = parts[1], parts[2]
-    return kind
-
-
 def environment(config: Config, events: list[Event]) -> dict[str, Any]:
     encoder = msgspec.msgpack.Encoder()
     tmp_parent = config.tmp_parent or tempfile.gettempdir()
@@ -742,7 +727,7 @@ def environment(config: Config, events: list[Event]) -> dict[str, Any]:
         "processor": platform.processor(),
         "cpus": os.cpu_count(),
         "tmp_parent": tmp_parent,
-        "tmp_filesystem": _filesystem(tmp_parent),
+        "tmp_filesystem": filesystem_of(tmp_parent) or "?",
         "versions": {
             name: _version(name)
             for name in (
@@ -793,6 +778,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config, json_path = parse_args(argv)
     events = make_events(max(config.single_events, config.batched_events), config.agents)
     env_info = environment(config, events)
+    warn_if_tmpfs(env_info)
     for system, error in env_info["skipped"].items():
         if error:
             print(f"skipping {system}: {error}", file=sys.stderr)

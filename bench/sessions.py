@@ -50,7 +50,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
-from _common import directory, json_file, positive, subset_of, write_json
+from _common import directory, json_file, positive, subset_of, warn_if_tmpfs, write_json
 from _workloads import (
     RowSpec,
     Sample,
@@ -487,9 +487,10 @@ def build_workloads(settings: Settings) -> list[Workload]:
 def main(argv: Sequence[str] | None = None) -> int:
     settings, json_path = parse_args(argv)
     env_info = environment(repeat=settings.repeat, tmp_parent=settings.tmp_parent)
+    warn_if_tmpfs(env_info)
     print(
         f"sessions bench: {', '.join(settings.only)}; median of {settings.repeat}; "
-        f"temp dirs under {env_info['tmp_parent']}",
+        f"temp dirs under {env_info['tmp_parent']} ({env_info['tmp_filesystem']})",
         file=sys.stderr,
         flush=True,
     )

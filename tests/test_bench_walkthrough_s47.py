@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import cogfabric._bench
-from cogfabric._bench import Result, Sizes, _filesystem, _machine, run_bench
+from cogfabric._bench import Result, Sizes, _machine, filesystem_of, run_bench
 from cogfabric.cli import main
 
 _README = Path(__file__).resolve().parent.parent / "README.md"
@@ -61,12 +64,12 @@ def test_the_journals_go_under_the_directory_asked_for(
 
 
 @pytest.mark.skipif(not Path("/proc/mounts").is_file(), reason="needs /proc/mounts")
-def test_the_machine_names_where_the_journals_were_and_on_which_filesystem(tmp_path: Path) -> None:
+def test_the_machine_names_where_the_journals_were_and_on_whichfilesystem_of(tmp_path: Path) -> None:
     machine = _machine(tmp_path)
 
     assert machine["tmp_parent"] == str(tmp_path.resolve())
     assert machine["tmp_filesystem"] == _mount_type(tmp_path) is not None
-    assert _filesystem(tmp_path) == machine["tmp_filesystem"]
+    assert filesystem_of(tmp_path) == machine["tmp_filesystem"]
     assert "cpu_model" in machine
 
 
@@ -75,7 +78,7 @@ def test_the_machine_names_where_the_journals_were_and_on_which_filesystem(tmp_p
     reason="needs a tmpfs /dev/shm",
 )
 def test_a_tmpfs_is_named_tmpfs() -> None:
-    assert _filesystem(SHM) == "tmpfs"
+    assert filesystem_of(SHM) == "tmpfs"
 
 
 def _fake_run(machine: dict[str, Any], asked: list[dict[str, Any]]) -> Any:
@@ -87,7 +90,7 @@ def _fake_run(machine: dict[str, Any], asked: list[dict[str, Any]]) -> Any:
     return measures
 
 
-def test_dir_reaches_the_run_and_the_table_names_it_and_its_filesystem(
+def test_dir_reaches_the_run_and_the_table_names_it_and_itsfilesystem_of(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[dict[str, Any]] = []
@@ -173,3 +176,33 @@ def test_readmes_bench_commands_are_accepted_and_one_writes_the_benchmarkers_own
     # copied as it stands, a command of README's for one's own machine overwrites no file in docs/
     own = [a[a.index("--json") + 1] for a in commands if "--json" in a]
     assert [path for path in own if not path.startswith("docs/")] != []
+
+
+@pytest.mark.skipif(filesystem_of(SHM) != "tmpfs", reason="needs /dev/shm on tmpfs")
+@pytest.mark.parametrize(
+    ("script", "options"),
+    [
+        ("journal_append.py", "--events 500 --single-events 5 --hash-records 500 --repeat 1"),
+        (
+            "sessions.py",
+            "--sync-ops 5 --batch-ops 20 --memory-ops 20 --prompt-ops 5 --sessions 20 --repeat 1",
+        ),
+    ],
+)
+def test_a_bench_script_on_tmpfs_records_it_and_warns(tmp_path: Path, script: str, options: str) -> None:
+    # the scripts' JSON named the directory but not its filesystem, and nothing warned
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    out = tmp_path / "out.json"
+    with tempfile.TemporaryDirectory(dir=SHM) as shm:
+        done = subprocess.run(
+            [sys.executable, str(bench / script), *options.split(), "--dir", shm, "--json", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "is on tmpfs: an fsync costs nothing there" in done.stderr
+    environment = json.loads(out.read_text())["environment"]
+    assert environment["tmp_filesystem"] == "tmpfs"
+    assert "cpu_model" in environment

@@ -400,7 +400,7 @@ def _recovery(tmp: Path, agents: int, events: int, *, snapshots: bool) -> float:
             runtime.close()
 
 
-def _filesystem(path: Path) -> str | None:
+def filesystem_of(path: Path | str) -> str | None:
     """The mount type of the filesystem holding ``path`` (from /proc/mounts), or None.
 
     On ``tmpfs`` an fsync costs nothing, so the synced workloads would measure no disk.
@@ -409,7 +409,7 @@ def _filesystem(path: Path) -> str | None:
         mounts = Path("/proc/mounts").read_text().splitlines()
     except OSError:
         return None
-    real = str(path.resolve())
+    real = os.path.realpath(path)
     best, kind = "", None
     for line in mounts:
         parts = line.split()
@@ -422,7 +422,7 @@ def _filesystem(path: Path) -> str | None:
     return kind
 
 
-def _cpu_model() -> str | None:
+def cpu_model() -> str | None:
     """The CPU's model name (Linux's /proc/cpuinfo; elsewhere what ``platform`` knows), or None."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -445,7 +445,7 @@ def _machine(tmp_parent: Path | None = None) -> dict[str, Any]:
     where = (tmp_parent or Path(tempfile.gettempdir())).resolve()
     return {
         "cores": os.cpu_count(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "memory": memory,
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -453,7 +453,7 @@ def _machine(tmp_parent: Path | None = None) -> dict[str, Any]:
         "lmdb_library": ".".join(map(str, lmdb.version())),
         "git_commit": _commit(),
         "tmp_parent": str(where),
-        "tmp_filesystem": _filesystem(where),
+        "tmp_filesystem": filesystem_of(where),
     }
 
 
