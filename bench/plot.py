@@ -172,7 +172,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__.split("\n\n", 1)[0],
         epilog="Needs matplotlib, which the bench extra installs: pip install -e '.[bench]'.",
     )
-    parser.add_argument("results", type=Path, nargs="+", help="JSON files written with --json")
+    parser.add_argument(
+        "results",
+        type=Path,
+        nargs="+",
+        help=(
+            "JSON files written with --json by cogfabric bench, journal_append.py, fabric.py, "
+            "sessions.py or peers.py (lmdb_gil.py's holds no rate to chart)"
+        ),
+    )
     parser.add_argument(
         "-o", "--output", type=_png_file, default=Path("chart.png"), help="PNG to write (.png added if none)"
     )
@@ -180,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     bars = load_bars(args.results)
     if not bars:
-        parser.error("no measured rows in the given files")
+        parser.error("no measured rows in the given files (lmdb_gil.py's hold none)")
     title = args.title
     if title is None:
         labels = [_run_label(json.loads(path.read_text()), path) for path in args.results]
