@@ -1203,7 +1203,7 @@ def _trace_line(node: dict[str, Any]) -> str:
 @click.option(
     "--output",
     "-o",
-    type=click.Path(path_type=Path),
+    type=click.Path(),
     multiple=True,
     callback=_once,
     help="A file (default stdout, as for -; ./- names a file called -).",
@@ -1241,7 +1241,7 @@ def _trace_line(node: dict[str, Any]) -> str:
 @_NO_VERIFY
 def export(
     journal: Path,
-    output: Path | None,
+    output: str | Path | None,  # the text as given: a Path would make ./- a -
     stream: str | None,
     layer: str | None,
     after: int | None,
@@ -1265,8 +1265,8 @@ def export(
     """
     from cogfabric._audit import export_lines  # noqa: PLC0415
 
-    if output is not None and str(output) == "-":  # stdout, as verify-export reads - as stdin
-        output = None
+    # stdout, as verify-export reads - as stdin; the text as given (a Path makes ./- a -)
+    output = None if output is None or str(output) == "-" else Path(output)
     if verifiable and (stream is not None or layer is not None or types is not None):
         _fail("--verifiable exports every record of its range: drop --stream, --layer and --type")
     if after is not None and until is not None and after >= until:  # a typo would write an empty export
@@ -1319,9 +1319,7 @@ def _anchors(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ..
 
 
 @main.command("verify-export")
-@click.argument(
-    "export_file", metavar="FILE", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True)
-)
+@click.argument("export_file", metavar="FILE", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "--anchor",
     "anchors",
@@ -1334,7 +1332,7 @@ def _anchors(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ..
 @_keyed
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON document.")
 def verify_export(
-    export_file: Path, anchors: dict[int, bytes], key: bytes | str | None, as_json: bool
+    export_file: str, anchors: dict[int, bytes], key: bytes | str | None, as_json: bool
 ) -> None:
     """Check FILE, a `cogfabric export --verifiable` (- for stdin), without its journal.
 
@@ -1356,16 +1354,15 @@ def verify_export(
         cogfabric verify-export all.jsonl --anchor 84:935a07335fabbfa91876d9adca3c019d
     """
     _need_stdout()
-    if str(export_file) == "-" and sys.stdin is None:
+    stdin = export_file == "-"  # the text as given: ./- names a file called -
+    if stdin and sys.stdin is None:
         _fail("stdin is closed: there is no export to read")
     from cogfabric._audit import encode_json  # noqa: PLC0415
     from cogfabric._export_check import verify_export as check  # noqa: PLC0415
 
     try:
         with contextlib.ExitStack() as stack:
-            source: Any = (
-                sys.stdin.buffer if str(export_file) == "-" else stack.enter_context(export_file.open("rb"))
-            )
+            source: Any = sys.stdin.buffer if stdin else stack.enter_context(Path(export_file).open("rb"))
             report = check(source, key=key, anchors=anchors)
     except OSError as exc:
         _fail(f"cannot read {export_file}: {exc.strerror or exc}")
