@@ -1281,8 +1281,9 @@ class AgentContext:
     method raises ``ActorTimeoutError`` and does nothing (off a message, after waiting
     ``call_timeout`` for the writer): it would be checked against the state without
     that change. Once its agent is killed, every method but ``agent_id``, ``memory`` and ``llm`` raises
-    ``AgentNotFoundError``, also when another agent of that id was spawned since (it is
-    another agent); while its kill's commit is undecided (it timed out), they raise
+    ``AgentNotFoundError`` (``unsubscribe("")`` excepted: it returns False for the empty topic,
+    which nothing subscribes to, whatever the agent), also when another agent of that id
+    was spawned since (it is another agent); while its kill's commit is undecided (it timed out), they raise
     ``ActorTimeoutError`` at once, and what a kept ``ctx.llm`` records meanwhile is
     journaled if the agent lives on. What the lock does not order is a behavior's own steps beside its
     state methods: a thread it does not wait for, acting while it runs, still races it.
