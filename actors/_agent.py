@@ -1368,7 +1368,12 @@ class AgentContext:
         return result
 
     def checkpoint_cognitive(self) -> CognitiveState:
-        """Journal and return a copy of the cognitive state."""
+        """Journal and return a copy of the cognitive state.
+
+        In sync durability the checkpoint is durable when this returns; in batch
+        durability, as any change, once flushed (``ctx.flush()``): a crash before that
+        loses it, and ``last_checkpoint`` then finds an earlier one (or None).
+        """
         result: CognitiveState = self._state("checkpoint_cognitive")
         return result
 

@@ -209,7 +209,12 @@ class Agent:
         return result
 
     def checkpoint_cognitive(self) -> CognitiveState:
-        """Journal a checkpoint and return a copy of the cognitive state."""
+        """Journal a checkpoint and return a copy of the cognitive state.
+
+        In sync durability the checkpoint is durable when this returns; in batch
+        durability, as any change, once flushed (``runtime.flush()``): a crash before that
+        loses it, and ``last_checkpoint`` then finds an earlier one (or None).
+        """
         result: CognitiveState = self._call("checkpoint_cognitive")
         return result
 

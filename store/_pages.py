@@ -229,6 +229,12 @@ class _Walk:
         )
         return JournalDamagedError(msg)
 
+    def outside(self) -> str:
+        """Why a page the trees name is not one the file holds."""
+        if self.pages <= _FIRST_PAGE:
+            return "is named, but the file holds only its two header pages"
+        return f"is named, but pages run from 2 to {self.pages - 1}"
+
     def read(self, name: str, pgno: int, length: int) -> bytes:
         data = os.pread(self.fd, length, pgno * self.page_size)
         if len(data) < length:
@@ -278,7 +284,7 @@ class _Walk:
     def mark(self, name: str, pgno: int, count: int) -> None:
         """Note pages ``pgno`` to ``pgno + count - 1`` as reached: inside the file, and once."""
         if pgno < _FIRST_PAGE or pgno + count > self.pages:
-            raise self.damaged(name, pgno, f"is named, but pages run from 2 to {self.pages - 1}")
+            raise self.damaged(name, pgno, self.outside())
         if self.owner.count(0, pgno, pgno + count) != count:
             raise self.damaged(name, pgno, "is reached twice (the tree has a cycle, or shares a page)")
         self.owner[pgno : pgno + count] = bytes((len(self.trees),)) * count
@@ -428,7 +434,7 @@ class _Walk:
     def overflow(self, name: str, pgno: int, data_size: int) -> None:
         """Check the overflow pages of a large value."""
         if not _FIRST_PAGE <= pgno < self.pages:
-            raise self.damaged(name, pgno, f"is named, but pages run from 2 to {self.pages - 1}")
+            raise self.damaged(name, pgno, self.outside())
         stored, _, flags, count = _OVERFLOW.unpack(self.read(name, pgno, _OVERFLOW.size))
         if stored != pgno or flags != _P_OVERFLOW:
             problem = f"should be an overflow page, and stores {stored}, flags {flags:#x}"
