@@ -156,8 +156,9 @@ class Core:
     def note_unregistered(self, names: Iterable[str | None]) -> None:
         """Log, once per class, that the instances a spawn started cannot be reattached.
 
-        Called once the spawn started its agents: a spawn refused (its instance runs
-        another agent, its id is taken) starts nothing, so there is nothing to warn of.
+        Called once the spawn's agents are reachable: a spawn refused (its instance runs
+        another agent, its id is taken, or in sync durability the journal refused it)
+        runs nothing, so there is nothing to warn of.
         """
         for name in names:
             if name is None or name in self.behaviors or name in self._unregistered_logged:

@@ -793,8 +793,10 @@ class Runtime:
         except BaseException:
             _unclaim(instances)
             raise
+        agents = self._reach_spawned(ack, ids, launched, instances)
+        # once its agents run: not for a spawn the journal refused (sync durability)
         self._core.note_unregistered(event.behavior for event in events)
-        return self._reach_spawned(ack, ids, launched, instances)
+        return agents
 
     def _launch_spawn(
         self, specs: list[Mapping[str, Any]], events: list[AgentSpawned], ids: list[str]
@@ -980,6 +982,7 @@ class Runtime:
                 for one in launched:
                     self._register(one)
                     registered += 1
+                self._core.note_unregistered(one.state.behavior for one in launched)
         finally:
             self._stop_launched(launched[registered:])
             self._release(one.state.id for one in launched)  # those not reached, if any

@@ -22,6 +22,7 @@ import hashlib
 import os
 import random
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -440,7 +441,14 @@ def _refuse_a_foreign_journal(path: Path) -> int:
     researchers and reviewers (and it has both). Continuing any other one would run the
     simulation beside another program's agents and count their sessions and records as
     its own. Returns how many agents the journal holds (0 for a new one).
+    A data file of zero bytes (LMDB leaves one when a crash interrupts the creation of
+    a journal) is a new journal's, as ``Runtime.open`` takes it; read-only it is refused.
     """
+    with contextlib.suppress(OSError):
+        data = (path / "data.mdb").lstat()
+        if stat.S_ISREG(data.st_mode) and data.st_size == 0:
+            _refuse_other_files(path)
+            return 0
     try:
         with Journal.open(path, readonly=True) as journal:
             records = journal.last_seq

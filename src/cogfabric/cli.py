@@ -745,6 +745,11 @@ def replay(
     _print_view(view)
 
 
+def _named(output: Path | None) -> str:
+    """``output`` as a message names it: a file called - as ./- (a - alone is stdout)."""
+    return "./-" if str(output) == "-" else str(output)
+
+
 def _sink(target: Path | None, output: Path | None) -> Any:  # noqa: ANN401 - a binary file
     """Where ``export`` writes: ``target`` opened, or stdout's bytes.
 
@@ -759,7 +764,7 @@ def _sink(target: Path | None, output: Path | None) -> Any:  # noqa: ANN401 - a 
     try:
         return os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
     except OSError as exc:  # a missing directory, no permission: a usage error
-        _fail(f"cannot write --output {output}: {exc.strerror or exc}")
+        _fail(f"cannot write --output {_named(output)}: {exc.strerror or exc}")
 
 
 def _ending(opened: Any, agent: str | None, session: str | None, seq: int) -> tuple[str, int] | None:  # noqa: ANN401
@@ -1275,10 +1280,10 @@ def export(
     # that fails to decode half-way leaves no partial export behind. Anything else (a
     # pipe, a device, a link) is written in place, as stdout is.
     if output is not None and output.is_dir():
-        _fail(f"{output} is a directory; name a file for --output")
+        _fail(f"{_named(output)} is a directory; name a file for --output")
     refusal = None if output is None else _writes_into(journal, output)
     if refusal is not None:
-        _fail(f"--output {output} {refusal}; name a file elsewhere")
+        _fail(f"--output {_named(output)} {refusal}; name a file elsewhere")
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             verified = _check(opened, skip=no_verify)
@@ -1451,7 +1456,7 @@ def _partial_file(output: Path) -> tuple[int, Path]:
         # the name cut short: with the random part and suffix it must fit the 255 a name may have
         fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name[:64]}.", suffix=".partial")
     except OSError as exc:  # a missing directory, no permission: a usage error
-        _fail(f"cannot write --output {output}: {exc.strerror or exc}")
+        _fail(f"cannot write --output {_named(output)}: {exc.strerror or exc}")
     return fd, Path(name)
 
 
