@@ -113,3 +113,22 @@ def test_export_names_a_file_called_dash_as_given_not_as_stdout(
     result = CliRunner().invoke(main, ["export", "j", "-o", "./-"])
     assert result.exit_code == 2, result.output
     assert "./- is a directory; name a file for --output" in result.output
+
+
+def test_simulate_takes_a_fresh_mount_point_holding_only_lost_and_found_for_a_new_journal(
+    tmp_path: Path,
+) -> None:
+    # a file system made for the journal and mounted at --journal holds lost+found and
+    # nothing of the user's; a dotfile is the user's and is still refused
+    mount = tmp_path / "mnt"
+    (mount / "lost+found").mkdir(parents=True)
+    result = CliRunner().invoke(main, ["simulate", "--journal", str(mount), "--agents", "2", "--turns", "1"])
+    assert result.exit_code == 0, result.output
+    assert (mount / "data.mdb").exists()
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".gitkeep").touch()
+    refused = CliRunner().invoke(main, ["simulate", "--journal", str(other), "--agents", "2", "--turns", "1"])
+    assert refused.exit_code == 2
+    assert "holds other files (.gitkeep)" in refused.output

@@ -465,8 +465,9 @@ def _refuse_a_foreign_journal(path: Path) -> int:
     return len(agents)
 
 
-_JOURNAL_FILES: Final = frozenset({"data.mdb", "lock.mdb", "writer.lock"})
-"""The files a journal's directory holds (a creation cut short may leave some of them)."""
+_JOURNAL_FILES: Final = frozenset({"data.mdb", "lock.mdb", "writer.lock", "lost+found"})
+"""The files a journal's directory holds (a creation cut short may leave some of them), and
+the ``lost+found`` of a file system mounted there for it, which is empty of the user's files."""
 
 
 def _refuse_other_files(path: Path) -> None:
