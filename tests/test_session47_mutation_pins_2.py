@@ -10,43 +10,25 @@ for a ``bytearray`` config.
 
 from __future__ import annotations
 
-import json
 import platform
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import cogfabric as cf
 import cogfabric._bench
 from cogfabric import CognitiveState
-from cogfabric._audit import export_lines
 from cogfabric._bench import _machine, cpu_model, filesystem_of
 from cogfabric._export_check import verify_export
-from cogfabric.events import PrivateSet
-from cogfabric.store import LmdbJournal
 from tests.actors.test_agent_mutation_pins import _keeper
 from tests.test_cli_bad_input_s47 import _simulate
-
-
-def _lines(tmp_path: Path, value: Any) -> list[bytes]:
-    path = tmp_path / "journal"
-    with LmdbJournal.open(path) as journal:
-        journal.append([PrivateSet(at=float(i), agent="a", key="k", value=value) for i in range(3)])
-    with LmdbJournal.open(path, readonly=True) as journal:
-        return list(export_lines(journal, verifiable=True))
-
-
-def _edited(line: bytes, edit: Any) -> bytes:
-    fields = json.loads(line)
-    edit(fields)
-    return json.dumps(fields, separators=(",", ":")).encode() + b"\n"
+from tests.test_export_verify_reencoded import _lines, _reencoded
 
 
 def test_a_line_missing_a_field_export_writes_is_named_not_a_crash(tmp_path: Path) -> None:
     # Mutant: _differing asked _same_numbers of a field the line lacks (a KeyError)
     lines = _lines(tmp_path, "v")
-    lines[1] = _edited(lines[1], lambda f: f.pop("time"))
+    lines[1] = _reencoded(lines[1], lambda f: f.pop("time"))
 
     report = verify_export(lines)
 
@@ -58,7 +40,7 @@ def test_a_line_missing_a_field_export_writes_is_named_not_a_crash(tmp_path: Pat
 def test_a_mapping_with_a_key_dropped_is_a_change_not_a_reencoding(tmp_path: Path) -> None:
     # Mutant: _same_numbers took a line's keys being some of the record's as the same value
     lines = _lines(tmp_path, {"score": 0.0, "x": 1})
-    lines[1] = _edited(lines[1], lambda f: f["data"]["value"].pop("x"))
+    lines[1] = _reencoded(lines[1], lambda f: f["data"]["value"].pop("x"))
 
     report = verify_export(lines)
 
