@@ -29,13 +29,7 @@ from cogfabric.events import (
     upgrade_cognitive_state,
 )
 from cogfabric.events._codec import require_str
-from cogfabric.store import (
-    Journal,
-    JournalError,
-    JournalIntegrityError,
-    JournalRecordError,
-    VerifyReport,
-)
+from cogfabric.store import Journal, JournalError, JournalIntegrityError, JournalRecordError, VerifyReport
 from cogfabric.store._journal import UNDECODABLE
 
 from ._agent import (
