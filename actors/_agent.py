@@ -1403,14 +1403,7 @@ class AgentContext:
         core.check_running()
         if actor._killed:  # noqa: SLF001
             actor.check_alive()
-        try:
-            actor.flush_outbox()
-            if writer.failure is None:
-                writer.flush()
-        except JournalError:
-            if writer.failure is None:
-                raise
-            # fail-stop meanwhile (or before, with changes still batched): what it holds
+        writer.settle((actor.flush_outbox,))
         return last_checkpoint_in(writer.journal, self.agent_id)
 
     def flush(self, timeout: float | None = None) -> None:

@@ -1223,17 +1223,11 @@ class Runtime:
         own = self._own_entry()
         asked = self._agents.get(plain)  # a dict read is atomic; writers hold the lock
         writer = self._core.writer
-        try:
-            for entry in (own, asked if asked is not own else None):
-                if entry is not None:
-                    # its batched changes, a kept ctx's or a worker thread's mid-message too
-                    entry.shared.flush_outbox()
-            if writer is not None and writer.failure is None:
-                writer.flush()
-        except JournalError:
-            if writer is None or writer.failure is None:
-                raise
-            # fail-stop meanwhile (or before, with changes still batched): what it holds
+        if writer is not None:
+            # the agents' batched changes: the asked one's too, a kept ctx's or a worker
+            # thread's mid-message
+            entries = (own,) if asked is own else (own, asked)
+            writer.settle(entry.shared.flush_outbox for entry in entries if entry is not None)
         return last_checkpoint_in(journal, plain)
 
     def kill(self, agent_id: str) -> None:

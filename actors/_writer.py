@@ -50,7 +50,7 @@ from ._clock import bounded_wait
 from ._errors import ActorTimeoutError, RuntimeClosedError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from cogfabric.events import Event
     from cogfabric.store import Journal
@@ -551,6 +551,27 @@ class JournalWriter:
         ack = self._put((), None, want_ack=True)
         assert ack is not None
         ack.wait(self._timeout if timeout is None else timeout)
+
+    def settle(self, hand_over: Iterable[Callable[[], object]] = ()) -> None:
+        """Hand changes over (``hand_over``: agents' outbox flushes), then wait for their commit.
+
+        Unless the journal is fail-stop, before or meanwhile: then it returns, and what
+        the journal holds is what a reader finds (``Runtime.last_checkpoint``,
+        ``ctx.last_checkpoint``).
+
+        Raises:
+            ActorTimeoutError: not committed within ``call_timeout``.
+            JournalError: one that did not come of a fail-stop journal.
+
+        """
+        try:
+            for step in hand_over:
+                step()
+            if self._failure is None:
+                self.flush()
+        except JournalError:
+            if self._failure is None:
+                raise
 
     @property
     def failure_unreported(self) -> BaseException | None:
