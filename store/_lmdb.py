@@ -633,6 +633,12 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
     first = _pages.meta_at(head, 0)
     page = first.page_size
     if first.magic != _pages.META_MAGIC or page < _pages.META_END:
+        # The first header page is not LMDB's, so its page size is no guide: where the
+        # second one is whole at a page size, the file is a journal whose first header is
+        # damaged (named here, before LMDB refuses it as no LMDB file); else LMDB says.
+        for second in sorted(_PAGE_SIZES):
+            if _holds_lmdb_meta(head, second) and _is_second_meta(head, second):
+                _check_headers_agree(head, second, where)
         return size, 0
     if page not in _PAGE_SIZES:
         raise JournalDamagedError(f"{where} is damaged: its header names a page size of {page} bytes")

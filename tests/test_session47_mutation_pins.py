@@ -18,7 +18,6 @@ from cogfabric.cli import main
 from cogfabric.store import (
     Journal,
     JournalDamagedError,
-    JournalFormatError,
     JournalRecordError,
     _lmdb,
     _pages,
@@ -92,7 +91,8 @@ def test_a_malformed_record_a_link_names_is_called_malformed_not_another_streams
 
 def test_a_journal_whose_first_header_is_damaged_is_not_said_to_hold_no_lmdb_header(tmp_path: Path) -> None:
     # _short_by refuses "no page of it where a header page can be holds LMDB's magic
-    # number": here the second header page holds it, so LMDB's own refusal names it
+    # number": here the second header page holds it, so the file is a journal whose
+    # first header is damaged, named as such
     path = tmp_path / "j"
     with Journal.open(path) as journal:
         journal.append(make_events(5))
@@ -100,7 +100,7 @@ def test_a_journal_whose_first_header_is_damaged_is_not_said_to_hold_no_lmdb_hea
     data[16:20] = bytes(4)  # the first meta page's magic, after its page header
     (path / "data.mdb").write_bytes(bytes(data))
 
-    with pytest.raises(JournalFormatError) as info:
+    with pytest.raises(JournalDamagedError, match="header page 0") as info:
         Journal.open(path, readonly=True)
     assert "holds no LMDB header" not in str(info.value)
 

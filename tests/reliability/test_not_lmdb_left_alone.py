@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from cogfabric.cli import main
-from cogfabric.store import Journal, JournalFormatError
+from cogfabric.store import Journal, JournalDamagedError, JournalFormatError
+from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -37,3 +38,23 @@ def test_a_data_file_without_lmdbs_header_is_refused_and_nothing_is_added(
         Journal.open(where)
     assert sorted(p.name for p in where.iterdir()) == ["data.mdb", "writer.lock"]
     assert (where / "data.mdb").read_bytes() == content
+
+
+def test_a_journal_whose_first_header_page_is_wiped_is_damaged_and_left_alone(tmp_path: Path) -> None:
+    # page 0's meta record zeroed, page 1's whole: a damaged journal (exit 1), not a file
+    # that is no journal (exit 2), and named before LMDB adds its lock file
+    where = tmp_path / "journal"
+    with Journal.open(where) as journal:
+        journal.append(make_events(10))
+    (where / "lock.mdb").unlink()
+    raw = bytearray((where / "data.mdb").read_bytes())
+    raw[16 : 16 + 200] = bytes(200)
+    (where / "data.mdb").write_bytes(bytes(raw))
+
+    with pytest.raises(JournalDamagedError, match=r"header page 0 .* the other header page LMDB's"):
+        Journal.open(where, readonly=True)
+    result = CliRunner().invoke(main, ["verify", str(where)])
+    assert result.exit_code == 1, result.output
+    assert "is damaged: LMDB's header page 0" in result.output
+    assert sorted(p.name for p in where.iterdir()) == ["data.mdb", "writer.lock"]
+    assert (where / "data.mdb").read_bytes() == bytes(raw)
