@@ -24,7 +24,8 @@ from cogfabric.store import (
 )
 from cogfabric.store._record import LINK_AT
 from cogfabric.store.testing import make_events
-from tests.store.test_read_back import _count_walks, _edit_record
+from tests.store.test_lmdb_pins import _count_chunks
+from tests.store.test_read_back import _edit_record
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -68,7 +69,7 @@ def test_a_walk_back_reads_fewer_records_a_transaction_once_they_are_big(
     with Journal.open(tmp_path / "j") as journal:
         journal.append(make_events(30))  # a1: 10 records
         assert isinstance(journal, _lmdb.LmdbJournal)
-        walks = _count_walks(journal, monkeypatch)
+        walks = _count_chunks(journal, monkeypatch, "_read_back_txn")
         monkeypatch.setattr(_lmdb, "_READ_BYTES", 1)
 
         seqs = [r.seq for r in journal.read_back("agent/a1")]

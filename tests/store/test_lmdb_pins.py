@@ -49,17 +49,23 @@ def test_a_full_map_is_doubled_not_grown_by_a_step(tmp_path: Path) -> None:
     assert (grown // start) & (grown // start - 1) == 0  # 2, 4, 8 ... times the start
 
 
-def _count_chunks(journal: LmdbJournal, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The number of records of each chunk ``journal``'s reads take from now on, in order."""
+def _count_chunks(
+    journal: LmdbJournal, monkeypatch: pytest.MonkeyPatch, step: str = "_read_chunk"
+) -> list[int]:
+    """The number of records of each chunk ``journal``'s reads take from now on, in order.
+
+    ``step``: the method that reads one chunk and returns its values second
+    (``_read_chunk``; ``_read_back_txn`` for ``read_back``).
+    """
     chunks: list[int] = []
-    read_chunk = journal._read_chunk
+    read_chunk = getattr(journal, step)
 
     def counted(*args: Any) -> Any:
         taken = read_chunk(*args)
         chunks.append(len(taken[1]))
         return taken
 
-    monkeypatch.setattr(journal, "_read_chunk", counted)
+    monkeypatch.setattr(journal, step, counted)
     return chunks
 
 

@@ -10,23 +10,10 @@ import pytest
 from cogfabric.store import Journal, JournalRecordError, LmdbJournal
 from cogfabric.store._record import LINK_AT
 from cogfabric.store.testing import make_events
+from tests.store.test_lmdb_pins import _count_chunks
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def _count_walks(journal: LmdbJournal, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many records each read transaction of ``journal``'s walks back hands out, in order."""
-    walks: list[int] = []
-    walk = journal._read_back_txn
-
-    def counted(*args: Any) -> Any:
-        taken = walk(*args)
-        walks.append(len(taken[1]))
-        return taken
-
-    monkeypatch.setattr(journal, "_read_back_txn", counted)
-    return walks
 
 
 def _edit_record(path: Path, seq: int, edit: Any) -> None:
@@ -50,7 +37,7 @@ def test_a_walk_back_reads_what_its_caller_takes_in_short_transactions(
 ) -> None:
     with LmdbJournal.open(tmp_path / "j") as journal:
         journal.append(make_events(2600, agents=2))  # a1: 1,300 records
-        walks = _count_walks(journal, monkeypatch)
+        walks = _count_chunks(journal, monkeypatch, "_read_back_txn")
 
         newest = journal.read_back("agent/a1")
         assert next(newest).seq == 2600
