@@ -3,8 +3,9 @@
 Audit commands (``verify``, ``replay``, ``export``, ``inspect``) open the journal
 read-only and never change a byte of its data file; ``verify-export`` checks an
 export without its journal. Exit codes: 0 clean, 1 a problem
-found in the journal, 2 a usage error, a path that is not a journal, or output that
-cannot be written.
+found in the journal (or a simulation that failed or could not go on), 2 a usage error,
+a path that is not a journal, a journal that cannot be opened, or output that cannot be
+written (the group's help lists them).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import logging
 import os
 import shlex
 import signal
@@ -214,10 +216,12 @@ class _Commands(click.Group):
 
         SIGTERM (``kill``, ``timeout``, systemd) stops a command as Ctrl-C does, with its
         cleanups run (an export's unfinished file removed, a simulation's runtime closed),
-        and exits 143; a second SIGTERM kills at once.
+        and exits 143; a second SIGTERM kills at once. What the journal's own code logs
+        about its files (a data file found empty and started anew, a short one padded, an
+        audit that could not fork) is shown on stderr, as warnings.
         """
         try:
-            with _sigterm_unwinds():
+            with _sigterm_unwinds(), _journal_warnings_shown():
                 super().invoke(ctx)
         except _Terminated:
             _say("terminated")
@@ -239,6 +243,46 @@ class _Commands(click.Group):
             return super().make_context(info_name, args, parent, **extra)
         except OSError as exc:
             _output_failed(exc)
+
+
+#: The loggers whose warnings a command shows: what was found in a journal's files and done to
+#: them. The runtime's own (an agent's behavior raising, say) stay in the log: a run that
+#: fails says so in its summary or its one-line error.
+_SHOWN_LOGGERS: Final = ("cogfabric.store", "cogfabric._audit")
+
+
+class _WarningsToStderr(logging.Handler):
+    """Each warning (or worse) of a shown logger as a ``warning: ...`` line on stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad log call must not stop the command
+            self.handleError(record)
+            return
+        _say(f"warning: {message}")
+
+
+@contextlib.contextmanager
+def _journal_warnings_shown() -> Iterator[None]:
+    """Show the journal's warnings on stderr while a command runs.
+
+    As a library cogfabric configures no logging, so without this the command line
+    dropped them: a simulation whose data file was found emptied started a new journal
+    and said nothing. Removed again at the end, for a program that runs ``main`` itself.
+    """
+    handler = _WarningsToStderr()
+    loggers = [logging.getLogger(name) for name in _SHOWN_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -295,6 +339,19 @@ def main() -> None:
         cogfabric simulate --agents 50 --turns 200
         cogfabric inspect ./cogfabric-journal
         cogfabric verify ./cogfabric-journal
+
+    \b
+    Exit status, every command:
+      0    done (a journal clean, a simulation whose turns all ran)
+      1    a problem in the journal (a record, page, header or snapshot found bad;
+           verify-export: a bad line), or a simulation that failed or could
+           not go on (a turn raised, max_map_size, a failed write, a full disk)
+      2    a usage error: bad options or config, a path with no journal the
+           command can use, a journal it cannot open (held by another writer,
+           not writable, no room to create it), a file it cannot read
+           (verify-export), or output it cannot write
+      130  Ctrl-C; 143 SIGTERM
+    Errors and warnings go to stderr: stdout holds only the output (--json too).
     """
 
 
@@ -375,8 +432,12 @@ def simulate(
             )
         except JournalKeyError:  # a usage error: simulate has no key to give
             _fail(f"{path} was written with a chain key; simulate continues only journals without one")
-        except (JournalFullError, JournalFailedError, JournalIntegrityError) as exc:
-            # the run could not go on (max_map_size, a failed write) or the journal is bad
+        except JournalFullError as exc:  # run again as it was, it stops again at once
+            where = config_path if config_path is not None else "the --config file"
+            hint = f"raise journal.max_map_size in {where} (or leave it out: no limit), then run it again"
+            _fail(f"the simulation stopped: {exc}; to continue, {hint}", EXIT_PROBLEM)
+        except (JournalFailedError, JournalIntegrityError) as exc:
+            # the run could not go on (a failed write) or the journal is bad
             _fail(f"the simulation stopped: {exc}", EXIT_PROBLEM)
         except (JournalError, SimulationError, InvalidConfigError) as exc:
             _fail(str(exc))
