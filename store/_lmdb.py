@@ -219,16 +219,37 @@ class _WriterLock:
         self.locked = False  # set once its flock is taken: a concurrent open's is not yet
         _HELD.add(self)
 
-    def release(self) -> None:
-        """Close the descriptor (the lock goes once no process holds a copy); idempotent."""
+    def release(self, *, forked: bool = False) -> None:
+        """Close the descriptor (the lock goes once no process holds a copy); idempotent.
+
+        A lock this process took has its pid cleared from the file first, so no later
+        refusal names a process that let go; a forked child's copy (``forked``) leaves it.
+        """
         fd, self.fd = self.fd, None
         _HELD.discard(self)
         if fd is not None:
+            if self.locked and not forked:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
             with contextlib.suppress(OSError):
                 os.close(fd)
 
 
 _HELD: set[_WriterLock] = set()
+
+
+def _holder_of(fd: int) -> str:
+    """`` (process N)`` as the writer that holds the lock wrote it in ``writer.lock``; else ``""``.
+
+    The writer writes its pid there once it holds the lock (a lock a crash left is gone
+    with its process, so the pid is the holder's, in its own PID namespace).
+    """
+    try:
+        text = os.pread(fd, 32, 0)
+    except OSError:
+        return ""
+    pid = text.strip()
+    return f" (process {int(pid)}, as its writer.lock says)" if pid.isdigit() and text.endswith(b"\n") else ""
 
 
 def _held_here(fd: int) -> bool:
@@ -249,7 +270,7 @@ def _held_here(fd: int) -> bool:
 
 def _release_in_forked_child() -> None:
     for lock in list(_HELD):
-        lock.release()
+        lock.release(forked=True)
 
 
 os.register_at_fork(after_in_child=_release_in_forked_child)
@@ -998,7 +1019,8 @@ class LmdbJournal(Journal):
             JournalHeaderError: its header names a hash other than this format's (also a
                 ``JournalIntegrityError``: the header was changed).
             JournalKeyError: the key differs from the one the journal was written with.
-            JournalLockedError: another writer holds the journal, or this process has
+            JournalLockedError: another writer holds the journal (named by the pid a
+                writer keeps in ``writer.lock`` while it holds it), or this process has
                 it open already (LMDB allows one open of a file per process: share
                 the open journal instead), or inherited it open from the parent that
                 forked it (the message says how to open it instead).
@@ -1168,6 +1190,7 @@ class LmdbJournal(Journal):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             mine = _held_here(fd)
+            holder = _holder_of(fd)
             lock.release()
             if exc.errno in (errno.EAGAIN, errno.EACCES):
                 if mine:
@@ -1176,9 +1199,12 @@ class LmdbJournal(Journal):
                         "writer: use the Runtime or Journal that holds it, or close it first)"
                     )
                     raise JournalLockedError(msg) from exc
-                raise JournalLockedError(f"{where} is held by another writer") from exc
+                raise JournalLockedError(f"{where} is held by another writer{holder}") from exc
             raise JournalUnavailableError(f"cannot lock {where}: {exc}") from exc
         lock.locked = True
+        with contextlib.suppress(OSError):  # a full disk: the lock holds all the same
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, b"%d\n" % os.getpid(), 0)
         return lock
 
     @staticmethod

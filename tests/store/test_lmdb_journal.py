@@ -1179,7 +1179,8 @@ class TestFilesAndFormat:
                 check=True,
             )
 
-        assert out.stdout.strip() == f"locked: {tmp_path / 'j'} is held by another writer"
+        holder = f"process {os.getpid()}, as its writer.lock says"
+        assert out.stdout.strip() == f"locked: {tmp_path / 'j'} is held by another writer ({holder})"
 
     def test_reopen_after_close_keeps_everything(self, tmp_path: Path) -> None:
         events = make_events(100)
