@@ -1060,7 +1060,10 @@ class LmdbJournal(Journal):
             for name in ("data.mdb", "lock.mdb"):  # else LMDB says only that it is read-only
                 if (where / name).exists() and not os.access(where / name, os.W_OK):
                     writer_lock.release()
-                    msg = f"cannot open {where} for writing: its {name} is not writable (open it readonly)"
+                    msg = (
+                        f"cannot open {where} for writing: its {name} is not writable (to read it, "
+                        "open it readonly, or run an audit command: cogfabric verify, replay, inspect)"
+                    )
                     raise JournalUnavailableError(msg)
         try:
             cls._refuse_before_padding(where, raw_key, size, readonly=readonly)

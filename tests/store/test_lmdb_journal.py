@@ -1154,7 +1154,8 @@ class TestFilesAndFormat:
             return real_access(where, mode, **kwargs)  # type: ignore[arg-type]
 
         monkeypatch.setattr(os, "access", access)
-        with pytest.raises(JournalUnavailableError, match=r"its data\.mdb is not writable"):
+        advice = r"\(to read it, open it readonly, or run an audit command: cogfabric verify"
+        with pytest.raises(JournalUnavailableError, match=r"its data\.mdb is not writable " + advice):
             Journal.open(closed_journal)  # LMDB's own word was "read-only", as if asked for
         with Journal.open(closed_journal, readonly=True) as journal:
             assert journal.last_seq == 20
