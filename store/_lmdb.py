@@ -241,15 +241,41 @@ _HELD: set[_WriterLock] = set()
 def _holder_of(fd: int) -> str:
     """`` (process N)`` as the writer that holds the lock wrote it in ``writer.lock``; else ``""``.
 
-    The writer writes its pid there once it holds the lock (a lock a crash left is gone
-    with its process, so the pid is the holder's, in its own PID namespace).
+    The writer writes its pid there once it holds the lock (in its own PID namespace). A
+    writer that exited unclosed (killed, say) left its pid with its lock gone; a holder
+    that took the lock by other means then writes none, so a pid no process has is no one's.
     """
     try:
         text = os.pread(fd, 32, 0)
     except OSError:
         return ""
     pid = text.strip()
-    return f" (process {int(pid)}, as its writer.lock says)" if pid.isdigit() and text.endswith(b"\n") else ""
+    if not (pid.isdigit() and text.endswith(b"\n")) or not _alive(int(pid)):
+        return ""
+    return f" (process {int(pid)}, as its writer.lock says)"
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists: a writer that exited unclosed (killed, say) leaves its pid.
+
+    Its lock went with it, so the one holding the lock now wrote none (a lock taken by other
+    means): the pid left would name a process that is gone.
+    """
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's
+        return True
+    except (OSError, OverflowError):  # ProcessLookupError: gone
+        return False
+    return True
+
+
+def _lock_file_writable(where: Path) -> bool:
+    """Whether LMDB could open the journal's lock file to read it: writable, or creatable."""
+    lock = where / "lock.mdb"
+    return os.access(lock if lock.exists() else where, os.W_OK)
 
 
 def _held_here(fd: int) -> bool:
@@ -1060,10 +1086,15 @@ class LmdbJournal(Journal):
             for name in ("data.mdb", "lock.mdb"):  # else LMDB says only that it is read-only
                 if (where / name).exists() and not os.access(where / name, os.W_OK):
                     writer_lock.release()
-                    msg = (
-                        f"cannot open {where} for writing: its {name} is not writable (to read it, "
-                        "open it readonly, or run an audit command: cogfabric verify, replay, inspect)"
+                    how = (
+                        "to read it, open it readonly, or run an audit command: cogfabric verify, "
+                        "replay, inspect"
+                        if _lock_file_writable(where)
+                        # LMDB writes its lock file even to read: a read-only open fails as well
+                        else "LMDB writes lock.mdb even to read: to read the journal, audit a private "
+                        "copy, cogfabric verify --copy (replay, inspect, export, trace take --copy too)"
                     )
+                    msg = f"cannot open {where} for writing: its {name} is not writable ({how})"
                     raise JournalUnavailableError(msg)
         try:
             cls._refuse_before_padding(where, raw_key, size, readonly=readonly)

@@ -258,12 +258,41 @@ class _WarningsToStderr(logging.Handler):
         super().__init__(logging.WARNING)
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self._shown_already(record):
+            return
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a bad log call must not stop the command
             self.handleError(record)
             return
         _say(f"warning: {message}")
+
+    def _shown_already(self, record: logging.LogRecord) -> bool:
+        """Whether a handler of the program's own writes ``record`` to this stderr too.
+
+        A program that configured its logging (``logging.basicConfig()``, say) and runs
+        ``main`` itself would get each warning twice, its own line and this one.
+        """
+        stderr = sys.stderr
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None:
+            for handler in logger.handlers:
+                if handler is self or record.levelno < handler.level:
+                    continue
+                if isinstance(handler, logging.StreamHandler) and _same_stream(handler.stream, stderr):
+                    return True
+            logger = logger.parent if logger.propagate else None
+        return False
+
+
+def _same_stream(stream: object, other: object) -> bool:
+    """Whether two streams are one, or write to the same file descriptor."""
+    if stream is other:
+        return True
+    try:
+        return bool(stream.fileno() == other.fileno())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return False
 
 
 @contextlib.contextmanager
@@ -272,7 +301,8 @@ def _journal_warnings_shown() -> Iterator[None]:
 
     As a library cogfabric configures no logging, so without this the command line
     dropped them: a simulation whose data file was found emptied started a new journal
-    and said nothing. Removed again at the end, for a program that runs ``main`` itself.
+    and said nothing. Removed again at the end, for a program that runs ``main`` itself;
+    a warning that program's own logging writes to this stderr already is not written twice.
     """
     handler = _WarningsToStderr()
     loggers = [logging.getLogger(name) for name in _SHOWN_LOGGERS]
@@ -1679,7 +1709,7 @@ def _print_bench_table(results: list[Any], machine: dict[str, Any], runs: int) -
     if machine.get("tmp_parent"):
         click.echo(f"journals under {machine['tmp_parent']}, on {machine.get('tmp_filesystem') or '?'}")
     if machine.get("tmp_filesystem") == "tmpfs":
-        click.echo(
+        _say(  # on stderr, as every warning: stdout holds the table alone
             "warning: tmpfs holds the journals: an fsync costs nothing there, so the synced "
             "workloads measure no disk (--dir names a directory on one)"
         )
