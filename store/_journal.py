@@ -88,8 +88,15 @@ class Journal(abc.ABC):
     """An append-only, tamper-evident event journal.
 
     Sequence numbers are global, gapless and start at 1. ``Journal.open`` opens the
-    default (LMDB) backend; other backends subclass this and pass
-    ``cogfabric.store.testing.JournalContract``.
+    default (LMDB) backend; other backends subclass this, give their own ``open`` (a
+    subclass inherits none: ``Journal.open`` refuses to open any other class) and pass
+    ``cogfabric.store.testing.JournalContract``. ``Runtime.open`` and the audit
+    commands open the LMDB journal only (by path): another backend serves code that
+    calls it itself.
+
+    Every method may be called from any thread, concurrently: the runtime appends on
+    its writer's thread while its callers read, and a read's iterator may be consumed
+    while appends go on (it sees the journal as it was when called).
 
     After ``close()``, every method that reads or writes raises ``JournalClosedError``
     (``last_seq`` too); ``close``, ``closed`` and ``readonly`` still answer. A stream
@@ -121,7 +128,15 @@ class Journal(abc.ABC):
         every page of the file first, so that a damaged one raises ``JournalDamagedError``
         instead of crashing the process. Every argument and error in full:
         ``LmdbJournal.open``.
+
+        Raises:
+            TypeError: called on a subclass that does not define its own ``open`` (it
+                would otherwise get an LMDB journal, not one of its class).
+
         """
+        if cls is not Journal:
+            msg = f"{cls.__qualname__} does not define open(): Journal.open opens the LMDB journal only"
+            raise TypeError(msg)
         from ._lmdb import LmdbJournal  # noqa: PLC0415 - the ABC must not import its backend eagerly
 
         return LmdbJournal.open(
@@ -158,18 +173,29 @@ class Journal(abc.ABC):
         An event whose id is stored already is not written again: its existing seq is
         returned, so retrying after an unknown outcome is safe. A different event under
         a stored (or repeated) id is no retry: the batch is refused whole with
-        ``JournalConflictError``. ``snapshots`` are
-        saved in the same transaction (each ``seq`` at most the new last seq). A batch
+        ``JournalConflictError``. Two events are the same when their encodings are
+        equal, or when both, decoded, encode equal with their mappings' keys sorted
+        (``msgspec.msgpack.Encoder(order="sorted")``; in their own order where a key is
+        no str): an event read back (``at=0`` reads as ``0.0``) or a mapping built in
+        another key order is a retry, while ``==`` is no test (it takes ``True`` and
+        ``1.0`` for ``1``, ``-0.0`` for ``0.0``). ``snapshots`` are
+        saved in the same transaction (each ``seq`` from 1 to the new last seq). A batch
         with an event that could not be read back (not an ``Event``, of a type the
         codec lacks, or not at its type's current version) is refused whole, as one
         with a value msgspec cannot encode is; with ``validate`` (the default), so is
         one with an event whose fields do not decode as their declared types
         (``InvalidEventError``). ``validate=False`` skips that check, for a caller
         that builds its events from values it checked already (the runtime does).
+        ``EventCodec.encode_many(events, validate=validate)`` (``cogfabric.events``)
+        makes every one of these checks and raises their errors, with the messages
+        ``JournalContract`` expects.
 
         Raises:
             JournalClosedError, JournalReadOnlyError: closed, or opened read-only.
             JournalConflictError: another event under a stored or repeated id.
+            InvalidStreamError: an event's stream is no stream name (see the class).
+            ValueError: a snapshot's seq is outside 1 to the new last seq (nothing of
+                the batch is stored).
             UnencodableValueError, InvalidEventError: an event that could not be read
                 back (both also ``TypeError``).
             JournalFullError: the storage is full (fail-stop where the backend says so).
@@ -225,9 +251,8 @@ class Journal(abc.ABC):
         if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
             msg = f"before is a seq (an int), got {type(before).__name__}"
             raise TypeError(msg)
-        if before is not None and before <= 1:
-            return iter(())
-        records = list(self.read(until=None if before is None else before - 1, stream=stream))
+        # before=1 or less reads nothing, yet through read: it refuses a closed journal and a bad stream
+        records = list(self.read(until=None if before is None else max(before - 1, 0), stream=stream))
         return reversed(records)
 
     def stream_head(self, stream: str) -> int:
@@ -244,9 +269,15 @@ class Journal(abc.ABC):
         """Whether record ``seq`` matches its hash-chain link (False when it is missing).
 
         A check of one record against the one before it, for a decision taken on a
-        record outside a verified range. This default verifies from ``seq`` to the end.
+        record outside a verified range. This default verifies from ``seq`` to the end
+        (a backend that can check one record overrides it): the record is intact when
+        the first bad one ``verify`` finds, if any, is a later one.
         """
-        return 0 < seq <= self.last_seq and self.verify(after=seq - 1).ok
+        last = self.last_seq  # first: a closed journal raises, whatever seq is
+        if not 0 < seq <= last:
+            return False
+        report = self.verify(after=seq - 1)
+        return report.ok or (report.first_bad_seq is not None and report.first_bad_seq > seq)
 
     def stream_start(self, stream: str) -> int:
         """The seq of ``stream``'s first record, 0 when it has none.
