@@ -210,8 +210,8 @@ class IpcBus:
             if self._own_letter(message):
                 self.dead_letter(message, "mailbox full", str(exc))
             raise
-        except RuntimeClosedError:
-            self._closed_letter(message)
+        except RuntimeClosedError as exc:
+            self._closed_letter(message, exc)
             raise
 
     def _own_letter(self, message: IpcMessage) -> bool:
@@ -221,11 +221,12 @@ class IpcBus:
         with self._lock:
             return self._pending.pop(message.correlation_id, None) is not None
 
-    def _closed_letter(self, message: IpcMessage) -> None:
+    def _closed_letter(self, message: IpcMessage, error: RuntimeClosedError) -> None:
         """A ``closed`` dead letter for a message the runtime's close refused, while it can be journaled.
 
         A sender that waited for room in a full mailbox when ``close()`` began loses its
-        message: the dead letter keeps it. Once the writer refuses submissions (a call
+        message: the dead letter keeps it, and the text of ``error``, which that sender
+        gets. Once the writer refuses submissions (a call
         after close) there is nothing to record it in; on the writer's own thread (a
         message whose commit outlasted its caller, finished there) that is only once the
         writer has stopped, also after a ``close()`` that gave up waiting for it.
@@ -244,7 +245,7 @@ class IpcBus:
                 if self._pending.pop(message.correlation_id, None) is None:
                     return
         with contextlib.suppress(CogfabricError):
-            self.dead_letter(message, "closed", "the runtime was closed")
+            self.dead_letter(message, "closed", _said(error))
 
     def cut_short(self, message: IpcMessage, error: RuntimeClosedError) -> None:
         """``message``'s behavior stopped half-way on the runtime's close: one ``closed`` dead letter.
@@ -740,10 +741,11 @@ class IpcBus:
             waiting = [p for p in self._pending.values() if not p.done.is_set()]
             self._pending.clear()
             self._failed_at_close.update(p.request.correlation_id for p in waiting)
+        said = "the runtime was closed before the request was answered"  # its letter keeps it too
         letters: list[IpcDeadLettered] = []
         try:
             for pending in waiting:
-                letter = self._letter(pending.request, "closed", "the runtime was closed")
+                letter = self._letter(pending.request, "closed", said)
                 letters.append(letter)
             writer = self._core.writer
             if writer is not None and letters:
@@ -756,7 +758,7 @@ class IpcBus:
             log.warning("no dead letters for %d requests open at close: %s", len(waiting), exc)
         finally:
             for pending in waiting:
-                pending.error = RuntimeClosedError("the runtime was closed before the request was answered")
+                pending.error = RuntimeClosedError(said)
                 pending.as_is = True
                 pending.done.set()
 
@@ -1021,9 +1023,9 @@ class IpcBus:
                     self._runtime._tell_past_bound(agent_id, (1, copy), "broadcast")  # noqa: SLF001
                 except AgentNotFoundError:
                     continue
-            except RuntimeClosedError:  # closed while it waited for room: the rest are not told
+            except RuntimeClosedError as exc:  # closed while it waited for room: the rest are not told
                 for untold in targets[n:]:
-                    self._closed_letter(msgspec.structs.replace(copy, recipient=untold))
+                    self._closed_letter(msgspec.structs.replace(copy, recipient=untold), exc)
                 raise
             delivered += 1
         return delivered
