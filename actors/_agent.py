@@ -1359,7 +1359,14 @@ class AgentContext:
         return ContextView(task, private)
 
     def set_cognitive_state(self, state: CognitiveState) -> None:
-        """Replace the cognitive state."""
+        """Replace the cognitive state (version 0 becomes 1; future versions are refused).
+
+        Raises:
+            TypeError: ``state`` is not a ``CognitiveState``.
+            CognitiveStateSchemaVersionError: ``state`` is of a future schema version, or
+                its version is no int (then also a ``TypeError``).
+
+        """
         self._state("set_cognitive_state", state)
 
     def cognitive_state(self) -> CognitiveState:
@@ -1575,6 +1582,7 @@ class AgentContext:
 
         Raises:
             IpcInvalidMessageError: ``topic`` is empty.
+            TypeError: ``topic`` is not a str.
 
         """
         self._actor._core.bus._check_ids(self.agent_id, topic)  # noqa: SLF001

@@ -211,7 +211,10 @@ class SessionNotFoundError(ActorError, LookupError):
 
 
 class AgentCheckpointNotSupportedError(ActorError):
-    """Raised by ``get_latest_session_for_agent`` on a runtime opened without a journal."""
+    """Raised by ``get_latest_session_for_agent`` on a runtime opened without a journal.
+
+    Also by ``Runtime.last_checkpoint`` and ``ctx.last_checkpoint``, which read the journal.
+    """
 
     def __init__(self) -> None:
         super().__init__("agent checkpoint lookup not supported by this memory backend")

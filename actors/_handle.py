@@ -200,7 +200,14 @@ class Agent:
         return ContextView(task, private)
 
     def set_cognitive_state(self, state: CognitiveState) -> None:
-        """Replace the cognitive state (version 0 becomes 1; future versions are refused)."""
+        """Replace the cognitive state (version 0 becomes 1; future versions are refused).
+
+        Raises:
+            TypeError: ``state`` is not a ``CognitiveState``.
+            CognitiveStateSchemaVersionError: ``state`` is of a future schema version, or
+                its version is no int (then also a ``TypeError``).
+
+        """
         self._call("set_cognitive_state", state)
 
     def cognitive_state(self) -> CognitiveState:

@@ -1171,7 +1171,8 @@ class MemoryManager:
         logged and left out.
 
         Raises:
-            TypeError: ``retrievers`` is a str, or holds something without ``retrieve``.
+            TypeError: ``retrievers`` is not iterable, is a str, or holds something
+                without ``retrieve``.
 
         """
         if isinstance(retrievers, str | bytes):
@@ -1197,7 +1198,16 @@ class MemoryManager:
         At least ``MIN_SWEEP_INTERVAL`` (0.1 s) apart: a TTL of microseconds would keep
         a core sweeping. An expired session is never returned however late the sweep
         (each access checks the TTL); the sweep frees its memory and journals its expiry.
+        ``sleep(seconds)`` waits between sweeps, True to stop (default: until ``close()``).
+
+        Raises:
+            RuntimeError: the ticker runs already.
+            TypeError: ``sleep`` is not callable.
+
         """
+        if sleep is not None and not callable(sleep):  # else the ticker's thread would die on it
+            msg = f"sleep is a callable that waits and returns True to stop, got {type(sleep).__name__}"
+            raise TypeError(msg)
         interval = min(max(self._config.session_ttl / 2, MIN_SWEEP_INTERVAL), MAX_WAIT)
         wait = sleep or self._stop_ticker.wait
 

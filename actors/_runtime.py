@@ -1124,6 +1124,15 @@ class Runtime:
         ``call_timeout``. A suspend that raises ``ActorTimeoutError`` still takes effect
         when the agent gets to it, as the journal will show (the original flips the
         state at once and lets the work go on).
+
+        Raises:
+            AgentNotFoundError: no live agent has that id.
+            InvalidTextError: ``agent_id`` is no id: not a ``str``, or UTF-8 cannot encode
+                it (also a ``TypeError``).
+            AgentRetiredError: the agent is retired.
+            ActorTimeoutError: the agent did not get to it within ``call_timeout``.
+            JournalError: the journal refused the change, or is fail-stop.
+
         """
         self._ask(agent_id, "suspend")
 
@@ -1143,6 +1152,7 @@ class Runtime:
             ActorTimeoutError: the agent did not get to it within ``call_timeout`` (queued
                 behind a running message and a lifecycle call); it still takes effect
                 when the agent does.
+            JournalError: the journal refused the change, or is fail-stop.
 
         """
         shared = self._entry(agent_id).shared
@@ -1158,7 +1168,17 @@ class Runtime:
         self._ask(agent_id, "resume")
 
     def retire(self, agent_id: str) -> None:
-        """Retire an agent; idempotent. Raises ``AgentRunningError`` while it runs."""
+        """Retire an agent; idempotent. Raises ``AgentRunningError`` while it runs.
+
+        Raises:
+            AgentNotFoundError: no live agent has that id.
+            InvalidTextError: ``agent_id`` is no id: not a ``str``, or UTF-8 cannot encode
+                it (also a ``TypeError``).
+            AgentRunningError: its behavior is handling a message.
+            ActorTimeoutError: the agent did not get to it within ``call_timeout``.
+            JournalError: the journal refused the change, or is fail-stop.
+
+        """
         if self._entry(agent_id).shared.lifecycle == AgentState.RUNNING:
             raise AgentRunningError(agent_id)
         self._ask(agent_id, "retire")
@@ -1178,6 +1198,9 @@ class Runtime:
             AgentRetiredError: it is retired.
             CognitiveStateSchemaVersionError: ``state`` is of a future schema version.
             TypeError: ``state`` is not a ``CognitiveState``.
+            UnencodableValueError: one of its fields holds a value msgspec cannot encode
+                (also a ``TypeError``).
+            JournalError: the journal refused the change, or is fail-stop.
 
         """
         lifecycle = self._entry(agent_id).shared.lifecycle
@@ -1243,6 +1266,15 @@ class Runtime:
         (past the bound): it gets ``MailboxFullError`` only
         when the mailbox holds ``MailboxSlots.CONTROL_EXTRA`` (16) lifecycle calls already
         (calls that timed out, made again) and none is handled within ``call_timeout``.
+
+        Raises:
+            AgentNotFoundError: no live agent has that id.
+            InvalidTextError: ``agent_id`` is no id: not a ``str``, or UTF-8 cannot encode
+                it (also a ``TypeError``).
+            ActorTimeoutError: the agent, or the kill's commit, did not answer within
+                ``call_timeout`` (as above).
+            JournalError: the journal refused the kill, or is fail-stop: the agent lives on.
+
         """
         entry = self._entry(agent_id)
         self._ask(agent_id, "kill")
@@ -1279,6 +1311,7 @@ class Runtime:
             UnencodableValueError: ``mapping`` holds a value msgspec cannot encode
                 (also a ``TypeError``).
             ActorTimeoutError: the event was not durable within ``call_timeout``.
+            JournalError: the journal refused the event, or is fail-stop (no agent gets it).
 
         """
         self._check_open()
@@ -1429,6 +1462,7 @@ class Runtime:
             ValueError: ``agent_id`` cannot name an agent's stream (it is empty, say).
             InvalidTextError: ``agent_id`` is neither a str nor None, or UTF-8 cannot
                 encode it (also a ``TypeError``).
+            TypeError: ``provider`` has no ``generate`` method.
 
         """
         self._check_open()
@@ -1653,6 +1687,7 @@ class Runtime:
                 first drops what it applied that the journal does not hold (within
                 ``timeout``: a busy one does so before its next message), so lifecycle,
                 ``agents()`` and every read agree with the journal.
+            TypeError: ``timeout`` is not a number.
 
         """
         self._check_open()
