@@ -1261,6 +1261,19 @@ def _copy_cognitive(state: CognitiveState, copy: Callable[[object], Any] = copy_
     )
 
 
+_CHANGES: Final = frozenset(
+    (
+        "set_private",
+        "set_task_context",
+        "set_cognitive_state",
+        "checkpoint_cognitive",
+        "subscribe",
+        "unsubscribe",
+    )
+)
+"""The ``AgentContext`` state operations that change the agent (the rest read it)."""
+
+
 class AgentContext:
     """What a behavior may do, for its own agent, from inside its actor.
 
@@ -1287,6 +1300,11 @@ class AgentContext:
     ``ActorTimeoutError`` at once, and what a kept ``ctx.llm`` records meanwhile is
     journaled if the agent lives on. What the lock does not order is a behavior's own steps beside its
     state methods: a thread it does not wait for, acting while it runs, still races it.
+
+    Once the runtime's ``close()`` has stopped its journal writer (without a journal:
+    once it stopped the agents' work, after their ``call_timeout`` to finish), a kept
+    ``ctx``'s state changes raise ``RuntimeClosedError`` and change nothing, in either
+    durability: nothing would record them. Its reads still answer.
     """
 
     def __init__(self, actor: AgentActor) -> None:
@@ -1316,6 +1334,12 @@ class AgentContext:
         actor = self._actor
         with actor._foreign_lock:  # noqa: SLF001
             off_message = self._off_message()
+            if name in _CHANGES:  # nothing would record it: refused before it applies
+                core = actor._core  # noqa: SLF001
+                if core.writer is None:
+                    core.check_running()
+                else:
+                    core.writer.check_open()
             if actor._stale and not (off_message and actor.try_catch_up()):  # noqa: SLF001
                 # Behind the journal: checked against the state without a change whose
                 # commit timed out, the call would be journaled after it and contradict

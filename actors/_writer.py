@@ -382,11 +382,19 @@ class JournalWriter:
                 ``JournalFailedError`` each time).
 
         """
+        self.check_open()
+        if self._failure is not None:
+            raise self._refusal()
+
+    def check_open(self) -> None:
+        """Raise ``RuntimeClosedError`` once the writer was stopped (``check_usable``'s first check).
+
+        For a change that would apply before its hand-over (batch durability): refused
+        before it applies, not applied and then refused.
+        """
         if self._closed and not self._own_last_drain():
             msg = "the journal writer is stopped"
             raise RuntimeClosedError(msg)
-        if self._failure is not None:
-            raise self._refusal()
 
     def _own_last_drain(self) -> bool:
         """Whether this is the writer's own thread before it stopped: it still commits what comes.
