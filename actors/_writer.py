@@ -551,6 +551,11 @@ class JournalWriter:
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything submitted so far is committed.
 
+        Every event, that is. A snapshot that covers an event of the same commit is saved
+        with the writer's next commit, which it starts at once when nothing else waits,
+        and may still be on its way: a crash then loses only that snapshot, so recovery
+        replays from the one before it.
+
         Raises:
             ActorTimeoutError: not within ``timeout`` (default ``call_timeout``).
             JournalError: the journal failed (fail-stop).
