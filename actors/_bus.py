@@ -207,6 +207,7 @@ class IpcBus:
                 self.dead_letter(message, "agent not registered", str(error))
             raise error from exc
         except MailboxFullError as exc:
+            exc.message_id, exc.correlation_id = message.id, message.correlation_id or None
             if self._own_letter(message):
                 self.dead_letter(message, "mailbox full", str(exc))
             raise

@@ -130,7 +130,14 @@ class MailboxFullError(ActorError):
     """Raised when an agent's mailbox stayed full for ``call_timeout`` seconds.
 
     Not raised for a slow agent whose mailbox has room: that is ``ActorTimeoutError``.
+    From the bus (a send or request refused), ``message_id`` names the refused message,
+    whose ``mailbox full`` dead letter holds it (``cogfabric trace JOURNAL --id
+    MESSAGE_ID``), and ``correlation_id`` a request's correlation id; both are None for
+    a handle's call.
     """
+
+    message_id: str | None = None
+    correlation_id: str | None = None
 
 
 class IpcError(ActorError):

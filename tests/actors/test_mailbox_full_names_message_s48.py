@@ -1,0 +1,54 @@
+"""A send or request refused at a full mailbox names the refused message, as its dead letter does.
+
+``MailboxFullError`` from the bus now carries ``message_id`` (what ``cogfabric trace
+--id`` takes, and what the ``mailbox full`` dead letter holds) and, for a request,
+``correlation_id``, as the bus's ``IpcError``s do; a handle's call names none.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import pytest
+
+from cogfabric.actors import Config, FakeClock, MailboxFullError, Runtime, RuntimeConfig
+from cogfabric.events import IpcDeadLettered
+from cogfabric.store import Journal
+from tests.actors.test_close_and_flush import _Gated
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_a_refused_send_and_request_name_their_messages(tmp_path: Path) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    config = Config(runtime=RuntimeConfig(call_timeout=0.3, mailbox_size=1))
+    with Runtime.open(
+        tmp_path / "j", config=config, clock=FakeClock(), behaviors={"gated": lambda: _Gated(entered, gate)}
+    ) as rt:
+        rt.spawn("s", behavior="gated")
+        rt.spawn("u")
+        try:
+            rt.bus.send("u", "s", "first")
+            assert entered.wait(10)
+            rt.bus.send("u", "s", "second")  # the mailbox is full now
+            with pytest.raises(MailboxFullError) as sent:
+                rt.bus.send("u", "s", "third")
+            with pytest.raises(MailboxFullError) as asked:
+                rt.bus.request("u", "s", "fourth", None, timeout=0.3)
+        finally:
+            gate.set()
+        rt.flush()
+
+    with Journal.open(tmp_path / "j", readonly=True) as journal:
+        letters = {
+            r.event.topic: r.event for r in journal.read(stream="bus") if isinstance(r.event, IpcDeadLettered)
+        }
+    assert {topic: letter.reason for topic, letter in letters.items()} == {
+        "third": "mailbox full",
+        "fourth": "mailbox full",
+    }
+    assert (sent.value.message_id, sent.value.correlation_id) == (letters["third"].message_id, None)
+    assert asked.value.message_id == letters["fourth"].message_id
+    assert (asked.value.correlation_id or "").endswith("-corr")  # the original's correlation id form
