@@ -1120,7 +1120,10 @@ _NAME_MAX = 200
     "event_id",
     multiple=True,
     callback=_once,
-    help="Trace the record of this event id (an IPC message's id is its event's).",
+    help=(
+        "Trace the record of this event id (an IPC message's id is its event's), "
+        "or the request of this correlation id."
+    ),
 )
 @click.option(
     "--depth",
@@ -1165,6 +1168,8 @@ def trace(
             verified = _check(opened, skip=no_verify)
             if event_id is not None:
                 seq = opened.seq_of(event_id)
+                if seq is None:  # a request's correlation id, from an IpcError say
+                    seq = _request_of(opened, event_id, verified)
                 if seq is None or seq > verified:
                     shown = _printable(repr(event_id), backslash=False)  # repr's escapes read once
                     _fail(f"no record up to seq {verified} holds the event id {shown}")
@@ -1182,6 +1187,28 @@ def trace(
                 _print_trace(found, effects, depth)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
+
+
+def _request_of(journal: Any, correlation_id: str, until: int) -> int | None:  # noqa: ANN401 - a journal
+    """The seq of the request whose correlation id is ``correlation_id``, up to ``until``; None if none.
+
+    A request's error names its ``correlation_id`` beside its ``message_id``: either
+    finds it. Read only when no event has the id, so a trace by event id reads no more.
+    """
+    if not correlation_id.endswith("-corr"):  # every correlation id the runtime makes
+        return None
+    from cogfabric.events import IpcMessage  # noqa: PLC0415
+
+    for record in journal.read(until=until, stream="bus"):
+        event = record.event
+        if (
+            isinstance(event, IpcMessage)
+            and event.kind == "request"
+            and event.correlation_id == correlation_id
+        ):
+            seq: int = record.seq
+            return seq
+    return None
 
 
 _INDENT_MAX = 40
