@@ -27,6 +27,12 @@ def _stop_all_actors() -> Iterator[None]:
     pykka.ActorRegistry.stop_all(block=True, timeout=10)
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands' tables at their width for output that is no terminal, whatever the shell exported."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def _damage_page(directory: Path, marker: bytes) -> None:
     env = lmdb.open(str(directory), readonly=True, max_dbs=8)
     page_size = env.stat()["psize"]

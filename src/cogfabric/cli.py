@@ -979,7 +979,11 @@ def _cell(json_text: str) -> str:
 
 
 def _console() -> Any:  # noqa: ANN401 - a rich Console
-    """A rich console of 120 columns whose broken pipe ends the command quietly (exit 0)."""
+    """A rich console whose broken pipe ends the command quietly (exit 0).
+
+    As wide as the terminal (or ``COLUMNS``), and 120 columns when the output is no
+    terminal (a file, a pipe): the same table whatever ran it.
+    """
     from rich.console import Console  # noqa: PLC0415
 
     class _Console(Console):
@@ -987,7 +991,8 @@ def _console() -> Any:  # noqa: ANN401 - a rich Console
             self.quiet = True
             _stdout_closed()
 
-    return _Console(width=120)
+    on_terminal = sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
+    return _Console(width=None if on_terminal else 120)
 
 
 def _print_view(view: dict[str, Any]) -> None:
