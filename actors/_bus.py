@@ -38,6 +38,7 @@ from ._errors import (
     MailboxFullError,
     RuntimeClosedError,
 )
+from ._writer import unacknowledged
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -590,9 +591,10 @@ class IpcBus:
                         return  # close() failed it, with its "closed" letter: one letter a request
                     # this letter is its one: close() no longer finds it pending
                     self._pending.pop(message.correlation_id, None)
-                msg = f"agentipc: request timed out: {topic!r} to {to!r}: its commit outlasted call_timeout"
+                # the text its requester got (Ack.wait's, as _journal_message waited)
+                said = unacknowledged(self._core.call_timeout)
                 with contextlib.suppress(CogfabricError):  # stopped meanwhile: nothing to record it in
-                    self.dead_letter(message, "timeout", msg)
+                    self.dead_letter(message, "timeout", said)
 
         try:
             self._journal_message(message, gave_up, tells=False)
@@ -682,7 +684,8 @@ class IpcBus:
             pending.error = exc
             if isinstance(exc, Exception) and not isinstance(exc, ActorTimeoutError):
                 with contextlib.suppress(Exception):
-                    self.dead_letter(request, "reply not journaled", journal_repr(exc))
+                    # the text its requester gets (IpcHandlerError, as _request raises it)
+                    self.dead_letter(request, "reply not journaled", _panicked(request, exc))
             raise
         else:
             pending.reply = reply

@@ -66,6 +66,11 @@ _LOOK_BACK: Final = 16
 """Events a snapshot looks back for its stream's last one before indexing the commit (``_StreamIndex``)."""
 
 
+def unacknowledged(timeout: float) -> str:
+    """What ``Ack.wait`` says when no acknowledgement came within ``timeout`` seconds."""
+    return f"the journal did not acknowledge within {timeout} s; the outcome is unknown"
+
+
 class Ack:
     """The acknowledgement of one submission: its seqs once committed, or the error.
 
@@ -97,8 +102,7 @@ class Ack:
         """
         if not self._over:
             if not self._lock.acquire(timeout=bounded_wait(timeout, 0.0)):
-                msg = f"the journal did not acknowledge within {timeout} s; the outcome is unknown"
-                raise ActorTimeoutError(msg)
+                raise ActorTimeoutError(unacknowledged(timeout))
             self._lock.release()  # let a second wait() return at once too
         if self.error is not None:
             # One error object answers every submission of a failed group: raised as it
@@ -559,6 +563,7 @@ class JournalWriter:
         Raises:
             ActorTimeoutError: not within ``timeout`` (default ``call_timeout``).
             JournalError: the journal failed (fail-stop).
+            RuntimeClosedError: the writer was stopped.
 
         """
         ack = self._put((), None, want_ack=True)
