@@ -1304,7 +1304,8 @@ class AgentContext:
     Once the runtime's ``close()`` has stopped its journal writer (without a journal:
     once it stopped the agents' work, after their ``call_timeout`` to finish), a kept
     ``ctx``'s state changes raise ``RuntimeClosedError`` and change nothing, in either
-    durability: nothing would record them. Its reads still answer.
+    durability: nothing would record them (one made in batch durability just as the
+    writer stops may still apply, unrecorded, before it raises). Its reads still answer.
     """
 
     def __init__(self, actor: AgentActor) -> None:
