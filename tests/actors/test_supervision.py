@@ -54,7 +54,7 @@ from cogfabric.actors import _agent as agent_module
 from cogfabric.actors._agent import CALL, AgentActor, MailboxSlots, Shared
 from cogfabric.actors._bus import _Handoff
 from cogfabric.actors._core import Core
-from cogfabric.actors._writer import JournalWriter
+from cogfabric.actors._writer import Ack, JournalWriter
 from cogfabric.events import (
     ROLE_ASSISTANT,
     AgentFailed,
@@ -4545,6 +4545,70 @@ def _logged(logger: str, text: str) -> Iterator[threading.Event]:
         target.setLevel(level)
 
 
+def _create_behind_the_catch_up(runtime: Runtime) -> tuple[threading.Thread, threading.Event]:
+    """Queue a ``create_session`` (on a thread, started) behind the session actor's catch-up.
+
+    Returns the thread and an event set if the create runs (its ``SessionCreated`` handed
+    to the writer).
+    """
+    memory = runtime.memory
+    real_queue_op, queued = memory._queue_op, threading.Event()
+
+    def queue_op(*args: Any, **kwargs: Any) -> Any:
+        op = real_queue_op(*args, **kwargs)
+        queued.set()
+        return op
+
+    memory._queue_op = queue_op  # type: ignore[method-assign]
+
+    def create() -> None:
+        with contextlib.suppress(ActorTimeoutError, RuntimeClosedError):
+            memory.create_session("v")
+
+    later = threading.Thread(target=create)  # queued before close(), run after it began
+    later.start()
+    assert queued.wait(10)
+    created = threading.Event()
+    _on_submit(runtime, lambda events: any(isinstance(e, SessionCreated) for e in events), created)
+    return later, created
+
+
+def _reload_once_the_journal_is_closed(runtime: Runtime) -> None:
+    """Make the session actor's reloads wait (10 s at most) for close() to close the journal first."""
+    memory, journal = runtime.memory, runtime._journal
+    assert journal is not None
+    real_close, real_recover, closed = journal.close, memory._recover, threading.Event()
+
+    def close() -> None:
+        real_close()
+        closed.set()
+
+    def recover() -> None:
+        closed.wait(10)  # the interleaving where close() closes the journal first
+        real_recover()
+
+    journal.close = close  # type: ignore[method-assign]
+    memory._recover = recover  # type: ignore[method-assign]
+
+
+def _answer_as_a_catch_up_begins_in_close(runtime: Runtime, gate: threading.Event) -> threading.Event:
+    """Set ``gate`` (the disk answers) as a catch-up of the session actor begins after close() began.
+
+    Returns an event set then.
+    """
+    memory, began = runtime.memory, threading.Event()
+    real_catch_up = memory._catch_up
+
+    def catch_up() -> bool:
+        if runtime._core.closing:
+            gate.set()  # the disk answers just as close() begins
+            began.set()
+        return real_catch_up()
+
+    memory._catch_up = catch_up  # type: ignore[method-assign]
+    return began
+
+
 class TestSessionActorBehindTheJournal:
     def test_close_while_the_session_actor_waits_for_the_journal_runs_no_batch_on_its_state(
         self, tmp_path: Path
@@ -4752,12 +4816,14 @@ class TestSessionActorBehindTheJournal:
         assert messages[-1] == ("user", "question")
         assert "refused a batch whose commit it stopped waiting for (with 1 timed-out" in caplog.text
 
+    @pytest.mark.parametrize("during", [False, True], ids=["before-its-wait", "during-its-wait"])
     def test_a_catch_up_whose_commit_lands_as_close_begins_runs_no_batch_and_reads_no_closed_journal(
-        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, during: bool
     ) -> None:
         # A batch queued before close() waited for a commit that landed as close() began:
         # it reloaded from a journal close() was closing (an ERROR, "failed on a batch")
-        # and ran, after close() began.
+        # and ran, after close() began. "before-its-wait": close() began as a batch's
+        # catch-up was about to wait for the commit; "during-its-wait": as it waited.
         runtime = _open(tmp_path / "j", timeout=0.3)
         session = runtime.memory.create_session("u")
         gate = _stall(runtime)
@@ -4766,50 +4832,53 @@ class TestSessionActorBehindTheJournal:
         with pytest.raises(ActorTimeoutError):
             runtime.memory.sessions()  # waits for that commit
         memory = runtime.memory
-        real_queue_op, queued = memory._queue_op, threading.Event()
+        # The catch-up's waits for that commit, ordered by events, not by call_timeout:
+        # timed, close()'s own wait for the session actor (call_timeout) raced the wait
+        # under way, and on a loaded machine dropped the batch behind it before it ran.
+        waiting, close_began = threading.Event(), threading.Event()
+        held: list[Ack] = []
+        waited_in_close: list[Ack] = []
+        real_wait = Ack.wait
 
-        def queue_op(*args: Any, **kwargs: Any) -> Any:
-            op = real_queue_op(*args, **kwargs)
-            queued.set()
-            return op
+        def wait(ack: Ack, timeout: float) -> list[int]:
+            catching_up = memory._stale and ack is memory._behind  # a catch-up's wait
+            if catching_up and runtime._core.closing:
+                waited_in_close.append(ack)
+            if not catching_up or held:
+                return real_wait(ack, timeout)
+            held.append(ack)  # the wait under way as close() begins
+            waiting.set()
+            try:
+                assert close_began.wait(10)
+            finally:
+                if during:
+                    gate.set()  # the disk answers just as close() begins
+            return real_wait(ack, 10 if during else 0)  # it lands within this wait; or not yet
 
-        memory._queue_op = queue_op  # type: ignore[method-assign]
+        monkeypatch.setattr(Ack, "wait", wait)
+        try:
+            assert waiting.wait(10)  # a catch-up waits for the commit; close() has not begun
+            later, created = _create_behind_the_catch_up(runtime)  # a batch of its own, behind it
+            caught_up = _answer_as_a_catch_up_begins_in_close(runtime, gate)
+            real_memory_close = memory._close
 
-        def create() -> None:
-            with contextlib.suppress(ActorTimeoutError, RuntimeClosedError):
-                memory.create_session("v")
+            def memory_close() -> None:
+                close_began.set()
+                if not during:  # the batch behind begins its catch-up before close() stops the actor
+                    assert caught_up.wait(10)
+                real_memory_close()
 
-        later = threading.Thread(target=create)  # queued before close(), run after it began
-        later.start()
-        assert queued.wait(10)
-        created = threading.Event()
-        _on_submit(runtime, lambda events: any(isinstance(e, SessionCreated) for e in events), created)
-        real_catch_up = memory._catch_up
-
-        def catch_up() -> bool:
-            if runtime._core.closing:
-                gate.set()  # the disk answers just as close() begins
-            return real_catch_up()
-
-        memory._catch_up = catch_up  # type: ignore[method-assign]
-        journal = runtime._journal
-        assert journal is not None
-        real_close, real_recover, closed = journal.close, memory._recover, threading.Event()
-
-        def close() -> None:
-            real_close()
-            closed.set()
-
-        def recover() -> None:
-            closed.wait(10)  # the interleaving where close() closes the journal first
-            real_recover()
-
-        journal.close = close  # type: ignore[method-assign]
-        memory._recover = recover  # type: ignore[method-assign]
-        with caplog.at_level(logging.WARNING, logger="cogfabric"):
+            memory._close = memory_close  # type: ignore[method-assign]
+            _reload_once_the_journal_is_closed(runtime)
+            with caplog.at_level(logging.WARNING, logger="cogfabric"):
+                runtime.close()
+                later.join(10)
+                assert memory._ref.actor_stopped.wait(10)
+        finally:
+            gate.set()
+            close_began.set()
             runtime.close()
-            later.join(10)
-            assert memory._ref.actor_stopped.wait(10)
 
         assert not created.is_set()
         assert "failed on a batch" not in caplog.text
+        assert waited_in_close == []  # a catch-up begun after close() began does not wait for the commit
