@@ -978,11 +978,32 @@ def _cell(json_text: str) -> str:
     return f"{head}... ({len(json_text):,} characters; --json shows it whole)"
 
 
+_WIDTH_MIN: Final = 40
+"""The fewest columns the audit tables take: a narrower table cuts its field names short (rich's
+ellipsis), and at 0 columns rich prints nothing at all."""
+
+
+def _console_width() -> int:
+    """``COLUMNS`` when it is a number, else the terminal's width, and 120 when the output is no terminal.
+
+    At least ``_WIDTH_MIN``. A ``COLUMNS`` that is no number is not set, as for the shell's
+    other readers: the table of a command whose output is a file stays 120 columns wide.
+    """
+    columns = os.environ.get("COLUMNS", "")
+    width = 120
+    if columns.isascii() and columns.isdigit():  # not "²": a digit to isdigit, none to int
+        width = int(columns)
+    elif sys.stdout.isatty():
+        with contextlib.suppress(OSError, ValueError):  # a size a pseudo-terminal cannot tell
+            width = os.get_terminal_size(sys.stdout.fileno()).columns or 120  # 0: one that does not
+    return max(width, _WIDTH_MIN)
+
+
 def _console() -> Any:  # noqa: ANN401 - a rich Console
     """A rich console whose broken pipe ends the command quietly (exit 0).
 
-    As wide as the terminal (or ``COLUMNS``), and 120 columns when the output is no
-    terminal (a file, a pipe): the same table whatever ran it.
+    As wide as ``_console_width`` says. Its height is given too: rich reads ``COLUMNS``
+    again for a console whose size is not whole, and ``int("²")`` fails.
     """
     from rich.console import Console  # noqa: PLC0415
 
@@ -991,8 +1012,7 @@ def _console() -> Any:  # noqa: ANN401 - a rich Console
             self.quiet = True
             _stdout_closed()
 
-    on_terminal = sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
-    return _Console(width=None if on_terminal else 120)
+    return _Console(width=_console_width(), height=25)  # the height: no pager or live display here
 
 
 def _print_view(view: dict[str, Any]) -> None:
@@ -1126,8 +1146,8 @@ _NAME_MAX = 200
     multiple=True,
     callback=_once,
     help=(
-        "Trace the record of this event id (an IPC message's id is its event's), "
-        "or the request of this correlation id."
+        "Trace the record of this event id (an IPC message's id is its event's, or its "
+        "dead letter's if it was never journaled), or the request of this correlation id."
     ),
 )
 @click.option(
@@ -1173,7 +1193,7 @@ def trace(
             verified = _check(opened, skip=no_verify)
             if event_id is not None:
                 seq = opened.seq_of(event_id)
-                if seq is None:  # a request's correlation id, from an IpcError say
+                if seq is None:  # a request's correlation id, or a message's with a dead letter alone
                     seq = _request_of(opened, event_id, verified)
                 if seq is None or seq > verified:
                     shown = _printable(repr(event_id), backslash=False)  # repr's escapes read once
@@ -1194,23 +1214,26 @@ def trace(
         _fail_journal(exc, key)
 
 
-def _request_of(journal: Any, correlation_id: str, until: int) -> int | None:  # noqa: ANN401 - a journal
-    """The seq of the request whose correlation id is ``correlation_id``, up to ``until``; None if none.
+def _request_of(journal: Any, message_id: str, until: int) -> int | None:  # noqa: ANN401 - a journal
+    """The seq of the record an IPC error names by an id no event has, up to ``until``; None if none.
 
     A request's error names its ``correlation_id`` beside its ``message_id``: either
-    finds it. Read only when no event has the id, so a trace by event id reads no more.
+    finds the request. A message refused at a full mailbox before it was journaled
+    (``MailboxFullError``) has its dead letter alone, found by its ``message_id`` (a
+    dead letter's record has an id of its own). Read only when no event has the id, so
+    a trace by event id reads no more.
     """
-    if not correlation_id.endswith("-corr"):  # every correlation id the runtime makes
-        return None
-    from cogfabric.events import IpcMessage  # noqa: PLC0415
+    from cogfabric.events import IpcDeadLettered, IpcMessage  # noqa: PLC0415
 
+    correlation = message_id.endswith("-corr")  # every correlation id the runtime makes
     for record in journal.read(until=until, stream="bus"):
         event = record.event
         if (
-            isinstance(event, IpcMessage)
+            correlation
+            and isinstance(event, IpcMessage)
             and event.kind == "request"
-            and event.correlation_id == correlation_id
-        ):
+            and event.correlation_id == message_id
+        ) or (isinstance(event, IpcDeadLettered) and event.message_id == message_id):
             seq: int = record.seq
             return seq
     return None
