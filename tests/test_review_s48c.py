@@ -11,16 +11,14 @@ a table written to a file as wide as some terminal, or 80 columns, not 120.
 from __future__ import annotations
 
 import json
-import threading
 from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
 
 import cogfabric as cf
-from cogfabric.actors import Config, MailboxFullError, RuntimeConfig
 from cogfabric.cli import main
-from tests.actors.test_close_and_flush import _Gated
+from tests.actors.test_mailbox_full_names_message_s48 import refused_at_a_full_mailbox
 from tests.test_cli_table_width_s48 import _widest
 
 if TYPE_CHECKING:
@@ -30,31 +28,18 @@ if TYPE_CHECKING:
 def test_a_request_refused_at_a_full_mailbox_is_traced_to_its_dead_letter_by_its_message_id(
     tmp_path: Path,
 ) -> None:
-    entered, gate = threading.Event(), threading.Event()
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3, mailbox_size=1))
-    behaviors = {"gated": lambda: _Gated(entered, gate)}
-    with cf.Runtime.open(tmp_path / "j", config=config, clock=cf.FakeClock(), behaviors=behaviors) as rt:
-        rt.spawn("s", behavior="gated")
-        rt.spawn("u")
-        try:
-            rt.bus.send("u", "s", "first")
-            assert entered.wait(10)
-            rt.bus.send("u", "s", "second")  # the mailbox is full now
-            with pytest.raises(MailboxFullError) as asked:
-                rt.bus.request("u", "s", "refused", None, timeout=0.3)
-        finally:
-            gate.set()
-    assert asked.value.message_id is not None
+    _, asked = refused_at_a_full_mailbox(tmp_path / "j")
+    assert asked.message_id is not None
 
-    message_id = asked.value.message_id
+    message_id = asked.message_id
     result = CliRunner().invoke(main, ["trace", str(tmp_path / "j"), "--id", message_id, "--json"])
 
     assert result.exit_code == 0, result.output
     shown = json.loads(result.output)["record"]
     assert shown["type"] == "IpcDeadLettered"
     assert (shown["data"]["message_id"], shown["data"]["topic"], shown["data"]["reason"]) == (
-        asked.value.message_id,
-        "refused",
+        asked.message_id,
+        "fourth",
         "mailbox full",
     )
 

@@ -21,12 +21,13 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-def test_a_refused_send_and_request_name_their_messages(tmp_path: Path) -> None:
+def refused_at_a_full_mailbox(path: Path) -> tuple[MailboxFullError, MailboxFullError]:
+    """A journal at ``path`` in which a send (topic ``third``) and a request (``fourth``) were
+    refused at a full mailbox; their errors."""
     entered, gate = threading.Event(), threading.Event()
     config = Config(runtime=RuntimeConfig(call_timeout=0.3, mailbox_size=1))
-    with Runtime.open(
-        tmp_path / "j", config=config, clock=FakeClock(), behaviors={"gated": lambda: _Gated(entered, gate)}
-    ) as rt:
+    behaviors = {"gated": lambda: _Gated(entered, gate)}
+    with Runtime.open(path, config=config, clock=FakeClock(), behaviors=behaviors) as rt:
         rt.spawn("s", behavior="gated")
         rt.spawn("u")
         try:
@@ -40,6 +41,11 @@ def test_a_refused_send_and_request_name_their_messages(tmp_path: Path) -> None:
         finally:
             gate.set()
         rt.flush()
+    return sent.value, asked.value
+
+
+def test_a_refused_send_and_request_name_their_messages(tmp_path: Path) -> None:
+    sent, asked = refused_at_a_full_mailbox(tmp_path / "j")
 
     with Journal.open(tmp_path / "j", readonly=True) as journal:
         letters = {
@@ -49,6 +55,6 @@ def test_a_refused_send_and_request_name_their_messages(tmp_path: Path) -> None:
         "third": "mailbox full",
         "fourth": "mailbox full",
     }
-    assert (sent.value.message_id, sent.value.correlation_id) == (letters["third"].message_id, None)
-    assert asked.value.message_id == letters["fourth"].message_id
-    assert (asked.value.correlation_id or "").endswith("-corr")  # the original's correlation id form
+    assert (sent.message_id, sent.correlation_id) == (letters["third"].message_id, None)
+    assert asked.message_id == letters["fourth"].message_id
+    assert (asked.correlation_id or "").endswith("-corr")  # the original's correlation id form
