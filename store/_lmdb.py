@@ -256,11 +256,7 @@ def _holder_of(fd: int) -> str:
 
 
 def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists: a writer that exited unclosed (killed, say) leaves its pid.
-
-    Its lock went with it, so the one holding the lock now wrote none (a lock taken by other
-    means): the pid left would name a process that is gone.
-    """
+    """Whether process ``pid`` exists (``_holder_of`` says why it asks)."""
     if pid <= 0:
         return False
     try:

@@ -1194,7 +1194,7 @@ def trace(
             if event_id is not None:
                 seq = opened.seq_of(event_id)
                 if seq is None:  # a request's correlation id, or a message's with a dead letter alone
-                    seq = _request_of(opened, event_id, verified)
+                    seq = _record_named_by(opened, event_id, verified)
                 if seq is None or seq > verified:
                     shown = _printable(repr(event_id), backslash=False)  # repr's escapes read once
                     _fail(f"no record up to seq {verified} holds the event id {shown}")
@@ -1214,7 +1214,7 @@ def trace(
         _fail_journal(exc, key)
 
 
-def _request_of(journal: Any, message_id: str, until: int) -> int | None:  # noqa: ANN401 - a journal
+def _record_named_by(journal: Any, message_id: str, until: int) -> int | None:  # noqa: ANN401 - a journal
     """The seq of the record an IPC error names by an id no event has, up to ``until``; None if none.
 
     A request's error names its ``correlation_id`` beside its ``message_id``: either
