@@ -38,7 +38,13 @@ from cogfabric.events._codec import journal_text, require_str
 
 from ._cleaner import GO_SPACE, active_turn_start, summarise_tool_calls
 from ._clock import bounded_wait
-from ._errors import ActorError, ActorTimeoutError, InvalidConfigError, RuntimeClosedError
+from ._errors import (
+    ActorError,
+    ActorTimeoutError,
+    InvalidConfigError,
+    RuntimeClosedError,
+    SessionNotFoundError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -91,7 +97,10 @@ class InvalidArgumentError(ActorError, ValueError):
 
 
 class PromptTooLongError(ActorError, ValueError):
-    """Raised for a prompt longer than the limit; the message is the original's exactly."""
+    """Raised for a prompt longer than the limit; the message is the original's exactly.
+
+    ``length`` is the prompt's length and ``limit`` the limit, both in code points.
+    """
 
     def __init__(self, length: int, limit: int) -> None:
         super().__init__(f"prompt exceeds maximum length of {limit} characters")
@@ -434,7 +443,13 @@ class OpenAICompatibleProvider:
             msg = f"{self.name} answered without a completion: {self._scrubbed(str(answer))[:200]}"
             raise ProviderError(self._scrubbed(msg)) from exc
         if not isinstance(content, str):
-            msg = f"{self.name} answered a completion that is not text"
+            calls = answer["choices"][0]["message"].get("tool_calls")
+            # a provider returns text: the original's Chat (tools in, tool calls out) is not ported
+            asked = ""
+            if isinstance(calls, list):
+                plural = "" if len(calls) == 1 else "s"
+                asked = f" but {len(calls)} tool call{plural}: a provider returns text only"
+            msg = f"{self.name} answered a completion that is not text{asked}"
             raise ProviderError(msg)
         return content
 
@@ -913,7 +928,10 @@ class JournaledLLM(LLMClient):
         still over the limit.
 
         Raises:
-            SessionNotFoundError: the session is unknown or expired.
+            SessionNotFoundError: the session is unknown or expired; or it ended
+                (expired, was deleted or evicted) while the provider answered: the
+                output is journaled (``LlmOutputRecorded``, naming the session) but not
+                added to the session, and is the error's ``output``.
             InvalidArgumentError: an empty, blank or non-UTF-8 ``user_message``, refused
                 (and journaled) before it is added to the session.
             InvalidArgumentError, PromptTooLongError: the gate refused the prompt
@@ -957,5 +975,12 @@ class JournaledLLM(LLMClient):
             raise
         finally:
             self._turn.session = self._turn.output = None
-        self._memory.add_structured_message(session_id, _answer(output, turn_id))
+        try:
+            self._memory.add_structured_message(session_id, _answer(output, turn_id))
+        except SessionNotFoundError as exc:
+            # The session ended while the provider answered (its TTL passed during a long
+            # call; another thread deleted it, or new sessions evicted it): the answer is
+            # journaled and paid for, so the caller gets it with the error.
+            exc.output = output
+            raise
         return output
