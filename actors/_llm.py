@@ -414,8 +414,9 @@ class OpenAICompatibleProvider:
         Raises:
             InvalidArgumentError: ``params`` or ``extra`` set ``model`` or ``messages``.
             ProviderError: an HTTP or network error, no whole answer within the timeout,
-                an answer longer than ``max_answer_bytes``, a redirect, or an answer
-                without a completion.
+                an answer longer than ``max_answer_bytes``, a redirect, an answer
+                without a completion, or one of tool calls alone (its content null,
+                empty, blank or left out).
 
         """
         taken = _OWN_FIELDS.intersection(self._config.extra).union(_OWN_FIELDS.intersection(params))
@@ -438,18 +439,25 @@ class OpenAICompatibleProvider:
         request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")  # noqa: S310 - scheme checked in __init__
         answer = self._answer(request, url)
         try:
-            content = answer["choices"][0]["message"]["content"]
+            message = answer["choices"][0]["message"]
+            calls = message.get("tool_calls") if isinstance(message, dict) else None
+            text = message.get("content") if isinstance(message, dict) else None
+            if isinstance(calls, list) and calls and not (isinstance(text, str) and text.strip()):
+                # Tool calls alone (content null, "" or left out, as servers differ): a
+                # provider returns text, and an empty one would lose the calls unseen;
+                # the original's Chat (tools in, tool calls out) is not ported.
+                plural = "" if len(calls) == 1 else "s"
+                msg = (
+                    f"{self.name} answered a completion that is not text but {len(calls)} "
+                    f"tool call{plural}: a provider returns text only"
+                )
+                raise ProviderError(msg)
+            content = message["content"]
         except (KeyError, IndexError, TypeError) as exc:
             msg = f"{self.name} answered without a completion: {self._scrubbed(str(answer))[:200]}"
             raise ProviderError(self._scrubbed(msg)) from exc
         if not isinstance(content, str):
-            calls = answer["choices"][0]["message"].get("tool_calls")
-            # a provider returns text: the original's Chat (tools in, tool calls out) is not ported
-            asked = ""
-            if isinstance(calls, list):
-                plural = "" if len(calls) == 1 else "s"
-                asked = f" but {len(calls)} tool call{plural}: a provider returns text only"
-            msg = f"{self.name} answered a completion that is not text{asked}"
+            msg = f"{self.name} answered a completion that is not text"
             raise ProviderError(msg)
         return content
 
