@@ -201,32 +201,50 @@ class Reviewer:
         # The answer depends on the claim alone (reviews arrive in any order), then both
         # go to the reviewer's session, which a turn() would feed back into the prompt.
         opinion = ctx.llm.generate(prompt)
-        _in_session(ctx, lambda session: _note_review(ctx, session, prompt, opinion))
+        _in_session(ctx, lambda session: _note_exchange(ctx, session, prompt, opinion))
         verdict = "plausible" if claim["confidence"] >= 0.4 else "weak"  # noqa: PLR2004
         # nothing of the arrival order (reviewed counts it) in the verdict: a seed's runs
         # must leave every researcher the same last review
         return {"verdict": verdict, "reviewer": ctx.agent_id, "note": opinion}
 
 
-def _note_review(ctx: AgentContext, session: str, prompt: str, opinion: str) -> str:
+def _note_exchange(ctx: AgentContext, session: str, prompt: str, answer: str) -> str:
+    """``prompt`` and the model's ``answer`` added to ``session``, as a turn would add them."""
     ctx.memory.add_message(session, "user", prompt)
-    ctx.memory.add_message(session, "assistant", opinion)
-    return opinion
+    ctx.memory.add_message(session, "assistant", answer)
+    return answer
 
 
 def _session_turn(ctx: AgentContext, prompt: str) -> str:
-    """An LLM turn in the agent's session."""
-    return _in_session(ctx, lambda session: ctx.llm.turn(session, prompt))
+    """An LLM turn in the agent's session.
+
+    A session that ended while the model answered (its TTL passed, or it was evicted)
+    is replaced, and the answer, journaled and paid for, goes into the new one beside
+    its prompt: the model is not asked twice.
+    """
+    try:
+        return _in_session(ctx, lambda session: ctx.llm.turn(session, prompt))
+    except SessionNotFoundError as exc:
+        if exc.output is None:
+            raise
+        answer = exc.output
+        return _in_session(ctx, lambda session: _note_exchange(ctx, session, prompt, answer))
 
 
 def _in_session(ctx: AgentContext, step: Callable[[str], str]) -> str:
-    """``step`` on the agent's session; a session that expired is replaced first."""
+    """``step`` on the agent's session; a session that expired is replaced first.
+
+    A ``SessionNotFoundError`` that carries a model's answer (``output``) is raised, not
+    retried: the model answered, and asking it again would pay twice.
+    """
     session = ctx.private("session")
     if session is not None:
         try:
             return step(session)
-        except SessionNotFoundError:
-            pass  # its TTL passed (or it was evicted): a new one, as at start-up
+        except SessionNotFoundError as exc:
+            if exc.output is not None:
+                raise
+            # its TTL passed (or it was evicted): a new one, as at start-up
     session = ctx.memory.create_session(ctx.agent_id, agent_id=ctx.agent_id)
     ctx.set_private("session", session)
     return step(session)
