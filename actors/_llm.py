@@ -965,6 +965,36 @@ class JournaledLLM(LLMClient):
         user_message = self._check_text(user_message)
         turn_id = self._memory.add_turn_message(session_id, ROLE_USER, user_message)
         prompt = render_messages(self._memory.build_prompt_messages(session_id))
+        return self._answer_turn(session_id, prompt, turn_id, params)
+
+    def continue_turn(self, session_id: str, **params: Any) -> str:  # noqa: ANN401
+        """Ask the model again within the session's current turn, and return the output.
+
+        For the steps of a tool loop after ``turn``: once the caller has added what the
+        model asked for (a tool's result, ``memory.add_structured_message``), this
+        builds the prompt window of the session as it is, renders it, gates it, calls
+        the provider, journals the output naming the session (as ``turn`` does, where a
+        bare ``generate`` names none) and adds it as the assistant's message, with the
+        turn id of the session's last message (none if it has none). No user message
+        is added.
+
+        Raises:
+            SessionNotFoundError: as ``turn`` (with the answer as ``output`` when the
+                session ended while the provider answered).
+            InvalidArgumentError, PromptTooLongError: the gate refused the prompt.
+            ProviderError, RuntimeClosedError, JournalError, AgentNotFoundError,
+            ActorTimeoutError: as ``turn``.
+
+        """
+        if self._check_open is not None:
+            self._check_open()
+        session_id = require_str(session_id, "session_id")
+        window = self._memory.build_prompt_messages(session_id)
+        turn_id = window[-1].turn_id if window else ""
+        return self._answer_turn(session_id, render_messages(window), turn_id, params)
+
+    def _answer_turn(self, session_id: str, prompt: str, turn_id: str, params: dict[str, Any]) -> str:
+        """``prompt``'s answer, journaled naming ``session_id`` and added to it in turn ``turn_id``."""
         self._turn.session = require_str(session_id, "session_id")  # journaled with the output
         self._turn.output = None
         try:
