@@ -212,9 +212,10 @@ class ClockError(ActorError, ValueError):
 class SessionNotFoundError(ActorError, LookupError):
     """Raised for a session that does not exist, was deleted, or expired (``session not found``).
 
-    ``output`` is None but from a ``turn`` whose session ended (expired, was deleted
-    or evicted) while its provider answered: then it is that answer, which the journal
-    holds (``LlmOutputRecorded``, naming the session) and the session does not.
+    ``output`` is None but from a ``turn`` (or ``continue_turn``) whose session ended
+    (expired, was deleted or evicted) while its provider answered: then it is that
+    answer, which the journal holds (``LlmOutputRecorded``, naming the session) and
+    the session does not.
     """
 
     output: str | None = None

@@ -416,7 +416,8 @@ class OpenAICompatibleProvider:
             ProviderError: an HTTP or network error, no whole answer within the timeout,
                 an answer longer than ``max_answer_bytes``, a redirect, an answer
                 without a completion, or one of tool calls alone (its content null,
-                empty, blank or left out).
+                empty, blank or left out). Text beside tool calls is returned, and the
+                calls are dropped with a warning logged.
 
         """
         taken = _OWN_FIELDS.intersection(self._config.extra).union(_OWN_FIELDS.intersection(params))
@@ -459,6 +460,14 @@ class OpenAICompatibleProvider:
         if not isinstance(content, str):
             msg = f"{self.name} answered a completion that is not text"
             raise ProviderError(msg)
+        if isinstance(calls, list) and calls:
+            # text beside tool calls: the text is the answer, and the calls, which a
+            # provider cannot return, should not go unnoticed
+            log.warning(
+                "%s answered text beside %d tool call(s), which are dropped: a provider returns text only",
+                self.name,
+                len(calls),
+            )
         return content
 
     def _answer(self, request: urllib.request.Request, url: str) -> Any:  # noqa: ANN401 - decoded JSON
@@ -976,7 +985,13 @@ class JournaledLLM(LLMClient):
         the provider, journals the output naming the session (as ``turn`` does, where a
         bare ``generate`` names none) and adds it as the assistant's message, with the
         turn id of the session's last message (none if it has none). No user message
-        is added.
+        is added. Run a session's ``turn`` and ``continue_turn`` calls one at a time: one
+        that builds its window while a ``turn`` waits for its answer takes that turn's
+        user message and turn id. The window keeps its last turn's tool traffic whole
+        (``tool_call`` and ``tool_result`` messages, and an assistant's with tool calls;
+        any other role is shortened): a window holding a tool's result longer than the
+        gate's limit is refused for as long as that result stays in its last turn, so
+        shorten a long one before adding it.
 
         Raises:
             SessionNotFoundError: as ``turn`` (with the answer as ``output`` when the

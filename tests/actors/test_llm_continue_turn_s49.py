@@ -49,7 +49,7 @@ def test_a_tool_loop_continues_its_turn_and_names_the_session(tmp_path: Path, *,
             session, Message(role="assistant", content="", tool_calls=[_CALL], turn_id=turn_id)
         )
         rt.memory.add_structured_message(
-            session, Message(role="tool", content="X: 42", tool_call_id="call_1", turn_id=turn_id)
+            session, Message(role="tool_result", content="X: 42", tool_call_id="call_1", turn_id=turn_id)
         )
 
         assert llm.continue_turn(session) == "X is 42"
@@ -63,7 +63,7 @@ def test_a_tool_loop_continues_its_turn_and_names_the_session(tmp_path: Path, *,
         )
         assert prompts[1].endswith(
             "user: find X\nassistant: call search\n"
-            'assistant tool call call_1: search({"q": "x"})\ntool for call_1: X: 42'
+            'assistant tool call call_1: search({"q": "x"})\ntool_result for call_1: X: 42'
         )
 
     outputs = [e for e in _events(tmp_path / "j") if isinstance(e, LlmOutputRecorded)]
@@ -104,3 +104,20 @@ def test_continue_turn_after_close_raises_before_the_provider(tmp_path: Path) ->
     with pytest.raises(RuntimeClosedError):
         llm.continue_turn(session)
     assert provider.calls == []
+
+
+def test_continue_turn_passes_its_parameters_to_the_provider(tmp_path: Path) -> None:
+    seen: list[dict[str, object]] = []
+
+    class Provider:
+        name = "p"
+
+        def generate(self, prompt: str, **params: object) -> str:  # noqa: ARG002
+            seen.append(params)
+            return "ok"
+
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=Provider()) as rt:
+        session = rt.memory.create_session("u")
+        rt.memory.add_message(session, "user", "hello")
+        assert rt.llm().continue_turn(session, temperature=0.2) == "ok"
+    assert seen == [{"temperature": 0.2}]

@@ -8,6 +8,7 @@ an empty completion would lose them without a word, in the journal and the sessi
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -54,3 +55,17 @@ def test_a_null_content_beside_no_tool_calls_is_not_text(
 
     with pytest.raises(ProviderError, match=r"answered a completion that is not text$"):
         generate()
+
+
+def test_text_beside_tool_calls_is_the_answer_and_the_dropped_calls_are_logged(
+    serve_http: Callable[..., str], caplog: pytest.LogCaptureFixture
+) -> None:
+    generate = _answering(
+        serve_http, {"role": "assistant", "content": "Let me search.", "tool_calls": [_CALL]}
+    )
+
+    with caplog.at_level(logging.WARNING, logger="cogfabric"):
+        assert generate() == "Let me search."
+
+    dropped = "openai-compatible answered text beside 1 tool call(s), which are dropped"
+    assert [r.getMessage() for r in caplog.records] == [f"{dropped}: a provider returns text only"]
