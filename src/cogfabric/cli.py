@@ -1314,11 +1314,15 @@ def _shown_name(value: object) -> str:
     return _printable(_shown_text(value), backslash=False)
 
 
+_LLM_KINDS = frozenset({"LlmOutputRecorded", "PromptRejected", "LlmCallFailed"})
+
+
 def _trace_line(node: dict[str, Any]) -> str:
     """One record of a trace: seq, type, stream, and what it is about.
 
     A message's route and topic, a dead letter's recipient and reason, a key, a state, a
-    session message's role, a model's output, a refused prompt's reason and length, an error.
+    session message's role, a model's output, a refused prompt's reason and length, an error;
+    and the session of a model call made in one (``turn``, ``continue_turn``).
     """
     data = node["data"]
     kind = node["type"]
@@ -1345,6 +1349,8 @@ def _trace_line(node: dict[str, Any]) -> str:
         about = _shown_name(data["state"])
     elif kind == "SessionMessageAdded":
         about = f"role {_shown_name(data['message'].role)}"
+    if kind in _LLM_KINDS and data.get("session"):  # a turn's call: which session it answered
+        about += f" session {_shown_name(data['session'])}"
     line = f"seq {node['seq']} {_printable(str(kind))} {_printable(str(node['stream']))}"
     return f"{line} {about}" if about else line
 
