@@ -57,7 +57,7 @@ from ._errors import (
 from ._handle import ContextView
 from ._llm import JournaledLLM, NoLLMProviderError
 from ._memory import agent_memory
-from ._state import AgentSnapshot, AgentState, apply_event, decode_snapshot, encode_snapshot
+from ._state import AgentSnapshot, AgentState, apply_event, encode_snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -445,7 +445,7 @@ class AgentActor(pykka.ThreadingActor):
             # it never took. Take the journal's word before anything else, reads too.
             self._saw_failure = True
             if not self._killed:
-                self._reload_after_journal_failure()  # under the agent's lock
+                self._reload_from_journal()  # under the agent's lock
         if self._killed:
             self._after_death(message)
             return None
@@ -471,7 +471,7 @@ class AgentActor(pykka.ThreadingActor):
         if isinstance(exc, JournalError):
             # The journal is fail-stop: forget what it did not take, so this agent
             # never runs ahead of it; the caller of a state change gets the error.
-            self._reload_after_journal_failure()
+            self._reload_from_journal()
             if kind == CALL:
                 raise exc
             if isinstance(exc, JournalFailedError):  # refused since an earlier failure, logged then
@@ -556,7 +556,7 @@ class AgentActor(pykka.ThreadingActor):
                     self._behind = None  # fail-stop: the journal holds what it holds
             if not self._stored(writer, self._behind):
                 return False
-            self._reload_after_journal_failure()
+            self._reload_from_journal()
             self._stale = self._shared.stale = False
             self._behind = None
             return True
@@ -592,7 +592,12 @@ class AgentActor(pykka.ThreadingActor):
         elif kind == PUBLISH and message[3] and self._core.writer is not None:
             self._core.writer.publication_applied(self._state.id, message[3])  # it never will
 
-    def _reload_after_journal_failure(self) -> None:
+    def _reload_from_journal(self) -> None:
+        """Adopt the agent's state as the journal holds it, dropping the outbox.
+
+        After a journal failure, and at the end of a catch-up once the commit that
+        outlasted its wait is stored.
+        """
         with self._foreign_lock:  # a kept ctx's change is not overwritten by the reload
             self._outbox = []
             if self._core.writer is None:
@@ -806,7 +811,7 @@ class AgentActor(pykka.ThreadingActor):
         self._foreign.append(event)
 
     def _take_foreign(self) -> None:
-        """On the actor's thread: move what other threads noted into the outbox, in order."""
+        """Under the agent's lock, on any thread: move what other threads noted to the outbox, in order."""
         foreign, outbox = self._foreign, self._outbox
         while True:
             try:
@@ -970,10 +975,6 @@ class AgentActor(pykka.ThreadingActor):
         copy = _copy_cognitive(self._state.cognitive)
         self.journal(CheckpointTaken(at=self._now(), agent=self._state.id, state=copy, cause=self.cause))
         return _copy_cognitive(copy)
-
-    def op_snapshot(self) -> AgentSnapshot:
-        """A deep copy of the whole state (for tests and audits)."""
-        return decode_snapshot(encode_snapshot(self._state))
 
     def op_noop(self) -> None:
         """Nothing: answering it proves every earlier message was handled."""

@@ -97,7 +97,7 @@ at a time; see docs/performance.md, "Closing many agents")."""
 _STOP_PATIENCE: Final = 0.05
 """How long close() waits for the oldest agent of its window before it moves on, and
 waits for those of the window not yet stopped (still busy in their behavior) last."""
-_MAX_STREAM_BYTES = 255  # the journal's limit on a stream name (store/_lmdb.py)
+_MAX_STREAM_BYTES = 255  # the journal's limit on a stream name (MAX_NAME, store/_record.py)
 
 
 def check_agent_id(agent_id: object, error: Callable[[str], Exception] = InvalidSpawnSpecError) -> str:
@@ -1040,10 +1040,7 @@ class Runtime:
         priority: float = 0.0,
         experience_prior: object = None,
         behavior: str | Behavior | type | None = None,
-        **unknown: object,
     ) -> AgentSpawned:
-        if unknown:
-            raise InvalidSpawnSpecError(f"unknown spawn arguments {sorted(unknown)}")
         core = self._core
         if agent_id is None or agent_id == "":
             agent_id = f"agent-{os.urandom(6).hex()}"  # an empty identity is auto-assigned (spec §2.3)

@@ -126,7 +126,7 @@ _BACK_CHUNK: Final = 256  # records per read transaction of a walk back (``read_
 _ZERO_CHAIN: Final = bytes(16)
 _SEQ_LEN: Final = 8
 _SNAPSHOT_HEADER: Final = 24  # hash(16) | seq(8)
-_HEAD_VALUE_LEN: Final = 24  # a stream's head: last seq(8) | count(8) | first seq(8)
+_STREAM_HEAD_LEN: Final = 24  # a stream's head: last seq(8) | count(8) | first seq(8)
 _MAX_SEQ: Final = 2**64 - 1
 _SEQ_KEY: Final = struct.Struct(">Q").pack  # a seq's key; mapped over a batch's seqs, the fastest way
 _CANONICAL: Final = msgspec.msgpack.Encoder(order="sorted")
@@ -1758,7 +1758,7 @@ class LmdbJournal(Journal):
             last, count, first = bytes(8), 0, bytes(8)
         else:
             last, count, first = stored[:8], int.from_bytes(stored[8:16], "big"), stored[16:24]
-            record = txn.get(last, db=self._db_events) if len(stored) == _HEAD_VALUE_LEN else None
+            record = txn.get(last, db=self._db_events) if len(stored) == _STREAM_HEAD_LEN else None
             # a stream cannot hold more records than the journal up to its last one
             possible = 0 < count <= int.from_bytes(last, "big")
             if record is None or not possible or not of_stream(record, part):
@@ -2290,7 +2290,7 @@ class LmdbJournal(Journal):
             if head is None:
                 return 0
             part = stream_part(stream_raw)
-            first = txn.get(head[16:24], db=self._db_events) if len(head) == _HEAD_VALUE_LEN else None
+            first = txn.get(head[16:24], db=self._db_events) if len(head) == _STREAM_HEAD_LEN else None
             if first is not None and of_stream(first, part) and not link_of(first):
                 # the head's first seq holds a record of this stream with no back link
                 return int.from_bytes(head[16:24], "big")

@@ -206,7 +206,7 @@ class TestFlush:
             disk = _stall_then_fail(runtime, OSError("disk gone"))
             runtime.spawn("newbie")  # applied at once (batch), refused below
             may_reload = threading.Event()
-            reload = AgentActor._reload_after_journal_failure
+            reload = AgentActor._reload_from_journal
 
             def held_reload(actor: AgentActor) -> None:
                 if actor.agent_id == "newbie":
@@ -235,7 +235,7 @@ class TestFlush:
                 disk.set()  # the commit of newbie's spawn fails once flush asked the agents
                 return problem
 
-            monkeypatch.setattr(AgentActor, "_reload_after_journal_failure", held_reload)
+            monkeypatch.setattr(AgentActor, "_reload_from_journal", held_reload)
             monkeypatch.setattr(runtime, "_noops", awaited)
             monkeypatch.setattr(runtime, "_hand_over_all", then_fail)
             try:
