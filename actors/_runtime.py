@@ -329,7 +329,7 @@ class Runtime:
         self._core = core
         self._journal = journal
         self._lock = threading.RLock()
-        self._agents: dict[str, _Entry] = {}
+        self._agents: dict[str, _Entry | None] = {}
         self._listed: dict[str, None] = {}
         """Every agent id the journal has a stream of, in the order it was first spawned:
         what ``agents()`` lists by. A spawn enters its id when it reserves it, in the
@@ -878,7 +878,7 @@ class Runtime:
                 if agent_id in self._agents:
                     raise AgentExistsError(agent_id)
             for agent_id in ids:
-                self._agents[agent_id] = None  # type: ignore[assignment]  # reserved while journaling
+                self._agents[agent_id] = None  # reserved while journaling
                 # listed in the order spawns reach the journal (callers hold _order), as a
                 # reopen lists them; a spawn that then fails takes a new id out again
                 if agent_id not in self._listed:

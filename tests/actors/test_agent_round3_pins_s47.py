@@ -101,7 +101,7 @@ def test_a_handle_kept_after_a_kill_does_not_keep_the_killed_agent_alive(tmp_pat
         handle = runtime.spawn("a", behavior="w")
         runtime.bus.send("x", "a", "hello")
         assert handled.wait(10)
-        thread = runtime._agents["a"].shared.thread
+        thread = runtime._entry("a").shared.thread
         assert thread is not None
         runtime.kill("a")
         thread.join(10)  # its frames hold the actor until it ends

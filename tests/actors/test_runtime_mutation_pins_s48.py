@@ -160,7 +160,7 @@ def test_senders_waiting_for_room_when_the_agent_is_killed_hear_so_at_once(tmp_p
         runtime.bus.send("x", "a", "m1")
         assert entered.wait(10)
         runtime.bus.send("x", "a", "m2")  # the mailbox is full
-        slots = runtime._agents["a"].shared.slots
+        slots = runtime._entry("a").shared.slots
         outcomes: list[object] = []
 
         def send(topic: str) -> None:
@@ -206,7 +206,7 @@ def test_lifecycle_calls_waiting_past_the_allowance_when_the_agent_is_killed_hea
         runtime.spawn("a", behavior="h")
         runtime.bus.send("x", "a", "m1")
         assert entered.wait(10)
-        slots = runtime._agents["a"].shared.slots
+        slots = runtime._entry("a").shared.slots
         outcomes: list[object] = []
 
         def call(name: str) -> None:

@@ -478,7 +478,7 @@ class TestBehaviors:
     def test_a_closed_runtime_is_not_kept_alive_by_an_agent_its_close_gave_up_on(self) -> None:
         first = _open(None, timeout=0.3)
         _running(first)  # 'a' blocks in on_message until Gate.release
-        stopped = first._agents["a"].ref.actor_stopped
+        stopped = first._entry("a").ref.actor_stopped
         first.close()
         Gate.release.set()
         assert stopped.wait(10)
