@@ -596,7 +596,7 @@ class AgentActor(pykka.ThreadingActor):
         """Adopt the agent's state as the journal holds it, dropping the outbox.
 
         After a journal failure, and at the end of a catch-up once the commit that
-        outlasted its wait is stored.
+        outlasted its wait is decided: stored, or refused (the journal holds what it holds).
         """
         with self._foreign_lock:  # a kept ctx's change is not overwritten by the reload
             self._outbox = []

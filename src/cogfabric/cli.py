@@ -1349,7 +1349,7 @@ def _trace_line(node: dict[str, Any]) -> str:
         about = _shown_name(data["state"])
     elif kind == "SessionMessageAdded":
         about = f"role {_shown_name(data['message'].role)}"
-    if kind in _LLM_KINDS and data.get("session"):  # a turn's call: which session it answered
+    if kind in _LLM_KINDS and data.get("session") is not None:  # a turn's call: which session it answered
         about += f" session {_shown_name(data['session'])}"
     line = f"seq {node['seq']} {_printable(str(kind))} {_printable(str(node['stream']))}"
     return f"{line} {about}" if about else line
