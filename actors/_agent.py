@@ -222,6 +222,11 @@ class MailboxSlots:
         return self._free
 
     @property
+    def waiting(self) -> int:
+        """How many slots are taken now: messages admitted and not yet taken up by the agent."""
+        return self._size - self._free
+
+    @property
     def empty(self) -> bool:
         """Whether no message waits in the mailbox: a new one may wake an idle agent."""
         return self._free >= self._size

@@ -117,8 +117,8 @@ class IpcBus:
     Once the runtime is closed, every method that would send, journal or change a
     subscription (``send``, ``request``, ``delegate``, ``handoff``, ``broadcast``,
     ``subscribe``, ``unsubscribe``) raises ``RuntimeClosedError``; the reads
-    (``subscribers``, ``dead_letters``) still answer, and ``reply`` to a request that is
-    no longer pending is ignored, as ever. The methods' Raises: sections leave it out.
+    (``subscribers``, ``dead_letters``, ``dead_letter_counts``) still answer, and ``reply``
+    to a request that is no longer pending is ignored, as ever. The methods' Raises: sections leave it out.
     """
 
     def __init__(self, runtime: Runtime) -> None:
@@ -128,6 +128,9 @@ class IpcBus:
         self._lock = threading.Lock()
         self._pending: dict[str, _Pending] = {}
         self._dead: collections.deque[IpcDeadLettered] = collections.deque(maxlen=DEAD_LETTER_CAPACITY)
+        self._dead_counts: collections.Counter[str] = collections.Counter()
+        """reason -> how many dead letters of it were kept since open (``dead_letter_counts``): every one,
+        where ``_dead`` keeps the latest 1,024."""
         self._failed_at_close: set[str] = set()
         """The requests ``_close`` failed (each with its dead letter): ``cut_short`` letters none again."""
         self._topics: dict[str, list[str]] = {}
@@ -334,6 +337,7 @@ class IpcBus:
         self._journal(letter, durable=False)
         with self._lock:
             self._dead.append(letter)
+            self._dead_counts[reason] += 1
 
     def _letter(self, message: IpcMessage, reason: str, error: str) -> IpcDeadLettered:
         return IpcDeadLettered(
@@ -361,6 +365,21 @@ class IpcBus:
         with self._lock:
             letters = list(self._dead)
         return [msgspec.structs.replace(letter, payload=_copied(letter.payload)) for letter in letters]
+
+    def dead_letter_counts(self) -> dict[str, int]:
+        """How many dead letters this runtime has recorded since it opened, by reason.
+
+        Every one, where ``dead_letters`` keeps the latest 1,024 only: a long run's
+        total of undelivered messages, while the runtime runs (its journal cannot be
+        read from its own process until ``close()``). Counted as ``dead_letters``
+        keeps them, once handed to the journal writer; the reasons are those of
+        ``IpcDeadLettered.reason`` (``"mailbox full"``, ``"handler error"``,
+        ``"timeout"``, ``"closed"``, ...). A reopened runtime counts from zero: earlier
+        letters are in the journal (``cogfabric export --stream bus --type
+        IpcDeadLettered``).
+        """
+        with self._lock:
+            return dict(self._dead_counts)
 
     # ------------------------------------------------------------- primitives
 
@@ -758,6 +777,7 @@ class IpcBus:
                 writer.submit_nowait(letters, wait_for_room=False)
             with self._lock:  # kept once the journal took them, as dead_letter() keeps one
                 self._dead.extend(letters)
+                self._dead_counts.update(letter.reason for letter in letters)
         except CogfabricError as exc:
             log.warning("no dead letters for %d requests open at close: %s", len(waiting), exc)
         finally:

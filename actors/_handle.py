@@ -165,6 +165,26 @@ class Agent:
         self._runtime._incarnation(self._id, self._shared)  # noqa: SLF001 - the handle's own check
         return AgentState(self._shared.lifecycle)
 
+    @property
+    def queued(self) -> int:
+        """How many messages wait in the agent's mailbox now, not yet taken up: its backlog.
+
+        What counts against ``runtime.mailbox_size`` (a sender waits, then gets
+        ``MailboxFullError``, once it reaches that), plus the lifecycle calls and task
+        context publications that go past it. A message admitted waits here from
+        before its commit (sync durability) until the agent takes it up: the one its
+        behavior handles is no longer counted. Read without asking the agent's
+        actor, as ``lifecycle``, so it answers at once even while the behavior runs.
+        A snapshot: senders and the agent move it meanwhile.
+
+        Raises:
+            AgentNotFoundError: the agent was killed (also when a new agent took its id).
+            RuntimeClosedError: the runtime is closed.
+
+        """
+        self._runtime._incarnation(self._id, self._shared)  # noqa: SLF001 - the handle's own check
+        return self._shared.slots.waiting
+
     def _call(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's own result
         # Bound to the agent it was given: after a kill, a new agent with the same id is
         # another agent, and this handle raises AgentNotFoundError (runtime.agent(id)
