@@ -2016,8 +2016,8 @@ class Runtime:
             return True
 
         me = threading.current_thread()
-        window: collections.deque[tuple[pykka.ActorRef[Any], pykka.Future[bool]]] = collections.deque()
-        busy: list[tuple[pykka.ActorRef[Any], pykka.Future[bool]]] = []
+        window: collections.deque[tuple[_Entry, pykka.Future[bool]]] = collections.deque()
+        busy: list[tuple[_Entry, pykka.Future[bool]]] = []
         asked = 0
         try:
             for entry in entries:
@@ -2025,13 +2025,13 @@ class Runtime:
                 asked += 1
                 if entry.shared.thread is me:
                     continue  # close() called from this agent's behavior: it stops once it returns
-                window.append((entry.ref, future))
+                window.append((entry, future))
                 if len(window) < _STOP_WINDOW:
                     continue
                 if stopped(window[0][1], min(deadline, time.monotonic() + _STOP_PATIENCE)):
                     window.popleft()
                 else:
-                    busy += (pair for pair in window if not pair[0].actor_stopped.is_set())
+                    busy += (pair for pair in window if not pair[0].ref.actor_stopped.is_set())
                     window.clear()
         except BaseException:
             for entry in entries[asked:]:
@@ -2039,9 +2039,16 @@ class Runtime:
             raise
         # those asked last get a moment even when the deadline passed while they were asked
         until = max(deadline, time.monotonic() + _STOP_PATIENCE)
-        late = sum(not stopped(future, until) for _, future in itertools.chain(window, busy))
+        late = [entry for entry, future in itertools.chain(window, busy) if not stopped(future, until)]
         if late:
-            log.warning("%d agent actors did not stop within %s s", late, self._core.call_timeout)
+            waiting = sum(max(entry.shared.slots.waiting, 0) for entry in late)
+            log.warning(
+                "%d agent actors did not stop within %s s; %d messages still wait in their mailboxes "
+                "and will be dropped, not handled",
+                len(late),
+                self._core.call_timeout,
+                waiting,
+            )
 
     def _ask_to_stop(self, entry: _Entry) -> pykka.Future[bool]:
         """Queue the stop of ``entry``'s actor; never raises.
