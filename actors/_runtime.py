@@ -63,6 +63,7 @@ from ._errors import (
     AgentNotSuspendedError,
     AgentRetiredError,
     AgentRunningError,
+    ClockError,
     InvalidSpawnSpecError,
     MailboxFullError,
     RuntimeClosedError,
@@ -159,6 +160,34 @@ class _Launched(NamedTuple):
     behavior: Behavior | None
     shared: Shared
     ref: pykka.ActorRef[AgentActor]
+
+
+def _warn_if_clock_behind(journal: Journal, clock: Clock) -> None:
+    """Log a warning when ``clock`` reads earlier than the journal's last record.
+
+    Times would then go back in the journal, and sessions last accessed "later" would
+    outlive their TTL: a simulation reopened on a fresh ``FakeClock`` most likely, which
+    should go on from the last record's time. Never raises: a record or a clock that
+    cannot be read says nothing here (verification and the first journaled reading
+    report them).
+    """
+    last = journal.last_seq
+    if not last:
+        return
+    try:
+        record = next(iter(journal.read(after=last - 1)), None)
+        now = clock.now()
+    except (JournalError, ClockError):
+        return
+    if record is not None and now < record.event.at:
+        log.warning(
+            "the clock reads %r, earlier than the journal's last record (seq %d, at %r): times "
+            "would go back; to go on from there, open with FakeClock(start=%r) (a simulated clock)",
+            now,
+            last,
+            record.event.at,
+            record.event.at,
+        )
 
 
 class _Entry:
@@ -508,6 +537,7 @@ class Runtime:
             except BaseException:
                 runtime.close()
                 raise
+            _warn_if_clock_behind(journal, checked)
         return runtime
 
     @staticmethod
