@@ -370,8 +370,10 @@ class IpcBus:
         """How many dead letters this runtime has recorded since it opened, by reason.
 
         Every one, where ``dead_letters`` keeps the latest 1,024 only: a long run's
-        total of undelivered messages, while the runtime runs (its journal cannot be
-        read from its own process until ``close()``). Counted as ``dead_letters``
+        total, while the runtime runs (its journal cannot be read from its own process
+        until ``close()``). Letters, not messages: a broadcast leaves one for each
+        recipient that missed it, and a request can leave two (its requester's
+        ``"timeout"``, then its handler's ``"closed"``, see ``cut_short``). Counted as ``dead_letters``
         keeps them, once handed to the journal writer; the reasons are those of
         ``IpcDeadLettered.reason`` (``"mailbox full"``, ``"handler error"``,
         ``"timeout"``, ``"closed"``, ...). A reopened runtime counts from zero: earlier

@@ -171,7 +171,8 @@ class Agent:
 
         What counts against ``runtime.mailbox_size`` (a sender waits, then gets
         ``MailboxFullError``, once it reaches that), plus the lifecycle calls and task
-        context publications that go past it. A message admitted waits here from
+        context publications that go past it, and the runtime's own no-ops (a ``flush()``
+        under way asks each busy agent one). A message admitted waits here from
         before its commit (sync durability) until the agent takes it up: the one its
         behavior handles is no longer counted. Read without asking the agent's
         actor, as ``lifecycle``, so it answers at once even while the behavior runs.

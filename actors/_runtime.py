@@ -167,7 +167,9 @@ def _warn_if_clock_behind(journal: Journal, clock: Clock) -> None:
 
     Times would then go back in the journal, and sessions last accessed "later" would
     outlive their TTL: a simulation reopened on a fresh ``FakeClock`` most likely, which
-    should go on from the last record's time. Never raises: a record or a clock that
+    should go on from the last record's time. Called before the runtime journals
+    anything: a session expiry recovery journals at the clock's time would be the last
+    record. Raises nothing but an interruption (a Ctrl-C): a record or a clock that
     cannot be read says nothing here (verification and the first journaled reading
     report them).
     """
@@ -509,6 +511,9 @@ class Runtime:
                 # Not waived by allow_unverified: a runtime whose every change the journal
                 # refuses (its chain head contradicts its records) could do nothing.
                 journal.check_appendable()
+                # before the runtime journals anything: a recovery's expiries, made at this
+                # clock's time, would be the last record
+                _warn_if_clock_behind(journal, checked)
                 writer = JournalWriter(
                     journal,
                     group_commit_max=config.journal.group_commit_max,
@@ -537,7 +542,6 @@ class Runtime:
             except BaseException:
                 runtime.close()
                 raise
-            _warn_if_clock_behind(journal, checked)
         return runtime
 
     @staticmethod

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .test_supervision import Gate, _open, _reset_gate, _running
+from cogfabric.actors import _runtime
+
+from .test_supervision import Gate, _open, _reset_gate, _running, _short_call_timeout
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,14 +24,14 @@ __all__ = ["_reset_gate"]  # the Gate's autouse reset, used here too
 def test_close_counts_the_messages_a_late_agent_drops(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    runtime = _open(tmp_path / "j", timeout=0.3)
+    runtime = _open(tmp_path / "j")  # the sends' synced commits get the usual 10 s
     agent = _running(runtime)  # in its behavior until Gate.release
     for n in range(4):
         runtime.bus.send("x", "a", f"later {n}")
     assert agent.queued == 4
     stopped = runtime._entry("a").ref.actor_stopped
     try:
-        with caplog.at_level("WARNING", logger="cogfabric.actors._runtime"):
+        with caplog.at_level("WARNING", logger=_runtime.__name__), _short_call_timeout(runtime, 0.3):
             runtime.close()
     finally:
         Gate.release.set()
