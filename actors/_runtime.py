@@ -2077,7 +2077,7 @@ class Runtime:
         if late:
             waiting = sum(max(entry.shared.slots.waiting, 0) for entry in late)
             log.warning(
-                "%d agent actors did not stop within %s s; %d messages still wait in their mailboxes "
+                "%d agent actors did not stop within %s s; about %d messages still wait in their mailboxes "
                 "and will be dropped, not handled",
                 len(late),
                 self._core.call_timeout,
