@@ -26,7 +26,11 @@ from cogfabric.actors import (
 )
 from cogfabric.events import LlmOutputRecorded
 
-from .test_llm_pins import _Answers, _events
+from .test_llm_pins import (
+    _Answers,
+    _events,
+    server,  # noqa: F401 - the fixture, for the test that names it
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -80,15 +84,7 @@ def test_a_session_not_found_before_the_provider_has_no_output(tmp_path: Path) -
     assert provider.calls == []
 
 
-@pytest.fixture
-def server(serve_http: Callable[..., str]) -> str:
-    _Answers.answers = {}
-    _Answers.received = []
-    _Answers.release.clear()
-    return serve_http(_Answers, _Answers.release)
-
-
-def test_an_answer_of_tool_calls_alone_is_a_provider_error_that_says_so(server: str) -> None:
+def test_an_answer_of_tool_calls_alone_is_a_provider_error_that_says_so(server: str) -> None:  # noqa: F811
     call = {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}
     answer = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
     _Answers.answers["find x"] = (200, None, json.dumps(answer).encode())
