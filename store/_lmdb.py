@@ -323,6 +323,23 @@ def _not_of_stream(seq: int, record: bytes) -> JournalRecordError:
     return JournalRecordError(seq, "the stream index names a record of another stream")
 
 
+def _anchor_from(
+    anchors: lmdb.Cursor[bytes] | lmdb.Cursor[memoryview], stream_raw: bytes, seq: int, last: int
+) -> int:
+    """The stream's first anchor at or after ``seq`` (0: its first of all), at most ``last``.
+
+    ``last`` (the stream's head) where there is none, or where the first key there is
+    not one of this stream's anchors (another stream's, or one of a changed length).
+    """
+    prefix = stream_raw + b"\0"
+    # seq 0 seeks the bare prefix: a changed key sorted first (shorter than an anchor's) gives last
+    if anchors.set_range(prefix + _seq_key(seq) if seq else prefix):
+        key = bytes(anchors.key())
+        if key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN:
+            return min(int.from_bytes(key[-8:], "big"), last)
+    return last
+
+
 def _check_flags(env: lmdb.Environment, db: lmdb._Database, name: bytes, where: Path) -> None:
     """Refuse a database whose LMDB flags the journal never sets (reverse keys, duplicates...).
 
@@ -1954,13 +1971,7 @@ class LmdbJournal(Journal):
             return last
         if before <= 1:
             return 0
-        prefix = stream_raw + b"\0"
-        anchors = txn.cursor(db=self._db_anchors)
-        if anchors.set_range(prefix + _seq_key(before)):
-            key = bytes(anchors.key())
-            if key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN:
-                return min(int.from_bytes(key[-8:], "big"), last)
-        return last
+        return _anchor_from(txn.cursor(db=self._db_anchors), stream_raw, before, last)
 
     def read_stored(self, after: int = 0, until: int | None = None) -> Iterator[tuple[Record, bytes]]:
         """Iterate ``read(after, until)``'s records, each with its bytes exactly as stored.
@@ -2112,28 +2123,24 @@ class LmdbJournal(Journal):
         Between one anchor (or the stream's head) and the record after the reader's
         position lie at most ``_ANCHOR_EVERY`` records: each step walks them down,
         then hands them out in seq order. Where the journal holds records bigger than a
-        page, the transaction gives buffers into the map (valid while it is open), so
-        a step holds no copy of a record it does not hand out.
+        page (``big``), the transaction gives buffers into the map (valid while it is
+        open), so a step holds no copy of a record it does not hand out; and only then
+        are the bytes handed out counted, to stop at about ``_READ_BYTES`` (in the middle
+        of a step: the next chunk goes on from the last record handed out).
         """
         seqs: list[int] = []
         values: list[bytes] = []
         head = txn.get(stream_raw, db=self._db_heads)
         last = 0 if head is None else int.from_bytes(head[:8], "big")
-        if last <= after:
-            return seqs, values, False
-        prefix = stream_raw + b"\0"
+        stop = min(last, end)
         anchors = txn.cursor(db=self._db_anchors)
         get = txn.get
         events_db = self._db_events
         part = stream_part(stream_raw)
         position = after
-        size = 0
-        while len(values) < _READ_CHUNK and position < min(last, end) and size < _READ_BYTES:
-            top = last
-            if anchors.set_range(prefix + _seq_key(position + 1)):
-                key = bytes(anchors.key())
-                if key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN:
-                    top = min(int.from_bytes(key[-8:], "big"), last)
+        size = 0  # bytes handed out: counted only if big
+        while position < stop and len(values) < _READ_CHUNK and size < _READ_BYTES:
+            top = _anchor_from(anchors, stream_raw, position + 1, last)
             walked: list[tuple[int, bytes | memoryview]] = []
             seq = top
             while seq > position:
@@ -2147,38 +2154,18 @@ class LmdbJournal(Journal):
                 if back >= seq:
                     raise JournalRecordError(seq, "the record's stream link does not point back")
                 seq = back
-            if big:
-                top, size = self._hand_out(walked, end, seqs, values, size)
-            else:
-                for seq, record in reversed(walked):
-                    if seq <= end:
-                        seqs.append(seq)
-                        values.append(record)  # type: ignore[arg-type]  # bytes: not buffered
             position = top
-        return seqs, values, size >= _READ_BYTES and position < min(last, end)
-
-    @staticmethod
-    def _hand_out(
-        walked: list[tuple[int, bytes | memoryview]],
-        end: int,
-        seqs: list[int],
-        values: list[bytes],
-        size: int,
-    ) -> tuple[int, int]:
-        """Copy a walked step's records out in seq order, up to ``_READ_BYTES`` in all.
-
-        Returns the seq to go on from and the bytes handed out so far.
-        """
-        top = walked[0][0] if walked else 0
-        for seq, record in reversed(walked):
-            if seq > end:
-                break
-            seqs.append(seq)
-            values.append(bytes(record))
-            size += len(record)
-            if size >= _READ_BYTES:
-                return seq, size  # the next chunk goes on from here
-        return top, size
+            for seq, record in reversed(walked):
+                if seq > end:
+                    break
+                seqs.append(seq)
+                values.append(bytes(record) if big else record)  # type: ignore[arg-type]  # bytes: not buffered
+                if big:
+                    size += len(record)
+                    if size >= _READ_BYTES:
+                        position = seq  # the next chunk goes on from here
+                        break
+        return seqs, values, size >= _READ_BYTES and position < stop
 
     def _read_pairs(self, after: int) -> list[tuple[bytes, bytes]]:
         """Up to ``_READ_CHUNK`` (key, value) pairs after seq ``after`` (fewer big ones), stray keys too."""
@@ -2294,13 +2281,8 @@ class LmdbJournal(Journal):
             if first is not None and of_stream(first, part) and not link_of(first):
                 # the head's first seq holds a record of this stream with no back link
                 return int.from_bytes(head[16:24], "big")
-            seq = int.from_bytes(head[:8], "big")
-            anchors = txn.cursor(db=self._db_anchors)
-            prefix = stream_raw + b"\0"
-            if anchors.set_range(prefix):
-                key = anchors.key()
-                if key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN:
-                    seq = min(seq, int.from_bytes(key[-8:], "big"))
+            last = int.from_bytes(head[:8], "big")
+            seq = _anchor_from(txn.cursor(db=self._db_anchors), stream_raw, 0, last)
             while True:
                 record = txn.get(_seq_key(seq), db=self._db_events)
                 if record is None:
