@@ -488,7 +488,7 @@ def simulate(
     click.echo(
         f"  journal {report.path}: {report.total_events:,} events, {report.journal_bytes / 1e6:.1f} MB"
     )
-    where = shlex.quote(str(report.path))
+    where = _shown(report.path)  # a path such as -j would be read as an option of the command
     click.echo(f"audit it: cogfabric inspect {where} && cogfabric verify {where}")
     if report.dead_letters:
         _say(_dead_letter_warning(report, where))
