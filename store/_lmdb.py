@@ -195,6 +195,24 @@ def _has_big_records(txn: lmdb.Transaction[bytes], db: lmdb._Database) -> bool:
     return bool(txn.stat(db)["overflow_pages"])
 
 
+def _full_message(
+    path: Path, limit: int | None, payloads: Sequence[bytes], snapshots: Sequence[Snapshot]
+) -> str:
+    """The error of a commit the map at ``max_map_size`` cannot hold: its size; a reopen alone does not help.
+
+    A commit larger than the whole limit (one oversized value) is told apart from a
+    journal that filled up by the commit's size beside the limit.
+    """
+    size = sum(len(payload) for payload in payloads) + sum(len(snapshot.data) for snapshot in snapshots)
+    records = f"{len(payloads)} record{'s' if len(payloads) != 1 else ''}"
+    held = f" and {len(snapshots)} snapshot{'s' if len(snapshots) != 1 else ''}" if snapshots else ""
+    return (
+        f"{path} reached max_map_size ({limit} bytes): a commit of {records}{held} ({size:,} bytes) did not "
+        "fit; the journal is fail-stop until reopened, and a reopen with the same max_map_size has no more "
+        "room than before (raise it)"
+    )
+
+
 def _grown_size(current: int, limit: int | None) -> int | None:
     """The map size to grow a full map of ``current`` bytes to; None at ``limit``."""
     if limit is not None and current >= limit:
@@ -1564,7 +1582,7 @@ class LmdbJournal(Journal):
             try:
                 outcome = self._write(batch, payloads, snapshots, known)
             except lmdb.MapFullError as exc:
-                self._grow(exc)
+                self._grow(exc, payloads, snapshots)
                 continue
             except lmdb.MapResizedError:
                 self._env.set_mapsize(0)  # another process grew the map: adopt its size
@@ -1625,15 +1643,12 @@ class LmdbJournal(Journal):
         except EventError:  # a stored record that no longer decodes is no match
             return False
 
-    def _grow(self, cause: lmdb.Error) -> None:
+    def _grow(self, cause: lmdb.Error, payloads: Sequence[bytes], snapshots: Sequence[Snapshot]) -> None:
         limit = self._max_map_size
         new_size = _grown_size(int(self._env.info()["map_size"]), limit)
         if new_size is None:
             self._failed = cause
-            msg = (
-                f"{self._path} reached max_map_size ({limit} bytes); the journal is fail-stop until reopened"
-            )
-            raise JournalFullError(msg) from cause
+            raise JournalFullError(_full_message(self._path, limit, payloads, snapshots)) from cause
         try:
             self._env.set_mapsize(new_size)
         except lmdb.Error as exc:
