@@ -633,8 +633,12 @@ class IpcBus:
                 if mine and pending.deferred:  # a behavior that forgot to return its answer, most often
                     msg += (
                         f" (its behavior returned None, which defers the reply to "
-                        f"ctx.reply({message.correlation_id!r}, ...), and no reply came)"
+                        f"ctx.reply({message.correlation_id!r}, ...), and no reply came"
                     )
+                    if self._runtime._agents.get(to) is not entry:  # noqa: SLF001 - a dict read
+                        # its own ctx can no longer answer: an auditor should not look for a slow behavior
+                        msg += f"; {to!r} was killed meanwhile"
+                    msg += ")"
                 if mine:
                     self.dead_letter(message, "timeout", msg)
                 raise _of_request(IpcTimeoutError(msg), message)

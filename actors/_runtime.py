@@ -1186,31 +1186,54 @@ class Runtime:
             JournalError: the journal refused the change, or is fail-stop.
 
         """
+        if self._running_with_no_call_ahead(agent_id):
+            raise AgentNotSuspendedError(agent_id)
+        self._ask(agent_id, "resume")
+
+    def _running_with_no_call_ahead(self, agent_id: str) -> bool:
+        """Whether ``agent_id``'s behavior handles a message and no lifecycle call waits behind it.
+
+        ``resume``, ``retire`` and ``recover`` refuse such an agent at once, as the
+        original does a RUNNING one; behind a lifecycle call that waits in the mailbox (a
+        suspend that timed out, say) they queue instead, and are checked against the
+        state it leaves: a suspend then a retire (or a recover) works as in the original,
+        however long the message in hand takes. From the agent's own behavior: False,
+        for ``_ask`` to refuse it (``AgentRunningError``, the call would wait for itself).
+
+        Raises:
+            AgentNotFoundError: no live agent has that id.
+            InvalidTextError: ``agent_id`` is no id.
+
+        """
         shared = self._entry(agent_id).shared
         # pending first: the agent takes a lifecycle call out only after its behavior's
         # message is over, so no call pending and RUNNING afterwards means none is ahead
         pending = shared.slots.control_pending
-        if (
+        return (
             not pending
             and shared.lifecycle == AgentState.RUNNING
-            and shared.thread is not threading.current_thread()  # its own behavior: AgentRunningError
-        ):
-            raise AgentNotSuspendedError(agent_id)
-        self._ask(agent_id, "resume")
+            and shared.thread is not threading.current_thread()
+        )
 
     def retire(self, agent_id: str) -> None:
         """Retire an agent; idempotent. Raises ``AgentRunningError`` while it runs.
+
+        Unless a lifecycle call waits in its mailbox (a suspend that timed out, say): the
+        retire follows it, as ``resume`` does, so a suspend then a retire works as in the
+        original however long the message in hand takes.
 
         Raises:
             AgentNotFoundError: no live agent has that id.
             InvalidTextError: ``agent_id`` is no id: not a ``str``, or UTF-8 cannot encode
                 it (also a ``TypeError``).
-            AgentRunningError: its behavior is handling a message.
-            ActorTimeoutError: the agent did not get to it within ``call_timeout``.
+            AgentRunningError: its behavior is handling a message (and no lifecycle call
+                waits in its mailbox).
+            ActorTimeoutError: the agent did not get to it within ``call_timeout``; it
+                still takes effect when the agent does.
             JournalError: the journal refused the change, or is fail-stop.
 
         """
-        if self._entry(agent_id).shared.lifecycle == AgentState.RUNNING:
+        if self._running_with_no_call_ahead(agent_id):
             raise AgentRunningError(agent_id)
         self._ask(agent_id, "retire")
 
@@ -1219,14 +1242,20 @@ class Runtime:
 
         Version 0 is upgraded to 1; a SUSPENDED agent becomes IDLE, as in the original.
         Stricter than the original, which also accepts a RUNNING agent (README, "Where
-        cogfabric differs").
+        cogfabric differs"); behind a lifecycle call that waits in its mailbox (a suspend
+        that timed out, say) it queues, as ``resume`` does, and is checked once the agent
+        gets to it.
 
         Raises:
             AgentNotFoundError: no live agent has that id.
             InvalidTextError: ``agent_id`` is no id: not a ``str``, or UTF-8 cannot encode
                 it (also a ``TypeError``).
-            AgentRunningError: its behavior is handling a message.
+            AgentRunningError: its behavior is handling a message (and no lifecycle call
+                waits in its mailbox).
             AgentRetiredError: it is retired.
+            ActorTimeoutError: the agent did not get to it within ``call_timeout`` (queued
+                behind a running message and a lifecycle call); it still takes effect
+                when the agent does.
             CognitiveStateSchemaVersionError: ``state`` is of a future schema version.
             TypeError: ``state`` is not a ``CognitiveState``.
             UnencodableValueError: one of its fields holds a value msgspec cannot encode
@@ -1234,10 +1263,9 @@ class Runtime:
             JournalError: the journal refused the change, or is fail-stop.
 
         """
-        lifecycle = self._entry(agent_id).shared.lifecycle
-        if lifecycle == AgentState.RUNNING:
+        if self._running_with_no_call_ahead(agent_id):
             raise AgentRunningError(agent_id)
-        if lifecycle == AgentState.RETIRED:
+        if self._entry(agent_id).shared.lifecycle == AgentState.RETIRED:
             raise AgentRetiredError(agent_id)  # before the state's version, as the original checks
         upgrade_cognitive_state(state)
         self._ask(agent_id, "recover", state)
