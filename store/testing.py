@@ -220,6 +220,8 @@ class JournalContract:
         for bad_name in ("nul\0", "x" * 300, "lone \udc80"):
             with pytest.raises(InvalidStreamError):
                 list(journal.read(stream=bad_name))
+            with pytest.raises(InvalidStreamError):
+                journal.load_snapshot(bad_name)
 
         assert journal.last_seq == 0
 
@@ -397,8 +399,11 @@ class JournalContract:
 
         with pytest.raises(ValueError):  # noqa: PT011 - Journal.append names the type, not its message
             journal.save_snapshot(Snapshot("agent/a0", 3, b"s"))
+        with pytest.raises(ValueError):  # noqa: PT011 - past the batch's last seq: nothing of it is stored
+            journal.append(make_events(2, start=2), snapshots=[Snapshot("agent/a0", 5, b"s")])
 
         assert journal.load_snapshot("agent/a0") is None
+        assert journal.last_seq == 2
 
     # --------------------------------------------------------------- integrity
 
