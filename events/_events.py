@@ -110,7 +110,12 @@ class AgentRecovered(AgentEvent, frozen=True, kw_only=True):
 
 
 class AgentFailed(AgentEvent, frozen=True, kw_only=True):
-    """An agent's behavior raised, or its journal append failed; it was restarted."""
+    """An agent's behavior raised on the message ``cause`` names; the agent was restarted from the journal.
+
+    A reply its behavior returned that cannot be encoded counts as raising. A journal
+    append that fails writes none: the journal is fail-stop then, and the agent drops
+    what it does not hold.
+    """
 
     error: str
     detail: str = ""

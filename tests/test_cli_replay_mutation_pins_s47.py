@@ -147,8 +147,9 @@ def test_a_status_of_exactly_200_characters_is_shown_whole_and_a_longer_one_cut_
     whole = _flat(_replay(_dead_letter(tmp_path / "whole", "r" * 184 + "Z"), "--agent", "x"))
     cut = _flat(_replay(_dead_letter(tmp_path / "cut", "r" * 185 + "Z"), "--agent", "x"))
 
-    assert f'"x"->"a""t":dead-lettered:{"r" * 184}Z└' in whole
-    assert f'"x"->"a""t":dead-lettered:{"r" * 185}...└' in cut
+    # the IPC row ends there: the next one is its failures' (none)
+    assert f'"x"->"a""t":dead-lettered:{"r" * 184}Zfailuresnone└' in whole
+    assert f'"x"->"a""t":dead-lettered:{"r" * 185}...failuresnone└' in cut
 
 
 def test_journal_text_in_a_messages_kind_and_status_is_escaped_in_the_agent_table(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from cogfabric.actors import SessionState, apply_session_event, replay_agent, sn
 from cogfabric.actors._core import publications
 from cogfabric.events import (
     MAX_VALUE_DEPTH,
+    AgentFailed,
     AgentSpawned,
     CheckpointTaken,
     ContextLayer,
@@ -62,6 +63,9 @@ __all__ = [
 ]
 
 _IPC_SHOWN = 20
+
+_FAILURES_SHOWN: Final = 5
+"""The latest failures of an agent ``replay --agent`` shows (``failures.latest``); ``count`` is of all."""
 
 log = logging.getLogger(__name__)
 
@@ -406,10 +410,15 @@ def check_snapshots(journal: LmdbJournal, *, until: int | None = None) -> tuple[
 
 
 def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str, Any] | None:
-    """An agent's three layers, cognitive state, checkpoints and lifecycle at seq ``at`` (None if none).
+    """An agent's three layers, cognitive state, checkpoints, IPC, failures and lifecycle at seq ``at``.
 
-    ``at=None`` means the last seq, read once: the view is of one seq even while a
-    writer appends.
+    None if it does not exist then. ``at=None`` means the last seq, read once: the view
+    is of one seq even while a writer appends.
+
+    ``failures``: how many times its behavior raised since its spawn (``AgentFailed``;
+    the runtime restarted it from the journal each time), ``count``, and the latest
+    ``_FAILURES_SHOWN`` in journal order, ``latest`` (see ``_failure_of``). Only those
+    are kept while the stream is read, as only the latest checkpoint is.
     """
     if at is None:
         at = journal.last_seq
@@ -418,15 +427,23 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
     state = replay_agent(journal, agent_id, until=at, from_snapshot=False)
     if state is None:
         return None
-    spawned = taken = 0
+    spawned = taken = failed = 0
     latest: Record | None = None
+    failures: collections.deque[Record] = collections.deque(maxlen=_FAILURES_SHOWN)
     for record in journal.read(until=at, stream="agent/" + agent_id):
         if isinstance(record.event, AgentSpawned):
             spawned = record.seq
+            failed = 0  # an earlier agent's of that id are not this one's, as its IPC is not
+            failures.clear()
         elif isinstance(record.event, CheckpointTaken):
             taken += 1
             latest = record
+        elif isinstance(record.event, AgentFailed):
+            failed += 1
+            failures.append(record)
     ipc = _ipc_of(journal, agent_id, spawned, at)
+    causes = {record.event.cause for record in failures}
+    handled = {message["id"]: message for message in ipc if message["id"] in causes}
     return {
         "agent": agent_id,
         "at": at,
@@ -445,6 +462,7 @@ def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str,
             "messages": len(ipc),
             "latest": ipc[-_IPC_SHOWN:],
         },
+        "failures": {"count": failed, "latest": [_failure_of(record, handled) for record in failures]},
     }
 
 
@@ -453,6 +471,33 @@ def _checkpoint_of(record: Record) -> dict[str, Any]:
     event = record.event
     assert isinstance(event, CheckpointTaken)
     return {"seq": record.seq, "at": event.at, "state": _builtins(event.state)}
+
+
+def _failure_of(record: Record, messages: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """An ``AgentFailed`` record as ``replay --agent`` shows it.
+
+    Its ``seq`` and ``at``; ``error`` and ``detail`` as journaled (the exception's type
+    name and its message, cut to 1,000 characters); and ``message``, the one its
+    behavior was handling: None when the event names none (its ``cause``), else its
+    ``id``, with the ``seq``, ``kind``, ``from`` and ``topic`` of that message among the
+    agent's IPC (``messages``, by id; all four None when it is not one of them).
+    """
+    event = record.event
+    assert isinstance(event, AgentFailed)
+    handled = None
+    if event.cause is not None:
+        shown = messages.get(event.cause)
+        handled = {
+            "id": event.cause,
+            **{key: None if shown is None else shown[key] for key in ("seq", "kind", "from", "topic")},
+        }
+    return {
+        "seq": record.seq,
+        "at": event.at,
+        "error": event.error,
+        "detail": event.detail,
+        "message": handled,
+    }
 
 
 def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -> list[dict[str, Any]]:

@@ -774,8 +774,9 @@ def replay(
 ) -> None:
     """Rebuild an agent or a session at any seq, from the journal alone (no model is called).
 
-    An agent shows its task and private layers, its IPC traffic, cognitive state and
-    lifecycle; a session its messages. With neither option: every agent and session
+    An agent shows its task and private layers, its IPC traffic, cognitive state,
+    checkpoints, the failures of its behavior (each restarted it) and lifecycle; a
+    session its messages. With neither option: every agent and session
     that exists at that seq, a line each.
 
     \b
@@ -1037,6 +1038,9 @@ def _print_view(view: dict[str, Any]) -> None:
         if name == "checkpoints":
             table.add_row(Text(name), Text(_checkpoints_cell(value)))
             continue
+        if name == "failures":
+            table.add_row(Text(name), Text(_failures_cell(value)))
+            continue
         if name in _TIMES and isinstance(value, float):  # the clock's seconds, and their UTC date
             table.add_row(Text(name), Text(f"{encode_json(value).decode()} ({_when(value)})"))
             continue
@@ -1055,6 +1059,35 @@ def _checkpoints_cell(checkpoints: dict[str, Any]) -> str:
         return "none taken"
     head = f"{taken} taken, the latest at seq {latest['seq']} ({_when(latest['at'])}):"
     return head + "\n" + _cell(encode_json(latest["state"]).decode())
+
+
+def _failures_cell(failures: dict[str, Any]) -> str:
+    """How many times an agent's behavior raised, and the latest, a line each.
+
+    Seq, UTC time, the error (its type, then its message, as one JSON string, as ``trace``
+    shows it) and the message it was handling: its seq, kind, sender and topic where it
+    is among the agent's IPC, else its id.
+    """
+    latest = failures["latest"]
+    count = failures["count"]
+    if not count:
+        return "none"
+    head = f"{count} failure{'' if count == 1 else 's'}" + (
+        f", the latest {len(latest)}:" if len(latest) < count else ":"
+    )
+    lines = [head]
+    for f in latest:
+        error = ": ".join(t for t in (f["error"], f["detail"]) if t)
+        line = f"seq {f['seq']} ({_when(f['at'])}) error {_shown_text(error)}"
+        handled = f["message"]
+        if handled is not None and handled["seq"] is not None:
+            sort = _cut(handled["kind"] or "refused")  # as the IPC lines name it
+            line += f", handling seq {handled['seq']} {sort} from {_shown_text(handled['from'])}"
+            line += f" {_shown_text(handled['topic'])}"
+        elif handled is not None:
+            line += f", handling message {_shown_text(handled['id'])}"
+        lines.append(line)
+    return "\n".join(_printable(line, backslash=False) for line in lines)
 
 
 def _cut(text: str) -> str:
