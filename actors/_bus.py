@@ -635,7 +635,7 @@ class IpcBus:
                         f" (its behavior returned None, which defers the reply to "
                         f"ctx.reply({message.correlation_id!r}, ...), and no reply came"
                     )
-                    if self._runtime._agents.get(to) is not entry:  # noqa: SLF001 - a dict read
+                    if entry.killed:  # its kill is journaled; a close() that stopped it is no kill
                         # its own ctx can no longer answer: an auditor should not look for a slow behavior
                         msg += f"; {to!r} was killed meanwhile"
                     msg += ")"

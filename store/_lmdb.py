@@ -203,7 +203,7 @@ def _full_message(
     A commit larger than the whole limit (one oversized value) is told apart from a
     journal that filled up by the commit's size beside the limit.
     """
-    size = sum(len(payload) for payload in payloads) + sum(len(snapshot.data) for snapshot in snapshots)
+    size = sum(map(len, payloads)) + sum(_data_size(snapshot) for snapshot in snapshots)
     records = f"{len(payloads)} record{'s' if len(payloads) != 1 else ''}"
     held = f" and {len(snapshots)} snapshot{'s' if len(snapshots) != 1 else ''}" if snapshots else ""
     return (
@@ -211,6 +211,18 @@ def _full_message(
         "fit; the journal is fail-stop until reopened, and a reopen with the same max_map_size has no more "
         "room than before (raise it)"
     )
+
+
+def _data_size(snapshot: object) -> int:
+    """The bytes a snapshot's data holds (a memoryview's ``len`` counts items); 0 for no buffer.
+
+    The map may fill with the records before the snapshots are checked (``_put_snapshot``):
+    a snapshot that would be refused must not turn ``JournalFullError`` into its own error.
+    """
+    try:
+        return memoryview(getattr(snapshot, "data", b"")).nbytes
+    except TypeError:
+        return 0
 
 
 def _grown_size(current: int, limit: int | None) -> int | None:

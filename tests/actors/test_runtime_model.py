@@ -37,7 +37,9 @@ a journal, where a killed id is forgotten and ``get_latest_session_for_agent`` r
 
 The journal runs with ``fsync: false`` (only a power cut could tell the difference).
 Environment knobs: ``MODEL_EXAMPLES`` (default 150), ``MODEL_STEPS`` (default 50),
-``MODEL_TMP`` (where journals go).
+``MODEL_TMP`` (where journals go). A test that runs 420 s ends the whole run (pyproject's
+``faulthandler_exit_on_timeout``); the defaults take about 35 s, so with knobs raised
+some tenfold, pass ``-o faulthandler_timeout=0`` (or a longer one).
 """
 
 from __future__ import annotations

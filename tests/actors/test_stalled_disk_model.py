@@ -35,7 +35,10 @@ A wider machine (``WiderStalledDisk``, also in ``"batch"`` durability) adds two 
 
 Environment knobs: ``STALL_EXAMPLES`` (default 30), ``STALL_STEPS`` (default 20) for the
 first machine, ``CONC_EXAMPLES`` (default 25), ``CONC_STEPS`` (default 20) for each
-durability of the wider one, ``MODEL_TMP`` (where journals go).
+durability of the wider one, ``MODEL_TMP`` (where journals go). A test that runs 420 s
+ends the whole run (pyproject's ``faulthandler_exit_on_timeout``); the defaults take up
+to about 35 s, so with knobs raised some tenfold, pass ``-o faulthandler_timeout=0`` (or
+a longer one).
 """
 
 from __future__ import annotations
