@@ -1428,7 +1428,8 @@ class AgentContext:
         Raises:
             AgentCheckpointNotSupportedError: the runtime has no journal.
             AgentNotFoundError: the agent was killed.
-            RuntimeClosedError: ``close()`` stopped the agents' work, or the writer.
+            RuntimeClosedError: ``close()`` stopped the agents' work, or the writer, or
+                closed the journal while it read.
             ActorTimeoutError: the journal did not commit within ``call_timeout``.
             JournalRecordError: one of those records does not decode (names its seq).
 

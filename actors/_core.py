@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from cogfabric.events import AgentKilled, CheckpointTaken, TaskContextPublished
-from cogfabric.store import InvalidStreamError, JournalRecordError
+from cogfabric.store import InvalidStreamError, JournalClosedError, JournalRecordError
 
 from ._clock import CheckedClock
 from ._errors import AgentNotFoundError, InvalidSpawnSpecError, RuntimeClosedError
@@ -309,17 +309,22 @@ def last_checkpoint_in(journal: Journal, agent_id: str) -> CognitiveState | None
         AgentNotFoundError: the journal holds no record of ``agent_id`` (or no agent can
             have that id: a NUL, too long).
         JournalRecordError: one of those records does not decode (names its seq).
+        RuntimeClosedError: the journal was closed (only the runtime's ``close()`` closes
+            it) since the caller checked that the runtime is open.
 
     """
     try:
         records = journal.read_back("agent/" + agent_id)
+        found = False
+        for record in records:
+            if isinstance(record.event, CheckpointTaken):
+                return record.event.state
+            found = True
     except InvalidStreamError:
         raise AgentNotFoundError(agent_id) from None
-    found = False
-    for record in records:
-        if isinstance(record.event, CheckpointTaken):
-            return record.event.state
-        found = True
+    except JournalClosedError:
+        msg = "the runtime is closed"
+        raise RuntimeClosedError(msg) from None
     if not found:
         raise AgentNotFoundError(agent_id)
     return None

@@ -1292,7 +1292,8 @@ class Runtime:
             AgentNotFoundError: the journal holds no record of ``agent_id``.
             InvalidTextError: ``agent_id`` is no id: not a ``str``, or UTF-8 cannot encode
                 it (also a ``TypeError``).
-            RuntimeClosedError: the runtime is closed.
+            RuntimeClosedError: the runtime is closed (also by another thread's ``close()`` while
+                it reads).
             ActorTimeoutError: the journal did not commit within ``call_timeout``.
             JournalRecordError: one of those records does not decode (names its seq).
 

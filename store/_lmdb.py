@@ -1484,7 +1484,8 @@ class LmdbJournal(Journal):
     def map_size(self) -> int:
         """The current LMDB map size in bytes."""
         self._check_open()
-        return int(self._env.info()["map_size"])
+        with self._lock, _translated(self._path):
+            return self._txn_call(lambda: int(self._env.info()["map_size"]))
 
     def _check_open(self) -> None:
         if self._closed:
@@ -1866,7 +1867,20 @@ class LmdbJournal(Journal):
     # ------------------------------------------------------------------ reading
 
     def _txn_call(self, fn: Callable[[], _T]) -> _T:
-        """Run a read-only step, adopting a map another process grew meanwhile."""
+        """Run a read-only step, adopting a map another process grew meanwhile.
+
+        Called under ``_lock``, it checks again that the journal is open: a ``close()``
+        by another thread since the method's own check (``_check_open``, made before
+        taking the lock) would otherwise leave the step an environment closed under it,
+        and LMDB's refusal ("Attempt to operate on closed/deleted/dropped object") would
+        read as a storage failure (``JournalUnavailableError``).
+
+        Raises:
+            JournalClosedError: the journal was closed meanwhile.
+
+        """
+        if self._closed:
+            raise JournalClosedError(f"{self._path} is closed")
         try:
             return fn()
         except lmdb.MapResizedError:
@@ -2392,6 +2406,7 @@ class LmdbJournal(Journal):
         self._check_open()
         with self._lock, _translated(self._path):
             meta = self._txn_call(self._all_meta)
+            map_size = int(self._env.info()["map_size"])  # under the lock: no close() since the check
         head = meta.get(_META_HEAD, bytes(HEAD_LEN))
         return {
             "format": int.from_bytes(meta.get(_META_FORMAT, b"\0"), "big"),
@@ -2399,7 +2414,7 @@ class LmdbJournal(Journal):
             "hash": meta.get(_META_HASH, b"").decode(errors="replace"),
             "keyed": bool(meta.get(_META_KEYCHECK)),
             "head_seq": int.from_bytes(head[:8], "big"),
-            "map_size": int(self._env.info()["map_size"]),
+            "map_size": map_size,
         }
 
     def _all_meta(self) -> dict[bytes, bytes]:
