@@ -1209,24 +1209,31 @@ class AgentActor(pykka.ThreadingActor):
                 self._core.bus.cut_short(message, why)
 
     def _on_behavior_failure(self, message: IpcMessage, exc: BaseException) -> None:
+        """Journal the failure, then its dead letter (a requester told), and restart the agent.
+
+        The message's changes, then its ``AgentFailed``, in one hand-over, then the bus's
+        ``handler error`` letter: the journal holds the cause before its effect, so a crash
+        or a journal failure between their commits never leaves a letter that no failure
+        explains (replay, ``trace`` and an auditor read it in that order).
+        """
         log.warning("behavior of agent %s raised on %s: %s", self._state.id, message.topic, journal_repr(exc))
         try:
-            self._flush_outbox()
+            with self._foreign_lock:  # the outbox, in turn with a kept ctx's change (journal)
+                try:
+                    self.note(
+                        AgentFailed(
+                            at=self._now(),
+                            agent=self._state.id,
+                            error=type(exc).__name__,
+                            detail=journal_text(exc, 1000),
+                            cause=message.id,
+                        )
+                    )
+                finally:  # what the message led to goes first, also when the clock fails
+                    self._flush_outbox_locked()
         finally:  # a requester hears of the failure even when the journal refuses the outbox
             self._core.bus.handler_failed(message, exc)
-        with self._foreign_lock:  # the outbox, in turn with a kept ctx's change (journal)
-            if self._foreign:
-                self._take_foreign()
-            self._outbox.append(
-                AgentFailed(
-                    at=self._now(),
-                    agent=self._state.id,
-                    error=type(exc).__name__,
-                    detail=journal_text(exc, 1000),
-                    cause=message.id,
-                )
-            )
-            self._restart()
+        self._restart()
 
     def _restart(self) -> None:
         """Rebuild this agent from the journal and give it a fresh behavior.

@@ -1679,13 +1679,14 @@ class TestBehaviors:
         assert live in ("A199", "B199")
         assert replayed == live
 
-    def test_an_llm_output_noted_while_a_failure_is_handled_is_journaled_before_the_failure(
+    def test_an_llm_output_noted_while_a_failure_is_handled_is_journaled_and_the_restart_keeps_it(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         # Another thread calls the agent's kept client while the agent handles its
         # behavior's failure (here: while the bus journals the dead letter), after the
-        # agent handed over the message's changes. What the failed message led to comes
-        # before its AgentFailed, and the restart loses none of it.
+        # agent handed over the message's changes and its AgentFailed. What the failed
+        # message led to meanwhile comes after its AgentFailed, as it came, and the
+        # restart loses none of it.
         from cogfabric.actors import ScriptedProvider  # noqa: PLC0415
         from cogfabric.actors._bus import IpcBus  # noqa: PLC0415
 
@@ -1723,7 +1724,7 @@ class TestBehaviors:
             ]
 
         assert outputs == ["out"]
-        assert kinds == [("LlmOutputRecorded", sent.id), ("AgentFailed", sent.id)]
+        assert kinds == [("AgentFailed", sent.id), ("LlmOutputRecorded", sent.id)]
 
     def test_a_cause_that_is_not_a_string_is_refused(self) -> None:
         with Runtime.open(None) as rt:
