@@ -1211,26 +1211,28 @@ class AgentActor(pykka.ThreadingActor):
     def _on_behavior_failure(self, message: IpcMessage, exc: BaseException) -> None:
         """Journal the failure, then its dead letter (a requester told), and restart the agent.
 
-        The message's changes, then its ``AgentFailed``, in one hand-over, then the bus's
-        ``handler error`` letter: the journal holds the cause before its effect, so a crash
-        or a journal failure between their commits never leaves a letter that no failure
-        explains (replay, ``trace`` and an auditor read it in that order).
+        The message's changes, then its ``AgentFailed``, each handed over in turn under
+        the agent's lock, then the bus's ``handler error`` letter: the journal holds the
+        cause before its effect, so a crash or a journal failure between their commits
+        never leaves a letter that no failure explains (replay, ``trace`` and an auditor
+        read it in that order). Two hand-overs, not one: a journal that refuses one of
+        the changes without going fail-stop (the writer then commits the other
+        submissions apart) still takes the failure.
         """
         log.warning("behavior of agent %s raised on %s: %s", self._state.id, message.topic, journal_repr(exc))
         try:
             with self._foreign_lock:  # the outbox, in turn with a kept ctx's change (journal)
-                try:
-                    self.note(
-                        AgentFailed(
-                            at=self._now(),
-                            agent=self._state.id,
-                            error=type(exc).__name__,
-                            detail=journal_text(exc, 1000),
-                            cause=message.id,
-                        )
+                self._flush_outbox_locked()  # what the message led to goes first, also when the clock fails
+                self.note(
+                    AgentFailed(
+                        at=self._now(),
+                        agent=self._state.id,
+                        error=type(exc).__name__,
+                        detail=journal_text(exc, 1000),
+                        cause=message.id,
                     )
-                finally:  # what the message led to goes first, also when the clock fails
-                    self._flush_outbox_locked()
+                )
+                self._flush_outbox_locked()
         finally:  # a requester hears of the failure even when the journal refuses the outbox
             self._core.bus.handler_failed(message, exc)
         self._restart()
