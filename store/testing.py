@@ -25,6 +25,7 @@ runtime use a backend: ``Runtime.open`` opens the LMDB journal only.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ from ._errors import InvalidStreamError, JournalClosedError, JournalConflictErro
 from ._journal import Journal, Snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 __all__ = ["JournalContract", "make_events"]
 
@@ -441,6 +442,28 @@ class JournalContract:
             list(journal.read())
         with pytest.raises(JournalClosedError):
             journal.verify()
+
+    def test_every_method_that_reads_or_writes_raises_after_close(self, journal: Journal) -> None:
+        journal.append(make_events(2))
+        journal.save_snapshot(Snapshot("agent/a0", 1, b"snap"))
+        journal.close()
+
+        calls: dict[str, Callable[[], object]] = {
+            "last_seq": lambda: journal.last_seq,
+            "read_back": lambda: list(journal.read_back("agent/a0")),
+            "stream_head": lambda: journal.stream_head("agent/a0"),
+            "stream_start": lambda: journal.stream_start("agent/a0"),
+            "streams": journal.streams,
+            "load_snapshot": lambda: journal.load_snapshot("agent/a0"),
+            "save_snapshot": lambda: journal.save_snapshot(Snapshot("agent/a0", 2, b"snap")),
+            "record_intact": lambda: journal.record_intact(1),
+        }
+        answered = {}
+        for name, call in calls.items():
+            with contextlib.suppress(JournalClosedError):
+                answered[name] = call()
+        assert answered == {}, "these answered after close() instead of raising JournalClosedError"
+        assert journal.closed
 
     def test_reopening_keeps_every_record_and_snapshot(self, journal: Journal) -> None:
         if not self.is_persistent:

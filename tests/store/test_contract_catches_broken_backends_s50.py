@@ -4,7 +4,7 @@ A mutation round on ``cogfabric.store.testing`` dropped one check of the contrac
 time: the whole suite still passed, as the LMDB journal passes either way. Each backend
 here is the LMDB journal broken in one way that only that check of the contract
 catches; the test runs that check on it, and on the intact LMDB journal, which passes.
-The last two are broken in ways the contract let through before this session.
+The last three are broken in ways the contract let through before this session.
 """
 
 from __future__ import annotations
@@ -99,6 +99,16 @@ class _SnapshotOfAnyStreamName(LmdbJournal):
             return None
 
 
+class _StreamsWhenClosed(LmdbJournal):
+    """``streams`` and ``stream_head`` of a closed journal answer (empty, 0) instead of raising."""
+
+    def streams(self, prefix: str = "") -> list[str]:
+        return [] if self.closed else super().streams(prefix)
+
+    def stream_head(self, stream: str) -> int:
+        return 0 if self.closed else super().stream_head(stream)
+
+
 _CASES: list[tuple[type[LmdbJournal], Callable[[JournalContract, Journal], Any]]] = [
     (_PartBatch, JournalContract.test_a_batch_with_an_unencodable_event_writes_nothing),
     (_LazyRead, JournalContract.test_read_sees_the_journal_as_it_was_when_called),
@@ -107,6 +117,7 @@ _CASES: list[tuple[type[LmdbJournal], Callable[[JournalContract, Journal], Any]]
     (_ReadsAnyStreamName, JournalContract.test_an_event_whose_stream_cannot_be_stored_is_refused),
     (_EventsDespiteTheSnapshot, JournalContract.test_a_snapshot_past_the_last_seq_is_refused),
     (_SnapshotOfAnyStreamName, JournalContract.test_an_event_whose_stream_cannot_be_stored_is_refused),
+    (_StreamsWhenClosed, JournalContract.test_every_method_that_reads_or_writes_raises_after_close),
 ]
 
 
