@@ -32,7 +32,8 @@ class JournalConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     map_size: _MapSize | None = None
     """The initial LMDB map size in bytes (default 1 GiB, sparse)."""
     max_map_size: _MapSize | None = None
-    """The map grows up to this size; past it appends fail (fail-stop)."""
+    """The map grows up to this size; past it appends fail (fail-stop). Not less than
+    ``map_size`` when both are given (a default ``map_size`` above it is lowered to it)."""
     check_pages: bool = True
     """Walk every page of the journal's file when it is opened, so that a damaged page
     raises ``JournalDamagedError`` instead of crashing the process (LMDB has no
@@ -75,7 +76,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
         Raises:
             InvalidConfigError: a field is out of range, or holds text UTF-8 cannot encode
-                (a lone surrogate); the message names it and its path (e.g.
+                (a lone surrogate), or ``journal.map_size`` is larger than
+                ``journal.max_map_size``; the message names it and its path (e.g.
                 ``$.journal.snapshot_interval``).
 
         """
@@ -89,6 +91,14 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         where = _unencodable_text(builtins, "$")
         if where is not None:  # a model name or an extra parameter no provider request could send
             msg = f"text UTF-8 cannot encode (a lone surrogate) - at {where}"
+            raise InvalidConfigError(msg)
+        journal = converted.journal
+        limit = journal.max_map_size
+        if journal.map_size is not None and limit is not None and journal.map_size > limit:
+            msg = (
+                f"map_size ({journal.map_size} bytes) is larger than max_map_size "
+                f"({limit} bytes), the most the map may grow to - at `$.journal.map_size`"
+            )
             raise InvalidConfigError(msg)
         return converted
 

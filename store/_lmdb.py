@@ -440,7 +440,11 @@ def _normalise_key(key: bytes | str | None) -> bytes:
 
 
 def _check_open_arguments(path: str | PathLike[str], map_size: int | None, max_map_size: int | None) -> None:
-    """Refuse an empty path (``Path("")`` is the working directory) and a map size out of range."""
+    """Refuse an empty path (``Path("")`` is the working directory) and a map size out of range.
+
+    A ``map_size`` above ``max_map_size`` is refused too; the default one (1 GiB) above a
+    smaller ``max_map_size`` is lowered to it by the caller.
+    """
     if not os.fspath(path):
         msg = "a journal's path must not be empty (Path('') would be the working directory)"
         raise ValueError(msg)
@@ -453,6 +457,12 @@ def _check_open_arguments(path: str | PathLike[str], map_size: int | None, max_m
         if not 0 < value < 2**63:
             msg = f"{name} must be 1 to 2**63 - 1 bytes, got {value}"
             raise ValueError(msg)
+    if map_size is not None and max_map_size is not None and map_size > max_map_size:
+        msg = (
+            f"map_size ({map_size} bytes) is larger than max_map_size ({max_map_size} bytes), "
+            "the most the map may grow to"
+        )
+        raise ValueError(msg)
 
 
 def _require_bools(**flags: object) -> None:
@@ -1061,7 +1071,8 @@ class LmdbJournal(Journal):
                 but a power cut or OS crash can lose the last commits (and, on file
                 systems that reorder writes, damage the file); for simulations that
                 accept that. ``close()`` still syncs.
-            map_size: the initial LMDB map size in bytes (default 1 GiB, sparse).
+            map_size: the initial LMDB map size in bytes (default 1 GiB, sparse, or
+                ``max_map_size`` if that is less).
             max_map_size: when the map fills, it is doubled and the append retried,
                 invisibly, up to this size (so is the creation of a new journal in a
                 map too small for it); past it appends raise ``JournalFullError``.
@@ -1108,7 +1119,7 @@ class LmdbJournal(Journal):
             TypeError: ``key`` is not bytes or str; a map size is not an int; ``readonly``,
                 ``sync`` or ``check_pages`` is not a bool.
             ValueError: ``path`` is empty; ``key`` is empty or too long; a map size is
-                not 1 to 2**63 - 1 bytes.
+                not 1 to 2**63 - 1 bytes, or ``map_size`` is larger than ``max_map_size``.
 
         """
         _check_open_arguments(path, map_size, max_map_size)
