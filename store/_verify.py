@@ -445,10 +445,23 @@ _VALUED_ANCHOR: Final = "the stream index holds an anchor with a value (anchors 
 
 def _locate_anchor_problem(journal: LmdbJournal, last: int) -> tuple[int | None, str]:
     """The lowest seq whose anchor is missing, extra, wrong or holds a value, and why (slow: on failure)."""
+    with journal._lock:  # a close() meanwhile: JournalClosedError, not a storage failure
+        expected, stored, valued = journal._txn_call(lambda: _anchor_sets(journal, _seq_key(last)))
+    wrong = expected ^ stored
+    first = min((int.from_bytes(key[-8:], "big") for key in wrong), default=None)
+    first_valued = min((int.from_bytes(key[-8:], "big") for key in valued), default=None)
+    if first_valued is not None and (first is None or first_valued <= first):
+        return first_valued, _VALUED_ANCHOR
+    return first, "the stream index does not match the records"
+
+
+def _anchor_sets(journal: LmdbJournal, limit: bytes) -> tuple[set[bytes], set[bytes], set[bytes]]:
+    """The anchors the records up to ``limit`` call for, the empty ones stored, those with a value."""
     expected: set[bytes] = set()
     counts: dict[bytes, int] = {}
-    limit = _seq_key(last)
-    with journal._lock, journal._env.begin() as txn:
+    stored: set[bytes] = set()
+    valued: set[bytes] = set()
+    with journal._env.begin() as txn:
         for key, value in txn.cursor(db=journal._db_events).iternext():
             if key > limit:
                 break
@@ -456,17 +469,10 @@ def _locate_anchor_problem(journal: LmdbJournal, last: int) -> tuple[int | None,
             count = counts[stream_raw] = counts.get(stream_raw, 0) + 1
             if not count % _ANCHOR_EVERY:
                 expected.add(stream_raw + b"\0" + bytes(key))
-        stored: set[bytes] = set()
-        valued: set[bytes] = set()
         for key, value in txn.cursor(db=journal._db_anchors).iternext():
             if key[-8:] <= limit:
                 (valued if value else stored).add(bytes(key))
-    wrong = expected ^ stored
-    first = min((int.from_bytes(key[-8:], "big") for key in wrong), default=None)
-    first_valued = min((int.from_bytes(key[-8:], "big") for key in valued), default=None)
-    if first_valued is not None and (first is None or first_valued <= first):
-        return first_valued, _VALUED_ANCHOR
-    return first, "the stream index does not match the records"
+    return expected, stored, valued
 
 
 def _stream_of(record: bytes | None) -> bytes | None:
@@ -483,9 +489,13 @@ def _id_of(record: bytes | None) -> bytes | None:
 
 def _locate_id_problem(journal: LmdbJournal, last: int) -> int | None:
     """The lowest seq whose id entry is missing or wrong (slow, bounded memory; only on failure)."""
+    with journal._lock:  # a close() meanwhile: JournalClosedError, not a storage failure
+        return journal._txn_call(lambda: _first_bad_id(journal, _seq_key(last)))
+
+
+def _first_bad_id(journal: LmdbJournal, limit: bytes) -> int | None:
     bad: int | None = None
-    limit = _seq_key(last)
-    with journal._lock, journal._env.begin() as txn:
+    with journal._env.begin() as txn:
         ids_db = journal._db_ids
         for key, value in txn.cursor(db=journal._db_events).iternext():
             if key > limit:
