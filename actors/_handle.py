@@ -77,6 +77,7 @@ class Agent:
         "_priority",
         "_runtime",
         "_shared",
+        "_spawned_at",
         "_task_id",
     )
 
@@ -88,6 +89,7 @@ class Agent:
         self._capabilities = state.capabilities
         self._priority = state.priority
         self._behavior = state.behavior
+        self._spawned_at = state.spawned_at
         self._shared = shared
 
     @property
@@ -109,6 +111,14 @@ class Agent:
     def parent(self) -> str | None:
         """The id of the agent that spawned it (provenance, not hierarchy)."""
         return self._parent
+
+    @property
+    def spawned_at(self) -> float:
+        """When the agent was spawned: the clock's wall seconds its spawn was stamped with.
+
+        The original's ``SpawnedAt``; the same after a reopen (it is the spawn's record).
+        """
+        return self._spawned_at
 
     @property
     def task_id(self) -> str | None:
@@ -164,6 +174,17 @@ class Agent:
         """
         self._runtime._incarnation(self._id, self._shared)  # noqa: SLF001 - the handle's own check
         return AgentState(self._shared.lifecycle)
+
+    @property
+    def state(self) -> AgentState:
+        """The original's name (``Agent.State``) for ``lifecycle``: IDLE, RUNNING, SUSPENDED or RETIRED.
+
+        Raises:
+            AgentNotFoundError: the agent was killed (also when a new agent took its id).
+            RuntimeClosedError: the runtime is closed.
+
+        """
+        return self.lifecycle
 
     @property
     def queued(self) -> int:

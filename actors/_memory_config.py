@@ -29,6 +29,11 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     rag_min_score: float = DEFAULT_RAG_MIN_SCORE
     """Snippets scoring below it are dropped; 0 means the default (0.4), as in the original."""
 
+    @property
+    def clean_options(self) -> CleanOptions:
+        """The original's name (``MemoryConfig.CleanOptions``) for ``clean``, read-only."""
+        return self.clean
+
     def __post_init__(self) -> None:
         """Check the limits as the config is made (spec §5.2: each must be positive).
 
