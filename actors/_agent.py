@@ -8,7 +8,8 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, cast, runtime_checkable
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NoReturn, Protocol, cast, runtime_checkable
 
 import msgspec
 import pykka
@@ -38,7 +39,7 @@ from cogfabric.events._codec import journal_repr, journal_text, require_str
 from cogfabric.store import JournalError, JournalFailedError
 
 from ._clock import bounded_wait
-from ._core import last_checkpoint_in, replay_agent
+from ._core import ASYNC_ON_MESSAGE, last_checkpoint_in, replay_agent
 from ._errors import (
     ActorTimeoutError,
     AgentCapacityError,
@@ -90,7 +91,9 @@ _NOT_HANDLING: Final = (AgentState.SUSPENDED, AgentState.RETIRED)  # lifecycles 
 class Behavior(Protocol):
     """What an agent does with the IPC messages it receives.
 
-    ``on_message`` runs inside the agent's actor, one message at a time. Its return
+    ``on_message`` runs inside the agent's actor, one message at a time: a plain
+    function (a spawn refuses an ``async def`` one, which nothing would await, and a
+    coroutine it returns fails its message with ``TypeError``). Its return
     value answers a request (None means "I will reply later with ``bus.reply``").
     If it raises, the failure is journaled, a dead letter records the message, the
     requester (if any) gets ``IpcHandlerError``, and the agent is restarted from the
@@ -101,6 +104,21 @@ class Behavior(Protocol):
     def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ANN401 - any reply
         """Handle one message."""
         ...
+
+
+def _refuse_coroutine(behavior: Behavior, result: CoroutineType[Any, Any, Any]) -> NoReturn:
+    """Fail a message whose behavior returned a coroutine: nothing would await it.
+
+    A spawn refuses an ``async def on_message``; this catches a plain one that returns a
+    coroutine (of a helper that is ``async``), which would otherwise do nothing, silently.
+
+    Raises:
+        TypeError: always (the coroutine closed, so that none warns it was never awaited).
+
+    """
+    result.close()
+    msg = f"{type(behavior).__name__}.on_message returned a coroutine: {ASYNC_ON_MESSAGE}"
+    raise TypeError(msg)
 
 
 class MailboxSlots:
@@ -1126,6 +1144,8 @@ class AgentActor(pykka.ThreadingActor):
         self.trace = message.trace_id
         try:
             result = self._behavior.on_message(self.ctx, message)
+            if type(result) is CoroutineType:  # one type check: the hot path stays a call
+                _refuse_coroutine(self._behavior, result)
         except BaseException as exc:  # noqa: BLE001 - a behavior's failure is journaled, not fatal
             # Any BaseException too (a sys.exit(), an asyncio.CancelledError): Pykka would
             # stop every actor of the process on it, while the runtime went on listing its

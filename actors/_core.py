@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import heapq
+import inspect
 import itertools
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 
@@ -178,7 +179,8 @@ class Core:
         """What a spawned agent runs: the instance it was given, or a fresh one made for ``name``.
 
         Raises:
-            InvalidSpawnSpecError: the instance has no ``on_message``, or the factory failed.
+            InvalidSpawnSpecError: the instance has no ``on_message`` (or an ``async``
+                one), or the factory failed.
 
         """
         if given is None or isinstance(given, str | type):
@@ -186,6 +188,8 @@ class Core:
         if not _handles_messages(given):
             msg = f"behavior {type(given).__name__} has no on_message(ctx, message)"
             raise InvalidSpawnSpecError(msg)
+        if _async_on_message(given):
+            raise InvalidSpawnSpecError(f"behavior {type(given).__name__} {ASYNC_ON_MESSAGE}")
         return given
 
     def make_behavior(
@@ -200,8 +204,8 @@ class Core:
         agent exists in the journal, so it must exist live. With ``strict`` (a spawn,
         before anything is journaled) the error is raised instead.
 
-        So does a factory whose product has no callable ``on_message``: it could
-        handle no message.
+        So does a factory whose product has no callable ``on_message``, or an
+        ``async`` one: it could handle no message.
 
         Raises:
             InvalidSpawnSpecError: with ``strict``, the factory raised, or made no behavior.
@@ -226,8 +230,12 @@ class Core:
                 raise  # the caller's own thread (a spawn, a reopen): a Ctrl-C must stop it
             log.exception("%sbehavior %r could not be made: the agent runs without one", whose, name)
             return None
+        msg = ""
         if not _handles_messages(behavior):
             msg = f"behavior {name!r} made a {type(behavior).__name__} with no on_message(ctx, message)"
+        elif _async_on_message(behavior):
+            msg = f"behavior {name!r} made a {type(behavior).__name__}, which {ASYNC_ON_MESSAGE}"
+        if msg:
             if strict:
                 raise InvalidSpawnSpecError(msg)
             log.error("%s%s: the agent runs without one", whose, msg)
@@ -243,6 +251,22 @@ class Core:
 def _handles_messages(behavior: object) -> bool:
     """Whether ``behavior`` has the one method a behavior needs: ``on_message(ctx, message)``."""
     return callable(getattr(behavior, "on_message", None))
+
+
+ASYNC_ON_MESSAGE: Final = (
+    "has an async on_message: the runtime calls it on its agent's thread and would never "
+    "await it (define it with def, and run any coroutine inside it, with asyncio.run say)"
+)
+
+
+def _async_on_message(behavior: object) -> bool:
+    """Whether ``behavior.on_message`` is ``async``: a coroutine that nothing would await.
+
+    Each message would be delivered and do nothing, with no failure, no dead letter and
+    no reply (a request would fail on the coroutine as a reply it cannot encode).
+    """
+    on_message = getattr(behavior, "on_message", None)
+    return inspect.iscoroutinefunction(on_message) or inspect.isasyncgenfunction(on_message)
 
 
 def replay_agent(

@@ -753,7 +753,8 @@ class Runtime:
             InvalidSpawnSpecError: the id contains white space or NUL, is longer than
                 249 UTF-8 bytes (its stream name, ``agent/<id>``, must fit 255) or holds
                 a lone surrogate; the behavior is an unknown name or a class that is not
-                registered, has no ``on_message``, runs another agent already, or its
+                registered, has no ``on_message`` (or an ``async def`` one, which
+                nothing would await), runs another agent already, or its
                 factory raised (its error is the cause); also (as
                 ``SpawnSpecTypeError``, a ``TypeError`` too) an argument of the wrong
                 type: a non-str id, ``task_id``, ``parent`` or capability, or a
