@@ -570,9 +570,10 @@ def _check(opened: Any, *, skip: bool) -> int:  # noqa: ANN401 - a journal
         return int(opened.last_seq)
     report = opened.verify()
     if not report.ok:
-        where = f"seq {report.first_bad_seq}" if report.first_bad_seq is not None else "the journal"
+        # a problem of no one record (a missing chain head, a stream index naming no records) has no seq
+        where = f" at seq {report.first_bad_seq}" if report.first_bad_seq is not None else ""
         _say(
-            f"error: the journal fails verification at {where}: {_printable(report.reason, backslash=False)}"
+            f"error: the journal fails verification{where}: {_printable(report.reason, backslash=False)}"
             "; refusing to read it (--no-verify reads it anyway)"
         )
         sys.exit(EXIT_PROBLEM)
@@ -1461,6 +1462,8 @@ def export(
         _fail("--verifiable exports every record of its range: drop --stream, --layer and --type")
     if after is not None and until is not None and after >= until:  # a typo would write an empty export
         _fail(f"--after {after} is not before --until {until}: the range holds no record")
+    if until == 0:  # no --after: seqs start at 1, so this range holds none either
+        _fail("--until 0 is before the first seq, 1: the range holds no record")
     # A new or regular file is written beside its name and renamed once whole: a record
     # that fails to decode half-way leaves no partial export behind. Anything else (a
     # pipe, a device, a link) is written in place, as stdout is.
