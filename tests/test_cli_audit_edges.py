@@ -795,7 +795,8 @@ def test_verify_json_fails_on_a_snapshot_that_disagrees_with_its_events(tmp_path
 
     assert result.exit_code == 1, result.output
     verdict = json.loads(result.stdout)
-    assert (verdict["ok"], verdict["first_bad_seq"], verdict["snapshots"]) == (False, None, 3)
+    # first_bad_seq is the seq the snapshot covers, as for one whose hash fails (session 51)
+    assert (verdict["ok"], verdict["first_bad_seq"], verdict["snapshots"]) == (False, seq, 3)
     assert verdict["reason"].startswith(f"agent 'a2': its snapshot at seq {seq} does not hold the state")
 
 

@@ -384,29 +384,33 @@ def inspect_journal(journal: LmdbJournal, path: Path, *, until: int | None = Non
     }
 
 
-def check_snapshots(journal: LmdbJournal, *, until: int | None = None) -> tuple[int, str | None]:
+def check_snapshots(journal: LmdbJournal, *, until: int | None = None) -> tuple[int, str | None, int | None]:
     """Compare every agent's snapshot with the state its events make.
 
-    Returns how many agents with a snapshot were checked and why the first that
-    disagrees does, or None. ``verify`` checks a snapshot against its own hash, which
-    anyone can recompute for an unkeyed journal; this check is what an anchored head
-    then relies on. It replays each such agent twice (from its snapshot, and from its
-    events alone).
+    Returns how many agents with a snapshot were checked, why the first that
+    disagrees does (or None), and the seq that snapshot covers (None when all agree,
+    or when it is too damaged to name one). ``verify`` checks a snapshot against its own
+    hash, which anyone can recompute for an unkeyed journal; this check is what an
+    anchored head then relies on. It replays each such agent twice (from its snapshot,
+    and from its events alone).
     """
     checked = 0
     if until is None:
         until = journal.last_seq  # every replay as of one seq, while a writer may append
     published = publications(journal, until=until)  # the runtime stream read once, not twice per agent
     for stream in journal.streams("agent/"):
+        seq = None
         with contextlib.suppress(JournalRecordError):  # a damaged one: snapshot_problem says so
-            if journal.load_snapshot(stream) is None:
+            snapshot = journal.load_snapshot(stream)
+            if snapshot is None:
                 continue
+            seq = snapshot.seq
         checked += 1
         agent_id = stream.removeprefix("agent/")
         problem = snapshot_problem(journal, agent_id, until=until, published=published)
         if problem is not None:
-            return checked, f"agent {agent_id!r}: {problem}"
-    return checked, None
+            return checked, f"agent {agent_id!r}: {problem}", seq
+    return checked, None, None
 
 
 def agent_view(journal: LmdbJournal, agent_id: str, at: int | None) -> dict[str, Any] | None:

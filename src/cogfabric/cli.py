@@ -626,8 +626,8 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
     --no-snapshots. Exits 0 when it is clean, 1 naming the first bad seq and why (or a
     damaged data file, a changed header, a snapshot that disagrees), 2 when JOURNAL is
     not a journal or the chain key is wrong or missing. --json prints ok, checked,
-    head_seq, first_bad_seq, reason and snapshots (how many were compared; null when
-    they were not) with the same exit status.
+    head_seq, first_bad_seq (for a snapshot, the seq it covers), reason and snapshots
+    (how many were compared; null when they were not) with the same exit status.
 
     \b
     Example:
@@ -636,12 +636,12 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
     _need_stdout()
     from cogfabric._audit import check_snapshots, encode_json  # noqa: PLC0415
 
-    snapshots, bad = 0, None
+    snapshots, bad, bad_seq = 0, None, None
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             report = opened.verify(decode=True)
             if report.ok and not no_snapshots:
-                snapshots, bad = check_snapshots(opened, until=report.head_seq)
+                snapshots, bad, bad_seq = check_snapshots(opened, until=report.head_seq)
             showable = not report.ok and _readable(opened, report.first_bad_seq)
     except _journal_errors() as exc:
         if as_json and _exit_code(exc) == EXIT_PROBLEM:  # the journal's fault: a verdict still
@@ -654,7 +654,8 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
             "ok": report.ok and bad is None,
             "checked": report.checked,
             "head_seq": report.head_seq,
-            "first_bad_seq": report.first_bad_seq,
+            # a snapshot that disagrees with its events: the seq it covers, as one whose hash fails
+            "first_bad_seq": bad_seq if bad is not None else report.first_bad_seq,
             "reason": bad if bad is not None else report.reason,
             "snapshots": None if no_snapshots or not report.ok else snapshots,
         }

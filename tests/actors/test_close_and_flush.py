@@ -1256,7 +1256,7 @@ def _assert_b_has_the_goal_and_its_changes(path: Path, config: Config, behaviors
     from cogfabric._audit import check_snapshots  # noqa: PLC0415
 
     with Journal.open(path, readonly=True) as journal:
-        checked, problem = check_snapshots(journal)  # type: ignore[arg-type]
+        checked, problem, _ = check_snapshots(journal)  # type: ignore[arg-type]
     with Runtime.open(path, config=config, behaviors=behaviors) as reopened:
         assert reopened.agent("b").task_context() == {"goal": "G"}
         assert reopened.agent("b").private("k4") == 4
