@@ -389,7 +389,9 @@ def check_snapshots(journal: LmdbJournal, *, until: int | None = None) -> tuple[
 
     Returns how many agents with a snapshot were checked, why the first that
     disagrees does (or None), and the seq that snapshot covers (None when all agree,
-    or when it is too damaged to name one). ``verify`` checks a snapshot against its own
+    when it is too damaged to name one, or when its seq names no record up to
+    ``until``: a forged one past the last record, or at 0, as ``verify`` reports a
+    snapshot whose hash fails). ``verify`` checks a snapshot against its own
     hash, which anyone can recompute for an unkeyed journal; this check is what an
     anchored head then relies on. It replays each such agent twice (from its snapshot,
     and from its events alone).
@@ -404,7 +406,7 @@ def check_snapshots(journal: LmdbJournal, *, until: int | None = None) -> tuple[
             snapshot = journal.load_snapshot(stream)
             if snapshot is None:
                 continue
-            seq = snapshot.seq
+            seq = snapshot.seq if 0 < snapshot.seq <= until else None  # else no record of the range
         checked += 1
         agent_id = stream.removeprefix("agent/")
         problem = snapshot_problem(journal, agent_id, until=until, published=published)
