@@ -462,7 +462,10 @@ def _decoded(journal: Journal, snapshot: Snapshot) -> AgentSnapshot | str:
     """The snapshot's state, or why recovery cannot start from it (``snapshot_flaw``)."""
     head = journal.stream_head(snapshot.stream)
     if not 0 < snapshot.seq <= head:
-        return f"its snapshot covers seq {snapshot.seq}, past its stream's last record, seq {head}"
+        where = (
+            "before the first seq, 1" if snapshot.seq <= 0 else f"past its stream's last record, seq {head}"
+        )
+        return f"its snapshot covers seq {snapshot.seq}, {where}"
     try:
         state = decode_snapshot(snapshot.data)
     except (msgspec.DecodeError, RecursionError) as exc:  # a ValidationError too

@@ -40,3 +40,23 @@ def test_a_forged_snapshot_of_no_seq_of_the_journal_has_no_first_bad_seq(
     verdict = json.loads(result.stdout)
     assert verdict["reason"].startswith(f"agent 'a2': its snapshot covers seq {claimed}")
     assert (verdict["ok"], verdict["first_bad_seq"]) == (False, None)
+
+
+@pytest.mark.parametrize(
+    ("claimed", "where"), [(0, "before the first seq, 1"), (10**6, "past its stream's last record, seq ")]
+)
+def test_the_reason_says_which_side_of_the_records_a_forged_seq_lies(
+    tmp_path: Path, claimed: int, where: str
+) -> None:
+    path = tmp_path / "journal"
+    _agents_with_snapshots(path, "sync")
+    with Journal.open(path, readonly=True) as journal:
+        snapshot = journal.load_snapshot("agent/a2")
+    assert snapshot is not None
+    _rehashed_snapshot(path, "agent/a2", claimed, snapshot.data)
+
+    result = CliRunner().invoke(main, ["verify", str(path), "--json"])
+
+    assert json.loads(result.stdout)["reason"].startswith(
+        f"agent 'a2': its snapshot covers seq {claimed}, {where}"
+    )
