@@ -8,7 +8,7 @@ import logging
 import queue
 import threading
 import time
-from types import CoroutineType
+from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, NoReturn, Protocol, cast, runtime_checkable
 
 import msgspec
@@ -93,7 +93,7 @@ class Behavior(Protocol):
 
     ``on_message`` runs inside the agent's actor, one message at a time: a plain
     function (a spawn refuses an ``async def`` one, which nothing would await, and a
-    coroutine it returns fails its message with ``TypeError``). Its return
+    coroutine or async generator it returns fails its message with ``TypeError``). Its return
     value answers a request (None means "I will reply later with ``bus.reply``").
     If it raises, the failure is journaled, a dead letter records the message, the
     requester (if any) gets ``IpcHandlerError``, and the agent is restarted from the
@@ -106,18 +106,25 @@ class Behavior(Protocol):
         ...
 
 
-def _refuse_coroutine(behavior: Behavior, result: CoroutineType[Any, Any, Any]) -> NoReturn:
-    """Fail a message whose behavior returned a coroutine: nothing would await it.
+_NEVER_RUN: Final = frozenset((CoroutineType, AsyncGeneratorType))
+"""What a behavior may return that would run only if awaited or iterated asynchronously."""
+
+
+def _refuse_coroutine(behavior: Behavior, result: object) -> NoReturn:
+    """Fail a message whose behavior returned a coroutine or an async generator: nothing would run it.
 
     A spawn refuses an ``async def on_message``; this catches a plain one that returns a
-    coroutine (of a helper that is ``async``), which would otherwise do nothing, silently.
+    coroutine (of a helper that is ``async``) or an async generator, which would
+    otherwise do nothing, silently.
 
     Raises:
-        TypeError: always (the coroutine closed, so that none warns it was never awaited).
+        TypeError: always (a coroutine closed, so that none warns it was never awaited).
 
     """
-    result.close()
-    msg = f"{type(behavior).__name__}.on_message returned a coroutine: {ASYNC_ON_MESSAGE}"
+    kind = "an async generator" if isinstance(result, AsyncGeneratorType) else "a coroutine"
+    if isinstance(result, CoroutineType):
+        result.close()
+    msg = f"{type(behavior).__name__}.on_message returned {kind}: {ASYNC_ON_MESSAGE}"
     raise TypeError(msg)
 
 
@@ -1144,7 +1151,7 @@ class AgentActor(pykka.ThreadingActor):
         self.trace = message.trace_id
         try:
             result = self._behavior.on_message(self.ctx, message)
-            if type(result) is CoroutineType:  # one type check: the hot path stays a call
+            if type(result) in _NEVER_RUN:  # one set lookup: the hot path stays a call
                 _refuse_coroutine(self._behavior, result)
         except BaseException as exc:  # noqa: BLE001 - a behavior's failure is journaled, not fatal
             # Any BaseException too (a sys.exit(), an asyncio.CancelledError): Pykka would
