@@ -84,6 +84,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=Tru
     ``v: Annotated[int, msgspec.Meta(ge=2, le=2)] = 2`` (subclasses are declared
     ``frozen=True, kw_only=True``, which that needs) and registers an upcaster from 1
     (see ``EventCodec``). A plain ``v: int = 2`` works too, on a slower checked path.
+    A type of your own also defines the ``stream`` property.
 
     Events are not tracked by Python's cyclic garbage collector (``gc=False``): they are
     immutable values whose fields hold encodable data, which cannot lead back to the
@@ -121,5 +122,10 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=Tru
 
     @property
     def stream(self) -> str:
-        """The stream this event belongs to."""
-        raise NotImplementedError
+        """The stream this event belongs to; an event type of your own defines it (a property).
+
+        Computed from the event's fields: a record is filed under its event's stream when
+        it is appended, and must still be of it when read (after an upcast too).
+        """
+        msg = f"{type(self).__qualname__} does not define stream: each event type names its events' stream"
+        raise NotImplementedError(msg)

@@ -107,6 +107,32 @@ def _tag_of(cls: type[Event]) -> str:
     return str(tag)
 
 
+def _types_by_tag(type_list: tuple[type[Event], ...]) -> dict[str, type[Event]]:
+    """The codec's types by tag; refuse what msgspec's union would refuse in words of its own.
+
+    msgspec refuses a union of two Structs of one tag, but names neither: it lists the
+    whole union, every built-in event type with it.
+    """
+    if not type_list:
+        msg = "an EventCodec needs at least one event type"
+        raise TypeError(msg)
+    by_tag: dict[str, type[Event]] = {}
+    for cls in type_list:
+        if not (isinstance(cls, type) and issubclass(cls, Event)):
+            msg = f"an EventCodec's types are Event subclasses, got {cls!r}"
+            raise TypeError(msg)
+        tag = _tag_of(cls)
+        other = by_tag.setdefault(tag, cls)
+        if other is not cls:
+            msg = (
+                f"two event types of the type tag {tag!r}: {other.__module__}.{other.__qualname__} "
+                f"and {cls.__module__}.{cls.__qualname__} (the tag is the class name, unless "
+                "given as tag=: a record names its type by it, so each needs its own)"
+            )
+            raise TypeError(msg)
+    return by_tag
+
+
 class EventCodec:
     """Encodes events to msgpack and decodes them back through one typed decoder.
 
@@ -127,12 +153,16 @@ class EventCodec:
         given here are added, or replace them.
 
         Raises:
+            TypeError: ``types`` is empty, or holds something that is no ``Event``
+                subclass, or two classes of one type tag (two events named alike, or
+                one of yours named as one of this package's: the message names the tag
+                and both classes).
             UnknownEventTypeError, TypeError, ValueError: an upcaster given here, as
                 ``register_upcaster`` would (but that it replaces a built-in one).
 
         """
-        type_list = tuple(types)
-        self._types: dict[str, type[Event]] = {_tag_of(cls): cls for cls in type_list}
+        type_list = tuple(dict.fromkeys(types))  # one class given twice is one type
+        self._types: dict[str, type[Event]] = _types_by_tag(type_list)
         self._versions: dict[type[Event], int] = {cls: _version_of(cls) for cls in type_list}
         self._decoder = msgspec.msgpack.Decoder(Union[type_list])  # noqa: UP007
         builtin = {_tag_of(cls): cls for cls in EVENT_TYPES}
@@ -173,6 +203,12 @@ class EventCodec:
         The upcaster takes the record as a dict and returns the next version's dict. A
         record's type, version and id are its own: whatever the upcaster returns for
         them is replaced by the record's type, the version reached and the stored id.
+        Its stream is its own too, but that is made of the event's fields (``Event.stream``):
+        an upcaster keeps what names it, or a journal read refuses the record as one filed
+        under another stream (``JournalRecordError``), as ``verify(decode=True)`` does.
+        Keys that the type at the version reached does not declare are dropped, as
+        msgspec drops unknown fields (so a field can be removed by leaving it in): a
+        misspelt name of a defaulted field reads back as its default, silently.
 
         Raises:
             UnknownEventTypeError: ``type_name`` is no type of this codec.

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from os import PathLike
     from types import TracebackType
 
+    from cogfabric.events import EventCodec
+
     _StoredEvent = Event
 else:
     # What msgspec decodes a Record's event as: the union of the built-in event types,
@@ -114,6 +116,7 @@ class Journal(abc.ABC):
         map_size: int | None = None,
         max_map_size: int | None = None,
         key: bytes | str | None = None,
+        codec: EventCodec | None = None,
         check_pages: bool = True,
     ) -> Journal:
         """Open (or create) the LMDB journal in directory ``path``.
@@ -124,10 +127,11 @@ class Journal(abc.ABC):
         power cut or OS crash can lose the last commits, for simulations that accept
         that. ``map_size`` is the initial map; when it fills, it grows invisibly up to
         ``max_map_size`` (None: no limit but the disk), past which appends raise
-        ``JournalFullError``. ``key`` makes the hash chain keyed. ``check_pages`` walks
-        every page of the file first, so that a damaged one raises ``JournalDamagedError``
-        instead of crashing the process. Every argument and error in full:
-        ``LmdbJournal.open``.
+        ``JournalFullError``. ``key`` makes the hash chain keyed. ``codec`` (an
+        ``EventCodec``) holds event types of your own; by default, this package's.
+        ``check_pages`` walks every page of the file first, so that a damaged one raises
+        ``JournalDamagedError`` instead of crashing the process. Every argument and error
+        in full: ``LmdbJournal.open``.
 
         Raises:
             TypeError: called on a subclass that does not define its own ``open`` (it
@@ -146,6 +150,7 @@ class Journal(abc.ABC):
             map_size=map_size,
             max_map_size=max_map_size,
             key=key,
+            codec=codec,
             check_pages=check_pages,
         )
 

@@ -346,6 +346,28 @@ def _record_decoder(codec: EventCodec) -> Callable[[bytes], Record] | None:
     return decoder.decode
 
 
+def _first_of_another_stream(
+    seqs: Sequence[int], events: list[Event], streams: list[bytes]
+) -> tuple[int, JournalRecordError] | None:
+    """The first decoded event not of the stream its record is filed under: its index, its error.
+
+    Such an event is one an upcaster moved to another stream (it changed a field the
+    event type's ``stream`` is made of), or whose type's ``stream`` was changed since it
+    was written: the journal files it under the stream it had then.
+    """
+    for index, (seq, event, stream_raw) in enumerate(zip(seqs, events, streams)):  # noqa: B905 - events may be fewer
+        stream = event.stream
+        if stream.encode() != stream_raw:
+            why = (
+                f"the record is filed under stream {stream_raw.decode('utf-8', 'backslashreplace')!r}, "
+                f"but its event is of {stream!r} ({type(event).__name__} at version {event.v}: an "
+                "upcaster, or a change of its type's stream, moved it; an upcaster must keep what "
+                "names an event's stream)"
+            )
+            return index, JournalRecordError(seq, why)
+    return None
+
+
 def _not_of_stream(seq: int, record: bytes) -> JournalRecordError:
     """The error for a record a stream walk reached that is not of the stream."""
     if parts(record) is None:
@@ -2088,10 +2110,14 @@ class LmdbJournal(Journal):
         """Records through the codec's checked decode: upcasts old versions, names a bad record.
 
         Yields the good records before a bad one, then raises ``JournalRecordError`` for it.
+        A record whose event (as an upcaster made it) is of another stream than the one
+        it is filed under is such a one: read by its stream, it would be handed out as
+        another stream's record (``verify(decode=True)`` refuses it alike).
         """
         decode_many = self._codec.decode_many
         payloads: list[bytes] = []
         trailers: list[bytes] = []
+        streams: list[bytes] = []
         malformed: JournalRecordError | None = None
         for seq, value in zip(seqs, values, strict=True):
             record = parts(value)
@@ -2101,16 +2127,21 @@ class LmdbJournal(Journal):
                 break
             payloads.append(record.event)
             trailers.append(record.trailer)
+            streams.append(record.stream)
+        error: JournalRecordError | None = malformed
         try:
             events = decode_many(payloads)
         except EventError as exc:
-            index = getattr(exc, "index", 0)
-            good = decode_many(payloads[:index])
-            yield [Record(seq, event, tail) for seq, event, tail in zip(seqs, good, trailers)]  # noqa: B905
-            raise record_error(seqs[index], exc) from exc
+            events = decode_many(payloads[: getattr(exc, "index", 0)])
+            error = record_error(seqs[len(events)], exc)
+            error.__cause__ = exc
+        stray = _first_of_another_stream(seqs, events, streams)
+        if stray is not None:
+            del events[stray[0] :]
+            error = stray[1]
         yield [Record(seq, event, tail) for seq, event, tail in zip(seqs, events, trailers)]  # noqa: B905
-        if malformed is not None:
-            raise malformed
+        if error is not None:
+            raise error
 
     def _read_chunk(
         self, after: int, end: int, stream_raw: bytes | None
