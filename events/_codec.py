@@ -422,7 +422,14 @@ class EventCodec:
         try:
             return self._decoder.decode(_encoder.encode(raw))  # type: ignore[no-any-return]
         except (*_DECODE_ERRORS, *_ENCODE_ERRORS) as exc:
-            msg = f"{tag} record upcast from version {stored} is not valid: {exc}"
+            if current - stored == 1:
+                steps = f"the upcaster from version {stored}"
+            else:  # only the last result is typed: an earlier step's error shows only there
+                steps = (
+                    f"the upcasters from versions {stored} to {current - 1}, the last one's result checked"
+                )
+            msg = f"{tag} record upcast from version {stored} is not valid at version {current}: {exc}"
+            msg += f" ({steps})"
             raise EventDecodeError(msg) from exc
 
     def _upcast(

@@ -122,7 +122,7 @@ class TestUpcasterSteps:
     def test_an_upcaster_returning_an_unencodable_value_is_an_event_decode_error(self) -> None:
         codec = EventCodec((Renamed,), {("Renamed", 1): lambda raw: {**raw, "value": object()}})
 
-        with pytest.raises(EventDecodeError, match="upcast from version 1 is not valid"):
+        with pytest.raises(EventDecodeError, match="upcast from version 1 is not valid at version"):
             codec.decode(_renamed(1, value="old"))
 
 
