@@ -107,20 +107,25 @@ def _tag_of(cls: type[Event]) -> str:
     return str(tag)
 
 
+def _check_types(type_list: tuple[object, ...]) -> None:
+    """Refuse no types at all, or one that is no ``Event`` subclass (a list, unhashable, too)."""
+    if not type_list:
+        msg = "an EventCodec needs at least one event type"
+        raise TypeError(msg)
+    for cls in type_list:
+        if not (isinstance(cls, type) and issubclass(cls, Event)):
+            msg = f"an EventCodec's types are Event subclasses, got {cls!r}"
+            raise TypeError(msg)
+
+
 def _types_by_tag(type_list: tuple[type[Event], ...]) -> dict[str, type[Event]]:
     """The codec's types by tag; refuse what msgspec's union would refuse in words of its own.
 
     msgspec refuses a union of two Structs of one tag, but names neither: it lists the
     whole union, every built-in event type with it.
     """
-    if not type_list:
-        msg = "an EventCodec needs at least one event type"
-        raise TypeError(msg)
     by_tag: dict[str, type[Event]] = {}
     for cls in type_list:
-        if not (isinstance(cls, type) and issubclass(cls, Event)):
-            msg = f"an EventCodec's types are Event subclasses, got {cls!r}"
-            raise TypeError(msg)
         tag = _tag_of(cls)
         other = by_tag.setdefault(tag, cls)
         if other is not cls:
@@ -161,7 +166,9 @@ class EventCodec:
                 ``register_upcaster`` would (but that it replaces a built-in one).
 
         """
-        type_list = tuple(dict.fromkeys(types))  # one class given twice is one type
+        type_list = tuple(types)
+        _check_types(type_list)
+        type_list = tuple(dict.fromkeys(type_list))  # one class given twice is one type
         self._types: dict[str, type[Event]] = _types_by_tag(type_list)
         self._versions: dict[type[Event], int] = {cls: _version_of(cls) for cls in type_list}
         self._decoder = msgspec.msgpack.Decoder(Union[type_list])  # noqa: UP007

@@ -93,7 +93,7 @@ from ._record import (
     parts,
     stream_part,
 )
-from ._verify import verify_journal
+from ._verify import unnamed_stream, verify_journal
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -353,16 +353,23 @@ def _first_of_another_stream(
 
     Such an event is one an upcaster moved to another stream (it changed a field the
     event type's ``stream`` is made of), or whose type's ``stream`` was changed since it
-    was written: the journal files it under the stream it had then.
+    was written: the journal files it under the stream it had then. One whose type's
+    ``stream`` raises (for the fields an upcaster gave it, say) is such a one too.
     """
     for index, (seq, event, stream_raw) in enumerate(zip(seqs, events, streams)):  # noqa: B905 - events may be fewer
-        stream = event.stream
-        if stream.encode() != stream_raw:
+        try:
+            stream = event.stream
+            filed = stream.encode() == stream_raw
+        except Exception as exc:  # noqa: BLE001 - an event type's stream is its own code: named
+            error = JournalRecordError(seq, unnamed_stream(event, exc))
+            error.__cause__ = exc
+            return index, error
+        if not filed:
             why = (
                 f"the record is filed under stream {stream_raw.decode('utf-8', 'backslashreplace')!r}, "
                 f"but its event is of {stream!r} ({type(event).__name__} at version {event.v}: an "
-                "upcaster, or a change of its type's stream, moved it; an upcaster must keep what "
-                "names an event's stream)"
+                "upcaster, or a change of its type's stream, moved it, or the record was changed; an "
+                "upcaster must keep what names an event's stream)"
             )
             return index, JournalRecordError(seq, why)
     return None
@@ -1928,14 +1935,17 @@ class LmdbJournal(Journal):
         read transaction, so memory stays bounded and no transaction pins pages for long. ``until``
         defaults to the last seq at the time of the call. It does not check the hash
         chain (``verify`` does; the runtime and the audit commands verify first): a
-        changed record that still decodes is returned as it is.
+        changed record that still decodes is returned as it is, unless it takes the
+        checked path (a record to upcast, or a codec of event types of your own, and the
+        records read with it) and its event is of another stream than it is filed under.
 
         Raises:
             JournalRecordError: a record cannot be decoded (names the seq; raised when
-                the iterator reaches it). For a record of a newer version or an unknown
-                type it is also the event layer's ``EventVersionError`` or
-                ``UnknownEventTypeError`` (``JournalRecordVersionError``,
-                ``JournalRecordTypeError``).
+                the iterator reaches it), or, on the checked path, its event is of another
+                stream than it is filed under (an upcaster moved it, or it was changed).
+                For a record of a newer version or an unknown type it is also the event
+                layer's ``EventVersionError`` or ``UnknownEventTypeError``
+                (``JournalRecordVersionError``, ``JournalRecordTypeError``).
             InvalidStreamError: ``stream`` is no stream name the journal writes (also a
                 ``ValueError``).
             TypeError: ``after`` or ``until`` is not an int (one below 0 counts as 0).

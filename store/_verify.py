@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ._journal import Record
     from ._lmdb import LmdbJournal
 
-__all__ = ["verify_journal"]
+__all__ = ["unnamed_stream", "verify_journal"]
 
 _CHAIN: Final = CHAIN_LEN
 # The database layout of store/_lmdb.py (kept here too: _lmdb imports this module); the
@@ -280,13 +280,23 @@ def _event_problem(
     # how deep a reader can decode depends on its stack; the record's array is one more level
     if len(value) > MAX_VALUE_DEPTH and nests_too_deeply(value, around=1):
         return f"{UNDECODABLE}: it nests lists and maps deeper than {MAX_VALUE_DEPTH} levels"
-    if event.stream.encode() != stream_raw:
+    try:
+        stream = event.stream
+        filed = stream.encode() == stream_raw
+    except Exception as exc:  # noqa: BLE001 - an event type's stream is its own code: named
+        return unnamed_stream(event, exc)
+    if not filed:
         try:
             name = stream_raw.decode()
         except UnicodeDecodeError:
             return None  # the check of its stream names that, more precisely
-        return f"the record is filed under stream {name!r}, but its event is of {event.stream!r}"
+        return f"the record is filed under stream {name!r}, but its event is of {stream!r}"
     return None
+
+
+def unnamed_stream(event: Event, exc: Exception) -> str:
+    """Why a record is refused whose event's type raised computing its stream."""
+    return f"its event's stream cannot be named: {type(event).__name__}.stream raised {exc!r}"
 
 
 def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tuple[int | None, str] | None:
