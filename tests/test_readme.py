@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -17,18 +18,20 @@ def _python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", _README.read_text(), flags=re.DOTALL)
 
 
-def _run(example: str) -> list[str]:
+def _run(example: str, tmp_path: Path) -> list[str]:
+    """Run ``example``; the journal its ``tempfile.mkdtemp()`` makes goes under ``tmp_path``, not /tmp."""
     command = [sys.executable, "-c", example]
-    out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""
     return out.stdout.splitlines()
 
 
-def test_the_readme_runtime_example_runs() -> None:
+def test_the_readme_runtime_example_runs(tmp_path: Path) -> None:
     runtime_example, _, _, _ = _python_blocks()
 
-    *printed, path = _run(runtime_example)
+    *printed, path = _run(runtime_example, tmp_path)
     assert printed == [
         "{'verdict': 'plausible', 'by': 'rev'} ['rev']",
         (
@@ -41,22 +44,24 @@ def test_the_readme_runtime_example_runs() -> None:
     assert json.loads(replay.output)["private"] == {"seen": {"claim": "X causes Y"}}
 
 
-def test_the_readme_checkpoint_example_recovers_a_killed_agents_checkpoint_after_a_reopen() -> None:
+def test_the_readme_checkpoint_example_recovers_a_killed_agents_checkpoint_after_a_reopen(
+    tmp_path: Path,
+) -> None:
     _, checkpoint_example, _, _ = _python_blocks()
 
-    assert _run(checkpoint_example) == ["ship it"]
+    assert _run(checkpoint_example, tmp_path) == ["ship it"]
 
 
-def test_the_readme_journal_example_runs() -> None:
+def test_the_readme_journal_example_runs(tmp_path: Path) -> None:
     _, _, journal_example, _ = _python_blocks()
 
-    assert _run(journal_example) == ["1 TaskContextSet TASK_SHARED", "2 PrivateSet AGENT_PRIVATE"]
+    assert _run(journal_example, tmp_path) == ["1 TaskContextSet TASK_SHARED", "2 PrivateSet AGENT_PRIVATE"]
 
 
-def test_the_readme_audit_example_runs() -> None:
+def test_the_readme_audit_example_runs(tmp_path: Path) -> None:
     _, _, _, audit_example = _python_blocks()
 
-    assert _run(audit_example) == [
+    assert _run(audit_example, tmp_path) == [
         "2 {'step': 1} {'step': 2} IDLE",
         "[('system', 'New session started'), ('user', 'hello')]",
     ]
@@ -68,7 +73,7 @@ def test_the_shell_verifies_the_journal_the_readme_example_writes(tmp_path: Path
         'path = Path(tempfile.mkdtemp()) / "journal"', f"path = Path({str(tmp_path / 'journal')!r})"
     )
     assert kept != journal_example
-    _run(kept)
+    _run(kept, tmp_path)
 
     # as the README says next: `cogfabric verify JOURNAL` does the last step from the shell
     command = [sys.executable, "-m", "cogfabric", "verify", str(tmp_path / "journal")]
