@@ -203,7 +203,9 @@ class Journal(abc.ABC):
                 the batch is stored).
             UnencodableValueError, InvalidEventError: an event that could not be read
                 back (both also ``TypeError``).
-            JournalFullError: the storage is full (fail-stop where the backend says so).
+            JournalFullError: the journal reached the size it may grow to (the LMDB
+                journal's ``max_map_size``; fail-stop where the backend says so). A full
+                disk is a storage failure: ``JournalUnavailableError``.
             JournalFailedError: an earlier append failed; reopen the journal.
             JournalError: any other refusal of the backend (``LmdbJournal.append``
                 lists every case).

@@ -132,6 +132,7 @@ def open_for_audit(
             yield journal
         return
     with tempfile.TemporaryDirectory(prefix="cogfabric-audit-") as tmp:
+        tmp_parent = Path(tmp).parent
         target = Path(tmp) / "journal"
         target.mkdir(mode=0o700)
         if source is None:
@@ -144,7 +145,11 @@ def open_for_audit(
             with LmdbJournal.open(target, readonly=True, key=key, check_pages=not walked) as journal:
                 yield journal
         except JournalError as exc:  # name the user's path, not the private copy's
-            exc.args = tuple(a.replace(str(target), str(path)) if isinstance(a, str) else a for a in exc.args)
+            # but for the storage (no room for LMDB's lock file, an I/O error): that is the
+            # temporary directory's, where the journal's own file system may have room
+            storage = type(exc) is JournalUnavailableError
+            where = f"{path}'s private copy under {tmp_parent} (TMPDIR)" if storage else str(path)
+            exc.args = tuple(a.replace(str(target), where) if isinstance(a, str) else a for a in exc.args)
             raise
 
 
@@ -282,6 +287,13 @@ def _quiet_copy(path: Path, target: Path) -> None:
             after = source.stat()
         except OSError as exc:  # unreadable, or no room for the copy
             msg = f"{path}: cannot copy its data file: {exc.strerror or exc}"
+            # no room: the copy's file system (the temporary directory's), not the journal's
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                msg = (
+                    f"{path}: no room for a private copy of its data file under {target.parents[2]} "
+                    f"(the temporary directory: free some there, or set TMPDIR to one with room): "
+                    f"{exc.strerror or exc}"
+                )
             raise JournalUnavailableError(msg) from exc
         target.chmod(0o600)
         if (before.st_mtime_ns, before.st_size) == (after.st_mtime_ns, after.st_size):
