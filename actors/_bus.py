@@ -844,6 +844,12 @@ class IpcBus:
         Raises:
             AgentNotRegisteredError: no live agent has that id (an ``AgentNotFoundError``).
             IpcInvalidMessageError: an empty agent id or topic.
+            InvalidTextError: ``agent_id`` or ``topic`` is not a str, or UTF-8 cannot
+                encode it (also a ``TypeError``).
+            ActorTimeoutError: the agent did not get to it within ``call_timeout`` (a
+                behavior still busy with a message, say): it is queued, and the agent
+                subscribes once it does.
+            JournalError: the journal refused the change, or is fail-stop.
 
         """
         self._check_ids(agent_id, topic)

@@ -286,6 +286,10 @@ def replay_agent(
     over, logged: the events are the truth. ``from_snapshot=False`` replays the events
     alone, as an audit does: a snapshot is outside the hash chain. ``published``: the
     runtime stream's publications (``publications``), read once for many agents.
+
+    None when no agent of that id lives at ``until``: its stream holds no spawn by
+    then (an unknown id, or an ``until`` before its spawn, 0 or less included), or it
+    was killed by then (a later spawn of the id is another agent, from its seq on).
     """
     snapshot = _load_snapshot(journal, "agent/" + agent_id) if from_snapshot else None
     return _replay(journal, agent_id, until, snapshot, published)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn, TypeVar, Union
 
@@ -185,8 +186,13 @@ class EventCodec:
 
     @property
     def types(self) -> Mapping[str, type[Event]]:
-        """The event types this codec knows, by type name."""
-        return self._types
+        """The event types this codec knows, by type name (a read-only view).
+
+        Read-only: the codec decodes and checks by this very mapping, so a change to it
+        would change what ``decode`` and ``encode_many`` accept without the typed
+        decoder built with the codec. A codec of other types is a new ``EventCodec``.
+        """
+        return types.MappingProxyType(self._types)
 
     @property
     def pinned(self) -> bool:
@@ -198,7 +204,12 @@ class EventCodec:
         return self._pinned
 
     def current_version(self, type_name: str) -> int:
-        """The version this code writes for ``type_name``."""
+        """The version this code writes for ``type_name``.
+
+        Raises:
+            UnknownEventTypeError: ``type_name`` is no type of this codec.
+
+        """
         cls = self._types.get(type_name)
         if cls is None:
             raise UnknownEventTypeError(type_name)
@@ -220,7 +231,8 @@ class EventCodec:
         Raises:
             UnknownEventTypeError: ``type_name`` is no type of this codec.
             TypeError: ``upcaster`` is not callable, or ``from_version`` not an int.
-            ValueError: ``from_version`` is not older than the current version, or an
+            ValueError: ``from_version`` is not a version before the current one (0 to
+                the current version - 1: a negative one is refused too), or an
                 upcaster of that step is registered already (``unregister_upcaster``
                 first, to replace it: one registered by this package too).
 

@@ -210,8 +210,10 @@ class _BusEvent(Event, frozen=True, kw_only=True):
 class IpcMessage(_BusEvent, frozen=True, kw_only=True):
     """An IPC message as sent; its event ``id`` is the message id.
 
-    ``recipient`` is empty for a broadcast. ``correlation_id`` links a request and
-    its reply; ``cause`` names the message this one answers.
+    ``recipient`` is empty for a broadcast as journaled (and as ``broadcast`` builds
+    it); the copy each subscriber's behavior gets, and a dead letter of it, names that
+    subscriber instead, so a behavior tells a broadcast by ``kind``. ``correlation_id``
+    links a request and its reply; ``cause`` names the message this one answers.
     """
 
     sender: str

@@ -102,8 +102,9 @@ class Journal(abc.ABC):
 
     After ``close()``, every method that reads or writes raises ``JournalClosedError``
     (``last_seq`` too); ``close``, ``closed`` and ``readonly`` still answer. A stream
-    name a method takes must be 1 to 255 UTF-8 bytes without NUL: any other raises
-    ``InvalidStreamError`` (also a ``ValueError``).
+    name a method takes must be a ``str`` (any other type raises ``TypeError``) of 1 to
+    255 UTF-8 bytes without NUL: any other str raises ``InvalidStreamError`` (also a
+    ``ValueError``).
     """
 
     @classmethod
