@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import heapq
 import logging
 import os
 import signal
@@ -530,20 +531,33 @@ def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -
     (and ``dead-lettered for M``: each subscriber counted once, by its copy's fate).
     Only the fields shown are kept, not the payloads, so memory follows the count: a
     broadcast of another agent's is looked up when its copy's fate for ``agent_id``
-    comes, not kept from its own record on the chance that one will.
+    comes, not kept from its own record on the chance that one will. The fates of the
+    copies of a broadcast it sent (one a subscriber) are kept only while it can still be
+    among the latest ``_IPC_SHOWN`` shown: once as many entries of higher seqs exist,
+    its status is never shown (its ``status`` is None), and they are dropped, so memory
+    does not follow broadcasts times subscribers.
     """
     entries: dict[str, tuple[dict[str, Any], dict[str, _Fate]]] = {}  # by message id
+    window = _LatestShown(agent_id, entries)
     for record in journal.read(after=spawned, until=at, stream="bus"):
         event = record.event
         if isinstance(event, IpcMessage):
             if agent_id in (event.sender, event.recipient):
-                entries[event.id] = (_shown_message(record.seq, event, event.kind), {})
+                message = _shown_message(record.seq, event, event.kind)
+                entries[event.id] = (message, {})
+                window.entered(message)
         elif isinstance(event, IpcDelivered | IpcDeadLettered):
+            known = len(entries)
             _note_fate(journal, entries, agent_id, event, record.seq, spawned=spawned)
+            if len(entries) != known:  # the entry of another's broadcast, or of a dead letter alone
+                window.entered(next(reversed(entries.values()))[0])
     shown: list[dict[str, Any]] = []
     for message, fates in entries.values():
         to = message["to"]
         if not to and message["from"] == agent_id:  # a broadcast it sent
+            if message["status"] is None:  # below the latest shown: its fates were dropped
+                shown.append(message)
+                continue
             statuses = [fate.status for fate in fates.values()]
             delivered = sum(status.startswith("delivered") for status in statuses)
             dead = sum(status.startswith("dead-lettered") for status in statuses)
@@ -559,6 +573,41 @@ def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -
 
 
 _PENDING: Final = "pending"
+
+
+class _LatestShown:
+    """The floor of the latest ``_IPC_SHOWN`` entries' seqs, which drops what falls below it.
+
+    The fates of the copies of a broadcast the agent sent (one a subscriber) are kept
+    only while it can still be among the latest shown. Seqs are unique and the floor
+    only rises, so an entry below it is never shown: its ``status`` becomes None and its
+    fates are dropped (``_note_fate`` keeps no more).
+    """
+
+    __slots__ = ("agent_id", "entries", "highest", "sent")
+
+    def __init__(self, agent_id: str, entries: dict[str, tuple[dict[str, Any], dict[str, _Fate]]]) -> None:
+        self.agent_id = agent_id
+        self.entries = entries
+        self.highest: list[int] = []  # the _IPC_SHOWN highest seqs of the entries so far (a min-heap)
+        self.sent: collections.deque[dict[str, Any]] = collections.deque()  # its broadcasts, fates kept
+
+    def entered(self, message: dict[str, Any]) -> None:
+        """Count a new entry; drop the fates of the agent's broadcasts that can no longer be shown."""
+        highest = self.highest
+        seq = message["seq"]
+        if len(highest) < _IPC_SHOWN:
+            heapq.heappush(highest, seq)
+        elif seq > highest[0]:
+            heapq.heapreplace(highest, seq)
+        if not message["to"] and message["from"] == self.agent_id:
+            self.sent.append(message)
+        if len(highest) == _IPC_SHOWN:
+            sent = self.sent
+            while sent and sent[0]["seq"] < highest[0]:
+                dropped = sent.popleft()
+                dropped["status"] = None
+                self.entries[dropped["id"]][1].clear()
 
 
 class _Fate:
@@ -628,6 +677,8 @@ def _note_fate(
         if journal.seq_of(event.message_id) is not None:
             return
         entry = entries[event.message_id] = (_shown_message(seq, event, ""), {})
+    if entry[0]["status"] is None:
+        return  # a broadcast it sent, below the latest shown: its fates are not kept
     fate = entry[1].setdefault(event.recipient, _Fate())
     if isinstance(event, IpcDelivered):
         fate.delivered = True
