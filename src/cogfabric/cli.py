@@ -466,9 +466,10 @@ def simulate(
             where = config_path if config_path is not None else "the --config file"
             hint = f"raise journal.max_map_size in {where} (or leave it out: no limit), then run it again"
             _fail(f"the simulation stopped: {exc}; to continue, {hint}", EXIT_PROBLEM)
-        except (JournalFailedError, JournalIntegrityError) as exc:
-            # the run could not go on (a failed write) or the journal is bad
+        except JournalFailedError as exc:  # the run could not go on (a failed write)
             _fail(f"the simulation stopped: {exc}", EXIT_PROBLEM)
+        except JournalIntegrityError as exc:  # the journal is bad: refused at open, before a turn
+            _fail(f"the simulation did not start: {exc}", EXIT_PROBLEM)
         except (JournalError, SimulationError, InvalidConfigError) as exc:
             _fail(str(exc))
         except (CogfabricError, TimeoutError) as exc:  # the run itself could not go on
