@@ -98,7 +98,7 @@ def upgrade_cognitive_state(state: CognitiveState) -> CognitiveState:
             cogfabric refuses it on write as well as on decode, so a journal never
             holds a state it cannot replay (a deliberate difference from the
             original, which stores it). A negative version is stored as it is, as
-            in the original.
+            in the original, down to -2**63 (what msgpack stores; one below is refused).
         TypeError: ``state`` is not a ``CognitiveState``, or of a subclass with fields
             of its own (a stored state would lose them).
 
@@ -162,7 +162,8 @@ def decode_cognitive_state(value: object) -> CognitiveState:
         CognitiveStateSchemaVersionError: a version newer than
             ``COGNITIVE_STATE_SCHEMA_VERSION``, a non-numeric ``schema_version``, or
             a versioned mapping with keys other than the six fields (it is a
-            ``ValueError`` too). A negative version is accepted, as in the original.
+            ``ValueError`` too). A negative version is accepted, as in the original,
+            down to -2**63 (what msgpack stores: one below it is refused, as newer ones are).
 
     """
     if value is None:
