@@ -742,6 +742,11 @@ class AgentActor(pykka.ThreadingActor):
             return ack.ticket
         self._apply(event)
         self._outbox.append(event)
+        if len(self._outbox) >= writer.group_max:
+            # A behavior that changes its state in a long loop within one message hands
+            # its changes over a group commit at a time, waiting for room in the writer's
+            # queue as a send does, rather than hold them all until the message ends.
+            return self._flush_outbox_locked()
         return 0
 
     def _catch_up_when_written(self, writer: JournalWriter) -> None:

@@ -48,7 +48,9 @@ class JournalConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     it (a ``spawn_many``, say), which is never split: it is a commit of its own. The
     writer's queue holds about four times this many events; past that, agents and
     callers wait for room (at most ``runtime.call_timeout``), so a burst cannot outrun
-    the journal without limit."""
+    the journal without limit. In batch durability an agent hands its changes to the
+    writer when its message is done, or once this many of them wait (a behavior's long
+    loop of changes within one message)."""
 
 
 class RuntimeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -312,6 +312,11 @@ class JournalWriter:
         return self._journal
 
     @property
+    def group_max(self) -> int:
+        """At most this many events a commit (``group_commit_max``), but for a larger submission."""
+        return self._group_max
+
+    @property
     def failure(self) -> BaseException | None:
         """The error that made the journal fail-stop, if any."""
         return self._failure
