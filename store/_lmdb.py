@@ -49,6 +49,7 @@ import reprlib
 import stat
 import struct
 import threading
+import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
@@ -138,6 +139,9 @@ _DB_HEADS: Final = b"heads"
 _DB_ANCHORS: Final = b"anchors"
 _ANCHOR_EVERY: Final = 64  # a power of two: the writer tests ``count & (_ANCHOR_EVERY - 1)``
 _HEADS_CACHE: Final = 65_536  # streams whose head the writer keeps in memory
+_READER_CHECK_EVERY: Final = 60.0
+"""Seconds between a writer's sweeps of LMDB's reader table for slots of killed readers
+(PITFALLS.md §1.5: such a slot pins the pages its snapshot saw, so the file grows)."""
 _DB_IDS: Final = b"ids"
 _DB_SNAPSHOTS: Final = b"snapshots"
 _DB_META: Final = b"meta"
@@ -1057,6 +1061,7 @@ class LmdbJournal(Journal):
         self._real_path = os.path.realpath(path)  # now: a forked child may change directory
         _OPEN_JOURNALS.add(self)
         self._failed: BaseException | None = None
+        self._readers_checked = time.monotonic()  # open cleared them (a writer's)
         self._db_events = env.open_db(_DB_EVENTS, create=False)
         self._db_heads = env.open_db(_DB_HEADS, create=False)
         self._db_anchors = env.open_db(_DB_ANCHORS, create=False)
@@ -1631,6 +1636,10 @@ class LmdbJournal(Journal):
         self, batch: list[Event], payloads: list[bytes], snapshots: Sequence[Snapshot]
     ) -> list[int]:
         known: dict[bytes, int] | None = None  # None: no id is known to be stored already
+        now = time.monotonic()
+        if now - self._readers_checked >= _READER_CHECK_EVERY:
+            self._readers_checked = now
+            self._clear_stale_readers()
         while True:
             try:
                 outcome = self._write(batch, payloads, snapshots, known)
@@ -1696,7 +1705,22 @@ class LmdbJournal(Journal):
         except EventError:  # a stored record that no longer decodes is no match
             return False
 
+    def _clear_stale_readers(self) -> int:
+        """Free the reader slots of killed processes (PITFALLS.md §1.5); how many were freed.
+
+        A killed reader's slot keeps the pages of its snapshot from reuse, so the file
+        grows: open clears them, then an append every ``_READER_CHECK_EVERY`` seconds, and
+        a full map before it grows. A failure here fails no append: it is logged.
+        """
+        try:
+            return int(self._env.reader_check())
+        except lmdb.Error:
+            log.warning("%s: its reader table could not be checked", self._path, exc_info=True)
+            return 0
+
     def _grow(self, cause: lmdb.Error, payloads: Sequence[bytes], snapshots: Sequence[Snapshot]) -> None:
+        if self._clear_stale_readers():
+            return  # pages a killed reader pinned are free again: try once more at this size
         limit = self._max_map_size
         new_size = _grown_size(int(self._env.info()["map_size"]), limit)
         if new_size is None:
