@@ -745,8 +745,11 @@ class AgentActor(pykka.ThreadingActor):
         if len(self._outbox) >= writer.group_max:
             # A behavior that changes its state in a long loop within one message hands
             # its changes over a group commit at a time, waiting for room in the writer's
-            # queue as a send does, rather than hold them all until the message ends.
-            return self._flush_outbox_locked()
+            # queue as a send does, rather than hold them all until the message ends. No
+            # snapshot meanwhile: each would encode the whole state, which such a loop may
+            # be growing (100,000 new keys of 1 KB: 7.3 s and 1.1 GB at the peak with one a
+            # group, 1.1 s and 0.4 GB with one at the message's end).
+            return self._flush_outbox_locked(snapshot=False)
         return 0
 
     def _catch_up_when_written(self, writer: JournalWriter) -> None:
@@ -873,7 +876,7 @@ class AgentActor(pykka.ThreadingActor):
         with self._foreign_lock:  # in turn with a kept ctx's change on another thread (journal)
             return self._flush_outbox_locked()
 
-    def _flush_outbox_locked(self) -> int:
+    def _flush_outbox_locked(self, *, snapshot: bool = True) -> int:
         writer = self._core.writer
         if self._foreign and not self._kill_unsure:  # noted during an undecided kill: after it
             self._take_foreign()
@@ -890,7 +893,8 @@ class AgentActor(pykka.ThreadingActor):
             return 0
         events, self._outbox = self._outbox, []
         ticket = writer.submit_nowait(events)
-        self._maybe_snapshot()
+        if snapshot:
+            self._maybe_snapshot()
         return ticket
 
     def _maybe_snapshot(self) -> None:

@@ -42,7 +42,9 @@ class JournalConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     ``Journal.open``)."""
     snapshot_interval: _Positive = 200
     """An agent's state is snapshotted after this many of its own events (a task context
-    published to it, applied, is not one of them)."""
+    published to it, applied, is not one of them), as it hands them to the writer: in
+    batch durability at a message's end or send, not at each group of a long run of
+    changes within one message (each would encode the whole state)."""
     group_commit_max: _Positive = 4096
     """At most this many events in one write transaction, but for one change larger than
     it (a ``spawn_many``, say), which is never split: it is a commit of its own. The
