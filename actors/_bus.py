@@ -863,7 +863,8 @@ class IpcBus:
         empty topic has no subscription to remove.
 
         Raises:
-            InvalidTextError: ``agent_id`` or ``topic`` is not a str (also a ``TypeError``).
+            InvalidTextError: ``agent_id`` or ``topic`` is not a str, or UTF-8 cannot
+                encode it (also a ``TypeError``).
             ActorTimeoutError: a live agent stayed busy in its behavior for
                 ``call_timeout`` (the change is queued, and applied when it gets to it).
 

@@ -85,10 +85,11 @@ def test_a_real_full_temporary_directory_is_named(
     small_file_system: Path,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # a 2 MiB tmpfs (root only) holding all but 32 KiB: the copy fits, LMDB's lock file may not
+    # a 2 MiB tmpfs (root only) holding all but 96 KiB: the copy (64 KiB) fits, LMDB's lock
+    # file may not (with 32 KiB left, the copy was cut short: test_cli_audit_copy_full_tmpdir_s51_h13)
     free = os.statvfs(small_file_system)
     filler = small_file_system / "filler"
-    filler.write_bytes(b"\1" * (free.f_bavail * free.f_frsize - (32 << 10)))
+    filler.write_bytes(b"\1" * (free.f_bavail * free.f_frsize - (96 << 10)))
     monkeypatch.setattr(tempfile, "tempdir", str(small_file_system))
 
     result = CliRunner().invoke(main, ["verify", "--copy", str(journal)])

@@ -329,11 +329,26 @@ def _copy_used(source: Path, target: Path) -> None:
                     if not chunk:
                         break  # the file shrank meanwhile: the copy's check of its size says so
                     if chunk != _ZEROS[: len(chunk)]:  # zeros stay a hole: ftruncate below makes them
-                        os.pwrite(fd, chunk, offset)
+                        _write_all(fd, chunk, offset)
                     offset += len(chunk)
             os.ftruncate(fd, end)
         finally:
             os.close(fd)
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    """Write all of ``data`` at ``offset``: a file system that fills up writes part of it and says nothing.
+
+    The rest is written again, which raises (``ENOSPC``, ``EDQUOT``) once no byte fits:
+    a copy cut short there would read as a damaged journal, with its end zeros.
+    """
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        if written <= 0:  # no progress, and no error said why
+            raise OSError(errno.EIO, f"a write of the copy at offset {offset} wrote nothing")
+        view = view[written:]
+        offset += written
 
 
 def _data_regions(fd: int, end: int) -> Iterator[tuple[int, int]]:
@@ -544,8 +559,9 @@ def _ipc_of(journal: LmdbJournal, agent_id: str, spawned: int, at: int | None) -
         if isinstance(event, IpcMessage):
             if agent_id in (event.sender, event.recipient):
                 message = _shown_message(record.seq, event, event.kind)
+                replaced = entries.get(event.id)  # a second record of the id: a damaged id index
                 entries[event.id] = (message, {})
-                window.entered(message)
+                window.entered(message, replacing=None if replaced is None else replaced[0])
         elif isinstance(event, IpcDelivered | IpcDeadLettered):
             known = len(entries)
             _note_fate(journal, entries, agent_id, event, record.seq, spawned=spawned)
@@ -592,10 +608,18 @@ class _LatestShown:
         self.highest: list[int] = []  # the _IPC_SHOWN highest seqs of the entries so far (a min-heap)
         self.sent: collections.deque[dict[str, Any]] = collections.deque()  # its broadcasts, fates kept
 
-    def entered(self, message: dict[str, Any]) -> None:
-        """Count a new entry; drop the fates of the agent's broadcasts that can no longer be shown."""
+    def entered(self, message: dict[str, Any], *, replacing: dict[str, Any] | None = None) -> None:
+        """Count a new entry; drop the fates of the agent's broadcasts that can no longer be shown.
+
+        ``replacing``: the entry of the same id it takes the place of (two records of one
+        id, read unverified from a journal whose id index lost the first's): that one is
+        no longer shown, so its seq is no longer counted.
+        """
         highest = self.highest
         seq = message["seq"]
+        if replacing is not None and replacing["seq"] in highest:
+            highest.remove(replacing["seq"])
+            heapq.heapify(highest)
         if len(highest) < _IPC_SHOWN:
             heapq.heappush(highest, seq)
         elif seq > highest[0]:
@@ -606,8 +630,10 @@ class _LatestShown:
             sent = self.sent
             while sent and sent[0]["seq"] < highest[0]:
                 dropped = sent.popleft()
-                dropped["status"] = None
-                self.entries[dropped["id"]][1].clear()
+                entry = self.entries[dropped["id"]]
+                if entry[0] is dropped:  # not one a second record of its id replaced
+                    dropped["status"] = None
+                    entry[1].clear()
 
 
 class _Fate:
