@@ -747,8 +747,7 @@ class AgentActor(pykka.ThreadingActor):
             # its changes over a group commit at a time, waiting for room in the writer's
             # queue as a send does, rather than hold them all until the message ends. No
             # snapshot meanwhile: each would encode the whole state, which such a loop may
-            # be growing (100,000 new keys of 1 KB: 7.3 s and 1.1 GB at the peak with one a
-            # group, 1.1 s and 0.4 GB with one at the message's end).
+            # be growing (one is taken at the message's end, as before).
             return self._flush_outbox_locked(snapshot=False)
         return 0
 
