@@ -10,7 +10,7 @@ and the export a script would run on it was refused.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from click.testing import CliRunner
@@ -23,21 +23,25 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-@pytest.mark.parametrize("claimed", [0, 10**6])
-def test_a_forged_snapshot_of_no_seq_of_the_journal_has_no_first_bad_seq(
-    tmp_path: Path, claimed: int
-) -> None:
+def _verdict_of_a2_claiming(tmp_path: Path, claimed: int) -> tuple[int, dict[str, Any]]:
+    """``verify --json``'s exit code and verdict once a2's snapshot claims seq ``claimed`` (rehashed)."""
     path = tmp_path / "journal"
     _agents_with_snapshots(path, "sync")
     with Journal.open(path, readonly=True) as journal:
         snapshot = journal.load_snapshot("agent/a2")
     assert snapshot is not None
     _rehashed_snapshot(path, "agent/a2", claimed, snapshot.data)
-
     result = CliRunner().invoke(main, ["verify", str(path), "--json"])
+    return result.exit_code, json.loads(result.stdout)
 
-    assert result.exit_code == 1, result.output
-    verdict = json.loads(result.stdout)
+
+@pytest.mark.parametrize("claimed", [0, 10**6])
+def test_a_forged_snapshot_of_no_seq_of_the_journal_has_no_first_bad_seq(
+    tmp_path: Path, claimed: int
+) -> None:
+    code, verdict = _verdict_of_a2_claiming(tmp_path, claimed)
+
+    assert code == 1, verdict
     assert verdict["reason"].startswith(f"agent 'a2': its snapshot covers seq {claimed}")
     assert (verdict["ok"], verdict["first_bad_seq"]) == (False, None)
 
@@ -48,15 +52,6 @@ def test_a_forged_snapshot_of_no_seq_of_the_journal_has_no_first_bad_seq(
 def test_the_reason_says_which_side_of_the_records_a_forged_seq_lies(
     tmp_path: Path, claimed: int, where: str
 ) -> None:
-    path = tmp_path / "journal"
-    _agents_with_snapshots(path, "sync")
-    with Journal.open(path, readonly=True) as journal:
-        snapshot = journal.load_snapshot("agent/a2")
-    assert snapshot is not None
-    _rehashed_snapshot(path, "agent/a2", claimed, snapshot.data)
+    _, verdict = _verdict_of_a2_claiming(tmp_path, claimed)
 
-    result = CliRunner().invoke(main, ["verify", str(path), "--json"])
-
-    assert json.loads(result.stdout)["reason"].startswith(
-        f"agent 'a2': its snapshot covers seq {claimed}, {where}"
-    )
+    assert verdict["reason"].startswith(f"agent 'a2': its snapshot covers seq {claimed}, {where}")
