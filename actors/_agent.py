@@ -392,6 +392,9 @@ class AgentActor(pykka.ThreadingActor):
         leaves; refused or failed, it lives on), and a kept ctx's call raises
         ``ActorTimeoutError``."""
         self._stale = False  # a commit it stopped waiting for may have happened
+        self._snapshot_due = False
+        """A mid-message hand-over took no snapshot: the next flush takes it if due, also
+        one that finds the outbox empty (a loop that ended on a group's last change)."""
         self._behind: Ack | None = None
         """While ``_stale``: the acknowledgement of the last submission it must see stored."""
         self._saw_failure = False  # reloaded once the journal writer failed
@@ -748,6 +751,7 @@ class AgentActor(pykka.ThreadingActor):
             # queue as a send does, rather than hold them all until the message ends. No
             # snapshot meanwhile: each would encode the whole state, which such a loop may
             # be growing (one is taken at the message's end, as before).
+            self._snapshot_due = True
             return self._flush_outbox_locked(snapshot=False)
         return 0
 
@@ -889,10 +893,14 @@ class AgentActor(pykka.ThreadingActor):
             self._outbox = []
         if not self._outbox or writer is None:
             self._outbox = []
+            if snapshot and self._snapshot_due:
+                self._snapshot_due = False
+                self._maybe_snapshot()
             return 0
         events, self._outbox = self._outbox, []
         ticket = writer.submit_nowait(events)
         if snapshot:
+            self._snapshot_due = False
             self._maybe_snapshot()
         return ticket
 
