@@ -1148,7 +1148,14 @@ class AgentActor(pykka.ThreadingActor):
         try:
             at = self._now()
         except ClockError as exc:  # the delivery cannot be journaled: not handled, a requester told
-            log.warning("agent %s: %s; %s not handled", self._state.id, exc, message.topic)
+            log.warning(
+                "agent %s: %s; %r (message %s from %r) not handled",
+                self._state.id,
+                exc,
+                message.topic,
+                message.id,
+                message.sender,
+            )
             if message.kind == "request":
                 bus.refuse(message, "clock error", exc)
             return
@@ -1240,7 +1247,12 @@ class AgentActor(pykka.ThreadingActor):
         behavior made (a requester gets the error at once; see ``IpcBus.cut_short``).
         Not a failure of the agent: no ``AgentFailed``, no restart.
         """
-        log.info("agent %s: the runtime closed while it handled %s", self._state.id, message.topic)
+        log.info(
+            "agent %s: the runtime closed while it handled %r (message %s)",
+            self._state.id,
+            message.topic,
+            message.id,
+        )
         why = RuntimeClosedError(f"the runtime closed while {self._state.id!r} handled it: {exc}")
         with contextlib.suppress(RuntimeClosedError, JournalError):  # the writer stopped: too late to record
             try:
@@ -1259,7 +1271,14 @@ class AgentActor(pykka.ThreadingActor):
         the changes without going fail-stop (the writer then commits the other
         submissions apart) still takes the failure.
         """
-        log.warning("behavior of agent %s raised on %s: %s", self._state.id, message.topic, journal_repr(exc))
+        log.warning(  # the topic quoted: it is the sender's text, and may hold a line break
+            "behavior of agent %s raised on %r (message %s from %r): %s",
+            self._state.id,
+            message.topic,
+            message.id,
+            message.sender,
+            journal_repr(exc),
+        )
         try:
             with self._foreign_lock:  # the outbox, in turn with a kept ctx's change (journal)
                 self._flush_outbox_locked()  # what the message led to goes first, also when the clock fails

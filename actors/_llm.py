@@ -1024,7 +1024,11 @@ class JournaledLLM(LLMClient):
             try:
                 self._memory._add_later(session_id, _answer(output, turn_id))  # noqa: SLF001
             except CogfabricError as exc:  # closed meanwhile, say
-                log.warning("the answer of a turn whose output record timed out was not added: %r", exc)
+                log.warning(
+                    "the answer of a turn whose output record timed out was not added to session %r: %r",
+                    session_id,
+                    exc,
+                )
             raise
         finally:
             self._turn.session = self._turn.output = None

@@ -128,7 +128,13 @@ def _retrieved(retriever: Retriever, query: str) -> list[Snippet]:
     try:
         return [kept for kept in map(_checked_snippet, retriever.retrieve(query)) if kept is not None]
     except BaseException:  # CancelledError, sys.exit() too: the caller's call goes on without it
-        log.exception("a retriever failed; the prompt goes on without it")
+        # A warning, as for one that does not answer in time: the prompt is built all the
+        # same. Named by its type, not its repr (which could show a client's credentials).
+        log.warning(
+            "a retriever (%s) failed; the prompt goes on without it",
+            type(retriever).__qualname__,
+            exc_info=True,
+        )
         return []
 
 
@@ -341,7 +347,11 @@ class _Op:
         if self.unwaited and isinstance(self.error, ActorTimeoutError):
             log.debug("the answer of a turn that timed out goes into its session once stored")
         elif self.unwaited and self.error is not None:
-            log.warning("the answer of a turn that timed out was not added to its session: %r", self.error)
+            log.warning(
+                "the answer of a turn that timed out was not added to session %r: %r",
+                self.args[0],
+                self.error,
+            )
         self.done.release()
 
 

@@ -805,6 +805,11 @@ class JournalWriter:
             seqs = self._journal.append(events, snapshots=snapshots, validate=False)
         except (JournalError, TypeError, ValueError) as exc:
             if isinstance(exc, JournalError) and self._journal_failed():
+                # Once, as it happens: in sync durability only the callers hear it otherwise
+                # (each refused change after it raises again, without a record here).
+                log.error(  # noqa: TRY400 - its text names the journal and the cause; a traceback adds none
+                    "the journal is fail-stop; every change is refused until it is reopened: %s", exc
+                )
                 self._failure = exc
                 self._note_dropped(taken, exc)
                 self._fail(taken, exc)
