@@ -398,6 +398,7 @@ class AgentActor(pykka.ThreadingActor):
         self._behind: Ack | None = None
         """While ``_stale``: the acknowledgement of the last submission it must see stored."""
         self._saw_failure = False  # reloaded once the journal writer failed
+        self._failure_traced = False  # its behavior's first failure was logged with its traceback
         self.cause: str | None = None
         """The id of the IPC message the behavior is handling: the cause of what it does."""
         self.trace: str | None = None
@@ -1278,7 +1279,11 @@ class AgentActor(pykka.ThreadingActor):
             message.id,
             message.sender,
             journal_repr(exc),
+            # the traceback of its first failure only: where the bug is, without a
+            # behavior that raises on every message flooding the log with the same one
+            exc_info=None if self._failure_traced else exc,
         )
+        self._failure_traced = True
         try:
             with self._foreign_lock:  # the outbox, in turn with a kept ctx's change (journal)
                 self._flush_outbox_locked()  # what the message led to goes first, also when the clock fails

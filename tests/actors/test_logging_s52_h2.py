@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import traceback
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -209,3 +210,28 @@ def test_a_message_the_close_cuts_short_is_named_on_one_line(caplog: pytest.LogC
     said = record.getMessage()
     assert sent.id in said
     assert "\n" not in said
+
+
+def test_only_an_agents_first_failure_is_logged_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    # The traceback says where the behavior's bug is; one that raises on every message
+    # must not repeat it for each (session 52: before, no failure had one).
+    caplog.set_level(logging.WARNING, logger="cogfabric")
+    with Runtime.open(None, clock=FakeClock(), behaviors={"raises": _Raises}) as rt:
+        rt.spawn("a", behavior="raises")
+        rt.spawn("b", behavior="raises")
+        rt.spawn("s")
+        for _ in range(3):
+            rt.bus.send("s", "a", "t", 1)
+        rt.bus.send("s", "b", "t", 1)
+    failures = {
+        "a": _records(caplog, "behavior of agent a raised"),
+        "b": _records(caplog, "behavior of agent b raised"),
+    }
+    assert [len(found) for found in failures.values()] == [3, 1]
+    traced = [r.exc_info is not None for r in failures["a"]]
+    assert traced == [True, False, False]
+    assert failures["b"][0].exc_info is not None  # each agent's first
+    kind, _, tb = failures["a"][0].exc_info or (None, None, None)
+    assert kind is ValueError
+    assert tb is not None
+    assert "on_message" in "".join(traceback.format_tb(tb))
