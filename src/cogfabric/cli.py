@@ -163,9 +163,12 @@ def _say(line: str) -> None:
     A reader of stderr gone, or a full disk, loses the line but never changes the exit
     status: a damaged journal still exits 1 and a usage error 2 (an error raised here
     would be taken for stdout's reader going away, a clean exit 0).
+
+    What a terminal would act on is escaped (``_printable``): a line names journal paths
+    and what a journal's own files and records hold, which whoever wrote them chose.
     """
     try:
-        click.echo(line, err=True)
+        click.echo(_printable(line, backslash=False), err=True)
     except OSError:
         _stderr_gone()
 
@@ -718,9 +721,41 @@ def _failed_line(
 
 
 def _shown(journal: Path) -> str:
-    """``journal`` as a shell word of a command a message suggests (never taken for an option)."""
+    """``journal`` as a shell word of a command a message suggests (never taken for an option).
+
+    A path holding what a terminal acts on (an ESC, a carriage return: whoever named the
+    journal's directory chose them) is written as a ``$'...'`` word, its characters as
+    escapes bash and zsh read back, so the line prints as it is and the command still runs.
+    """
     named = str(journal)
-    return shlex.quote(named if not named.startswith("-") else f"./{named}")
+    named = named if not named.startswith("-") else f"./{named}"
+    if named.isprintable():
+        return shlex.quote(named)
+    return "$'" + "".join(map(_ansi_c_escaped, named)) + "'"
+
+
+def _ansi_c_escaped(char: str) -> str:
+    """``char`` inside a ``$'...'`` shell word: a character the terminal acts on as its escape.
+
+    A lone surrogate stands for a byte of a name that is not UTF-8 (``os.fsdecode``), so
+    it is that byte, ``\\xHH``; any other character is its code point, ``\\uHHHH`` or
+    ``\\UHHHHHHHH`` (``\\x9b`` would be the byte, not U+009B).
+    """
+    if char in "\\'":
+        return "\\" + char
+    if char.isprintable():
+        return char
+    try:
+        raw = char.encode("utf-8", "surrogateescape")  # one byte: ASCII, or the byte a surrogate stands for
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        raw = b"\xff\xff"
+    if len(raw) == 1:
+        return f"\\x{raw[0]:02x}"
+    return f"\\u{ord(char):04x}" if ord(char) < _ASTRAL else f"\\U{ord(char):08x}"
+
+
+_ASTRAL: Final = 0x10000
+"""The first code point past the Basic Multilingual Plane: ``\\uHHHH`` cannot name it."""
 
 
 def _export_hint(journal: Path, stream: str, seq: int, *, copy: bool, no_verify: bool, keyed: bool) -> str:
@@ -856,8 +891,23 @@ def _sink(target: Path | None, output: Path | None) -> Any:  # noqa: ANN401 - a 
         if sys.stdout is None:  # started with stdout closed (``>&-``)
             _fail("stdout is closed: name a file with --output")
         return sys.stdout.buffer
+    # A symbolic link is written through only when you (or root) made it: one planted
+    # where the export goes, in a directory others can write, would have it truncate or
+    # create whatever file its maker chose that you can write (as Linux's
+    # fs.protected_symlinks refuses in sticky directories only). A name that is no link is
+    # never opened through one: O_NOFOLLOW refuses a link put there after the check.
+    linked = target.is_symlink()
+    if linked:
+        with contextlib.suppress(OSError):  # gone meanwhile: the open says what is there
+            owner = target.lstat().st_uid
+            if owner not in (os.geteuid(), 0):
+                _fail(
+                    f"cannot write --output {_named(output)}: it is a symbolic link another user (uid "
+                    f"{owner}) made, which an export does not write through; name the file it points to"
+                )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if linked else os.O_NOFOLLOW)
     try:
-        return os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+        return os.fdopen(os.open(target, flags, 0o600), "wb")
     except OSError as exc:  # a missing directory, no permission: a usage error
         _fail(f"cannot write --output {_named(output)}: {exc.strerror or exc}")
 
