@@ -1060,7 +1060,40 @@ def encode_json(value: object, *, indent: int = 0) -> bytes:
     if _has_odd_keys(value):
         value = _json_ready_deep(value)
     encoded = _json.encode(value)
-    return msgspec.json.format(encoded, indent=indent) if indent else encoded
+    if indent:
+        encoded = msgspec.json.format(encoded, indent=indent)
+    if encoded.isascii() and b"\x7f" not in encoded:  # msgspec escapes the rest of ASCII's controls
+        return encoded
+    return _escaped_unprintable(encoded)
+
+
+def _escaped_unprintable(encoded: bytes) -> bytes:
+    r"""JSON text with each character from DEL up that ``str.isprintable`` refuses as its ``\uXXXX`` escape.
+
+    msgspec escapes only the controls below U+0020; a terminal acts on others a journal's
+    text may hold (DEL, the C1 controls such as U+009B, a CSI; a bidi override, U+202E;
+    zero-width and line-separator characters), which would move the cursor or hide or
+    reorder what a reader sees of an export printed to it. Outside its strings JSON text
+    is ASCII, so only strings change, and only in how they are written: the same values.
+    """
+    text = encoded.decode()
+    if text.isprintable():
+        return encoded
+    # below DEL: msgspec's own escapes, and an indented text's line breaks, which are kept
+    return "".join(c if c < "\x7f" or c.isprintable() else _json_escape(c) for c in text).encode()
+
+
+def _json_escape(char: str) -> str:
+    r"""One character as JSON escapes it: ``\uXXXX``, or a surrogate pair past U+FFFF."""
+    code = ord(char)
+    if code < _ASTRAL:
+        return f"\\u{code:04x}"
+    code -= _ASTRAL
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+_ASTRAL: Final = 0x10000
+"""The first code point past the Basic Multilingual Plane: JSON writes it as a surrogate pair."""
 
 
 _SCALARS: Final = frozenset({str, int, float, bool, bytes, type(None)})
