@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import datetime as dt
+import decimal
 import errno
 import heapq
 import logging
@@ -12,6 +14,7 @@ import signal
 import sys
 import tempfile
 import threading
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -1190,9 +1193,21 @@ def _json_ready(value: object) -> object:
     return value
 
 
-_RAW: Final = (bytes, bytearray, memoryview)
-"""Kept by ``to_builtins`` in ``_json_ready``: a bytes key stays a key of its own (the
-encoder writes bytes as base64 after)."""
+_RAW: Final = (
+    bytes,
+    bytearray,
+    memoryview,
+    dt.datetime,
+    dt.date,
+    dt.time,
+    dt.timedelta,
+    uuid.UUID,
+    decimal.Decimal,
+)
+"""Kept by ``to_builtins`` in ``_json_ready``: a bytes or a datetime key (a msgpack
+timestamp reads back as one) stays a key of its own, never merged with the text key it
+would turn into (the encoder writes each value of these types as ``to_builtins`` would,
+bytes as base64, a datetime as RFC 3339 text, after)."""
 
 
 def _event_data(event: Event) -> dict[str, object]:
