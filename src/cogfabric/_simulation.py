@@ -41,7 +41,7 @@ from cogfabric.actors import (
     ScriptedProvider,
     SessionNotFoundError,
 )
-from cogfabric.events import CognitiveState, IpcDeadLettered, IpcMessage
+from cogfabric.events import CognitiveState, IpcDeadLettered, IpcMessage, LlmOutputRecorded, SessionCreated
 from cogfabric.store import Journal, JournalError, JournalFailedError, JournalFullError, JournalNotFoundError
 
 if TYPE_CHECKING:
@@ -91,6 +91,14 @@ class SimulationReport:
     reproduces its seed's states."""
     dead_letter_reasons: dict[str, int] = field(default_factory=dict)
     """How many of ``dead_letters`` each reason left (``"mailbox full"``, ``"handler error"``...)."""
+    sessions_replaced: int = 0
+    """Sessions of this run that replaced one its agent had (the old one expired, or was evicted or
+    deleted): its later turns lost the earlier messages from their windows, so none in a run that
+    reproduces its seed's states (the session TTL is wall-clock time)."""
+    journal_seed: int | None = None
+    """For a continued run, the seed whose model answered the journal's last turn before it
+    (``LlmOutputRecorded``'s model, ``seed-<n>``); None for a new journal, or one no model
+    answered yet. Another seed than this run's makes a journal that follows neither alone."""
 
     @property
     def events_per_second(self) -> float:
@@ -348,6 +356,8 @@ def run_simulation(
         resumed=ran.resumed,
         dead_letters=counts["IpcDeadLettered"],
         dead_letter_reasons=dict(ran.dead_letter_reasons),
+        sessions_replaced=ran.sessions_replaced,
+        journal_seed=ran.journal_seed,
     )
 
 
@@ -362,6 +372,8 @@ class _Ran(NamedTuple):
     counts: collections.Counter[str]
     dead_letter_reasons: collections.Counter[str]
     resumed: bool
+    sessions_replaced: int
+    journal_seed: int | None
 
 
 _TICKS_IN_FLIGHT: Final = 2
@@ -383,6 +395,7 @@ def _drive(
     assert journal is not None
     before = journal.last_seq
     resumed = bool(rt.agents())
+    journal_seed = None
     if resumed:
         researchers = sorted(a for a in rt.agents() if a.startswith("researcher-"))
         reviewers[:] = sorted(a for a in rt.agents() if a.startswith("reviewer-"))
@@ -390,9 +403,11 @@ def _drive(
         if foreign or not researchers or not reviewers:
             raise SimulationError(_foreign_message(path, foreign))
         _finish_set_up(rt, researchers)  # a run stopped after its spawns left it undone
+        journal_seed = _journal_seed(journal, researchers)
     else:
         _set_up(rt, researchers, reviewers)
-    _ensure_sessions(rt, [*reviewers, *researchers])
+    # an agent's first session is no replacement (a new journal's, or one a stopped set-up left undone)
+    sessionless = _ensure_sessions(rt, [*reviewers, *researchers])
     started = time.perf_counter()
     taken = [rt.agent(a).private("rounds") or 0 for a in researchers]
     # the round-robin goes on from the first researcher of the fewest rounds, as one run
@@ -420,7 +435,8 @@ def _drive(
         one_done()
     rt.flush()
     seconds = time.perf_counter() - started
-    counts, reasons = _event_counts(journal, after=before)
+    counts, reasons, created = _event_counts(journal, after=before)
+    replaced = sum(n - (agent in sessionless) for agent, n in created.items())
     return _Ran(
         agents=len(researchers) + len(reviewers),
         before=before,
@@ -430,13 +446,37 @@ def _drive(
         counts=counts,
         dead_letter_reasons=reasons,
         resumed=resumed,
+        sessions_replaced=replaced,
+        journal_seed=journal_seed,
     )
+
+
+_SEED_MODEL: Final = re.compile(r"seed-(-?[0-9]+)")
+"""The model name ``run_simulation`` gives its scripted provider: ``seed-<seed>``."""
+
+
+def _journal_seed(journal: Journal, researchers: list[str]) -> int | None:
+    """The seed of the scripted model that answered the journal's last researcher's turn, if any.
+
+    Each researcher's stream is read back to its newest model answer (a few records:
+    one a turn); the newest of those names the model.
+    """
+    newest: tuple[int, int] | None = None
+    for agent in researchers:
+        for record in journal.read_back("agent/" + agent):
+            event = record.event
+            if isinstance(event, LlmOutputRecorded):
+                found = _SEED_MODEL.fullmatch(event.model) if event.provider == "scripted" else None
+                if found is not None and (newest is None or record.seq > newest[0]):
+                    newest = (record.seq, int(found.group(1)))
+                break
+    return None if newest is None else newest[1]
 
 
 def _event_counts(
     journal: Journal, *, after: int
-) -> tuple[collections.Counter[str], collections.Counter[str]]:
-    """Count the events after ``after`` by type, and the dead letters among them by reason.
+) -> tuple[collections.Counter[str], collections.Counter[str], collections.Counter[str]]:
+    """Count the events after ``after`` by type, the dead letters by reason, the sessions made by agent.
 
     From the journal rather than from the behaviors: a prompt the gate refused in the
     middle of a turn fails that turn (its agent is restarted) and counts as both a
@@ -444,12 +484,15 @@ def _event_counts(
     """
     counts: collections.Counter[str] = collections.Counter()
     reasons: collections.Counter[str] = collections.Counter()
+    created: collections.Counter[str] = collections.Counter()
     for record in journal.read(after=after):
         event = record.event
         counts[type(event).__name__] += 1
         if isinstance(event, IpcDeadLettered):
             reasons[event.reason] += 1
-    return counts, reasons
+        elif isinstance(event, SessionCreated) and event.agent_id is not None:
+            created[event.agent_id] += 1
+    return counts, reasons, created
 
 
 def _refuse_a_foreign_journal(path: Path) -> int:
@@ -583,10 +626,17 @@ def _room_for_sessions(config: Config, agents: int) -> Config:
     return msgspec.structs.replace(config, memory=memory)
 
 
-def _ensure_sessions(rt: Runtime, agents: list[str]) -> None:
+def _ensure_sessions(rt: Runtime, agents: list[str]) -> set[str]:
+    """Give each agent a live session (its noted one, else its latest, else a new one).
+
+    Returns the agents that had none noted: a session made for one of them is its first.
+    """
+    sessionless: set[str] = set()
     for a in agents:
         agent = rt.agent(a)
         session = agent.private("session")
+        if session is None:
+            sessionless.add(a)
         try:
             if session is not None:
                 rt.memory.get_messages(session)
@@ -598,3 +648,4 @@ def _ensure_sessions(rt: Runtime, agents: list[str]) -> None:
         if latest is None:
             latest = rt.memory.create_session(a, agent_id=a)
         agent.set_private("session", latest)
+    return sessionless

@@ -494,8 +494,8 @@ def simulate(
     )
     where = _shown(report.path)  # a path such as -j would be read as an option of the command
     click.echo(f"audit it: cogfabric inspect {where} && cogfabric verify {where}")
-    if report.dead_letters:
-        _say(_dead_letter_warning(report, where))
+    for warning in _reproduction_warnings(report, seed, where):
+        _say(warning)
     if report.failures:
         _say(
             f"error: agents raised {report.failures} times and were restarted, failing their turns "
@@ -503,6 +503,28 @@ def simulate(
             f"{report.total_events - report.events})"
         )
         sys.exit(EXIT_PROBLEM)
+
+
+def _reproduction_warnings(report: SimulationReport, seed: int, where: str) -> list[str]:
+    """The warnings of a run whose agents' states may differ from another run of its seed."""
+    warnings = []
+    if report.journal_seed is not None and report.journal_seed != seed:
+        warnings.append(
+            f"warning: this journal's model last answered with --seed {report.journal_seed}, this run's "
+            f"with --seed {seed}, so its agents' states now follow neither seed alone (--seed "
+            f"{report.journal_seed} continues with the journal's)"
+        )
+    if report.dead_letters:
+        warnings.append(_dead_letter_warning(report, where))
+    if report.sessions_replaced:
+        after = report.total_events - report.events
+        warnings.append(
+            f"warning: {report.sessions_replaced} sessions ended (their TTL passed, or they were evicted "
+            "or deleted) and were replaced, so the agents' states may differ from another run of this "
+            f"seed: the turns after lost the earlier messages (SessionCreated in the journal: cogfabric "
+            f"export {where} --type SessionCreated --after {after})"
+        )
+    return warnings
 
 
 def _dead_letter_warning(report: SimulationReport, where: str) -> str:
