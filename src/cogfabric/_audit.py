@@ -10,6 +10,7 @@ import errno
 import heapq
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -1071,7 +1072,7 @@ def encode_json(value: object, *, indent: int = 0) -> bytes:
 
 
 def _escaped_unprintable(encoded: bytes) -> bytes:
-    r"""JSON text with each character from DEL up that ``str.isprintable`` refuses as its ``\uXXXX`` escape.
+    r"""JSON text with each character a terminal acts on (``_ACTED_ON``) as its ``\uXXXX`` escape.
 
     msgspec escapes only the controls below U+0020; a terminal acts on others a journal's
     text may hold (DEL, the C1 controls such as U+009B, a CSI; a bidi override, U+202E;
@@ -1080,10 +1081,22 @@ def _escaped_unprintable(encoded: bytes) -> bytes:
     is ASCII, so only strings change, and only in how they are written: the same values.
     """
     text = encoded.decode()
-    if text.isprintable():
+    if _ACTED_ON.search(text) is None:
         return encoded
-    # below DEL: msgspec's own escapes, and an indented text's line breaks, which are kept
-    return "".join(c if c < "\x7f" or c.isprintable() else _json_escape(c) for c in text).encode()
+    return _ACTED_ON.sub(lambda found: _json_escape(found.group()), text).encode()
+
+
+_ACTED_ON: Final = re.compile(
+    "[\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+"""What ``encode_json`` escapes past msgspec's own: DEL and the C1 controls, the soft hyphen,
+the zero-width, bidi, line- and paragraph-separator and invisible format characters, the
+interlinear annotations and the tags. A fixed set, not ``str.isprintable``: that one follows
+the interpreter's Unicode database (Python 3.12 reads Unicode 15, 3.11 Unicode 14), and an
+export must be written byte for byte alike wherever it is checked (``verify-export``). A
+character no terminal acts on (a no-break space, a private-use or newer character) is
+written as it is, as every cogfabric before these escapes wrote it."""
 
 
 def _json_escape(char: str) -> str:

@@ -750,40 +750,43 @@ def _shown(journal: Path) -> str:
     escapes bash and zsh read back, so the line prints as it is and the command still runs.
     """
     named = str(journal)
-    named = named if not named.startswith("-") else f"./{named}"
-    if named.isprintable():
-        return shlex.quote(named)
-    return "$'" + "".join(map(_ansi_c_escaped, named)) + "'"
+    return _shell_word(named if not named.startswith("-") else f"./{named}")
+
+
+def _shell_word(text: str) -> str:
+    """``text`` as one shell word: quoted, or a ``$'...'`` word when it holds what a terminal acts on.
+
+    Quoted alone, such a character would reach the line raw, or escaped by ``_say`` as
+    Python writes it, which inside quotes the shell reads as that text, not the character.
+    """
+    if text.isprintable():
+        return shlex.quote(text)
+    return "$'" + "".join(map(_ansi_c_escaped, text)) + "'"
 
 
 def _ansi_c_escaped(char: str) -> str:
     """``char`` inside a ``$'...'`` shell word: a character the terminal acts on as its escape.
 
-    A lone surrogate stands for a byte of a name that is not UTF-8 (``os.fsdecode``), so
-    it is that byte, ``\\xHH``; any other character is its code point, ``\\uHHHH`` or
-    ``\\UHHHHHHHH`` (``\\x9b`` would be the byte, not U+009B).
+    The bytes that name it in the file system (``os.fsencode``: UTF-8, or for a lone
+    surrogate the byte of a name that is not UTF-8 it stands for), each as ``\\xHH``: the
+    shell reads them back as they are in any locale (``\\u0085`` is U+0085's UTF-8 only in
+    a UTF-8 one; in the C locale bash leaves it as the six characters).
     """
     if char in "\\'":
         return "\\" + char
     if char.isprintable():
         return char
     try:
-        raw = char.encode("utf-8", "surrogateescape")  # one byte: ASCII, or the byte a surrogate stands for
-    except UnicodeEncodeError:  # a surrogate that stands for no byte
-        raw = b"\xff\xff"
-    if len(raw) == 1:
-        return f"\\x{raw[0]:02x}"
-    return f"\\u{ord(char):04x}" if ord(char) < _ASTRAL else f"\\U{ord(char):08x}"
-
-
-_ASTRAL: Final = 0x10000
-"""The first code point past the Basic Multilingual Plane: ``\\uHHHH`` cannot name it."""
+        raw = os.fsencode(char)
+    except UnicodeEncodeError:  # a surrogate that stands for no byte: no file's name holds it
+        return f"\\u{ord(char):04x}"
+    return "".join(f"\\x{byte:02x}" for byte in raw)
 
 
 def _export_hint(journal: Path, stream: str, seq: int, *, copy: bool, no_verify: bool, keyed: bool) -> str:
     """The ``cogfabric export`` command that shows ``stream``'s records up to ``seq``."""
     options = (" --copy" if copy else "") + (" --no-verify" if no_verify else "")
-    shown = f"cogfabric export {_shown(journal)}{options} --stream {shlex.quote(stream)} --until {seq}"
+    shown = f"cogfabric export {_shown(journal)}{options} --stream {_shell_word(stream)} --until {seq}"
     return shown + (" (with the same --key-file or --key)" if keyed else "")
 
 
