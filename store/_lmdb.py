@@ -308,6 +308,151 @@ def _lock_file_writable(where: Path) -> bool:
     return os.access(lock if lock.exists() else where, os.W_OK)
 
 
+_COPY_ADVICE: Final = (
+    "read a copy of its data file (cogfabric verify --copy; replay, inspect, export, trace take "
+    "--copy too; from Python, copy data.mdb into a directory of your own and open that)"
+)
+
+
+def _hold_off_writers(where: Path) -> _WriterLock | None:
+    """A shared lock on ``writer.lock`` while ``where`` is read from a read-only file system, or None.
+
+    LMDB keeps its reader table in ``lock.mdb``; on a read-only file system it cannot open
+    that, and reads without one (MDB_RDONLY's fallback): a writer reaching the same file
+    through another mount (a read-only bind mount of a live journal) then never learns
+    of the reader, reuses the pages it reads, and the reader sees damage that is not
+    there, or LMDB aborts the process on a page rewritten under it. So the journal is
+    read there only while no writer holds ``writer.lock``, and its shared lock keeps a
+    writer from starting until it is closed. A journal without ``writer.lock`` (a data
+    file copied alone onto the medium) has no writer to hold off.
+
+    Raises:
+        JournalLockedError: a writer holds the journal.
+        JournalUnavailableError: ``writer.lock`` cannot be read (another user's), so
+            whether a writer holds the journal cannot be told.
+
+    """
+    try:
+        read_only = bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+    except OSError:
+        return None  # the open says what is wrong with the directory
+    if not read_only:
+        return None  # LMDB registers the reader in lock.mdb: a writer leaves its pages alone
+    try:
+        fd = os.open(where / "writer.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        msg = (
+            f"{where} is on a read-only file system, where LMDB keeps no record of its readers, and "
+            f"its writer.lock cannot be read to make sure no writer appends to it meanwhile "
+            f"({exc.strerror or exc}): {_COPY_ADVICE}"
+        )
+        raise JournalUnavailableError(msg) from exc
+    lock = _WriterLock(fd)  # locked stays False: a shared lock, no writer's
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = _holder_of(fd)
+        lock.release()
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            msg = (
+                f"{where} is held by a writer{holder}, and is on a read-only file system, where LMDB "
+                "keeps no record of its readers: the writer would reuse pages while they are read. "
+                f"Read it through a mount where its lock.mdb is writable, or {_COPY_ADVICE}"
+            )
+            raise JournalLockedError(msg) from exc
+        raise JournalUnavailableError(f"cannot lock {where}: {exc}") from exc
+    return lock
+
+
+def _create_lock_file_as_owner(where: Path) -> None:
+    """Make sure a read-only open does not leave ``lock.mdb`` to a user other than the journal's owner.
+
+    LMDB creates its lock file, owner-only, even to read: made by an auditor (root, or a
+    user the directory lets write), it would lock the journal's owner, who owns
+    ``data.mdb``, out of the journal (LMDB needs write access to it). Root creates it
+    here, empty, and gives it to the data file's owner; another user is refused.
+
+    Raises:
+        JournalUnavailableError: the open would create the lock file for another user
+            than the data file's owner.
+
+    """
+    lock_file = where / "lock.mdb"
+    try:
+        data = (where / "data.mdb").stat()
+        if lock_file.exists() or not os.access(where, os.W_OK):
+            return  # in use already, or not creatable: LMDB says what is wrong
+    except OSError:
+        return
+    uid = os.geteuid()
+    if data.st_uid == uid:
+        return
+    if uid != 0:
+        msg = (
+            f"reading {where} here would create its lock file, lock.mdb, which LMDB writes even to "
+            f"read, owned by you: it would lock the journal's owner (uid {data.st_uid}, who owns its "
+            f"data.mdb) out of it. Let the owner open it once (which creates lock.mdb), or {_COPY_ADVICE}"
+        )
+        raise JournalUnavailableError(msg)
+    try:
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return  # made meanwhile (by its writer, say), or not creatable: LMDB opens what is there
+    try:
+        os.fchown(fd, data.st_uid, data.st_gid)
+    except OSError as exc:
+        lock_file.unlink(missing_ok=True)  # left root's, it would lock the owner out
+        msg = (
+            f"cannot give {where}'s new lock file to the journal's owner (uid {data.st_uid}): {exc}; "
+            f"{_COPY_ADVICE}"
+        )
+        raise JournalUnavailableError(msg) from exc
+    finally:
+        os.close(fd)
+
+
+def _lock_file_taken(where: Path) -> int | None:
+    """The owner of ``lock.mdb`` when another user made it in a journal this process's user owns, or None."""
+    try:
+        lock_owner = (where / "lock.mdb").lstat().st_uid
+        data_owner = (where / "data.mdb").stat().st_uid
+    except OSError:
+        return None
+    return lock_owner if data_owner == os.geteuid() != lock_owner else None
+
+
+def _only_readers_hold(where: Path) -> bool:
+    """Whether ``writer.lock`` is held shared (by ``_hold_off_writers``' readers), not by a writer."""
+    try:
+        fd = os.open(where / "writer.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    else:
+        return True
+    finally:
+        os.close(fd)  # lets go of the shared lock it took
+
+
+def _prepare_to_read(where: Path) -> _WriterLock | None:
+    """Check a read-only open of ``where`` before LMDB opens it; the shared lock it holds, if any.
+
+    Raises:
+        JournalNotFoundError: there is no journal at ``where``.
+        JournalError: as ``data_file``, ``_create_lock_file_as_owner`` and ``_hold_off_writers``.
+
+    """
+    if data_file(where) is None:
+        raise JournalNotFoundError(f"no journal at {where}")
+    _create_lock_file_as_owner(where)
+    return _hold_off_writers(where)
+
+
 def _held_here(fd: int) -> bool:
     """Whether a writer lock this process holds is on the file ``fd`` names."""
     try:
@@ -700,7 +845,8 @@ def data_file(where: Path, *, refuse_links: bool = True) -> Path | None:
 
     Raises:
         JournalFormatError: ``data.mdb`` is not a regular file (a FIFO would hang the
-            open), or one of the journal's files is a symbolic link.
+            open), nor ``lock.mdb`` where it exists (unless ``refuse_links`` is false), or
+            one of the journal's files is a symbolic link.
         JournalUnavailableError: the path cannot be reached (permission denied on a
             directory on the way, a name too long).
 
@@ -718,6 +864,12 @@ def data_file(where: Path, *, refuse_links: bool = True) -> Path | None:
         raise JournalUnavailableError(f"{where}: cannot reach its data file: {exc.strerror or exc}") from exc
     if not stat.S_ISREG(mode):
         raise JournalFormatError(f"{where} is not a journal: its data.mdb is not a regular file")
+    if refuse_links:  # LMDB opens the lock file as well (a copy's reader does not): a FIFO,
+        # a directory or a device there fails with only "Illegal seek", "Is a directory"...
+        with contextlib.suppress(OSError):
+            if not stat.S_ISREG((where / "lock.mdb").lstat().st_mode):
+                msg = f"{where} is refused: its lock.mdb is not a regular file (LMDB opens it as its lock)"
+                raise JournalFormatError(msg)
     return data
 
 
@@ -1099,7 +1251,12 @@ class LmdbJournal(Journal):
                 directories it has to create as well follow the umask, as ``mkdir -p``'s).
             readonly: open for reading only. The data file is never changed (LMDB
                 still writes its lock file, so the directory must be writable; audit
-                a copy otherwise). Works while another process appends.
+                a copy otherwise). Works while another process appends. A lock file it
+                creates in another user's journal is given to that user (as root; any
+                other user is refused, rather than lock the journal's owner out). On a
+                read-only file system, where LMDB keeps no record of its readers, it is
+                refused while a writer holds ``writer.lock`` (a read-only mount of a live
+                journal), and holds writers off until closed.
             sync: ``True`` syncs every commit to disk before ``append`` returns.
                 ``False`` leaves syncing to the OS: a process crash loses nothing,
                 but a power cut or OS crash can lose the last commits (and, on file
@@ -1137,9 +1294,13 @@ class LmdbJournal(Journal):
                 writer keeps in ``writer.lock`` while it holds it), or this process has
                 it open already (LMDB allows one open of a file per process: share
                 the open journal instead), or inherited it open from the parent that
-                forked it (the message says how to open it instead).
+                forked it (the message says how to open it instead), or, ``readonly`` on
+                a read-only file system, a writer holds it (or, for writing, a reader
+                holds it from one).
             JournalUnavailableError: the directory cannot be created or written to, its
-                lock file (lock.mdb, which LMDB writes even to read) is not writable, its
+                lock file (lock.mdb, which LMDB writes even to read) is not writable (or,
+                ``readonly``, would be created for another user than the owner of its
+                data file), its
                 file system has no room left for LMDB's lock file (LMDB would die of
                 SIGBUS), the map size is more than the process can map, or the storage
                 failed (an I/O error names the file system's free space).
@@ -1165,8 +1326,7 @@ class LmdbJournal(Journal):
             size = max_map_size
         writer_lock: _WriterLock | None = None
         if readonly:
-            if data_file(where) is None:
-                raise JournalNotFoundError(f"no journal at {where}")
+            writer_lock = _prepare_to_read(where)  # a reader's shared lock, on read-only media only
         else:
             cls._make_directory(where)
             data_file(where)  # a data.mdb that is no regular file is refused before anything opens it
@@ -1183,6 +1343,13 @@ class LmdbJournal(Journal):
                         "copy, cogfabric verify --copy (replay, inspect, export, trace take --copy too)"
                     )
                     msg = f"cannot open {where} for writing: its {name} is not writable ({how})"
+                    taken = _lock_file_taken(where) if name == "lock.mdb" else None
+                    if taken is not None:
+                        msg = (
+                            f"cannot open {where} for writing: its lock.mdb belongs to uid {taken}, not "
+                            "to you who own its data.mdb (a reader running as that user created it); once "
+                            "no process has the journal open, remove lock.mdb (LMDB makes it anew)"
+                        )
                     raise JournalUnavailableError(msg)
         try:
             cls._refuse_before_padding(where, raw_key, size, readonly=readonly)
@@ -1315,6 +1482,13 @@ class LmdbJournal(Journal):
             holder = _holder_of(fd)
             lock.release()
             if exc.errno in (errno.EAGAIN, errno.EACCES):
+                if not mine and _only_readers_hold(where):
+                    msg = (
+                        f"{where} is being read from a read-only file system (a read-only mount of "
+                        "it), where LMDB keeps no record of its readers, so its reader holds writers "
+                        "off: open it for writing once that reader has closed it"
+                    )
+                    raise JournalLockedError(msg) from exc
                 if mine:
                     msg = (
                         f"{where} is already open for writing in this process (a journal has one "

@@ -303,9 +303,12 @@ def _quiet_copy(path: Path, target: Path) -> None:
         target.chmod(0o600)
         if (before.st_mtime_ns, before.st_size) == (after.st_mtime_ns, after.st_size):
             return  # no commit landed while it was copied: the copy is consistent
-    msg = (
-        f"{path} changed while it was copied, {_COPY_TRIES} times: a writer is committing to it; "
+    unwritable = _not_writable(path)
+    msg = f"{path} changed while it was copied, {_COPY_TRIES} times: a writer is committing to it; " + (
         "audit it in place, or copy it once nothing writes to it"
+        if unwritable is None
+        # in place, as this user, fails: LMDB writes its lock file even when reading
+        else f"copy it once nothing writes to it (in place cannot be audited as you: {unwritable})"
     )
     raise JournalUnavailableError(msg)
 
