@@ -41,7 +41,14 @@ from cogfabric.actors import (
     ScriptedProvider,
     SessionNotFoundError,
 )
-from cogfabric.events import CognitiveState, IpcDeadLettered, IpcMessage, LlmOutputRecorded, SessionCreated
+from cogfabric.events import (
+    CognitiveState,
+    IpcDeadLettered,
+    IpcMessage,
+    LlmOutputRecorded,
+    SessionCreated,
+    SessionMessageAdded,
+)
 from cogfabric.store import Journal, JournalError, JournalFailedError, JournalFullError, JournalNotFoundError
 
 if TYPE_CHECKING:
@@ -92,13 +99,17 @@ class SimulationReport:
     dead_letter_reasons: dict[str, int] = field(default_factory=dict)
     """How many of ``dead_letters`` each reason left (``"mailbox full"``, ``"handler error"``...)."""
     sessions_replaced: int = 0
-    """Sessions of this run that replaced one its agent had (the old one expired, or was evicted or
-    deleted): its later turns lost the earlier messages from their windows, so none in a run that
-    reproduces its seed's states (the session TTL is wall-clock time)."""
+    """Sessions of this run that replaced one its agent had that held messages (the old one
+    expired, or was evicted or deleted): its later turns lost those earlier messages from their
+    windows, so none in a run that reproduces its seed's states (the session TTL is wall-clock
+    time). A session that held none (an agent that had not taken a turn) loses nothing."""
     journal_seed: int | None = None
     """For a continued run, the seed whose model answered the journal's last turn before it
     (``LlmOutputRecorded``'s model, ``seed-<n>``); None for a new journal, or one no model
     answered yet. Another seed than this run's makes a journal that follows neither alone."""
+    journal_mixed: bool = False
+    """For a continued run, whether its researchers' last answers before it name more than one
+    seed (an earlier run changed it): no seed then continues the journal as one run of it."""
 
     @property
     def events_per_second(self) -> float:
@@ -358,6 +369,7 @@ def run_simulation(
         dead_letter_reasons=dict(ran.dead_letter_reasons),
         sessions_replaced=ran.sessions_replaced,
         journal_seed=ran.journal_seed,
+        journal_mixed=ran.journal_mixed,
     )
 
 
@@ -374,6 +386,7 @@ class _Ran(NamedTuple):
     resumed: bool
     sessions_replaced: int
     journal_seed: int | None
+    journal_mixed: bool
 
 
 _TICKS_IN_FLIGHT: Final = 2
@@ -395,7 +408,7 @@ def _drive(
     assert journal is not None
     before = journal.last_seq
     resumed = bool(rt.agents())
-    journal_seed = None
+    journal_seed, journal_mixed = None, False
     if resumed:
         researchers = sorted(a for a in rt.agents() if a.startswith("researcher-"))
         reviewers[:] = sorted(a for a in rt.agents() if a.startswith("reviewer-"))
@@ -403,11 +416,11 @@ def _drive(
         if foreign or not researchers or not reviewers:
             raise SimulationError(_foreign_message(path, foreign))
         _finish_set_up(rt, researchers)  # a run stopped after its spawns left it undone
-        journal_seed = _journal_seed(journal, researchers)
+        journal_seed, journal_mixed = _journal_seed(journal, researchers)
     else:
         _set_up(rt, researchers, reviewers)
-    # an agent's first session is no replacement (a new journal's, or one a stopped set-up left undone)
-    sessionless = _ensure_sessions(rt, [*reviewers, *researchers])
+    # each agent's session before this run: what its first session made in this run replaces
+    had = _ensure_sessions(rt, [*reviewers, *researchers])
     started = time.perf_counter()
     taken = [rt.agent(a).private("rounds") or 0 for a in researchers]
     # the round-robin goes on from the first researcher of the fewest rounds, as one run
@@ -435,8 +448,8 @@ def _drive(
         one_done()
     rt.flush()
     seconds = time.perf_counter() - started
-    counts, reasons, created = _event_counts(journal, after=before)
-    replaced = sum(n - (agent in sessionless) for agent, n in created.items())
+    counts, reasons, created, messaged = _event_counts(journal, after=before)
+    replaced = _replaced(journal, had, created, messaged)
     return _Ran(
         agents=len(researchers) + len(reviewers),
         before=before,
@@ -448,6 +461,7 @@ def _drive(
         resumed=resumed,
         sessions_replaced=replaced,
         journal_seed=journal_seed,
+        journal_mixed=journal_mixed,
     )
 
 
@@ -455,28 +469,60 @@ _SEED_MODEL: Final = re.compile(r"seed-(-?[0-9]+)")
 """The model name ``run_simulation`` gives its scripted provider: ``seed-<seed>``."""
 
 
-def _journal_seed(journal: Journal, researchers: list[str]) -> int | None:
-    """The seed of the scripted model that answered the journal's last researcher's turn, if any.
+def _journal_seed(journal: Journal, researchers: list[str]) -> tuple[int | None, bool]:
+    """The seed of the model that answered the journal's last researcher's turn; whether there were more.
 
     Each researcher's stream is read back to its newest model answer (a few records:
-    one a turn); the newest of those names the model.
+    one a turn); the newest of those names the model (None: no model answered yet),
+    and the others may name other seeds (an earlier run changed it).
     """
     newest: tuple[int, int] | None = None
+    seeds: set[int] = set()
     for agent in researchers:
         for record in journal.read_back("agent/" + agent):
             event = record.event
             if isinstance(event, LlmOutputRecorded):
                 found = _SEED_MODEL.fullmatch(event.model) if event.provider == "scripted" else None
-                if found is not None and (newest is None or record.seq > newest[0]):
-                    newest = (record.seq, int(found.group(1)))
+                if found is not None:
+                    seeds.add(int(found.group(1)))
+                    if newest is None or record.seq > newest[0]:
+                        newest = (record.seq, int(found.group(1)))
                 break
-    return None if newest is None else newest[1]
+    return (None if newest is None else newest[1]), len(seeds) > 1
+
+
+def _replaced(
+    journal: Journal, had: dict[str, str | None], created: dict[str, list[str]], messaged: set[str]
+) -> int:
+    """How many of the sessions made in the run replaced one of its agent's that held messages.
+
+    ``had`` is each agent's session before the run (None: it had none, so its first one
+    replaces nothing), ``created`` the sessions made in the run by agent, in order, and
+    ``messaged`` those of them a message was added to. A session of an earlier run is
+    looked up in the journal (its stream, newest first, up to a message).
+    """
+    replaced = 0
+    for agent, sessions in created.items():
+        previous = had.get(agent)
+        for session in sessions:
+            if previous is not None and (previous in messaged or _held_messages(journal, previous)):
+                replaced += 1
+            previous = session
+    return replaced
+
+
+def _held_messages(journal: Journal, session: str) -> bool:
+    """Whether a message was ever added to ``session`` (its seed message is its ``SessionCreated``'s)."""
+    return any(isinstance(r.event, SessionMessageAdded) for r in journal.read_back("session/" + session))
 
 
 def _event_counts(
     journal: Journal, *, after: int
-) -> tuple[collections.Counter[str], collections.Counter[str], collections.Counter[str]]:
-    """Count the events after ``after`` by type, the dead letters by reason, the sessions made by agent.
+) -> tuple[collections.Counter[str], collections.Counter[str], dict[str, list[str]], set[str]]:
+    """Count the events after ``after`` by type, the dead letters by reason; the sessions made by agent.
+
+    The sessions made are each agent's, in order; with them the sessions of the run a
+    message was added to.
 
     From the journal rather than from the behaviors: a prompt the gate refused in the
     middle of a turn fails that turn (its agent is restarted) and counts as both a
@@ -484,15 +530,18 @@ def _event_counts(
     """
     counts: collections.Counter[str] = collections.Counter()
     reasons: collections.Counter[str] = collections.Counter()
-    created: collections.Counter[str] = collections.Counter()
+    created: dict[str, list[str]] = collections.defaultdict(list)
+    messaged: set[str] = set()
     for record in journal.read(after=after):
         event = record.event
         counts[type(event).__name__] += 1
         if isinstance(event, IpcDeadLettered):
             reasons[event.reason] += 1
+        elif isinstance(event, SessionMessageAdded):
+            messaged.add(event.session)
         elif isinstance(event, SessionCreated) and event.agent_id is not None:
-            created[event.agent_id] += 1
-    return counts, reasons, created
+            created[event.agent_id].append(event.session)
+    return counts, reasons, created, messaged
 
 
 def _refuse_a_foreign_journal(path: Path) -> int:
@@ -626,17 +675,17 @@ def _room_for_sessions(config: Config, agents: int) -> Config:
     return msgspec.structs.replace(config, memory=memory)
 
 
-def _ensure_sessions(rt: Runtime, agents: list[str]) -> set[str]:
+def _ensure_sessions(rt: Runtime, agents: list[str]) -> dict[str, str | None]:
     """Give each agent a live session (its noted one, else its latest, else a new one).
 
-    Returns the agents that had none noted: a session made for one of them is its first.
+    Returns each agent's session before: its noted one (live or ended), else the latest
+    it is given, else None (a session made for it is its first).
     """
-    sessionless: set[str] = set()
+    had: dict[str, str | None] = {}
     for a in agents:
         agent = rt.agent(a)
         session = agent.private("session")
-        if session is None:
-            sessionless.add(a)
+        had[a] = session
         try:
             if session is not None:
                 rt.memory.get_messages(session)
@@ -647,5 +696,7 @@ def _ensure_sessions(rt: Runtime, agents: list[str]) -> set[str]:
         latest = rt.memory.get_latest_session_for_agent(a)
         if latest is None:
             latest = rt.memory.create_session(a, agent_id=a)
+        else:  # what a session made in this run replaces
+            had[a] = latest
         agent.set_private("session", latest)
-    return sessionless
+    return had

@@ -509,10 +509,15 @@ def _reproduction_warnings(report: SimulationReport, seed: int, where: str) -> l
     """The warnings of a run whose agents' states may differ from another run of its seed."""
     warnings = []
     if report.journal_seed is not None and report.journal_seed != seed:
+        advice = (
+            "its researchers' last answers before this run named more than one seed already, so none "
+            "continues it as one run"
+            if report.journal_mixed
+            else f"--seed {report.journal_seed} continues with the journal's"
+        )
         warnings.append(
             f"warning: this journal's model last answered with --seed {report.journal_seed}, this run's "
-            f"with --seed {seed}, so its agents' states now follow neither seed alone (--seed "
-            f"{report.journal_seed} continues with the journal's)"
+            f"with --seed {seed}, so its agents' states now follow neither seed alone ({advice})"
         )
     if report.dead_letters:
         warnings.append(_dead_letter_warning(report, where))
