@@ -35,6 +35,9 @@ ESCAPED = [
     (0x2060, 0x206F),  # word joiner, invisible operators, bidi isolates, deprecated format characters
     (0xFEFF, 0xFEFF),  # zero-width no-break space (BOM)
     (0xFFF9, 0xFFFB),  # interlinear annotations
+    (0x13430, 0x1343F),  # Egyptian hieroglyph format controls (13439-1343F: Unicode 15)
+    (0x1BCA0, 0x1BCA3),  # shorthand format controls
+    (0x1D173, 0x1D17A),  # musical symbol format controls
     (0xE0000, 0xE007F),  # tags
 ]
 _STRING = re.compile(rb'"((?:[^"\\]|\\.)*)"')

@@ -1091,11 +1091,14 @@ def _escaped_unprintable(encoded: bytes) -> bytes:
 
 _ACTED_ON: Final = re.compile(
     "[\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-    "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+    "\ufeff\ufff9-\ufffb\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e007f]"
 )
 """What ``encode_json`` escapes past msgspec's own: DEL and the C1 controls, the soft hyphen,
 the zero-width, bidi, line- and paragraph-separator and invisible format characters, the
-interlinear annotations and the tags. A fixed set, not ``str.isprintable``: that one follows
+interlinear annotations, the Egyptian hieroglyph, shorthand and musical format controls
+and the tags: the format characters terminals give no width (the ones they show as signs,
+such as U+0600-0605, are left as they are). A fixed set, not ``str.isprintable``: that one follows
 the interpreter's Unicode database (Python 3.12 reads Unicode 15, 3.11 Unicode 14), and an
 export must be written byte for byte alike wherever it is checked (``verify-export``). A
 character no terminal acts on (a no-break space, a private-use or newer character) is
