@@ -17,6 +17,7 @@ import logging
 import os
 import shlex
 import signal
+import stat
 import statistics
 import sys
 import tempfile
@@ -1748,9 +1749,26 @@ def _writes_into(journal: Path, output: Path) -> str | None:
 
 
 def _replaceable(output: Path) -> bool:
-    """Whether ``output`` may be written beside and renamed: new or a plain file, its directory writable."""
+    """Whether ``output`` may be written beside and renamed: new or a plain file, its directory writable.
+
+    Not another user's file in a sticky directory (``/tmp``), which only its owner, the
+    directory's or root may rename over: it is written in place, as a file in a directory
+    you cannot write is (or refused at once when you may not write it), rather than
+    refused at the rename, after the whole export.
+    """
     plain = not output.is_symlink() and (output.is_file() or not output.exists())
-    return plain and os.access(output.parent, os.W_OK)
+    return plain and os.access(output.parent, os.W_OK) and not _sticky_for_you(output)
+
+
+def _sticky_for_you(output: Path) -> bool:
+    """Whether ``output`` is a file in a sticky directory that this user may not rename over."""
+    try:
+        owner = output.stat().st_uid
+        folder = output.parent.stat()
+    except OSError:
+        return False  # no file there yet: a new one is yours
+    you = os.geteuid()
+    return bool(folder.st_mode & stat.S_ISVTX) and you != 0 and you not in (owner, folder.st_uid)
 
 
 def _stdout_closed() -> NoReturn:
