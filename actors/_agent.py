@@ -1620,7 +1620,9 @@ class AgentContext:
 
         Raises:
             IpcInvalidMessageError: ``to`` is this agent: it would wait for its own
-                mailbox, which it is blocking, until the timeout.
+                mailbox, which it is blocking, until the timeout. A ``ctx`` kept and
+                called from another thread while its agent is idle refuses it too
+                (``runtime.bus.request(ctx.agent_id, ctx.agent_id, ...)`` asks it there).
 
         """
         bus, cause, trace = self._ready_to_ask(to)
