@@ -327,7 +327,9 @@ def _hold_off_writers(where: Path) -> _WriterLock | None:
     file copied alone onto the medium) has no writer to hold off.
 
     Raises:
-        JournalLockedError: a writer holds the journal.
+        JournalLockedError: a writer holds the journal (this process's own: LMDB's
+            "already open in this process", as without this lock).
+        JournalFormatError: ``writer.lock`` is no regular file (a FIFO would block the open).
         JournalUnavailableError: ``writer.lock`` cannot be read (another user's), so
             whether a writer holds the journal cannot be told.
 
@@ -339,7 +341,8 @@ def _hold_off_writers(where: Path) -> _WriterLock | None:
     if not read_only:
         return None  # LMDB registers the reader in lock.mdb: a writer leaves its pages alone
     try:
-        fd = os.open(where / "writer.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO in its place (a medium anyone may have made) would block the open
+        fd = os.open(where / "writer.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -351,10 +354,20 @@ def _hold_off_writers(where: Path) -> _WriterLock | None:
         raise JournalUnavailableError(msg) from exc
     lock = _WriterLock(fd)  # locked stays False: a shared lock, no writer's
     try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        lock.release()
+        raise JournalFormatError(f"{where} is refused: its writer.lock is not a regular file")
+    try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as exc:
+        mine = _held_here(fd)
         holder = _holder_of(fd)
         lock.release()
+        if mine:  # this process's own writer, through another mount: LMDB's refusal, as before
+            raise JournalLockedError(_open_here_message(where)) from exc
         if exc.errno in (errno.EAGAIN, errno.EACCES):
             msg = (
                 f"{where} is held by a writer{holder}, and is on a read-only file system, where LMDB "
@@ -379,15 +392,34 @@ def _create_lock_file_as_owner(where: Path) -> None:
             than the data file's owner.
 
     """
-    lock_file = where / "lock.mdb"
+    try:  # one directory for every step: a name swapped for a link meanwhile is not followed
+        dir_fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return  # LMDB says what is wrong
     try:
-        data = (where / "data.mdb").stat()
-        if lock_file.exists() or not os.access(where, os.W_OK):
-            return  # in use already, or not creatable: LMDB says what is wrong
+        _create_lock_file_in(where, dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _create_lock_file_in(where: Path, dir_fd: int) -> None:
+    """``_create_lock_file_as_owner`` in the directory ``dir_fd`` (``where``, as named in messages)."""
+    try:
+        data = os.stat("data.mdb", dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return  # LMDB says what is wrong
+    try:
+        os.stat("lock.mdb", dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        pass  # none yet: LMDB would create it, as this user
     except OSError:
         return
+    else:
+        return  # in use already
+    if not os.access(".", os.W_OK, dir_fd=dir_fd):
+        return  # not creatable: LMDB says what is wrong
     uid = os.geteuid()
-    if data.st_uid == uid:
+    if data.st_uid == uid or not stat.S_ISREG(data.st_mode):
         return
     if uid != 0:
         msg = (
@@ -396,14 +428,16 @@ def _create_lock_file_as_owner(where: Path) -> None:
             f"data.mdb) out of it. Let the owner open it once (which creates lock.mdb), or {_COPY_ADVICE}"
         )
         raise JournalUnavailableError(msg)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open("lock.mdb", flags, 0o600, dir_fd=dir_fd)
     except OSError:
         return  # made meanwhile (by its writer, say), or not creatable: LMDB opens what is there
     try:
         os.fchown(fd, data.st_uid, data.st_gid)
     except OSError as exc:
-        lock_file.unlink(missing_ok=True)  # left root's, it would lock the owner out
+        with contextlib.suppress(OSError):  # left root's, it would lock the owner out
+            os.unlink("lock.mdb", dir_fd=dir_fd)
         msg = (
             f"cannot give {where}'s new lock file to the journal's owner (uid {data.st_uid}): {exc}; "
             f"{_COPY_ADVICE}"
@@ -424,19 +458,26 @@ def _lock_file_taken(where: Path) -> int | None:
 
 
 def _only_readers_hold(where: Path) -> bool:
-    """Whether ``writer.lock`` is held shared (by ``_hold_off_writers``' readers), not by a writer."""
+    """Whether ``writer.lock`` is held shared (by ``_hold_off_writers``' readers), not by a writer.
+
+    Read from ``/proc/locks`` (Linux), not by taking a shared lock to see: a lock taken
+    for a moment would refuse another writer opening the journal meanwhile, with this
+    message. False where that cannot be read.
+    """
     try:
-        fd = os.open(where / "writer.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        held = (where / "writer.lock").lstat()
+        table = Path("/proc/locks").read_text()
     except OSError:
         return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    else:
-        return True
-    finally:
-        os.close(fd)  # lets go of the shared lock it took
+    file_id = f"{os.major(held.st_dev):02x}:{os.minor(held.st_dev):02x}:{held.st_ino}"
+    shared = False
+    for line in table.splitlines():
+        fields = line.split()  # "1: FLOCK  ADVISORY  READ  1234 fd:01:5678 0 EOF"; a waiter's has "->"
+        if fields[1:2] == ["FLOCK"] and fields[5:6] == [file_id]:
+            if fields[3] != "READ":
+                return False  # a writer's
+            shared = True
+    return shared
 
 
 def _prepare_to_read(where: Path) -> _WriterLock | None:
@@ -747,6 +788,15 @@ def _inherited_by_fork(where: Path) -> Iterator[None]:
         raise JournalLockedError(msg) from exc
 
 
+def _open_here_message(path: Path, suffix: str = "") -> str:
+    """Why ``path`` cannot be opened again in this process, which has it open (LMDB's refusal)."""
+    return (
+        f"{path} is already open in this process{suffix} (LMDB allows one open of a journal per "
+        "process: read it through the Journal that holds it, after the Runtime holding it is closed, "
+        "or from another process, e.g. cogfabric export)"
+    )
+
+
 def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalError:
     """The journal's error for an LMDB error: the one place that maps them.
 
@@ -770,11 +820,7 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
         )
         return JournalDamagedError(f"{path} is damaged: LMDB cannot read {what} ({msg}){suffix}")
     if "already open in this process" in msg:
-        return JournalLockedError(
-            f"{path} is already open in this process{suffix} (LMDB allows one open of a journal per "
-            "process: read it through the Journal that holds it, after the Runtime holding it is closed, "
-            "or from another process, e.g. cogfabric export)"
-        )
+        return JournalLockedError(_open_here_message(path, suffix))
     if isinstance(exc, lmdb.InvalidError | lmdb.VersionMismatchError | lmdb.IncompatibleError):
         # MDB_INCOMPATIBLE: a journal's database name holds a plain value
         what = (
@@ -1256,7 +1302,8 @@ class LmdbJournal(Journal):
                 other user is refused, rather than lock the journal's owner out). On a
                 read-only file system, where LMDB keeps no record of its readers, it is
                 refused while a writer holds ``writer.lock`` (a read-only mount of a live
-                journal), and holds writers off until closed.
+                journal), or when that file cannot be read (so that cannot be told), and
+                holds writers off until closed.
             sync: ``True`` syncs every commit to disk before ``append`` returns.
                 ``False`` leaves syncing to the OS: a process crash loses nothing,
                 but a power cut or OS crash can lose the last commits (and, on file
