@@ -522,13 +522,14 @@ def _reproduction_warnings(report: SimulationReport, seed: int, where: str) -> l
         )
     if report.dead_letters:
         warnings.append(_dead_letter_warning(report, where))
-    if report.sessions_replaced:
+    replaced = report.sessions_replaced
+    if replaced:
         after = report.total_events - report.events
         warnings.append(
-            f"warning: {report.sessions_replaced} sessions ended (their TTL passed, or they were evicted "
-            "or deleted) and were replaced, so the agents' states may differ from another run of this "
-            f"seed: the turns after lost the earlier messages (SessionCreated in the journal: cogfabric "
-            f"export {where} --type SessionCreated --after {after})"
+            f"warning: {replaced} session{'' if replaced == 1 else 's'} ended (their TTL passed, or they "
+            "were evicted or deleted) and were replaced, so the agents' states may differ from another run "
+            "of this seed: the turns after lost the earlier messages (SessionCreated in the journal: "
+            f"cogfabric export {where} --type SessionCreated --after {after})"
         )
     return warnings
 
