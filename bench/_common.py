@@ -124,9 +124,12 @@ def columns(headers: Sequence[str], lines: Sequence[Sequence[str]], right: set[i
     return "\n".join([fmt(headers), rule, *(fmt(line) for line in lines)])
 
 
-def source_revision() -> str:
-    """The repository's commit, with ``+dirty`` when the runtime's sources differ from it."""
-    root = Path(__file__).resolve().parent.parent
+def source_revision(root: Path | None = None) -> str:
+    """The repository's commit, with ``+dirty`` when the runtime's sources differ from it.
+
+    ``root``: another tree's (the one a run imported ``cogfabric`` from); by default this one's.
+    """
+    root = root if root is not None else Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True

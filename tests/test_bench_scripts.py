@@ -28,6 +28,7 @@ TINY = {
     ),
     "peers.py": "--events 500 --single-events 10 --read-checkpoints 50 --repeat 1",
     "lmdb_gil.py": "--items 50 --busy 0,1 --repeat 1",
+    "audit.py": "--events 300 --agents 4 --repeat 1",
 }
 
 
@@ -161,6 +162,32 @@ def test_the_journal_bench_reports_cpu_and_bytes_written_per_event(tmp_path: Pat
         assert 0 < row["bytes_per_event"] < 10_000
     # the journal stores each record's trailer and an id index beside it: more bytes a record
     assert journal["bytes_per_event"] > raw["bytes_per_event"]
+
+
+def test_the_audit_bench_times_each_export_of_every_record_through_the_command(tmp_path: Path) -> None:
+    # The journal holds exactly --events records of the simulation's mix; each export row
+    # is the command's run, every run checked to have written one line a record.
+    _, results = _run("audit.py", "--events 300 --agents 4 --repeat 2", tmp_path)
+    document = json.loads((tmp_path / "out.json").read_text())
+
+    rows = {row["workload"]: row for row in results}
+    assert set(rows) == {
+        "read every record (typed decode)",
+        "journal.verify()",
+        "export -o FILE",
+        "export --verifiable -o FILE",
+        "export --no-verify -o FILE",
+    }
+    assert {row["count"] for row in results} == {300}
+    assert document["journal"]["records"] == sum(document["journal"]["types"].values()) == 300
+    assert document["environment"]["cogfabric_source"].endswith("cogfabric")
+    plain, verifiable = rows["export -o FILE"], rows["export --verifiable -o FILE"]
+    for row in (plain, verifiable, rows["export --no-verify -o FILE"]):
+        assert len(row["runs"]) == len(row["extras"]) == 2
+        assert row["reference"] == "read every record (typed decode)"
+        assert all(extra["output_bytes"] > 0 for extra in row["extras"])
+    # a verifiable line holds the record's stored bytes too
+    assert verifiable["extras"][0]["output_bytes"] > plain["extras"][0]["output_bytes"]
 
 
 @pytest.mark.parametrize("script", TINY)

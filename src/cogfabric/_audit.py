@@ -1066,6 +1066,11 @@ def encode_json(value: object, *, indent: int = 0) -> bytes:
     """
     if _has_odd_keys(value):
         value = _json_ready_deep(value)
+    return _strict_json(value, indent)
+
+
+def _strict_json(value: object, indent: int = 0) -> bytes:
+    """``encode_json(value)`` for a value that holds no map JSON has no object for (``_has_odd_keys``)."""
     encoded = _json.encode(value)
     if indent:
         encoded = msgspec.json.format(encoded, indent=indent)
@@ -1231,7 +1236,9 @@ bytes as base64, a datetime as RFC 3339 text, after)."""
 
 def _event_data(event: Event) -> dict[str, object]:
     """An event's fields but its tag and version, its values as stored (see ``encode_json``)."""
-    return {name: getattr(event, name) for name in event.__struct_fields__ if name != "v"}
+    data = msgspec.structs.asdict(event)  # in C: its fields in order, the values themselves
+    data.pop("v", None)
+    return data
 
 
 _LAYERS_OF: Final[dict[type, list[str]]] = {}
@@ -1254,18 +1261,31 @@ def export_line(record: Record) -> dict[str, object]:
     """
     event = record.event
     kind = type(event)
-    event_layer = kind.layer
+    about = _TYPE_FIELDS.get(kind)
+    if about is None:
+        event_layer = kind.layer
+        about = _TYPE_FIELDS[kind] = (
+            event_layer.name if event_layer is not None else None,
+            _layer_names(kind),
+            kind.__struct_config__.tag,
+        )
+    layer, layers, tag = about
     return {
         "seq": record.seq,
         "time": event.at,
         "stream": record.stream,
-        "layer": event_layer.name if event_layer is not None else None,
-        "layers": _layer_names(kind),
-        "type": kind.__struct_config__.tag,
+        "layer": layer,
+        "layers": layers,
+        "type": tag,
         "version": event.v,
         "data": _event_data(event),
         "chain": record.chain.hex(),
     }
+
+
+_TYPE_FIELDS: Final[dict[type, tuple[str | None, list[str], object]]] = {}
+"""Each event type's ``layer``, ``layers`` and ``type`` in an export line (the same for
+every record of the type: looked up once, not three attribute walks a line)."""
 
 
 def export_lines(
@@ -1303,7 +1323,7 @@ def export_lines(
             continue
         if types is not None and kind.__struct_config__.tag not in types:
             continue
-        yield encode_json(export_line(record)) + b"\n"
+        yield _line_json(export_line(record)) + b"\n"
 
 
 def _verifiable_lines(journal: LmdbJournal, after: int, until: int | None) -> Iterator[bytes]:
@@ -1319,4 +1339,24 @@ def _verifiable_lines(journal: LmdbJournal, after: int, until: int | None) -> It
         line["prev"] = prev.hex()
         line["record"] = stored
         prev = stored[-CHAIN_LEN:]
-        yield encode_json(line) + b"\n"
+        yield _line_json(line) + b"\n"
+
+
+def _line_json(line: dict[str, object]) -> bytes:
+    """``encode_json(line)`` for a line ``export_line`` made (``prev`` and ``record`` added or not).
+
+    Only its ``data``'s values can hold a map JSON has no object for: its other fields are
+    scalars whatever the event's type (``seq``, ``version`` ints, ``time`` a float, ``stream``,
+    ``layer``, ``type``, ``chain`` and ``prev`` text or None, ``record`` bytes) and a list of
+    layer names, and ``data``'s keys are the event's field names (text; ``"$map"`` is checked
+    all the same). So only those values are walked (``_has_odd_keys``), not every field of
+    every line, and a line that holds such a map is walked once, as ``encode_json`` would.
+    """
+    data: Any = line["data"]
+    odd = MAP_TAG in data
+    if not odd:
+        for value in data.values():
+            if type(value) not in _SCALARS and _has_odd_keys(value):
+                odd = True
+                break
+    return _strict_json(_json_ready_deep(line) if odd else line)  # as encode_json does, walked once
