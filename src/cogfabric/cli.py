@@ -1761,8 +1761,9 @@ def _replaceable(output: Path) -> bool:
 
     Not another user's file in a sticky directory (``/tmp``), which only its owner, the
     directory's or root may rename over: it is written in place, as a file in a directory
-    you cannot write is (or refused at once when you may not write it), rather than
-    refused at the rename, after the whole export.
+    you cannot write is (or refused at once when you may not write it, or where Linux's
+    fs.protected_regular refuses to open it, one neither yours nor the directory's owner's), rather
+    than refused at the rename, after the whole export.
     """
     plain = not output.is_symlink() and (output.is_file() or not output.exists())
     return plain and os.access(output.parent, os.W_OK) and not _sticky_for_you(output)
