@@ -490,9 +490,8 @@ def simulate(
         f"  sessions {report.sessions}, prompts refused {report.refusals}, reviews {report.reviews}, "
         f"findings broadcast {report.broadcasts}, checkpoints {report.checkpoints}"
     )
-    click.echo(
-        f"  journal {report.path}: {report.total_events:,} events, {report.journal_bytes / 1e6:.1f} MB"
-    )
+    named = _printable(str(report.path), backslash=False)  # stdout may be a terminal: see _say
+    click.echo(f"  journal {named}: {report.total_events:,} events, {report.journal_bytes / 1e6:.1f} MB")
     where = _shown(report.path)  # a path such as -j would be read as an option of the command
     click.echo(f"audit it: cogfabric inspect {where} && cogfabric verify {where}")
     for warning in _reproduction_warnings(report, seed, where):
