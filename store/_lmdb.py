@@ -457,16 +457,18 @@ def _lock_file_taken(where: Path) -> int | None:
     return lock_owner if data_owner == os.geteuid() != lock_owner else None
 
 
-def _only_readers_hold(where: Path) -> bool:
+def _only_readers_hold(where: Path) -> bool | None:
     """Whether ``writer.lock`` is held shared (by ``_hold_off_writers``' readers), not by a writer.
 
     Read from ``/proc/locks`` (Linux), not by taking a shared lock to see: a lock taken
     for a moment would refuse another writer opening the journal meanwhile, with this
-    message. False where that cannot be read.
+    message. False where that cannot be read; None where it shows no lock on the file at
+    all: none is held, or its holder runs outside this ``/proc``'s PID namespace (a
+    container's), whose locks Linux leaves out (``_shared_lock_free`` then tells).
     """
     try:
         held = (where / "writer.lock").lstat()
-        table = Path("/proc/locks").read_text()
+        table = _PROC_LOCKS.read_text()
     except OSError:
         return False
     file_id = f"{os.major(held.st_dev):02x}:{os.minor(held.st_dev):02x}:{held.st_ino}"
@@ -477,7 +479,26 @@ def _only_readers_hold(where: Path) -> bool:
             if fields[3] != "READ":
                 return False  # a writer's
             shared = True
-    return shared
+    return True if shared else None
+
+
+_PROC_LOCKS: Final = Path("/proc/locks")
+
+
+def _shared_lock_free(where: Path) -> bool:
+    """Whether a shared lock on ``writer.lock`` can be taken (for a moment): no writer holds it."""
+    try:
+        fd = os.open(where / "writer.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    else:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _prepare_to_read(where: Path) -> _WriterLock | None:
@@ -1529,7 +1550,10 @@ class LmdbJournal(Journal):
             holder = _holder_of(fd)
             lock.release()
             if exc.errno in (errno.EAGAIN, errno.EACCES):
-                if not mine and _only_readers_hold(where):
+                readers = False if mine else _only_readers_hold(where)
+                if readers is None:  # a holder /proc/locks does not show (a container's, say): see
+                    readers = _shared_lock_free(where)
+                if readers:
                     msg = (
                         f"{where} is being read from a read-only file system (a read-only mount of "
                         "it), where LMDB keeps no record of its readers, so its reader holds writers "
