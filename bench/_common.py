@@ -128,9 +128,16 @@ def source_revision(root: Path | None = None) -> str:
     """The repository's commit, with ``+dirty`` when the runtime's sources differ from it.
 
     ``root``: another tree's (the one a run imported ``cogfabric`` from); by default this one's.
+    ``"unknown"`` when git tracks no ``src`` there: a tree unpacked (``git archive``) or
+    installed inside another repository's working tree is none of that repository's commits.
     """
     root = root if root is not None else Path(__file__).resolve().parent.parent
     try:
+        tracked = subprocess.run(
+            ["git", "ls-files", "--", "src"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        if not tracked:
+            return "unknown"
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()

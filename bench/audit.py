@@ -20,11 +20,16 @@ the median, the JSON every run):
   record.
 * References in the same rounds: reading every record with its typed event
   (``journal.read()``, after the same read-only open), and ``journal.verify()`` (what
-  a plain export does before its first line). Each export's ratio is against the read.
+  a plain export does before its first line). Each export's ratio is its rate over the
+  read's (below 1: slower), paired by round: the median of the rounds' own ratios, not
+  a ratio of the medians, so a slow spell of the shared machine that spans a round
+  cancels out (files written before 2026-12-06's review, such as ``docs/audit-*.json``,
+  hold the ratio of the medians).
 
 Beside each time, the JSON has the process's CPU time a run (``cpu_seconds``: the page
 walk's child is not in it) and the bytes it wrote (``output_bytes``). Before each run
-``os.sync()`` writes out the previous run's file, so no run pays for another's writes.
+``os.sync()`` writes out what the runs before it left unwritten (the previous run's
+directory is removed by then), so no run pays for another's writes.
 
 Run it from the repository root::
 
@@ -47,6 +52,7 @@ import gc
 import io
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -55,7 +61,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from _common import directory, json_file, positive, source_revision, write_json
-from _workloads import RowSpec, Sample, Timed, Workload, environment, format_table, run_workloads
+from _workloads import Row, RowSpec, Sample, Timed, Workload, environment, format_table, run_workloads
 
 import cogfabric
 from cogfabric._audit import open_for_audit
@@ -257,6 +263,25 @@ def build_workloads(journal: Path, records: int) -> list[Workload]:
     ]
 
 
+def paired_ratios(rows: list[Row]) -> list[Row]:
+    """Each ratio as the median of the rounds' ratios (run ``i`` against the reference's run ``i``).
+
+    The shared table's ratio is the median rate over the reference's median rate; the
+    rounds are interleaved so that a slow spell hits every workload of a round alike,
+    which only a ratio taken within each round makes use of (as ``journal_append.py``'s).
+    """
+    by_label = {row.workload: row for row in rows}
+    for row in rows:
+        reference = by_label.get(row.reference) if row.reference else None
+        if reference is None:
+            continue
+        row.ratio = statistics.median(
+            (row.count / mine) / (reference.count / theirs)
+            for mine, theirs in zip(row.runs, reference.runs, strict=True)
+        )
+    return rows
+
+
 # ---------------------------------------------------------------------- running
 
 
@@ -281,11 +306,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-        rows = run_workloads(
-            build_workloads(Path(tmp) / "journal", settings.events),
-            repeat=settings.repeat,
-            tmp_parent=settings.tmp_parent,
-            prefix="cogfabric-audit-run-",
+        rows = paired_ratios(
+            run_workloads(
+                build_workloads(Path(tmp) / "journal", settings.events),
+                repeat=settings.repeat,
+                tmp_parent=settings.tmp_parent,
+                prefix="cogfabric-audit-run-",
+            )
         )
     print()
     print(
