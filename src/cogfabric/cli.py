@@ -1719,9 +1719,8 @@ def _export_target(output: Path | None) -> Iterator[BinaryIO]:
 
 _PARTIAL_BUFFER: Final = 1 << 18
 """The write buffer of an export's partial file (256 KiB): no one reads that file before it is
-whole, and the default 8 KiB, a system call each, took about 0.75 us a line (a tenth of an
-export's time before session 52's changes) writing 200,000 lines of a simulation's journal, this
-one half that."""
+whole, and the default 8 KiB makes a system call every few dozen lines (bench/audit.py measures
+export as a whole: docs/performance.md, "Export")."""
 
 
 def _partial_file(output: Path) -> tuple[int, Path]:
