@@ -98,7 +98,8 @@ class Behavior(Protocol):
     If it raises, the failure is journaled, a dead letter records the message, the
     requester (if any) gets ``IpcHandlerError``, and the agent is restarted from the
     journal with a fresh behavior from its registered factory (an instance whose class
-    is not registered has none: the agent keeps it).
+    is not registered has none: the agent keeps it). A subclass defines its own
+    ``on_message``: this one is a stub, and a spawn refuses a behavior that has only it.
     """
 
     def on_message(self, ctx: AgentContext, message: IpcMessage) -> Any:  # noqa: ANN401 - any reply

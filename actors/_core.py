@@ -231,7 +231,10 @@ class Core:
             log.exception("%sbehavior %r could not be made: the agent runs without one", whose, name)
             return None
         msg = ""
-        if not _handles_messages(behavior):
+        if inspect.iscoroutine(behavior):
+            behavior.close()  # nothing awaits it: no "never awaited" warning
+            msg = f"behavior {name!r} made a coroutine: its factory is async, and nothing would await it"
+        elif not _handles_messages(behavior):
             msg = f"behavior {name!r} made a {type(behavior).__name__} with no on_message(ctx, message)"
         elif _async_on_message(behavior):
             msg = f"behavior {name!r} made a {type(behavior).__name__}, which {ASYNC_ON_MESSAGE}"
@@ -248,9 +251,22 @@ class Core:
         return replay_agent(self.writer.journal, agent_id)
 
 
+# What a subclass of the ``Behavior`` protocol inherits when it defines no ``on_message``
+# of its own (a misspelt one, say): a stub that returns None, which defers every reply.
+_PROTOCOL_STUB: Final = ("cogfabric.actors._agent", "Behavior.on_message")
+
+
 def _handles_messages(behavior: object) -> bool:
-    """Whether ``behavior`` has the one method a behavior needs: ``on_message(ctx, message)``."""
-    return callable(getattr(behavior, "on_message", None))
+    """Whether ``behavior`` has the one method a behavior needs: ``on_message(ctx, message)``.
+
+    The ``Behavior`` protocol's own stub, which a subclass that defines none inherits,
+    does not count: every request to the agent would wait out its timeout.
+    """
+    on_message = getattr(behavior, "on_message", None)
+    if not callable(on_message):
+        return False
+    function = getattr(on_message, "__func__", on_message)
+    return (getattr(function, "__module__", None), getattr(function, "__qualname__", None)) != _PROTOCOL_STUB
 
 
 ASYNC_ON_MESSAGE: Final = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import email.message
 import hashlib
+import inspect
 import itertools
 import json
 import logging
@@ -834,6 +835,9 @@ class LLMClient:
         if not isinstance(output, str):
             name = _provider_label(self.provider, "name")
             msg = f"provider {name} returned {type(output).__name__}, not str"
+            if inspect.iscoroutine(output):
+                output.close()  # nothing awaits it: no "never awaited" warning
+                msg += " (its generate is async: the caller's thread runs it, and would never await it)"
             raise ProviderError(msg)
         return str.__str__(output)  # a subclass's text, plain, as the journal stores it
 

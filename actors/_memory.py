@@ -16,6 +16,7 @@ from __future__ import annotations
 import _thread
 import collections
 import contextlib
+import inspect
 import itertools
 import logging
 import math
@@ -123,10 +124,26 @@ MAX_PARALLEL_RETRIEVERS: Final = 4
 """Retrievers that run at once for one prompt, as in the original."""
 
 
+def _retrieve(retriever: Retriever, query: str) -> Sequence[Snippet]:
+    """What ``retriever.retrieve(query)`` returns, refused if it is a coroutine.
+
+    Raises:
+        TypeError: ``retrieve`` is async: nothing would await it (closed, so that it
+            does not warn it was never awaited).
+
+    """
+    snippets = retriever.retrieve(query)
+    if inspect.iscoroutine(snippets):
+        snippets.close()
+        msg = "its retrieve is async: it runs on a thread of its own, which would never await it"
+        raise TypeError(msg)
+    return snippets
+
+
 def _retrieved(retriever: Retriever, query: str) -> list[Snippet]:
     """One retriever's checked snippets; [] (logged) when it fails."""
     try:
-        return [kept for kept in map(_checked_snippet, retriever.retrieve(query)) if kept is not None]
+        return [kept for kept in map(_checked_snippet, _retrieve(retriever, query)) if kept is not None]
     except BaseException:  # CancelledError, sys.exit() too: the caller's call goes on without it
         # A warning, as for one that does not answer in time: the prompt is built all the
         # same. Named by its type, not its repr (which could show a client's credentials).
