@@ -2329,7 +2329,8 @@ class LmdbJournal(Journal):
     def read_stored(self, after: int = 0, until: int | None = None) -> Iterator[tuple[Record, bytes]]:
         """Iterate ``read(after, until)``'s records, each with its bytes exactly as stored.
 
-        The bytes are what the hash chain covers (the layout is in ``store/_record.py``):
+        The bytes are what the hash chain covers (the layout is in README.md, "The
+        journal's bytes", and ``store/_record.py``):
         with the chain link of the record before, anyone can check a record against its
         link without the journal (``cogfabric export --verifiable``). Chunked as ``read``;
         no stream filter, as a record's link chains it to the record before it in seq
