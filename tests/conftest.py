@@ -77,7 +77,9 @@ def serve_http() -> Iterator[Callable[..., str]]:
         handler: type[http.server.BaseHTTPRequestHandler], release: threading.Event | None = None
     ) -> str:
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        # shutdown() returns once serve_forever's loop next looks at its flag, every
+        # poll_interval: at the default 0.5 s each test's teardown waited about that long.
+        thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         thread.start()
         servers.append((httpd, thread, release))
         return f"http://127.0.0.1:{httpd.server_address[1]}/v1"

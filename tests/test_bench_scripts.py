@@ -190,21 +190,6 @@ def test_the_audit_bench_times_each_export_of_every_record_through_the_command(t
     assert verifiable["extras"][0]["output_bytes"] > plain["extras"][0]["output_bytes"]
 
 
-@pytest.mark.parametrize("script", TINY)
-def test_a_json_path_that_cannot_be_written_is_refused_before_measuring(tmp_path: Path, script: str) -> None:
-    out = subprocess.run(
-        [sys.executable, str(BENCH / script), "--quick", "--json", str(tmp_path / "missing" / "out.json")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-    assert out.returncode == 2
-    assert "is in a directory that does not exist" in out.stderr
-    assert out.stdout == ""  # nothing measured
-
-
 def _bench_module(name: str) -> Any:
     """A module of bench/, imported as its scripts import each other (bench/ on the path)."""
     sys.path.insert(0, str(BENCH))
@@ -214,18 +199,41 @@ def _bench_module(name: str) -> Any:
         sys.path.remove(str(BENCH))
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e300"])
-def test_fabric_refuses_a_ring_timeout_that_is_no_positive_number_of_seconds(value: str) -> None:
-    out = subprocess.run(
-        [sys.executable, str(BENCH / "fabric.py"), "--quick", f"--timeout={value}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def _refused(capsys: pytest.CaptureFixture[str], script: str, *args: str) -> tuple[object, str, str]:
+    """``script``'s ``main(args)`` run in this process, expected to exit before measuring:
+    its exit status, stdout and stderr.
 
-    assert (out.returncode, out.stdout) == (2, "")
-    assert f"--timeout: must be a positive number of seconds up to 1,000,000, got {value}" in out.stderr
+    The refusals are its command line's parsing (argparse exits), the first thing ``main``
+    does, so a process of its own checks nothing more and took a fresh interpreter's start
+    and imports each time (the runs above start the scripts as processes, exit status 0).
+    """
+    main = _bench_module(script.removesuffix(".py")).main
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    captured = capsys.readouterr()
+    return info.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("script", TINY)
+def test_a_json_path_that_cannot_be_written_is_refused_before_measuring(
+    tmp_path: Path, script: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing" / "out.json"
+    code, stdout, stderr = _refused(capsys, script, "--quick", "--json", str(missing))
+
+    assert code == 2
+    assert "is in a directory that does not exist" in stderr
+    assert stdout == ""  # nothing measured
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e300"])
+def test_fabric_refuses_a_ring_timeout_that_is_no_positive_number_of_seconds(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, stdout, stderr = _refused(capsys, "fabric.py", "--quick", f"--timeout={value}")
+
+    assert (code, stdout) == (2, "")
+    assert f"--timeout: must be a positive number of seconds up to 1,000,000, got {value}" in stderr
 
 
 def test_a_results_file_that_cannot_be_written_after_the_tables_is_an_error_not_a_traceback(
@@ -256,24 +264,18 @@ def test_fabric_judges_no_target_on_workloads_smaller_than_the_targets(tmp_path:
 @pytest.mark.parametrize("script", TINY)
 @pytest.mark.parametrize("where", ["missing", "a file"])
 def test_a_dir_that_is_no_writable_directory_is_refused_before_measuring(
-    tmp_path: Path, script: str, where: str
+    tmp_path: Path, script: str, where: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target = tmp_path / "missing"
     if where == "a file":
         target = tmp_path / "file"
         target.write_text("")
-    out = subprocess.run(
-        [sys.executable, str(BENCH / script), "--quick", "--dir", str(target)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    code, stdout, stderr = _refused(capsys, script, "--quick", "--dir", str(target))
 
-    assert out.returncode == 2
-    assert ("does not exist" if where == "missing" else "is no directory") in out.stderr
-    assert "Traceback" not in out.stderr
-    assert out.stdout == ""  # nothing measured
+    assert code == 2
+    assert ("does not exist" if where == "missing" else "is no directory") in stderr
+    assert "Traceback" not in stderr
+    assert stdout == ""  # nothing measured
 
 
 def _plot(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
