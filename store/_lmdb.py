@@ -786,6 +786,31 @@ _OPEN_JOURNALS: Final[weakref.WeakSet[LmdbJournal]] = weakref.WeakSet()
 """Every journal this process opened (or a forked child inherited), to name a fork's refusal."""
 
 
+_ENV_OPEN_LOCK: Final = threading.Lock()
+"""Held while LMDB opens an environment: one open at a time in this process (``_open_env``)."""
+# held across a fork: a child's copy is not left locked by a thread it does not have
+os.register_at_fork(
+    before=_ENV_OPEN_LOCK.acquire,
+    after_in_parent=_ENV_OPEN_LOCK.release,
+    after_in_child=_ENV_OPEN_LOCK.release,
+)
+
+
+def _open_env(where: Path, **options: Any) -> lmdb.Environment:  # noqa: ANN401 - lmdb.open's keywords
+    """``lmdb.open(where, **options)``, one at a time in this process.
+
+    py-lmdb refuses an environment this process has open already ("already open in
+    this process"), but checks before it opens the files and notes them after, with
+    the GIL released in between: two threads opening one journal at once (a runtime
+    and an audit, two audits) could both get it. LMDB's locks are the process's, so
+    the second open then takes the lock file for the first user's, re-initializing its
+    reader table under the first's readers (whose pages a writer may then reuse), and
+    closing either releases the other's locks and makes py-lmdb forget both.
+    """
+    with _ENV_OPEN_LOCK:
+        return lmdb.open(os.fsencode(where), **options)
+
+
 @contextlib.contextmanager
 def _inherited_by_fork(where: Path) -> Iterator[None]:
     """Say so when LMDB refuses ``where`` because this process inherited it open from its parent.
@@ -1424,8 +1449,8 @@ class LmdbJournal(Journal):
             short = _check_length(where, readonly=readonly)
             _check_room_for_locks(where)
             with _inherited_by_fork(where), _translated(where):
-                env = lmdb.open(
-                    os.fsencode(where),  # any name the file system holds, UTF-8 or not
+                env = _open_env(
+                    where,  # any name the file system holds, UTF-8 or not
                     map_size=size,
                     subdir=True,
                     readonly=readonly,
@@ -1493,8 +1518,8 @@ class LmdbJournal(Journal):
             return
         _check_room_for_locks(where)
         with _inherited_by_fork(where), _translated(where):
-            env = lmdb.open(
-                os.fsencode(where),
+            env = _open_env(
+                where,
                 map_size=size,
                 subdir=True,
                 readonly=True,
