@@ -812,13 +812,14 @@ def test_a_ctrl_c_anywhere_in_ringing_the_writer_never_leaves_it_asleep(
             agent.set_private("before", 0)
             runtime.flush()
             trace = _CtrlC(at)
+            previous = sys.gettrace()  # a coverage or debugger tracer, given back after
             sys.settrace(trace)
             try:
                 runtime.flush()  # the user presses Ctrl-C as this rings the writer
             except KeyboardInterrupt:
                 pass
             finally:
-                sys.settrace(None)
+                sys.settrace(previous)
             agent.set_private("after", 1)  # the application goes on with the same runtime
             runtime.flush(timeout=5.0)
         with Runtime.open(where) as reopened:
