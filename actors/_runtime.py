@@ -1842,7 +1842,7 @@ class Runtime:
 
         ``stale_only``: only the agents that stopped waiting for a commit (``Shared.stale``).
         """
-        # not under _lock: a thread holding it may wait for the writer (one C call is atomic)
+        # no _lock needed: list() copies the registry's items in one C call, atomically
         entries = [
             (agent_id, e)
             for agent_id, e in list(self._agents.items())

@@ -1006,7 +1006,7 @@ def _short_by(where: Path, *, readonly: bool) -> tuple[int, int]:
         msg = f"{where} is not an LMDB journal this code can open: its data file holds no LMDB header"
         raise JournalFormatError(msg)
     if len(head) < _pages.META_END:
-        return size, 0  # empty (LMDB writes a new header) or not LMDB's
+        return size, 0  # empty (LMDB writes a new header): a non-empty file this short was refused above
     first = _pages.meta_at(head, 0)
     page = first.page_size
     if first.magic != _pages.META_MAGIC or page < _pages.META_END:
