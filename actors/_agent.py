@@ -39,7 +39,7 @@ from cogfabric.events._codec import journal_repr, journal_text, require_str
 from cogfabric.store import JournalError, JournalFailedError
 
 from ._clock import bounded_wait
-from ._core import ASYNC_ON_MESSAGE, last_checkpoint_in, replay_agent
+from ._core import ASYNC_ON_MESSAGE, last_checkpoint_in, printable, replay_agent, thread_name
 from ._errors import (
     ActorTimeoutError,
     AgentCapacityError,
@@ -678,8 +678,10 @@ class AgentActor(pykka.ThreadingActor):
             self._core.on_killed(self._state.id, self.actor_ref)
 
     def on_start(self) -> None:
-        """Pykka's hook, on the actor's own thread before its first message."""
-        self._shared.thread = threading.current_thread()
+        """Pykka's hook, on the actor's own thread before its first message (and anything it logs)."""
+        thread = self._shared.thread = threading.current_thread()
+        # once per thread, not per message: ``AgentActor-3 [sim-a] researcher-001``
+        thread.name = f"{thread_name(thread.name, self._core.name)} {printable(self._state.id)}"
         self._shared.flush_outbox = self.flush_outbox
         _thread_role.agent = True
         _thread_role.mine = (self._core, self._state.id)

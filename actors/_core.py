@@ -36,14 +36,34 @@ __all__ = [
     "Core",
     "Publications",
     "agent_end",
+    "printable",
     "publications",
     "replay_agent",
     "replay_start",
     "snapshot_flaw",
     "snapshot_problem",
+    "thread_name",
 ]
 
 log = logging.getLogger(__name__)
+
+
+def printable(text: str) -> str:
+    """``text`` as it is if printable, else as ``ascii()`` shows it: one safe line of a log.
+
+    A directory's or an agent's name may hold a newline or an ESC sequence, which a log
+    line (``%(threadName)s``) would otherwise print as it is, forging a line or hiding one.
+    """
+    return text if text.isprintable() else ascii(text)
+
+
+def thread_name(role: str, runtime: str) -> str:
+    """The name of a thread a runtime starts: its ``role`` and the runtime's name (``Runtime.name``).
+
+    ``AgentActor-3 [sim-a]``, ``cogfabric-session-ticker [sim-a]``: the name it had
+    stays in front, so what finds a thread by it (``startswith``) still does.
+    """
+    return f"{role} [{runtime}]"
 
 
 class Core:
@@ -56,9 +76,12 @@ class Core:
         clock: Clock,
         writer: JournalWriter | None,
         behaviors: Mapping[str, Callable[[], Behavior]],
+        name: str,
     ) -> None:
         """Bind the settings; the runtime sets ``bus`` right after."""
         self.config = config
+        self.name = name
+        """The runtime's name (``Runtime.name``), printable: every thread it starts carries it."""
         self.clock = CheckedClock.wrap(clock)
         """The runtime's clock, its wall readings checked (``ClockError``) before they are journaled."""
         self.writer = writer

@@ -51,6 +51,7 @@ from cogfabric.store import JournalError
 
 from ._cleaner import CleanOptions, clean, clean_with_turns, with_ellipsis
 from ._clock import MAX_WAIT, bounded_wait
+from ._core import thread_name
 from ._errors import (
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
@@ -166,7 +167,7 @@ class _Overdue:
 
 
 def _run_retrievers(
-    retrievers: Sequence[Retriever], query: str, timeout: float, overdue: _Overdue
+    retrievers: Sequence[Retriever], query: str, timeout: float, overdue: _Overdue, runtime: str
 ) -> list[list[Snippet]]:
     """Each retriever's snippets, in the retrievers' order; at most four run at once.
 
@@ -175,7 +176,7 @@ def _run_retrievers(
     goes on until it returns, counted in ``overdue`` (shared by every call of one session
     memory): a retriever with a run overdue is skipped (logged) until every such run has
     returned, so one that hangs holds the threads of the calls that met it, not one more
-    for each prompt built after.
+    for each prompt built after. ``runtime``: the name its threads carry (``Runtime.name``).
     """
     results: list[list[Snippet] | None] = [None] * len(retrievers)
     running: set[int] = set()  # indexes of the retrievers a worker is in
@@ -206,7 +207,7 @@ def _run_retrievers(
     with lock:
         free = sum(1 for r in retrievers if not runs[id(r)])
     workers = [
-        threading.Thread(target=work, name="cogfabric-retriever", daemon=True)
+        threading.Thread(target=work, name=thread_name("cogfabric-retriever", runtime), daemon=True)
         for _ in range(min(MAX_PARALLEL_RETRIEVERS, free))
     ]
     for worker in workers:
@@ -388,6 +389,11 @@ class SessionActor(pykka.ThreadingActor):
     def __init__(self, manager: MemoryManager) -> None:
         super().__init__()
         self._manager = manager
+
+    def on_start(self) -> None:
+        """Pykka's hook, on the actor's own thread first: name its runtime (``SessionActor-4 [sim-a]``)."""
+        thread = threading.current_thread()
+        thread.name = thread_name(thread.name, self._manager._core.name)  # noqa: SLF001
 
     def on_receive(self, message: object) -> None:
         """Handle the doorbell: run every waiting operation."""
@@ -1029,7 +1035,9 @@ class MemoryManager:
         if not retrievers or not query:
             return None
         best: dict[tuple[str, str], Snippet] = {}
-        for found in _run_retrievers(retrievers, query, self._core.call_timeout, self._overdue):
+        for found in _run_retrievers(
+            retrievers, query, self._core.call_timeout, self._overdue, self._core.name
+        ):
             for snippet in found:
                 key = (snippet.source, snippet.content)
                 if key not in best or best[key].score < snippet.score:
@@ -1249,7 +1257,9 @@ class MemoryManager:
                 except Exception:
                     log.exception("a session sweep failed")
 
-        ticker = threading.Thread(target=tick, name="cogfabric-session-ticker", daemon=True)
+        ticker = threading.Thread(
+            target=tick, name=thread_name("cogfabric-session-ticker", self._core.name), daemon=True
+        )
         with self._lock:
             if self._ticker is not None:
                 msg = "the session ticker runs already (Runtime.open starts one on a real clock)"

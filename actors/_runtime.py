@@ -16,6 +16,7 @@ import reprlib
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Self
 
 import pykka
@@ -50,10 +51,12 @@ from ._core import (
     Core,
     agent_end,
     last_checkpoint_in,
+    printable,
     publications,
     replay_agent,
     replay_start,
     snapshot_flaw,
+    thread_name,
 )
 from ._errors import (
     ActorTimeoutError,
@@ -221,7 +224,10 @@ def _named(agent_ids: list[str]) -> str:
 
 
 _CLOSE_THREAD: Final = "cogfabric-close"
-"""The name of the thread a close() begun by an agent's behavior runs on."""
+"""The name of the thread a close() begun by an agent's behavior runs on (and the runtime's name)."""
+
+_MAX_NAME: Final = 64
+"""The longest ``name`` ``Runtime.open`` takes, in characters: each of its threads' names carries it."""
 
 _OPEN: set[Runtime] = set()
 """Runtimes not closed yet: closed at interpreter exit (``_close_left_open``)."""
@@ -381,6 +387,8 @@ class Runtime:
         """Messages told to agents after their senders timed out (counted on the writer's
         thread): a flush during which one arrives asks the agents to hand over again."""
         self._close_done = threading.Event()
+        self._closer: threading.Thread | None = None
+        """The thread a close() begun by an agent's behavior runs on (``_close_for_agent``)."""
         self._writer_stopped = False
         """Set by close() once the journal writer stopped: only then may it close the journal."""
         self._order = threading.Lock()
@@ -427,6 +435,7 @@ class Runtime:
         verify: Literal["full", "tail"] = "full",
         llm_provider: LLMProvider | None = None,
         key: bytes | str | None = None,
+        name: str | None = None,
     ) -> Runtime:
         """Open a runtime on the journal at ``path`` (None: memory only), recovering its agents.
 
@@ -449,6 +458,13 @@ class Runtime:
         ``key`` makes the journal's hash chain keyed (a BLAKE2b MAC, see
         ``cogfabric.store.Journal.open``): only a holder of the key can re-chain it
         undetected. A journal written with a key must be opened with the same key.
+
+        ``name`` labels the runtime in its threads' names, and so in a log format's
+        ``%(threadName)s``: ``AgentActor-3 [sim-a] researcher-001``,
+        ``JournalWriterActor-2 [sim-a]``, ``cogfabric-session-ticker [sim-a]``. It tells
+        apart the log lines of runtimes one process hosts. By default the journal
+        directory's name (its real path's last part, as ``ascii()`` writes it unless
+        printable), or ``memory`` without a journal; ``Runtime.name`` answers it.
 
         Raises:
             JournalIntegrityError: the journal fails verification (unless ``allow_unverified``).
@@ -478,16 +494,19 @@ class Runtime:
             TypeError: ``behaviors`` is no mapping of str names to callables (a name of
                 another type raises ``InvalidTextError``), ``llm_provider`` has no
                 ``generate``, or ``allow_unverified`` is no bool (a string "false" would
-                waive verification); or ``key`` is neither bytes nor str.
+                waive verification); or ``key`` is neither bytes nor str; or ``name`` is
+                not a str.
             ValueError: ``path`` is the empty str (it would name the working directory);
                 a ``key`` without a ``path``, or one that is empty, longer than BLAKE2b
                 takes (64 bytes) or a str UTF-8 cannot encode; or ``verify`` is neither
-                "full" nor "tail".
+                "full" nor "tail"; or ``name`` is blank, longer than 64 characters, or holds
+                a character that is not printable (a newline, a control or format character).
 
         """
         config = Config.of(config)
         checked = CheckedClock.wrap(SystemClock() if clock is None else clock)
         _check_open_arguments(verify, allow_unverified, behaviors, llm_provider)
+        name = None if name is None else _checked_name(name)
         if llm_provider is None and config.llm.base_url:
             # before the journal opens: a refused configuration leaves nothing open behind it
             llm_provider = OpenAICompatibleProvider(config.llm)
@@ -507,6 +526,8 @@ class Runtime:
                 check_pages=jc.check_pages,
             )
             try:
+                if name is None:  # the path is one Journal.open took
+                    name = printable(Path(path).resolve().name or "/")
                 placements = cls._verify(journal, verify, allow_unverified=allow_unverified)
                 # Not waived by allow_unverified: a runtime whose every change the journal
                 # refuses (its chain head contradicts its records) could do nothing.
@@ -518,12 +539,15 @@ class Runtime:
                     journal,
                     group_commit_max=config.journal.group_commit_max,
                     call_timeout=config.runtime.call_timeout,
+                    name=name,
                 )
             except BaseException:
                 journal.close()
                 raise
         try:
-            core = Core(config=config, clock=checked, writer=writer, behaviors=behaviors or {})
+            core = Core(
+                config=config, clock=checked, writer=writer, behaviors=behaviors or {}, name=name or "memory"
+            )
             core.llm_provider = llm_provider
             runtime = cls(core, journal)  # recovers the sessions
         except BaseException:
@@ -1049,7 +1073,9 @@ class Runtime:
                 self._late.pop(finished, None)
 
         finished = threading.Event()
-        thread = threading.Thread(target=wait, name=f"cogfabric-late-{what}", daemon=True)
+        thread = threading.Thread(
+            target=wait, name=thread_name(f"cogfabric-late-{what}", self._core.name), daemon=True
+        )
         self._late[finished] = thread  # before it starts: a flush from now on waits for it
         try:
             thread.start()
@@ -1959,7 +1985,12 @@ class Runtime:
             own = not self._closed and self._own_entry() is not None
         if own:
             try:
-                threading.Thread(target=self._close_for_agent, name=_CLOSE_THREAD, daemon=True).start()
+                self._closer = closer = threading.Thread(
+                    target=self._close_for_agent,
+                    name=thread_name(_CLOSE_THREAD, self._core.name),
+                    daemon=True,
+                )
+                closer.start()
             except RuntimeError:  # no new threads at interpreter shutdown (Python 3.12.0-3.12.2)
                 pass  # close here: _stop_agents does not wait for this agent's own actor
             else:
@@ -1977,7 +2008,7 @@ class Runtime:
             if not on_agent_thread():
                 if not self._close_done.wait(timeout=5 * self._core.call_timeout):
                     log.warning("close() waited for another thread's close() in vain")
-                elif threading.current_thread().name != _CLOSE_THREAD:
+                elif threading.current_thread() is not self._closer:
                     self._raise_unreported()  # the close() an agent began raised nothing
             return
         failures: list[Exception] = []
@@ -2012,7 +2043,7 @@ class Runtime:
                 self._close_done.set()
         if failures:
             raise failures[0]
-        if threading.current_thread().name != _CLOSE_THREAD:
+        if threading.current_thread() is not self._closer:
             self._raise_unreported()
 
     def _raise_unreported(self) -> None:
@@ -2130,6 +2161,11 @@ class Runtime:
         """Whether ``close()`` was called."""
         return self._closed
 
+    @property
+    def name(self) -> str:
+        """The runtime's name (``Runtime.open(name=...)``), which every thread it starts carries."""
+        return self._core.name
+
     def __enter__(self) -> Self:
         return self
 
@@ -2164,6 +2200,24 @@ def _check_open_arguments(
     if llm_provider is not None and not callable(getattr(llm_provider, "generate", None)):
         msg = f"llm_provider has a generate(prompt, **params) method, got {type(llm_provider).__name__}"
         raise TypeError(msg)
+
+
+def _checked_name(name: object) -> str:
+    """``Runtime.open``'s ``name`` (a plain ``str``): a short line of printable text, safe in a log line."""
+    if not isinstance(name, str):
+        msg = f"name is a str, got {type(name).__name__} {reprlib.repr(name)}"
+        raise TypeError(msg)
+    name = str.__str__(name)  # a str subclass's text: none of its methods runs later
+    if not name.strip():
+        msg = f"name is a runtime's label in its threads' names, not blank: got {name!r}"
+        raise ValueError(msg)
+    if len(name) > _MAX_NAME:
+        msg = f"name is at most {_MAX_NAME} characters, got {len(name)}"
+        raise ValueError(msg)
+    if not name.isprintable():  # a newline would forge a log line, an ESC sequence hide one
+        msg = f"name holds a character a log line would not show as it is: {name!r}"
+        raise ValueError(msg)
+    return name
 
 
 _SPAWN_ARGUMENTS: Final = frozenset(inspect.signature(Runtime.spawn).parameters) - {"self"}

@@ -47,6 +47,7 @@ from cogfabric.store import (
 )
 
 from ._clock import bounded_wait
+from ._core import thread_name
 from ._errors import ActorTimeoutError, RuntimeClosedError
 
 if TYPE_CHECKING:
@@ -221,8 +222,12 @@ class JournalWriterActor(pykka.ThreadingActor):
         self._writer = writer
 
     def on_start(self) -> None:
-        """Note the writer's thread: it never waits for room in its own queue."""
+        """Note the writer's thread: it never waits for room in its own queue; name its runtime."""
         self._writer._writer_ident = threading.get_ident()  # noqa: SLF001
+        name = self._writer._name  # noqa: SLF001
+        if name is not None:
+            thread = threading.current_thread()
+            thread.name = thread_name(thread.name, name)
 
     def on_receive(self, message: object) -> None:
         """Handle the doorbell: commit everything waiting."""
@@ -260,13 +265,16 @@ class JournalWriter:
         group_commit_max: int,
         call_timeout: float,
         backlog_max: int | None = None,
+        name: str | None = None,
     ) -> None:
         """Start the writer actor for ``journal``.
 
         ``backlog_max`` bounds the events waiting for the writer (default: four times
-        ``group_commit_max``); a producer that finds it full waits for room.
+        ``group_commit_max``); a producer that finds it full waits for room. ``name``:
+        the runtime's (``Runtime.name``, printable), which the actor's thread carries.
         """
         self._journal = journal
+        self._name = name
         self._group_max = group_commit_max
         self._timeout = call_timeout
         self._queue: collections.deque[_Submission] = collections.deque()

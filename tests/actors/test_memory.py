@@ -1158,7 +1158,7 @@ class TestRetrieversRunBesideTheSessionActor:
                 return [Snippet("quick", query, 0.9)]
 
         def retriever_threads() -> list[threading.Thread]:
-            return [t for t in threading.enumerate() if t.name == "cogfabric-retriever"]
+            return [t for t in threading.enumerate() if t.name.startswith("cogfabric-retriever [")]
 
         config = Config(memory=_config().memory, runtime=RuntimeConfig(call_timeout=0.2))
         before = set(retriever_threads())
@@ -1203,7 +1203,9 @@ class TestRetrieversRunBesideTheSessionActor:
                 return [Snippet("flaky", query, 0.9)]
 
         def retriever_threads() -> int:
-            return sum(t.name == "cogfabric-retriever" and t.is_alive() for t in threading.enumerate())
+            return sum(
+                t.name.startswith("cogfabric-retriever [") and t.is_alive() for t in threading.enumerate()
+            )
 
         config = Config(memory=_config().memory, runtime=RuntimeConfig(call_timeout=0.2))
         before = retriever_threads()

@@ -204,7 +204,7 @@ class TestRetrievalQuery:
 
         assert first.content == "Relevant context:\n[kb] about q\n"  # five alike, deduplicated
         assert [r.queries for r in retrievers] == [["q"]] * 5
-        assert started == ["cogfabric-retriever"] * 4
+        assert started == ["cogfabric-retriever [j]"] * 4  # the runtime's name: its journal directory's
 
 
 class TestBuildContextLines:

@@ -2993,7 +2993,7 @@ def _no_late_threads(monkeypatch: pytest.MonkeyPatch) -> None:
 def _join_late(what: str) -> None:
     """Wait for the helper threads that finish a timed-out call."""
     for thread in threading.enumerate():
-        if thread.name == f"cogfabric-late-{what}":
+        if thread.name.startswith(f"cogfabric-late-{what} ["):
             thread.join(10)
             assert not thread.is_alive()
 
