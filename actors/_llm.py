@@ -39,6 +39,7 @@ from cogfabric.events._codec import journal_text, require_str
 
 from ._cleaner import GO_SPACE, active_turn_start, summarise_tool_calls
 from ._clock import bounded_wait
+from ._core import printable
 from ._errors import (
     ActorError,
     ActorTimeoutError,
@@ -497,7 +498,10 @@ class OpenAICompatibleProvider:
             finally:
                 done.set()
 
-        threading.Thread(target=exchange, name="cogfabric-llm-http", daemon=True).start()
+        # named after its caller (``cogfabric-llm-http for AgentActor-3 [sim-a] a``): an exchange
+        # that outlives its call (a server trickling its headers) names the runtime it served
+        caller = printable(threading.current_thread().name)
+        threading.Thread(target=exchange, name=f"cogfabric-llm-http for {caller}", daemon=True).start()
         if not done.wait(bounded_wait(timeout, 0.0)):
             msg = f"{self.name} at {url} gave no whole answer within {timeout} s"
             raise ProviderError(self._scrubbed(msg))

@@ -1981,20 +1981,8 @@ class Runtime:
                 (it closes the journal itself once its commits are done).
 
         """
-        with self._lock:
-            own = not self._closed and self._own_entry() is not None
-        if own:
-            try:
-                self._closer = closer = threading.Thread(
-                    target=self._close_for_agent,
-                    name=thread_name(_CLOSE_THREAD, self._core.name),
-                    daemon=True,
-                )
-                closer.start()
-            except RuntimeError:  # no new threads at interpreter shutdown (Python 3.12.0-3.12.2)
-                pass  # close here: _stop_agents does not wait for this agent's own actor
-            else:
-                return
+        if self._closed_by_a_behavior():
+            return
         with self._lock:
             closing = self._closed
             self._closed = self._core.closing = True
@@ -2045,6 +2033,33 @@ class Runtime:
             raise failures[0]
         if threading.current_thread() is not self._closer:
             self._raise_unreported()
+
+    def _closed_by_a_behavior(self) -> bool:
+        """Whether ``close()``, called from one of this runtime's agents' behaviors, returns at once.
+
+        The first such call starts the closer thread (``_close_for_agent``); a later one,
+        before it ran, has nothing to do. One closer only: a second one's end would take
+        itself for a program's ``close()`` and raise the journal's failure into a log,
+        which the program's own ``close()`` would then miss.
+        """
+        closer = None
+        with self._lock:
+            own = not self._closed and self._own_entry() is not None
+            if own and self._closer is None:
+                self._closer = closer = threading.Thread(
+                    target=self._close_for_agent,
+                    name=thread_name(_CLOSE_THREAD, self._core.name),
+                    daemon=True,
+                )
+        if not own:
+            return False
+        if closer is None:
+            return True  # a close() begun by a behavior is under way already
+        try:
+            closer.start()
+        except RuntimeError:  # no new threads at interpreter shutdown (Python 3.12.0-3.12.2)
+            return False  # close here: _stop_agents does not wait for this agent's own actor
+        return True
 
     def _raise_unreported(self) -> None:
         """Batch durability: raise the journal's failure unless flush() or close() raised it.

@@ -786,18 +786,29 @@ _OPEN_JOURNALS: Final[weakref.WeakSet[LmdbJournal]] = weakref.WeakSet()
 """Every journal this process opened (or a forked child inherited), to name a fork's refusal."""
 
 
-_ENV_OPEN_LOCK: Final = threading.Lock()
-"""Held while LMDB opens an environment: one open at a time in this process (``_open_env``)."""
-# held across a fork: a child's copy is not left locked by a thread it does not have
+_ENV_OPENS_LOCK: Final = threading.RLock()
+"""Guards ``_ENV_OPENS``; held a moment, never across an open (re-entrant: a signal
+handler that forks or opens a journal may run while its thread holds it)."""
+_ENV_OPENS: Final[dict[object, tuple[threading.Lock, list[int]]]] = {}
+"""A lock per directory some thread opens LMDB in now (``_open_env``), and its users' count."""
+
+
+def _forget_env_opens() -> None:
+    """In a forked child: the threads that held those locks are not there."""
+    _ENV_OPENS.clear()
+    _ENV_OPENS_LOCK.release()
+
+
+# held across a fork: a child's copy is consistent, and no lock is left held by a thread it does not have
 os.register_at_fork(
-    before=_ENV_OPEN_LOCK.acquire,
-    after_in_parent=_ENV_OPEN_LOCK.release,
-    after_in_child=_ENV_OPEN_LOCK.release,
+    before=_ENV_OPENS_LOCK.acquire,
+    after_in_parent=_ENV_OPENS_LOCK.release,
+    after_in_child=_forget_env_opens,
 )
 
 
 def _open_env(where: Path, **options: Any) -> lmdb.Environment:  # noqa: ANN401 - lmdb.open's keywords
-    """``lmdb.open(where, **options)``, one at a time in this process.
+    """``lmdb.open(where, **options)``, one at a time for a directory in this process.
 
     py-lmdb refuses an environment this process has open already ("already open in
     this process"), but checks before it opens the files and notes them after, with
@@ -806,9 +817,28 @@ def _open_env(where: Path, **options: Any) -> lmdb.Environment:  # noqa: ANN401 
     the second open then takes the lock file for the first user's, re-initializing its
     reader table under the first's readers (whose pages a writer may then reuse), and
     closing either releases the other's locks and makes py-lmdb forget both.
+
+    One directory's, not the process's: an open LMDB holds up (another process holds
+    the lock file's exclusive lock, as LMDB's opener does while it sets up: one stopped
+    there, say; a stalled network file system) holds up the opens of that directory
+    only, not every journal's of the process, nor its ``os.fork()``.
     """
-    with _ENV_OPEN_LOCK:
-        return lmdb.open(os.fsencode(where), **options)
+    try:
+        st = where.stat()
+        key: object = (st.st_dev, st.st_ino)  # the directory however it is reached
+    except OSError:
+        key = os.fsencode(where)  # lmdb.open says what is wrong
+    with _ENV_OPENS_LOCK:
+        lock, users = _ENV_OPENS.setdefault(key, (threading.Lock(), [0]))
+        users[0] += 1
+    try:
+        with lock:
+            return lmdb.open(os.fsencode(where), **options)
+    finally:
+        with _ENV_OPENS_LOCK:
+            users[0] -= 1
+            if not users[0] and _ENV_OPENS.get(key, (None,))[0] is lock:
+                del _ENV_OPENS[key]
 
 
 @contextlib.contextmanager
