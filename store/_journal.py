@@ -323,6 +323,17 @@ class Journal(abc.ABC):
         ``decode``: decode every record too.
         """
 
+    def backup(self, dest: str | PathLike[str], *, compact: bool = True) -> int:
+        """Write a consistent copy of the journal to the new directory ``dest``; return its last seq.
+
+        A backend that can make one overrides this (``LmdbJournal.backup``).
+
+        Raises:
+            NotImplementedError: this backend has no backup.
+
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot make a backup")
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release the journal; idempotent."""

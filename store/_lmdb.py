@@ -46,8 +46,10 @@ import logging
 import operator
 import os
 import reprlib
+import shutil
 import stat
 import struct
+import tempfile
 import threading
 import time
 import weakref
@@ -864,6 +866,45 @@ def _inherited_by_fork(where: Path) -> Iterator[None]:
         raise JournalLockedError(msg) from exc
 
 
+def _refuse_backup_target(target: Path) -> None:
+    """Refuse a backup's destination that exists, but for an empty directory (no link)."""
+    try:
+        mode = target.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise JournalUnavailableError(f"cannot back up to {target}: {exc.strerror or exc}") from exc
+    if not stat.S_ISDIR(mode):
+        raise FileExistsError(f"cannot back up to {target}: it exists, and is no directory")
+    try:
+        with os.scandir(target) as entries:
+            empty = next(entries, None) is None
+    except OSError as exc:
+        raise JournalUnavailableError(f"cannot back up to {target}: {exc.strerror or exc}") from exc
+    if not empty:
+        raise FileExistsError(f"cannot back up to {target}: it exists and is not empty")
+
+
+def _last_seq_in(copy: Path) -> int:
+    """The last seq in the journal LMDB has just copied to ``copy`` (read without a lock file)."""
+    env = lmdb.open(os.fsencode(copy), readonly=True, lock=False, max_dbs=8, subdir=True)
+    try:
+        with env.begin(db=env.open_db(_DB_EVENTS, create=False)) as txn:
+            cursor = txn.cursor()
+            return last_seq_of(cursor.key(), copy) if cursor.last() else 0
+    finally:
+        env.close()
+
+
+def _fsync_directory(where: Path) -> None:
+    """Sync ``where``'s entries (a file created in it, a rename into it) to disk."""
+    fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _open_here_message(path: Path, suffix: str = "") -> str:
     """Why ``path`` cannot be opened again in this process, which has it open (LMDB's refusal)."""
     return (
@@ -1331,6 +1372,9 @@ class LmdbJournal(Journal):
         self._record_decoder = _record_decoder(codec)
         self._lock = threading.Lock()
         self._closed = False
+        self._backups = 0
+        """Backups copying from the environment now: ``close()`` waits for them (``_backups_done``)."""
+        self._backups_done = threading.Condition(self._lock)
         self._pid = os.getpid()  # LMDB's environment must not be used by a forked child
         self._real_path = os.path.realpath(path)  # now: a forked child may change directory
         _OPEN_JOURNALS.add(self)
@@ -2832,6 +2876,114 @@ class LmdbJournal(Journal):
         with _translated(self._path):
             return verify_journal(self, after, decode=decode)
 
+    # ------------------------------------------------------------------ backing up
+
+    def backup(self, dest: str | PathLike[str], *, compact: bool = True) -> int:
+        """Write a consistent copy of the journal to ``dest``, a new journal directory.
+
+        The copy is LMDB's own (``mdb_env_copy``), taken from one read transaction: it
+        holds every record up to the seq returned, whatever a writer (this object, or a
+        ``Runtime`` in another process) commits meanwhile. Copying the directory's files
+        instead (``cp``, ``tar``, ``rsync``) is not safe while a writer commits: LMDB
+        reuses freed pages in place, and such a copy is torn. Works on a journal opened
+        ``readonly`` too (also on a read-only file system).
+
+        ``dest`` must not exist, or be an empty directory. The copy is written to a
+        temporary sibling (``.NAME.backup-*``, 0700, its data file 0600), synced, and
+        renamed to ``dest``: a crash or an error leaves no partial backup under ``dest``
+        (an error removes the sibling; a crash leaves it, hidden, beside ``dest``). It
+        holds the same bytes: a keyed journal's copy needs the same key. ``compact``
+        leaves out free pages (a smaller file; LMDB's ``MDB_CP_COMPACT``), ``False``
+        copies every page (faster). While it copies, a writer cannot reuse the pages
+        freed meanwhile (the file may grow by them), and ``close()`` waits for it.
+
+        Returns:
+            The last seq the backup holds.
+
+        Raises:
+            FileExistsError: ``dest`` exists and is not an empty directory.
+            JournalUnavailableError: ``dest`` cannot be written (its parent missing or not
+                writable, no room left): nothing is left under ``dest``.
+            JournalDamagedError: LMDB could not read a page of this journal.
+            JournalClosedError: the journal is closed.
+            TypeError: ``compact`` is not a bool.
+            ValueError: ``dest`` is empty.
+
+        """
+        _require_bools(compact=compact)
+        if not os.fspath(dest):
+            msg = "a backup's destination must not be empty"
+            raise ValueError(msg)
+        target = Path(dest)
+        self._check_open()
+        _refuse_backup_target(target)
+        with self._lock:
+            self._check_open()  # not closed since the check above
+            self._backups += 1
+        try:
+            return self._backup_to(target, compact=compact)
+        finally:
+            with self._lock:
+                self._backups -= 1
+                self._backups_done.notify_all()
+
+    def _backup_to(self, target: Path, *, compact: bool) -> int:
+        """Copy into a temporary sibling of ``target``, sync it and rename it to ``target``."""
+        failed = f"cannot back up {self._path} to {target}"
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.backup-", dir=target.parent))
+        except OSError as exc:  # its parent missing, not writable, full
+            raise JournalUnavailableError(f"{failed}: {target.parent}: {exc.strerror or exc}") from exc
+        try:
+            fd = os.open(
+                tmp / "data.mdb", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+            )
+            try:
+                seq = self._txn_call(lambda: self._copy_to(fd, compact=compact))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if seq is None:  # LMDB took its own transaction: the copy says which
+                seq = _last_seq_in(tmp)
+            _fsync_directory(tmp)
+            tmp.rename(target)  # onto an empty directory, or nothing: never over a backup
+        except BaseException as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, lmdb.Error):
+                error = _journal_error(self._path, exc)
+                if isinstance(error, JournalIntegrityError):  # a page of this journal LMDB cannot read
+                    raise error from exc
+                raise JournalUnavailableError(f"{failed}: {exc}") from exc
+            if isinstance(exc, OSError):
+                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                    raise FileExistsError(f"{failed}: it was created meanwhile") from exc
+                raise JournalUnavailableError(f"{failed}: {exc.strerror or exc}") from exc
+            raise
+        try:
+            _fsync_directory(target.parent)  # the rename itself on disk
+        except OSError as exc:
+            msg = f"{failed}: the backup is complete, but its directory's entry could not be synced: {exc}"
+            raise JournalUnavailableError(msg) from exc
+        return seq
+
+    def _copy_to(self, fd: int, *, compact: bool) -> int | None:
+        """LMDB's copy of one read transaction to ``fd``: the last seq it holds (None: not known).
+
+        py-lmdb takes the transaction to copy only for a compacting copy; a plain one
+        begins its own. Run again when another process grew the map (``_txn_call``):
+        the file starts over.
+        """
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        if not compact:
+            self._env.copyfd(fd)
+            return None
+        with self._env.begin() as txn:
+            cursor = txn.cursor(db=self._db_events)
+            seq = last_seq_of(cursor.key(), self._path) if cursor.last() else 0
+            self._env.copyfd(fd, compact=True, txn=txn)
+        return seq
+
     # ------------------------------------------------------------------ closing
 
     def _release_writer_lock(self) -> None:
@@ -2843,7 +2995,9 @@ class LmdbJournal(Journal):
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
+            self._closed = True  # no backup starts now; one copying holds a read transaction
+            while self._backups and os.getpid() == self._pid:
+                self._backups_done.wait()
             if os.getpid() != self._pid:  # a forked child: the environment is the parent's
                 self._release_writer_lock()  # released as it started, if it holds one
                 return

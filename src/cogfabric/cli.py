@@ -705,6 +705,93 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
     _failed_verdict(_failed_line(journal, report, showable=showable, keyed=key is not None, copy=copy))
 
 
+@main.command()
+@_JOURNAL
+@click.argument("dest", type=click.Path(path_type=Path))
+@_keyed
+@click.option("--copy", is_flag=True, help="Back up from a private copy (for a directory you cannot write).")
+@click.option(
+    "--no-compact",
+    is_flag=True,
+    help="Copy every page, free ones too (as large as the data file).",
+)
+@click.option("--no-verify", is_flag=True, help="Do not verify the backup's hash chain afterwards.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON document.")
+def backup(
+    journal: Path,
+    dest: Path,
+    key: bytes | str | None,
+    copy: bool,
+    no_compact: bool,
+    no_verify: bool,
+    as_json: bool,
+) -> None:
+    """Copy JOURNAL to DEST, a new journal directory, consistently, even while it is written.
+
+    LMDB copies one read transaction: DEST holds every record up to the seq printed,
+    whatever a simulation commits meanwhile (a copy of the files, cp or tar or rsync,
+    is torn then). DEST must not exist (or be an empty directory); it is written
+    beside itself and renamed into place, so nothing is left under DEST on a failure.
+    Then DEST's hash chain is verified (every record, decoded), unless --no-verify. A
+    keyed journal's backup keeps its key: give it (--key-file) to open and verify.
+    Exits 0 when DEST is a verified backup, 1 when the journal (so its backup) fails
+    verification (DEST is kept, as it is), 2 for a usage error or a DEST that exists
+    or cannot be written. --json prints ok, head_seq, bytes, verified, checked,
+    first_bad_seq and reason.
+
+    \b
+    Example:
+        cogfabric backup ./cogfabric-journal /backups/cogfabric-$(date +%F)
+    """
+    _need_stdout()
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+
+    try:
+        with _audit(journal, copy=copy, key=key) as opened:
+            seq = opened.backup(dest, compact=not no_compact)
+    except FileExistsError as exc:
+        _fail(str(exc))
+    except _journal_errors() as exc:
+        _fail_journal(exc, key)
+    size = (dest / "data.mdb").stat().st_size
+    report = None
+    if not no_verify:
+        try:
+            with _audit(dest, copy=False, key=key) as copied:
+                report = copied.verify(decode=True)
+        except _journal_errors() as exc:
+            _fail_journal(exc, key)
+    ok = report is None or report.ok
+    if as_json:
+        verdict = {
+            "ok": ok,
+            "head_seq": seq,
+            "bytes": size,
+            "verified": report is not None,
+            "checked": None if report is None else report.checked,
+            "first_bad_seq": None if report is None else report.first_bad_seq,
+            "reason": "" if report is None else report.reason,
+        }
+        line = encode_json(verdict).decode()
+        if ok:
+            click.echo(line)
+            sys.exit(EXIT_OK)
+        _failed_verdict(line)
+    if report is None:
+        click.echo(
+            f"ok: backed up {seq} records to {_shown(dest)}, {size:,} bytes (not verified: --no-verify)"
+        )
+        sys.exit(EXIT_OK)
+    if report.ok:
+        click.echo(
+            f"ok: backed up {seq} records to {_shown(dest)}, {size:,} bytes; "
+            f"{report.checked} records verified, head at seq {report.head_seq}"
+        )
+        sys.exit(EXIT_OK)
+    line = _failed_line(dest, report, showable=False, keyed=key is not None, copy=False)
+    _failed_verdict(f"{line}; the backup {_shown(dest)} holds the journal as it is")
+
+
 def _readable(opened: Any, seq: int | None) -> bool:  # noqa: ANN401 - a journal
     """Whether ``export --no-verify`` could show record ``seq``: it reads and decodes as that seq."""
     from cogfabric.store import JournalError  # noqa: PLC0415
