@@ -5,7 +5,9 @@ import fcntl
 import gc
 import hashlib
 import os
+import select
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -831,6 +833,27 @@ class TestAppendRefusesWhatItCouldNotReadBack:
             assert journal.last_seq == 0
 
 
+def _read_within(fd: int, size: int, timeout: float = 30.0) -> bytes:
+    """``os.read(fd, size)`` of what a forked child writes, failing the test if it says nothing in time."""
+    ready, _, _ = select.select([fd], [], [], timeout)
+    assert ready, f"the child wrote nothing within {timeout} s"
+    return os.read(fd, size)
+
+
+def _reap(pid: int, timeout: float = 30.0) -> int:
+    """Wait for a forked child's end, killing it (and failing) past ``timeout``; its wait status."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        ended, _, _ = select.select([pidfd], [], [], timeout)
+        if not ended:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(pidfd)
+    assert ended, f"the child did not end within {timeout} s"
+    return status
+
+
 @contextlib.contextmanager
 def _idle_child() -> Iterator[None]:
     """Fork a child that does other work (never a journal) until the block ends.
@@ -848,12 +871,12 @@ def _idle_child() -> Iterator[None]:
     os.close(hold_r)
     os.close(ready_w)
     try:
-        assert os.read(ready_r, 1) == b"r"
+        assert _read_within(ready_r, 1) == b"r"
         yield
     finally:
         os.close(hold_w)
         os.close(ready_r)
-        os.waitpid(pid, 0)
+        _reap(pid)
 
 
 class TestFilesAndFormat:
@@ -1777,9 +1800,9 @@ def test_a_forked_child_cannot_use_its_parents_journal_and_makes_ids_of_its_own(
             finally:
                 os._exit(code)
         os.close(write_end)
-        child_id = os.read(read_end, 200).decode()
+        child_id = _read_within(read_end, 200).decode()
         os.close(read_end)
-        _, status = os.waitpid(pid, 0)
+        status = _reap(pid)
 
         assert os.waitstatus_to_exitcode(status) == 0  # the child's append was refused
         assert child_id.split("-")[0] != new_event_id().split("-")[0]  # a prefix of its own
@@ -1815,9 +1838,9 @@ def test_a_forked_child_is_told_how_to_open_its_parents_journal_as_it_cannot_ope
             finally:
                 os._exit(0)
         os.close(write_end)
-        told = os.read(read_end, 4000).decode().splitlines()
+        told = _read_within(read_end, 4000).decode().splitlines()
         os.close(read_end)
-        os.waitpid(pid, 0)
+        _reap(pid)
 
     assert len(told) == 2, told
     assert "open the journal again in this process" not in told[0]
@@ -1840,13 +1863,13 @@ def test_a_forked_child_that_closes_its_copy_leaves_the_parent_its_lock(tmp_path
         finally:
             os._exit(0)
     try:
-        assert os.read(from_child, 6) == b"closed"
+        assert _read_within(from_child, 6) == b"closed"
         journal.close()
         with Journal.open(tmp_path / "j") as reopened:  # the child lives on, without the lock
             assert reopened.last_seq == 0
     finally:
         os.write(to_child, b"x")
-        os.waitpid(pid, 0)
+        _reap(pid)
         for fd in (from_child, to_parent, from_parent, to_child):
             os.close(fd)
 
