@@ -883,6 +883,16 @@ def _refuse_backup_target(target: Path) -> None:
         raise JournalUnavailableError(f"cannot back up to {target}: {exc.strerror or exc}") from exc
     if not empty:
         raise FileExistsError(f"cannot back up to {target}: it exists and is not empty")
+    try:
+        mount_point = target.lstat().st_dev != target.parent.stat().st_dev
+    except OSError:
+        return  # the sibling's creation in its parent says why
+    if mount_point:  # the copy would fill the parent's file system, then not rename onto it (EBUSY)
+        msg = (
+            f"cannot back up to {target}: it is a mount point, which nothing can be renamed onto; "
+            f"back up to a new directory inside it (e.g. {target / 'journal'})"
+        )
+        raise JournalUnavailableError(msg)
 
 
 def _last_seq_in(copy: Path) -> int:
@@ -894,6 +904,15 @@ def _last_seq_in(copy: Path) -> int:
             return last_seq_of(cursor.key(), copy) if cursor.last() else 0
     finally:
         env.close()
+
+
+def _txn_valid(txn: lmdb.Transaction) -> bool:
+    """Whether ``txn`` is still usable: py-lmdb invalidates every transaction when the map is replaced."""
+    try:
+        txn.id()
+    except lmdb.Error:
+        return False
+    return True
 
 
 def _fsync_directory(where: Path) -> None:
@@ -2903,7 +2922,7 @@ class LmdbJournal(Journal):
         Raises:
             FileExistsError: ``dest`` exists and is not an empty directory.
             JournalUnavailableError: ``dest`` cannot be written (its parent missing or not
-                writable, no room left): nothing is left under ``dest``.
+                writable, no room left, a mount point): nothing is left under ``dest``.
             JournalDamagedError: LMDB could not read a page of this journal.
             JournalClosedError: the journal is closed.
             TypeError: ``compact`` is not a bool.
@@ -2939,7 +2958,14 @@ class LmdbJournal(Journal):
                 tmp / "data.mdb", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
             )
             try:
-                seq = self._txn_call(lambda: self._copy_to(fd, compact=compact))
+                if self._closed:
+                    raise JournalClosedError(f"{self._path} is closed")
+                try:
+                    seq = self._copy_to(fd, compact=compact)
+                except lmdb.MapResizedError:  # another process grew the map: adopt its size
+                    with self._lock:  # as every other remap: no reader of this process has a transaction
+                        self._env.set_mapsize(0)
+                    seq = self._copy_to(fd, compact=compact)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -2957,6 +2983,9 @@ class LmdbJournal(Journal):
             if isinstance(exc, OSError):
                 if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
                     raise FileExistsError(f"{failed}: it was created meanwhile") from exc
+                if exc.errno == errno.EBUSY:  # a mount point (a bind mount of the same file system)
+                    msg = f"{failed}: it is a mount point; back up to a new directory inside it"
+                    raise JournalUnavailableError(msg) from exc
                 raise JournalUnavailableError(f"{failed}: {exc.strerror or exc}") from exc
             raise
         try:
@@ -2970,19 +2999,29 @@ class LmdbJournal(Journal):
         """LMDB's copy of one read transaction to ``fd``: the last seq it holds (None: not known).
 
         py-lmdb takes the transaction to copy only for a compacting copy; a plain one
-        begins its own. Run again when another process grew the map (``_txn_call``):
-        the file starts over.
+        begins its own. Run again when another process grew the map: the file starts over.
+        A remap in this process (an append growing the map, in another thread) between the
+        seq's read and the copy invalidates the transaction, and py-lmdb then copies from
+        a transaction of its own, a later state than the seq read: copied again then.
         """
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        if not compact:
-            self._env.copyfd(fd)
-            return None
-        with self._env.begin() as txn:
-            cursor = txn.cursor(db=self._db_events)
-            seq = last_seq_of(cursor.key(), self._path) if cursor.last() else 0
-            self._env.copyfd(fd, compact=True, txn=txn)
-        return seq
+        while True:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            if not compact:
+                self._env.copyfd(fd)
+                return None
+            with self._env.begin() as txn:
+                try:
+                    cursor = txn.cursor(db=self._db_events)
+                    seq = last_seq_of(cursor.key(), self._path) if cursor.last() else 0
+                    self._env.copyfd(fd, compact=True, txn=txn)
+                except lmdb.Error:
+                    if _txn_valid(txn):
+                        raise
+                    continue
+                if not _txn_valid(txn):
+                    continue
+            return seq
 
     # ------------------------------------------------------------------ closing
 

@@ -736,8 +736,8 @@ def backup(
     keyed journal's backup keeps its key: give it (--key-file) to open and verify.
     Exits 0 when DEST is a verified backup, 1 when the journal (so its backup) fails
     verification (DEST is kept, as it is), 2 for a usage error or a DEST that exists
-    or cannot be written. --json prints ok, head_seq, bytes, verified, checked,
-    first_bad_seq and reason.
+    or cannot be written (or, written and kept, cannot be opened to verify). --json
+    prints ok, head_seq, bytes, verified, checked, first_bad_seq and reason.
 
     \b
     Example:
@@ -759,8 +759,9 @@ def backup(
         try:
             with _audit(dest, copy=False, key=key) as copied:
                 report = copied.verify(decode=True)
-        except _journal_errors() as exc:
-            _fail_journal(exc, key)
+        except _journal_errors() as exc:  # the backup is whole: say it is there, unverified
+            msg = f"backed up {seq} records to {dest}, which is kept, but could not verify it: {exc}"
+            _fail(msg, _exit_code(exc))
     ok = report is None or report.ok
     if as_json:
         verdict = {
