@@ -235,6 +235,13 @@ class AgentCheckpointNotSupportedError(ActorError):
         super().__init__("agent checkpoint lookup not supported by this memory backend")
 
 
+class NoJournalError(ActorError):
+    """Raised by ``Runtime.backup`` on a runtime opened without a journal (``path=None``)."""
+
+    def __init__(self) -> None:
+        super().__init__("this runtime has no journal (it was opened with path=None): nothing to back up")
+
+
 class UserCodeError(ActorError):
     """Raised in place of a non-``Exception`` ``BaseException`` the user's code raised on an actor thread.
 

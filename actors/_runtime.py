@@ -30,7 +30,14 @@ from cogfabric.events import (
     upgrade_cognitive_state,
 )
 from cogfabric.events._codec import require_str
-from cogfabric.store import Journal, JournalError, JournalIntegrityError, JournalRecordError, VerifyReport
+from cogfabric.store import (
+    Journal,
+    JournalClosedError,
+    JournalError,
+    JournalIntegrityError,
+    JournalRecordError,
+    VerifyReport,
+)
 from cogfabric.store._journal import UNDECODABLE
 
 from ._agent import (
@@ -69,6 +76,7 @@ from ._errors import (
     ClockError,
     InvalidSpawnSpecError,
     MailboxFullError,
+    NoJournalError,
     RuntimeClosedError,
     SpawnSpecTypeError,
 )
@@ -1742,6 +1750,41 @@ class Runtime:
         return result
 
     # ------------------------------------------------------------- closing
+
+    def backup(self, dest: str | PathLike[str], *, compact: bool = True) -> int:
+        """Copy this runtime's journal, consistently, to ``dest``, a new journal directory.
+
+        The journal's ``backup`` (``LmdbJournal.backup``) from this process, which holds
+        the journal open (another ``Journal.open`` of its path here is refused): LMDB's
+        copy of one read transaction, taken while the agents go on changing state. It
+        holds every change committed when it began, so in batch durability call
+        ``flush()`` first for everything handed over until then. Not verified: check it
+        with ``cogfabric verify DEST`` (and the key, for a keyed journal).
+
+        Returns:
+            The last seq the backup holds.
+
+        Raises:
+            NoJournalError: the runtime has no journal (``path=None``).
+            RuntimeClosedError: the runtime is closed (also by another thread's ``close()``,
+                which waits for a backup under way to end).
+            FileExistsError: ``dest`` exists and is not an empty directory.
+            JournalUnavailableError: ``dest`` cannot be written (its parent missing or not
+                writable, no room left, a mount point): nothing is left under ``dest``.
+            JournalDamagedError: LMDB could not read a page of the journal.
+            TypeError: ``compact`` is not a bool.
+            ValueError: ``dest`` is empty.
+
+        """
+        self._check_open()
+        journal = self._journal
+        if journal is None:
+            raise NoJournalError
+        try:
+            return journal.backup(dest, compact=compact)
+        except JournalClosedError as exc:
+            msg = "the runtime is closed"
+            raise RuntimeClosedError(msg) from exc
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every change handed over so far is durable (batch durability).

@@ -124,7 +124,8 @@ def test_a_backup_that_cannot_be_opened_to_verify_says_it_is_kept(
     assert "cannot be opened to verify" in readme
 
 
-def test_readme_says_a_runtime_hosting_program_backs_up_from_another_process() -> None:
+def test_readme_says_how_a_runtime_hosting_program_backs_up() -> None:
     readme = " ".join(_README.read_text(encoding="utf-8").split())
     section = readme.split("### Backing up a journal", 1)[1].split("## The journal in 20 lines", 1)[0]
     assert "JournalLockedError" in section
+    assert "rt.backup(dest)" in section
