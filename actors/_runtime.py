@@ -1758,8 +1758,11 @@ class Runtime:
         the journal open (another ``Journal.open`` of its path here is refused): LMDB's
         copy of one read transaction, taken while the agents go on changing state. It
         holds every change committed when it began, so in batch durability call
-        ``flush()`` first for everything handed over until then. Not verified: check it
-        with ``cogfabric verify DEST`` (and the key, for a keyed journal).
+        ``flush()`` first for everything handed over until then (from a behavior,
+        ``flush()`` covers its own agent's changes only). A commit that must grow the
+        journal's map meanwhile waits for the copy's end, and so do the agents waiting
+        for it (in sync durability, each change). Not verified: check it with
+        ``cogfabric verify DEST`` (and the key, for a keyed journal).
 
         Returns:
             The last seq the backup holds.

@@ -2914,7 +2914,9 @@ class LmdbJournal(Journal):
         holds the same bytes: a keyed journal's copy needs the same key. ``compact``
         leaves out free pages (a smaller file; LMDB's ``MDB_CP_COMPACT``), ``False``
         copies every page (faster). While it copies, a writer cannot reuse the pages
-        freed meanwhile (the file may grow by them), and ``close()`` waits for it.
+        freed meanwhile (the file may grow by them), a commit of this object that must
+        grow the map waits for the copy's end (py-lmdb holds a remap off while it copies),
+        and ``close()`` waits for it.
 
         Returns:
             The last seq the backup holds.
@@ -3000,9 +3002,13 @@ class LmdbJournal(Journal):
 
         py-lmdb takes the transaction to copy only for a compacting copy; a plain one
         begins its own. Run again when another process grew the map: the file starts over.
-        A remap in this process (an append growing the map, in another thread) between the
-        seq's read and the copy invalidates the transaction, and py-lmdb then copies from
-        a transaction of its own, a later state than the seq read: copied again then.
+        The transaction begins and ends under ``_lock``, as every other one of this object:
+        py-lmdb's begin or end racing a remap in this process (an append growing the map,
+        in another thread) failed (``mdb_txn_begin: Invalid argument``). The copy itself
+        runs outside the lock (py-lmdb holds the remap off while it copies). A remap
+        between the seq's read and the copy invalidates the transaction, and py-lmdb then
+        copies from a transaction of its own, a later state than the seq read: the seq is
+        then read from the copy (None), as is a plain copy's.
         """
         while True:
             os.ftruncate(fd, 0)
@@ -3010,18 +3016,21 @@ class LmdbJournal(Journal):
             if not compact:
                 self._env.copyfd(fd)
                 return None
-            with self._env.begin() as txn:
-                try:
-                    cursor = txn.cursor(db=self._db_events)
-                    seq = last_seq_of(cursor.key(), self._path) if cursor.last() else 0
-                    self._env.copyfd(fd, compact=True, txn=txn)
-                except lmdb.Error:
-                    if _txn_valid(txn):
-                        raise
-                    continue
-                if not _txn_valid(txn):
-                    continue
-            return seq
+            with self._lock:  # open: close() waits for this backup
+                txn = self._env.begin()
+            try:
+                cursor = txn.cursor(db=self._db_events)
+                seq = last_seq_of(cursor.key(), self._path) if cursor.last() else 0
+                self._env.copyfd(fd, compact=True, txn=txn)
+            except lmdb.Error:
+                if _txn_valid(txn):
+                    raise
+                continue  # invalidated before the copy began: the copy may be partial
+            finally:
+                with self._lock:
+                    valid = _txn_valid(txn)
+                    txn.abort()
+            return seq if valid else None
 
     # ------------------------------------------------------------------ closing
 
