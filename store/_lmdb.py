@@ -2985,8 +2985,11 @@ class LmdbJournal(Journal):
             if isinstance(exc, OSError):
                 if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
                     raise FileExistsError(f"{failed}: it was created meanwhile") from exc
-                if exc.errno == errno.EBUSY:  # a mount point (a bind mount of the same file system)
-                    msg = f"{failed}: it is a mount point; back up to a new directory inside it"
+                if exc.errno == errno.EBUSY:  # a bind mount of the same file system, or ".": in use
+                    msg = (
+                        f"{failed}: it is in use (a mount point, or the working directory); "
+                        "back up to a new directory inside it"
+                    )
                     raise JournalUnavailableError(msg) from exc
                 raise JournalUnavailableError(f"{failed}: {exc.strerror or exc}") from exc
             raise
