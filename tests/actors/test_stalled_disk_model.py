@@ -44,6 +44,7 @@ a longer one).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import shutil
 import sys
@@ -51,7 +52,7 @@ import tempfile
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import hypothesis
 from hypothesis import HealthCheck, event, settings
@@ -70,6 +71,9 @@ from cogfabric.events import (
     LifecycleChanged,
 )
 from cogfabric.store import Journal, JournalError, JournalUnavailableError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 AGENTS = ["a", "b", "c"]
 TASKS = ["t1", "t2"]
@@ -220,21 +224,30 @@ class StalledDisk(RuleBasedStateMachine):
         self.failed = False
         return rt
 
-    @initialize(behaviors=st.lists(st.booleans(), min_size=2, max_size=2))
-    def start(self, behaviors: list[bool]) -> None:
-        self.rt = self._open()
-        # The set-up is no part of the model: on a loaded machine one of its commits
-        # outlasted CALL_TIMEOUT with the disk running (an ActorTimeoutError here, and
-        # Hypothesis then called the test flaky), so it waits as long as the gate would.
-        # Private attribute: call_timeout is read at each wait, and nothing public sets it.
+    @contextlib.contextmanager
+    def _patient(self) -> Iterator[cf.Runtime]:
+        """The runtime, whose calls wait as long as the gate would (GATE_WAIT), inside.
+
+        For what is no part of the model (the set-up, and the check with the disk open):
+        on a loaded machine a commit or a read there outlasted CALL_TIMEOUT with the disk
+        running (an ActorTimeoutError, and Hypothesis then called the test flaky).
+        Private attribute: call_timeout is read at each wait, and nothing public sets it.
+        """
+        assert self.rt is not None
         core = self.rt._core
         core.call_timeout = GATE_WAIT
         try:
-            for agent_id, behavior in zip(AGENTS, behaviors, strict=False):
-                self.rt.spawn(agent_id, task_id="t1", behavior="rec" if behavior else None)
-            self.rt.bus.subscribe("a", "news")
+            yield self.rt
         finally:
             core.call_timeout = CALL_TIMEOUT
+
+    @initialize(behaviors=st.lists(st.booleans(), min_size=2, max_size=2))
+    def start(self, behaviors: list[bool]) -> None:
+        self.rt = self._open()
+        with self._patient() as rt:
+            for agent_id, behavior in zip(AGENTS, behaviors, strict=False):
+                rt.spawn(agent_id, task_id="t1", behavior="rec" if behavior else None)
+            rt.bus.subscribe("a", "news")
 
     @property
     def stalled(self) -> bool:
@@ -478,17 +491,19 @@ class StalledDisk(RuleBasedStateMachine):
         """Open the disk, flush, close: a reopen must show what was live; audit the journal."""
         assert self.rt is not None
         self.gate.set()
-        try:
-            self.rt.flush(GATE_WAIT)  # the disk is open: only a loaded machine makes it slow
-        except JournalError:
-            if not self.failed:
-                raise
-        live = self.observe(self.rt)
-        rt, self.rt, failed = self.rt, None, self.failed
-        rt.close()
+        with self._patient() as rt:  # the disk is open: only a loaded machine makes a call slow
+            try:
+                rt.flush(GATE_WAIT)
+            except JournalError:
+                if not self.failed:
+                    raise
+            live = self.observe(rt)
+            self.rt, failed = None, self.failed
+            rt.close()
         self.pending_ok |= check_journal(self.path, self.pending_ok, disk_failed=failed)
         self.rt = self._open()
-        again = self.observe(self.rt)
+        with self._patient() as rt:
+            again = self.observe(rt)
         for part in live:
             assert again[part] == live[part], (part, live[part], again[part])
         self.sessions = sorted(live["sessions"])
@@ -780,8 +795,13 @@ class WiderStalledDisk(StalledDisk):
         assert self.writer_ended is not None
         assert self.writer_ended.wait(BOUND), "the journal writer did not end once the disk opened"
         self.pending_ok |= check_journal(self.path, self.pending_ok, closed=True, disk_failed=self.failed)
+        self._reopen()
+
+    def _reopen(self) -> None:
+        """Open the runtime again (after a close), and take its sessions."""
         self.rt = self._open()
-        self.sessions = list(self.rt.memory.sessions())
+        with self._patient() as rt:
+            self.sessions = list(rt.memory.sessions())
 
 
 class WiderStalledDiskBatch(WiderStalledDisk):
