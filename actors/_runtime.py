@@ -232,7 +232,7 @@ def _named(agent_ids: list[str]) -> str:
 
 
 _CLOSE_THREAD: Final = "cogfabric-close"
-"""The name of the thread a close() begun by an agent's behavior runs on (and the runtime's name)."""
+"""The start of the name of the thread a close() begun by a behavior runs on; the runtime's name follows."""
 
 _MAX_NAME: Final = 64
 """The longest ``name`` ``Runtime.open`` takes, in characters: each of its threads' names carries it."""
