@@ -472,7 +472,8 @@ class Runtime:
         ``JournalWriterActor-2 [sim-a]``, ``cogfabric-session-ticker [sim-a]``. It tells
         apart the log lines of runtimes one process hosts. By default the journal
         directory's name (its real path's last part, as ``ascii()`` writes it unless
-        printable), or ``memory`` without a journal; ``Runtime.name`` answers it.
+        printable, cut to 64 characters with an ellipsis), or ``memory`` without a
+        journal; ``Runtime.name`` answers it.
 
         Raises:
             JournalIntegrityError: the journal fails verification (unless ``allow_unverified``).
@@ -535,7 +536,7 @@ class Runtime:
             )
             try:
                 if name is None:  # the path is one Journal.open took
-                    name = printable(Path(path).resolve().name or "/")
+                    name = _default_name(Path(path).resolve().name or "/")
                 placements = cls._verify(journal, verify, allow_unverified=allow_unverified)
                 # Not waived by allow_unverified: a runtime whose every change the journal
                 # refuses (its chain head contradicts its records) could do nothing.
@@ -2261,6 +2262,15 @@ def _check_open_arguments(
     if llm_provider is not None and not callable(getattr(llm_provider, "generate", None)):
         msg = f"llm_provider has a generate(prompt, **params) method, got {type(llm_provider).__name__}"
         raise TypeError(msg)
+
+
+def _default_name(directory: str) -> str:
+    """A runtime's name from its journal directory's name: printable, at most ``_MAX_NAME`` characters.
+
+    A directory's name may be 255 bytes long; each of the runtime's threads carries its name.
+    """
+    name = printable(directory)
+    return name if len(name) <= _MAX_NAME else name[: _MAX_NAME - 1] + "\N{HORIZONTAL ELLIPSIS}"
 
 
 def _checked_name(name: object) -> str:

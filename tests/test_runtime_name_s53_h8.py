@@ -157,3 +157,17 @@ def test_an_invalid_name_is_refused_before_anything_opens(
     assert _threads_since(before) == []
     with cf.Runtime.open(tmp_path / "j", clock=FakeClock(), name="x" * 64) as rt:  # the longest taken
         assert rt.name == "x" * 64
+
+
+def test_a_long_directory_name_is_cut_to_the_longest_name_open_takes(
+    tmp_path: Path, runtimes: list[cf.Runtime]
+) -> None:
+    """A directory's name may be 255 bytes; the default name is at most the 64 characters ``name=`` takes."""
+    long_name = "sim-" + "x" * 200
+    runtimes.append(cf.Runtime.open(tmp_path / long_name, clock=FakeClock()))
+    runtimes.append(cf.Runtime.open(tmp_path / ("y" * 64), clock=FakeClock()))
+
+    assert runtimes[0].name == long_name[:63] + "\N{HORIZONTAL ELLIPSIS}"
+    assert runtimes[1].name == "y" * 64  # at the limit: kept whole
+    runtimes.append(cf.Runtime.open(None, name=runtimes[0].name, clock=FakeClock()))  # a name open takes
+    assert runtimes[2].name == runtimes[0].name
