@@ -812,6 +812,8 @@ class LLMClient:
             InvalidArgumentError: an empty or whitespace-only prompt, or not UTF-8 text.
             PromptTooLongError: a prompt over the limit.
             ProviderError: the provider failed (its own error is the ``__cause__``).
+            RuntimeClosedError: the runtime closed under the call (the runtime's own
+                provider raises it as it is, not as a ``ProviderError``).
 
         """
         prompt = self.validate(prompt)

@@ -277,9 +277,9 @@ class EventCodec:
         Raises:
             UnencodableValueError: a field holds a value msgspec cannot encode.
             TypeError: ``event`` is not an ``Event``. (An event of a type this codec does
-                not know, or not at its type's version, is encoded all the same, and
-                ``decode`` refuses it: ``encode_many``, which ``Journal.append`` uses,
-                refuses both.)
+                not know, or not at its type's version, is encoded all the same: ``decode``
+                refuses it, or upcasts one of an older version that upcasters lead from;
+                ``encode_many``, which ``Journal.append`` uses, refuses both.)
 
         """
         if not isinstance(event, Event):

@@ -26,8 +26,9 @@ walks every B-tree from the committed meta page first, reading the file itself
 It checks what fuzzing damaged files found LMDB to rely on (no proof that nothing
 else can crash it), not everything ``lmdb.verify`` (py-lmdb's offline
 checker) does: the key order of the other databases and their counters are left out. Damage inside a
-value is what the hash chain and ``verify()`` report. The walk reads every page
-once and checks the nodes of a leaf one by one in Python, but for a leaf of many nodes
+value is what the hash chain and ``verify()`` report. The walk reads every tree page
+once (of a value's overflow pages only the first one's header, but a free-page list
+whole, after that header) and checks the nodes of a leaf one by one in Python, but for a leaf of many nodes
 of one header that tile it (the id index's, mostly), which a few calls check in C.
 ``bench/fabric.py`` times ``Journal.open`` for it (docs/performance.md, "The page walk
 at open"). ``check_pages=False`` skips it.

@@ -304,7 +304,8 @@ def _verify_indexes(journal: LmdbJournal, state: _VerifyState, last: int) -> tup
 
     Each index is read with a cursor and checked as it goes: beside what the scan keeps
     for each stream, memory does not grow with the journal (a snapshot is read one at a
-    time, whatever the agents' states weigh).
+    time, whatever the agents' states weigh). Only on a failure, naming the first wrong
+    anchor (``_locate_anchor_problem``) holds the anchors' keys, one per 64 records of a stream.
     """
     with journal._lock:
         digests = journal._txn_call(lambda: _index_digests(journal, last, state.streams, state.salt))
@@ -572,4 +573,4 @@ class _VerifyState:
         key), and with a known key entries forged to sum to the true digest could be
         computed; with a fresh random prefix for each check they cannot be made in advance."""
         self.streams: dict[bytes, list[int]] = {}
-        """stream -> [last seq, count] of the records checked so far."""
+        """stream -> [last seq, count, first seq] of the records checked so far."""

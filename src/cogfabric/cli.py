@@ -1,9 +1,9 @@
 """The ``cogfabric`` command line: run the simulation, and audit any journal.
 
-Audit commands (``verify``, ``replay``, ``export``, ``inspect``) open the journal
-read-only and never change a byte of its data file; ``verify-export`` checks an
-export without its journal. Exit codes: 0 clean, 1 a problem
-found in the journal (or a simulation that failed or could not go on), 2 a usage error,
+Audit commands (``verify``, ``replay``, ``trace``, ``export``, ``inspect``, and
+``backup`` of its source) open the journal read-only and never change a byte of its
+data file; ``verify-export`` checks an export without its journal. Exit codes: 0 clean,
+1 a problem found in the journal (or a simulation that failed or could not go on), 2 a usage error,
 a path that is not a journal, a journal that cannot be opened, or output that cannot be
 written (the group's help lists them).
 """
@@ -185,7 +185,8 @@ def _stderr_gone() -> None:
 class _Commands(click.Group):
     """The command group: every command stops quietly, exit 0, when stdout's reader goes away.
 
-    But for a failed ``verify``, whose verdict exits 1 wherever it could be written.
+    But for a failed verification (``verify``, ``backup``'s check of its copy,
+    ``verify-export``), whose verdict exits 1 wherever it could be written.
 
     Output that cannot be written at all (stdout closed, a full disk) is exit 2 with a
     one-line error: the journal is not at fault, so not exit 1.
@@ -1003,8 +1004,9 @@ def _sink(target: Path | None, output: Path | None) -> Any:  # noqa: ANN401 - a 
     """Where ``export`` writes: ``target`` opened, or stdout's bytes.
 
     A file it creates is owner-only (0600), as the journal's files are: an export may
-    hold every private value (a regular file is written beside its name and renamed
-    over it, so it ends owner-only too).
+    hold every private value. A file that exists keeps its mode: this writes in place
+    only what ``_replaceable`` refuses (a plain file it may replace is written beside its
+    name and renamed over it, ``_partial_file``, so that one ends owner-only too).
     """
     if target is None:
         if sys.stdout is None:  # started with stdout closed (``>&-``)
@@ -1635,9 +1637,10 @@ def export(
         _fail(f"--after {after} is not before --until {until}: the range holds no record")
     if until == 0:  # no --after: seqs start at 1, so this range holds none either
         _fail("--until 0 is before the first seq, 1: the range holds no record")
-    # A new or regular file is written beside its name and renamed once whole: a record
-    # that fails to decode half-way leaves no partial export behind. Anything else (a
-    # pipe, a device, a link) is written in place, as stdout is.
+    # A new file, or a plain one it may rename over (``_replaceable``), is written beside
+    # its name and renamed once whole: a record that fails to decode half-way leaves no
+    # partial export behind. Anything else (a pipe, a device, a link; a file in a directory
+    # it cannot write, another user's in a sticky one) is written in place, as stdout is.
     if output is not None and output.is_dir():
         _fail(f"{_named(output)} is a directory; name a file for --output")
     refusal = None if output is None else _writes_into(journal, output)
