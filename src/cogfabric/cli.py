@@ -753,6 +753,8 @@ def backup(
     except FileExistsError as exc:
         _fail(str(exc))
     except _journal_errors() as exc:
+        if as_json and _exit_code(exc) == EXIT_PROBLEM:  # a damaged journal: a verdict, as verify's
+            _refused_backup(str(exc), head_seq=None, size=None)
         _fail_journal(exc, key)
     size = (dest / "data.mdb").stat().st_size
     report = None
@@ -762,6 +764,8 @@ def backup(
                 report = copied.verify(decode=True)
         except _journal_errors() as exc:  # the backup is whole: say it is there, unverified
             msg = f"backed up {seq} records to {dest}, which is kept, but could not verify it: {exc}"
+            if as_json and _exit_code(exc) == EXIT_PROBLEM:
+                _refused_backup(msg, head_seq=seq, size=size)
             _fail(msg, _exit_code(exc))
     ok = report is None or report.ok
     if as_json:
@@ -792,6 +796,27 @@ def backup(
         sys.exit(EXIT_OK)
     line = _failed_line(dest, report, showable=False, keyed=key is not None, copy=False)
     _failed_verdict(f"{line}; the backup {_shown(dest)} holds the journal as it is")
+
+
+def _refused_backup(reason: str, *, head_seq: int | None, size: int | None) -> NoReturn:
+    """``backup --json``'s verdict for a journal (or backup) too damaged to open, as ``verify --json``'s.
+
+    The error goes to stderr too; ``verified`` is false (no verification ran to a
+    verdict), and what is not known is null. A usage error (exit 2) prints no verdict.
+    """
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+
+    _say(f"error: {reason}")
+    verdict = {
+        "ok": False,
+        "head_seq": head_seq,
+        "bytes": size,
+        "verified": False,
+        "checked": None,
+        "first_bad_seq": None,
+        "reason": reason,
+    }
+    _failed_verdict(encode_json(verdict).decode())
 
 
 def _readable(opened: Any, seq: int | None) -> bool:  # noqa: ANN401 - a journal
