@@ -204,6 +204,9 @@ def _verify_chunk(
     streams = state.streams
     codec_decode = journal._codec.decode
     record_decode = journal._record_decoder  # one msgspec call for a current record
+    # A tail check's first seq (expected and checked advance together): the first record
+    # it sees of a stream links to one before it, as the tail holds none of that stream's.
+    tail_start = state.expected - state.checked
     for key, value in chunk:
         seq = expected
         if seq > last or key != seq.to_bytes(8, "big"):
@@ -230,7 +233,8 @@ def _verify_chunk(
         known = streams.get(stream_raw)
         if known is None:
             known = streams[stream_raw] = [0, 0, seq]
-            expected_back = 0 if state.complete else back  # a tail check starts mid-stream
+            # a tail check starts mid-stream: any link from before the tail
+            expected_back = 0 if state.complete else back if back < tail_start else -1
         else:
             expected_back = known[0]
         if back != expected_back or back >= seq:
