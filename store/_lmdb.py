@@ -202,20 +202,27 @@ def _has_big_records(txn: lmdb.Transaction[bytes], db: lmdb._Database) -> bool:
 
 
 def _full_message(
-    path: Path, limit: int | None, payloads: Sequence[bytes], snapshots: Sequence[Snapshot]
+    path: Path, limit: int | None, current: int, payloads: Sequence[bytes], snapshots: Sequence[Snapshot]
 ) -> str:
     """The error of a commit the map at ``max_map_size`` cannot hold: its size; a reopen alone does not help.
 
     A commit larger than the whole limit (one oversized value) is told apart from a
-    journal that filled up by the commit's size beside the limit.
+    journal that filled up by the commit's size beside the limit. A journal opened with
+    a ``max_map_size`` below its data file's size has a map of that file's size (LMDB
+    never maps less than the file): the error names that size, the one to raise past.
     """
     size = sum(map(len, payloads)) + sum(_data_size(snapshot) for snapshot in snapshots)
     records = f"{len(payloads)} record{'s' if len(payloads) != 1 else ''}"
     held = f" and {len(snapshots)} snapshot{'s' if len(snapshots) != 1 else ''}" if snapshots else ""
+    past = (
+        f"; its data file is {current:,} bytes already, more than that limit: raise max_map_size above it"
+        if limit is not None and current > limit
+        else ""
+    )
     return (
         f"{path} reached max_map_size ({limit} bytes): a commit of {records}{held} ({size:,} bytes) did not "
         "fit; the journal is fail-stop until reopened, and a reopen with the same max_map_size has no more "
-        "room than before (raise it)"
+        f"room than before (raise it){past}"
     )
 
 
@@ -2085,10 +2092,11 @@ class LmdbJournal(Journal):
         if self._clear_stale_readers():
             return  # pages a killed reader pinned are free again: try once more at this size
         limit = self._max_map_size
-        new_size = _grown_size(int(self._env.info()["map_size"]), limit)
+        current = int(self._env.info()["map_size"])
+        new_size = _grown_size(current, limit)
         if new_size is None:
             self._failed = cause
-            raise JournalFullError(_full_message(self._path, limit, payloads, snapshots)) from cause
+            raise JournalFullError(_full_message(self._path, limit, current, payloads, snapshots)) from cause
         try:
             self._env.set_mapsize(new_size)
         except lmdb.Error as exc:
