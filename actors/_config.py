@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
+import msgspec.inspect
 
 from ._clock import MAX_WAIT
 from ._errors import InvalidConfigError
@@ -191,4 +194,55 @@ def config_error(exc: msgspec.ValidationError) -> InvalidConfigError:
     and adds the section's path; that error already names the field's whole path.
     """
     cause = exc.__cause__
-    return cause if isinstance(cause, InvalidConfigError) else InvalidConfigError(str(exc))
+    if isinstance(cause, InvalidConfigError):
+        return cause
+    text = str(exc)
+    return InvalidConfigError(text + _hint(text))
+
+
+_AT: Final = re.compile(r" - at `\$((?:\.\w+)*)`$")
+"""The path msgspec's message ends with (``- at `$.journal.durability```), as ``.journal.durability``."""
+
+_PATTERNS: Final = {r"^(https?://|$)": "an http:// or https:// URL, or empty for none"}
+"""What a field's ``pattern`` asks for, in words (msgspec's message shows the regex)."""
+
+
+def _hint(message: str) -> str:
+    """What msgspec's ``message`` leaves the reader to find out: the choices, the keys, the pattern's meaning.
+
+    An unknown key is named with the keys its section has (and the nearest one, for a
+    misspelling), an invalid choice with the choices, a pattern with what it means, and
+    a file that is no mapping with the sections it may hold. "" when none applies.
+    """
+    at = _AT.search(message)
+    path = [] if at is None else at[1].split(".")[1:]
+    where: Any = msgspec.inspect.type_info(Config)
+    for name in path:  # down to the field (or section) the message names
+        if isinstance(where, msgspec.inspect.UnionType):  # an optional field: the type beside None
+            where = next((t for t in where.types if not isinstance(t, msgspec.inspect.NoneType)), where)
+        fields = getattr(where, "fields", ())
+        where = next((field.type for field in fields if field.name == name), None)
+        if where is None:  # a key of a free mapping (llm.extra): no declared keys to offer
+            return ""
+    if message.startswith("Object contains unknown field `") and isinstance(
+        where, msgspec.inspect.StructType
+    ):
+        unknown = message.split("`", 2)[1]
+        keys = [field.name for field in where.fields]
+        near = difflib.get_close_matches(unknown, keys, n=1)
+        section = f"`{at[1][1:]}`" if at is not None else "a configuration"
+        return f" (the keys of {section}: {', '.join(keys)}" + (
+            f"; did you mean `{near[0]}`?)" if near else ")"
+        )
+    if message.startswith("Invalid enum value ") and isinstance(where, msgspec.inspect.LiteralType):
+        return f" (one of {', '.join(map(repr, where.values))})"
+    if "matching regex" in message and isinstance(where, msgspec.inspect.StrType):
+        meaning = _PATTERNS.get(where.pattern or "")
+        return f" ({meaning})" if meaning else ""
+    if (
+        at is None
+        and isinstance(where, msgspec.inspect.StructType)
+        and message.startswith("Expected `object")
+    ):
+        return f" (a configuration is a mapping of sections: {', '.join(f.name for f in where.fields)})"
+    return ""

@@ -13,6 +13,7 @@ import math
 import numbers
 import os
 import reprlib
+import shlex
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -110,6 +111,10 @@ _STOP_PATIENCE: Final = 0.05
 """How long close() waits for the oldest agent of its window before it moves on, and
 waits for those of the window not yet stopped (still busy in their behavior) last."""
 _MAX_STREAM_BYTES = 255  # the journal's limit on a stream name (MAX_NAME, store/_record.py)
+
+
+_BUSY: Final = "its behavior is handling a message: call {call} again once that returns"
+"""``AgentRunningError``'s detail for a retire or recover refused while the agent works."""
 
 
 def check_agent_id(agent_id: object, error: Callable[[str], Exception] = InvalidSpawnSpecError) -> str:
@@ -537,7 +542,9 @@ class Runtime:
             try:
                 if name is None:  # the path is one Journal.open took
                     name = _default_name(Path(path).resolve().name or "/")
-                placements = cls._verify(journal, verify, allow_unverified=allow_unverified)
+                placements = cls._verify(
+                    journal, verify, allow_unverified=allow_unverified, where=os.fspath(path)
+                )
                 # Not waived by allow_unverified: a runtime whose every change the journal
                 # refuses (its chain head contradicts its records) could do nothing.
                 journal.check_appendable()
@@ -578,8 +585,10 @@ class Runtime:
         return runtime
 
     @staticmethod
-    def _verify(journal: Journal, mode: str, *, allow_unverified: bool) -> dict[str, _Placement] | None:
-        """Check the journal as ``mode`` says; a tail check returns the agents' places it read."""
+    def _verify(
+        journal: Journal, mode: str, *, allow_unverified: bool, where: str
+    ) -> dict[str, _Placement] | None:
+        """Check the journal at ``where`` as ``mode`` says; a tail check returns the places it read."""
         if mode not in ("full", "tail"):
             msg = f"verify must be 'full' or 'tail', not {mode!r}"
             raise ValueError(msg)
@@ -596,7 +605,11 @@ class Runtime:
             if not allow_unverified:
                 Runtime._raise_undecodable(journal, report)
                 at = "" if report.first_bad_seq is None else f" at seq {report.first_bad_seq}"
-                msg = f"the journal failed verification{at}: {report.reason}"
+                msg = (
+                    f"the journal failed verification{at}: {report.reason}; {where} is refused "
+                    f"(`cogfabric verify {printable(shlex.quote(where))}` reports it; allow_unverified=True "
+                    "opens it anyway, trusting what it holds)"
+                )
                 raise JournalIntegrityError(msg, report)
             log.warning("opening an unverified journal: %s", report.reason)
         return placements
@@ -847,7 +860,10 @@ class Runtime:
         events = [self._spawn_event(**spec) for spec in specs]
         ids = [event.agent for event in events]
         if len(set(ids)) != len(ids):
-            detail = "two specs share an agent id"
+            counts = collections.Counter(ids)
+            twice = next(agent_id for agent_id in ids if counts[agent_id] > 1)
+            where = [index for index, agent_id in enumerate(ids) if agent_id == twice]
+            detail = f"two specs share an agent id: {twice!r} (specs[{where[0]}] and specs[{where[1]}])"
             raise InvalidSpawnSpecError(detail)
         instances = self._claim_instances([s.get("behavior") for s in specs], ids)
         try:
@@ -1270,7 +1286,7 @@ class Runtime:
 
         """
         if self._running_with_no_call_ahead(agent_id):
-            raise AgentRunningError(agent_id)
+            raise AgentRunningError(agent_id, _BUSY.format(call="retire"))
         self._ask(agent_id, "retire")
 
     def recover(self, agent_id: str, state: CognitiveState) -> None:
@@ -1300,7 +1316,7 @@ class Runtime:
 
         """
         if self._running_with_no_call_ahead(agent_id):
-            raise AgentRunningError(agent_id)
+            raise AgentRunningError(agent_id, _BUSY.format(call="recover"))
         if self._entry(agent_id).shared.lifecycle == AgentState.RETIRED:
             raise AgentRetiredError(agent_id)  # before the state's version, as the original checks
         upgrade_cognitive_state(state)

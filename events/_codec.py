@@ -7,6 +7,7 @@ only the types it is told to.
 from __future__ import annotations
 
 import functools
+import reprlib
 import threading
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -563,7 +564,40 @@ def encode_value(value: object) -> bytes:
             )
         else:
             msg = f"value of type {type(value).__name__} cannot cross a context layer: {exc}"
+            at, key = _unencodable_part(value, MAX_VALUE_DEPTH)
+            if at:  # a part of it: name where, as a subscript of the value given
+                msg += f" - at `${at}`" + (" (its key)" if key else "")
         raise UnencodableValueError(msg) from exc
+
+
+def _unencodable_part(value: object, depth: int) -> tuple[str, bool]:
+    """Where in ``value`` (a list's or dict's) msgspec fails: ``['notes'][2]``, or "" for ``value`` itself.
+
+    The flag is True when it is the key of that subscript that fails, not its value.
+
+    Only called once ``value`` failed to encode. Each step encodes the items of one
+    list or mapping until one fails, then looks into that one; a key that fails is
+    named by its own subscript. A value whose own methods raise (a mapping's
+    ``items()``) ends the search where it is: the message then names no part.
+    """
+    if depth <= 0 or not isinstance(value, Mapping | list | tuple):
+        return "", False
+    try:
+        items = list(value.items()) if isinstance(value, Mapping) else list(enumerate(value))
+        for key, item in items:
+            if isinstance(value, Mapping):
+                try:
+                    _encoder.encode(key)
+                except _ENCODE_ERRORS:
+                    return f"[{reprlib.repr(key)}]", True
+            try:
+                _encoder.encode(item)
+            except _ENCODE_ERRORS:
+                inner, is_key = _unencodable_part(item, depth - 1)
+                return f"[{reprlib.repr(key)}]{inner}", is_key
+    except Exception:  # noqa: BLE001 - a value's own failing methods: no part to name
+        return "", False
+    return "", False
 
 
 def _nested_deeper_than(value: object, limit: int) -> bool:

@@ -1157,6 +1157,20 @@ HEADER_SPAN: Final = 2 * 65536
 """Both meta pages of an LMDB data file, whatever its page size: all a header check reads."""
 
 
+def _os_reason(exc: OSError, where: Path) -> str:
+    """``exc`` as a message's reason: its ``strerror``, and the path it names if not ``where`` itself.
+
+    ``str(exc)`` would repeat the path a message names already (``[Errno 2] No such file
+    or directory: '/x/j'``); a parent that is missing (``mkdir(parents=True)``) is named.
+    """
+    if not exc.strerror:
+        return str(exc)
+    named = exc.filename
+    if named is None or os.fsdecode(named) == str(where):
+        return exc.strerror
+    return f"{exc.strerror}: {os.fsdecode(named)}"
+
+
 def open_regular(path: Path) -> BinaryIO:
     """Open ``path`` to read, refusing what is not a regular file without blocking on it.
 
@@ -1659,14 +1673,18 @@ class LmdbJournal(Journal):
             msg = f"{where} is not a journal: a journal is a directory, and a file is in its place"
             raise JournalFormatError(msg) from exc
         except OSError as exc:
-            raise JournalUnavailableError(f"cannot create the journal directory {where}: {exc}") from exc
+            raise JournalUnavailableError(
+                f"cannot create the journal directory {where}: {_os_reason(exc, where)}"
+            ) from exc
 
     @staticmethod
     def _take_writer_lock(where: Path) -> _WriterLock:
         try:
             fd = os.open(where / "writer.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:  # a directory this process may not write to
-            raise JournalUnavailableError(f"cannot open {where} for writing: {exc}") from exc
+            raise JournalUnavailableError(
+                f"cannot open {where} for writing: {_os_reason(exc, where)}"
+            ) from exc
         lock = _WriterLock(fd)  # known at once: a fork from here on leaves the child no copy
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -474,7 +474,7 @@ def simulate(
         except JournalFailedError as exc:  # the run could not go on (a failed write)
             _fail(f"the simulation stopped: {exc}", EXIT_PROBLEM)
         except JournalIntegrityError as exc:  # the journal is bad: refused at open, before a turn
-            _fail(f"the simulation did not start: {exc}", EXIT_PROBLEM)
+            _fail(f"the simulation did not start: {_refusal(exc, path)}", EXIT_PROBLEM)
         except (JournalError, SimulationError, InvalidConfigError) as exc:
             _fail(str(exc))
         except (CogfabricError, TimeoutError) as exc:  # the run itself could not go on
@@ -504,6 +504,22 @@ def simulate(
             f"{report.total_events - report.events})"
         )
         sys.exit(EXIT_PROBLEM)
+
+
+def _refusal(exc: Exception, path: Path) -> str:
+    """Why ``Runtime.open`` refused the journal at ``path``, and the command that shows it (no library hint).
+
+    A failed verification's message tells a program of ``allow_unverified``, which
+    simulate has no option for: the command that shows the bad record is said instead.
+    """
+    from cogfabric.store import JournalIntegrityError  # noqa: PLC0415
+
+    report = getattr(exc, "report", None)
+    if type(exc) is not JournalIntegrityError or report is None:
+        return str(exc)
+    at = "" if report.first_bad_seq is None else f" at seq {report.first_bad_seq}"
+    reason = _printable(report.reason, backslash=False)
+    return f"the journal failed verification{at}: {reason}; see where: cogfabric verify {_shown(path)}"
 
 
 def _reproduction_warnings(report: SimulationReport, seed: int, where: str) -> list[str]:
