@@ -78,7 +78,7 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
     if after == 0:
         problem = _stray_first_key(journal) or _verify_indexes(journal, state, last)
     else:
-        problem = _stream_name_problem(state.streams) or _tail_heads_problem(journal, state.streams, last)
+        problem = _stream_name_problem(state.streams) or _tail_heads_problem(journal, state, last)
     if problem is not None:
         return VerifyReport(False, state.checked, problem[0], problem[1], last)
     return VerifyReport(True, state.checked, None, "", last)
@@ -132,31 +132,52 @@ def _stream_name_problem(streams: dict[bytes, list[int]]) -> tuple[int | None, s
 
 
 def _tail_heads_problem(
-    journal: LmdbJournal, streams: dict[bytes, list[int]], last: int
+    journal: LmdbJournal, state: _VerifyState, last: int
 ) -> tuple[int | None, str] | None:
     """In a tail check, each stream the tail holds records of must have its head at the last.
 
     A stream is read by walking down from its head, so a head set back would hide the
-    records after it from a reader (recovery) that trusts the tail check. One lookup
-    per stream in the tail; a head that names a record of another stream, or none, is
-    refused by the walk itself when the stream is read.
+    records after it from a reader (recovery) that trusts the tail check. The first
+    record the tail holds of a stream must link to a record of that stream (a link to
+    another stream's record stops the walk with an error), or, linking to none, be the
+    stream's first record as its head says (else the walk would stop there, silently
+    leaving out the records before it). Two lookups per stream in the tail at most; a
+    head that names a record of another stream, or none, is refused by the walk itself
+    when the stream is read.
     """
+    streams = state.streams
     with journal._lock:
-        heads = journal._txn_call(lambda: _heads_of(journal, list(streams)))
+        found = journal._txn_call(lambda: _heads_of(journal, streams, state.tail_links))
     problems: list[tuple[int, str]] = []
-    for (stream_raw, known), value in zip(streams.items(), heads, strict=True):
+    for (stream_raw, known), (value, linked) in zip(streams.items(), found, strict=True):
         name = stream_raw.decode(errors="replace")
         head_last = None if value is None else int.from_bytes(value[:8], "big")
+        back = state.tail_links.get(stream_raw, 0)
         if head_last is None:
             problems.append((known[0], f"stream {name!r} is missing from the stream index"))
         elif head_last != known[0] and head_last <= last:  # past last: appended since the scan
             problems.append((known[0], f"the stream index's head of {name!r} does not match its records"))
+        elif back and linked != stream_raw:
+            why = f"the record's stream link points to seq {back}, not to a record of its stream"
+            problems.append((known[2], why))
+        elif not back and value is not None and value[16:] != _seq_key(known[2]):
+            why = f"the record links to no earlier record, but the stream index has {name!r} start before it"
+            problems.append((known[2], why))
     return min(problems, default=None)
 
 
-def _heads_of(journal: LmdbJournal, names: list[bytes]) -> list[bytes | None]:
-    with journal._env.begin(db=journal._db_heads) as txn:
-        return [None if (value := txn.get(name)) is None else bytes(value) for name in names]
+def _heads_of(
+    journal: LmdbJournal, streams: dict[bytes, list[int]], links: dict[bytes, int]
+) -> list[tuple[bytes | None, bytes | None]]:
+    """Each stream's head, and the stream of the record its first record in the tail links to (if any)."""
+    found: list[tuple[bytes | None, bytes | None]] = []
+    with journal._env.begin() as txn:
+        for name in streams:
+            value = txn.get(name, db=journal._db_heads)
+            back = links.get(name, 0)
+            linked = _stream_of(txn.get(_seq_key(back), db=journal._db_events)) if back else None
+            found.append((None if value is None else bytes(value), linked))
+    return found
 
 
 def _stray_first_key(journal: LmdbJournal) -> tuple[None, str] | None:
@@ -233,8 +254,7 @@ def _verify_chunk(
         known = streams.get(stream_raw)
         if known is None:
             known = streams[stream_raw] = [0, 0, seq]
-            # a tail check starts mid-stream: any link from before the tail
-            expected_back = 0 if state.complete else back if back < tail_start else -1
+            expected_back = _first_link(state, stream_raw, back, tail_start)
         else:
             expected_back = known[0]
         if back != expected_back or back >= seq:
@@ -257,6 +277,22 @@ def _verify_chunk(
     state.anchors_count = anchors_count
     state.ids_sum = ids_sum
     return None
+
+
+def _first_link(state: _VerifyState, stream_raw: bytes, back: int, tail_start: int) -> int:
+    """The link the first record seen of a stream must have: none (0) in a full check.
+
+    A tail check starts mid-stream: any link from before the tail, which is kept for
+    ``_tail_heads_problem`` (it must name a record of this stream, or none where the
+    stream starts); one inside the tail is refused (-1, no link's).
+    """
+    if state.complete:
+        return 0
+    if back >= tail_start:
+        return -1
+    if back:
+        state.tail_links[stream_raw] = back
+    return back
 
 
 def _event_problem(
@@ -560,6 +596,7 @@ class _VerifyState:
         "prev",
         "salt",
         "streams",
+        "tail_links",
     )
 
     def __init__(self, prev: bytes, expected: int, *, complete: bool) -> None:
@@ -578,3 +615,5 @@ class _VerifyState:
         computed; with a fresh random prefix for each check they cannot be made in advance."""
         self.streams: dict[bytes, list[int]] = {}
         """stream -> [last seq, count, first seq] of the records checked so far."""
+        self.tail_links: dict[bytes, int] = {}
+        """In a tail check, stream -> the link of its first record there, when not 0."""

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 import cogfabric._audit
 from cogfabric.cli import main
 from cogfabric.store import Journal, JournalDamagedError
+from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -191,3 +192,16 @@ def test_the_verdicts_print_one_document_for_a_tampered_journal(
         assert code == 1
         assert (verdict["ok"], verdict["checked"], verdict["first_bad_seq"]) == (False, 4, 5)
         assert verdict["reason"]
+
+
+def test_backup_json_with_a_wrong_key_is_a_usage_error_with_nothing_on_stdout(tmp_path: Path) -> None:
+    # README: a wrong or missing key is exit 2 with no verdict; only a journal's own damage gets one
+    path = tmp_path / "keyed"
+    with Journal.open(path, key=b"right") as journal:
+        journal.append(make_events(3))
+
+    for key in (["--key", "wrong"], []):
+        result = CliRunner().invoke(main, ["backup", str(path), str(tmp_path / "dest"), "--json", *key])
+
+        assert (result.exit_code, result.stdout) == (2, ""), result.output
+        assert not (tmp_path / "dest").exists()
