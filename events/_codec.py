@@ -26,6 +26,7 @@ from ._errors import (
     NewerCognitiveStateError,
     UnencodableValueError,
     UnknownEventTypeError,
+    newer_cogfabric_advice,
 )
 from ._events import BUILTIN_UPCASTERS, EVENT_TYPES
 
@@ -431,7 +432,7 @@ class EventCodec:
             msg = f"{tag} record has a version that is not an integer: {stored!r}"
             raise EventDecodeError(msg) from cause
         if stored > current:
-            raise EventVersionError(tag, stored, current) from cause
+            raise EventVersionError(tag, stored, current, _newer_writer(cls)) from cause
         if stored == current:
             newer = _newer_cognitive_state(tag, raw)
             if newer is not None:
@@ -482,6 +483,13 @@ class EventCodec:
         if event_id is not None:
             raw["id"] = event_id  # its identity: a retry or a cause names the stored id
         return raw
+
+
+def _newer_writer(cls: type[Event]) -> str:
+    """What to do about a record of a version newer than ``cls``: who writes such records."""
+    if cls in EVENT_TYPES:
+        return newer_cogfabric_advice()
+    return "newer code of this event type writes such records; read them with it"
 
 
 def _newer_cognitive_state(tag: str, raw: dict[str, Any]) -> NewerCognitiveStateError | None:

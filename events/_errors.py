@@ -16,6 +16,16 @@ __all__ = [
 ]
 
 
+def newer_cogfabric_advice() -> str:
+    """The advice for a record of a version newer than this cogfabric's, naming its version."""
+    import cogfabric  # noqa: PLC0415 - the package is initialised by the time a record is read
+
+    return (
+        f"a newer cogfabric than this one ({cogfabric.__version__}) writes such records; "
+        "read them with it, or upgrade this one"
+    )
+
+
 class EventError(CogfabricError):
     """Base class of the errors raised by ``cogfabric.events``."""
 
@@ -104,7 +114,8 @@ class NewerCognitiveStateError(EventVersionError, CognitiveStateSchemaVersionErr
     def __init__(self, record_type: str, field: str, stored: int, known: int) -> None:
         msg = (
             f"agentfabric: cognitive state schema version mismatch: {record_type}.{field} holds a "
-            f"CognitiveState at schema version {stored}, newer than the known version {known}"
+            f"CognitiveState at schema version {stored}, newer than the known version {known}: "
+            + newer_cogfabric_advice()
         )
         Exception.__init__(self, msg)
         self.type_name = "CognitiveState"

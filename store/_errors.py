@@ -46,7 +46,17 @@ class JournalFormatError(JournalError):
     A newer format is read by a newer cogfabric; an older one (the development
     formats before this one) by the version that wrote it. The message names both
     format versions. The data file is left as it was.
+
+    ``stored`` is the journal's format version and ``known`` this code's
+    (``FORMAT_VERSION``) for a journal of another format; both are None when the path
+    is no journal at all, so a program can tell "upgrade cogfabric" (``stored >
+    known``) from "not a journal" without reading the message.
     """
+
+    def __init__(self, message: str, *, stored: int | None = None, known: int | None = None) -> None:
+        super().__init__(message)
+        self.stored = stored
+        self.known = known
 
 
 class JournalLockedError(JournalError):

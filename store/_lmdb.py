@@ -1732,13 +1732,13 @@ class LmdbJournal(Journal):
                 f"{where} is at format version {version}, newer than this code's {FORMAT_VERSION}: "
                 "read it with the newer cogfabric that wrote it (upgrade this one)"
             )
-            raise JournalFormatError(msg)
+            raise JournalFormatError(msg, stored=version, known=FORMAT_VERSION)
         if version < FORMAT_VERSION:
             msg = (
                 f"{where} is at format version {version}, older than this code's {FORMAT_VERSION} "
                 "(a development format); read it with the version that wrote it"
             )
-            raise JournalFormatError(msg)
+            raise JournalFormatError(msg, stored=version, known=FORMAT_VERSION)
         hash_name = meta.get(_META_HASH, b"").decode(errors="replace")
         if hash_name != HASH_NAME:
             # The chain does not cover the header; a label that lies is refused here instead.

@@ -674,7 +674,8 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
     can recompute an unkeyed journal's snapshot hashes, not make them agree), unless
     --no-snapshots. Exits 0 when it is clean, 1 naming the first bad seq and why (or a
     damaged data file, a changed header, a snapshot that disagrees), 2 when JOURNAL is
-    not a journal or the chain key is wrong or missing. --json prints ok, checked,
+    not a journal, or one of another format, or the chain key is wrong or missing
+    (with no verdict, --json too). --json prints ok, checked,
     head_seq, first_bad_seq (for a snapshot, the seq it covers), reason and snapshots
     (how many were compared; null when they were not) with the same exit status.
 
