@@ -43,7 +43,11 @@ class Clock(Protocol):
         ...
 
     def monotonic(self) -> float:
-        """Seconds from an arbitrary start that never go backwards."""
+        """Seconds from an arbitrary start that never go backwards.
+
+        Required, but not read by the runtime today: its timeouts (a request's,
+        ``call_timeout``, a wait for room in a mailbox) are real seconds whatever the clock.
+        """
         ...
 
 
@@ -143,7 +147,8 @@ class FakeClock:
     """A clock for tests that moves only when told to.
 
     ``advance`` moves both readings and runs no callbacks: code that acts on time
-    (session sweeps) is called explicitly after advancing.
+    (session sweeps) is called explicitly after advancing (a runtime on a FakeClock
+    starts no session ticker: ``runtime.memory.sweep()``). Timeouts stay real seconds.
     """
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:

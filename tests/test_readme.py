@@ -29,7 +29,7 @@ def _run(example: str, tmp_path: Path) -> list[str]:
 
 
 def test_the_readme_runtime_example_runs(tmp_path: Path) -> None:
-    runtime_example, _, _, _ = _python_blocks()
+    runtime_example = _python_blocks()[0]
 
     *printed, path = _run(runtime_example, tmp_path)
     assert printed == [
@@ -47,19 +47,19 @@ def test_the_readme_runtime_example_runs(tmp_path: Path) -> None:
 def test_the_readme_checkpoint_example_recovers_a_killed_agents_checkpoint_after_a_reopen(
     tmp_path: Path,
 ) -> None:
-    _, checkpoint_example, _, _ = _python_blocks()
+    checkpoint_example = _python_blocks()[1]
 
     assert _run(checkpoint_example, tmp_path) == ["ship it"]
 
 
 def test_the_readme_journal_example_runs(tmp_path: Path) -> None:
-    _, _, journal_example, _ = _python_blocks()
+    journal_example = _python_blocks()[3]
 
     assert _run(journal_example, tmp_path) == ["1 TaskContextSet TASK_SHARED", "2 PrivateSet AGENT_PRIVATE"]
 
 
 def test_the_readme_audit_example_runs(tmp_path: Path) -> None:
-    _, _, _, audit_example = _python_blocks()
+    audit_example = _python_blocks()[4]
 
     assert _run(audit_example, tmp_path) == [
         "2 {'step': 1} {'step': 2} IDLE",
@@ -68,7 +68,7 @@ def test_the_readme_audit_example_runs(tmp_path: Path) -> None:
 
 
 def test_the_shell_verifies_the_journal_the_readme_example_writes(tmp_path: Path) -> None:
-    _, _, journal_example, _ = _python_blocks()
+    journal_example = _python_blocks()[3]
     kept = journal_example.replace(
         'path = Path(tempfile.mkdtemp()) / "journal"', f"path = Path({str(tmp_path / 'journal')!r})"
     )

@@ -28,7 +28,7 @@ from cogfabric.store import Journal
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 RAW_SECTION = README[README.index("### The journal's bytes") : README.index("## What exists today")]
 SECTION = " ".join(RAW_SECTION.split())
-ASYNCIO = " ".join(README[README.index("### From asyncio") : README.index("## Auditing a journal")].split())
+ASYNCIO = " ".join(README[README.index("### From asyncio") : README.index("## Testing your agents")].split())
 
 
 def _journal(tmp_path: Path) -> Path:
