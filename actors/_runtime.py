@@ -602,16 +602,23 @@ class Runtime:
         # re-chained by a forger) is refused here, not only when recovery reads it
         report = journal.verify(after=after, decode=True)
         if not report.ok:
+            at = "" if report.first_bad_seq is None else f" at seq {report.first_bad_seq}"
             if not allow_unverified:
                 Runtime._raise_undecodable(journal, report)
-                at = "" if report.first_bad_seq is None else f" at seq {report.first_bad_seq}"
                 msg = (
                     f"the journal failed verification{at}: {report.reason}; {where} is refused "
                     f"(`cogfabric verify {printable(shlex.quote(where))}` reports it; allow_unverified=True "
-                    "opens it anyway, trusting what it holds)"
+                    "opens it anyway, trusting what it holds, and what is appended then is past the bad "
+                    'part for good; README, "When a journal fails verification", salvages what precedes it)'
                 )
                 raise JournalIntegrityError(msg, report)
-            log.warning("opening an unverified journal: %s", report.reason)
+            # the seq, as the refusal names it: what to look at, and where a salvage stops
+            log.warning(
+                "opening an unverified journal: it fails verification%s: %s; it fails there for "
+                "good, whatever is appended after it",
+                at,
+                report.reason,
+            )
         return placements
 
     @staticmethod

@@ -125,6 +125,8 @@ _INTEGER_KEYS: Final = 0x08  # MDB_INTEGERKEY: the flags of LMDB's free database
 
 _MAX_NAMED: Final = 32  # a journal has six named databases (store/_lmdb.py)
 _FREE: Final = "free"  # LMDB's databases, named as in the errors
+_RECORDS: Final = "events"  # the journal's records: 8-byte big-endian seqs as keys
+_SEQ_SIZE: Final = 8
 _MAIN: Final = "main"
 
 
@@ -230,6 +232,33 @@ class _Walk:
         )
         return JournalDamagedError(msg)
 
+    @staticmethod
+    def with_seqs(name: str, exc: JournalDamagedError, low: Any, high: Any) -> JournalDamagedError:  # noqa: ANN401
+        """``exc``, naming the seqs its page of the records may hold, from the keys of the branch above it.
+
+        The records before them are on other pages: what a salvage can still read (README,
+        "When a journal fails verification").
+        """
+        if name != _RECORDS or not isinstance(low, bytes) or len(low) not in (0, _SEQ_SIZE):
+            return exc
+        first = int.from_bytes(low, "big") if low else 1
+        if isinstance(high, bytes) and len(high) == _SEQ_SIZE:
+            seqs = f"the records from seq {first} to seq {int.from_bytes(high, 'big') - 1} at most"
+        elif high is None:
+            seqs = f"the records from seq {first} on"
+        else:
+            return exc
+        advice = "; restore the journal from a copy"
+        text = str(exc)
+        if not text.endswith(advice):
+            return exc
+        salvage = (
+            f', or salvage the records before seq {first} (README, "When a journal fails verification")'
+            if first > 1
+            else ""
+        )
+        return JournalDamagedError(f"{text[: -len(advice)]}; the page holds {seqs}{advice}{salvage}")
+
     def outside(self) -> str:
         """Why a page the trees name is not one the file holds."""
         if self.pages <= _FIRST_PAGE:
@@ -264,15 +293,18 @@ class _Walk:
         stack: list[tuple[int, int, Any, Any]] = [(root, 1, low, high)]
         while stack:
             pgno, level, low, high = stack.pop()
-            self.mark(name, pgno, 1)
-            page = self.read(name, pgno, self.page_size)
-            children = self.branch(name, pgno, page)
-            if len(children) < 2:  # noqa: PLR2004 - LMDB's minimum
-                # LMDB asserts it when it searches any tree but its free database
-                # (mdb_page_search_root), and when it rebalances any, the free one too
-                # (mdb_rebalance), as a commit does deleting the free-page lists it reuses
-                raise self.damaged(name, pgno, "is a branch page with one node")
-            ranges = self.ranges(name, pgno, page, low, high) if keyed else [(low, high)] * len(children)
+            try:
+                self.mark(name, pgno, 1)
+                page = self.read(name, pgno, self.page_size)
+                children = self.branch(name, pgno, page)
+                if len(children) < 2:  # noqa: PLR2004 - LMDB's minimum
+                    # LMDB asserts it when it searches any tree but its free database
+                    # (mdb_page_search_root), and when it rebalances any, the free one too
+                    # (mdb_rebalance), as a commit does deleting the free-page lists it reuses
+                    raise self.damaged(name, pgno, "is a branch page with one node")
+                ranges = self.ranges(name, pgno, page, low, high) if keyed else [(low, high)] * len(children)
+            except JournalDamagedError as exc:
+                raise self.with_seqs(name, exc, low, high) from None
             if level + 1 == depth:
                 self.leaves(name, children, ranges, keyed=keyed)
             else:
@@ -371,23 +403,28 @@ class _Walk:
         pread = os.pread
         unpack = _NODE.unpack_from
         every = name == _FREE  # each record of the free database is checked further
-        for pgno, (low, high) in zip(pgnos, ranges, strict=True):
-            if pgno < _FIRST_PAGE or pgno >= pages or owner[pgno]:
-                self.mark(name, pgno, 1)
-            owner[pgno] = tree
-            page = pread(fd, size, pgno * size)
-            if len(page) < size:
-                page = self.read(name, pgno, size)
-            offsets = _sound_offsets(page, pgno, _P_LEAF) or self.nodes(name, pgno, page, leaf=True)
-            if every or len(offsets) < _TILED_FROM or not _tiled(page, offsets):
-                for at in offsets:
-                    lo, hi, flags, key_size = unpack(page, at)
-                    if flags or hi or every or at + key_size + lo > limit:  # not a key and value in the page
-                        self.node(name, pgno, page, at)
-            if every:
-                self.keys_in_order(pgno, page, low, high)
-            elif keyed:
-                self.within(name, pgno, page, (offsets[0], offsets[-1]), low=low, high=high)
+        low, high = ranges[0] if ranges else (b"", None)
+        try:
+            for pgno, (low, high) in zip(pgnos, ranges, strict=True):
+                if pgno < _FIRST_PAGE or pgno >= pages or owner[pgno]:
+                    self.mark(name, pgno, 1)
+                owner[pgno] = tree
+                page = pread(fd, size, pgno * size)
+                if len(page) < size:
+                    page = self.read(name, pgno, size)
+                offsets = _sound_offsets(page, pgno, _P_LEAF) or self.nodes(name, pgno, page, leaf=True)
+                if every or len(offsets) < _TILED_FROM or not _tiled(page, offsets):
+                    for at in offsets:
+                        lo, hi, flags, key_size = unpack(page, at)
+                        # not a key and value in the page
+                        if flags or hi or every or at + key_size + lo > limit:
+                            self.node(name, pgno, page, at)
+                if every:
+                    self.keys_in_order(pgno, page, low, high)
+                elif keyed:
+                    self.within(name, pgno, page, (offsets[0], offsets[-1]), low=low, high=high)
+        except JournalDamagedError as exc:  # ``low`` and ``high``: the damaged page's range
+            raise self.with_seqs(name, exc, low, high) from None
 
     def within(
         self, name: str, pgno: int, page: bytes, ends: tuple[int, int], *, low: bytes, high: bytes | None
