@@ -113,8 +113,15 @@ waits for those of the window not yet stopped (still busy in their behavior) las
 _MAX_STREAM_BYTES = 255  # the journal's limit on a stream name (MAX_NAME, store/_record.py)
 
 
-_BUSY: Final = "its behavior is handling a message: call {call} again once that returns"
-"""``AgentRunningError``'s detail for a retire or recover refused while the agent works."""
+_BUSY: Final = (
+    "its behavior is handling a message: suspend it first (the suspend waits for the messages "
+    "ahead of it), then call {call}"
+)
+"""``AgentRunningError``'s detail for a retire or recover refused while the agent works.
+
+Not "call it again once that message returns": an agent with more mail goes from one
+message to the next, RUNNING again at once, so the call is refused again; a suspend
+queues behind them and leaves the agent SUSPENDED, which both calls take."""
 
 
 def check_agent_id(agent_id: object, error: Callable[[str], Exception] = InvalidSpawnSpecError) -> str:
@@ -543,7 +550,7 @@ class Runtime:
                 if name is None:  # the path is one Journal.open took
                     name = _default_name(Path(path).resolve().name or "/")
                 placements = cls._verify(
-                    journal, verify, allow_unverified=allow_unverified, where=os.fspath(path)
+                    journal, verify, allow_unverified=allow_unverified, where=os.fspath(path), keyed=bool(key)
                 )
                 # Not waived by allow_unverified: a runtime whose every change the journal
                 # refuses (its chain head contradicts its records) could do nothing.
@@ -586,9 +593,13 @@ class Runtime:
 
     @staticmethod
     def _verify(
-        journal: Journal, mode: str, *, allow_unverified: bool, where: str
+        journal: Journal, mode: str, *, allow_unverified: bool, where: str, keyed: bool = False
     ) -> dict[str, _Placement] | None:
-        """Check the journal at ``where`` as ``mode`` says; a tail check returns the places it read."""
+        """Check the journal at ``where`` as ``mode`` says; a tail check returns the places it read.
+
+        A refusal names the command that reports it, with ``--key-file`` for a journal
+        opened with a key (without it the command only says that a key is missing).
+        """
         if mode not in ("full", "tail"):
             msg = f"verify must be 'full' or 'tail', not {mode!r}"
             raise ValueError(msg)
@@ -605,11 +616,14 @@ class Runtime:
             at = "" if report.first_bad_seq is None else f" at seq {report.first_bad_seq}"
             if not allow_unverified:
                 Runtime._raise_undecodable(journal, report)
+                command = f"cogfabric verify {printable(shlex.quote(where))}" + (
+                    " --key-file KEYFILE" if keyed else ""
+                )
                 msg = (
-                    f"the journal failed verification{at}: {report.reason}; {where} is refused "
-                    f"(`cogfabric verify {printable(shlex.quote(where))}` reports it; allow_unverified=True "
-                    "opens it anyway, trusting what it holds, and what is appended then is past the bad "
-                    'part for good; README, "When a journal fails verification", salvages what precedes it)'
+                    f"the journal failed verification{at}: {report.reason}; {printable(where)} is refused "
+                    f"(`{command}` reports it; allow_unverified=True opens it anyway, trusting what it "
+                    'holds, and what is appended then is past the bad part for good; README, "When a '
+                    'journal fails verification", salvages what precedes it)'
                 )
                 raise JournalIntegrityError(msg, report)
             # the seq, as the refusal names it: what to look at, and where a salvage stops

@@ -574,38 +574,51 @@ def encode_value(value: object) -> bytes:
             msg = f"value of type {type(value).__name__} cannot cross a context layer: {exc}"
             at, key = _unencodable_part(value, MAX_VALUE_DEPTH)
             if at:  # a part of it: name where, as a subscript of the value given
-                msg += f" - at `${at}`" + (" (its key)" if key else "")
+                msg += f" - at `${_shown_path(at)}`" + (" (its key)" if key else "")
         raise UnencodableValueError(msg) from exc
 
 
-def _unencodable_part(value: object, depth: int) -> tuple[str, bool]:
-    """Where in ``value`` (a list's or dict's) msgspec fails: ``['notes'][2]``, or "" for ``value`` itself.
+_SHOWN_SUBSCRIPTS: Final = 8
+"""How many subscripts of a deep part's path a message shows at each end."""
 
-    The flag is True when it is the key of that subscript that fails, not its value.
+
+def _shown_path(at: list[str]) -> str:
+    """``at`` joined; past ``2 * _SHOWN_SUBSCRIPTS`` subscripts (values nest 512 deep), less the middle."""
+    if len(at) <= 2 * _SHOWN_SUBSCRIPTS:
+        return "".join(at)
+    left_out = len(at) - 2 * _SHOWN_SUBSCRIPTS
+    return f"{''.join(at[:_SHOWN_SUBSCRIPTS])}...{left_out} more...{''.join(at[-_SHOWN_SUBSCRIPTS:])}"
+
+
+def _unencodable_part(value: object, depth: int) -> tuple[list[str], bool]:
+    """Where in ``value`` (a list's or dict's) msgspec fails: ``["['notes']", "[2]"]``; [] for ``value``.
+
+    The flag is True when it is the key of the last subscript that fails, not its value.
 
     Only called once ``value`` failed to encode. Each step encodes the items of one
     list or mapping until one fails, then looks into that one; a key that fails is
-    named by its own subscript. A value whose own methods raise (a mapping's
-    ``items()``) ends the search where it is: the message then names no part.
+    named by its own subscript. The items are taken one at a time (no copy of a long
+    list's). A value whose own methods raise (a mapping's ``items()``) ends the search
+    where it is: the message then names no part below it.
     """
     if depth <= 0 or not isinstance(value, Mapping | list | tuple):
-        return "", False
+        return [], False
     try:
-        items = list(value.items()) if isinstance(value, Mapping) else list(enumerate(value))
+        items = value.items() if isinstance(value, Mapping) else enumerate(value)
         for key, item in items:
             if isinstance(value, Mapping):
                 try:
                     _encoder.encode(key)
                 except _ENCODE_ERRORS:
-                    return f"[{reprlib.repr(key)}]", True
+                    return [f"[{reprlib.repr(key)}]"], True
             try:
                 _encoder.encode(item)
             except _ENCODE_ERRORS:
                 inner, is_key = _unencodable_part(item, depth - 1)
-                return f"[{reprlib.repr(key)}]{inner}", is_key
+                return [f"[{reprlib.repr(key)}]", *inner], is_key
     except Exception:  # noqa: BLE001 - a value's own failing methods: no part to name
-        return "", False
-    return "", False
+        return [], False
+    return [], False
 
 
 def _nested_deeper_than(value: object, limit: int) -> bool:

@@ -2911,8 +2911,13 @@ class LmdbJournal(Journal):
         Args:
             after: start after this seq, trusting its chain link (a tail check). A tail
                 check also holds every stream's head (where a reader starts to walk the
-                stream) against the records it saw; the other indexes and the snapshots
-                are only checked when ``after`` is 0.
+                stream) against the records it saw, and the first record of a stream in
+                the tail to a record of that stream before it (or, linking to none, to
+                the stream's first); not to its last one before the tail: a link that
+                skips some of its records there is found by a full check only (a stream
+                read from before it leaves them out; a recovery, which reads from after
+                the tail's start, does not need them). The other indexes and the
+                snapshots are only checked when ``after`` is 0.
             decode: also decode every record (type known, schema version known).
 
         """

@@ -161,7 +161,7 @@ class _Blocking:
         assert _Blocking.release.wait(10)
 
 
-def test_retire_refused_while_the_agent_works_says_to_call_it_again() -> None:
+def test_retire_refused_while_the_agent_works_says_to_suspend_it_first() -> None:
     _Blocking.started.clear()
     _Blocking.release.clear()
     with cf.Runtime.open(None, behaviors={"block": _Blocking}) as rt:
@@ -178,9 +178,10 @@ def test_retire_refused_while_the_agent_works_says_to_call_it_again() -> None:
             _Blocking.release.set()
     assert str(raised.value) == (
         "agentfabric: agent running: 'busy' "
-        "(its behavior is handling a message: call retire again once that returns)"
+        "(its behavior is handling a message: suspend it first (the suspend waits for the "
+        "messages ahead of it), then call retire)"
     )
-    assert "call recover again" in str(recovering.value)
+    assert "then call recover" in str(recovering.value)
 
 
 def test_spawn_many_names_the_id_two_specs_share() -> None:
