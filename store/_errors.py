@@ -120,7 +120,15 @@ class JournalDamagedError(JournalIntegrityError):
     LMDB has no checksums: most damage is found by ``verify``'s hash chain instead, but
     a damaged page of the B-tree itself can make LMDB refuse to read on. A damaged
     header page makes LMDB refuse the file as a whole (``JournalFormatError``).
+
+    ``first_seq`` is the first seq a damaged page of the records may hold, where the
+    walk of the pages at open knows it (the records before it are on other pages: what
+    ``cogfabric salvage`` copies), else None.
     """
+
+    def __init__(self, message: str, report: object = None, *, first_seq: int | None = None) -> None:
+        super().__init__(message, report)
+        self.first_seq = first_seq
 
 
 class JournalRecordError(JournalIntegrityError, ValueError):

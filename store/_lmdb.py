@@ -873,33 +873,94 @@ def _inherited_by_fork(where: Path) -> Iterator[None]:
         raise JournalLockedError(msg) from exc
 
 
-def _refuse_backup_target(target: Path) -> None:
-    """Refuse a backup's destination that exists, but for an empty directory (no link)."""
+def refuse_target(target: Path, doing: str = "back up to") -> None:
+    """Refuse a new journal's destination that exists, but for an empty directory (no link).
+
+    ``doing`` names the command in the messages (``cannot back up to DEST: ...``): a
+    backup's, or a salvage's (``salvage into``: ``cogfabric salvage`` writes its journal
+    the same way, ``write_beside``).
+
+    Raises:
+        FileExistsError: ``target`` exists and is not an empty directory.
+        JournalUnavailableError: ``target`` cannot be looked at, or is a mount point.
+
+    """
     try:
         mode = target.lstat().st_mode
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise JournalUnavailableError(f"cannot back up to {target}: {exc.strerror or exc}") from exc
+        raise JournalUnavailableError(f"cannot {doing} {target}: {exc.strerror or exc}") from exc
     if not stat.S_ISDIR(mode):
-        raise FileExistsError(f"cannot back up to {target}: it exists, and is no directory")
+        raise FileExistsError(f"cannot {doing} {target}: it exists, and is no directory")
     try:
         with os.scandir(target) as entries:
             empty = next(entries, None) is None
     except OSError as exc:
-        raise JournalUnavailableError(f"cannot back up to {target}: {exc.strerror or exc}") from exc
+        raise JournalUnavailableError(f"cannot {doing} {target}: {exc.strerror or exc}") from exc
     if not empty:
-        raise FileExistsError(f"cannot back up to {target}: it exists and is not empty")
+        raise FileExistsError(f"cannot {doing} {target}: it exists and is not empty")
     try:
         mount_point = target.lstat().st_dev != target.parent.stat().st_dev
     except OSError:
         return  # the sibling's creation in its parent says why
     if mount_point:  # the copy would fill the parent's file system, then not rename onto it (EBUSY)
         msg = (
-            f"cannot back up to {target}: it is a mount point, which nothing can be renamed onto; "
-            f"back up to a new directory inside it (e.g. {target / 'journal'})"
+            f"cannot {doing} {target}: it is a mount point, which nothing can be renamed onto; "
+            f"{doing} a new directory inside it (e.g. {target / 'journal'})"
         )
         raise JournalUnavailableError(msg)
+
+
+def write_beside(target: Path, kind: str, failed: str, fill: Callable[[Path], _T]) -> _T:
+    """Make the directory ``target`` whole or not at all: filled beside it, synced, renamed into place.
+
+    ``fill`` writes the new journal into a temporary sibling (``.NAME.KIND-`` and a
+    random suffix, 0700), syncs what it wrote, and returns what the caller wants back;
+    then the sibling's entries are synced, the sibling is renamed to ``target`` (onto
+    an empty directory, or nothing: never over a journal) and the rename synced.
+    Whatever ``fill`` raises (an interrupt too), or a failure of the sync or the
+    rename, removes the sibling: nothing is left under ``target``. A crash can leave
+    the sibling, hidden beside ``target``. ``failed`` begins the messages
+    (``cannot back up J to DEST``). ``Journal.backup`` and ``cogfabric salvage`` write
+    their journals so.
+
+    Raises:
+        FileExistsError: ``target`` was created meanwhile.
+        JournalUnavailableError: the sibling cannot be made (a missing or unwritable
+            parent, no room), a file cannot be written or synced (an ``OSError`` of
+            ``fill``'s too), ``target`` is in use (a mount point), or the rename's
+            sync failed (``target`` is then whole, its entry maybe not on disk).
+        JournalError: as ``fill`` raises it (the sibling removed).
+
+    """
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{kind}-", dir=target.parent))
+    except OSError as exc:  # its parent missing, not writable, full
+        raise JournalUnavailableError(f"{failed}: {target.parent}: {exc.strerror or exc}") from exc
+    try:
+        result = fill(tmp)
+        _fsync_directory(tmp)
+        tmp.rename(target)  # onto an empty directory, or nothing: never over a journal
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, JournalError):
+            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                raise FileExistsError(f"{failed}: it was created meanwhile") from exc
+            if exc.errno == errno.EBUSY:  # a bind mount of the same file system, or ".": in use
+                msg = (
+                    f"{failed}: it is in use (a mount point, or the working directory); "
+                    "write to a new directory inside it"
+                )
+                raise JournalUnavailableError(msg) from exc
+            raise JournalUnavailableError(f"{failed}: {exc.strerror or exc}") from exc
+        raise
+    try:
+        _fsync_directory(target.parent)  # the rename itself on disk
+    except OSError as exc:
+        msg = f"{failed}: {target} is complete, but its directory's entry could not be synced: {exc}"
+        raise JournalUnavailableError(msg) from exc
+    return result
 
 
 def _last_seq_in(copy: Path) -> int:
@@ -920,6 +981,15 @@ def _txn_valid(txn: lmdb.Transaction) -> bool:
     except lmdb.Error:
         return False
     return True
+
+
+def fsync_file(path: Path) -> None:
+    """Sync the file at ``path`` (its data and size) to disk."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_directory(where: Path) -> None:
@@ -1361,7 +1431,7 @@ def _walk_pages(env: lmdb.Environment, where: Path, short: tuple[int, int] = (0,
             f"{where} is damaged: its data file is {size:,} bytes, {missing:,} short of what its "
             f"header names, and not only free pages lie past its end (it was truncated): {found}"
         )
-        raise JournalDamagedError(msg) from exc
+        raise JournalDamagedError(msg, first_seq=exc.first_seq) from exc
 
 
 def _walk_pages_once(env: lmdb.Environment, where: Path) -> None:
@@ -2968,7 +3038,7 @@ class LmdbJournal(Journal):
             raise ValueError(msg)
         target = Path(dest)
         self._check_open()
-        _refuse_backup_target(target)
+        refuse_target(target)
         with self._lock:
             self._check_open()  # not closed since the check above
             self._backups += 1
@@ -2982,10 +3052,10 @@ class LmdbJournal(Journal):
     def _backup_to(self, target: Path, *, compact: bool) -> int:
         """Copy into a temporary sibling of ``target``, sync it and rename it to ``target``."""
         failed = f"cannot back up {self._path} to {target}"
-        try:
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.backup-", dir=target.parent))
-        except OSError as exc:  # its parent missing, not writable, full
-            raise JournalUnavailableError(f"{failed}: {target.parent}: {exc.strerror or exc}") from exc
+        return write_beside(target, "backup", failed, functools.partial(self._backup_into, failed, compact))
+
+    def _backup_into(self, failed: str, compact: bool, tmp: Path) -> int:
+        """Copy the journal into ``tmp``'s data file (synced): the last seq it holds."""
         try:
             fd = os.open(
                 tmp / "data.mdb", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
@@ -3002,34 +3072,12 @@ class LmdbJournal(Journal):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            if seq is None:  # LMDB took its own transaction: the copy says which
-                seq = _last_seq_in(tmp)
-            _fsync_directory(tmp)
-            tmp.rename(target)  # onto an empty directory, or nothing: never over a backup
-        except BaseException as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if isinstance(exc, lmdb.Error):
-                error = _journal_error(self._path, exc)
-                if isinstance(error, JournalIntegrityError):  # a page of this journal LMDB cannot read
-                    raise error from exc
-                raise JournalUnavailableError(f"{failed}: {exc}") from exc
-            if isinstance(exc, OSError):
-                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
-                    raise FileExistsError(f"{failed}: it was created meanwhile") from exc
-                if exc.errno == errno.EBUSY:  # a bind mount of the same file system, or ".": in use
-                    msg = (
-                        f"{failed}: it is in use (a mount point, or the working directory); "
-                        "back up to a new directory inside it"
-                    )
-                    raise JournalUnavailableError(msg) from exc
-                raise JournalUnavailableError(f"{failed}: {exc.strerror or exc}") from exc
-            raise
-        try:
-            _fsync_directory(target.parent)  # the rename itself on disk
-        except OSError as exc:
-            msg = f"{failed}: the backup is complete, but its directory's entry could not be synced: {exc}"
-            raise JournalUnavailableError(msg) from exc
-        return seq
+            return _last_seq_in(tmp) if seq is None else seq  # None: LMDB took its own transaction
+        except lmdb.Error as exc:
+            error = _journal_error(self._path, exc)
+            if isinstance(error, JournalIntegrityError):  # a page of this journal LMDB cannot read
+                raise error from exc
+            raise JournalUnavailableError(f"{failed}: {exc}") from exc
 
     def _copy_to(self, fd: int, *, compact: bool) -> int | None:
         """LMDB's copy of one read transaction to ``fd``: the last seq it holds (None: not known).

@@ -237,7 +237,7 @@ class _Walk:
         """``exc``, naming the seqs its page of the records may hold, from the keys of the branch above it.
 
         The records before them are on other pages: what a salvage can still read (README,
-        "When a journal fails verification").
+        "When a journal fails verification"). The first of those seqs is its ``first_seq``.
         """
         if name != _RECORDS or not isinstance(low, bytes) or len(low) not in (0, _SEQ_SIZE):
             return exc
@@ -253,11 +253,13 @@ class _Walk:
         if not text.endswith(advice):
             return exc
         salvage = (
-            f', or salvage the records before seq {first} (README, "When a journal fails verification")'
+            f", or salvage the records before seq {first} with cogfabric salvage "
+            '(README, "When a journal fails verification")'
             if first > 1
             else ""
         )
-        return JournalDamagedError(f"{text[: -len(advice)]}; the page holds {seqs}{advice}{salvage}")
+        message = f"{text[: -len(advice)]}; the page holds {seqs}{advice}{salvage}"
+        return JournalDamagedError(message, first_seq=first)
 
     def outside(self) -> str:
         """Why a page the trees name is not one the file holds."""

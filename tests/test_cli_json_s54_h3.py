@@ -133,6 +133,7 @@ def test_the_readme_table_names_every_field_each_command_prints_in_order(
         "inspect": _json(["inspect", str(simulated), "--json"])[1],
         "verify": _json(["verify", str(simulated), "--json"])[1],
         "backup": _json(["backup", str(simulated), str(tmp_path / "b"), "--json"])[1],
+        "salvage": _json(["salvage", str(simulated), str(tmp_path / "s"), "--json"])[1],
         "verify-export": _json(["verify-export", str(export), "--json"])[1],
         "trace": _json(["trace", str(simulated), "--seq", "3", "--json"])[1],
         "export": json.loads(export.read_text().splitlines()[0]),

@@ -1,31 +1,30 @@
 """A journal that fails verification: what the errors name, and README's salvage of what precedes it.
 
 Helper h10 of session 54, an on-call engineer: a damaged page names the seqs it may hold (so
-the first bad record is known), an unverified open logs the seq it waives, and the script of
-README "When a journal fails verification" copies the records before the first bad one into
-a new journal, chained as they were, and refuses to copy one its chain does not back.
+the first bad record is known), an unverified open logs the seq it waives, and the salvage of
+README "When a journal fails verification" (a script then, ``cogfabric salvage`` since helper
+h12) copies the records before the first bad one into a new journal, chained as they were,
+and refuses to copy one its chain does not back.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import runpy
-import sys
-import textwrap
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from click.testing import CliRunner
 
 from cogfabric import Runtime
+from cogfabric.cli import main
 from cogfabric.store import Journal, JournalDamagedError
 from cogfabric.store.testing import make_events
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
-_README = Path(__file__).resolve().parents[1] / "README.md"
 _PAGE_SEQS = re.compile(r"the page holds the records from seq (\d+) to seq (\d+) at most")
 
 
@@ -40,17 +39,11 @@ def _link(path: Path, seq: int) -> bytes:
         return next(journal.read(after=seq - 1, until=seq)).chain
 
 
-def _salvage(monkeypatch: pytest.MonkeyPatch, *argv: object) -> None:
-    """Run README's salvage script, as `python salvage.py SRC DEST LAST_GOOD` would."""
-    text = _README.read_text()
-    section = text[text.index("### When a journal fails verification") :]
-    section = section[: section.index("\n### ")]
-    blocks = re.findall(r"```py\n(.*?)```", section, flags=re.DOTALL)
-    assert len(blocks) == 1
-    script = Path(str(argv[1])).parent / "salvage.py"
-    script.write_text(textwrap.dedent(blocks[0]))
-    monkeypatch.setattr(sys, "argv", [str(script), *map(str, argv)])
-    runpy.run_path(str(script), run_name="__main__")
+def _salvage(src: Path, dest: Path, last_good: int) -> None:
+    """Run README's salvage, ``cogfabric salvage SRC DEST --until LAST_GOOD``; its error as SystemExit."""
+    result = CliRunner().invoke(main, ["salvage", str(src), str(dest), "--until", str(last_good)])
+    if result.exit_code:
+        raise SystemExit(result.stderr)
 
 
 def test_a_damaged_page_of_records_names_the_seqs_it_may_hold(
@@ -67,8 +60,8 @@ def test_a_damaged_page_of_records_names_the_seqs_it_may_hold(
     first, last = int(found[1]), int(found[2])
     assert 1 < first <= 150 <= last < 300
     assert str(info.value).endswith(
-        f"; restore the journal from a copy, or salvage the records before seq {first} "
-        '(README, "When a journal fails verification")'
+        f"; restore the journal from a copy, or salvage the records before seq {first} with cogfabric "
+        'salvage (README, "When a journal fails verification")'
     )
     with Journal.open(path, readonly=True, check_pages=False) as journal:  # what a salvage reads
         assert [r.seq for r in journal.read(until=first - 1)] == list(range(1, first))
@@ -104,14 +97,14 @@ def test_an_unverified_open_logs_the_seq_it_waives(
 
 
 def test_readme_salvage_copies_the_records_before_a_broken_link_chained_as_they_were(
-    tmp_path: Path, break_link: Callable[[Path, int], None], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, break_link: Callable[[Path, int], None]
 ) -> None:
     path = _journal(tmp_path / "j")
     break_link(path, 200)
     with Journal.open(path, readonly=True) as journal:
         assert journal.verify(decode=True).first_bad_seq == 200
 
-    _salvage(monkeypatch, path, tmp_path / "salvaged", 199)
+    _salvage(path, tmp_path / "salvaged", 199)
 
     with Journal.open(tmp_path / "salvaged", readonly=True) as salvaged:
         report = salvaged.verify(decode=True)
@@ -123,19 +116,21 @@ def test_readme_salvage_copies_the_records_before_a_broken_link_chained_as_they_
 
 
 def test_readme_salvage_refuses_to_copy_past_the_bad_record(
-    tmp_path: Path, break_link: Callable[[Path, int], None], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, break_link: Callable[[Path, int], None]
 ) -> None:
     path = _journal(tmp_path / "j")
     break_link(path, 200)
 
-    with pytest.raises(SystemExit, match="seqs 1 to 200 do not match their chain links"):
-        _salvage(monkeypatch, path, tmp_path / "salvaged", 200)
-    with pytest.raises(SystemExit, match="holds records already"):
-        _salvage(monkeypatch, path, tmp_path / "salvaged", 10)
+    with pytest.raises(SystemExit, match="--until 200 reaches seq 200, the first bad record"):
+        _salvage(path, tmp_path / "salvaged", 200)
+    assert not (tmp_path / "salvaged").exists()
+    _salvage(path, tmp_path / "salvaged", 10)
+    with pytest.raises(SystemExit, match="exists and is not empty"):
+        _salvage(path, tmp_path / "salvaged", 10)
 
 
 def test_readme_salvage_reads_the_pages_before_a_damaged_one(
-    tmp_path: Path, damage_page: Callable[[Path, bytes], None], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, damage_page: Callable[[Path, bytes], None]
 ) -> None:
     path = _journal(tmp_path / "j")
     link = _link(path, 150)
@@ -146,7 +141,7 @@ def test_readme_salvage_reads_the_pages_before_a_damaged_one(
     assert found is not None
     first = int(found[1])
 
-    _salvage(monkeypatch, path, tmp_path / "salvaged", first - 1)
+    _salvage(path, tmp_path / "salvaged", first - 1)
 
     with Journal.open(tmp_path / "salvaged", readonly=True) as salvaged:
         report = salvaged.verify(decode=True)

@@ -42,7 +42,15 @@ from cogfabric.store import (
     JournalUnavailableError,
     LmdbJournal,
 )
-from cogfabric.store._lmdb import HEADER_SPAN, data_file, linked_file, open_regular, used_length
+from cogfabric.store._lmdb import (
+    HEADER_SPAN,
+    data_file,
+    fsync_file,
+    linked_file,
+    open_regular,
+    used_length,
+    write_beside,
+)
 from cogfabric.store._record import CHAIN_LEN
 
 if TYPE_CHECKING:
@@ -52,6 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuditAccessError",
+    "SalvageMismatchError",
     "Trace",
     "agent_view",
     "check_snapshots",
@@ -62,6 +71,7 @@ __all__ = [
     "inspect_journal",
     "journal_view",
     "open_for_audit",
+    "salvage",
     "session_view",
     "trace_effects",
     "trace_view",
@@ -1360,3 +1370,106 @@ def _line_json(line: dict[str, object]) -> bytes:
                 odd = True
                 break
     return _strict_json(_json_ready_deep(line) if odd else line)  # as encode_json does, walked once
+
+
+_SALVAGE_BATCH: Final = 1_000
+"""Records ``salvage`` appends in one commit, and checks against their stored chain link at once."""
+
+
+class SalvageMismatchError(Exception):
+    """A salvage whose copy differs from the records it copies: nothing of it is kept.
+
+    ``seq`` is the first record whose copy differs (None: the copy failed its verification,
+    with no one record to blame), ``why`` what differs.
+    """
+
+    def __init__(self, seq: int | None, why: str) -> None:
+        super().__init__(why if seq is None else f"seq {seq}: {why}")
+        self.seq = seq
+        self.why = why
+
+
+def salvage(source: LmdbJournal, target: Path, until: int, *, key: bytes | str | None) -> tuple[bytes, int]:
+    """Copy ``source``'s records 1 to ``until`` into a new journal at ``target``, chained as stored.
+
+    Each batch of ``_SALVAGE_BATCH`` records is appended (re-encoded, as any append) and
+    the copy's chain link of its last record compared with the stored one: the chain
+    covers every record before it, so equal links mean the copy holds what was chained.
+    The new journal (keyed with ``key``) is verified, then renamed into place
+    (``write_beside``: nothing is left under ``target`` on any failure). ``source`` is
+    only read, from seq 1 up to ``until`` (never past it: a salvage reads the records
+    before a damaged page). Snapshots are not copied: opening the copy replays its events.
+
+    Returns:
+        The chain link of seq ``until``, and how many records the copy's verification checked.
+
+    Raises:
+        SalvageMismatchError: a copied record differs from the stored one (one stored at an
+            older version of its event is copied upcast: its bytes differ), or the copy
+            fails its verification.
+        FileExistsError, JournalUnavailableError: as ``write_beside`` raises them.
+        JournalError: reading ``source`` failed (a record that does not decode, say).
+
+    """
+    failed = f"cannot salvage {source.path} into {target}"
+
+    def fill(tmp: Path) -> tuple[bytes, int]:
+        with LmdbJournal.open(tmp, sync=False, key=key) as copy:  # its data file synced once, below
+            batch: list[Record] = []
+            for record in source.read(until=until):
+                batch.append(record)
+                if len(batch) == _SALVAGE_BATCH or record.seq == until:
+                    _copy_batch(source, copy, batch)
+                    batch = []
+            if copy.last_seq != until:  # not reached: the read ended early
+                raise SalvageMismatchError(copy.last_seq + 1, "the record could not be read")
+            report = copy.verify(decode=True)
+            if not report.ok:
+                raise SalvageMismatchError(None, f"the copy fails verification: {report.reason}")
+            chain = next(copy.read(after=until - 1)).chain
+        fsync_file(tmp / "data.mdb")  # close() syncs too, but says nothing when that fails
+        return chain, report.checked
+
+    return write_beside(target, "salvage", failed, fill)
+
+
+def _copy_batch(source: LmdbJournal, copy: LmdbJournal, batch: list[Record]) -> None:
+    """Append ``batch``'s events to ``copy`` and check its last record's chain link against the stored one."""
+    seqs = copy.append([record.event for record in batch])
+    last = batch[-1]
+    copied = next(copy.read(after=seqs[-1] - 1, until=seqs[-1]))
+    if copied.seq == last.seq and copied.chain == last.chain:
+        return
+    raise SalvageMismatchError(*_first_difference(source, copy, batch[0].seq, last.seq))
+
+
+def _first_difference(source: LmdbJournal, copy: LmdbJournal, first: int, last: int) -> tuple[int, str]:
+    """The first record from ``first`` to ``last`` whose copy differs from it as stored, and why."""
+    stored_ones = source.read_stored(after=first - 1, until=last)
+    copied = copy.read_stored(after=first - 1, until=last)
+    for (record, stored), (_, again) in zip(stored_ones, copied, strict=False):
+        if again[:-CHAIN_LEN] != stored[:-CHAIN_LEN]:
+            return record.seq, _why_it_differs(record, stored)
+        if again[-CHAIN_LEN:] != stored[-CHAIN_LEN:]:
+            why = (
+                "its copy holds the same bytes, but its stored chain link does not match them "
+                "(changed after it was written)"
+            )
+            return record.seq, why
+    return last, "its copy's chain link differs from the stored one"  # e.g. an event id stored twice
+
+
+def _why_it_differs(record: Record, stored: bytes) -> str:
+    """Why a record's copy encodes to other bytes than it is stored as: most likely, an upcast."""
+    name, version = type(record.event).__name__, record.event.v
+    try:
+        event = msgspec.msgpack.decode(stored)[1]
+        stored_version = event["v"]
+    except (msgspec.DecodeError, LookupError, TypeError):
+        stored_version = None
+    if isinstance(stored_version, int) and stored_version != version:
+        return (
+            f"it is stored at version {stored_version} of {name} and is copied upcast, at version "
+            f"{version}: its bytes differ, so its chain link and every later one would"
+        )
+    return "its copy encodes to other bytes than it is stored as, so its chain link would differ"

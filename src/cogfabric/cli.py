@@ -1,8 +1,8 @@
 """The ``cogfabric`` command line: run the simulation, and audit any journal.
 
 Audit commands (``verify``, ``replay``, ``trace``, ``export``, ``inspect``, and
-``backup`` of its source) open the journal read-only and never change a byte of its
-data file; ``verify-export`` checks an export without its journal. Exit codes: 0 clean,
+``backup`` and ``salvage`` of their source) open the journal read-only and never change
+a byte of its data file; ``verify-export`` checks an export without its journal. Exit codes: 0 clean,
 1 a problem found in the journal (or a simulation that failed or could not go on), 2 a usage error,
 a path that is not a journal, a journal that cannot be opened, or output that cannot be
 written (the group's help lists them).
@@ -186,7 +186,7 @@ class _Commands(click.Group):
     """The command group: every command stops quietly, exit 0, when stdout's reader goes away.
 
     But for a failed verification (``verify``, ``backup``'s check of its copy,
-    ``verify-export``), whose verdict exits 1 wherever it could be written.
+    ``verify-export``) or salvage, whose verdict exits 1 wherever it could be written.
 
     Output that cannot be written at all (stdout closed, a full disk) is exit 2 with a
     one-line error: the journal is not at fault, so not exit 1.
@@ -379,7 +379,8 @@ def main() -> None:
     Exit status, every command:
       0    done (a journal clean, a simulation whose turns all ran)
       1    a problem in the journal (a record, page, header or snapshot found bad;
-           verify-export: a bad line), or a simulation that failed or could
+           verify-export: a bad line; salvage: a copy that does not match the
+           journal), or a simulation that failed or could
            not go on (a turn raised, max_map_size, a failed write, a full disk)
       2    a usage error: bad options or config, a path with no journal the
            command can use, a journal it cannot open (held by another writer,
@@ -834,6 +835,216 @@ def _refused_backup(reason: str, *, head_seq: int | None, size: int | None) -> N
         "reason": reason,
     }
     _failed_verdict(encode_json(verdict).decode())
+
+
+@main.command()
+@_JOURNAL
+@click.argument("dest", type=click.Path(path_type=Path))
+@_keyed
+@click.option(
+    "--until",
+    type=click.IntRange(1),
+    multiple=True,
+    callback=_once,
+    help="The last seq to copy (default: the one before the first bad record).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON document.")
+def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | None, as_json: bool) -> None:
+    """Copy JOURNAL's records before its first bad one into DEST, a new journal, chained as they were.
+
+    For a journal that fails verification (README, "When a journal fails
+    verification"). JOURNAL is read, never written. Without --until, its hash chain is
+    checked (as verify does) and every record before the first bad one is copied; all
+    of a journal that verifies clean; for a damaged page of its records, every record
+    before the first seq the page may hold (read without the page walk, which stops at
+    that page). --until N copies seqs 1 to N, before the first bad record. The records
+    are appended to DEST a batch at a time, each batch's chain link checked against the
+    one stored: a record that differs (one stored at an older version of its event is
+    copied upcast, so its bytes and chain link differ) stops the salvage. DEST is
+    written beside itself, verified and renamed into place, so nothing is left under
+    DEST on a failure; it must not exist (or be an empty directory). Snapshots are not
+    copied: opening DEST replays its events. A keyed journal's salvage keeps its key:
+    give it (--key-file). Exits 0 when DEST is a verified salvage, 1 when the copy
+    could not be made to match (or nothing precedes the first bad record), 2 for a
+    usage error: a DEST that exists, --until at or past the first bad record, a
+    journal whose good records' end cannot be told without --until, a wrong key.
+    --json prints ok, until, head_seq, chain, first_bad_seq, left_out and reason.
+
+    \b
+    Example:
+        cogfabric salvage ./cogfabric-journal ./cogfabric-journal.salvaged
+    """
+    _need_stdout()
+    from cogfabric._audit import AuditAccessError, SalvageMismatchError  # noqa: PLC0415
+    from cogfabric._audit import salvage as copy_records  # noqa: PLC0415
+    from cogfabric.store import JournalDamagedError, JournalRecordError, LmdbJournal  # noqa: PLC0415
+    from cogfabric.store._lmdb import refuse_target  # noqa: PLC0415 - backup's rule for DEST
+
+    try:
+        refuse_target(dest, "salvage into")
+    except FileExistsError as exc:
+        _fail(str(exc))
+    except _journal_errors() as exc:  # DEST cannot be looked at, or is a mount point
+        _fail(str(exc))
+    plan = _SalvagePlan(journal, until, as_json=as_json)
+    opened_at_all = False
+    try:
+        try:
+            with _audit(journal, copy=False, key=key) as opened:
+                opened_at_all = True
+                plan.verified(opened.verify(decode=True))
+                chain, checked = copy_records(opened, dest, plan.end(), key=key)
+        except JournalDamagedError as exc:
+            if opened_at_all:  # damage met reading, not by the page walk at the open
+                raise
+            plan.damaged(exc)  # the pages before the damaged one: read without the walk, which stops there
+            with LmdbJournal.open(journal, readonly=True, key=key, check_pages=False) as opened:
+                chain, checked = copy_records(opened, dest, plan.end(), key=key)
+    except SalvageMismatchError as exc:
+        plan.refused(exc.seq, plan.mismatch(exc, dest))
+    except FileExistsError as exc:
+        _fail(str(exc))
+    except AuditAccessError as exc:  # no --copy here: salvage a copy of the directory instead
+        _fail(f"{str(exc).partition('; rerun with --copy')[0]}; salvage a copy of its directory (cp -a)")
+    except _journal_errors() as exc:
+        if _exit_code(exc) != EXIT_PROBLEM:
+            _fail_journal(exc, key)
+        plan.refused(exc.seq if isinstance(exc, JournalRecordError) else None, str(exc))
+    plan.done(dest, chain, checked)
+
+
+class _SalvagePlan:
+    """Where ``salvage`` stops, from JOURNAL's verdict (or its damaged page) and ``--until``; its output."""
+
+    def __init__(self, journal: Path, until: int | None, *, as_json: bool) -> None:
+        self.journal = journal
+        self.until = until
+        self.as_json = as_json
+        self.last = 0  # the last seq copied, once ``end`` has found it
+        self.head_seq: int | None = None  # JOURNAL's last seq: None until read, and for a damaged page
+        self.first_bad_seq: int | None = None
+        self.clean = False
+        self.reason = ""  # why JOURNAL fails ("" clean)
+        self.checked: int | None = None  # the records verify checked, before the first bad one
+        self.page = False  # a damaged page was found at the open
+
+    def verified(self, report: Any) -> None:  # noqa: ANN401 - a VerifyReport
+        self.head_seq, self.clean, self.checked = report.head_seq, report.ok, report.checked
+        self.first_bad_seq, self.reason = report.first_bad_seq, report.reason
+
+    def damaged(self, exc: Exception) -> None:
+        self.page, self.reason = True, str(exc)
+        self.first_bad_seq = getattr(exc, "first_seq", None)
+        _say(f"warning: {exc}")
+
+    def end(self) -> int:
+        """The last seq to copy (kept as ``last``)."""
+        self.last = self._end()
+        return self.last
+
+    def _end(self) -> int:
+        """The last seq to copy; a usage error (exit 2) when it is not to be copied, or not known."""
+        named = _shown(self.journal)
+        bad, until = self.first_bad_seq, self.until
+        if self.clean:
+            head = int(self.head_seq or 0)
+            if not head:
+                _fail(f"{named} holds no records: there is nothing to salvage")
+            if until is not None and until > head:
+                _fail(f"--until {until} is past {named}'s last record, seq {head}")
+            return head if until is None else until
+        if bad == 1:
+            self.refused(1, f"{self.journal} fails at seq 1: no record precedes it to salvage")
+        if bad is None:
+            if until is None:
+                known = f" (its records check out up to seq {self.checked})" if self.checked else ""
+                reason = _printable(self.reason, backslash=False)
+                _fail(
+                    f"cannot tell where {named}'s good records end: {reason}{known}; "
+                    "give the last seq to copy with --until"
+                )
+            if self.head_seq is not None and until > self.head_seq:
+                _fail(f"--until {until} is past {named}'s last record, seq {self.head_seq}")
+            return until
+        if until is not None and until >= bad:
+            where = "the damaged page's first record" if self.page else "the first bad record"
+            _fail(
+                f"--until {until} reaches seq {bad}, {where} of {named}: a salvage copies only "
+                f"the records before it; give --until {bad - 1} or less, or leave it out"
+            )
+        return bad - 1 if until is None else until
+
+    def mismatch(self, exc: Any, dest: Path) -> str:  # noqa: ANN401 - a SalvageMismatchError
+        if exc.seq is None:
+            return f"cannot salvage {self.journal} into {dest}: {exc.why}; nothing was written to {dest}"
+        before = exc.seq - 1
+        retry = f" (seqs 1 to {before} match: --until {before} salvages them)" if before else ""
+        return (
+            f"cannot salvage {self.journal} into {dest}: seq {exc.seq}'s copy does not match it: {exc.why}; "
+            f"nothing was written to {dest}{retry}"
+        )
+
+    def refused(self, seq: int | None, reason: str) -> NoReturn:
+        """Exit 1, nothing salvaged (``seq``: the first record that could not be); a verdict with --json."""
+        from cogfabric._audit import encode_json  # noqa: PLC0415
+
+        _say(f"error: {reason}")
+        if not self.as_json:
+            sys.exit(EXIT_PROBLEM)
+        verdict = {
+            "ok": False,
+            "until": None,
+            "head_seq": self.head_seq,
+            "chain": None,
+            "first_bad_seq": seq if seq is not None else self.first_bad_seq,
+            "left_out": self.head_seq,
+            "reason": reason,
+        }
+        _failed_verdict(encode_json(verdict).decode())
+
+    def done(self, dest: Path, chain: bytes, checked: int) -> NoReturn:
+        """Print the salvage into ``dest`` (``chain``: seq ``last``'s link; ``checked``: verified); exit 0."""
+        from cogfabric._audit import encode_json  # noqa: PLC0415
+
+        until, head = self.last, self.head_seq
+        if self.as_json:
+            verdict = {
+                "ok": True,
+                "until": until,
+                "head_seq": head,
+                "chain": chain.hex(),
+                "first_bad_seq": self.first_bad_seq,
+                "left_out": None if head is None else head - until,
+                "reason": self.reason,
+            }
+            click.echo(encode_json(verdict).decode())
+            sys.exit(EXIT_OK)
+        named = _shown(self.journal)
+        if self.clean:
+            left = (
+                f"{named} verifies clean: every record was copied"
+                if until == head
+                else f"left out {_seqs(until + 1, head or until + 1)} (--until)"
+            )
+        elif self.page:
+            left = f"left out seq {until + 1} on: {named} is damaged there (the warning above)"
+        else:
+            at = f" at seq {self.first_bad_seq}" if self.first_bad_seq is not None else ""
+            failed = f"{named} fails verification{at}: {_printable(self.reason, backslash=False)}"
+            if head is not None and until >= head:  # its chain head names records it lacks
+                left = f"every record it holds was copied, but {failed}"
+            else:
+                left = f"left out {_seqs(until + 1, head or until + 1)}: {failed}"
+        click.echo(
+            f"ok: salvaged seqs 1 to {until} of {named} into {_shown(dest)}, chain {until}:{chain.hex()}; "
+            f"{checked} records verified; {left}"
+        )
+        sys.exit(EXIT_OK)
+
+
+def _seqs(first: int, last: int) -> str:
+    """``seq 5``, or ``seqs 5 to 9``."""
+    return f"seq {first}" if first == last else f"seqs {first} to {last}"
 
 
 def _readable(opened: Any, seq: int | None) -> bool:  # noqa: ANN401 - a journal
