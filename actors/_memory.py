@@ -392,7 +392,7 @@ class SessionActor(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         """Pykka's hook, on the actor's own thread first: name its runtime (``SessionActor-4 [sim-a]``)."""
-        thread = threading.current_thread()
+        thread = self._manager.actor_thread = threading.current_thread()
         thread.name = thread_name(thread.name, self._manager._core.name)  # noqa: SLF001
 
     def on_receive(self, message: object) -> None:
@@ -490,6 +490,8 @@ class MemoryManager:
         self._recover()
         self._ticker: threading.Thread | None = None
         self._stop_ticker = threading.Event()
+        self.actor_thread: threading.Thread | None = None
+        """The session actor's thread, once started (``_close`` waits for it to end)."""
         self._ref = SessionActor.start(self)  # last: nothing after it can fail and leave it running
 
     # ------------------------------------------------------------- calling the actor
@@ -1285,6 +1287,10 @@ class MemoryManager:
             self._ref.stop(block=True, timeout=self._core.call_timeout)
         except (pykka.ActorDeadError, pykka.Timeout):
             log.warning("the session actor did not stop in time")
+        else:
+            thread = self.actor_thread  # a stop is acknowledged before its thread ends
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=self._core.call_timeout)
         with self._lock:  # calls queued behind a busy actor: none will run now
             left = list(self._queue)
             self._queue.clear()

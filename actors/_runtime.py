@@ -2043,7 +2043,9 @@ class Runtime:
         behavior's send, broadcast, request or session call raises
         ``RuntimeClosedError``, and a message whose behavior stops on it leaves a
         ``closed`` dead letter after the changes it made. What is left after that is
-        dropped.
+        dropped. It returns once the threads of the actors it stopped have ended (an
+        agent still busy in its behavior is left to it: its thread runs on until the
+        behavior returns).
 
         A runtime still open when the interpreter exits is closed then (its actors run
         on daemon threads, which would not keep the process alive, nor be waited for).
@@ -2090,6 +2092,7 @@ class Runtime:
             self._stop_agents(entries)
             self._core.stopped = True  # an agent still busy drops the rest of its mailbox
             failures = self._stop_the_rest()
+            self._join_stopped_threads(entries)
         finally:
             try:
                 writer = self._core.writer
@@ -2170,6 +2173,22 @@ class Runtime:
             self.close()
         except Exception:
             log.exception("close(), begun by an agent's behavior, failed")
+
+    def _join_stopped_threads(self, entries: list[_Entry]) -> None:
+        """Wait for the threads of the agents that stopped to end, ``call_timeout`` at most in all.
+
+        Pykka acknowledges a stop from inside the actor's loop, and its thread then
+        empties the inbox and ends: without this wait, a ``threading.enumerate()`` just
+        after ``close()`` could still list it. A thread whose actor did not stop (its
+        behavior still busy) is not waited for: it runs on until the behavior returns.
+        The session actor's and the writer's threads are waited for as they stop.
+        """
+        me = threading.current_thread()
+        deadline = time.monotonic() + self._core.call_timeout
+        for entry in entries:
+            thread = entry.shared.thread
+            if thread is not None and thread is not me and entry.ref.actor_stopped.is_set():
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _stop_the_rest(self) -> list[Exception]:
         """Fail the requests no agent answered, stop the session actor, then the writer.

@@ -224,6 +224,7 @@ class JournalWriterActor(pykka.ThreadingActor):
     def on_start(self) -> None:
         """Note the writer's thread: it never waits for room in its own queue; name its runtime."""
         self._writer._writer_ident = threading.get_ident()  # noqa: SLF001
+        self._writer.thread = threading.current_thread()
         name = self._writer._name  # noqa: SLF001
         if name is not None:
             thread = threading.current_thread()
@@ -281,6 +282,8 @@ class JournalWriter:
         self._queued = 0
         self._backlog_max = max(1, backlog_max if backlog_max is not None else 4 * group_commit_max)
         self._writer_ident = 0
+        self.thread: threading.Thread | None = None
+        """The writer actor's thread, once started (``stop`` waits for it to end)."""
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
         self._overfull_logged = False
@@ -668,6 +671,9 @@ class JournalWriter:
         while True:
             commits = self._commits
             if self._ended.wait(timeout=bounded_wait(stall, 0.0)):
+                thread = self.thread  # ended is set on it, before it runs out
+                if thread is not None and thread is not threading.current_thread():
+                    thread.join(timeout=bounded_wait(stall, 0.0))
                 return
             began = self._commit_began
             under_way = time.monotonic() - began if began else 0.0
