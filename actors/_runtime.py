@@ -400,6 +400,8 @@ class Runtime:
         self._closed = False
         self._stopping: list[tuple[str, _Entry]] = []
         """The agents close() is stopping: their behaviors may still run (``_running``)."""
+        self._killed: list[_Entry] = []
+        """Killed agents whose threads may not have ended yet: close() waits for them too."""
         self._late: dict[threading.Event, threading.Thread] = {}
         """Helper threads finishing calls whose callers timed out (``_finish_late``), each by the
         event it sets when done (a thread not yet started cannot be joined): flush waits for them."""
@@ -1421,6 +1423,9 @@ class Runtime:
                 return  # removed already (the runtime is closing)
             entry.killed = True
             del self._agents[agent_id]
+            # its thread ends after the stop below: close() waits for it (those ended are dropped)
+            self._killed = [e for e in self._killed if e.shared.thread is None or e.shared.thread.is_alive()]
+            self._killed.append(entry)
             if self._journal is None:  # no stream keeps its id's place: a memory-only run stays bounded
                 self._listed.pop(agent_id, None)
         entry.shared.slots.close()  # a sender waiting for room hears AgentNotFoundError now
@@ -2043,9 +2048,9 @@ class Runtime:
         behavior's send, broadcast, request or session call raises
         ``RuntimeClosedError``, and a message whose behavior stops on it leaves a
         ``closed`` dead letter after the changes it made. What is left after that is
-        dropped. It returns once the threads of the actors it stopped have ended (an
-        agent still busy in its behavior is left to it: its thread runs on until the
-        behavior returns).
+        dropped. It returns once the threads of the actors it stopped (and of the
+        agents killed before) have ended (an agent still busy in its behavior is left
+        to it: its thread runs on until the behavior returns).
 
         A runtime still open when the interpreter exits is closed then (its actors run
         on daemon threads, which would not keep the process alive, nor be waited for).
@@ -2076,6 +2081,7 @@ class Runtime:
             self._stopping += [(agent_id, e) for agent_id, e in self._agents.items() if e is not None]
             entries = [e for e in self._agents.values() if e is not None]
             self._agents.clear()
+            killed, self._killed = self._killed, []
         if closing:
             # Another thread closes it: return once that is over, unless this is one of
             # its agents' threads, which that close() waits to stop.
@@ -2092,7 +2098,7 @@ class Runtime:
             self._stop_agents(entries)
             self._core.stopped = True  # an agent still busy drops the rest of its mailbox
             failures = self._stop_the_rest()
-            self._join_stopped_threads(entries)
+            self._join_stopped_threads(entries + killed)
         finally:
             try:
                 writer = self._core.writer
@@ -2181,6 +2187,7 @@ class Runtime:
         empties the inbox and ends: without this wait, a ``threading.enumerate()`` just
         after ``close()`` could still list it. A thread whose actor did not stop (its
         behavior still busy) is not waited for: it runs on until the behavior returns.
+        ``entries`` holds the agents killed before too, whose stop was acknowledged alike.
         The session actor's and the writer's threads are waited for as they stop.
         """
         me = threading.current_thread()

@@ -1375,6 +1375,9 @@ def _line_json(line: dict[str, object]) -> bytes:
 _SALVAGE_BATCH: Final = 1_000
 """Records ``salvage`` appends in one commit, and checks against their stored chain link at once."""
 
+_SALVAGE_BYTES: Final = 16 << 20
+"""...or fewer, once their stored bytes come to this much: big records are not held by the thousand."""
+
 
 class SalvageMismatchError(Exception):
     """A salvage whose copy differs from the records it copies: nothing of it is kept.
@@ -1392,8 +1395,9 @@ class SalvageMismatchError(Exception):
 def salvage(source: LmdbJournal, target: Path, until: int, *, key: bytes | str | None) -> tuple[bytes, int]:
     """Copy ``source``'s records 1 to ``until`` into a new journal at ``target``, chained as stored.
 
-    Each batch of ``_SALVAGE_BATCH`` records is appended (re-encoded, as any append) and
-    the copy's chain link of its last record compared with the stored one: the chain
+    Each batch of ``_SALVAGE_BATCH`` records (fewer of big ones, ``_SALVAGE_BYTES``) is
+    appended (re-encoded, as any append) and the copy's chain link of its last record
+    compared with the stored one: the chain
     covers every record before it, so equal links mean the copy holds what was chained.
     The new journal (keyed with ``key``) is verified, then renamed into place
     (``write_beside``: nothing is left under ``target`` on any failure). ``source`` is
@@ -1407,22 +1411,28 @@ def salvage(source: LmdbJournal, target: Path, until: int, *, key: bytes | str |
         SalvageMismatchError: a copied record differs from the stored one (one stored at an
             older version of its event is copied upcast: its bytes differ), or the copy
             fails its verification.
-        FileExistsError, JournalUnavailableError: as ``write_beside`` raises them.
+        FileExistsError, JournalUnavailableError: as ``write_beside`` raises them; also
+            a write of the copy's journal that failed (a full disk), named as the salvage's.
         JournalError: reading ``source`` failed (a record that does not decode, say).
 
     """
     failed = f"cannot salvage {source.path} into {target}"
 
     def fill(tmp: Path) -> tuple[bytes, int]:
-        with LmdbJournal.open(tmp, sync=False, key=key) as copy:  # its data file synced once, below
-            batch: list[Record] = []
-            for record in source.read(until=until):
+        with _writing_the_copy(failed, tmp, target), LmdbJournal.open(tmp, sync=False, key=key) as copy:
+            batch: list[Record] = []  # (the copy's data file is synced once, below)
+            size = 0
+            for record, stored in source.read_stored(until=until):
                 batch.append(record)
-                if len(batch) == _SALVAGE_BATCH or record.seq == until:
+                size += len(stored)
+                if len(batch) == _SALVAGE_BATCH or size >= _SALVAGE_BYTES or record.seq == until:
                     _copy_batch(source, copy, batch)
-                    batch = []
+                    batch, size = [], 0
+            if batch:  # the read ended before ``until``: what it read is copied, checked too
+                _copy_batch(source, copy, batch)
             if copy.last_seq != until:  # not reached: the read ended early
-                raise SalvageMismatchError(copy.last_seq + 1, "the record could not be read")
+                why = f"{source.path} holds no record past seq {copy.last_seq}"
+                raise SalvageMismatchError(copy.last_seq + 1, why)
             report = copy.verify(decode=True)
             if not report.ok:
                 raise SalvageMismatchError(None, f"the copy fails verification: {report.reason}")
@@ -1431,6 +1441,27 @@ def salvage(source: LmdbJournal, target: Path, until: int, *, key: bytes | str |
         return chain, report.checked
 
     return write_beside(target, "salvage", failed, fill)
+
+
+@contextlib.contextmanager
+def _writing_the_copy(failed: str, tmp: Path, target: Path) -> Iterator[None]:
+    """A failure of the copy's own journal (a full disk): named as the salvage's, not the removed sibling's.
+
+    Its journal's fail-stop is no concern of the user's: the copy is removed
+    (``write_beside``), and nothing is left under ``target``.
+    """
+    try:
+        yield
+    except JournalError as exc:
+        if str(tmp) not in str(exc):  # the source's, as reading it raised it
+            raise
+        why = _FAIL_STOP.sub("", str(exc).replace(f"{tmp}: ", "").replace(str(tmp), "the copy"))
+        msg = f"{failed}: writing the copy failed: {why}; nothing was left under {target}"
+        raise JournalUnavailableError(msg) from exc
+
+
+_FAIL_STOP: Final = re.compile(r"; [^;]*fail-stop until reopened[^;]*$")
+"""The end of a failed append's message that says its journal is fail-stop: not so of a removed copy."""
 
 
 def _copy_batch(source: LmdbJournal, copy: LmdbJournal, batch: list[Record]) -> None:

@@ -899,6 +899,7 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
                 raise
             plan.damaged(exc)  # the pages before the damaged one: read without the walk, which stops there
             with LmdbJournal.open(journal, readonly=True, key=key, check_pages=False) as opened:
+                plan.held = opened.last_seq
                 chain, checked = copy_records(opened, dest, plan.end(), key=key)
     except SalvageMismatchError as exc:
         plan.refused(exc.seq, plan.mismatch(exc, dest))
@@ -927,6 +928,7 @@ class _SalvagePlan:
         self.reason = ""  # why JOURNAL fails ("" clean)
         self.checked: int | None = None  # the records verify checked, before the first bad one
         self.page = False  # a damaged page was found at the open
+        self.held: int | None = None  # for a damaged page: the last seq the open found (not in the JSON)
 
     def verified(self, report: Any) -> None:  # noqa: ANN401 - a VerifyReport
         self.head_seq, self.clean, self.checked = report.head_seq, report.ok, report.checked
@@ -963,8 +965,9 @@ class _SalvagePlan:
                     f"cannot tell where {named}'s good records end: {reason}{known}; "
                     "give the last seq to copy with --until"
                 )
-            if self.head_seq is not None and until > self.head_seq:
-                _fail(f"--until {until} is past {named}'s last record, seq {self.head_seq}")
+            last = self.head_seq if self.head_seq is not None else self.held
+            if last is not None and until > last:
+                _fail(f"--until {until} is past {named}'s last record, seq {last}")
             return until
         if until is not None and until >= bad:
             where = "the damaged page's first record" if self.page else "the first bad record"
@@ -1026,6 +1029,14 @@ class _SalvagePlan:
                 if until == head
                 else f"left out {_seqs(until + 1, head or until + 1)} (--until)"
             )
+        elif self.page and self.first_bad_seq is None:  # not a page of the records
+            held = self.held or until
+            rest = (
+                "every record it holds was copied"
+                if until >= held
+                else f"left out {_seqs(until + 1, held)} (--until)"
+            )
+            left = f"{rest}; {named} is damaged (the warning above)"
         elif self.page:
             left = f"left out seq {until + 1} on: {named} is damaged there (the warning above)"
         else:
