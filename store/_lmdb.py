@@ -873,8 +873,12 @@ def _inherited_by_fork(where: Path) -> Iterator[None]:
         raise JournalLockedError(msg) from exc
 
 
-def refuse_target(target: Path, doing: str = "back up to") -> None:
+def refuse_target(target: Path, doing: str = "back up to", source: Path | None = None) -> None:
     """Refuse a new journal's destination that exists, but for an empty directory (no link).
+
+    A destination inside ``source``'s directory (the journal copied) is refused too: a
+    journal directory holds its own files only, and moving it (a salvage swapped in)
+    would move the copy with it.
 
     ``doing`` names the command in the messages (``cannot back up to DEST: ...``): a
     backup's, or a salvage's (``salvage into``: ``cogfabric salvage`` writes its journal
@@ -885,6 +889,9 @@ def refuse_target(target: Path, doing: str = "back up to") -> None:
         JournalUnavailableError: ``target`` cannot be looked at, or is a mount point.
 
     """
+    if source is not None and _inside(target, source):
+        msg = f"cannot {doing} {target}: it is inside the journal's directory {source}; give one outside it"
+        raise JournalUnavailableError(msg)
     try:
         mode = target.lstat().st_mode
     except FileNotFoundError:
@@ -910,6 +917,14 @@ def refuse_target(target: Path, doing: str = "back up to") -> None:
             f"{doing} a new directory inside it (e.g. {target / 'journal'})"
         )
         raise JournalUnavailableError(msg)
+
+
+def _inside(target: Path, directory: Path) -> bool:
+    """Whether ``target`` (which may not exist yet) lies in ``directory``, links resolved."""
+    try:
+        return directory.resolve() in target.resolve().parents
+    except (OSError, RuntimeError):  # a loop of links: the checks after this one say why
+        return False
 
 
 def write_beside(target: Path, kind: str, failed: str, fill: Callable[[Path], _T]) -> _T:
@@ -3038,7 +3053,7 @@ class LmdbJournal(Journal):
             raise ValueError(msg)
         target = Path(dest)
         self._check_open()
-        refuse_target(target)
+        refuse_target(target, source=self._path)
         with self._lock:
             self._check_open()  # not closed since the check above
             self._backups += 1

@@ -749,7 +749,7 @@ def backup(
 
     LMDB copies one read transaction: DEST holds every record up to the seq printed,
     whatever a simulation commits meanwhile (a copy of the files, cp or tar or rsync,
-    is torn then). DEST must not exist (or be an empty directory); it is written
+    is torn then). DEST must not exist (or be an empty directory), outside JOURNAL; it is written
     beside itself and renamed into place, so nothing is left under DEST on a failure.
     Then DEST's hash chain is verified (every record, decoded), unless --no-verify. A
     keyed journal's backup keeps its key: give it (--key-file) to open and verify.
@@ -862,7 +862,7 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
     one stored: a record that differs (one stored at an older version of its event is
     copied upcast, so its bytes and chain link differ) stops the salvage. DEST is
     written beside itself, verified and renamed into place, so nothing is left under
-    DEST on a failure; it must not exist (or be an empty directory). Snapshots are not
+    DEST on a failure; it must not exist (or be an empty directory), outside JOURNAL. Snapshots are not
     copied: opening DEST replays its events. A keyed journal's salvage keeps its key:
     give it (--key-file). Exits 0 when DEST is a verified salvage, 1 when the copy
     could not be made to match (or nothing precedes the first bad record), 2 for a
@@ -881,7 +881,7 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
     from cogfabric.store._lmdb import refuse_target  # noqa: PLC0415 - backup's rule for DEST
 
     try:
-        refuse_target(dest, "salvage into")
+        refuse_target(dest, "salvage into", journal)
     except FileExistsError as exc:
         _fail(str(exc))
     except _journal_errors() as exc:  # DEST cannot be looked at, or is a mount point
