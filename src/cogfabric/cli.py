@@ -608,17 +608,31 @@ def _audit(path: Path, *, copy: bool, key: bytes | str | None) -> Any:  # noqa: 
     return open_for_audit(path, copy=copy, key=key)
 
 
-def _check(opened: Any, *, skip: bool) -> int:  # noqa: ANN401 - a journal
+def _check(opened: Any, *, skip: bool, upto: int | None = None) -> int:  # noqa: ANN401 - a journal
     """Refuse to read a journal that fails verification: a tampered record could decode.
 
     Returns the last seq it verified (with ``skip``, the last seq now): a command reads
     up to it, so records a running simulation appends meanwhile are neither shown
     unverified nor mixed into a view of an earlier seq.
+
+    ``upto``: the last seq a command reads in seq order (``export --until`` without
+    ``--stream``). A journal whose chain breaks at a record after it is read up to it,
+    with a note: the chain checked every record from seq 1 up to the bad one. A failure
+    of anything else (an index, the head: records read through them may mislead) is
+    refused all the same.
     """
     if skip:
         _say("warning: the journal was not verified (--no-verify): a changed record reads as if it were not")
         return int(opened.last_seq)
     report = opened.verify()
+    bad = report.first_bad_seq
+    if not report.ok and upto is not None and bad is not None and report.checked == bad - 1 and upto < bad:
+        reason = _printable(report.reason, backslash=False)
+        _say(
+            f"note: the journal fails verification at seq {bad}: {reason}; "
+            f"seqs 1 to {upto}, before it, verified, are read"
+        )
+        return upto
     if not report.ok:
         # a problem of no one record (a missing chain head, a stream index naming no records) has no seq
         where = f" at seq {report.first_bad_seq}" if report.first_bad_seq is not None else ""
@@ -1884,7 +1898,10 @@ def export(
 
     Each line has seq, time, stream, layer (the one the event touches, or null),
     layers (every layer the record holds a part of), type, version, data and chain
-    (the record's hash-chain link, hex); with --verifiable also prev and record.
+    (the record's hash-chain link, hex); with --verifiable also prev and record. A
+    journal that fails verification is refused (--no-verify reads it anyway), but for
+    --until a seq before a record whose chain link fails (without --stream): the chain
+    checked every record up to it, and they are read, with a note.
 
     \b
     Example:
@@ -1912,7 +1929,8 @@ def export(
         _fail(f"--output {_named(output)} {refusal}; name a file elsewhere")
     try:
         with _audit(journal, copy=copy, key=key) as opened:
-            verified = _check(opened, skip=no_verify)
+            # a range in seq order before a broken chain link is read: the chain checked it
+            verified = _check(opened, skip=no_verify, upto=until if stream is None else None)
             if after is not None and after > verified:  # at it: nothing new since, an empty export
                 _fail(f"--after {after} is past the journal's last seq {verified}")
             if stream is not None and next(iter(opened.read(until=verified, stream=stream)), None) is None:
