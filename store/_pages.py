@@ -128,6 +128,8 @@ _FREE: Final = "free"  # LMDB's databases, named as in the errors
 _RECORDS: Final = "events"  # the journal's records: 8-byte big-endian seqs as keys
 _SEQ_SIZE: Final = 8
 _MAIN: Final = "main"
+_RESTORE: Final = "; restore the journal from a copy"
+"""How every damage message ends: ``with_seqs`` puts the seqs a page of the records may hold before it."""
 
 
 _OFFSETS: Final[dict[int, struct.Struct]] = {}  # by count: at most half the page size of them
@@ -228,7 +230,7 @@ class _Walk:
     def damaged(self, name: str, pgno: int, problem: str) -> JournalDamagedError:
         msg = (
             f"{self.where} is damaged: page {pgno} of its {name} database {problem}. LMDB has no "
-            "checksums and could crash the process on it; restore the journal from a copy"
+            f"checksums and could crash the process on it{_RESTORE}"
         )
         return JournalDamagedError(msg)
 
@@ -248,9 +250,8 @@ class _Walk:
             seqs = f"the records from seq {first} on"
         else:
             return exc
-        advice = "; restore the journal from a copy"
         text = str(exc)
-        if not text.endswith(advice):
+        if not text.endswith(_RESTORE):
             return exc
         salvage = (
             f", or salvage the records before seq {first} with cogfabric salvage "
@@ -258,7 +259,7 @@ class _Walk:
             if first > 1
             else ""
         )
-        message = f"{text[: -len(advice)]}; the page holds {seqs}{advice}{salvage}"
+        message = f"{text[: -len(_RESTORE)]}; the page holds {seqs}{_RESTORE}{salvage}"
         return JournalDamagedError(message, first_seq=first)
 
     def outside(self) -> str:
@@ -531,7 +532,7 @@ class _Walk:
             msg = (
                 f"{self.where} is damaged: page {lost} is in no database and not free (a tree "
                 "lost the pages under it, or the header names pages it never wrote). LMDB has "
-                "no checksums and could crash the process on it; restore the journal from a copy"
+                f"no checksums and could crash the process on it{_RESTORE}"
             )
             raise JournalDamagedError(msg)
 
