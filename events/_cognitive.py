@@ -81,13 +81,13 @@ def _check_version(version: int) -> None:
     # the typed decoder on every read: the journal could not be replayed.
     if type(version) is not int:  # not a bool, nor an int subclass msgspec cannot encode
         msg = f"{_MISMATCH}: schema_version must be an int, got {type(version).__name__} {version!r}"
-        raise _VersionTypeError(msg)
+        raise _VersionTypeError(msg, stored=version, known=COGNITIVE_STATE_SCHEMA_VERSION)
     if version > COGNITIVE_STATE_SCHEMA_VERSION:
         msg = f"{_MISMATCH}: got {version}, this code reads up to {COGNITIVE_STATE_SCHEMA_VERSION}"
-        raise CognitiveStateSchemaVersionError(msg)
+        raise CognitiveStateSchemaVersionError(msg, stored=version, known=COGNITIVE_STATE_SCHEMA_VERSION)
     if version < _LEAST_VERSION:  # negative is fine, but it must fit the stored int64
         msg = f"{_MISMATCH}: got {version}, below the least version a journal can store ({_LEAST_VERSION})"
-        raise CognitiveStateSchemaVersionError(msg)
+        raise CognitiveStateSchemaVersionError(msg, stored=version, known=COGNITIVE_STATE_SCHEMA_VERSION)
 
 
 def upgrade_cognitive_state(state: CognitiveState) -> CognitiveState:
@@ -124,11 +124,11 @@ def _mapping_version(raw: object) -> int:
     # Any real number type counts (a NumPy integer, a Fraction), as long as it is whole.
     if isinstance(raw, bool) or not isinstance(raw, numbers.Real):
         msg = f"{_MISMATCH}: schema_version must be a number, got {type(raw).__name__} {raw!r}"
-        raise CognitiveStateSchemaVersionError(msg)
+        raise CognitiveStateSchemaVersionError(msg, stored=raw, known=COGNITIVE_STATE_SCHEMA_VERSION)
     whole = _whole(raw)
     if whole is None or whole != raw:
         msg = f"{_MISMATCH}: schema_version {raw!r} is not whole"
-        raise CognitiveStateSchemaVersionError(msg)
+        raise CognitiveStateSchemaVersionError(msg, stored=raw, known=COGNITIVE_STATE_SCHEMA_VERSION)
     return whole
 
 
@@ -182,7 +182,7 @@ def decode_cognitive_state(value: object) -> CognitiveState:
                 f"{_MISMATCH}: unknown cognitive state keys {unknown} at schema_version {version}; "
                 f"expected {list(COGNITIVE_STATE_FIELDS)}"
             )
-            raise CognitiveStateSchemaVersionError(msg)
+            raise CognitiveStateSchemaVersionError(msg, stored=version, known=COGNITIVE_STATE_SCHEMA_VERSION)
         fields = {name: value[name] for name in COGNITIVE_STATE_FIELDS if name in value}
         return CognitiveState(schema_version=version, **fields)
     return CognitiveState(context=value)

@@ -98,7 +98,18 @@ class CognitiveStateSchemaVersionError(EventError, ValueError):
     ``schema_version`` that is not a whole number, or keys other than the six fields
     in a versioned mapping. The message starts with the original's sentinel string,
     ``"agentfabric: cognitive state schema version mismatch"``.
+
+    ``stored`` is the ``schema_version`` the state or mapping gave (as given, when it
+    is not a whole number) and ``known`` this code's ``COGNITIVE_STATE_SCHEMA_VERSION``,
+    so a program can tell a state from a newer cogfabric (``stored > known``) from a
+    malformed one without reading the message. Both are None when the error was
+    raised without them.
     """
+
+    def __init__(self, message: str, *, stored: object = None, known: int | None = None) -> None:
+        super().__init__(message)
+        self.stored = stored
+        self.known = known
 
 
 class NewerCognitiveStateError(EventVersionError, CognitiveStateSchemaVersionError):
@@ -110,6 +121,9 @@ class NewerCognitiveStateError(EventVersionError, CognitiveStateSchemaVersionErr
     ``type_name`` is ``"CognitiveState"``, ``stored`` and ``known`` its two versions,
     ``record_type`` and ``field`` where the record holds it.
     """
+
+    stored: int
+    known: int
 
     def __init__(self, record_type: str, field: str, stored: int, known: int) -> None:
         msg = (
