@@ -1683,7 +1683,12 @@ class Runtime:
             self._check_open()  # closed while the sender waited
             if self._agents.get(agent_id) is not entry:
                 raise AgentNotFoundError(agent_id)  # killed while the sender waited
-            msg = f"the mailbox of {agent_id!r} stayed full for {wait:g} s"
+            msg = (
+                f"the mailbox of {agent_id!r} stayed full for {wait:g} s: it holds runtime.mailbox_size "
+                f"({self._core.mailbox_size}) messages and the agent handles them slower than they come; "
+                "send fewer, raise runtime.mailbox_size, or wait longer (a request's timeout, "
+                "runtime.call_timeout)"
+            )
             if own:
                 msg = f"the mailbox of {agent_id!r} is full, and only its behavior (the sender) empties it"
             raise MailboxFullError(msg)
