@@ -29,6 +29,7 @@ from cogfabric.events import (
     PrivateSet,
     TaskContextPublished,
     TaskContextSet,
+    UnencodableValueError,
     admit_mapping,
     admit_value,
     copy_mapping,
@@ -1208,6 +1209,11 @@ class AgentActor(pykka.ThreadingActor):
             raise
         try:
             bus.answer(message, self._state.id, result)
+        except UnencodableValueError as exc:  # a reply msgspec cannot encode: the behavior's fault
+            # named as the reply, or the requester's IpcHandlerError reads as if handling raised
+            said = UnencodableValueError(f"the reply of {self._state.id!r} to {message.topic!r}: {exc}")
+            said.__cause__ = exc
+            self._on_behavior_failure(message, said)
         except TypeError as exc:  # a reply msgspec cannot encode: the behavior's fault
             self._on_behavior_failure(message, exc)
         except ActorTimeoutError as exc:
