@@ -70,7 +70,7 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
     _refuse_aliases_and_repeated_keys(text, source)
     try:
         # An empty file, or one of comments only (YAML's null), means every default.
-        decoded = msgspec.yaml.decode(text, type=Config | None) if text.strip() else None
+        decoded = None if _blank(text) else msgspec.yaml.decode(text, type=Config | None)
         config = Config() if decoded is None else decoded.validated()
     except msgspec.ValidationError as exc:
         msg = f"{source}: {config_error(exc)}"
@@ -87,6 +87,19 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
         msg = f"{source}: {exc}"
         raise InvalidConfigError(msg) from exc
     return config
+
+
+_ASCII_BLANKS: Final = " \t\n\r\x0b\x0c"
+"""What ``bytes.strip()`` strips."""
+
+
+def _blank(text: str | bytes | bytearray) -> bool:
+    """Whether ``text`` is ASCII whitespace alone (every default), as str or as bytes alike.
+
+    ``str.strip()`` would also drop a U+3000 or a no-break space, which YAML (and the
+    same text as bytes) refuses as a value that is not a mapping.
+    """
+    return not (text.strip(_ASCII_BLANKS) if isinstance(text, str) else text.strip())
 
 
 _EMPTY_SECTION: Final = re.compile(r"Expected `object`, got `null` - at `\$(?:\.\w+)*\.(\w+)`$")
@@ -235,7 +248,7 @@ def load_llm_config(text: str | bytes, *, source: str = "<llm config>") -> LLMCo
     _check_text(text, source)
     _refuse_aliases_and_repeated_keys(text, source)
     try:
-        decoded = msgspec.yaml.decode(text, type=LLMConfig | None) if text.strip() else None
+        decoded = None if _blank(text) else msgspec.yaml.decode(text, type=LLMConfig | None)
     except msgspec.DecodeError as exc:  # a ValidationError too
         msg = f"{source}: {exc}"
         raise InvalidConfigError(msg) from exc
