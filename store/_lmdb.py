@@ -927,13 +927,18 @@ def _inside(target: Path, directory: Path) -> bool:
         return False
 
 
+_SIBLING_NAME: Final = 200
+"""The bytes of ``target``'s name its sibling's keeps (``write_beside``): with the rest, under 255."""
+
+
 def write_beside(target: Path, kind: str, failed: str, fill: Callable[[Path], _T]) -> _T:
     """Make the directory ``target`` whole or not at all: filled beside it, synced, renamed into place.
 
     ``fill`` writes the new journal into a temporary sibling (``.NAME.KIND-`` and a
-    random suffix, 0700), syncs what it wrote, and returns what the caller wants back;
-    then the sibling's entries are synced, the sibling is renamed to ``target`` (onto
-    an empty directory, or nothing: never over a journal) and the rename synced.
+    random suffix, 0700; NAME cut to ``_SIBLING_NAME`` bytes), syncs what it wrote,
+    and returns what the caller wants back; then the sibling's entries are synced,
+    the sibling is renamed to ``target`` (onto an empty directory, or nothing: never
+    over a journal) and the rename synced.
     Whatever ``fill`` raises (an interrupt too), or a failure of the sync or the
     rename, removes the sibling: nothing is left under ``target``. A crash can leave
     the sibling, hidden beside ``target``. ``failed`` begins the messages
@@ -949,8 +954,10 @@ def write_beside(target: Path, kind: str, failed: str, fill: Callable[[Path], _T
         JournalError: as ``fill`` raises it (the sibling removed).
 
     """
+    # a DEST named near the file system's limit (255 bytes) leaves no room for the rest
+    name = os.fsdecode(os.fsencode(target.name)[:_SIBLING_NAME])
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{kind}-", dir=target.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.{kind}-", dir=target.parent))
     except OSError as exc:  # its parent missing, not writable, full
         raise JournalUnavailableError(f"{failed}: {target.parent}: {exc.strerror or exc}") from exc
     try:
@@ -2995,14 +3002,17 @@ class LmdbJournal(Journal):
 
         Args:
             after: start after this seq, trusting its chain link (a tail check). A tail
-                check also holds every stream's head (where a reader starts to walk the
-                stream) against the records it saw, and the first record of a stream in
+                check also holds the head of every stream it sees records of (where a
+                reader starts to walk the stream) against them, and the first record of a stream in
                 the tail to a record of that stream before it (or, linking to none, to
                 the stream's first); not to its last one before the tail: a link that
                 skips some of its records there is found by a full check only (a stream
                 read from before it leaves them out; a recovery, which reads from after
-                the tail's start, does not need them). The other indexes and the
-                snapshots are only checked when ``after`` is 0.
+                the tail's start, does not need them). The head of a stream with no
+                record in the tail is not checked: one set back to an earlier record of
+                its stream is found by a full check only (a read of the stream leaves out
+                the records after it, and an append to it links past them, for good).
+                The other indexes and the snapshots are only checked when ``after`` is 0.
             decode: also decode every record (type known, schema version known).
 
         """

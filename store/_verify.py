@@ -42,6 +42,7 @@ _SNAPSHOT_HEADER: Final = 24
 _MASK64: Final = (1 << 64) - 1
 _ZERO_CHAIN: Final = bytes(16)
 _META_HEAD: Final = b"head"
+_HEAD_LEN: Final = 24  # a stream's head: last seq | count | first seq (store/_lmdb.py's _STREAM_HEAD_LEN)
 _ANCHOR_EVERY: Final = 64  # as store/_lmdb.py
 
 
@@ -141,22 +142,28 @@ def _tail_heads_problem(
     record the tail holds of a stream must link to a record of that stream (a link to
     another stream's record stops the walk with an error), or, linking to none, be the
     stream's first record as its head says (else the walk would stop there, silently
-    leaving out the records before it). Two lookups per stream in the tail at most; a
-    head that names a record of another stream, or none, is refused by the walk itself
-    when the stream is read.
+    leaving out the records before it). A head past ``last`` (a record appended since the
+    scan) must name a record of its stream, as in a full check: a reader and an append
+    refuse one that names none. Three lookups per stream in the tail at most.
+
+    The heads of streams with no record in the tail are not looked at: one set back to an
+    earlier record of its stream is found by a full check only (a read of the stream then
+    leaves out the records after it, and the next append to it links past them).
     """
     streams = state.streams
     with journal._lock:
-        found = journal._txn_call(lambda: _heads_of(journal, streams, state.tail_links))
+        found = journal._txn_call(lambda: _heads_of(journal, streams, state.tail_links, last))
     problems: list[tuple[int, str]] = []
-    for (stream_raw, known), (value, linked) in zip(streams.items(), found, strict=True):
+    for (stream_raw, known), (value, linked, ahead) in zip(streams.items(), found, strict=True):
         name = stream_raw.decode(errors="replace")
         head_last = None if value is None else int.from_bytes(value[:8], "big")
         back = state.tail_links.get(stream_raw, 0)
         if head_last is None:
             problems.append((known[0], f"stream {name!r} is missing from the stream index"))
-        elif head_last != known[0] and head_last <= last:  # past last: appended since the scan
+        elif len(value or b"") != _HEAD_LEN or (head_last != known[0] and head_last <= last):
             problems.append((known[0], f"the stream index's head of {name!r} does not match its records"))
+        elif head_last > last and ahead != stream_raw:  # past last: appended since the scan, if it is there
+            problems.append((known[0], f"the stream index's head of {name!r} names no record of it"))
         elif back and linked != stream_raw:
             why = f"the record's stream link points to seq {back}, not to a record of its stream"
             problems.append((known[2], why))
@@ -167,16 +174,23 @@ def _tail_heads_problem(
 
 
 def _heads_of(
-    journal: LmdbJournal, streams: dict[bytes, list[int]], links: dict[bytes, int]
-) -> list[tuple[bytes | None, bytes | None]]:
-    """Each stream's head, and the stream of the record its first record in the tail links to (if any)."""
-    found: list[tuple[bytes | None, bytes | None]] = []
+    journal: LmdbJournal, streams: dict[bytes, list[int]], links: dict[bytes, int], last: int
+) -> list[tuple[bytes | None, bytes | None, bytes | None]]:
+    """Each stream's head, and the streams of the records two seqs name (None: no record, or no seq).
+
+    The seq its first record in the tail links to (if any), and its head's, past ``last``.
+    """
+    found: list[tuple[bytes | None, bytes | None, bytes | None]] = []
+    limit = _seq_key(last)
     with journal._env.begin() as txn:
         for name in streams:
-            value = txn.get(name, db=journal._db_heads)
+            stored = txn.get(name, db=journal._db_heads)
+            value = None if stored is None else bytes(stored)
             back = links.get(name, 0)
             linked = _stream_of(txn.get(_seq_key(back), db=journal._db_events)) if back else None
-            found.append((None if value is None else bytes(value), linked))
+            past = value is not None and value[:8] > limit
+            ahead = _stream_of(txn.get(value[:8], db=journal._db_events)) if value and past else None
+            found.append((value, linked, ahead))
     return found
 
 
