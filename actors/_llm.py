@@ -268,6 +268,9 @@ class LLMProvider(Protocol):
     provider has them (any kind: plain, read-only property, class constant), are what
     the journal records of each call; without them it records the provider's class name
     and an empty model.
+
+    The runtime calls one provider from every agent's thread at once, unserialised: a
+    provider keeps what it shares between calls (an SDK client, a counter) thread-safe.
     """
 
     def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - provider-specific parameters
@@ -831,13 +834,17 @@ class LLMClient:
         return output
 
     def _call_provider(self, prompt: str, params: dict[str, Any]) -> str:
+        failure: ProviderError | None = None
         try:
             output = self.provider.generate(prompt, **params)
-        except (ProviderError, RuntimeClosedError):
-            raise  # a provider's error already, or the runtime closing under it
-        except Exception as exc:
-            msg = f"provider {_provider_label(self.provider, 'name')} failed: {exc!r}"
-            raise ProviderError(msg) from exc
+        except RuntimeClosedError:
+            raise  # the runtime closing under it
+        except Exception as exc:  # noqa: BLE001 - any provider failure is a ProviderError, raised below
+            failure = self._provider_error(exc)
+        if failure is not None:
+            # raised here, not in the except clause: the error it stands for, which may
+            # show the key, is not its __context__
+            raise failure
         if not isinstance(output, str):
             name = _provider_label(self.provider, "name")
             msg = f"provider {name} returned {type(output).__name__}, not str"
@@ -846,6 +853,34 @@ class LLMClient:
                 msg += " (its generate is async: the caller's thread runs it, and would never await it)"
             raise ProviderError(msg)
         return str.__str__(output)  # a subclass's text, plain, as the journal stores it
+
+    def _provider_error(self, exc: Exception) -> ProviderError:
+        """The ``ProviderError`` the caller gets for a provider's failure, without the API key.
+
+        A provider of the user's own (a vendor's SDK wrapped) may quote the key it was
+        given in its error: with ``config.llm.api_key`` set, that key is masked as
+        ``***`` in what the journal keeps (``LlmCallFailed``, ``AgentFailed``) and in the
+        chained cause's text and fields, and a cause that would still show it is not
+        chained, as the HTTP provider does for its own errors.
+        """
+        key = self.config.api_key
+        if isinstance(exc, ProviderError):
+            # a provider's error already: as it is, its chain scrubbed of the key in place
+            if not key or _scrubbed_cause(exc, key) is exc:
+                return exc
+            error = ProviderError(
+                _masked(journal_text(exc), key) + " (the API key masked; its cause is not chained)"
+            )
+            error.__suppress_context__ = True
+            return error
+        msg = f"provider {_provider_label(self.provider, 'name')} failed: {exc!r}"
+        cause = _scrubbed_cause(exc, key)  # the key masked in its chain's text and fields, in place
+        if cause is None:
+            msg += " (its cause is not chained: it held the API key, or too long a chain to clear)"
+        error = ProviderError(_masked(msg, key))
+        error.__cause__ = cause
+        error.__suppress_context__ = True
+        return error
 
 
 def _answer(output: str, turn_id: str) -> Message:
