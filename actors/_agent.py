@@ -80,6 +80,8 @@ CALL: Final = 0
 IPC: Final = 1
 PUBLISH: Final = 2
 PACED: Final = 3  # (PACED, message, window): handle message, then give the fan-out window its slot back
+_KIND_NAMES: Final = {CALL: "a call", IPC: "a message", PUBLISH: "a publish", PACED: "a message"}
+"""What a log line calls each kind of mailbox entry."""
 LIFECYCLE_CALLS: Final = frozenset({"suspend", "resume", "retire", "recover", "kill"})
 """The operations whose ``(CALL, name, args)`` message takes a lifecycle slot (``acquire_control``)."""
 # Read once: every access to an enum member through its class is an attribute lookup
@@ -532,7 +534,8 @@ class AgentActor(pykka.ThreadingActor):
         left is not handled (nothing could be journaled now). A caller still waiting
         for an answer gets ``RuntimeClosedError``.
         """
-        log.debug("agent %s: the runtime is closed; a %s message is dropped", self._state.id, kind)
+        what = _KIND_NAMES.get(kind, "message") if isinstance(kind, int) else "message"
+        log.debug("agent %s: the runtime is closed; %s is dropped", self._state.id, what)
         if kind == CALL:
             msg = "the runtime is closed"
             raise RuntimeClosedError(msg)

@@ -266,8 +266,8 @@ class LLMProvider(Protocol):
 
     That method is all a provider needs. A ``name`` and a ``model`` attribute, where a
     provider has them (any kind: plain, read-only property, class constant), are what
-    the journal records of each call; without them it records the provider's class name
-    and an empty model.
+    the journal records of each call; without them (or where one is a method, which is
+    not called: logged once) it records the provider's class name and an empty model.
 
     The runtime calls one provider from every agent's thread at once, unserialised: a
     provider keeps what it shares between calls (an SDK client, a counter) thread-safe.
@@ -287,10 +287,27 @@ def _provider_label(provider: object, attribute: str) -> object:
     """
     fallback = type(provider).__name__ if attribute == "name" else ""
     try:
-        return getattr(provider, attribute, fallback)
+        value = getattr(provider, attribute, fallback)
     except Exception:  # noqa: BLE001 - any failure of the user's property: the fallback is recorded
         log.warning("the provider's %s could not be read; %r is recorded instead", attribute, fallback)
         return fallback
+    if callable(value):
+        # a method (``def model(self)``) would be recorded as its repr, a memory address
+        # that differs from run to run: not called (it is the user's code), and said once
+        if (type(provider), attribute) not in _CALLABLE_LABELS:
+            _CALLABLE_LABELS.add((type(provider), attribute))
+            log.warning(
+                "the provider's %s is a method, not a value (a plain attribute or a property); "
+                "%r is recorded instead",
+                attribute,
+                fallback,
+            )
+        return fallback
+    return value
+
+
+_CALLABLE_LABELS: Final[set[tuple[type, str]]] = set()
+"""The provider classes (and attribute) whose callable ``name`` or ``model`` was warned of."""
 
 
 class ScriptedProvider:
