@@ -602,10 +602,24 @@ def _stderr_is_terminal() -> bool:
     return sys.stderr is not None and sys.stderr.isatty()  # None: started with stderr closed
 
 
-def _audit(path: Path, *, copy: bool, key: bytes | str | None) -> Any:  # noqa: ANN401 - a context manager
+def _working(step: str) -> None:
+    """Say on stderr, on a terminal only, what an audit is doing before a long silent step.
+
+    A journal of millions of records takes each command many seconds to read whole (its
+    pages, then its chain): a line a step shows that it is at work, and on what, without
+    a word in a file or a pipe (stdout is never touched).
+    """
+    if _stderr_is_terminal():
+        _say(f"  {step}...")
+
+
+@contextlib.contextmanager
+def _audit(path: Path, *, copy: bool, key: bytes | str | None) -> Iterator[Any]:
     from cogfabric._audit import open_for_audit  # noqa: PLC0415
 
-    return open_for_audit(path, copy=copy, key=key)
+    _working(f"opening {_shown(path)}{' (a private copy)' if copy else ''}: reading every page first")
+    with open_for_audit(path, copy=copy, key=key) as opened:
+        yield opened
 
 
 def _check(opened: Any, *, skip: bool, upto: int | None = None) -> int:  # noqa: ANN401 - a journal
@@ -624,6 +638,7 @@ def _check(opened: Any, *, skip: bool, upto: int | None = None) -> int:  # noqa:
     if skip:
         _say("warning: the journal was not verified (--no-verify): a changed record reads as if it were not")
         return int(opened.last_seq)
+    _working(f"checking the hash chain of {int(opened.last_seq):,} records")
     report = opened.verify()
     bad = report.first_bad_seq
     if not report.ok and upto is not None and bad is not None and report.checked == bad - 1 and upto < bad:
@@ -704,8 +719,10 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
     snapshots, bad, bad_seq = 0, None, None
     try:
         with _audit(journal, copy=copy, key=key) as opened:
+            _working(f"checking the hash chain of {int(opened.last_seq):,} records, each decoded")
             report = opened.verify(decode=True)
             if report.ok and not no_snapshots:
+                _working("comparing each agent's snapshot with its events")
                 snapshots, bad, bad_seq = check_snapshots(opened, until=report.head_seq)
             showable = not report.ok and _readable(opened, report.first_bad_seq)
     except _journal_errors() as exc:
@@ -781,6 +798,7 @@ def backup(
 
     try:
         with _audit(journal, copy=copy, key=key) as opened:
+            _working(f"copying {int(opened.last_seq):,} records to {_shown(dest)}")
             seq = opened.backup(dest, compact=not no_compact)
     except FileExistsError as exc:
         _fail(str(exc))
@@ -793,6 +811,7 @@ def backup(
     if not no_verify:
         try:
             with _audit(dest, copy=False, key=key) as copied:
+                _working(f"checking the hash chain of the copy's {seq:,} records")
                 report = copied.verify(decode=True)
         except _journal_errors() as exc:  # the backup is whole: say it is there, unverified
             msg = f"backed up {seq} records to {dest}, which is kept, but could not verify it: {exc}"
@@ -906,8 +925,11 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
         try:
             with _audit(journal, copy=False, key=key) as opened:
                 opened_at_all = True
+                _working(f"checking the hash chain of {int(opened.last_seq):,} records")
                 plan.verified(opened.verify(decode=True))
-                chain, checked = copy_records(opened, dest, plan.end(), key=key)
+                end = plan.end()
+                _working(f"copying seqs 1 to {end:,} to {_shown(dest)}")
+                chain, checked = copy_records(opened, dest, end, key=key)
         except JournalDamagedError as exc:
             if opened_at_all:  # damage met reading, not by the page walk at the open
                 raise
@@ -2012,6 +2034,7 @@ def verify_export(
     try:
         with contextlib.ExitStack() as stack:
             source: Any = sys.stdin.buffer if stdin else stack.enter_context(Path(export_file).open("rb"))
+            _working(f"checking {'stdin' if stdin else _shown(Path(export_file))} line by line")
             report = check(source, key=key, anchors=anchors)
     except OSError as exc:
         _fail(f"cannot read {export_file}: {exc.strerror or exc}")
@@ -2172,14 +2195,23 @@ def _need_stdout() -> None:
 @main.command()
 @_JOURNAL
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option(
+    "--no-streams",
+    is_flag=True,
+    help="Leave out the count of each stream (a line an agent and a session); --json: streams is null.",
+)
 @_keyed
 @_COPY
 @_NO_VERIFY
-def inspect(journal: Path, as_json: bool, key: bytes | str | None, copy: bool, no_verify: bool) -> None:
+def inspect(
+    journal: Path, as_json: bool, no_streams: bool, key: bytes | str | None, copy: bool, no_verify: bool
+) -> None:
     """Summarise JOURNAL: format, records, the head, first and last time, counts per type and stream, size.
 
     The head is the last seq and its hash-chain link (hex): keep it somewhere else to
-    detect a later rewrite of the journal.
+    detect a later rewrite of the journal. Each stream's count takes a line (every agent
+    and session has streams of its own): --no-streams leaves them out, the counts per
+    kind of stream kept.
 
     \b
     Example:
@@ -2190,9 +2222,13 @@ def inspect(journal: Path, as_json: bool, key: bytes | str | None, copy: bool, n
 
     try:
         with _audit(journal, copy=copy, key=key) as opened:
-            summary = inspect_journal(opened, journal, until=_check(opened, skip=no_verify))
+            until = _check(opened, skip=no_verify)
+            _working(f"counting {until:,} records by type and stream")
+            summary = inspect_journal(opened, journal, until=until)
     except _journal_errors() as exc:
         _fail_journal(exc, key)
+    if no_streams:
+        summary["streams"] = None
     if as_json:
         click.echo(encode_json(summary, indent=2))  # strict JSON: a NaN time as null
         return
@@ -2204,6 +2240,8 @@ def inspect(journal: Path, as_json: bool, key: bytes | str | None, copy: bool, n
     click.echo(f"on disk   {summary['bytes_on_disk'] / 1e6:.1f} MB")
     click.echo("types     " + ", ".join(f"{k} {v:,}" for k, v in summary["types"].items()))
     click.echo("streams   " + ", ".join(f"{_printable(k)} {v:,}" for k, v in summary["stream_kinds"].items()))
+    if no_streams:
+        return
     width = max((len(f"{v:,}") for v in summary["streams"].values()), default=0)
     for stream, count in summary["streams"].items():
         click.echo(f"  {count:>{width},}  {_printable(stream)}")
