@@ -98,3 +98,22 @@ def test_backup_says_what_it_copies_and_checks_on_a_terminal(
     assert result.stdout.startswith("ok: backed up 25 records")
     assert f"  copying 25 records to {dest}...\n" in result.stderr
     assert "  checking the hash chain of the copy's 25 records...\n" in result.stderr
+
+
+def test_a_continued_simulate_says_it_recovers_before_its_first_turn_on_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "sim"
+    args = ["simulate", "--agents", "2", "--turns", "1", "--journal", str(path)]
+    monkeypatch.setattr(cogfabric.cli, "_stderr_is_terminal", lambda: True)
+
+    first = CliRunner().invoke(main, args)
+    again = CliRunner().invoke(main, args)
+    monkeypatch.setattr(cogfabric.cli, "_stderr_is_terminal", lambda: False)
+    quiet = CliRunner().invoke(main, args)
+
+    assert first.exit_code == again.exit_code == quiet.exit_code == 0, again.output
+    line = f"  opening {path}: verifying its hash chain and recovering its agents...\n"
+    assert line not in first.stderr  # a new journal: nothing to recover
+    assert line in again.stderr
+    assert line not in quiet.stderr  # a file or a pipe gets no step lines

@@ -455,6 +455,7 @@ def simulate(
         _fail(str(exc))
     except OSError as exc:  # unreadable: a usage error, not a problem in a journal
         _fail(f"cannot read --config {config_path}: {exc.strerror or exc}")
+    _say_if_continued(path)
     with _progress("simulating", turns) as advance:
         try:
             report = run_simulation(
@@ -611,6 +612,12 @@ def _working(step: str) -> None:
     """
     if _stderr_is_terminal():
         _say(f"  {step}...")
+
+
+def _say_if_continued(path: Path) -> None:
+    """On a terminal, say that a continued run's open verifies and recovers, before any turn ran."""
+    if (path / "data.mdb").exists():
+        _working(f"opening {_shown(path)}: verifying its hash chain and recovering its agents")
 
 
 @contextlib.contextmanager
