@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -1436,7 +1437,11 @@ def _print_overview(overview: dict[str, Any]) -> None:
     for kind in ("agents", "sessions"):
         rows = overview[kind]
         noun = kind if len(rows) != 1 else kind[:-1]
-        shown.append(Text(f"{len(rows):,} {noun} at seq {overview['at']}", style="bold"))
+        title = f"{len(rows):,} {noun} at seq {overview['at']}"
+        if kind == "agents" and rows:  # how many in each lifecycle, above a table of thousands of rows
+            by_state = Counter(str(row["lifecycle"]) for row in rows)
+            title += " (" + ", ".join(f"{_printable(k)} {v:,}" for k, v in by_state.most_common()) + ")"
+        shown.append(Text(title, style="bold"))
         if not rows:
             continue
         table = Table()
