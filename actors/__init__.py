@@ -53,6 +53,7 @@ from ._memory import MemoryManager, Retriever, SessionData, SessionState, Snippe
 from ._memory_config import MemoryConfig, default_memory_config
 from ._runtime import Runtime
 from ._state import AgentSnapshot, AgentState
+from ._stats import RuntimeStats
 from ._writer import JournalWriter
 
 __all__ = [
@@ -105,6 +106,7 @@ __all__ = [
     "Runtime",
     "RuntimeClosedError",
     "RuntimeConfig",
+    "RuntimeStats",
     "ScriptedProvider",
     "SessionData",
     "SessionNotFoundError",

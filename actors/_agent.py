@@ -1296,6 +1296,7 @@ class AgentActor(pykka.ThreadingActor):
             exc_info=None if self._failure_traced else exc,
         )
         self._failure_traced = True
+        self._core.count_behavior_failure()  # counted also when the journal refuses its record
         try:
             with self._foreign_lock:  # the outbox, in turn with a kept ctx's change (journal)
                 self._flush_outbox_locked()  # what the message led to goes first, also when the clock fails

@@ -107,6 +107,15 @@ class Core:
         """Set by ``Runtime.close`` as it begins: a ``RuntimeClosedError`` out of a behavior
         from then on is this runtime's close, not the behavior's failure (another
         runtime's is one)."""
+        self.behavior_failures = 0
+        """Times a behavior raised on a message since open (``Runtime.stats``): counted on
+        the failure's path, under ``_counts``, never on a message's."""
+        self._counts = threading.Lock()
+
+    def count_behavior_failure(self) -> None:
+        """Count one behavior failure (``behavior_failures``); agents fail on many threads at once."""
+        with self._counts:
+            self.behavior_failures += 1
 
     def check_running(self) -> None:
         """Raise ``RuntimeClosedError`` once ``close()`` stopped the agents' work (``stopped``)."""

@@ -85,6 +85,7 @@ from ._handle import Agent
 from ._llm import JournaledLLM, LLMProvider, NoLLMProviderError, OpenAICompatibleProvider
 from ._memory import MemoryManager, session_end
 from ._state import AgentSnapshot, AgentState, apply_event
+from ._stats import RuntimeStats
 from ._writer import Ack, JournalWriter, error_copy
 
 if TYPE_CHECKING:
@@ -415,6 +416,9 @@ class Runtime:
         """Set by close() once the journal writer stopped: only then may it close the journal."""
         self._order = threading.Lock()
         """Held while a spawn reserves and submits, and a publication chooses and submits."""
+        where = getattr(journal, "path", None)  # the LMDB journal's directory (Runtime.open's path)
+        self._data_file = None if where is None else Path(os.path.realpath(where)) / "data.mdb"
+        """The journal's data file, whose size ``stats()`` reports (None: memory only)."""
         self._bus = IpcBus(self)
         core.bus = self._bus
         core.on_killed = self._on_killed
@@ -2285,6 +2289,82 @@ class Runtime:
         with self._lock:
             entry.stop_asked = True
         return entry.ref.stop(block=False)
+
+    def stats(self) -> RuntimeStats:
+        """Figures to watch a running runtime by: agents, mailboxes, dead letters, the journal.
+
+        Cheap enough to call every second from a monitoring thread, with thousands of
+        agents: it asks no agent's actor and waits for no commit. It reads what the
+        runtime keeps anyway (each agent's lifecycle and mailbox count, as
+        ``Agent.state`` and ``Agent.queued`` do, the bus's dead letter counts, the
+        journal writer's queue and commit count, the journal's last seq, the size of
+        its data file), in one pass over the live agents.
+        ``RuntimeStats`` says of each field its unit, and whether it is exact or a
+        snapshot that other threads move meanwhile. Without a journal, its fields are
+        None.
+
+        Raises:
+            RuntimeClosedError: ``close()`` was called (as every method of a closed
+                runtime); the run's last figures are to be taken before it. The bus's
+                ``dead_letter_counts()`` still answers after it, the letters of requests
+                the close failed included.
+
+        """
+        self._check_open()
+        with self._lock:  # a copy, in C: a spawn or kill changes the dict under this lock
+            entries = list(self._agents.values())
+        size = self._core.mailbox_size
+        states: dict[str, int] = {state.value: 0 for state in AgentState}
+        live = queued = deepest = full = 0
+        for entry in entries:
+            if entry is None:  # an id a spawn under way reserved
+                continue
+            shared = entry.shared
+            live += 1
+            states[shared.lifecycle] = states.get(shared.lifecycle, 0) + 1
+            waiting = shared.slots.waiting
+            queued += waiting
+            deepest = max(deepest, waiting)
+            if waiting >= size:
+                full += 1
+        writer, journal = self._core.writer, self._journal
+        backlog = backlog_max = commits = last_seq = journal_bytes = max_map = None
+        commit_seconds: float | None = None
+        failure: str | None = None
+        if writer is not None and journal is not None:
+            try:
+                last_seq = journal.last_seq
+            except JournalClosedError as exc:  # close() got that far since the check above
+                msg = "the runtime is closed"
+                raise RuntimeClosedError(msg) from exc
+            backlog, backlog_max = writer.backlog, writer.backlog_max
+            commits, commit_seconds = writer.commits, writer.commit_seconds
+            error = writer.failure
+            failure = None if error is None else f"{type(error).__name__}: {error}"
+            max_map = self._core.config.journal.max_map_size
+            if self._data_file is not None:
+                with contextlib.suppress(OSError):  # gone from under the runtime: unknown
+                    journal_bytes = self._data_file.stat().st_size
+        return RuntimeStats(
+            agents=live,
+            idle=states[AgentState.IDLE],
+            running=states[AgentState.RUNNING],
+            suspended=states[AgentState.SUSPENDED],
+            retired=states[AgentState.RETIRED],
+            queued=queued,
+            queued_max=deepest,
+            mailboxes_full=full,
+            dead_letters=self._bus.dead_letter_counts(),
+            behavior_failures=self._core.behavior_failures,
+            writer_backlog=backlog,
+            writer_backlog_max=backlog_max,
+            commits=commits,
+            commit_seconds=commit_seconds,
+            journal_last_seq=last_seq,
+            journal_bytes=journal_bytes,
+            journal_max_map_size=max_map,
+            journal_failure=failure,
+        )
 
     @property
     def closed(self) -> bool:

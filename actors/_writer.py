@@ -332,6 +332,27 @@ class JournalWriter:
         """The error that made the journal fail-stop, if any."""
         return self._failure
 
+    @property
+    def backlog(self) -> int:
+        """Events queued for the writer, not yet taken into a commit (read without the lock: a snapshot)."""
+        return self._queued
+
+    @property
+    def backlog_max(self) -> int:
+        """The backlog at which producers wait for room (``backlog_max``)."""
+        return self._backlog_max
+
+    @property
+    def commits(self) -> int:
+        """Write transactions finished since the writer started (``Runtime.stats``)."""
+        return self._commits // 2  # counted as each begins and as it ends
+
+    @property
+    def commit_seconds(self) -> float:
+        """Seconds the commit under way has been running (monotonic), 0.0 between commits."""
+        began = self._commit_began
+        return max(0.0, time.monotonic() - began) if began else 0.0
+
     def submit(
         self,
         events: Sequence[Event],
