@@ -575,8 +575,9 @@ def _scrubbed_cause(error: BaseException, key: str) -> BaseException | None:
     status line or headers may echo the key, its URL may carry it in a query, a
     ``JSONDecodeError`` keeps the whole answer. An ``HTTPError`` is chained as a fresh one
     of its URL, status, reason and headers, scrubbed, without the answer it read (whose
-    response object keeps the headers as they came); each error of the chain has its
-    ``args``, text fields and headers scrubbed in place.
+    response object keeps the headers as they came); each error of the chain (and of an
+    exception group, each member's) has its ``args``, text fields, headers and notes
+    (``add_note``, which a traceback prints) scrubbed in place.
     """
     if not key:
         return error
@@ -584,15 +585,9 @@ def _scrubbed_cause(error: BaseException, key: str) -> BaseException | None:
         hdrs = cast("email.message.Message", _scrubbed_value(error.hdrs, key))
         url, msg = _masked(error.url, key), _masked(error.msg, key)
         error = urllib.error.HTTPError(url, error.code, msg, hdrs, None)
-    seen: set[int] = set()
-    chain: list[BaseException] = []
-    link: BaseException | None = error
-    while link is not None and id(link) not in seen:
-        if len(chain) == _CHAIN_DEPTH:
-            return None  # not scrubbed to its end
-        seen.add(id(link))
-        chain.append(link)
-        link = link.__cause__ or link.__context__
+    chain = _printed_with(error)
+    if chain is None:
+        return None  # not scrubbed to its end
     for link in chain:
         link.args = tuple(_scrubbed_value(arg, key) for arg in link.args)
         for name in _fields(link):
@@ -604,7 +599,41 @@ def _scrubbed_cause(error: BaseException, key: str) -> BaseException | None:
     return None if any(_shows(link, key) for link in chain) else error
 
 
-_TEXT_FIELDS: Final = ("msg", "reason", "filename", "filename2", "url", "strerror", "doc", "object", "hdrs")
+def _printed_with(error: BaseException) -> list[BaseException] | None:
+    """``error`` and each error a traceback prints with it; None past ``_CHAIN_DEPTH`` of them.
+
+    Its cause (or context), theirs, and an exception group's members with their own.
+    """
+    seen: set[int] = set()
+    chain: list[BaseException] = []
+    waiting: list[BaseException] = [error]
+    while waiting:
+        link = waiting.pop()
+        if id(link) in seen:
+            continue
+        if len(chain) == _CHAIN_DEPTH:
+            return None
+        seen.add(id(link))
+        chain.append(link)
+        after = link.__cause__ or link.__context__
+        waiting.extend([after] if after is not None else [])
+        if isinstance(link, BaseExceptionGroup):
+            waiting.extend(link.exceptions)
+    return chain
+
+
+_TEXT_FIELDS: Final = (
+    "msg",
+    "reason",
+    "filename",
+    "filename2",
+    "url",
+    "strerror",
+    "doc",
+    "object",
+    "text",
+    "hdrs",
+)
 """Where urllib's, http.client's, json's and the builtin errors keep text (some are C-level slots)."""
 
 
@@ -619,8 +648,19 @@ def _field(error: BaseException, name: str) -> object:
         return None
 
 
-def _scrubbed_value(value: object, key: str) -> object:
-    """``value`` without ``key`` if it is text, bytes or headers that hold it; else ``value`` itself."""
+_VALUE_DEPTH: Final = 8
+"""How deep in lists, tuples and dicts a field is scrubbed (an SDK error's parsed ``body``)."""
+
+
+def _scrubbed_value(value: object, key: str, depth: int = 0) -> object:
+    """``value`` without ``key`` if it is text, bytes or headers that hold it; else ``value`` itself.
+
+    In a list, tuple or dict (``__notes__``, a parsed body) down to ``_VALUE_DEPTH``, a
+    copy holds each item scrubbed; a container deeper than that is left as it is
+    (``_shows`` then finds the key in its repr).
+    """
+    if isinstance(value, list | tuple | dict) and depth < _VALUE_DEPTH:
+        return _scrubbed_items(value, key, depth + 1)
     if isinstance(value, str):
         return _masked(value, key)
     if isinstance(value, bytes | bytearray):
@@ -641,7 +681,31 @@ def _shows(error: BaseException, key: str) -> bool:
     except Exception:  # noqa: BLE001 - traceback prints "<exception str() failed>"
         texts = []
     values = [*error.args, *(_field(error, name) for name in _fields(error))]
-    return any(key in text for text in texts) or any(_scrubbed_value(v, key) is not v for v in values)
+    return (
+        any(key in text for text in texts)
+        or any(_scrubbed_value(v, key) is not v for v in values)
+        or any(key in _safe_repr(v) for v in values if isinstance(v, list | tuple | dict))
+    )
+
+
+def _scrubbed_items(value: list[Any] | tuple[Any, ...] | dict[Any, Any], key: str, depth: int) -> object:
+    """A copy of ``value``, each item (a dict's keys too) scrubbed; ``value`` itself if none held ``key``."""
+    if isinstance(value, dict):
+        pairs = [(_scrubbed_value(k, key, depth), _scrubbed_value(v, key, depth)) for k, v in value.items()]
+        same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True))
+        return value if same else dict(pairs)
+    items = [_scrubbed_value(item, key, depth) for item in value]
+    if all(item is old for item, old in zip(items, value, strict=True)):
+        return value
+    return items if isinstance(value, list) else tuple(items)
+
+
+def _safe_repr(value: object) -> str:
+    """``repr(value)``, or "" when it raises (nothing shown)."""
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001 - an item's repr of the user's own
+        return ""
 
 
 _KEY_START: Final = 4

@@ -616,8 +616,18 @@ def _working(step: str) -> None:
 
 
 def _say_if_continued(path: Path) -> None:
-    """On a terminal, say that a continued run's open verifies and recovers, before any turn ran."""
-    if (path / "data.mdb").exists():
+    """On a terminal, say that a continued run's open verifies and recovers, before any turn ran.
+
+    A path that cannot be looked at (too long a name, no permission) says nothing here:
+    the open names what is wrong with it.
+    """
+    if not _stderr_is_terminal():
+        return
+    try:
+        continued = (path / "data.mdb").exists()
+    except OSError:  # Path.exists raises for ENAMETOOLONG and EACCES
+        continued = False
+    if continued:
         _working(f"opening {_shown(path)}: verifying its hash chain and recovering its agents")
 
 
