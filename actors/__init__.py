@@ -31,6 +31,7 @@ from ._errors import (
     NoJournalError,
     RuntimeClosedError,
     SessionNotFoundError,
+    SettleTimeoutError,
     SpawnSpecTypeError,
     UserCodeError,
 )
@@ -111,6 +112,7 @@ __all__ = [
     "SessionData",
     "SessionNotFoundError",
     "SessionState",
+    "SettleTimeoutError",
     "Snippet",
     "SpawnSpecTypeError",
     "SystemClock",

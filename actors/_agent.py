@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from ._memory import MemoryManager
     from ._writer import Ack, JournalWriter
 
-__all__ = ["AgentActor", "AgentContext", "Behavior", "FanOut", "Shared", "on_agent_thread"]
+__all__ = ["AgentActor", "AgentContext", "Behavior", "FanOut", "InFlight", "Shared", "on_agent_thread"]
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,76 @@ def _refuse_coroutine(behavior: Behavior, result: object) -> NoReturn:
     raise TypeError(msg)
 
 
+class InFlight:
+    """How many messages a runtime's agents hold: in their mailboxes, or in hand (``Runtime.settle``).
+
+    Counted up when a message takes its mailbox slot (``MailboxSlots``, under the
+    slot's own lock), down when the agent has handled it (``MailboxSlots.handled``, at
+    the end of ``AgentActor.on_receive``, after the messages it sent took their own
+    slots), or gives the slot back unhandled (``MailboxSlots.release``: a message that
+    never reached the mailbox), or its actor ended with mail left (``MailboxSlots.retire``).
+    So it reaches zero only when no agent has a message waiting or in hand, and a chain of
+    messages keeps it above zero from its first to its last.
+
+    The count is the length of a deque of Nones: its appends and pops are thread-safe
+    (documented) and take no lock, a fraction of a locked counter's cost on the path
+    every message takes (PITFALLS.md §9). ``lock`` and ``zero`` are for the waiters
+    only: ``zero`` is signalled when the count reaches zero while one waits.
+    """
+
+    __slots__ = ("held", "lock", "waiters", "zero")
+
+    def __init__(self) -> None:
+        """Nothing in flight."""
+        self.held: collections.deque[None] = collections.deque()
+        """One None a message in flight: ``MailboxSlots`` appends one as a message takes its
+        slot; ``done`` and ``MailboxSlots.handled`` pop."""
+        self.lock = threading.Lock()
+        self.zero = threading.Condition(self.lock)
+        self.waiters = 0
+
+    @property
+    def count(self) -> int:
+        """How many messages are in flight now."""
+        return len(self.held)
+
+    def done(self, handled: int = 1) -> None:
+        """``handled`` messages are over: wake the waiters if none is left."""
+        held = self.held
+        for _ in range(handled):
+            try:
+                held.pop()
+            except IndexError:  # pragma: no cover - more done than added: a bug, never a hang
+                break
+        if not held and self.waiters:
+            self.wake()
+
+    def wake(self) -> None:
+        """Wake every waiter to look again (the count reached zero, or the runtime is closing)."""
+        with self.lock:
+            self.zero.notify_all()
+
+    def wait_for_zero(self, deadline: float, stop: Callable[[], bool]) -> bool:
+        """Wait until nothing is in flight, or ``stop()``; False once ``deadline`` (monotonic) passed.
+
+        A wait that times out ends it, also when ``time.monotonic`` stands still (under
+        freezegun without ``tick``): the condition's wait is real time. The count is
+        read under ``lock`` after ``waiters`` counts this one, and ``done`` reads
+        ``waiters`` after its pop, so one of the two sees the other: a zero reached
+        meanwhile is never missed.
+        """
+        with self.lock:
+            self.waiters += 1
+            try:
+                while self.held and not stop():
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self.zero.wait(left):
+                        return not self.held
+                return True
+            finally:
+                self.waiters -= 1
+
+
 class MailboxSlots:
     """A count of an agent's free mailbox slots, as ``threading.BoundedSemaphore``.
 
@@ -138,15 +208,30 @@ class MailboxSlots:
     message, so the uncontended path runs twice per message: here it is one plain lock,
     where each of the semaphore's calls goes through ``Condition``'s Python methods. Only
     a sender facing a full mailbox waits on the condition.
+
+    With ``in_flight``, every slot taken counts a message in flight there, until the
+    agent has handled it (``handled``), or the slot is given back unused (``release``),
+    or the actor ended (``retire``); ``take_up`` and ``release_control``, the agent's
+    own, free the slot and leave the message counted while the agent handles it.
     """
 
     CONTROL_EXTRA: ClassVar[int] = 16
     """How many lifecycle calls a mailbox holds at most, past its size (``acquire_control``)."""
 
-    __slots__ = ("_closed", "_control", "_control_waiters", "_free", "_lock", "_room", "_size", "_waiters")
+    __slots__ = (
+        "_closed",
+        "_control",
+        "_control_waiters",
+        "_flight",
+        "_free",
+        "_lock",
+        "_room",
+        "_size",
+        "_waiters",
+    )
 
-    def __init__(self, size: int) -> None:
-        """``size`` free slots."""
+    def __init__(self, size: int, in_flight: InFlight | None = None) -> None:
+        """``size`` free slots; ``in_flight``: the runtime's count of messages in flight, if any."""
         self._size = size
         self._free = size
         self._waiters = 0
@@ -156,6 +241,8 @@ class MailboxSlots:
         self._closed = False
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
+        self._flight = in_flight
+        """None once ``retire`` handed what was left back (or never counted)."""
 
     @property
     def control_pending(self) -> bool:
@@ -165,16 +252,16 @@ class MailboxSlots:
     def acquire(self, timeout: float | None = None) -> bool:
         """Take a slot, waiting up to ``timeout`` seconds for one; False if none came or on ``close``."""
         with self._lock:
-            if self._free > 0:
-                self._free -= 1
-                return True
-            self._waiters += 1
-            try:
-                if not self._room.wait_for(self._has_free, timeout) or self._closed:
-                    return False
-            finally:
-                self._waiters -= 1
+            if self._free <= 0:
+                self._waiters += 1
+                try:
+                    if not self._room.wait_for(self._has_free, timeout) or self._closed:
+                        return False
+                finally:
+                    self._waiters -= 1
             self._free -= 1
+            if (flight := self._flight) is not None:
+                flight.held.append(None)
             return True
 
     def acquire_control(self, timeout: float | None = None) -> bool:
@@ -196,10 +283,12 @@ class MailboxSlots:
                     self._control_waiters -= 1
             self._control += 1
             self._free -= 1
+            if (flight := self._flight) is not None:
+                flight.held.append(None)
             return True
 
     def release_control(self) -> None:
-        """Give back a slot ``acquire_control`` took: its lifecycle call is being handled."""
+        """Give back a slot ``acquire_control`` took: its call is being handled (in flight still)."""
         with self._lock:
             if self._control <= 0:
                 msg = "a lifecycle call's mailbox slot was released more often than it was taken"
@@ -225,9 +314,11 @@ class MailboxSlots:
         """
         with self._lock:
             self._free -= 1
+            if (flight := self._flight) is not None:
+                flight.held.append(None)
 
     def release(self) -> None:
-        """Give a slot back.
+        """Give back a slot whose message never reached the agent: it is no longer in flight.
 
         Raises:
             ValueError: more slots given back than were taken (a bug).
@@ -240,6 +331,47 @@ class MailboxSlots:
             self._free += 1
             if self._waiters:
                 self._room.notify()
+            if (flight := self._flight) is not None:
+                flight.done()
+
+    def take_up(self) -> None:
+        """Give a slot back as the agent takes its message up: in flight until ``handled``.
+
+        Raises:
+            ValueError: more slots given back than were taken (a bug).
+
+        """
+        with self._lock:
+            if self._free >= self._size:
+                msg = "a mailbox slot was released more often than it was taken"
+                raise ValueError(msg)
+            self._free += 1
+            if self._waiters:
+                self._room.notify()
+
+    def handled(self) -> None:
+        """The agent is done with a message it took up (on its actor's thread): no longer in flight."""
+        flight = self._flight
+        if flight is not None:
+            held = flight.held
+            try:
+                held.pop()
+            except IndexError:  # pragma: no cover - more done than added: a bug, never the actor's end
+                return
+            if not held and flight.waiters:
+                flight.wake()
+
+    def retire(self) -> None:
+        """The agent's actor ended (on its thread): what its mailbox still counted is over.
+
+        Messages Pykka dropped behind the actor's stop, and slots taken for messages it
+        will never get, no longer count as in flight; nor does anything taken from now on.
+        """
+        with self._lock:
+            flight, self._flight = self._flight, None
+            left = self._size - self._free
+            if flight is not None and left > 0:
+                flight.done(left)
 
     @property
     def free(self) -> int:
@@ -341,10 +473,12 @@ class Shared:
 
     __slots__ = ("busy", "flush_outbox", "has_behavior", "lifecycle", "slots", "stale", "thread")
 
-    def __init__(self, lifecycle: str, mailbox_size: int, *, has_behavior: bool) -> None:
+    def __init__(
+        self, lifecycle: str, mailbox_size: int, *, has_behavior: bool, in_flight: InFlight | None = None
+    ) -> None:
         self.lifecycle = lifecycle
         self.has_behavior = has_behavior
-        self.slots = MailboxSlots(mailbox_size)
+        self.slots = MailboxSlots(mailbox_size, in_flight)
         self.busy = False
         """True from before the actor takes a message's mailbox slot back until it has
         handed over what the message changed: with an empty mailbox, False means the
@@ -438,7 +572,7 @@ class AgentActor(pykka.ThreadingActor):
         if kind == CALL and message[1] in LIFECYCLE_CALLS:
             shared.slots.release_control()
         else:
-            shared.slots.release()
+            shared.slots.take_up()
         window: threading.Semaphore | None = None
         if kind == PACED:  # part of a fan-out (FanOut)
             window, message = message[2], message[1]
@@ -466,6 +600,8 @@ class AgentActor(pykka.ThreadingActor):
             finally:
                 shared.busy = False
                 lock.release()
+                # last: what it sent took its slots already, so a chain never counts zero
+                shared.slots.handled()
             if window is not None:
                 window.release()
 
@@ -706,6 +842,17 @@ class AgentActor(pykka.ThreadingActor):
                     type(self._foreign[0]).__name__,
                 )
                 self._foreign.clear()
+
+    def _actor_loop_teardown(self) -> None:
+        """Pykka's last step on the actor's thread: it drops what is left in the inbox.
+
+        Then nothing of this agent's mailbox is in flight any more (``Runtime.settle``):
+        messages queued behind its stop, which no ``on_receive`` sees, included.
+        """
+        try:
+            super()._actor_loop_teardown()
+        finally:
+            self._shared.slots.retire()
 
     def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
         """Log; tells are wrapped so that an actor only fails on a bug."""

@@ -24,6 +24,7 @@ __all__ = [
     "MailboxFullError",
     "RuntimeClosedError",
     "SessionNotFoundError",
+    "SettleTimeoutError",
     "UserCodeError",
 ]
 
@@ -40,6 +41,37 @@ class ActorTimeoutError(ActorError, TimeoutError):
     caller waiting on a future that runs a runtime call cannot tell the future's timeout
     from this one by the exception's class (``concurrent.futures.wait`` can).
     """
+
+
+_NAMED = 5
+"""Agents a ``SettleTimeoutError`` names before it counts the rest."""
+
+
+class SettleTimeoutError(ActorTimeoutError):
+    """Raised by ``Runtime.settle`` when messages were still in flight at its timeout.
+
+    ``in_flight`` is how many messages the agents still held then (waiting in their
+    mailboxes, or in hand), ``busy`` the ids of the agents holding them (the first
+    five; the message counts the rest). Zero messages and no agents when what was left
+    was the journal's commit of what they handed over (``__cause__`` is the
+    ``ActorTimeoutError`` of that wait). Also an ``ActorTimeoutError``, and so the built-in
+    ``TimeoutError``. Nothing is cancelled: the messages are handled all the same.
+    """
+
+    def __init__(self, in_flight: int, busy: tuple[str, ...], after: float, detail: str = "") -> None:
+        """Say how many messages, held by which agents, were still in flight ``after`` seconds."""
+        self.in_flight = in_flight
+        self.busy = busy
+        shown = ", ".join(map(repr, busy[:_NAMED]))
+        if busy[_NAMED:]:
+            shown += f" and {len(busy) - _NAMED:,} more"
+        plural = "" if in_flight == 1 else "s"
+        msg = f"settle: {in_flight:,} message{plural} still in flight after {after:g} s"
+        if busy:
+            msg += f" (held by {shown})"
+        if detail:
+            msg += f"; {detail}"
+        super().__init__(msg)
 
 
 class RuntimeClosedError(ActorError):

@@ -47,6 +47,7 @@ from ._agent import (
     PUBLISH,
     AgentActor,
     FanOut,
+    InFlight,
     MailboxSlots,
     Shared,
     agent_of_thread,
@@ -79,6 +80,7 @@ from ._errors import (
     MailboxFullError,
     NoJournalError,
     RuntimeClosedError,
+    SettleTimeoutError,
     SpawnSpecTypeError,
 )
 from ._handle import Agent
@@ -406,6 +408,8 @@ class Runtime:
         self._late: dict[threading.Event, threading.Thread] = {}
         """Helper threads finishing calls whose callers timed out (``_finish_late``), each by the
         event it sets when done (a thread not yet started cannot be joined): flush waits for them."""
+        self._in_flight = InFlight()
+        """The messages the agents hold, in their mailboxes or in hand: what ``settle`` waits on."""
         self._told_late = 0
         """Messages told to agents after their senders timed out (counted on the writer's
         thread): a flush during which one arrives asks the agents to hand over again."""
@@ -750,7 +754,12 @@ class Runtime:
             AgentCapacityError: the process could not start its thread.
 
         """
-        shared = Shared(state.lifecycle, self._core.mailbox_size, has_behavior=behavior is not None)
+        shared = Shared(
+            state.lifecycle,
+            self._core.mailbox_size,
+            has_behavior=behavior is not None,
+            in_flight=self._in_flight,
+        )
         return _Launched(state, behavior, shared, AgentActor.start(self._core, state, behavior, shared))
 
     def _launch_all(self, states: list[AgentSnapshot], behaviors: list[Behavior | None]) -> list[_Launched]:
@@ -1859,7 +1868,8 @@ class Runtime:
         behavior, it hands over that agent's own changes and waits for the journal, not
         for other agents (two agents flushing at once would each wait for the other);
         ``ctx.flush()`` does the same, also from a worker thread the behavior waits for
-        (from which this one would wait for that busy agent, and time out).
+        (from which this one would wait for that busy agent, and time out). It does
+        not wait for the messages those messages send in turn: ``settle()`` does.
 
         Raises:
             RuntimeClosedError: the runtime is closed.
@@ -1905,6 +1915,86 @@ class Runtime:
                 raise
         if problem is not None:
             raise problem
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait until the agents are quiet: no message waits or is handled, and it is all durable.
+
+        Returns once no agent has a message waiting in its mailbox or in hand (no
+        behavior runs), counting what those messages lead to: a send, broadcast,
+        request or publication made while a message is handled takes its place in its
+        recipient's mailbox before that message counts as done, so a chain of messages
+        is in flight from its first to its last. Then, as ``flush()`` does, everything
+        handed over is made durable (batch durability too; without a journal there is
+        nothing to commit) and what calls that timed out left to finish is finished;
+        if that delivered more (a send whose commit had timed out, stored meanwhile),
+        it waits for that too. So when it returns, every read, an export of the journal,
+        ``backup`` and ``dead_letters()`` show the end of what was sent.
+
+        A message is done once handled, or refused: dead-lettered because its agent was
+        suspended or retired when it reached it (a message to a suspended agent is not
+        held for its resume), has no behavior, or was killed before it got to it (what
+        its mailbox held behind the kill is dead-lettered, or dropped once its actor
+        stopped), and also when its behavior raised (the failure is journaled and the
+        agent restarted before it counts as done). A
+        behavior waiting for a reply is running: its message is done when the reply
+        comes, or the request times out. A request made from outside the agents counts
+        until its recipient handled it, not until its requester has the reply. Messages
+        other threads send meanwhile count too: a driver that keeps sending keeps it
+        waiting, as do agents that keep messaging each other (until ``timeout``). Only
+        messages count: a thread a behavior left running with its ``ctx`` is not waited
+        for, nor what it sends later.
+
+        ``timeout`` is real seconds, as every wait of the runtime (the clock's
+        ``monotonic()`` is not read); None (the default), and 0 or less, mean
+        ``call_timeout``, one past ``MAX_WAIT`` (1e9 s) that long.
+
+        Raises:
+            SettleTimeoutError: messages were still in flight after ``timeout`` (it says
+                how many, and which agents hold them), or the journal did not commit
+                what they handed over in time; an ``ActorTimeoutError``. Nothing is
+                cancelled.
+            AgentRunningError: called from a behavior (its own message is in flight
+                until it returns, so it would wait for itself; from a worker thread a
+                behavior waits for, it would time out instead, not known as the agent's).
+            RuntimeClosedError: the runtime is closed, also by a ``close()`` while it waits.
+            JournalError: the journal failed (fail-stop), as ``flush()`` raises it.
+            TypeError: ``timeout`` is not a number.
+
+        """
+        self._check_open()
+        wait = self._core.call_timeout if timeout is None else bounded_wait(timeout, self._core.call_timeout)
+        me = agent_of_thread(self._core)
+        if me is not None:
+            detail = (
+                "its own behavior called settle(), which would wait for itself: its message is in flight "
+                "until the behavior returns"
+            )
+            raise AgentRunningError(me, detail)
+        deadline = time.monotonic() + wait
+        flight = self._in_flight
+        while True:
+            if not flight.wait_for_zero(deadline, lambda: self._closed):
+                raise self._still_in_flight(wait)
+            self._check_open()
+            try:
+                # tiny, not 0: flush() reads 0 or less as call_timeout
+                self.flush(max(deadline - time.monotonic(), 1e-3))
+            except ActorTimeoutError as exc:  # the journal's commit, or an agent a late message woke
+                if not flight.count:
+                    raise SettleTimeoutError(0, (), wait, str(exc)) from exc
+                raise self._still_in_flight(wait) from exc
+            if not flight.count:
+                return
+
+    def _still_in_flight(self, wait: float) -> SettleTimeoutError:
+        """``settle``'s timeout: how many messages are in flight, and the agents holding them."""
+        count = self._in_flight.count
+        busy = tuple(
+            agent_id
+            for agent_id, entry in list(self._agents.items())
+            if entry is not None and (entry.shared.busy or not entry.shared.slots.empty)
+        )
+        return SettleTimeoutError(count, busy, wait)
 
     def _reload_all(self) -> None:
         """The journal went fail-stop: have every live agent take its word (on the writer's thread).
@@ -2091,6 +2181,7 @@ class Runtime:
             entries = [e for e in self._agents.values() if e is not None]
             self._agents.clear()
             killed, self._killed = self._killed, []
+        self._in_flight.wake()  # a settle() under way raises RuntimeClosedError now
         if closing:
             # Another thread closes it: return once that is over, unless this is one of
             # its agents' threads, which that close() waits to stop.
