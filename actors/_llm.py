@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import weakref
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, cast, runtime_checkable
@@ -255,7 +256,7 @@ def _check_base_url(config: LLMConfig) -> None:
         msg = f"invalid LLM configuration: base_url is not a URL ({exc})"
         raise InvalidConfigError(msg) from None
     if not parts.hostname:
-        shown = _masked(config.base_url, config.api_key)
+        shown = _masked(config.base_url, _secret(config.api_key))
         msg = f"invalid LLM configuration: base_url {shown!r} names no host"
         raise InvalidConfigError(msg)
 
@@ -294,8 +295,9 @@ def _provider_label(provider: object, attribute: str) -> object:
     if callable(value):
         # a method (``def model(self)``) would be recorded as its repr, a memory address
         # that differs from run to run: not called (it is the user's code), and said once
-        if (type(provider), attribute) not in _CALLABLE_LABELS:
-            _CALLABLE_LABELS.add((type(provider), attribute))
+        warned = _CALLABLE_LABELS.setdefault(type(provider), set())
+        if attribute not in warned:
+            warned.add(attribute)
             log.warning(
                 "the provider's %s is a method, not a value (a plain attribute or a property); "
                 "%r is recorded instead",
@@ -306,8 +308,8 @@ def _provider_label(provider: object, attribute: str) -> object:
     return value
 
 
-_CALLABLE_LABELS: Final[set[tuple[type, str]]] = set()
-"""The provider classes (and attribute) whose callable ``name`` or ``model`` was warned of."""
+_CALLABLE_LABELS: Final[weakref.WeakKeyDictionary[type, set[str]]] = weakref.WeakKeyDictionary()
+"""The provider classes whose callable ``name`` or ``model`` was warned of (weakly: a class goes when unused)."""
 
 
 class ScriptedProvider:
@@ -512,7 +514,7 @@ class OpenAICompatibleProvider:
             except BaseException as exc:  # noqa: BLE001 - network, HTTP, JSON: the caller's ProviderError
                 detail = ""
                 if isinstance(exc, urllib.error.HTTPError):
-                    detail = _error_detail(exc, deadline, self._config.api_key)
+                    detail = _error_detail(exc, deadline, _secret(self._config.api_key))
                     exc.close()  # it holds the answer's socket
                 outcome.append((exc, detail))
             finally:
@@ -529,7 +531,7 @@ class OpenAICompatibleProvider:
         if isinstance(answer, tuple):
             error, detail = answer
             msg = f"{self.name} at {url} failed: {str(error) or repr(error)}{detail}"
-            cause = _scrubbed_cause(error, self._config.api_key)
+            cause = _scrubbed_cause(error, _secret(self._config.api_key))
             if cause is None:
                 msg += " (its cause is not chained: it held the API key, or too long a chain to clear)"
             raise ProviderError(self._scrubbed(msg)) from cause
@@ -537,7 +539,7 @@ class OpenAICompatibleProvider:
 
     def _scrubbed(self, message: str) -> str:
         """``message`` without the API key (a server or a library may echo it)."""
-        return _masked(message, self._config.api_key)
+        return _masked(message, _secret(self._config.api_key))
 
 
 def _read_within(response: Any, deadline: float, limit: int) -> bytes:  # noqa: ANN401 - http.client's response
@@ -560,6 +562,20 @@ def _read_within(response: Any, deadline: float, limit: int) -> bytes:  # noqa: 
             msg = "the answer was still coming at the deadline"
             raise TimeoutError(msg)
     return b"".join(chunks)
+
+
+_LEAST_SECRET: Final = 8
+"""The shortest ``api_key`` masked in errors: a shorter one is a local server's placeholder."""
+
+
+def _secret(key: str) -> str:
+    """``key`` as errors mask it: "" (nothing masked) for one shorter than ``_LEAST_SECRET``.
+
+    A local server's placeholder key (``x``, ``ollama``, ``none``) is no secret, and
+    masking it would garble every message holding those letters (``conte***t``), the
+    provider's own name and the error's class name included.
+    """
+    return key if len(key) >= _LEAST_SECRET else ""
 
 
 def _masked(text: str, key: str) -> str:
@@ -942,9 +958,10 @@ class LLMClient:
         given in its error: with ``config.llm.api_key`` set, that key is masked as
         ``***`` in what the journal keeps (``LlmCallFailed``, ``AgentFailed``) and in the
         chained cause's text and fields, and a cause that would still show it is not
-        chained, as the HTTP provider does for its own errors.
+        chained, as the HTTP provider does for its own errors (a key shorter than
+        ``_LEAST_SECRET`` is not masked: ``_secret``).
         """
-        key = self.config.api_key
+        key = _secret(self.config.api_key)
         if isinstance(exc, ProviderError):
             # a provider's error already: as it is, its chain scrubbed of the key in place
             if not key or _scrubbed_cause(exc, key) is exc:

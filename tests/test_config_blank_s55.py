@@ -13,7 +13,7 @@ from cogfabric import Config, InvalidConfigError
 from cogfabric.config import load_llm_config, parse_config
 
 
-@pytest.mark.parametrize("text", ["", "  \n", "\t\n", "\x0b\x0c\r\n", "# only a comment\n"])
+@pytest.mark.parametrize("text", ["", "  \n", "\t\n", " \r\n", "# only a comment\n"])
 def test_ascii_blanks_and_comments_alone_mean_every_default_as_str_and_bytes(text: str) -> None:
     assert parse_config(text) == Config()
     assert parse_config(text.encode()) == Config()
@@ -27,3 +27,11 @@ def test_unicode_spaces_alone_are_refused_as_str_and_as_bytes(text: str) -> None
             parse_config(given)
         with pytest.raises(InvalidConfigError):
             load_llm_config(given)
+
+
+@pytest.mark.parametrize("text", ["\x0c", "\x0b\n", "\x0c\n# a comment\n"])
+def test_a_form_feed_or_vertical_tab_is_refused_alone_as_with_a_comment(text: str) -> None:
+    # YAML refuses both characters anywhere: alone they gave every default, beside a comment an error
+    for given in (text, text.encode()):
+        with pytest.raises(InvalidConfigError, match="control characters are not allowed"):
+            parse_config(given)

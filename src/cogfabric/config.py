@@ -89,17 +89,18 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
     return config
 
 
-_ASCII_BLANKS: Final = " \t\n\r\x0b\x0c"
-"""What ``bytes.strip()`` strips."""
+_BLANKS: Final = " \t\n\r"
+"""YAML's white space and line breaks: a form feed or vertical tab, YAML refuses anywhere."""
 
 
 def _blank(text: str | bytes | bytearray) -> bool:
-    """Whether ``text`` is ASCII whitespace alone (every default), as str or as bytes alike.
+    """Whether ``text`` is spaces, tabs and line breaks alone (every default), as str or bytes alike.
 
     ``str.strip()`` would also drop a U+3000 or a no-break space, which YAML (and the
-    same text as bytes) refuses as a value that is not a mapping.
+    same text as bytes) refuses as a value that is not a mapping, and both strips a
+    form feed, which YAML refuses anywhere: followed by a comment, it was an error.
     """
-    return not (text.strip(_ASCII_BLANKS) if isinstance(text, str) else text.strip())
+    return not (text.strip(_BLANKS) if isinstance(text, str) else text.strip(_BLANKS.encode()))
 
 
 _EMPTY_SECTION: Final = re.compile(r"Expected `object`, got `null` - at `\$(?:\.\w+)*\.(\w+)`$")
