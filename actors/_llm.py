@@ -309,7 +309,7 @@ def _provider_label(provider: object, attribute: str) -> object:
 
 
 _CALLABLE_LABELS: Final[weakref.WeakKeyDictionary[type, set[str]]] = weakref.WeakKeyDictionary()
-"""The provider classes whose callable ``name`` or ``model`` was warned of (weakly: a class goes when unused)."""
+"""The provider classes whose callable ``name`` or ``model`` was warned of (held weakly)."""
 
 
 class ScriptedProvider:
