@@ -1950,7 +1950,8 @@ class Runtime:
 
         Raises:
             SettleTimeoutError: messages were still in flight after ``timeout`` (it says
-                how many, and which agents hold them), or the journal did not commit
+                how many, and which agents hold them; also when a mailbox other threads
+                keep full could not be asked to hand over), or the journal did not commit
                 what they handed over in time; an ``ActorTimeoutError``. Nothing is
                 cancelled.
             AgentRunningError: called from a behavior (its own message is in flight
@@ -1979,7 +1980,9 @@ class Runtime:
             try:
                 # tiny, not 0: flush() reads 0 or less as call_timeout
                 self.flush(max(deadline - time.monotonic(), 1e-3))
-            except ActorTimeoutError as exc:  # the journal's commit, or an agent a late message woke
+            except (ActorTimeoutError, MailboxFullError) as exc:
+                # the journal's commit, an agent a late message woke, or a mailbox another
+                # thread filled since the count was zero (flush could not ask that agent)
                 if not flight.count:
                     raise SettleTimeoutError(0, (), wait, str(exc)) from exc
                 raise self._still_in_flight(wait) from exc

@@ -309,6 +309,8 @@ class JournalWriter:
         runtime has every agent take the journal's word for its state (batch durability)."""
         self._commits = 0
         """Commits begun and ended so far: how ``stop`` tells a busy writer from a stalled one."""
+        self._finished = 0
+        """Commits over (stored, refused or failed), counted before their callers hear of it (``commits``)."""
         self._commit_began = 0.0
         """When the commit under way began (monotonic), 0 between commits."""
         self._done = False
@@ -344,8 +346,11 @@ class JournalWriter:
 
     @property
     def commits(self) -> int:
-        """Write transactions finished since the writer started (``Runtime.stats``)."""
-        return self._commits // 2  # counted as each begins and as it ends
+        """Write transactions finished since the writer started (``Runtime.stats``).
+
+        Counted before the commit's callers are woken: a change whose call returned is in it.
+        """
+        return self._finished
 
     @property
     def commit_seconds(self) -> float:
@@ -829,15 +834,19 @@ class JournalWriter:
 
     def _commit_group(self, taken: list[_Submission]) -> None:
         if self._failure is not None:
+            self._finished += 1
             refusal = self._refusal()
             self._note_dropped(taken, refusal)
             self._fail(taken, refusal)
             return
         carried = self._carried
         try:
-            events, snapshots, in_group = self._gather(taken)
-            # the runtime checked every value at its boundary: no decode per event here
-            seqs = self._journal.append(events, snapshots=snapshots, validate=False)
+            try:
+                events, snapshots, in_group = self._gather(taken)
+                # the runtime checked every value at its boundary: no decode per event here
+                seqs = self._journal.append(events, snapshots=snapshots, validate=False)
+            finally:
+                self._finished += 1  # over, before any of its callers wakes (Runtime.stats)
         except (JournalError, TypeError, ValueError) as exc:
             if isinstance(exc, JournalError) and self._journal_failed():
                 # Once, as it happens: in sync durability only the callers hear it otherwise
