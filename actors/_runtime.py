@@ -2446,6 +2446,7 @@ class Runtime:
             suspended=states[AgentState.SUSPENDED],
             retired=states[AgentState.RETIRED],
             queued=queued,
+            in_flight=self._in_flight.count,
             queued_max=deepest,
             mailboxes_full=full,
             dead_letters=self._bus.dead_letter_counts(),

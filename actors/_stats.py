@@ -33,6 +33,12 @@ class RuntimeStats(msgspec.Struct, frozen=True, kw_only=True):
     """Messages waiting in all live agents' mailboxes, not yet taken up: the sum of
     ``Agent.queued``, a snapshot. Growing from one call to the next: the agents handle
     messages slower than they come."""
+    in_flight: int
+    """Messages the agents hold: admitted to a mailbox (``queued``, and a send whose commit
+    is under way) or in hand (a behavior handling one, waiting for a reply included, or a
+    handle's or lifecycle call being run): the count ``Runtime.settle`` waits to see at
+    zero. A snapshot; 0 right after ``settle()`` returns, unless other threads sent
+    meanwhile."""
     queued_max: int
     """The most messages waiting in one mailbox (0 with no agents): a snapshot."""
     mailboxes_full: int
@@ -52,8 +58,9 @@ class RuntimeStats(msgspec.Struct, frozen=True, kw_only=True):
     fixed for the runtime's life."""
     commits: int | None
     """Write transactions (group commits) the writer finished since open, a refused one
-    too: exact, as of the call. Sampled twice, with ``journal_last_seq``, it gives
-    events per commit."""
+    too: exact, as of the call. A flush with nothing to commit (an idle ``flush()`` or
+    ``settle()``) writes nothing and is none. Sampled twice, with ``journal_last_seq``,
+    it gives events per commit."""
     commit_seconds: float | None
     """How long the commit under way has been running, in seconds (monotonic clock);
     0.0 between commits: a snapshot. A large figure on calls in a row is a stalled disk."""

@@ -310,7 +310,9 @@ class JournalWriter:
         self._commits = 0
         """Commits begun and ended so far: how ``stop`` tells a busy writer from a stalled one."""
         self._finished = 0
-        """Commits over (stored, refused or failed), counted before their callers hear of it (``commits``)."""
+        """Write transactions over (stored, or refused by the journal), counted before their
+        callers hear of it (``commits``); a flush's markers alone (an idle ``flush`` or
+        ``settle``) write nothing and are none, nor is a group refused by a fail-stop writer."""
         self._commit_began = 0.0
         """When the commit under way began (monotonic), 0 between commits."""
         self._done = False
@@ -346,9 +348,11 @@ class JournalWriter:
 
     @property
     def commits(self) -> int:
-        """Write transactions finished since the writer started (``Runtime.stats``).
+        """Write transactions finished since the writer started, refused ones too (``Runtime.stats``).
 
-        Counted before the commit's callers are woken: a change whose call returned is in it.
+        Counted before the commit's callers are woken: a change whose call returned is in
+        it. A commit of flush markers alone (``flush`` or ``settle`` with nothing queued)
+        writes nothing: it is not counted.
         """
         return self._finished
 
@@ -834,19 +838,19 @@ class JournalWriter:
 
     def _commit_group(self, taken: list[_Submission]) -> None:
         if self._failure is not None:
-            self._finished += 1
             refusal = self._refusal()
             self._note_dropped(taken, refusal)
             self._fail(taken, refusal)
             return
         carried = self._carried
         try:
+            events, snapshots, in_group = self._gather(taken)
             try:
-                events, snapshots, in_group = self._gather(taken)
                 # the runtime checked every value at its boundary: no decode per event here
                 seqs = self._journal.append(events, snapshots=snapshots, validate=False)
             finally:
-                self._finished += 1  # over, before any of its callers wakes (Runtime.stats)
+                if events or snapshots:  # else no transaction: flush markers alone (an idle flush)
+                    self._finished += 1  # over, before any of its callers wakes (Runtime.stats)
         except (JournalError, TypeError, ValueError) as exc:
             if isinstance(exc, JournalError) and self._journal_failed():
                 # Once, as it happens: in sync durability only the callers hear it otherwise
