@@ -337,6 +337,9 @@ class MailboxSlots:
     def take_up(self) -> None:
         """Give a slot back as the agent takes its message up: in flight until ``handled``.
 
+        ``release`` without its ``InFlight.done``, written out rather than shared: a
+        helper would add a call to every message's path.
+
         Raises:
             ValueError: more slots given back than were taken (a bug).
 

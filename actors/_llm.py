@@ -632,7 +632,8 @@ def _printed_with(error: BaseException) -> list[BaseException] | None:
         seen.add(id(link))
         chain.append(link)
         after = link.__cause__ or link.__context__
-        waiting.extend([after] if after is not None else [])
+        if after is not None:
+            waiting.append(after)
         if isinstance(link, BaseExceptionGroup):
             waiting.extend(link.exceptions)
     return chain
