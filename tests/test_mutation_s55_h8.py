@@ -28,6 +28,7 @@ from cogfabric.actors._agent import InFlight, MailboxSlots
 from cogfabric.cli import main
 from cogfabric.store import Journal
 from cogfabric.store.testing import make_events
+from tests.actors.test_close_and_flush import _slow_disk
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -127,18 +128,6 @@ def test_settles_timeout_names_an_agent_whose_mail_waits_while_it_is_not_busy() 
         finally:
             slots.take_up()
             slots.handled()
-
-
-def _slow_disk(rt: cf.Runtime, seconds: float) -> None:
-    journal = rt._journal
-    assert journal is not None
-    append = journal.append
-
-    def slow_append(events: list[Any], **kwargs: Any) -> list[int]:
-        threading.Event().wait(seconds)
-        return append(events, **kwargs)
-
-    journal.append = slow_append  # type: ignore[method-assign,assignment]
 
 
 def test_settles_timeout_on_the_journals_commit_says_why(tmp_path: Path) -> None:
