@@ -3299,11 +3299,12 @@ class TestTimedOutCallsFinishLate:
         # A send or broadcast from outside an agent whose commit outlasted call_timeout
         # was dropped, while the writer then stored it: replay showed it pending for
         # good, with neither a delivery nor a dead letter, and its recipient never had it.
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        # Only the send has the short call_timeout (as the request's test below).
+        with _open(tmp_path / "j") as runtime:
             runtime.spawn("r", behavior="gate")
             runtime.bus.subscribe("r", "news")
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 _news_to_r(runtime, call)
             gate.set()
             runtime.flush()
@@ -3320,11 +3321,13 @@ class TestTimedOutCallsFinishLate:
         self, tmp_path: Path
     ) -> None:
         # Its requester gave up at its commit: once stored, it gets the dead letter of a
-        # request that timed out (nobody waits for the reply), not a delivery.
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        # request that timed out (nobody waits for the reply), not a delivery. Only the
+        # request has the short call_timeout: the flush and the ping after it wait for the
+        # stalled commit too, and on a loaded machine it can take 0.3 s once the gate opens.
+        with _open(tmp_path / "j") as runtime:
             runtime.spawn("r", behavior="gate")
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.bus.request("x", "r", "asked", timeout=10)
             gate.set()
             runtime.flush()
