@@ -28,7 +28,7 @@ from cogfabric.actors._agent import InFlight, MailboxSlots
 from cogfabric.cli import main
 from cogfabric.store import Journal
 from cogfabric.store.testing import make_events
-from tests.actors.test_close_and_flush import _slow_disk
+from tests.actors.test_close_and_flush import _slow_disk, _until
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,16 +36,6 @@ if TYPE_CHECKING:
 
 WAIT = 5.0
 KEY = "sk-live-Qw7Er4Ty1Ui8Op5As2Df9Gh6Jk3"
-
-
-def _until(condition: Callable[[], bool]) -> bool:
-    """Whether ``condition`` came true within 5 s (checked every 10 ms)."""
-    checked = threading.Event()
-    for _ in range(500):
-        if condition():
-            return True
-        checked.wait(0.01)
-    return False
 
 
 class _Gate:
