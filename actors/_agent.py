@@ -1678,7 +1678,7 @@ class AgentContext:
         core.check_running()
         if actor._killed:  # noqa: SLF001
             actor.check_alive()
-        writer.settle((actor.flush_outbox,))
+        writer.hand_over_and_flush((actor.flush_outbox,))
         return last_checkpoint_in(writer.journal, self.agent_id)
 
     def flush(self, timeout: float | None = None) -> None:

@@ -1398,7 +1398,7 @@ class Runtime:
             # the agents' batched changes: the asked one's too, a kept ctx's or a worker
             # thread's mid-message
             entries = (own,) if asked is own else (own, asked)
-            writer.settle(entry.shared.flush_outbox for entry in entries if entry is not None)
+            writer.hand_over_and_flush(entry.shared.flush_outbox for entry in entries if entry is not None)
         return last_checkpoint_in(journal, plain)
 
     def kill(self, agent_id: str) -> None:

@@ -312,7 +312,7 @@ class JournalWriter:
         self._finished = 0
         """Write transactions over (stored, or refused by the journal), counted before their
         callers hear of it (``commits``); a flush's markers alone (an idle ``flush`` or
-        ``settle``) write nothing and are none, nor is a group refused by a fail-stop writer."""
+        ``Runtime.settle``) write nothing and are none, nor is a group refused by a fail-stop writer."""
         self._commit_began = 0.0
         """When the commit under way began (monotonic), 0 between commits."""
         self._done = False
@@ -351,7 +351,7 @@ class JournalWriter:
         """Write transactions finished since the writer started, refused ones too (``Runtime.stats``).
 
         Counted before the commit's callers are woken: a change whose call returned is in
-        it. A commit of flush markers alone (``flush`` or ``settle`` with nothing queued)
+        it. A commit of flush markers alone (``flush`` or ``Runtime.settle`` with nothing queued)
         writes nothing: it is not counted.
         """
         return self._finished
@@ -616,7 +616,7 @@ class JournalWriter:
         assert ack is not None
         ack.wait(self._timeout if timeout is None else timeout)
 
-    def settle(self, hand_over: Iterable[Callable[[], object]] = ()) -> None:
+    def hand_over_and_flush(self, hand_over: Iterable[Callable[[], object]] = ()) -> None:
         """Hand changes over (``hand_over``: agents' outbox flushes), then wait for their commit.
 
         Unless the journal is fail-stop, before or meanwhile: then it returns, and what

@@ -97,13 +97,13 @@ def test_last_checkpoint_that_a_close_overtakes_raises_runtime_closed_error(
         assert writer is not None
         assert journal is not None
         if where == "before the read":  # past the runtime's own check, before the journal's
-            settle = writer.settle
+            hand_over_and_flush = writer.hand_over_and_flush
 
-            def settle_then_close(*args: Any) -> None:
-                settle(*args)
+            def flush_then_close(*args: Any) -> None:
+                hand_over_and_flush(*args)
                 rt.close()
 
-            writer.settle = settle_then_close  # type: ignore[method-assign, assignment]
+            writer.hand_over_and_flush = flush_then_close  # type: ignore[method-assign, assignment]
         else:  # past the journal's check, before its read transaction
             journal._lock = _CloseFirst(journal._lock, rt.close, threading.current_thread())  # type: ignore[attr-defined]
         read = (lambda: rt.last_checkpoint("a")) if caller == "runtime" else ctx.last_checkpoint

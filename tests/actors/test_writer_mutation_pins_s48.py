@@ -9,7 +9,7 @@ nothing left out rather than refused (with the group or the snapshots beside it)
 carried snapshot saved once the writer has nothing else to commit, or dropped if the
 journal refuses it, the writer going on; a writer fail-stop
 on its first failure (a later bug does not replace it), and fail-stop before any
-waiter of the failed commit hears of it; and ``settle``, which returns on a
+waiter of the failed commit hears of it; and ``hand_over_and_flush``, which returns on a
 fail-stop journal even once the writer is stopped, raises any other journal error, and
 gives up after ``call_timeout``.
 """
@@ -130,7 +130,7 @@ def test_a_backlog_of_no_events_lets_one_in_as_a_backlog_of_one_would(gated: Gat
 def test_a_commit_that_fails_makes_the_writer_fail_stop_before_its_waiters_hear_of_it(
     gated: GatedJournal, failing: BaseException
 ) -> None:
-    # settle returns "unless the journal is fail-stop, before or meanwhile"; it
+    # hand_over_and_flush returns "unless the journal is fail-stop, before or meanwhile"; it
     # tells a fail-stop journal's error from another by ``failure``, so the failure is
     # set before any waiter of the failed commit wakes, or its post-commit action runs.
     gated.gate.set()
@@ -170,8 +170,10 @@ def fail_stop(gated: GatedJournal, writer: JournalWriter) -> None:
         ack.wait(WAIT)
 
 
-def test_settle_returns_on_a_fail_stop_journal_also_once_its_writer_is_stopped(gated: GatedJournal) -> None:
-    # settle: "Unless the journal is fail-stop, before or meanwhile: then it returns, and
+def test_hand_over_and_flush_returns_on_a_fail_stop_journal_also_once_its_writer_is_stopped(
+    gated: GatedJournal,
+) -> None:
+    # hand_over_and_flush: "Unless the journal is fail-stop, before or meanwhile: then it returns, and
     # what the journal holds is what a reader finds" - a stopped writer adds nothing to
     # wait for, and each hand-over step is still made.
     gated.gate.set()
@@ -181,13 +183,15 @@ def test_settle_returns_on_a_fail_stop_journal_also_once_its_writer_is_stopped(g
         fail_stop(gated, writer)
     finally:
         writer.stop(WAIT)
-    writer.settle((lambda: steps.append(1), lambda: steps.append(2)))
+    writer.hand_over_and_flush((lambda: steps.append(1), lambda: steps.append(2)))
     assert steps == [1, 2]
     assert keys(gated) == ["k0"]
 
 
-def test_settle_raises_a_journal_error_that_did_not_come_of_a_fail_stop_journal(gated: GatedJournal) -> None:
-    # settle raises a JournalError "that did not come of a fail-stop journal".
+def test_hand_over_and_flush_raises_a_journal_error_that_did_not_come_of_a_fail_stop_journal(
+    gated: GatedJournal,
+) -> None:
+    # hand_over_and_flush raises a JournalError "that did not come of a fail-stop journal".
     gated.gate.set()
     writer = start_writer(gated)
 
@@ -197,18 +201,20 @@ def test_settle_raises_a_journal_error_that_did_not_come_of_a_fail_stop_journal(
 
     try:
         with pytest.raises(JournalFailedError, match="not a fail-stop"):
-            writer.settle((hand_over,))
+            writer.hand_over_and_flush((hand_over,))
         assert writer.failure is None
     finally:
         writer.stop(WAIT)
 
 
-def test_settle_gives_up_on_a_commit_that_takes_longer_than_call_timeout(gated: GatedJournal) -> None:
-    # settle raises ActorTimeoutError when the changes are "not committed within call_timeout".
+def test_hand_over_and_flush_gives_up_on_a_commit_that_takes_longer_than_call_timeout(
+    gated: GatedJournal,
+) -> None:
+    # hand_over_and_flush raises ActorTimeoutError when the changes are "not committed within call_timeout".
     writer, _ = stuck_writer(gated, call_timeout=0.2)
     try:
         with pytest.raises(ActorTimeoutError):
-            writer.settle()
+            writer.hand_over_and_flush()
         assert not gated.gate.is_set()  # the commit it waited for is still under way
     finally:
         gated.gate.set()
