@@ -1005,22 +1005,23 @@ def _txn_valid(txn: lmdb.Transaction) -> bool:
     return True
 
 
-def fsync_file(path: Path) -> None:
-    """Sync the file at ``path`` (its data and size) to disk."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+def _fsync(path: Path, flags: int) -> None:
+    """Open ``path`` read-only with ``flags`` added, sync it to disk, close it."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Sync the file at ``path`` (its data and size) to disk."""
+    _fsync(path, os.O_NOFOLLOW)
 
 
 def _fsync_directory(where: Path) -> None:
     """Sync ``where``'s entries (a file created in it, a rename into it) to disk."""
-    fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync(where, os.O_DIRECTORY)
 
 
 def _open_here_message(path: Path, suffix: str = "") -> str:
