@@ -471,10 +471,19 @@ def _nothing() -> None:
     """``Shared.flush_outbox`` before the actor runs: nothing is batched yet."""
 
 
+ASK: Final = object()
+"""What ``Shared.read_now`` answers when the agent cannot be read off its thread: ask its actor."""
+
+
+def _ask_instead(_name: str) -> object:
+    """``Shared.read_now`` before the actor runs and after it stopped: only a message can tell."""
+    return ASK
+
+
 class Shared:
     """What other threads may read of an agent without asking its actor."""
 
-    __slots__ = ("busy", "flush_outbox", "has_behavior", "lifecycle", "slots", "stale", "thread")
+    __slots__ = ("busy", "flush_outbox", "has_behavior", "lifecycle", "read_now", "slots", "stale", "thread")
 
     def __init__(
         self, lifecycle: str, mailbox_size: int, *, has_behavior: bool, in_flight: InFlight | None = None
@@ -491,6 +500,9 @@ class Shared:
         self.flush_outbox: Callable[[], object] = _nothing
         """Hands over the agent's batched changes (its behavior's flush); under the agent's lock,
         so another thread may call it too, as ``ctx.flush`` does (``Runtime.last_checkpoint``)."""
+        self.read_now: Callable[[str], object] = _ask_instead
+        """Runs a read operation on the calling thread while the agent is idle, or answers
+        ``ASK`` (``AgentActor.read_now``; ``Runtime.context_views``)."""
         self.stale = False
         """True from a commit the agent stopped waiting for until it has taken the journal's
         word for its state (``AgentActor._catch_up``): ``Runtime.flush`` waits for that."""
@@ -826,6 +838,7 @@ class AgentActor(pykka.ThreadingActor):
         # once per thread, not per message: ``AgentActor-3 [sim-a] researcher-001``
         thread.name = f"{thread_name(thread.name, self._core.name)} {printable(self._state.id)}"
         self._shared.flush_outbox = self.flush_outbox
+        self._shared.read_now = self.read_now
         _thread_role.agent = True
         _thread_role.mine = (self._core, self._state.id)
 
@@ -836,6 +849,7 @@ class AgentActor(pykka.ThreadingActor):
         undecided, say) is not journaled: the runtime closed first (logged).
         """
         self._shared.flush_outbox = _nothing
+        self._shared.read_now = _ask_instead
         with self._foreign_lock:
             if self._foreign:
                 log.warning(
@@ -1110,6 +1124,38 @@ class AgentActor(pykka.ThreadingActor):
     def flush_outbox(self) -> None:
         """Hand what is waiting to the writer now (before a message leaves this agent)."""
         self._flush_outbox()
+
+    def read_now(self, name: str) -> object:
+        """Read operation ``name`` (``context_view``, ``cognitive_state``) on the calling thread, if idle.
+
+        What the same call asked of the actor would answer now, without a message: the
+        agent handles no message (``busy`` is set under this lock before a message
+        starts), has none waiting (a read asked would queue behind it), takes the
+        journal's word before its next message for nothing (a timed-out commit, a
+        fail-stop it has not seen), is not killed and its runtime not closing. Otherwise,
+        or while another thread holds the agent's lock (a kept ctx's change waiting for
+        its commit), ``ASK``: the caller asks the actor, which answers in mailbox order.
+        The lock is only tried, never waited for.
+        """
+        lock = self._foreign_lock
+        if not lock.acquire(blocking=False):
+            return ASK
+        try:
+            shared = self._shared
+            writer = self._core.writer
+            if (
+                shared.busy
+                or not shared.slots.empty
+                or self._stale
+                or self._killed
+                or self._core.stopped
+                or (writer is not None and writer._failure is not None and not self._saw_failure)  # noqa: SLF001
+            ):
+                return ASK
+            result: object = getattr(self, "op_" + name)()
+            return result
+        finally:
+            lock.release()
 
     # ------------------------------------------------------------- state operations
 

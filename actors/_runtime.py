@@ -42,6 +42,7 @@ from cogfabric.store import (
 from cogfabric.store._journal import UNDECODABLE
 
 from ._agent import (
+    ASK,
     CALL,
     LIFECYCLE_CALLS,
     PUBLISH,
@@ -83,7 +84,7 @@ from ._errors import (
     SettleTimeoutError,
     SpawnSpecTypeError,
 )
-from ._handle import Agent
+from ._handle import Agent, ContextView
 from ._llm import JournaledLLM, LLMProvider, NoLLMProviderError, OpenAICompatibleProvider
 from ._memory import MemoryManager, session_end
 from ._state import AgentSnapshot, AgentState, apply_event
@@ -1235,6 +1236,151 @@ class Runtime:
             live = self._agents
             return [a for a in self._listed if (e := live.get(a)) is not None and e.handle.parent == agent_id]
 
+    def context_views(
+        self, agent_ids: Iterable[str] | None = None, *, timeout: float | None = None
+    ) -> dict[str, ContextView]:
+        """Many agents' ``context_view()`` at once: ``{agent_id: ContextView}``.
+
+        What ``runtime.agent(a).context_view()`` answers for each agent, read together:
+        each view is a deep copy of that agent's task and private layers, read-only, and
+        holds only that agent's own private values. ``agent_ids=None`` (the default)
+        reads every live agent, in ``agents()`` order, suspended and retired ones too;
+        otherwise the agents given, in the order given (an id given twice is read once).
+        An agent killed meanwhile is left out of ``None``'s reading; one given by id
+        raises. The reads share one ``timeout``, in real seconds (default, and for 0 or
+        less, ``call_timeout``).
+
+        Each agent is read between two of its messages, after every message its mailbox
+        held when the read reached it, as its handle's call would be: an idle agent with
+        an empty mailbox is read at once on the calling thread, under the agent's lock
+        and without a message; every other agent is asked, all of them before any answer
+        is waited for, so that they answer side by side. So each view is one agent's
+        consistent state, but the agents are not read at one instant: while messages are
+        in flight, one agent's view may show a message another's does not yet. After
+        ``settle()``, with no other thread sending meanwhile, no agent moves, and the
+        views are the state the round left.
+
+        Raises:
+            AgentNotFoundError: an id given is no live agent (killed before or during
+                the read); nothing is read when it is known before.
+            InvalidTextError: an id given is not a ``str``, or UTF-8 cannot encode it
+                (also a ``TypeError``).
+            TypeError: ``agent_ids`` is a single ``str`` rather than ids, or ``timeout``
+                is not a number.
+            AgentRunningError: called from a behavior whose own agent is among those to
+                read (it would wait for itself: its own state is ``ctx``'s; pass
+                ``agent_ids`` without it), or one of them waits for that behavior's
+                reply; nothing is read.
+            ActorTimeoutError: agents did not answer within ``timeout`` (a behavior
+                still running; the message names them). Their reads stay in their
+                mailboxes, and are answered to no one.
+            MailboxFullError: an agent's mailbox stayed full until ``timeout``, so it
+                could not be asked.
+            RuntimeClosedError: the runtime is closed, also by a ``close()`` meanwhile.
+
+        """
+        views = self._read_all("context_view", agent_ids, timeout)
+        return {agent_id: ContextView(*layers) for agent_id, layers in views.items()}
+
+    def cognitive_states(
+        self, agent_ids: Iterable[str] | None = None, *, timeout: float | None = None
+    ) -> dict[str, CognitiveState]:
+        """Many agents' ``cognitive_state()`` at once: ``{agent_id: CognitiveState}`` (deep copies).
+
+        Reads as ``context_views`` does, which has the order, the consistency and the
+        errors of both.
+        """
+        states: dict[str, CognitiveState] = self._read_all("cognitive_state", agent_ids, timeout)
+        return states
+
+    def _read_all(self, name: str, agent_ids: Iterable[str] | None, timeout: float | None) -> dict[str, Any]:
+        """Read operation ``name`` of many agents: idle ones on this thread, the rest asked at once."""
+        self._check_open()
+        wait = self._core.call_timeout if timeout is None else bounded_wait(timeout, self._core.call_timeout)
+        every = agent_ids is None
+        entries = self._to_read(agent_ids)
+        caller = agent_of_thread(self._core)
+        if caller is not None:  # a behavior: checked for all before any is read
+            for agent_id, entry in entries:
+                self._refuse_waiting_for_itself(agent_id, entry, name, caller)
+        deadline = time.monotonic() + wait
+        results: dict[str, Any] = {}
+        asked = self._read_or_ask(name, entries, results, deadline, every=every)
+        late: list[str] = []
+        for agent_id, future in asked:
+            try:
+                results[agent_id] = future.get(timeout=max(0.0, deadline - time.monotonic()))
+            except pykka.Timeout:
+                late.append(agent_id)
+            except (pykka.ActorDeadError, AgentNotFoundError) as exc:
+                self._check_open()  # stopped by close(), not killed
+                if not every:
+                    raise AgentNotFoundError(agent_id) from exc
+                del results[agent_id]
+        if late:
+            msg = (
+                f"{_named(late)} did not answer {name} within {wait:g} s; the reads stay in their "
+                "mailboxes and are answered to no one"
+            )
+            raise ActorTimeoutError(msg)
+        return results
+
+    def _to_read(self, agent_ids: Iterable[str] | None) -> list[tuple[str, _Entry]]:
+        """The live agents ``agent_ids`` names, once each, in its order (None: all, in ``agents()`` order)."""
+        if agent_ids is None:
+            with self._lock:
+                live = self._agents
+                return [(a, e) for a in self._listed if (e := live.get(a)) is not None]
+        if isinstance(agent_ids, str):
+            msg = f"agent_ids is ids, not one id: give [{agent_ids!r}]"
+            raise TypeError(msg)
+        chosen: dict[str, _Entry] = {}
+        for given in agent_ids:
+            agent_id = require_str(given, "agent_id")
+            chosen.setdefault(agent_id, self._entry(agent_id))
+        return list(chosen.items())
+
+    def _read_or_ask(
+        self,
+        name: str,
+        entries: list[tuple[str, _Entry]],
+        results: dict[str, Any],
+        deadline: float,
+        *,
+        every: bool,
+    ) -> list[tuple[str, pykka.Future[Any]]]:
+        """Read each idle agent into ``results``; ask the others, those with a full mailbox last.
+
+        Every agent takes its place in ``results`` in ``entries`` order (an asked one ``ASK``
+        until its answer comes). One killed meanwhile leaves it if ``every``, else raises.
+        """
+        asked: list[tuple[str, pykka.Future[Any]]] = []
+        full: list[tuple[str, _Entry]] = []
+        message = (CALL, name, ())
+        for agent_id, entry in entries:
+            results[agent_id] = answer = entry.shared.read_now(name)
+            if answer is ASK:
+                full.append((agent_id, entry))
+        for wait_for_room in (False, True):  # asked once the others are: what is left of the timeout
+            waiting, full = full, []
+            for agent_id, entry in waiting:
+                try:
+                    self._admit(
+                        agent_id, entry, max(0.0, deadline - time.monotonic()) if wait_for_room else 0.0
+                    )
+                except MailboxFullError:
+                    if wait_for_room:
+                        raise
+                    full.append((agent_id, entry))
+                    continue
+                except AgentNotFoundError:
+                    if not every:
+                        raise
+                    del results[agent_id]
+                    continue
+                asked.append((agent_id, entry.ref.ask(message, block=False)))
+        return asked
+
     def suspend(self, agent_id: str) -> None:
         """Suspend an agent; idempotent. Raises ``AgentRetiredError`` for a retired one.
 
@@ -1776,23 +1922,7 @@ class Runtime:
             entry = self._entry(agent_id)
         else:  # a handle: its agent's own id
             entry = self._incarnation(agent_id, incarnation)
-        if entry.shared.thread is threading.current_thread():
-            # its own behavior: the ask would queue behind the message it is handling
-            detail = (
-                f"its own behavior called {name} on it through the runtime or a handle, which would "
-                "wait for itself: use ctx for its own state, and lifecycle calls from elsewhere"
-            )
-            raise AgentRunningError(agent_id, detail)
-        caller = agent_of_thread(self._core)
-        if caller is not None and (chain := self.bus.waits_for(agent_id, caller)) is not None:
-            # its behavior waits, itself or through others, for the reply of the behavior
-            # calling: the ask would queue behind that wait until call_timeout
-            circle = " -> ".join(map(repr, chain))
-            detail = (
-                f"the behavior of {caller!r} called {name} on it while it waits for that "
-                f"behavior's reply ({circle}), which would wait for itself"
-            )
-            raise AgentRunningError(agent_id, detail)
+        self._refuse_waiting_for_itself(agent_id, entry, name, agent_of_thread(self._core))
         if name in LIFECYCLE_CALLS:
             self._admit_control(agent_id, entry)
         else:
@@ -1809,6 +1939,28 @@ class Runtime:
             self._check_open()  # stopped by close(), not killed
             raise AgentNotFoundError(agent_id) from exc
         return result
+
+    def _refuse_waiting_for_itself(self, agent_id: str, entry: _Entry, name: str, caller: str | None) -> None:
+        """Raise ``AgentRunningError`` if asking ``agent_id`` from this thread would wait for itself.
+
+        ``caller``: the agent whose behavior runs on this thread (``agent_of_thread``), if any.
+        """
+        if entry.shared.thread is threading.current_thread():
+            # its own behavior: the ask would queue behind the message it is handling
+            detail = (
+                f"its own behavior called {name} on it through the runtime or a handle, which would "
+                "wait for itself: use ctx for its own state, and lifecycle calls from elsewhere"
+            )
+            raise AgentRunningError(agent_id, detail)
+        if caller is not None and (chain := self.bus.waits_for(agent_id, caller)) is not None:
+            # its behavior waits, itself or through others, for the reply of the behavior
+            # calling: the ask would queue behind that wait until call_timeout
+            circle = " -> ".join(map(repr, chain))
+            detail = (
+                f"the behavior of {caller!r} called {name} on it while it waits for that "
+                f"behavior's reply ({circle}), which would wait for itself"
+            )
+            raise AgentRunningError(agent_id, detail)
 
     # ------------------------------------------------------------- closing
 
