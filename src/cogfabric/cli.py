@@ -11,6 +11,7 @@ written (the group's help lists them).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import logging
@@ -154,9 +155,87 @@ _NO_VERIFY = click.option(
 )
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+def _fail(
+    message: str, code: int = EXIT_USAGE, *, error: BaseException | None = None, kind: str = ""
+) -> NoReturn:
+    """Say ``message`` on stderr and exit ``code``; with ``--json``, then the error object (``_say_error``).
+
+    ``error``: the exception it reports (its class is the object's ``kind``, its seq,
+    type and versions its fields); ``kind`` names it where there is none (else
+    ``UsageError`` for exit 2, ``Error`` for any other).
+    """
     _say(f"error: {message}")
+    _say_error(message, code, error=error, kind=kind)
     sys.exit(code)
+
+
+#: The commands that take ``--json``: given it, an error that leaves stdout without a JSON
+#: document adds one JSON line to stderr, ``{"error": {...}}`` (README, "The commands' JSON").
+_JSON_COMMANDS: Final = frozenset(
+    {"verify", "backup", "salvage", "verify-export", "inspect", "replay", "trace"}
+)
+
+#: Whether the command line asks for ``--json``, for an error met before (or after) the
+#: command's own options are at hand: a bad option, Ctrl-C. Set by ``_Commands.main``.
+_json_asked: contextvars.ContextVar[bool] = contextvars.ContextVar("cogfabric_json_asked", default=False)
+
+
+def _asks_for_json(args: Sequence[str]) -> bool:
+    """Whether ``args`` run a command of ``_JSON_COMMANDS`` with ``--json`` (before any ``--``)."""
+    words = list(args)
+    if "--" in words:
+        words = words[: words.index("--")]
+    command = next((word for word in words if not word.startswith("-")), None)
+    return command in _JSON_COMMANDS and "--json" in words
+
+
+def _json_errors() -> bool:
+    """Whether an error is also said as a JSON object: the command's ``--json``, as parsed where it was."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and "as_json" in ctx.params:
+        return bool(ctx.params["as_json"])
+    return _json_asked.get()
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _say_error(
+    message: str, code: int, *, error: BaseException | None = None, kind: str = "", seq: int | None = None
+) -> None:
+    """With ``--json``: the error as one line of JSON on stderr, after its ``error:`` line.
+
+    ``{"error": {"kind", "exit", "message", "seq", "type_name", "stored", "known"}}``:
+    ``kind`` the exception's class (``JournalNotFoundError``, ``JournalFormatError``,
+    ``JournalKeyError``, ``JournalRecordVersionError``, ...), or ``UsageError``,
+    ``JournalIntegrityError`` (a chain that fails, refused), ``OutputError``,
+    ``Interrupted``, ``Terminated``; ``exit`` the exit status; ``seq`` the record it names;
+    ``type_name``, ``stored`` and ``known`` an event type and its two versions (of a
+    record newer than this code), or for ``JournalFormatError`` the two formats (each
+    null where the error has none). Stdout is left as it is: empty.
+    """
+    if not _json_errors():
+        return
+    from cogfabric._audit import encode_json  # noqa: PLC0415
+
+    if not kind:
+        kind = (
+            type(error).__name__ if error is not None else ("UsageError" if code == EXIT_USAGE else "Error")
+        )
+    if seq is None:
+        seq = _int_or_none(getattr(error, "seq", None))
+    type_name = getattr(error, "type_name", None)
+    fields = {
+        "kind": kind,
+        "exit": code,
+        "message": message.encode("utf-8", "backslashreplace").decode(),  # a path's undecodable bytes
+        "seq": seq,
+        "type_name": type_name if isinstance(type_name, str) else None,
+        "stored": _int_or_none(getattr(error, "stored", None)),
+        "known": _int_or_none(getattr(error, "known", None)),
+    }
+    _say(encode_json({"error": fields}).decode())
 
 
 def _say(line: str) -> None:
@@ -202,6 +281,7 @@ class _Commands(click.Group):
         **extra: Any,  # noqa: ANN401 - click's own signature
     ) -> Any:  # noqa: ANN401 - click's own signature
         """Click's main, but a usage error that stderr cannot take still exits 2 (click's own exits 1)."""
+        _json_asked.set(_asks_for_json(sys.argv[1:] if args is None else args))
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -211,9 +291,14 @@ class _Commands(click.Group):
                 exc.show()
             except OSError:
                 _stderr_gone()
+            usage = isinstance(exc, click.UsageError)
+            _say_error(
+                exc.format_message(), exc.exit_code, kind="UsageError" if usage else type(exc).__name__
+            )
             sys.exit(exc.exit_code)
         except click.Abort:  # Ctrl-C before a command began (click's own exit 1 means a bad journal here)
             _say("interrupted")
+            _say_error("interrupted", EXIT_INTERRUPTED, kind="Interrupted")
             sys.exit(EXIT_INTERRUPTED)
         sys.exit(done if isinstance(done, int) else EXIT_OK)  # click's Exit code (--help), or a command's end
 
@@ -231,9 +316,11 @@ class _Commands(click.Group):
                 super().invoke(ctx)
         except _Terminated:
             _say("terminated")
+            _say_error("terminated", EXIT_TERMINATED, kind="Terminated")
             sys.exit(EXIT_TERMINATED)
         except KeyboardInterrupt:  # click's own "Aborted!" exits 1, which here means a bad journal
             _say("interrupted")
+            _say_error("interrupted", EXIT_INTERRUPTED, kind="Interrupted")
             sys.exit(EXIT_INTERRUPTED)
         except OSError as exc:
             _output_failed(exc)
@@ -362,7 +449,7 @@ def _output_failed(exc: OSError) -> NoReturn:
     if isinstance(exc, TimeoutError | cogfabric.CogfabricError):
         raise exc
     where = f" {exc.filename}" if exc.filename else ""
-    _fail(f"cannot write the output{where}: {exc.strerror or exc}")
+    _fail(f"cannot write the output{where}: {exc.strerror or exc}", kind="OutputError")
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -389,6 +476,8 @@ def main() -> None:
            (verify-export), or output it cannot write
       130  Ctrl-C; 143 SIGTERM
     Errors and warnings go to stderr: stdout holds only the output (--json too).
+    With --json, an error that leaves stdout empty ends stderr with one line
+    {"error": {"kind", "exit", "message", "seq", "type_name", "stored", "known"}}.
     """
 
 
@@ -669,10 +758,12 @@ def _check(opened: Any, *, skip: bool, upto: int | None = None) -> int:  # noqa:
     if not report.ok:
         # a problem of no one record (a missing chain head, a stream index naming no records) has no seq
         where = f" at seq {report.first_bad_seq}" if report.first_bad_seq is not None else ""
-        _say(
-            f"error: the journal fails verification{where}: {_printable(report.reason, backslash=False)}"
+        message = (
+            f"the journal fails verification{where}: {_printable(report.reason, backslash=False)}"
             "; refusing to read it (--no-verify reads it anyway)"
         )
+        _say(f"error: {message}")
+        _say_error(message, EXIT_PROBLEM, kind="JournalIntegrityError", seq=report.first_bad_seq)
         sys.exit(EXIT_PROBLEM)
     return int(report.head_seq)
 
@@ -696,7 +787,7 @@ def _fail_journal(exc: Exception, key: bytes | str | None) -> NoReturn:
     message = str(exc)
     if isinstance(exc, JournalKeyError) and key is None:
         message += " (pass it with --key-file or --key)"
-    _fail(message, _exit_code(exc))
+    _fail(message, _exit_code(exc), error=exc)
 
 
 def _journal_errors() -> tuple[type[Exception], ...]:
@@ -819,7 +910,7 @@ def backup(
             _working(f"copying {int(opened.last_seq):,} records to {_shown(dest)}")
             seq = opened.backup(dest, compact=not no_compact)
     except FileExistsError as exc:
-        _fail(str(exc))
+        _fail(str(exc), error=exc)
     except _journal_errors() as exc:
         if as_json and _exit_code(exc) == EXIT_PROBLEM:  # a damaged journal: a verdict, as verify's
             _refused_backup(str(exc), head_seq=None, size=None)
@@ -835,7 +926,7 @@ def backup(
             msg = f"backed up {seq} records to {dest}, which is kept, but could not verify it: {exc}"
             if as_json and _exit_code(exc) == EXIT_PROBLEM:
                 _refused_backup(msg, head_seq=seq, size=size)
-            _fail(msg, _exit_code(exc))
+            _fail(msg, _exit_code(exc), error=exc)
     ok = report is None or report.ok
     if as_json:
         verdict = {
@@ -934,9 +1025,9 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
     try:
         refuse_target(dest, "salvage into", journal)
     except FileExistsError as exc:
-        _fail(str(exc))
+        _fail(str(exc), error=exc)
     except _journal_errors() as exc:  # DEST cannot be looked at, or is a mount point
-        _fail(str(exc))
+        _fail(str(exc), error=exc)
     plan = _SalvagePlan(journal, until, as_json=as_json)
     opened_at_all = False
     try:
@@ -958,9 +1049,12 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
     except SalvageMismatchError as exc:
         plan.refused(exc.seq, plan.mismatch(exc, dest))
     except FileExistsError as exc:
-        _fail(str(exc))
+        _fail(str(exc), error=exc)
     except AuditAccessError as exc:  # no --copy here: salvage a copy of the directory instead
-        _fail(f"{str(exc).partition('; rerun with --copy')[0]}; salvage a copy of its directory (cp -a)")
+        _fail(
+            f"{str(exc).partition('; rerun with --copy')[0]}; salvage a copy of its directory (cp -a)",
+            error=exc,
+        )
     except _journal_errors() as exc:
         if _exit_code(exc) != EXIT_PROBLEM:
             _fail_journal(exc, key)
