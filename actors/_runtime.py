@@ -474,7 +474,7 @@ class Runtime:
         record decodes (as ``cogfabric verify`` does; that command also replays each
         snapshot's stream to compare, which recovery, trusting each snapshot's own hash,
         does not); ``"tail"`` checks
-        the chain head, each stream's head (where recovery starts to read the stream)
+        the chain head, every stream's head (where recovery and appends start from the stream)
         and every record recovery replays: from the earliest of the live
         agents' latest snapshots, or from the first record of a live agent without one
         or of a live session (a live session's stream is replayed whole: sessions have

@@ -20,7 +20,19 @@ from cogfabric.events import MAX_VALUE_DEPTH, EventError
 from cogfabric.events._codec import nests_too_deeply
 
 from ._journal import UNDECODABLE, VerifyReport
-from ._record import CHAIN_LEN, HEAD_LEN, event_id, head_value, is_name, last_seq_of, parts, summary
+from ._record import (
+    CHAIN_LEN,
+    HEAD_LEN,
+    event_id,
+    head_value,
+    is_name,
+    last_seq_of,
+    link_of,
+    of_stream,
+    parts,
+    stream_part,
+    summary,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -79,7 +91,11 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
     if after == 0:
         problem = _stray_first_key(journal) or _verify_indexes(journal, state, last)
     else:
-        problem = _stream_name_problem(state.streams) or _tail_heads_problem(journal, state, last)
+        problem = (
+            _stream_name_problem(state.streams)
+            or _tail_heads_problem(journal, state, last)
+            or _other_heads_problem(journal, state.streams, last)
+        )
     if problem is not None:
         return VerifyReport(False, state.checked, problem[0], problem[1], last)
     return VerifyReport(True, state.checked, None, "", last)
@@ -144,11 +160,8 @@ def _tail_heads_problem(
     stream's first record as its head says (else the walk would stop there, silently
     leaving out the records before it). A head past ``last`` (a record appended since the
     scan) must name a record of its stream, as in a full check: a reader and an append
-    refuse one that names none. Three lookups per stream in the tail at most.
-
-    The heads of streams with no record in the tail are not looked at: one set back to an
-    earlier record of its stream is found by a full check only (a read of the stream then
-    leaves out the records after it, and the next append to it links past them).
+    refuse one that names none. Three lookups per stream in the tail at most. The heads of
+    the other streams, and every head's count, ``_other_heads_problem`` checks.
     """
     streams = state.streams
     with journal._lock:
@@ -171,6 +184,158 @@ def _tail_heads_problem(
             why = f"the record links to no earlier record, but the stream index has {name!r} start before it"
             problems.append((known[2], why))
     return min(problems, default=None)
+
+
+def _other_heads_problem(
+    journal: LmdbJournal, seen: dict[bytes, list[int]], last: int
+) -> tuple[int | None, str] | None:
+    """In a tail check, the head of each stream the tail holds no record of must fit its records too.
+
+    Such a stream is still read from its head (an ended session, a killed agent, the bus),
+    and appended to from it: a head set back would hide the records after it, and the
+    next append would link past them, so the journal failed a full check there for good.
+    Its head must name a record of its stream; its first seq a record of its stream that
+    links to none; the stream may have no anchor past its head, and one (at its 64th
+    record) exactly when it counts 64 records or more; and the records its count puts
+    after its last anchor (or from its first record) must fit at distinct seqs up to its
+    head. The counts of all the heads, the tail's streams' too, must add up to the
+    journal's records: a head removed, or set back with its count, leaves them short. One
+    pass over the heads, three lookups each at most, in one snapshot; only on a failure
+    are the records read (``_located_heads_problem``, ``_locate_anchor_problem``), to name
+    what a full check names.
+
+    Not found: a head set back to a record after its stream's last anchor with its count
+    kept, where the records after that anchor are spread out enough that the count still
+    fits (only a walk of up to 63 of them would tell), nor counts moved between heads by
+    multiples of 64. A full check finds both.
+    """
+    with journal._lock:
+        found = journal._txn_call(lambda: _other_heads(journal, seen))
+    if found is None:
+        return None
+    with journal._lock:
+        located = journal._txn_call(lambda: _located_heads_problem(journal, last))
+    if located is None:
+        anchor = _locate_anchor_problem(journal, last)  # an anchor past a head that fits
+        located = anchor if anchor[0] is not None else None
+    if located is not None:
+        return located
+    seq, why = found
+    return (seq if seq is not None and 0 < seq <= last else None), why
+
+
+def _other_heads(journal: LmdbJournal, seen: dict[bytes, list[int]]) -> tuple[int | None, str] | None:
+    """The first problem of a head of a stream not in ``seen``, or of the heads' counts (see above)."""
+    with journal._env.begin() as txn:
+        events = txn.cursor(db=journal._db_events)
+        now = last_seq_of(events.key(), journal.path) if events.last() else 0
+        anchors = txn.cursor(db=journal._db_anchors)
+        total = 0
+        for key, value in txn.cursor(db=journal._db_heads).iternext():
+            total += int.from_bytes(value[8:16], "big")
+            stream_raw = bytes(key)
+            if stream_raw not in seen:
+                problem = _other_head_problem(txn, journal, anchors, stream_raw, bytes(value))
+                if problem is not None:
+                    return problem
+    if total != now:
+        return None, f"the stream index's heads count {total} records, but the journal holds {now}"
+    return None
+
+
+def _other_head_problem(
+    txn: lmdb.Transaction[bytes],
+    journal: LmdbJournal,
+    anchors: lmdb.Cursor[bytes],
+    stream_raw: bytes,
+    value: bytes,
+) -> tuple[int | None, str] | None:
+    """What is wrong with the head of a stream that has no record in the tail (None: nothing seen)."""
+    name = stream_raw.decode(errors="replace")
+    head_last = int.from_bytes(value[:8], "big")
+    if not is_name(stream_raw):
+        return head_last, f"the stream index names stream {name!r}, which has no records"
+    part = stream_part(stream_raw)
+    record = txn.get(value[:8], db=journal._db_events) if len(value) >= _SEQ_LEN else None
+    if record is None or not of_stream(record, part):
+        return head_last, f"the stream index's head of {name!r} names no record of it"
+    if _head_fits(txn, journal, anchors, stream_raw, value, part=part):
+        return None
+    return head_last, f"the stream index's head of {name!r} does not match its records"
+
+
+def _head_fits(
+    txn: lmdb.Transaction[bytes],
+    journal: LmdbJournal,
+    anchors: lmdb.Cursor[bytes],
+    stream_raw: bytes,
+    value: bytes,
+    *,
+    part: bytes,
+) -> bool:
+    """Whether a head's first seq, count and anchors fit its last seq (a record of its stream)."""
+    head_last = int.from_bytes(value[:8], "big")
+    count = int.from_bytes(value[8:16], "big")
+    if len(value) != _HEAD_LEN or not 0 < count <= head_last or value[16:] > value[:8]:
+        return False
+    first = txn.get(value[16:], db=journal._db_events)
+    if first is None or not of_stream(first, part) or link_of(first):
+        return False
+    prefix = stream_raw + b"\0"
+    if anchors.set_range(prefix + value[:8] + b"\0"):
+        if _is_anchor_of(anchors.key(), prefix):
+            return False  # an anchor past its head: set back past it
+        below = anchors.prev()
+    else:
+        below = anchors.last()
+    key = anchors.key() if below else b""
+    anchor = int.from_bytes(key[-8:], "big") if _is_anchor_of(key, prefix) else 0
+    if (count >= _ANCHOR_EVERY) != bool(anchor):
+        return False  # an anchor at its 64th record, and one only then
+    # the records its count puts after that anchor (or after its first) take distinct seqs up to its head
+    after = count % _ANCHOR_EVERY if anchor else count - 1
+    base = anchor or int.from_bytes(value[16:], "big")
+    return head_last - base >= after and (head_last == base) == (not after)
+
+
+def _is_anchor_of(key: bytes, prefix: bytes) -> bool:
+    return key.startswith(prefix) and len(key) == len(prefix) + _SEQ_LEN
+
+
+def _located_heads_problem(journal: LmdbJournal, last: int) -> tuple[int | None, str] | None:
+    """What a full check says of the heads (slow: reads every record up to ``last``; on a failure only).
+
+    None if it finds nothing wrong with them (an anchor, say, was what did not fit).
+    """
+    streams: dict[bytes, list[int]] = {}
+    limit = _seq_key(last)
+    with journal._env.begin() as txn:
+        expected = 1
+        for key, value in txn.cursor(db=journal._db_events).iternext():
+            if key > limit:
+                break
+            if key != _seq_key(expected):
+                return expected, f"record {expected} is missing"
+            stream_raw = _stream_of(value)
+            if stream_raw is None:
+                return expected, "the record's framing is malformed"
+            known = streams.get(stream_raw)
+            if known is None:
+                streams[stream_raw] = [expected, 1, expected]
+            else:
+                known[0], known[1] = expected, known[1] + 1
+            expected += 1
+        events = txn.cursor(db=journal._db_events)
+        now = events.key() if events.last() else _seq_key(0)
+        heads = _HeadsCheck(streams, last)
+        for key, value in txn.cursor(db=journal._db_heads).iternext():
+            if value[:8] > limit and not _names_record_of(txn, journal, value[:8], key, now):
+                return (
+                    None,
+                    f"the stream index's head of {key.decode(errors='replace')!r} names no record of it",
+                )
+            heads.see(bytes(key), bytes(value))
+        return heads.problem(txn, journal._db_heads)
 
 
 def _heads_of(
