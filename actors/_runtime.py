@@ -1368,18 +1368,41 @@ class Runtime:
                     self._admit(
                         agent_id, entry, max(0.0, deadline - time.monotonic()) if wait_for_room else 0.0
                     )
+                    asked.append((agent_id, self._ask_current(agent_id, entry, message)))
                 except MailboxFullError:
                     if wait_for_room:
                         raise
                     full.append((agent_id, entry))
-                    continue
                 except AgentNotFoundError:
                     if not every:
                         raise
                     del results[agent_id]
-                    continue
-                asked.append((agent_id, entry.ref.ask(message, block=False)))
         return asked
+
+    def _ask_current(self, agent_id: str, entry: _Entry, message: tuple[Any, ...]) -> pykka.Future[Any]:
+        """Ask ``message`` (its mailbox slot taken) of ``entry``'s actor, if still ``agent_id``'s.
+
+        Under the runtime's lock, as ``_tell_current`` tells: a kill's or ``close()``'s stop
+        is queued only after its entry is marked, so the message goes before the stop and
+        is answered (a killed agent refuses it). Pykka's own ask checks that the actor
+        lives, then queues: a stop that ended the actor in between would leave the message
+        unanswered, and its reader waiting out its timeout for an agent long gone.
+
+        Raises:
+            AgentNotFoundError: it was killed; the slot is given back.
+            RuntimeClosedError: ``close()`` asked its actor to stop.
+
+        """
+        with self._lock:
+            if (
+                not entry.killed
+                and not entry.stop_asked
+                and (self._agents.get(agent_id) is entry or self._closed)
+            ):
+                return entry.ref.ask(message, block=False)
+        entry.shared.slots.release()
+        self._check_open()
+        raise AgentNotFoundError(agent_id)
 
     def suspend(self, agent_id: str) -> None:
         """Suspend an agent; idempotent. Raises ``AgentRetiredError`` for a retired one.
