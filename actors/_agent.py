@@ -84,6 +84,8 @@ _KIND_NAMES: Final = {CALL: "a call", IPC: "a message", PUBLISH: "a publish", PA
 """What a log line calls each kind of mailbox entry."""
 LIFECYCLE_CALLS: Final = frozenset({"suspend", "resume", "retire", "recover", "kill"})
 """The operations whose ``(CALL, name, args)`` message takes a lifecycle slot (``acquire_control``)."""
+READS: Final = frozenset({"task_context", "private", "context_view", "cognitive_state"})
+"""The operations that change nothing: an idle agent's answer is read without a message (``read_now``)."""
 # Read once: every access to an enum member through its class is an attribute lookup
 # through the enum's descriptor, a cost on each message that reads them.
 _RUNNING: Final = AgentState.RUNNING
@@ -475,7 +477,7 @@ ASK: Final = object()
 """What ``Shared.read_now`` answers when the agent cannot be read off its thread: ask its actor."""
 
 
-def _ask_instead(_name: str) -> object:
+def _ask_instead(_name: str, *_args: object) -> object:
     """``Shared.read_now`` before the actor runs and after it stopped: only a message can tell."""
     return ASK
 
@@ -500,9 +502,9 @@ class Shared:
         self.flush_outbox: Callable[[], object] = _nothing
         """Hands over the agent's batched changes (its behavior's flush); under the agent's lock,
         so another thread may call it too, as ``ctx.flush`` does (``Runtime.last_checkpoint``)."""
-        self.read_now: Callable[[str], object] = _ask_instead
+        self.read_now: Callable[..., object] = _ask_instead
         """Runs a read operation on the calling thread while the agent is idle, or answers
-        ``ASK`` (``AgentActor.read_now``; ``Runtime.context_views``)."""
+        ``ASK`` (``AgentActor.read_now``; ``Runtime.context_views``, a handle's reads)."""
         self.stale = False
         """True from a commit the agent stopped waiting for until it has taken the journal's
         word for its state (``AgentActor._catch_up``): ``Runtime.flush`` waits for that."""
@@ -1125,8 +1127,8 @@ class AgentActor(pykka.ThreadingActor):
         """Hand what is waiting to the writer now (before a message leaves this agent)."""
         self._flush_outbox()
 
-    def read_now(self, name: str) -> object:
-        """Read operation ``name`` (``context_view``, ``cognitive_state``) on the calling thread, if idle.
+    def read_now(self, name: str, *args: object) -> object:
+        """Read operation ``name`` (one of ``READS``) on the calling thread, if idle.
 
         What the same call asked of the actor would answer now, without a message: the
         agent handles no message (``busy`` is set under this lock before a message
@@ -1135,7 +1137,8 @@ class AgentActor(pykka.ThreadingActor):
         fail-stop it has not seen), is not killed and its runtime not closing. Otherwise,
         or while another thread holds the agent's lock (a kept ctx's change waiting for
         its commit), ``ASK``: the caller asks the actor, which answers in mailbox order.
-        The lock is only tried, never waited for.
+        The lock is only tried, never waited for. What the operation raises (a private
+        key that is no ``str``) is raised here, as the actor would raise it to the caller.
         """
         lock = self._foreign_lock
         if not lock.acquire(blocking=False):
@@ -1152,7 +1155,7 @@ class AgentActor(pykka.ThreadingActor):
                 or (writer is not None and writer._failure is not None and not self._saw_failure)  # noqa: SLF001
             ):
                 return ASK
-            result: object = getattr(self, "op_" + name)()
+            result: object = getattr(self, "op_" + name)(*args)
             return result
         finally:
             lock.release()

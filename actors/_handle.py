@@ -57,7 +57,9 @@ class ContextView:
 class Agent:
     """A handle on one agent. Values in and out are deep copies.
 
-    Every method is a call into the agent's actor, in its mailbox order, and raises
+    Every method is a call into the agent's actor, in its mailbox order (a read of an
+    agent idle with an empty mailbox is answered on the calling thread instead, under the
+    agent's lock, as the actor would answer it then: ``AgentActor.read_now``), and raises
     ``AgentNotFoundError`` once the agent it was given is gone (killed; a new agent
     spawned with its id is another one), ``RuntimeClosedError`` once the runtime is
     closed, ``MailboxFullError`` when the mailbox stays full for ``call_timeout``,

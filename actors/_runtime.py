@@ -46,6 +46,7 @@ from ._agent import (
     CALL,
     LIFECYCLE_CALLS,
     PUBLISH,
+    READS,
     AgentActor,
     FanOut,
     InFlight,
@@ -1938,7 +1939,8 @@ class Runtime:
         wait for room: a kill must reach an agent whose mailbox its own busy behavior
         keeps full. A caller that timed out may call again, so a mailbox holds
         ``CONTROL_EXTRA`` lifecycle calls at most (``MailboxSlots.acquire_control``);
-        past that the next one waits for one of them to be handled.
+        past that the next one waits for one of them to be handled. A read (``READS``) of
+        an agent idle with an empty mailbox is answered on this thread (``read_now``).
         """
         if incarnation is None:  # a lifecycle call or the bus: the id as given, named by its text
             agent_id = require_str(agent_id, "agent_id")
@@ -1946,6 +1948,8 @@ class Runtime:
         else:  # a handle: its agent's own id
             entry = self._incarnation(agent_id, incarnation)
         self._refuse_waiting_for_itself(agent_id, entry, name, agent_of_thread(self._core))
+        if name in READS and (answer := entry.shared.read_now(name, *args)) is not ASK:
+            return answer  # idle, its mailbox empty: what the actor would answer now
         if name in LIFECYCLE_CALLS:
             self._admit_control(agent_id, entry)
         else:

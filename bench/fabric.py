@@ -46,6 +46,14 @@ the median):
 * Handle path: ``runtime.agent(id).set_private(k, v)`` from 1, 4 and 16 caller threads,
   each thread on its own agent, in both durabilities; timed until ``runtime.flush()``
   returns, so batch figures count durable changes too. Ratios are against one thread.
+* Reading every agent after a round (``round-read``): 1,000 idle agents of one task, each
+  with a task context and two private keys its behavior set in the round (one broadcast,
+  then ``runtime.settle()``), memory-only and with a journal in batch durability. Side by
+  side in the same runtime, ``--round-read-passes`` passes each, interleaved: the
+  per-agent handle loop (``runtime.agent(a).context_view()`` for each agent) and
+  ``runtime.context_views()``; the same for ``cognitive_state()`` and
+  ``runtime.cognitive_states()``; and a handle loop of ``private(key)``. Each pass is
+  checked to read what the round left. Ratios are against the handle loop.
 * Spawning 10,000 agents with ``runtime.spawn_many`` (or ``runtime.spawn`` from 8 threads
   where it is missing; the row says which), sync durability: the time until it returns,
   and the growth of the peak RSS it causes (``VmHWM`` of /proc/self/status, not
@@ -70,6 +78,7 @@ Run it from the repository root::
     .venv/bin/python bench/fabric.py               # full size
     .venv/bin/python bench/fabric.py --quick       # small counts, under a minute
     .venv/bin/python bench/fabric.py --only ring-batch,recovery --repeat 5 --json out.json
+    .venv/bin/python bench/fabric.py --only round-read --repeat 5
 
 ``--dir`` chooses where the temporary directories go: it must be a real disk (not tmpfs)
 for synced commits to mean anything. Figures are noisy on shared machines; ratios
@@ -131,7 +140,7 @@ SNAPSHOT_EVERY: Final = 200
 RECOVERY_BATCH: Final = 10_000
 SPAWN_THREADS: Final = 8
 HANDLE_THREADS: Final = (1, 4, 16)
-GROUPS: Final = ("ring-batch", "ring-sync", "handle", "spawn", "fanout", "recovery")
+GROUPS: Final = ("ring-batch", "ring-sync", "handle", "round-read", "spawn", "fanout", "recovery")
 
 TARGET_RING_BATCH_RATIO: Final = 0.25
 TARGET_RING_SYNC_RATE: Final = 5_000.0
@@ -160,6 +169,8 @@ class Settings:
     ring_sync_hops: int
     handle_ops: int
     handle_sync_ops: int
+    round_read_agents: int
+    round_read_passes: int
     spawn_agents: int
     fanout_agents: int
     recovery_agents: int
@@ -180,6 +191,8 @@ def _build_parser() -> argparse.ArgumentParser:
     add("--ring-sync-hops", type=positive, default=None, help="deliveries per token, sync ring (20)")
     add("--handle-ops", type=positive, default=None, help="set_private calls per batch run (40,000)")
     add("--handle-sync-ops", type=positive, default=None, help="set_private calls per sync run (3,000)")
+    add("--round-read-agents", type=positive, default=None, help="idle agents read after a round (1,000)")
+    add("--round-read-passes", type=positive, default=None, help="passes of each read per run (5)")
     add("--spawn-agents", type=positive, default=None, help="agents spawned at once (10,000)")
     add("--fanout-agents", type=positive, default=None, help="recipients of the largest fan-out (10,000)")
     add("--recovery-agents", type=positive, default=None, help="agents of the recovery journal (1,000)")
@@ -222,6 +235,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, Path | None
         ring_sync_hops=pick(args.ring_sync_hops, 20, 5),
         handle_ops=pick(args.handle_ops, 40_000, 2_000),
         handle_sync_ops=pick(args.handle_sync_ops, 3_000, 200),
+        round_read_agents=pick(args.round_read_agents, 1_000, 200),
+        round_read_passes=pick(args.round_read_passes, 5, 2),
         spawn_agents=pick(args.spawn_agents, 10_000, 1_000),
         fanout_agents=pick(args.fanout_agents, 10_000, 500),
         recovery_agents=pick(args.recovery_agents, 1_000, 100),
@@ -697,6 +712,114 @@ def handle_path(durability: Durability, threads: int, ops: int) -> Timed:
         return Sample(seconds, {"changes": per_thread * threads})
 
     return run
+
+
+# ------------------------------------------------------------------ reading after a round
+
+
+class RoundBehavior:
+    """One round's work: the round and who called it, in two private keys."""
+
+    def on_message(self, ctx: AgentContext, message: IpcMessage) -> None:
+        ctx.set_private("round", message.payload)
+        ctx.set_private("last", {"topic": message.topic, "from": message.sender})
+
+
+ROUND_READS: Final = ("handle_views", "context_views", "handle_states", "cognitive_states", "handle_private")
+"""The reads ``round_read`` times, each a pass over every agent (``ROUND_READ_LABELS``)."""
+
+ROUND_READ_LABELS: Final = {
+    "handle_views": "runtime.agent(a).context_view() each",
+    "context_views": "runtime.context_views()",
+    "handle_states": "runtime.agent(a).cognitive_state() each",
+    "cognitive_states": "runtime.cognitive_states()",
+    "handle_private": "runtime.agent(a).private(key) each",
+}
+
+
+def round_read(agents: int, passes: int, *, memory: bool, timeout: float) -> Timed:
+    """Every agent's state read after a round: the handle loop and the runtime's bulk reads.
+
+    ``agents`` agents of one task, each with a task context; one broadcast has each
+    behavior set two private keys, then ``settle()``: every agent idle, its mailbox
+    empty. Then ``passes`` rounds of reads, each read a pass over every agent, in
+    ``ROUND_READS`` order within a round, each timed alone after a ``gc.collect()``
+    (extras ``<read>_seconds``, summed over the rounds). The sample's own seconds are their sum. Each pass's
+    answers are checked against what the round left.
+    """
+
+    def run(path: Path) -> Sample:
+        ids = [f"r{i:05d}" for i in range(agents)]
+        context = {"goal": {"text": "find X", "deadline": "friday"}, "peers": ids[:8]}
+        specs = [{"agent_id": a, "task_id": "sim", "behavior": "round", "task_context": context} for a in ids]
+        where = None if memory else path / "journal"
+        behaviors = {"round": RoundBehavior}
+        with Runtime.open(where, config=runtime_settings("batch"), behaviors=behaviors) as runtime:
+            spawn_agents(runtime, specs)
+            for agent_id in ids:
+                runtime.bus.subscribe(agent_id, "round")
+            runtime.bus.broadcast("driver", "round", 1)
+            runtime.settle(timeout)
+            reads: dict[str, Callable[[], object]] = {
+                "handle_views": lambda: {a: runtime.agent(a).context_view() for a in ids},
+                "context_views": runtime.context_views,
+                "handle_states": lambda: {a: runtime.agent(a).cognitive_state() for a in ids},
+                "cognitive_states": runtime.cognitive_states,
+                "handle_private": lambda: {a: runtime.agent(a).private("round") for a in ids},
+            }
+            seconds = dict.fromkeys(ROUND_READS, 0.0)
+            for _ in range(passes):
+                answers: dict[str, object] = {}
+                for name in ROUND_READS:
+                    gc.collect()  # the garbage of the read before is not this one's to collect
+                    start = time.perf_counter()
+                    answers[name] = reads[name]()
+                    seconds[name] += time.perf_counter() - start
+                _check_round(answers, ids)
+        return Sample(
+            sum(seconds.values()),
+            {"reads": agents * passes},
+            {f"{name}_seconds": took for name, took in seconds.items()},
+        )
+
+    return run
+
+
+def _check_round(answers: dict[str, Any], ids: list[str]) -> None:
+    """Raise ``FabricBroken`` unless every read of a pass found what the round left, in ``ids`` order."""
+    views, states = answers["context_views"], answers["cognitive_states"]
+    last = {"topic": "round", "from": "driver"}
+    wrong = (
+        list(views) != ids
+        or views != answers["handle_views"]
+        or states != answers["handle_states"]
+        or any(dict(view.private) != {"round": 1, "last": last} for view in views.values())
+        or set(answers["handle_private"].values()) != {1}
+    )
+    if wrong:
+        msg = "round read: a read did not show what the round left"
+        raise FabricBroken(msg)
+
+
+def round_read_workloads(s: Settings) -> list[Workload]:
+    """The reads after a round, memory-only and journaled: one workload each, a row a read."""
+    out: list[Workload] = []
+    n = s.round_read_agents
+    for memory in (True, False):
+        kind = "memory-only" if memory else "batch"
+        base = f"round read, {n:,} idle agents, {kind}"
+        rows = []
+        for name in ROUND_READS:
+            reference = ""
+            if name == "context_views":
+                reference = f"{base}: {ROUND_READ_LABELS['handle_views']}"
+            elif name == "cognitive_states":
+                reference = f"{base}: {ROUND_READ_LABELS['handle_states']}"
+            label = f"{base}: {ROUND_READ_LABELS[name]}"
+            rows.append(RowSpec(label, "reads", reference, seconds=f"{name}_seconds"))
+        timed = round_read(n, s.round_read_passes, memory=memory, timeout=s.timeout)
+        out.append(Workload(base, "round-read", timed, tuple(rows)))
+    return out
 
 
 # ------------------------------------------------------------------ spawning
@@ -1213,6 +1336,8 @@ def build_workloads(settings: Settings, methods: list[str], recovery_dir: Path |
                 ref = "" if threads == 1 else one
                 timed = handle_path(durability, threads, ops)
                 out.append(Workload(label, "handle", timed, (RowSpec(label, "changes", ref),)))
+    if "round-read" in s.only:
+        out.extend(round_read_workloads(s))
     if "spawn" in s.only:
         label = f"spawn {s.spawn_agents:,} agents, sync"
 

@@ -19,7 +19,7 @@ TINY = {
     "journal_append.py": "--events 2000 --single-events 10 --hash-records 2000 --repeat 2 --ablate",
     "fabric.py": (
         "--ring-batch-agents 4 --ring-batch-hops 10 --ring-sync-agents 4 --ring-sync-hops 5"
-        " --handle-ops 200 --handle-sync-ops 20 --spawn-agents 20 --fanout-agents 20"
+        " --handle-ops 200 --handle-sync-ops 20 --round-read-agents 4 --spawn-agents 20 --fanout-agents 20"
         " --recovery-agents 4 --recovery-events 2000 --repeat 1 --timeout 120"
     ),
     "sessions.py": (

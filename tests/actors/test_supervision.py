@@ -1486,7 +1486,7 @@ class TestBehaviors:
             try:
                 return dispatch(actor, kind, message)
             finally:
-                if hold.is_set() and message[:2] == (CALL, "private"):
+                if hold.is_set() and message[:2] == (CALL, "checkpoint_cognitive"):
                     hold.clear()
                     at_end.set()
                     assert done.wait(10)
@@ -1497,9 +1497,10 @@ class TestBehaviors:
             rt.bus.request("x", "a", "keep", timeout=10)
             monkeypatch.setattr(AgentActor, "_dispatch", dispatch_then_hold)
             hold.set()
-            reader = threading.Thread(target=rt.agent("a").private, args=("k",))
+            # a call that is a message (a read of an idle agent is answered without one)
+            reader = threading.Thread(target=rt.agent("a").checkpoint_cognitive)
             reader.start()
-            assert at_end.wait(10)  # the handle's read is handled and handed over; not yet idle
+            assert at_end.wait(10)  # the handle's call is handled and handed over; not yet idle
             writer = threading.Thread(target=kept[0].set_private, args=("k", "kept"))
             writer.start()
             writer.join(10)
