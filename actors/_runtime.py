@@ -1380,7 +1380,9 @@ class Runtime:
                     del results[agent_id]
         return asked
 
-    def _ask_current(self, agent_id: str, entry: _Entry, message: tuple[Any, ...]) -> pykka.Future[Any]:
+    def _ask_current(
+        self, agent_id: str, entry: _Entry, message: tuple[Any, ...], *, control: bool = False
+    ) -> pykka.Future[Any]:
         """Ask ``message`` (its mailbox slot taken) of ``entry``'s actor, if still ``agent_id``'s.
 
         Under the runtime's lock, as ``_tell_current`` tells: a kill's or ``close()``'s stop
@@ -1388,6 +1390,8 @@ class Runtime:
         is answered (a killed agent refuses it). Pykka's own ask checks that the actor
         lives, then queues: a stop that ended the actor in between would leave the message
         unanswered, and its reader waiting out its timeout for an agent long gone.
+
+        ``control``: the slot is a lifecycle call's (``acquire_control``), given back as such.
 
         Raises:
             AgentNotFoundError: it was killed; the slot is given back.
@@ -1400,8 +1404,14 @@ class Runtime:
                 and not entry.stop_asked
                 and (self._agents.get(agent_id) is entry or self._closed)
             ):
-                return entry.ref.ask(message, block=False)
-        entry.shared.slots.release()
+                with contextlib.suppress(pykka.ActorDeadError):  # as _tell_current: then it is gone
+                    return entry.ref.ask(message, block=False)
+        slots = entry.shared.slots
+        if control:  # given back, and no longer in flight
+            slots.release_control()
+            slots.handled()
+        else:
+            slots.release()
         self._check_open()
         raise AgentNotFoundError(agent_id)
 
@@ -1955,7 +1965,9 @@ class Runtime:
         else:
             self._admit(agent_id, entry)
         try:
-            result = entry.ref.ask((CALL, name, args), timeout=self._core.call_timeout)
+            # asked while still its id's, before a kill's stop (not lost behind it)
+            future = self._ask_current(agent_id, entry, (CALL, name, args), control=name in LIFECYCLE_CALLS)
+            result = future.get(timeout=self._core.call_timeout)
         except pykka.Timeout as exc:
             msg = (
                 f"agent {agent_id!r} did not answer {name} within {self._core.call_timeout} s; the call "
