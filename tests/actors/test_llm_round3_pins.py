@@ -31,7 +31,7 @@ from cogfabric.events import IpcMessage, LlmCallFailed, LlmOutputRecorded, Messa
 
 from .test_llm_key_leaks import KEY, _answer, _Raw
 from .test_llm_pins import _events
-from .test_supervision import _output_records, _short_call_timeout, _stall
+from .test_supervision import _output_records, _short_call_timeout_once_answered, _stall
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -102,7 +102,8 @@ def test_a_timed_out_turns_answer_keeps_the_turns_id(tmp_path: Path) -> None:
         runtime.memory.add_structured_message(session, Message(role="user", content="hi", turn_id="t1"))
         gate = _stall(runtime, _output_records)
         try:
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+            # short once the provider answered: the turn's question keeps the runtime's own
+            with _short_call_timeout_once_answered(runtime, provider, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.llm().turn(session, "question")
         finally:
             gate.set()

@@ -23,7 +23,7 @@ from cogfabric.actors import (
 from cogfabric.actors._memory import _Op
 from cogfabric.events import IpcMessage, Message
 from cogfabric.store import JournalError
-from tests.actors.test_supervision import _output_records, _short_call_timeout, _stall
+from tests.actors.test_supervision import _output_records, _short_call_timeout_once_answered, _stall
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -170,7 +170,8 @@ def test_a_timed_out_turns_answer_that_cannot_be_queued_names_its_session(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.WARNING, logger="cogfabric")
-    with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=ScriptedProvider(["answer"])) as rt:
+    provider = ScriptedProvider(["answer"])
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), llm_provider=provider) as rt:
         session = rt.memory.create_session("u")
 
         def closed(*args: object) -> None:  # noqa: ARG001 - _add_later's arguments
@@ -180,7 +181,8 @@ def test_a_timed_out_turns_answer_that_cannot_be_queued_names_its_session(
         monkeypatch.setattr(rt.memory, "_add_later", closed)
         gate = _stall(rt, _output_records)
         try:
-            with _short_call_timeout(rt, 0.2), pytest.raises(ActorTimeoutError):
+            # short once the provider answered: the turn's question keeps the runtime's own
+            with _short_call_timeout_once_answered(rt, provider, 0.2), pytest.raises(ActorTimeoutError):
                 rt.llm().turn(session, "question")
         finally:
             gate.set()

@@ -321,6 +321,30 @@ def _short_call_timeout(runtime: Runtime, seconds: float) -> Iterator[None]:
         core.call_timeout = kept
 
 
+@contextlib.contextmanager
+def _short_call_timeout_once_answered(runtime: Runtime, provider: Any, seconds: float) -> Iterator[None]:
+    """``call_timeout`` is ``seconds`` from when ``provider`` answers on: for a turn's output record.
+
+    The turn's user message (and what the provider does before it answers) keeps the
+    runtime's own, as ``_short_call_timeout`` keeps it for the set-up: only the output
+    record's commit, the one a test stalls, is meant to time out.
+    """
+    core = runtime._core
+    kept, generate = core.call_timeout, provider.generate
+
+    def answered(prompt: str, **params: Any) -> str:
+        output: str = generate(prompt, **params)
+        core.call_timeout = seconds
+        return output
+
+    provider.generate = answered
+    try:
+        yield
+    finally:
+        del provider.generate
+        core.call_timeout = kept
+
+
 class TestSpawnMany:
     def test_many_spawns_share_one_commit(self, tmp_path: Path) -> None:
         with _open(tmp_path / "j") as runtime:
@@ -2871,10 +2895,10 @@ class TestLiveMatchesReplay:
     def test_a_sync_change_whose_commit_timed_out_is_taken_from_the_journal_afterwards(
         self, tmp_path: Path
     ) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent = runtime.spawn("a")
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 agent.set_private("k", 1)  # handed over; the commit is stuck behind the gate
             gate.set()
             runtime.flush()  # now it is stored
@@ -3066,9 +3090,11 @@ def _endings(path: Path, topic: str) -> tuple[list[str], list[IpcDelivered]]:
 
 class TestTimedOutCallsFinishLate:
     def test_a_spawn_whose_commit_timed_out_starts_its_agent_once_stored(self, tmp_path: Path) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        # Here and below, only the call meant to time out has the short call_timeout: what
+        # comes after the stall waits for its commit too, which a loaded machine may slow.
+        with _open(tmp_path / "j") as runtime:
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.spawn("b")
             with pytest.raises(AgentExistsError):
                 runtime.spawn("b")  # the id stays reserved: no second AgentSpawned
@@ -3084,10 +3110,10 @@ class TestTimedOutCallsFinishLate:
     def test_a_spawn_that_timed_out_with_no_thread_left_to_finish_it_stops_its_agents(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             gate = _stall(runtime)
             _no_late_threads(monkeypatch)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.spawn("b")
             monkeypatch.undo()
             gate.set()
@@ -3109,7 +3135,7 @@ class TestTimedOutCallsFinishLate:
         # returned without waiting for it, so agents() or a task layer right after it
         # did not show what the journal held. Here the helper thread only goes on once
         # the flush has seen the writer commit, as a loaded machine may schedule it.
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             runtime.spawn("a", task_id="t", task_context={"v": 0})
             writer = runtime._core.writer
             assert writer is not None
@@ -3134,7 +3160,7 @@ class TestTimedOutCallsFinishLate:
                 "publication": lambda: runtime.publish_task_context("t", {"v": "published"}),
             }
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 calls[call]()
             gate.set()
             runtime.flush()
@@ -3152,7 +3178,7 @@ class TestTimedOutCallsFinishLate:
         # registration runs a whole flush on another thread before the helper starts.
         outcome: list[BaseException | None] = []
 
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             runtime.spawn("a")
             gate = _stall(runtime)
 
@@ -3174,7 +3200,9 @@ class TestTimedOutCallsFinishLate:
                         other.join(10)
 
             runtime._late = Racing()
-            with pytest.raises(ActorTimeoutError):
+            # The flush on the other thread runs inside the spawn, with its short call_timeout
+            # (it may time out waiting for the helper thread that has not started: accepted).
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.spawn("b")
             runtime.flush()
 
@@ -3185,11 +3213,11 @@ class TestTimedOutCallsFinishLate:
     def test_a_publication_that_timed_out_with_no_thread_left_to_finish_it_is_a_timeout_logged(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
     ) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             runtime.spawn("a", task_id="t", task_context={"v": 0})
             gate = _stall(runtime)
             _no_late_threads(monkeypatch)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.publish_task_context("t", {"v": "published"})
             monkeypatch.undo()
             gate.set()
@@ -3201,10 +3229,10 @@ class TestTimedOutCallsFinishLate:
     def test_a_publication_whose_commit_timed_out_reaches_its_agents_once_stored(
         self, tmp_path: Path
     ) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent = runtime.spawn("a", task_id="t", task_context={"v": 0})
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.publish_task_context("t", {"v": "published"})
             gate.set()
             _join_late("publication")
@@ -3218,10 +3246,10 @@ class TestTimedOutCallsFinishLate:
             assert runtime.agent("a").task_context() == {"v": "published"}
 
     def test_a_session_message_whose_commit_timed_out_is_kept_once_stored(self, tmp_path: Path) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             session = runtime.memory.create_session("u")
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.memory.add_message(session, "user", "late")
             gate.set()
             runtime.flush()
@@ -3277,10 +3305,15 @@ class TestTimedOutCallsFinishLate:
                     stall.append(_stall(runtime))  # its reply's commit waits for the gate
                 return self.handled
 
-        with _open(tmp_path / "j", timeout=0.3, behaviors={"counting": _Counting}) as runtime:
+        with _open(tmp_path / "j", behaviors={"counting": _Counting}) as runtime:
             runtime.spawn("c", behavior="counting")
             assert runtime.bus.request("me", "c", "q", timeout=10).payload == 1
-            with caplog.at_level(logging.WARNING), pytest.raises(IpcHandlerError) as told:
+            # the short call_timeout is for the reply's commit, made while the request waits
+            with (
+                _short_call_timeout(runtime, 0.3),
+                caplog.at_level(logging.WARNING),
+                pytest.raises(IpcHandlerError) as told,
+            ):
                 runtime.bus.request("me", "c", "q", "stall", timeout=10)
             stall[0].set()
             runtime.flush()
@@ -3546,11 +3579,11 @@ class TestTimedOutCallsFinishLate:
         # The output's record outlasting call_timeout left the journaled answer out of
         # its session, live and reopened: a retried turn asked the question twice.
         provider = ScriptedProvider(["the answer"])
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             session = runtime.memory.create_session("u")
             llm = runtime.llm(provider)
             gate = _stall(runtime, _output_records)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout_once_answered(runtime, provider, 0.3), pytest.raises(ActorTimeoutError):
                 llm.turn(session, "question")
             gate.set()
             runtime.flush()
@@ -3568,8 +3601,9 @@ class TestTimedOutCallsFinishLate:
         # reach each recipient in that order". Another thread's commit holds the writer,
         # so this thread's timed-out 'first' and its next 'second' are committed in one
         # group; a late delivery of 'first' on a helper thread raced the caller's own
-        # delivery of 'second', and lost most rounds (a helper's review).
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        # delivery of 'second', and lost most rounds (a helper's review). Only 'first' has
+        # the short call_timeout: 'second', the flush and the ping wait for the group's commit.
+        with _open(tmp_path / "j") as runtime:
             runtime.spawn("r", behavior="gate")
             runtime.spawn("y", behavior="gate")
             writer = runtime._core.writer
@@ -3600,7 +3634,7 @@ class TestTimedOutCallsFinishLate:
                 other = threading.Thread(target=_timed_out_send, args=(runtime, "y", "other"))
                 other.start()
                 assert inside.wait(10)  # the writer holds 'other'
-                with pytest.raises(ActorTimeoutError):
+                with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                     calls[first](f"first{n}")
                 runtime.bus.send("x", "r", f"second{n}")
                 other.join(10)
@@ -3618,16 +3652,18 @@ class TestTimedOutCallsFinishLate:
         # The answer's session add, made after the timeout, raised RuntimeClosedError and
         # buried the ActorTimeoutError: the caller heard "closed" for a turn whose output
         # record the journal holds (a helper's review).
-        runtime = _open(tmp_path / "j", timeout=0.3)
+        runtime = _open(tmp_path / "j")
         session = runtime.memory.create_session("u")
-        llm = runtime.llm(ScriptedProvider(["the answer"]))
+        provider = ScriptedProvider(["the answer"])
+        llm = runtime.llm(provider)
         recorded = threading.Event()
         gate = _stall(runtime, _output_records, recorded)
         raised: list[BaseException] = []
 
         def run_turn() -> None:
             try:
-                llm.turn(session, "question")
+                with _short_call_timeout_once_answered(runtime, provider, 0.3):  # the record's commit alone
+                    llm.turn(session, "question")
             except BaseException as exc:  # noqa: BLE001 - the test looks at it
                 raised.append(exc)
 
@@ -3656,11 +3692,15 @@ class TestTimedOutCallsFinishLate:
         # asked the agents with mail, flush returned with the recipient still handling it
         # (RUNNING, its changes not handed over; a helper's stalled-disk model test). As
         # for a send that returned, flush now asks it too, and names it while it is busy.
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent, gate = _block_sent_on_a_stalled_disk(runtime)
             hand_over_all = runtime._hand_over_all
+            asked: list[float] = []
 
             def hand_over_then_open(deadline: float) -> Exception | None:
+                asked.append(deadline)
+                if len(asked) == 2:  # the first flush asking r, busy, is meant to time out, not its commits
+                    deadline = min(deadline, time.monotonic() + 0.3)
                 problem = hand_over_all(deadline)
                 gate.set()  # the disk recovers just after flush asked the agents
                 return problem
@@ -3680,7 +3720,7 @@ class TestTimedOutCallsFinishLate:
         # Finished on the writer's thread, it waits for no room: a subscriber whose mailbox
         # was full then was dead-lettered ("stayed full for 0 s", a helper's review); it
         # takes it one over its size, as a durable publication does (logged).
-        with _open(tmp_path / "j", mailbox=1, timeout=0.3) as runtime:
+        with _open(tmp_path / "j", mailbox=1) as runtime:
             runtime.spawn("r", behavior="gate")
             runtime.bus.subscribe("r", "news")
             runtime.bus.send("x", "r", "block")
@@ -3689,7 +3729,7 @@ class TestTimedOutCallsFinishLate:
             writer = runtime._core.writer
             assert writer is not None
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.bus.broadcast("x", "news", 1)
             with caplog.at_level(logging.WARNING):
                 gate.set()
@@ -3707,11 +3747,11 @@ class TestTimedOutCallsFinishLate:
         # A timed-out request stored later is dead-lettered and told to nobody: a flush
         # during which it is stored does not ask the agents again (a helper's re-review:
         # it did, and waited for 'g', busy with a message sent after the flush asked).
-        with _open(tmp_path / "j", mailbox=1, timeout=0.5) as runtime:
+        with _open(tmp_path / "j", mailbox=1) as runtime:
             runtime.spawn("r", behavior="gate")
             runtime.spawn("g", behavior="gate")
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.5), pytest.raises(ActorTimeoutError):
                 runtime.bus.request("x", "r", "ping", timeout=10)  # its commit times out
 
             journal_message = runtime.bus._journal_message
@@ -3728,6 +3768,8 @@ class TestTimedOutCallsFinishLate:
             rounds: list[Exception | None] = []
 
             def then_send_and_open(deadline: float) -> Exception | None:
+                if rounds:  # a second round would wait for g, busy: as short as call_timeout was
+                    deadline = min(deadline, time.monotonic() + 0.5)
                 problem = hand_over_all(deadline)
                 rounds.append(problem)
                 if len(rounds) == 1:  # flush asked the agents (none had mail): g gets a message now
@@ -3750,13 +3792,19 @@ class TestTimedOutCallsFinishLate:
     ) -> None:
         # The answer is queued to the session without a wait; one it cannot take (the session
         # deleted meanwhile) is logged, not dropped without a word (a helper's re-review).
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             session = runtime.memory.create_session("u")
             provider = _DeletingProvider(["the answer"])
             provider.runtime, provider.session = runtime, session
             llm = runtime.llm(provider)
             gate = _stall(runtime, _output_records)
-            with caplog.at_level(logging.WARNING), pytest.raises(ActorTimeoutError):
+            with (
+                _short_call_timeout_once_answered(
+                    runtime, provider, 0.3
+                ),  # the delete before it too has 10 s
+                caplog.at_level(logging.WARNING),
+                pytest.raises(ActorTimeoutError),
+            ):
                 llm.turn(session, "question")
             gate.set()
             runtime.flush()
@@ -3769,7 +3817,7 @@ class TestTimedOutCallsFinishLate:
         # A late message is counted once it is told: a flush that read the count between
         # the two would ask the agents before it arrived and see no change after (a helper's
         # re-review). Here the writer's tell waits until flush has asked the agents.
-        with _open(tmp_path / "j", timeout=0.5) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent, gate = _block_sent_on_a_stalled_disk(runtime)
             tell_current = runtime._tell_current
             delivering, asked = threading.Event(), threading.Event()
@@ -3783,7 +3831,12 @@ class TestTimedOutCallsFinishLate:
             monkeypatch.setattr(runtime, "_tell_current", held_tell)
             hand_over_all = runtime._hand_over_all
 
+            rounds: list[float] = []
+
             def then_deliver(deadline: float) -> Exception | None:
+                rounds.append(deadline)
+                if len(rounds) == 2:  # the first flush asking r, busy, is meant to time out, not its commits
+                    deadline = min(deadline, time.monotonic() + 0.5)
                 problem = hand_over_all(deadline)
                 asked.set()
                 return problem
@@ -3805,7 +3858,7 @@ def _block_sent_on_a_stalled_disk(runtime: Runtime) -> tuple[Agent, threading.Ev
     """
     agent = runtime.spawn("r", behavior="gate")
     gate = _stall(runtime)
-    with pytest.raises(ActorTimeoutError):
+    with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
         runtime.bus.send("x", "r", "block", "late")
     return agent, gate
 
@@ -3915,11 +3968,11 @@ class TestKillAndReloadEdges:
             assert runtime.agents() == []
 
     def test_a_kill_whose_commit_timed_out_leaves_and_nothing_follows_it(self, tmp_path: Path) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:  # only the kill has the short call_timeout
             agent = runtime.spawn("a")
             ref = runtime._entry("a").ref
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.kill("a")
             gate.set()
             assert ref.actor_stopped.wait(10)
@@ -4177,15 +4230,13 @@ class TestKillAndReloadEdges:
         # was checked against the state without it: False, nothing journaled, and the
         # agent ended unsubscribed. It waits call_timeout for the writer, then is refused.
         kept: list[AgentContext] = []
-        with _open(tmp_path / "j", timeout=0.3, behaviors={"k": functools.partial(_CtxKeeper, kept)}) as rt:
+        with _open(tmp_path / "j", behaviors={"k": functools.partial(_CtxKeeper, kept)}) as rt:
             rt.spawn("a", behavior="k")
             rt.bus.subscribe("a", "news")
             rt.bus.request("x", "a", "keep", timeout=10)
             gate = _stall(rt)
             entry = rt._entry("a")
             entry.shared.slots.take()
-            with pytest.raises(ActorTimeoutError):  # the agent's own wait for the commit timed out
-                entry.ref.ask((CALL, "unsubscribe", ("news",)), block=False).get(timeout=10)
             outcome: list[object] = []
 
             def subscribe() -> None:
@@ -4194,9 +4245,14 @@ class TestKillAndReloadEdges:
                 except ActorTimeoutError as exc:
                     outcome.append(exc)
 
-            thread = threading.Thread(target=subscribe)
-            thread.start()
-            thread.join(10)
+            # the short call_timeout for the waits meant to time out on the stalled disk
+            # alone, not for the flush and the subscribe after it
+            with _short_call_timeout(rt, 0.3):
+                with pytest.raises(ActorTimeoutError):  # the agent's own wait for the commit timed out
+                    entry.ref.ask((CALL, "unsubscribe", ("news",)), block=False).get(timeout=10)
+                thread = threading.Thread(target=subscribe)
+                thread.start()
+                thread.join(10)
             gate.set()
             rt.flush(10)
             live = rt.bus.subscribers("news")
@@ -4263,10 +4319,10 @@ class TestKillAndReloadEdges:
     def test_a_subscription_whose_commit_timed_out_reaches_the_index_after_the_reload(
         self, tmp_path: Path
     ) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent = runtime.spawn("a")
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.bus.subscribe("a", "news")
             gate.set()
             runtime.flush()
@@ -4281,7 +4337,7 @@ class TestKillAndReloadEdges:
         # Reads that do not ask the agent (its lifecycle, the bus's topic index) showed
         # the state before the timed-out change, though the journal held it, until the
         # agent handled another message: a broadcast still reached an unsubscribed agent.
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent = runtime.spawn("a", behavior="gate")
             if change == "unsubscribe":
                 runtime.bus.subscribe("a", "news")
@@ -4291,14 +4347,17 @@ class TestKillAndReloadEdges:
                 "suspend": lambda: runtime.suspend("a"),
             }
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
-                calls[change]()
-            # once the agent too has stopped waiting (its next message finds the writer
-            # still stalled, and waits for it), the writer goes on
-            _open_when_an_agent_finds_it_stalled(monkeypatch, gate)
-            entry = runtime._entry("a")
-            entry.shared.slots.take()
-            entry.ref.ask((CALL, "noop", ()), block=False).get(timeout=10)
+            # the short call_timeout for the change and the agent's try to catch up, both on
+            # the stalled disk, not for the flush after
+            with _short_call_timeout(runtime, 0.3):
+                with pytest.raises(ActorTimeoutError):
+                    calls[change]()
+                # once the agent too has stopped waiting (its next message finds the writer
+                # still stalled, and waits for it), the writer goes on
+                _open_when_an_agent_finds_it_stalled(monkeypatch, gate)
+                entry = runtime._entry("a")
+                entry.shared.slots.take()
+                entry.ref.ask((CALL, "noop", ()), block=False).get(timeout=10)
             assert gate.is_set()
             runtime.flush()
 
@@ -4679,18 +4738,22 @@ class TestSessionActorBehindTheJournal:
     ) -> None:
         # The answer's own batch timed out behind the stalled output record, and the
         # session actor logged "was not added" for an answer then added.
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             session = runtime.memory.create_session("u")
-            llm = runtime.llm(ScriptedProvider(["the answer"]))
+            provider = ScriptedProvider(["the answer"])
+            llm = runtime.llm(provider)
             gate = _stall(runtime, _output_records)
             added = threading.Event()
             _on_submit(runtime, lambda events: any(_is_answer(e) for e in events), added)
             with caplog.at_level(logging.WARNING, logger="cogfabric"):
-                with pytest.raises(ActorTimeoutError):
-                    llm.turn(session, "question")
-                assert added.wait(10)  # the answer's batch waits behind the record
-                with pytest.raises(ActorTimeoutError):
-                    runtime.memory.sessions()  # behind the answer's batch, which timed out
+                # the short call_timeout from the provider's answer: the output record, the
+                # answer's batch and the read behind it time out; the turn's question does not
+                with _short_call_timeout_once_answered(runtime, provider, 0.3):
+                    with pytest.raises(ActorTimeoutError):
+                        llm.turn(session, "question")
+                    assert added.wait(10)  # the answer's batch waits behind the record
+                    with pytest.raises(ActorTimeoutError):
+                        runtime.memory.sessions()  # behind the answer's batch, which timed out
                 gate.set()
                 runtime.flush(10)
                 messages = [(m.role, m.content) for m in runtime.memory.get_messages(session)]
