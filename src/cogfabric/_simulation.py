@@ -2,8 +2,9 @@
 
 Researchers share a task context, keep private hypotheses and a cognitive state, take
 LLM turns in their own sessions through the prompt gate (a scripted provider, so a
-seed gives the same answers and the same agents' states at the end; seqs, times and
-ids, and the order of a reviewer's session, follow the threads' timing; every twentieth
+seed gives the same answers, the same records and the same agents' states at the end;
+seqs, times and ids, and the order of a reviewer's session, follow the threads' timing
+(README: "Reproducing a run"); every twentieth
 round of a researcher also tries a raw evidence dump that the gate refuses), ask
 reviewers for reviews (IPC request/reply),
 broadcast findings, and checkpoint (in their first round, then every fifth). Reviewers

@@ -519,7 +519,9 @@ def simulate(
     Researchers share a task context, keep private hypotheses and cognitive states,
     take LLM turns through the prompt gate (a scripted model: the same seed gives the
     same answers; a few raw evidence dumps are refused), request reviews, broadcast
-    findings and checkpoint. Running it again on the same journal continues.
+    findings and checkpoint. Running it again on the same journal continues. Two runs
+    of a seed write the same records but for their seqs, order, times and ids (README:
+    "Reproducing a run").
 
     \b
     Example:
