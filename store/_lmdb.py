@@ -3010,18 +3010,20 @@ class LmdbJournal(Journal):
                 skips some of its records there is found by a full check only (a stream
                 read from before it leaves them out; a recovery, which reads from after
                 the tail's start, does not need them). The head of a stream with no
-                record in the tail must name a record of that stream, its first seq one
-                that links to none, the stream must have no anchor past it and one at its
-                64th record exactly when it counts 64 or more, and the records its count
-                puts after its last anchor must fit at the seqs below it; and the heads'
-                counts must add up to the journal's records (a few lookups per stream:
-                a head removed, set back, or pointed at another stream's record fails,
-                naming the stream's last record, as a full check does). A head set back
-                past the stream's last anchor with its count kept, where that count still
-                fits, and counts moved between heads by multiples of 64, are found by a
-                full check only (a read of the stream leaves out the records after the
-                head, and an append to it links past them, for good). The other indexes
-                and the snapshots are only checked when ``after`` is 0.
+                record in the tail, as every head, must name a record of that stream, its
+                first seq one that links to none, the stream must have no anchor past it
+                and one at its 64th record exactly when it counts 64 or more, and the
+                records its count puts after its last anchor must fit at the seqs below
+                it (a stream that starts in the tail: its count is its records in the
+                tail); and the heads' counts must add up to the journal's records (a few
+                lookups per stream: a head removed, set back, or pointed at another
+                stream's record fails, naming the stream's last record, as a full check
+                does). A head set back to a record still after the stream's last anchor
+                with its count kept, where that count still fits, and counts moved
+                between the heads of streams that start before the tail where each still
+                fits, are found by a full check only (a read of the stream leaves out the
+                records after the head, and an append to it links past them, for good).
+                The other indexes and the snapshots are only checked when ``after`` is 0.
             decode: also decode every record (type known, schema version known).
 
         """

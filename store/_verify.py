@@ -94,7 +94,7 @@ def _verify(journal: LmdbJournal, after: int, *, decode: bool) -> VerifyReport:
         problem = (
             _stream_name_problem(state.streams)
             or _tail_heads_problem(journal, state, last)
-            or _other_heads_problem(journal, state.streams, last)
+            or _other_heads_problem(journal, last)
         )
     if problem is not None:
         return VerifyReport(False, state.checked, problem[0], problem[1], last)
@@ -158,10 +158,12 @@ def _tail_heads_problem(
     record the tail holds of a stream must link to a record of that stream (a link to
     another stream's record stops the walk with an error), or, linking to none, be the
     stream's first record as its head says (else the walk would stop there, silently
-    leaving out the records before it). A head past ``last`` (a record appended since the
-    scan) must name a record of its stream, as in a full check: a reader and an append
-    refuse one that names none. Three lookups per stream in the tail at most. The heads of
-    the other streams, and every head's count, ``_other_heads_problem`` checks.
+    leaving out the records before it), and then its head counts the stream's records in
+    the tail exactly (the writer puts the stream's anchors by that count). A head past
+    ``last`` (a record appended since the scan) must name a record of its stream, as in a
+    full check: a reader and an append refuse one that names none. Three lookups per
+    stream in the tail at most. Every head's fit with its records and anchors, the other
+    streams' too, and the sum of the counts, ``_other_heads_problem`` checks.
     """
     streams = state.streams
     with journal._lock:
@@ -183,34 +185,36 @@ def _tail_heads_problem(
         elif not back and value is not None and value[16:] != _seq_key(known[2]):
             why = f"the record links to no earlier record, but the stream index has {name!r} start before it"
             problems.append((known[2], why))
+        elif not back and head_last <= last and int.from_bytes((value or b"")[8:16], "big") != known[1]:
+            # the whole stream is in the tail: its count is known, not only bounded
+            problems.append((known[0], f"the stream index's head of {name!r} does not match its records"))
     return min(problems, default=None)
 
 
-def _other_heads_problem(
-    journal: LmdbJournal, seen: dict[bytes, list[int]], last: int
-) -> tuple[int | None, str] | None:
-    """In a tail check, the head of each stream the tail holds no record of must fit its records too.
+def _other_heads_problem(journal: LmdbJournal, last: int) -> tuple[int | None, str] | None:
+    """In a tail check, every stream's head must fit its records, that of a stream the tail holds none of too.
 
     Such a stream is still read from its head (an ended session, a killed agent, the bus),
     and appended to from it: a head set back would hide the records after it, and the
     next append would link past them, so the journal failed a full check there for good.
-    Its head must name a record of its stream; its first seq a record of its stream that
+    Each head must name a record of its stream; its first seq a record of its stream that
     links to none; the stream may have no anchor past its head, and one (at its 64th
     record) exactly when it counts 64 records or more; and the records its count puts
     after its last anchor (or from its first record) must fit at distinct seqs up to its
-    head. The counts of all the heads, the tail's streams' too, must add up to the
-    journal's records: a head removed, or set back with its count, leaves them short. One
-    pass over the heads, three lookups each at most, in one snapshot; only on a failure
-    are the records read (``_located_heads_problem``, ``_locate_anchor_problem``), to name
-    what a full check names.
+    head. The counts of all the heads must add up to the journal's records: a head
+    removed, or set back with its count, leaves them short. One pass over the heads, four
+    lookups each at most, in one snapshot; only on a failure are the records read
+    (``_located_heads_problem``, ``_locate_anchor_problem``), to name what a full check names.
 
-    Not found: a head set back to a record after its stream's last anchor with its count
-    kept, where the records after that anchor are spread out enough that the count still
-    fits (only a walk of up to 63 of them would tell), nor counts moved between heads by
-    multiples of 64. A full check finds both.
+    Not found: a head set back to a record still after its stream's last anchor with its
+    count kept, where the records after that anchor are spread out enough that the count
+    still fits (only a walk of up to 63 of them would tell), nor counts moved between the
+    heads of streams that start before the tail where each still fits (one lowered,
+    another raised by as much: a stream that starts in the tail has its count checked
+    exactly, ``_tail_heads_problem``). A full check finds both.
     """
     with journal._lock:
-        found = journal._txn_call(lambda: _other_heads(journal, seen))
+        found = journal._txn_call(lambda: _other_heads(journal))
     if found is None:
         return None
     with journal._lock:
@@ -224,8 +228,8 @@ def _other_heads_problem(
     return (seq if seq is not None and 0 < seq <= last else None), why
 
 
-def _other_heads(journal: LmdbJournal, seen: dict[bytes, list[int]]) -> tuple[int | None, str] | None:
-    """The first problem of a head of a stream not in ``seen``, or of the heads' counts (see above)."""
+def _other_heads(journal: LmdbJournal) -> tuple[int | None, str] | None:
+    """The first problem of a head, or of the heads' counts (see above)."""
     with journal._env.begin() as txn:
         events = txn.cursor(db=journal._db_events)
         now = last_seq_of(events.key(), journal.path) if events.last() else 0
@@ -233,11 +237,9 @@ def _other_heads(journal: LmdbJournal, seen: dict[bytes, list[int]]) -> tuple[in
         total = 0
         for key, value in txn.cursor(db=journal._db_heads).iternext():
             total += int.from_bytes(value[8:16], "big")
-            stream_raw = bytes(key)
-            if stream_raw not in seen:
-                problem = _other_head_problem(txn, journal, anchors, stream_raw, bytes(value))
-                if problem is not None:
-                    return problem
+            problem = _other_head_problem(txn, journal, anchors, bytes(key), bytes(value))
+            if problem is not None:
+                return problem
     if total != now:
         return None, f"the stream index's heads count {total} records, but the journal holds {now}"
     return None
@@ -250,7 +252,7 @@ def _other_head_problem(
     stream_raw: bytes,
     value: bytes,
 ) -> tuple[int | None, str] | None:
-    """What is wrong with the head of a stream that has no record in the tail (None: nothing seen)."""
+    """What is wrong with a stream's head (None: nothing seen)."""
     name = stream_raw.decode(errors="replace")
     head_last = int.from_bytes(value[:8], "big")
     if not is_name(stream_raw):

@@ -288,7 +288,8 @@ class _Commands(click.Group):
             done = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
             try:
-                exc.show()
+                if sys.stderr is not None:  # closed (2>&-): click would show it on stdout instead
+                    exc.show()
             except OSError:
                 _stderr_gone()
             usage = isinstance(exc, click.UsageError)
