@@ -1404,8 +1404,9 @@ class Runtime:
                 and not entry.stop_asked
                 and (self._agents.get(agent_id) is entry or self._closed)
             ):
-                with contextlib.suppress(pykka.ActorDeadError):  # as _tell_current: then it is gone
-                    return entry.ref.ask(message, block=False)
+                # an actor dead all the same (a bug) answers the future with ActorDeadError,
+                # its slots counted out by its end (MailboxSlots.retire)
+                return entry.ref.ask(message, block=False)
         slots = entry.shared.slots
         if control:  # given back, and no longer in flight
             slots.release_control()
@@ -2046,8 +2047,9 @@ class Runtime:
 
         Every agent with mail waiting or a message in hand is asked to hand over what
         the messages already in its mailbox led to (an idle agent handed its changes
-        over when it finished its last message, and is not woken); all of them together
-        get ``timeout`` seconds (default, and for 0 or less, ``call_timeout``). Then the
+        over when it finished its last message, and is not woken; one killed meanwhile
+        is not waited for); all of them together get ``timeout`` seconds (default, and
+        for 0 or less, ``call_timeout``). Then the
         journal gets as long to commit everything handed over, also when an agent was
         too busy to answer: what it handed over before is made durable all the same. Then
         what a call that timed out left to finish is finished (a spawn registers its
@@ -2272,7 +2274,9 @@ class Runtime:
         An idle agent (no mail waiting, no message in hand) handed over what its last
         message changed when it finished it, so it is not asked (not woken). The others
         with room in their mailbox are asked first, without waiting; then those whose
-        mailbox was full get what is left of the deadline to make room.
+        mailbox was full get what is left of the deadline to make room. Each is asked
+        while still its id's (``_ask_current``): one whose kill's stop is queued is left
+        out, not waited for behind the stop.
         """
         with self._lock:
             entries = [(agent_id, e) for agent_id, e in self._agents.items() if e is not None]
@@ -2286,22 +2290,21 @@ class Runtime:
                 continue  # idle: nothing to hand over (and the others are awake: no FanOut)
             try:
                 self._admit(agent_id, entry, 0.0)
+                # under the runtime's lock, before a kill's stop (not lost behind it)
+                asked.append((agent_id, self._ask_current(agent_id, entry, message)))
             except AgentNotFoundError:
                 continue  # killed meanwhile
             except MailboxFullError:
                 full.append((agent_id, entry))
-                continue
-            asked.append((agent_id, entry.ref.ask(message, block=False)))
         still_full: list[str] = []
         for agent_id, entry in full:
             try:
                 self._admit(agent_id, entry, max(0.0, deadline - time.monotonic()))
+                asked.append((agent_id, self._ask_current(agent_id, entry, message)))
             except AgentNotFoundError:
                 continue
             except MailboxFullError:
                 still_full.append(agent_id)
-                continue
-            asked.append((agent_id, entry.ref.ask(message, block=False)))
         busy: list[str] = []
         for agent_id, future in asked:
             try:
