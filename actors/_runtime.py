@@ -1278,6 +1278,8 @@ class Runtime:
             MailboxFullError: an agent's mailbox stayed full until ``timeout``, so it
                 could not be asked.
             RuntimeClosedError: the runtime is closed, also by a ``close()`` meanwhile.
+            JournalError: the journal went fail-stop, and an agent asked, which takes the
+                journal's word before its next message, could not read it.
 
         """
         views = self._read_all("context_view", agent_ids, timeout)
