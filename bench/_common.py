@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import cogfabric
 from cogfabric._bench import unwritable
 
 if TYPE_CHECKING:
@@ -122,6 +123,18 @@ def columns(headers: Sequence[str], lines: Sequence[Sequence[str]], right: set[i
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([fmt(headers), rule, *(fmt(line) for line in lines)])
+
+
+def note_imported_cogfabric(env_info: dict[str, Any]) -> None:
+    """Name in ``env_info`` the ``cogfabric`` this run imported and its commit.
+
+    A script run with another tree's ``PYTHONPATH`` (an A/B of two commits) measures
+    that tree's code, while ``commit`` is the script's own tree's: ``cogfabric_source``
+    and ``cogfabric_commit`` say which code ran.
+    """
+    package = Path(cogfabric.__file__).resolve().parent
+    env_info["cogfabric_source"] = str(package)
+    env_info["cogfabric_commit"] = source_revision(package.parent.parent)
 
 
 def source_revision(root: Path | None = None) -> str:

@@ -60,10 +60,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from _common import directory, json_file, positive, source_revision, write_json
+from _common import directory, json_file, note_imported_cogfabric, positive, write_json
 from _workloads import Row, RowSpec, Sample, Timed, Workload, environment, format_table, run_workloads
 
-import cogfabric
 from cogfabric._audit import open_for_audit
 from cogfabric._simulation import run_simulation
 from cogfabric.store import Journal
@@ -288,9 +287,8 @@ def paired_ratios(rows: list[Row]) -> list[Row]:
 def main(argv: Sequence[str] | None = None) -> int:
     settings, json_path = parse_args(argv)
     env_info = environment(repeat=settings.repeat, tmp_parent=settings.tmp_parent)
-    package = Path(cogfabric.__file__).resolve().parent
-    env_info["cogfabric_source"] = str(package)
-    env_info["cogfabric_commit"] = source_revision(package.parent.parent)
+    note_imported_cogfabric(env_info)
+    package = Path(env_info["cogfabric_source"])
     with tempfile.TemporaryDirectory(prefix="cogfabric-audit-", dir=settings.tmp_parent) as tmp:
         print(
             f"audit bench: building a journal of {settings.events:,} records ({settings.agents} agents' "

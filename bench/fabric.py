@@ -82,7 +82,10 @@ Run it from the repository root::
 
 ``--dir`` chooses where the temporary directories go: it must be a real disk (not tmpfs)
 for synced commits to mean anything. Figures are noisy on shared machines; ratios
-measured in one run hold better than absolute rates.
+measured in one run hold better than absolute rates. To compare two commits, run this
+script with another tree's ``PYTHONPATH``: the header and the JSON name the
+``cogfabric`` imported (``cogfabric_source``, ``cogfabric_commit``) beside the script's
+own commit (``commit``).
 """
 
 from __future__ import annotations
@@ -107,7 +110,16 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import lmdb
 import msgspec
 import pykka
-from _common import directory, json_file, positive, positive_seconds, subset_of, warn_if_tmpfs, write_json
+from _common import (
+    directory,
+    json_file,
+    note_imported_cogfabric,
+    positive,
+    positive_seconds,
+    subset_of,
+    warn_if_tmpfs,
+    write_json,
+)
 from _workloads import (
     RowSpec,
     Sample,
@@ -1392,6 +1404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(spawn_child(child_dir, settings.spawn_agents)))
         return 0
     env_info = environment(repeat=settings.repeat, tmp_parent=settings.tmp_parent)
+    note_imported_cogfabric(env_info)
     warn_if_tmpfs(env_info)
     methods: list[str] = []
     print(
@@ -1407,7 +1420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     print()
     print(
-        f"cogfabric fabric at {env_info['commit']}: median of {settings.repeat} "
+        f"cogfabric fabric at {env_info['cogfabric_commit']}: median of {settings.repeat} "
         f"(Python {env_info['python']}, pykka "
         f"{env_info['pykka']}, lmdb {env_info['lmdb']}, msgspec {env_info['msgspec']}, "
         f"{env_info['cpus']} CPUs); fsync on; handle threads each own an agent"
