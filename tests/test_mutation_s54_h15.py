@@ -27,6 +27,7 @@ from cogfabric.events import IpcSubscribed
 from cogfabric.store import Journal, JournalDamagedError, _lmdb
 from cogfabric.store._record import CHAIN_LEN, head_value
 from cogfabric.store.testing import make_events
+from tests.actors.test_supervision import _short_call_timeout
 from tests.reliability.test_corruption_corpus import _with_event
 from tests.reliability.test_damaged_pages import _leaf_nodes, _page, _tree, _write_page
 
@@ -209,9 +210,7 @@ def test_close_does_not_wait_for_a_busy_agent_s_thread(tmp_path: Path) -> None:
             started.set()
             release.wait(10)
 
-    rt = cf.Runtime.open(
-        tmp_path / "j", behaviors={"stuck": Stuck}, config={"runtime": {"call_timeout": 0.3}}
-    )
+    rt = cf.Runtime.open(tmp_path / "j", behaviors={"stuck": Stuck})
     try:
         rt.spawn("s", behavior="stuck")
         rt.bus.send("t", "s", "go", None)
@@ -223,7 +222,8 @@ def test_close_does_not_wait_for_a_busy_agent_s_thread(tmp_path: Path) -> None:
             join(timeout)
 
         threads[0].join = recorded  # type: ignore[method-assign]
-        rt.close()  # call_timeout for the stuck agent to stop, then it is left to its behavior
+        with _short_call_timeout(rt, 0.3):  # the set-up's commits keep 10 s, as a loaded machine may need
+            rt.close()  # call_timeout for the stuck agent to stop, then it is left to its behavior
 
         assert joined == []  # not waited for a second time
     finally:

@@ -12,6 +12,7 @@ import pytest
 import cogfabric as cf
 from cogfabric.actors._writer import JournalWriter
 from cogfabric.store._lmdb import LmdbJournal
+from tests.actors.test_supervision import _short_call_timeout
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -141,7 +142,7 @@ def test_a_kill_behind_a_full_mailbox_and_a_sender_waiting_for_room(where: tuple
     path, durability = where
     gate = Blocked()
     errors: list[BaseException] = []
-    with cf.Runtime.open(path, config=_config(durability, mailbox=2)) as rt:
+    with cf.Runtime.open(path, config=_config(durability, call_timeout=10.0, mailbox=2)) as rt:
         rt.spawn("k", behavior=gate)
         waiter = None
         try:
@@ -156,10 +157,13 @@ def test_a_kill_behind_a_full_mailbox_and_a_sender_waiting_for_room(where: tuple
                 except cf.CogfabricError as exc:
                     errors.append(exc)
 
-            waiter = threading.Thread(target=send)
-            waiter.start()
-            with pytest.raises(cf.ActorTimeoutError):
-                rt.kill("k")  # queued behind the message in hand
+            # only the waiting send and the kill have the short call_timeout: the set-up's
+            # commits may be slow on a loaded machine
+            with _short_call_timeout(rt, 0.3):
+                waiter = threading.Thread(target=send)
+                waiter.start()
+                with pytest.raises(cf.ActorTimeoutError):
+                    rt.kill("k")  # queued behind the message in hand
         finally:
             gate.release.set()
             if waiter is not None:
@@ -242,13 +246,13 @@ def test_a_request_that_times_out_behind_a_busy_recipient_counts_until_handled()
 
 def test_mail_behind_a_suspend_then_recover_and_resume(tmp_path: Path) -> None:
     gate = Blocked()
-    with cf.Runtime.open(tmp_path / "j", config=_config()) as rt:
+    with cf.Runtime.open(tmp_path / "j", config=_config(call_timeout=10.0)) as rt:
         rt.spawn("s", behavior=gate)
         try:
             rt.bus.send("d", "s", "one", 1)
             assert gate.started.wait(WAIT)
             rt.bus.send("d", "s", "two", 2)
-            with pytest.raises(cf.ActorTimeoutError):
+            with _short_call_timeout(rt, 0.3), pytest.raises(cf.ActorTimeoutError):  # not the set-up's
                 rt.suspend("s")
             rt.bus.send("d", "s", "three", 3)  # behind the suspend: refused
         finally:
@@ -265,14 +269,17 @@ def test_mail_behind_a_suspend_then_recover_and_resume(tmp_path: Path) -> None:
 
 def test_a_publication_past_a_full_mailbox_and_a_spawn_many_that_fails(tmp_path: Path) -> None:
     gate = Blocked()
-    with cf.Runtime.open(tmp_path / "j", config=_config(mailbox=1)) as rt:
+    with cf.Runtime.open(tmp_path / "j", config=_config(call_timeout=10.0, mailbox=1)) as rt:
         rt.spawn("p", behavior=gate, task_id="t1")
         rt.spawn("q", task_id="t1")
         try:
             rt.bus.send("d", "p", "one", 1)
             assert gate.started.wait(WAIT)
             rt.bus.send("d", "p", "two", 2)  # full
-            assert rt.publish_task_context("t1", {"k": 1}) == ["p", "q"]  # one over its size
+            # a short call_timeout for the publication's wait for room alone, though not as
+            # short as 0.3 s: its commit waits as long, and may be slow on a loaded machine
+            with _short_call_timeout(rt, 1.0):
+                assert rt.publish_task_context("t1", {"k": 1}) == ["p", "q"]  # one over its size
             with pytest.raises(cf.AgentExistsError):
                 rt.spawn_many([{"agent_id": "y", "behavior": Echo()}, {"agent_id": "q"}])
         finally:
@@ -345,11 +352,11 @@ def test_a_send_whose_commit_timed_out_is_waited_for(tmp_path: Path, monkeypatch
         return append(self, events, *args, **kwargs)
 
     monkeypatch.setattr(LmdbJournal, "append", slow_append)
-    with cf.Runtime.open(tmp_path / "j", config=_config(call_timeout=0.2)) as rt:
+    with cf.Runtime.open(tmp_path / "j", config=_config(call_timeout=10.0)) as rt:
         rt.spawn("e", behavior=Echo())
         slow.set()
         try:
-            with pytest.raises(cf.ActorTimeoutError):
+            with _short_call_timeout(rt, 0.2), pytest.raises(cf.ActorTimeoutError):  # not the set-up's
                 rt.bus.send("d", "e", "late", 7)
         finally:
             go.set()

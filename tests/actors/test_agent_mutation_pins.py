@@ -45,7 +45,7 @@ from cogfabric.events import (
 )
 from cogfabric.store import Journal
 
-from .test_supervision import _stall
+from .test_supervision import _short_call_timeout, _stall
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -88,9 +88,8 @@ def test_what_a_kept_llm_records_during_a_kill_that_is_then_stored_is_not_journa
             assert release.wait(10)
             return "paid answer"
 
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
     with Runtime.open(
-        tmp_path / "j", config=config, clock=FakeClock(), behaviors={"k": _keeper(kept)}, llm_provider=Slow()
+        tmp_path / "j", clock=FakeClock(), behaviors={"k": _keeper(kept)}, llm_provider=Slow()
     ) as runtime:
         runtime.spawn("a", behavior="k")
         runtime.bus.request("x", "a", "keep", timeout=10)
@@ -100,7 +99,8 @@ def test_what_a_kept_llm_records_during_a_kill_that_is_then_stored_is_not_journa
         assert entered.wait(10)  # the agent is idle; its kept client waits for the provider
         runtime.flush(10)
         gate = _stall(runtime, lambda events: any(isinstance(e, AgentKilled) for e in events))
-        with pytest.raises(ActorTimeoutError):
+        # only the kill has the short call_timeout: the set-up's commits may be slow on a loaded machine
+        with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
             runtime.kill("a")
         release.set()  # the answer comes while the kill is undecided
         caller.join(10)
@@ -120,10 +120,8 @@ def test_what_a_kept_llm_records_while_its_agent_waits_for_the_journal_is_journa
     # submit it; the reload then emptied the outbox, and the record was lost.
     kept: list[AgentContext] = []
 
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
     with Runtime.open(
         tmp_path / "j",
-        config=config,
         clock=FakeClock(),
         behaviors={"k": _keeper(kept)},
         llm_provider=Answering(),
@@ -145,10 +143,11 @@ def test_what_a_kept_llm_records_while_its_agent_waits_for_the_journal_is_journa
             return False
 
         monkeypatch.setattr(AgentActor, "try_catch_up", watched)
-        with pytest.raises(ActorTimeoutError):
-            agent.set_private("k", 1)  # its commit times out: the agent is behind the journal
-        with contextlib.suppress(ActorTimeoutError):  # the agent catches up before it answers
-            agent.private("k")
+        with _short_call_timeout(runtime, 0.3):  # not the set-up: its commits may be slow under load
+            with pytest.raises(ActorTimeoutError):
+                agent.set_private("k", 1)  # its commit times out: the agent is behind the journal
+            with contextlib.suppress(ActorTimeoutError):  # the agent catches up before it answers
+                agent.private("k")
         runtime.flush(10)
         assert agent.private("k") == 1
 
@@ -257,11 +256,10 @@ def test_an_agent_that_caught_up_with_the_journal_is_not_woken_by_later_flushes(
     # Runtime.flush does not wake an idle agent; one that stopped waiting for a commit
     # is asked until it has taken the journal's word. Mutant: the catch-up left
     # Shared.stale set, and every later flush woke the agent with a no-op.
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
-    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
         agent = runtime.spawn("a")
         gate = _stall(runtime)
-        with pytest.raises(ActorTimeoutError):
+        with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the set-up's
             agent.set_private("k", 1)
         gate.set()
         runtime.flush(10)  # the agent takes the journal's word
@@ -299,15 +297,15 @@ def test_a_publication_the_catch_up_applied_does_not_override_the_own_change_jou
             except ActorTimeoutError:
                 timed_out.set()
 
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
-    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors={"s": Setter}) as runtime:
+    with Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors={"s": Setter}) as runtime:
         agent = runtime.spawn("a", task_id="t", task_context={"v": 0}, behavior="s")
         runtime.bus.send("x", "a", "go")
         assert entered.wait(10)
         runtime.publish_task_context("t", {"v": "published"})  # stored; delivered behind "go"
         gate = _stall(runtime)
-        release.set()
-        assert timed_out.wait(10)  # the agent is behind the journal
+        with _short_call_timeout(runtime, 0.3):  # the behavior's call alone: the set-up's may be slow
+            release.set()
+            assert timed_out.wait(10)  # the agent is behind the journal
         gate.set()
         runtime.flush(10)
         live = agent.task_context()

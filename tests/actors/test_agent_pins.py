@@ -31,7 +31,6 @@ from cogfabric.actors import (
     FakeClock,
     JournalConfig,
     Runtime,
-    RuntimeConfig,
 )
 from cogfabric.actors._agent import AgentActor, MailboxSlots
 from cogfabric.actors._core import replay_agent
@@ -45,6 +44,8 @@ from cogfabric.events import (
     PrivateSet,
 )
 from cogfabric.store import Journal
+
+from .test_supervision import _short_call_timeout
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -225,8 +226,7 @@ def test_an_agent_whose_sync_commit_timed_out_takes_the_journals_word_once_it_la
         behind.set()
 
     monkeypatch.setattr(AgentActor, "_catch_up_when_written", noted)
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
-    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
         agent = rt.spawn("a")
         journal = rt._journal
         assert journal is not None
@@ -238,9 +238,10 @@ def test_an_agent_whose_sync_commit_timed_out_takes_the_journals_word_once_it_la
 
         journal.append = stalled  # type: ignore[method-assign]
         try:
-            with pytest.raises(ActorTimeoutError):
-                rt.suspend("a")
-            assert behind.wait(10)
+            with _short_call_timeout(rt, 0.3):  # the suspend's waits alone: the spawn's may be slow
+                with pytest.raises(ActorTimeoutError):
+                    rt.suspend("a")
+                assert behind.wait(10)
             before = agent.lifecycle
         finally:
             disk.set()

@@ -32,6 +32,8 @@ from cogfabric.actors._runtime import _STOP_WINDOW
 from cogfabric.events import IpcDeadLettered, PrivateSet
 from cogfabric.store import Journal, JournalFailedError
 
+from .test_supervision import _short_call_timeout
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
@@ -1043,15 +1045,14 @@ def test_a_message_cut_short_after_the_writer_stopped_leaves_no_dead_letter_anyw
         "answers": lambda: _AnswersThenPassesOn(entered, gate, done),
         "echo": _Echo,
     }
-    rt = Runtime.open(
-        tmp_path / "j", config=_config("sync", call_timeout=0.3), clock=FakeClock(), behaviors=behaviors
-    )
+    rt = Runtime.open(tmp_path / "j", config=_config("sync"), clock=FakeClock(), behaviors=behaviors)
     try:
         rt.spawn("a", behavior="answers")
         rt.spawn("b", behavior="echo")
         rt.bus.send("x", "a", "m")
         assert entered.wait(10)
-        rt.close()  # gives up on the busy agent after call_timeout
+        with _short_call_timeout(rt, 0.3):  # the close alone: the set-up's commits may be slow under load
+            rt.close()  # gives up on the busy agent after call_timeout
         gate.set()
         assert done.wait(10)
         pykka.ActorRegistry.stop_all(block=True, timeout=10)  # its message's handling is over
@@ -1094,7 +1095,7 @@ def test_a_request_close_failed_already_gets_no_second_letter_when_its_behavior_
     }
     rt = Runtime.open(
         tmp_path / "j" if journaled else None,
-        config=_config("sync", call_timeout=0.3),
+        config=_config("sync"),
         clock=FakeClock(),
         behaviors=behaviors,
     )
@@ -1112,7 +1113,8 @@ def test_a_request_close_failed_already_gets_no_second_letter_when_its_behavior_
         rt.bus._close = failed_then_cut_short  # type: ignore[method-assign]
         requester, outcome = _in_thread(lambda: rt.bus.request("x", "a", "q", timeout=20))
         assert entered.wait(10)
-        rt.close()
+        with _short_call_timeout(rt, 0.3):  # the close alone: the set-up's commits may be slow under load
+            rt.close()
         requester.join(10)
     finally:
         gate.set()
@@ -1185,7 +1187,7 @@ def test_requests_failed_at_close_keep_no_letter_in_memory_that_the_journal_refu
     entered, gate = threading.Event(), threading.Event()
     rt = Runtime.open(
         tmp_path / "j",
-        config=_config("sync", call_timeout=0.3),
+        config=_config("sync"),
         clock=FakeClock(),
         behaviors={"gated": lambda: _Gated(entered, gate)},
     )
@@ -1204,7 +1206,8 @@ def test_requests_failed_at_close_keep_no_letter_in_memory_that_the_journal_refu
             return submit(events, **kwargs)
 
         writer.submit_nowait = refusing  # type: ignore[method-assign]
-        rt.close()  # gives up on the busy agent, fails the request: its letter is refused
+        with _short_call_timeout(rt, 0.3):  # the close alone: the set-up's commits may be slow under load
+            rt.close()  # gives up on the busy agent, fails the request: its letter is refused
         requester.join(10)
     finally:
         gate.set()
@@ -1391,8 +1394,7 @@ def test_a_session_batch_run_after_close_gave_up_on_the_session_actor_reads_no_c
     # the stopped writer; its reload then read the journal close() had closed: an ERROR
     # with a traceback ("the session actor failed on a batch"), lmdb's closed object as
     # JournalUnavailableError (found by a helper's hunt at close).
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
-    runtime = Runtime.open(tmp_path / "j", config=config, clock=FakeClock())
+    runtime = Runtime.open(tmp_path / "j", clock=FakeClock())
     memory = runtime.memory
     session = memory.create_session("u")
     real_run = memory._run
@@ -1405,11 +1407,13 @@ def test_a_session_batch_run_after_close_gave_up_on_the_session_actor_reads_no_c
         real_run(ops)
 
     memory._run = run  # type: ignore[method-assign]
-    with caplog.at_level("WARNING"):
+    # only the add and the close have the short call_timeout (the set-up's commits may be
+    # slow under load); the add has given up before close() begins, not in a race with it
+    with caplog.at_level("WARNING"), _short_call_timeout(runtime, 0.3):
         caller, outcome = _in_thread(lambda: memory.add_message(session, "user", "m"))
         assert taken.wait(10)
-        runtime.close()
         caller.join(10)
+        runtime.close()
         assert memory._ref.actor_stopped.wait(10)
     assert [type(e) for e in outcome] == [ActorTimeoutError]  # its caller gave up on the busy actor
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]

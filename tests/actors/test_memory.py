@@ -44,6 +44,8 @@ from cogfabric.events import (
 )
 from cogfabric.store import Journal, JournalRecordError
 
+from .test_supervision import _short_call_timeout
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from pathlib import Path
@@ -1123,15 +1125,16 @@ class TestRetrieversRunBesideTheSessionActor:
             def retrieve(self, query: str) -> Sequence[Snippet]:
                 return [Snippet("quick", query, 0.9)]
 
-        config = Config(memory=_config().memory, runtime=RuntimeConfig(call_timeout=0.2))
+        config = _config()  # call_timeout 0.2 s for the retrievers alone, not the set-up's commits
         try:
             with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
                 rt.memory.set_retrievers([Stuck(), Quick()])
                 session = rt.memory.create_session("u")
                 rt.memory.add_message(session, "user", "q")
 
-                first = rt.memory.build_prompt_messages(session)[0]
-                text = rt.memory.build_context("q2", session)
+                with _short_call_timeout(rt, 0.2):
+                    first = rt.memory.build_prompt_messages(session)[0]
+                    text = rt.memory.build_context("q2", session)
         finally:
             release.set()
 
@@ -1160,13 +1163,14 @@ class TestRetrieversRunBesideTheSessionActor:
         def retriever_threads() -> list[threading.Thread]:
             return [t for t in threading.enumerate() if t.name.startswith("cogfabric-retriever [")]
 
-        config = Config(memory=_config().memory, runtime=RuntimeConfig(call_timeout=0.2))
+        config = _config()  # call_timeout 0.2 s for the retrievers alone, not the set-up's commits
         before = set(retriever_threads())
         try:
             with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
                 rt.memory.set_retrievers([Hanging(), Quick()])
                 session = rt.memory.create_session("u")
-                texts = [rt.memory.build_context(f"q{n}", session) for n in range(20)]
+                with _short_call_timeout(rt, 0.2):
+                    texts = [rt.memory.build_context(f"q{n}", session) for n in range(20)]
 
                 assert all(
                     text.startswith(f"Relevant context:\n[quick] q{n}\n") for n, text in enumerate(texts)
@@ -1178,7 +1182,8 @@ class TestRetrieversRunBesideTheSessionActor:
                 hanging[0].join(10)
                 assert not hanging[0].is_alive()
 
-                text = rt.memory.build_context("again", session)
+                with _short_call_timeout(rt, 0.2):
+                    text = rt.memory.build_context("again", session)
         finally:
             release.set()
 
@@ -1207,27 +1212,28 @@ class TestRetrieversRunBesideTheSessionActor:
                 t.name.startswith("cogfabric-retriever [") and t.is_alive() for t in threading.enumerate()
             )
 
-        config = Config(memory=_config().memory, runtime=RuntimeConfig(call_timeout=0.2))
+        config = _config()  # call_timeout 0.2 s for the retrievers alone, not the set-up's commits
         before = retriever_threads()
         alive: list[int] = []
         try:
             with Runtime.open(tmp_path / "j", config=config, clock=clock) as rt:
                 rt.memory.set_retrievers([Flaky()])
                 session = rt.memory.create_session("u")
-                for round_ in range(3):
-                    late.clear()
-                    callers = [
-                        threading.Thread(target=rt.memory.build_context, args=(query, session))
-                        for query in (f"slow{round_}", f"hang{round_}")
-                    ]
-                    for caller in callers:
-                        caller.start()
-                    for caller in callers:
-                        caller.join(10)
-                    late.set()
-                    for thread in slow_threads:
-                        thread.join(10)
-                    alive.append(retriever_threads() - before)
+                with _short_call_timeout(rt, 0.2):  # the retrievers' wait, not the set-up's commits
+                    for round_ in range(3):
+                        late.clear()
+                        callers = [
+                            threading.Thread(target=rt.memory.build_context, args=(query, session))
+                            for query in (f"slow{round_}", f"hang{round_}")
+                        ]
+                        for caller in callers:
+                            caller.start()
+                        for caller in callers:
+                            caller.join(10)
+                        late.set()
+                        for thread in slow_threads:
+                            thread.join(10)
+                        alive.append(retriever_threads() - before)
         finally:
             forever.set()
             late.set()

@@ -37,6 +37,7 @@ from cogfabric.events import AgentSpawned, CognitiveState, TaskContextPublished
 from cogfabric.store import Journal, JournalFailedError, JournalIntegrityError, VerifyReport
 
 from .test_close_and_flush import _Gated, _until
+from .test_supervision import _short_call_timeout
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -198,8 +199,7 @@ def test_a_spawn_that_timed_out_and_then_failed_to_commit_is_no_agent(tmp_path: 
     # _finish_late / _spawned_late: once the writer answers a spawn whose caller timed
     # out, "the live runtime must follow what the journal then holds": a refused spawn
     # is not registered (its id is free again), as a reopen has no agent of it
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
-    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
         runtime.spawn("a")
         journal = runtime._journal
         assert journal is not None
@@ -212,7 +212,8 @@ def test_a_spawn_that_timed_out_and_then_failed_to_commit_is_no_agent(tmp_path: 
             raise lmdb.Error(msg)
 
         journal.append = refused_append  # type: ignore[method-assign]
-        with pytest.raises(ActorTimeoutError):
+        # only the spawn meant to time out has the short call_timeout: "a"'s commit may be slow
+        with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
             runtime.spawn("b")
         finishing = list(runtime._late)  # the helper that follows the spawn's outcome
         assert committing.wait(10)
@@ -335,8 +336,7 @@ def test_a_spawn_whose_commit_outlasts_a_poll_of_its_helper_is_still_reached(
     monkeypatch.setattr(_runtime, "_LATE_POLL", _CountedPoll(0.01))
     _CountedPoll.polls.clear()
     _CountedPoll.second.clear()
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
-    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
+    with Runtime.open(tmp_path / "j", clock=FakeClock()) as runtime:
         runtime.spawn("a")
         journal = runtime._journal
         assert journal is not None
@@ -349,7 +349,8 @@ def test_a_spawn_whose_commit_outlasts_a_poll_of_its_helper_is_still_reached(
 
         journal.append = slow_append  # type: ignore[method-assign,assignment]
         try:
-            with pytest.raises(ActorTimeoutError):
+            # only the spawn meant to time out has the short call_timeout: "a"'s commit may be slow
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                 runtime.spawn("b")
             assert _CountedPoll.second.wait(10)  # its helper's first wait ran out
         finally:
