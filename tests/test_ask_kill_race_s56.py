@@ -28,43 +28,52 @@ CALL_TIMEOUT = 3.0
 """Long enough for the kill and the call (a lost call would wait it out, then time out)."""
 
 
-def _called_as_the_kill_ends_the_actor(
+def called_as_the_kill_ends_the_actor(
     monkeypatch: pytest.MonkeyPatch, call: Callable[[cf.Runtime, cf.Agent], object]
-) -> tuple[cf.Runtime, cf.Agent]:
+) -> tuple[cf.Runtime, cf.Agent, object]:
     """Run ``call`` on busy agent ``a``, held between Pykka's check and its queueing while ``a`` is killed.
 
     The kill needs the runtime's lock, which the call holds while it queues: the call
-    goes first. Before, it went after the stop and waited out ``call_timeout``.
+    goes first. Before, it went after the stop and waited out ``call_timeout``. Returns
+    the runtime (the caller closes it; closed here if anything fails), the handle, and
+    what ``call`` returned.
     """
     gate = _Gate()
     caller = threading.current_thread()
     alive = pykka.ActorRef.is_alive
     rt = cf.Runtime.open(None, config={"runtime": {"call_timeout": CALL_TIMEOUT}})
-    handle = rt.spawn("a", behavior=gate)
-    entry = rt._entry("a")
-    thread = entry.shared.thread
-    assert thread is not None
-    killer = threading.Thread(target=rt.kill, args=("a",))
-
-    def checked_then_held(ref: pykka.ActorRef[Any]) -> bool:
-        answer = alive(ref)
-        if ref is entry.ref and threading.current_thread() is caller and killer.ident is None:
-            killer.start()  # the kill queues behind the message in hand
-            gate.release.set()
-            thread.join(0.5)  # the actor ends, unless the caller holds what its kill needs
-        return answer
-
-    rt.bus.send("app", "a", "m", None)
-    assert gate.started.wait(WAIT)  # busy: the call is asked, not read on this thread
-    monkeypatch.setattr(pykka.ActorRef, "is_alive", checked_then_held)
     try:
-        call(rt, handle)  # answered: queued before the kill
-    finally:
+        handle = rt.spawn("a", behavior=gate)
+        entry = rt._entry("a")
+        thread = entry.shared.thread
+        assert thread is not None
+        killer = threading.Thread(target=rt.kill, args=("a",))
+
+        def checked_then_held(ref: pykka.ActorRef[Any]) -> bool:
+            answer = alive(ref)
+            if ref is entry.ref and threading.current_thread() is caller and killer.ident is None:
+                killer.start()  # the kill queues behind the message in hand
+                gate.release.set()
+                thread.join(0.5)  # the actor ends, unless the caller holds what its kill needs
+            return answer
+
+        rt.bus.send("app", "a", "m", None)
+        assert gate.started.wait(WAIT)  # busy: the call is asked, not read on this thread
+        monkeypatch.setattr(pykka.ActorRef, "is_alive", checked_then_held)
+        try:
+            result = call(rt, handle)  # answered: queued before the kill
+        finally:
+            gate.release.set()
+            monkeypatch.undo()
+            if killer.ident is not None:
+                killer.join(WAIT)
+        assert killer.ident is not None  # the race was run
+        assert not killer.is_alive()
+    except BaseException:
         gate.release.set()
-        monkeypatch.undo()
-        if killer.ident is not None:
-            killer.join(WAIT)
-    return rt, handle
+        rt.close()
+        raise
+    return rt, handle, result
 
 
 @pytest.mark.parametrize(
@@ -78,7 +87,7 @@ def _called_as_the_kill_ends_the_actor(
 def test_a_call_asked_as_a_kill_ends_the_actor_is_answered_before_the_kill(
     monkeypatch: pytest.MonkeyPatch, call: Callable[[cf.Runtime, cf.Agent], object]
 ) -> None:
-    rt, handle = _called_as_the_kill_ends_the_actor(monkeypatch, call)
+    rt, handle, _ = called_as_the_kill_ends_the_actor(monkeypatch, call)
     try:
         assert rt.agents() == []  # then killed
         with pytest.raises(cf.AgentNotFoundError, match="'a'"):

@@ -15,13 +15,13 @@ from __future__ import annotations
 import random
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import pykka
 import pytest
 
 import cogfabric as cf
-from tests.test_rounds_s55_h10 import WAIT, _Gate, _open
+from tests.test_ask_kill_race_s56 import called_as_the_kill_ends_the_actor
+from tests.test_rounds_s55_h10 import WAIT, _open
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -266,36 +266,15 @@ def test_a_read_asked_as_the_agents_kill_stops_its_actor_is_not_lost_behind_the_
     runtime's lock, as ``_tell_current`` tells), before the kill's stop, and answered,
     rather than waited for until the timeout.
     """
-    gate = _Gate()
-    reader = threading.current_thread()
-    alive = pykka.ActorRef.is_alive
-    with cf.Runtime.open(None, config={"runtime": {"call_timeout": WAIT}}) as rt:
-        rt.spawn("a", behavior=gate)
-        entry = rt._entry("a")
-        thread = entry.shared.thread
-        assert thread is not None
-        killer = threading.Thread(target=rt.kill, args=("a",))
-
-        def checked_then_held(ref: pykka.ActorRef[Any]) -> bool:
-            answer = alive(ref)
-            if ref is entry.ref and threading.current_thread() is reader and not killer.is_alive():
-                killer.start()  # the kill queues behind the message in hand
-                gate.release.set()
-                thread.join(0.5)  # the actor ends, unless the reader holds what its kill needs
-            return answer
-
-        rt.bus.send("app", "a", "m", None)
-        assert gate.started.wait(WAIT)  # busy: asked, not read on this thread
-        monkeypatch.setattr(pykka.ActorRef, "is_alive", checked_then_held)
-        try:
-            # the kill's own ask waits for the runtime's lock, which the read holds while it
-            # queues (``_ask_current``): the read goes first and is answered, not lost
-            views = rt.context_views(timeout=2.0) if every else rt.context_views(["a"], timeout=2.0)
-            assert views == {"a": cf.ContextView({}, {})}
-        finally:
-            gate.release.set()
-            monkeypatch.undo()
-            if killer.is_alive() or killer.ident is not None:
-                killer.join(WAIT)
+    # the kill's own ask waits for the runtime's lock, which the read holds while it
+    # queues (``_ask_current``): the read goes first and is answered, not lost
+    rt, _, views = called_as_the_kill_ends_the_actor(
+        monkeypatch,
+        lambda rt, _handle: rt.context_views(timeout=2.0) if every else rt.context_views(["a"], timeout=2.0),
+    )
+    try:
+        assert views == {"a": cf.ContextView({}, {})}
         assert rt.agents() == []
         rt.settle(WAIT)
+    finally:
+        rt.close()

@@ -13,13 +13,13 @@ from __future__ import annotations
 import queue
 import random
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import pykka
 import pytest
 
 import cogfabric as cf
-from tests.test_rounds_s55_h10 import WAIT, _Gate, _open
+from tests.test_ask_kill_race_s56 import called_as_the_kill_ends_the_actor
+from tests.test_rounds_s55_h10 import WAIT, _open
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -80,43 +80,12 @@ def test_a_flush_asked_as_a_kill_ends_the_actor_is_not_lost_behind_the_stop(
     actor in between left the no-op in a dead inbox, and flush() waited out its timeout,
     then raised ActorTimeoutError naming the killed agent "still busy".
     """
-    call_timeout = 2.0  # a lost no-op is waited for this long
-    gate = _Gate()
-    rt = cf.Runtime.open(None, config={"runtime": {"call_timeout": call_timeout}})
-    try:
-        rt.spawn("a", behavior=gate)
-        entry = rt._entry("a")
-        thread = entry.shared.thread
-        assert thread is not None
-        killer = threading.Thread(target=rt.kill, args=("a",))
-        waiter = threading.current_thread()
-        alive = pykka.ActorRef.is_alive
-
-        def checked_then_held(ref: pykka.ActorRef[Any]) -> bool:
-            answer = alive(ref)
-            if ref is entry.ref and threading.current_thread() is waiter and killer.ident is None:
-                killer.start()  # the kill queues behind the message in hand
-                gate.release.set()
-                thread.join(0.5)  # the actor ends, unless the flush holds what the kill needs
-            return answer
-
-        rt.bus.send("app", "a", "m", None)
-        assert gate.started.wait(WAIT)  # busy: flush() asks it
-        monkeypatch.setattr(pykka.ActorRef, "is_alive", checked_then_held)
-        try:
-            rt.flush(call_timeout)  # the no-op is queued before the kill, and answered
-        finally:
-            gate.release.set()
-            monkeypatch.undo()
-            if killer.ident is not None:
-                killer.join(WAIT)
-        assert killer.ident is not None  # the race was run
-        assert not killer.is_alive()
+    rt, _, _ = called_as_the_kill_ends_the_actor(monkeypatch, lambda rt, _handle: rt.flush(2.0))
+    try:  # the no-op was queued before the kill, and answered
         assert "a" not in rt.agents()
         rt.settle(WAIT)
         assert rt.stats().in_flight == 0
     finally:
-        gate.release.set()
         rt.close()
 
 
