@@ -307,18 +307,25 @@ def _open(
 
 
 @contextlib.contextmanager
-def _short_call_timeout(runtime: Runtime, seconds: float) -> Iterator[None]:
+def _short_call_timeout(runtime: Runtime, seconds: float, *, writer_too: bool = False) -> Iterator[None]:
     """``call_timeout`` is ``seconds`` inside, only for the calls a test expects to time out.
 
     The set-up and the checks after keep the runtime's own (10 s): a synced commit that
-    outlasts a short one on a loaded machine would fail them for nothing.
+    outlasts a short one on a loaded machine would fail them for nothing. ``writer_too``:
+    the journal writer's own copy too (read by its ``stop``, close()'s wait for a stalled
+    disk, and by an agent's wait for the writer to be past a commit).
     """
     core = runtime._core
+    writer = core.writer if writer_too else None
     kept, core.call_timeout = core.call_timeout, seconds
+    if writer is not None:
+        kept_writer, writer._timeout = writer._timeout, seconds
     try:
         yield
     finally:
         core.call_timeout = kept
+        if writer is not None:
+            writer._timeout = kept_writer
 
 
 @contextlib.contextmanager
@@ -542,8 +549,9 @@ class TestBehaviors:
 
     def test_a_spawn_retried_after_it_timed_out_is_told_the_agent_exists(self, tmp_path: Path) -> None:
         gate = Gate()
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
-            with _appends_held(runtime) as (entered, _):
+        with _open(tmp_path / "j") as runtime:
+            # the short call_timeout only while the appends are held: the set-up's commits may be slow
+            with _appends_held(runtime) as (entered, _), _short_call_timeout(runtime, 0.3):
                 with pytest.raises(ActorTimeoutError):
                     runtime.spawn("a", behavior=gate)
                 assert entered.is_set()
@@ -1563,13 +1571,14 @@ class TestBehaviors:
                 changed.wait(0.5)  # at once where the change can slip in; it must wait for the catch-up
             return state
 
-        with _open(tmp_path / "j", timeout=0.3, behaviors={"k": functools.partial(_CtxKeeper, kept)}) as rt:
+        with _open(tmp_path / "j", behaviors={"k": functools.partial(_CtxKeeper, kept)}) as rt:
             agent = rt.spawn("a", behavior="k")
             rt.bus.request("x", "a", "keep", timeout=10)
             gate = _stall(rt)
             entry = rt._entry("a")
             entry.shared.slots.take()
-            with pytest.raises(ActorTimeoutError):  # the agent's own wait for the commit, not the handle's
+            # only the agent's wait for the commit has the short call_timeout: the set-up's may be slow
+            with _short_call_timeout(rt, 0.3), pytest.raises(ActorTimeoutError):  # not the handle's
                 entry.ref.ask((CALL, "set_private", ("k", "first")), block=False).get(timeout=10)
             monkeypatch.setattr(agent_module, "replay_agent", replay_then_change)
             gate.set()
@@ -1983,13 +1992,17 @@ class TestBackpressure:
     ) -> None:
         # The publication is durable before it is delivered: refusing it would leave the
         # live agent short of what its own replay gives it.
-        with _open(None if path is None else tmp_path / path, mailbox=1, timeout=0.5) as runtime:
+        with _open(None if path is None else tmp_path / path, mailbox=1) as runtime:
             agent = runtime.spawn("a", task_id="t", task_context={"v": 0}, behavior="gate")
             runtime.bus.send("x", "a", "block")
             assert Gate.started.wait(10)
             runtime.bus.send("x", "a", "one")  # the mailbox is full now
 
-            with caplog.at_level("WARNING", logger="cogfabric.actors._runtime"):
+            # the publication's wait for room alone is short: the set-up's commits may be slow
+            with (
+                caplog.at_level("WARNING", logger="cogfabric.actors._runtime"),
+                _short_call_timeout(runtime, 0.5),
+            ):
                 assert runtime.publish_task_context("t", {"v": "published"}) == ["a"]
             assert "goes past its size" in caplog.text
             Gate.release.set()
@@ -2087,24 +2100,30 @@ class TestBackpressure:
             assert runtime.agents() == []
 
     def test_a_kill_reaches_an_agent_whose_full_mailbox_took_publications_past_the_bound(
-        self, tmp_path: Path
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         # durable publications go past the bound too; they leave a kill its room. Unsynced
-        # commits: with a call_timeout this short, a synced spawn or publication timed out
-        # waiting for its commit on a loaded machine.
-        config = Config(
-            journal=JournalConfig(fsync=False), runtime=RuntimeConfig(mailbox_size=1, call_timeout=0.1)
-        )
+        # commits, and the short call_timeout only for each publication's wait for room
+        # (not its commit) and the kill: on a loaded machine a synced spawn or publication
+        # timed out waiting for its commit.
+        config = Config(journal=JournalConfig(fsync=False), runtime=RuntimeConfig(mailbox_size=1))
         gate = {"gate": Gate}
         with Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=gate) as runtime:
             runtime.spawn("a", task_id="t", behavior="gate")
             runtime.bus.send("x", "a", "block")
             assert Gate.started.wait(10)
             runtime.bus.send("x", "a", "one")  # the mailbox is full now
+            deliver = runtime._deliver_publication
+
+            def delivered_after_a_short_wait(*args: Any) -> None:
+                with _short_call_timeout(runtime, 0.1):
+                    deliver(*args)
+
+            monkeypatch.setattr(runtime, "_deliver_publication", delivered_after_a_short_wait)
             for step in range(2 * MailboxSlots.CONTROL_EXTRA):
                 runtime.publish_task_context("t", {"step": step})  # each waits call_timeout, then goes past
 
-            with pytest.raises(ActorTimeoutError, match="did not answer"):
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError, match="did not answer"):
                 runtime.kill("a")
             Gate.release.set()
             _flush_once_drained(runtime)
@@ -2228,7 +2247,7 @@ class TestBackpressure:
     def test_mail_left_when_close_gives_up_on_an_agent_is_dropped_quietly(
         self, tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: str
     ) -> None:
-        runtime = _open(tmp_path / "j", timeout=0.3, mode=mode)
+        runtime = _open(tmp_path / "j", mode=mode)
         runtime.spawn("a", behavior="gate")
         entry = runtime._entry("a")
         runtime.bus.send("x", "a", "block")  # busy past close()'s wait
@@ -2236,7 +2255,8 @@ class TestBackpressure:
         for n in range(20):
             runtime.bus.send("x", "a", "later", n)
         with caplog.at_level("DEBUG", logger="cogfabric"):
-            runtime.close()
+            with _short_call_timeout(runtime, 0.3):  # close()'s wait alone: the set-up's commits may be slow
+                runtime.close()
             Gate.release.set()  # the behavior returns after close(): nothing can be journaled
             assert entry.ref.actor_stopped.wait(10)
 
@@ -2369,10 +2389,7 @@ class TestJournalFailure:
         # recovery would start from it: lost for good, though the journal holds it.
         from cogfabric.actors._core import replay_agent  # noqa: PLC0415
 
-        config = Config(
-            journal=JournalConfig(durability="sync", snapshot_interval=1),
-            runtime=RuntimeConfig(call_timeout=0.3),
-        )
+        config = Config(journal=JournalConfig(durability="sync", snapshot_interval=1))
         with Runtime.open(tmp_path / "j", config=config) as runtime:
             agent = runtime.spawn("a")
             agent.set_private("x", 0)
@@ -2388,13 +2405,14 @@ class TestJournalFailure:
 
             journal.append = stalled_append  # type: ignore[method-assign]
             _open_when_an_agent_finds_it_stalled(monkeypatch, disk)
-            with pytest.raises(ActorTimeoutError):
-                agent.set_private("late", 1)
-            # its caller most likely gives up (the catch-up's first try takes as long as
-            # its call_timeout); the agent makes the change once it has caught up
-            with contextlib.suppress(ActorTimeoutError):
-                agent.set_private("y", 2)
-            assert disk.wait(10)  # the agent's catch-up found the disk stalled: it recovers
+            with _short_call_timeout(runtime, 0.3):  # while the disk stalls: the set-up's commits may be slow
+                with pytest.raises(ActorTimeoutError):
+                    agent.set_private("late", 1)
+                # its caller most likely gives up (the catch-up's first try takes as long as
+                # its call_timeout); the agent makes the change once it has caught up
+                with contextlib.suppress(ActorTimeoutError):
+                    agent.set_private("y", 2)
+                assert disk.wait(10)  # the agent's catch-up found the disk stalled: it recovers
             runtime.flush(10)
             live = dict(agent.context_view().private)
 
@@ -2687,14 +2705,14 @@ class TestJournalFailure:
         # commit made the journal fail-stop. The first call after reloads; the next
         # reloaded again and forgot the accesses made since: a session read all along expired.
         clock = FakeClock()
-        config = _full_at_a_mebibyte(runtime=RuntimeConfig(call_timeout=0.3))
+        config = _full_at_a_mebibyte()
         with Runtime.open(tmp_path / "j", config=config, clock=clock) as runtime:
             memory = runtime.memory
             session, other = memory.create_session("u"), memory.create_session("u")
             for _ in range(3):
                 memory.add_message(other, "user", "x" * 200_000)
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the set-up's
                 memory.add_message(other, "user", "x" * 400_000)  # the map cannot hold it
             gate.set()
             with pytest.raises(JournalFullError):
@@ -2821,12 +2839,12 @@ class TestLiveMatchesReplay:
     def test_a_kill_that_timed_out_still_completes_and_nothing_follows_it(
         self, tmp_path: Path, mode: str
     ) -> None:
-        with _open(tmp_path / "j", timeout=0.3, mode=mode) as runtime:
+        with _open(tmp_path / "j", mode=mode) as runtime:
             runtime.spawn("a", task_id="t", behavior="gate")
             ref = runtime._entry("a").ref
             runtime.bus.send("x", "a", "block")
             assert Gate.started.wait(10)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the set-up's
                 runtime.kill("a")  # queued behind the blocked message
             runtime.bus.send("x", "a", "after")  # queued behind the kill
             assert runtime.publish_task_context("t", {"v": 1}) == ["a"]  # behind it too
@@ -2878,9 +2896,9 @@ class TestLiveMatchesReplay:
             assert "restarting it" in caplog.text
 
     def test_a_subscription_whose_call_timed_out_still_reaches_the_topic_index(self, tmp_path: Path) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent = _running(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the set-up's
                 runtime.bus.subscribe("a", "news")  # queued behind the blocked message
             Gate.release.set()
             assert agent.private("nothing") is None  # answered after the subscription ran
@@ -3265,15 +3283,16 @@ class TestTimedOutCallsFinishLate:
         # The delete's commit times out; the session actor ran the next create on the
         # state without s1 (nothing evicted), and the delete was then refused: live and
         # reopened, three sessions under max_sessions=2. It now waits for the delete.
-        config = Config(runtime=RuntimeConfig(call_timeout=0.3), memory=MemoryConfig(max_sessions=2))
+        config = Config(memory=MemoryConfig(max_sessions=2))
         with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as runtime:
             s1 = runtime.memory.create_session("u")
             s2 = runtime.memory.create_session("v")
             gate = _stall_then_fail(runtime, ValueError("refused"))
-            with pytest.raises(ActorTimeoutError):
-                runtime.memory.delete_session(s1)
-            with pytest.raises(ActorTimeoutError):  # it waits for the delete's commit first
-                runtime.memory.create_session("w")
+            with _short_call_timeout(runtime, 0.3):  # while the disk stalls: the set-up's commits may be slow
+                with pytest.raises(ActorTimeoutError):
+                    runtime.memory.delete_session(s1)
+                with pytest.raises(ActorTimeoutError):  # it waits for the delete's commit first
+                    runtime.memory.create_session("w")
             gate.set()
             runtime.flush(10)
             live = runtime.memory.sessions()  # behind the create
@@ -3383,10 +3402,10 @@ class TestTimedOutCallsFinishLate:
         # post-commit dead letter, on the writer's own thread, was refused and dropped,
         # so the journal kept a request with neither a delivery nor a dead letter
         # (found by a wider stalled-disk model test).
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             runtime.spawn("r", behavior="gate")
             _held_until_stopped(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the spawn's
                 runtime.bus.request("x", "r", "asked", timeout=10)
         assert _endings(tmp_path / "j", "asked") == (["timeout"], [])
         assert Gate.seen == []
@@ -3398,11 +3417,11 @@ class TestTimedOutCallsFinishLate:
         # Finished on the writer's thread once stored, it finds its recipient stopped:
         # the "closed" dead letter of a message that reaches its agent once close() asked
         # it to stop (it was refused by the stopping writer, and the message left pending).
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             runtime.spawn("r", behavior="gate")
             runtime.bus.subscribe("r", "news")
             _held_until_stopped(runtime)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the set-up's
                 _news_to_r(runtime, op)
         assert _endings(tmp_path / "j", "news") == (["closed"], [])
         assert Gate.seen == []
@@ -3415,17 +3434,19 @@ class TestTimedOutCallsFinishLate:
         # the writer, which still commits what finishing the message journals: a request
         # its "timeout" letter, a send and a broadcast (which gave up once close() was
         # over) their "closed" one.
-        runtime = _open(tmp_path / "j", timeout=0.2)
+        runtime = _open(tmp_path / "j")
         runtime.spawn("r", behavior="gate")
         runtime.bus.subscribe("r", "news")
         writer = runtime._core.writer
         assert writer is not None
         gate = _stall(runtime)
         try:
-            with pytest.raises(ActorTimeoutError):
-                _news_to_r(runtime, op)
-            with pytest.raises(ActorTimeoutError, match="did not stop"):
-                runtime.close()
+            # while the disk stalls (close()'s wait for the writer too): the set-up's commits may be slow
+            with _short_call_timeout(runtime, 0.2, writer_too=True):
+                with pytest.raises(ActorTimeoutError):
+                    _news_to_r(runtime, op)
+                with pytest.raises(ActorTimeoutError, match="did not stop"):
+                    runtime.close()
         finally:
             gate.set()
         assert writer._ended.wait(10)
@@ -3438,7 +3459,7 @@ class TestTimedOutCallsFinishLate:
     ) -> None:
         # close() fails the request still waiting (its "closed" letter); its requester
         # then gives up at its commit, which lands later: no second, "timeout", letter.
-        runtime = _open(tmp_path / "j", timeout=0.3)
+        runtime = _open(tmp_path / "j")
         runtime.spawn("r", behavior="gate")
         writer = runtime._core.writer
         assert writer is not None
@@ -3454,7 +3475,8 @@ class TestTimedOutCallsFinishLate:
             real_stop(timeout)
 
         writer.stop = stop  # type: ignore[method-assign]
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # the request and close() alone have the short call_timeout: the spawn's commit may be slow
+        with concurrent.futures.ThreadPoolExecutor(1) as pool, _short_call_timeout(runtime, 0.3):
             requester = pool.submit(runtime.bus.request, "x", "r", "asked", timeout=10)
             requester.add_done_callback(lambda _: gave_up.set())
             assert entered.wait(10)  # its commit waits for the disk, the requester for it
@@ -3473,7 +3495,7 @@ class TestTimedOutCallsFinishLate:
         # Its requester gave up at its commit but had not yet taken it off the pending
         # requests when the commit landed ("timeout" letter) and close() began: close()
         # failed it too, with a second, "closed", letter (found by a helper's re-review).
-        runtime = _open(tmp_path / "j", timeout=0.3)
+        runtime = _open(tmp_path / "j")
         runtime.spawn("r", behavior="gate")
         writer = runtime._core.writer
         assert writer is not None
@@ -3494,10 +3516,11 @@ class TestTimedOutCallsFinishLate:
 
         monkeypatch.setattr(_Handoff, "give_up", give_up)
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="requester") as pool:
-            requester = pool.submit(runtime.bus.request, "x", "r", "asked", timeout=10)
             try:
-                assert entered.wait(10)
-                assert gave.wait(10)
+                with _short_call_timeout(runtime, 0.3):  # the request's wait alone: the spawn's may be slow
+                    requester = pool.submit(runtime.bus.request, "x", "r", "asked", timeout=10)
+                    assert entered.wait(10)
+                    assert gave.wait(10)
                 gate.set()
                 writer.flush(10)  # stored, and its post-commit "timeout" letter written
                 runtime.close()
@@ -3548,7 +3571,7 @@ class TestTimedOutCallsFinishLate:
         self, tmp_path: Path
     ) -> None:
         # Not stored after all: not delivered, and the slot it held in a mailbox of one is free.
-        with _open(tmp_path / "j", mailbox=1, timeout=0.3) as runtime:
+        with _open(tmp_path / "j", mailbox=1) as runtime:
             runtime.spawn("r", behavior="gate")
             writer = runtime._core.writer
             assert writer is not None
@@ -3564,7 +3587,7 @@ class TestTimedOutCallsFinishLate:
                 return real_append(events, *args, **kwargs)
 
             writer._journal = _Stalled(journal, refusing)  # type: ignore[assignment]
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the spawn's
                 runtime.bus.send("x", "r", "lost")
             gate.set()
             runtime.flush()
@@ -4009,15 +4032,16 @@ class TestKillAndReloadEdges:
             stopped_waiting.set()
 
         monkeypatch.setattr(AgentActor, "_catch_up_when_written", noted)
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent = runtime.spawn("a")
             agent.set_private("k", 1)
             gate = _stall_then_fail(runtime, failure)
-            with pytest.raises(ActorTimeoutError):
-                runtime.kill("a")
-            # The caller's wait and the agent's own wait for the commit both last call_timeout;
-            # the failure comes once the agent, too, stopped waiting (else it hears it at once).
-            assert stopped_waiting.wait(10)
+            with _short_call_timeout(runtime, 0.3):  # while the disk stalls: the set-up's commits may be slow
+                with pytest.raises(ActorTimeoutError):
+                    runtime.kill("a")
+                # The caller's wait and the agent's own wait for the commit both last call_timeout;
+                # the failure comes once the agent, too, stopped waiting (else it hears it at once).
+                assert stopped_waiting.wait(10)
             gate.set()
             if isinstance(failure, OSError):
                 with pytest.raises(JournalError):
@@ -4046,7 +4070,12 @@ class TestKillAndReloadEdges:
         # said the agent was gone; the kill is then refused and the agent lives on.
         runtime, ctx, out, gate = _undecided_kill_with_a_kept_llm_answer(tmp_path / "j")
         with runtime:
-            with pytest.raises(ActorTimeoutError, match="its kill's commit is not stored yet"):
+            with (
+                _short_call_timeout(runtime, 0.3),
+                pytest.raises(  # while the kill is undecided alone
+                    ActorTimeoutError, match="its kill's commit is not stored yet"
+                ),
+            ):
                 ctx.set_private("k", 1)
             gate.set()
             runtime.flush(10)
@@ -4094,10 +4123,10 @@ class TestKillAndReloadEdges:
     ) -> None:
         # A refusal that is not a JournalError (one the boundary checks should have
         # caught) reached the catch-up as an error: each later message raised it.
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent = runtime.spawn("a")
             gate = _stall_then_fail(runtime, failure)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the spawn's
                 agent.set_private("k", 1)
             gate.set()
             runtime.flush(10)
@@ -4127,13 +4156,14 @@ class TestKillAndReloadEdges:
             "suspend": lambda rt: rt.suspend("a"),
             "resume": lambda rt: rt.resume("a"),
         }
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent = runtime.spawn("a")
             gate = _stall(runtime)
-            with pytest.raises(ActorTimeoutError):
-                calls[first](runtime)
-            with pytest.raises(ActorTimeoutError):  # the agent waits for the journal first
-                calls[second](runtime)
+            with _short_call_timeout(runtime, 0.3):  # while the disk stalls: the spawn's commit may be slow
+                with pytest.raises(ActorTimeoutError):
+                    calls[first](runtime)
+                with pytest.raises(ActorTimeoutError):  # the agent waits for the journal first
+                    calls[second](runtime)
             gate.set()
             runtime.flush(10)
 
@@ -4153,11 +4183,9 @@ class TestKillAndReloadEdges:
         # gives up on it. Handled then, against the state without the retire, the
         # recover was queued behind it while the writer still took submissions (the
         # session actor's stop can take call_timeout), and revived the agent.
-        runtime = _open(tmp_path / "j", timeout=0.3)
+        runtime = _open(tmp_path / "j")
         runtime.spawn("a")
         gate = _stall(runtime)
-        with pytest.raises(ActorTimeoutError):
-            runtime.retire("a")
         writer = runtime._core.writer
         assert writer is not None
         recovered = threading.Event()
@@ -4174,10 +4202,14 @@ class TestKillAndReloadEdges:
 
         writer.submit = watched_submit  # type: ignore[method-assign]
         runtime.memory._close = slow_memory_close  # type: ignore[method-assign]
-        with pytest.raises(ActorTimeoutError):
-            runtime.recover("a", CognitiveState(context="back"))  # the agent waits for the journal
-        with contextlib.suppress(ActorTimeoutError):  # the writer's stop times out: the disk is stalled
-            runtime.close()
+        # from the stall on (close()'s wait for the writer too): the spawn's commit may be slow
+        with _short_call_timeout(runtime, 0.3, writer_too=True):
+            with pytest.raises(ActorTimeoutError):
+                runtime.retire("a")
+            with pytest.raises(ActorTimeoutError):
+                runtime.recover("a", CognitiveState(context="back"))  # the agent waits for the journal
+            with contextlib.suppress(ActorTimeoutError):  # the writer's stop times out: the disk is stalled
+                runtime.close()
         handled = recovered.is_set()
         gate.set()
         assert writer._ended.wait(10)
@@ -4190,7 +4222,7 @@ class TestKillAndReloadEdges:
     ) -> None:
         # a's change timed out and then landed; the writer then stalls on b's. a's
         # catch-up waited for everything submitted, so a read of a waited for b's commit.
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             a = runtime.spawn("a")
             runtime.spawn("b")
             writer = runtime._core.writer
@@ -4210,7 +4242,9 @@ class TestKillAndReloadEdges:
             writer._journal = _Stalled(journal, gated_append)  # type: ignore[assignment]
             entry_a, entry_b = runtime._entry("a"), runtime._entry("b")
             entry_a.shared.slots.take()
-            with pytest.raises(ActorTimeoutError):  # the agent's own wait for the commit timed out
+            # the short call_timeout for a's wait for its commit and for the read alone: the
+            # spawns' commits may be slow on a loaded machine
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # the agent's own wait
                 entry_a.ref.ask((CALL, "set_private", ("k", 1)), block=False).get(timeout=10)
             assert entered[0].wait(10)
             entry_b.shared.slots.take()
@@ -4218,7 +4252,8 @@ class TestKillAndReloadEdges:
             gates[0].set()  # a's commit lands
             assert entered[1].wait(10)  # the writer is stalled on b's
             try:
-                read: object = a.private("k")
+                with _short_call_timeout(runtime, 0.3):  # not b's commit's wait (stalled)
+                    read: object = a.private("k")
             finally:
                 gates[1].set()
             with contextlib.suppress(ActorTimeoutError):
@@ -4282,13 +4317,14 @@ class TestKillAndReloadEdges:
                         out.append(type(exc).__name__)
                 done.set()
 
-        with _open(tmp_path / "j", timeout=0.3, behaviors={"f": Flipper}) as rt:
+        with _open(tmp_path / "j", behaviors={"f": Flipper}) as rt:
             rt.spawn("a", behavior="f")
             rt.bus.subscribe("a", "news")
             rt.bus.send("x", "a", "flip")
             gate = _stall(rt)
-            go.set()
-            assert done.wait(10)
+            with _short_call_timeout(rt, 0.3):  # the behavior's calls alone: the set-up's commits may be slow
+                go.set()
+                assert done.wait(10)
             gate.set()
             rt.flush(10)
             live = rt.bus.subscribers("news")
@@ -4298,21 +4334,24 @@ class TestKillAndReloadEdges:
     def test_a_call_waiting_behind_the_journal_gets_runtime_closed_when_the_writer_stops(
         self, tmp_path: Path
     ) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             runtime.spawn("a")
             gate = _stall(runtime)
             entry = runtime._entry("a")
-            entry.shared.slots.take()
-            with pytest.raises(ActorTimeoutError):
-                entry.ref.ask((CALL, "set_private", ("k", 1)), block=False).get(timeout=10)
-            entry.shared.slots.take()
-            read = entry.ref.ask((CALL, "private", ("k",)), block=False)
             writer = runtime._core.writer
             assert writer is not None
-            writer.stop_soon()
             try:
-                with pytest.raises(RuntimeClosedError):
-                    read.get(timeout=10)
+                with _short_call_timeout(
+                    runtime, 0.3
+                ):  # while the disk stalls: the spawn's commit may be slow
+                    entry.shared.slots.take()
+                    with pytest.raises(ActorTimeoutError):
+                        entry.ref.ask((CALL, "set_private", ("k", 1)), block=False).get(timeout=10)
+                    entry.shared.slots.take()
+                    read = entry.ref.ask((CALL, "private", ("k",)), block=False)
+                    writer.stop_soon()
+                    with pytest.raises(RuntimeClosedError):
+                        read.get(timeout=10)
             finally:
                 gate.set()
 
@@ -4390,21 +4429,22 @@ class TestKillAndReloadEdges:
                 timed_out.set()
                 assert release.wait(10)  # a long piece of work (an LLM call, say)
 
-        with _open(tmp_path / "j", timeout=0.3, behaviors={"w": Worker}) as runtime:
+        with _open(tmp_path / "j", behaviors={"w": Worker}) as runtime:
             runtime.spawn("a", behavior="w")
             runtime.bus.send("x", "a", "work")
             gate = _stall(runtime)
-            stalled.set()
             try:
-                assert timed_out.wait(10)
-                gate.set()
-                writer = runtime._core.writer
-                assert writer is not None
-                writer.flush(10)  # the writer is past the change that timed out
-                began = time.monotonic()
-                with pytest.raises(ActorTimeoutError, match="still busy") as caught:
-                    runtime.flush(timeout=1.0)
-                took = time.monotonic() - began
+                with _short_call_timeout(runtime, 0.3):  # from the stall on: the set-up's commits may be slow
+                    stalled.set()
+                    assert timed_out.wait(10)
+                    gate.set()
+                    writer = runtime._core.writer
+                    assert writer is not None
+                    writer.flush(10)  # the writer is past the change that timed out
+                    began = time.monotonic()
+                    with pytest.raises(ActorTimeoutError, match="still busy") as caught:
+                        runtime.flush(timeout=1.0)
+                    took = time.monotonic() - began
             finally:
                 release.set()
             runtime.flush(timeout=10)
@@ -4415,7 +4455,7 @@ class TestKillAndReloadEdges:
     def test_a_publication_the_reload_applied_does_not_override_a_later_own_change(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        with _open(tmp_path / "j", timeout=0.5) as runtime:
+        with _open(tmp_path / "j") as runtime:
             agent = runtime.spawn("a", task_id="t", task_context={"v": 0}, behavior="gate")
             ref = runtime._entry("a").ref
             runtime.bus.send("x", "a", "block")
@@ -4425,11 +4465,14 @@ class TestKillAndReloadEdges:
             runtime.publish_task_context("t", {"v": "published"})  # stored first, delivered after
             gate = _stall(runtime)
             _open_when_an_agent_finds_it_stalled(monkeypatch, gate)
-            Gate.release.set()  # the behavior's own change times out: the agent is behind
+            # while the disk stalls (the agent's wait for the writer too): the set-up's commits,
+            # and those after the disk recovers, may be slow on a loaded machine
+            with _short_call_timeout(runtime, 0.5, writer_too=True):
+                Gate.release.set()  # the behavior's own change times out: the agent is behind
+                assert gate.wait(10)  # its catch-up found the disk stalled: it recovers
             # it waits for the journal before it handles ``own``, and takes its word (the
             # publication, stored first); the publication's delivery comes after ``own``
             own.get(timeout=10)
-            assert gate.is_set()
 
             assert agent.task_context() == {"v": "own, later"}
         with _open(tmp_path / "j") as runtime:
@@ -4484,11 +4527,11 @@ class TestKillAndReloadEdges:
     def test_a_request_that_reaches_an_agent_behind_its_kill_fails_at_once(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             runtime.spawn("a", behavior="gate")
             runtime.bus.send("x", "a", "block")
             assert Gate.started.wait(10)
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the set-up's
                 runtime.kill("a")  # queued behind the blocked message
             queued = threading.Event()
             bus = runtime.bus
@@ -4549,9 +4592,8 @@ def _undecided_kill_with_a_kept_llm_answer(
             assert release.wait(10)
             return "paid answer"
 
-    config = Config(runtime=RuntimeConfig(call_timeout=0.3))
     behaviors: dict[str, Any] = {"k": Keeper}
-    runtime = Runtime.open(path, config=config, clock=FakeClock(), behaviors=behaviors, llm_provider=Slow())
+    runtime = Runtime.open(path, clock=FakeClock(), behaviors=behaviors, llm_provider=Slow())
     runtime.spawn("a", behavior="k")
     runtime.bus.request("x", "a", "keep", timeout=10)
     llm = kept[0].llm
@@ -4561,10 +4603,12 @@ def _undecided_kill_with_a_kept_llm_answer(
     assert entered.wait(10)  # the agent is idle; its kept client waits for the provider
     runtime.flush(10)  # the kill's commit is the next one
     gate = _stall_then_fail(runtime, ValueError("refused"))
-    with pytest.raises(ActorTimeoutError):
-        runtime.kill("a")
-    release.set()  # the answer comes while the kill is undecided
-    caller.join(10)
+    # the short call_timeout for the kill and the answer during it alone: the set-up's commits may be slow
+    with _short_call_timeout(runtime, 0.3):
+        with pytest.raises(ActorTimeoutError):
+            runtime.kill("a")
+        release.set()  # the answer comes while the kill is undecided
+        caller.join(10)
     return runtime, kept[0], out, gate
 
 
@@ -4680,15 +4724,11 @@ class TestSessionActorBehindTheJournal:
         # The create waited behind the delete's commit; close() began meanwhile, and the
         # create then ran on the state without s1 (nothing evicted) before the writer
         # stopped: the delete refused, a reopen had three sessions under max_sessions=2.
-        config = Config(runtime=RuntimeConfig(call_timeout=0.3), memory=MemoryConfig(max_sessions=2))
+        config = Config(memory=MemoryConfig(max_sessions=2))
         runtime = Runtime.open(tmp_path / "j", config=config, clock=FakeClock())
         s1 = runtime.memory.create_session("u")
         runtime.memory.create_session("v")
         gate = _stall_then_fail(runtime, ValueError("refused"))
-        with pytest.raises(ActorTimeoutError):
-            runtime.memory.delete_session(s1)
-        with pytest.raises(ActorTimeoutError):
-            runtime.memory.create_session("w")  # it waits for the delete's commit
         created = threading.Event()
         _on_submit(runtime, lambda events: any(isinstance(e, SessionCreated) for e in events), created)
         writer = runtime._core.writer
@@ -4699,8 +4739,13 @@ class TestSessionActorBehindTheJournal:
             gate.set()  # the disk answers as close() stops the writer
             real_stop(timeout)
 
-        writer.stop = stop  # type: ignore[method-assign]
-        runtime.close()
+        with _short_call_timeout(runtime, 0.3):  # from the stall on: the set-up's commits may be slow
+            with pytest.raises(ActorTimeoutError):
+                runtime.memory.delete_session(s1)
+            with pytest.raises(ActorTimeoutError):
+                runtime.memory.create_session("w")  # it waits for the delete's commit
+            writer.stop = stop  # type: ignore[method-assign]
+            runtime.close()
         assert writer._ended.wait(10)
         with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as reopened:
             sessions = reopened.memory.sessions()
@@ -4713,12 +4758,10 @@ class TestSessionActorBehindTheJournal:
         # catch-up reloaded, and the next batch reloaded again (for the failure),
         # forgetting the access in between (its record dropped): the session expired early.
         clock = FakeClock()
-        config = Config(runtime=RuntimeConfig(call_timeout=0.3), memory=MemoryConfig(session_ttl=100))
+        config = Config(memory=MemoryConfig(session_ttl=100))
         with Runtime.open(tmp_path / "j", config=config, clock=clock) as runtime:
             session = runtime.memory.create_session("u")
             gate = _stall_then_fail(runtime, OSError("disk gone"))
-            with pytest.raises(ActorTimeoutError):
-                runtime.memory.add_message(session, "user", "hi")
             memory = runtime.memory
             real_catch_up = memory._catch_up
 
@@ -4726,12 +4769,17 @@ class TestSessionActorBehindTheJournal:
                 gate.set()  # the disk fails as the session actor waits for it
                 return real_catch_up()
 
-            memory._catch_up = catch_up  # type: ignore[method-assign]
-            clock.advance(90)
-            assert [m.content for m in memory.get_messages(session)] == ["New session started"]  # read at 90
-            clock.advance(60)
+            with _short_call_timeout(runtime, 0.3):  # from the stall on: the create's commit may be slow
+                with pytest.raises(ActorTimeoutError):
+                    runtime.memory.add_message(session, "user", "hi")
+                memory._catch_up = catch_up  # type: ignore[method-assign]
+                clock.advance(90)
+                assert [m.content for m in memory.get_messages(session)] == [
+                    "New session started"
+                ]  # read at 90
+                clock.advance(60)
 
-            assert memory.sessions() == [session]  # live until 190
+                assert memory.sessions() == [session]  # live until 190
 
     def test_a_timed_out_turns_answer_that_goes_in_later_is_not_logged_as_lost(
         self, tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -4776,7 +4824,7 @@ class TestSessionActorBehindTheJournal:
             real_stop(timeout)
 
         writer.stop = stop  # type: ignore[method-assign]
-        with caplog.at_level(logging.WARNING, logger="cogfabric"):
+        with caplog.at_level(logging.WARNING, logger="cogfabric"), _short_call_timeout(runtime, 0.3):
             runtime.close()
         with Journal.open(tmp_path / "j", readonly=True) as stored:
             names = [type(r.event).__name__ for r in stored.read(stream="agent/a")]
@@ -4791,22 +4839,22 @@ class TestSessionActorBehindTheJournal:
         # It waited for the writer to be idle (a flush), not for its own write: a commit
         # of others held behind that write kept it waiting, and every later session call
         # timed out, although the journal held the write.
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             session = runtime.memory.create_session("u")
             writer = runtime._core.writer
             assert writer is not None
             journal = writer._journal
             first, spawns, at_the_disk = threading.Event(), threading.Event(), threading.Event()
+            spawn_at_the_disk = threading.Event()
 
             def held(events: Sequence[Event], *args: Any, **kwargs: Any) -> list[int]:
                 spawning = any(isinstance(e, AgentSpawned) for e in events)
-                if not spawning:
-                    at_the_disk.set()
+                (spawn_at_the_disk if spawning else at_the_disk).set()
                 assert (spawns if spawning else first).wait(10)
                 return journal.append(events, *args, **kwargs)
 
             writer._journal = _Stalled(journal, held)  # type: ignore[assignment]
-            with pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the create's
                 runtime.memory.add_message(session, "user", "hi")  # its commit waits at the disk
             # The writer holds the write alone: on a loaded machine its thread may run only
             # after the spawn came, and take both into one group, held with the spawn.
@@ -4823,9 +4871,13 @@ class TestSessionActorBehindTheJournal:
             try:
                 assert submitted.wait(10)  # queued behind the session's write
                 first.set()  # the session's write is stored; the spawn's commit then waits
+                # the writer is past the session's write (however slow its commit on a loaded
+                # machine), and busy with the spawn: the reads alone have the short call_timeout
+                assert spawn_at_the_disk.wait(10)
 
-                assert runtime.memory.sessions() == [session]
-                assert [m.content for m in runtime.memory.get_messages(session)][-1] == "hi"
+                with _short_call_timeout(runtime, 0.3):
+                    assert runtime.memory.sessions() == [session]
+                    assert [m.content for m in runtime.memory.get_messages(session)][-1] == "hi"
             finally:
                 spawns.set()
                 spawner.join(10)
@@ -4839,9 +4891,10 @@ class TestSessionActorBehindTheJournal:
         # "one-group": the writer takes the record and the answer into one group (as a
         # loaded machine may: its thread ran only after the answer came), which the
         # journal refuses, and the writer commits apart: the record, then the answer.
-        with _open(tmp_path / "j", timeout=0.3) as runtime:
+        with _open(tmp_path / "j") as runtime:
             session = runtime.memory.create_session("u")
-            llm = runtime.llm(ScriptedProvider(["the answer"]))
+            provider = ScriptedProvider(["the answer"])
+            llm = runtime.llm(provider)
             writer = runtime._core.writer
             assert writer is not None
             journal, gate, refusal = writer._journal, threading.Event(), ValueError("refused")
@@ -4869,14 +4922,17 @@ class TestSessionActorBehindTheJournal:
                 caplog.at_level(logging.WARNING, logger="cogfabric"),
                 _logged("cogfabric.actors._memory", "goes into its session once stored") as timed_out,
             ):
-                with pytest.raises(ActorTimeoutError):
-                    llm.turn(session, "question")
-                assert added.wait(10)
-                with pytest.raises(ActorTimeoutError):
-                    runtime.memory.sessions()  # behind the answer's batch, which timed out
-                # the session actor's own wait for the answer timed out too (a refusal that
-                # came before would answer it: no batch it stopped waiting for)
-                assert timed_out.wait(10)
+                # the short call_timeout from the provider's answer: the output record, the
+                # answer's batch and the read behind it time out; the turn's question does not
+                with _short_call_timeout_once_answered(runtime, provider, 0.3):
+                    with pytest.raises(ActorTimeoutError):
+                        llm.turn(session, "question")
+                    assert added.wait(10)
+                    with pytest.raises(ActorTimeoutError):
+                        runtime.memory.sessions()  # behind the answer's batch, which timed out
+                    # the session actor's own wait for the answer timed out too (a refusal that
+                    # came before would answer it: no batch it stopped waiting for)
+                    assert timed_out.wait(10)
                 gate.set()
                 runtime.flush(10)
                 messages = [(m.role, m.content) for m in runtime.memory.get_messages(session)]
@@ -4892,13 +4948,19 @@ class TestSessionActorBehindTheJournal:
         # it reloaded from a journal close() was closing (an ERROR, "failed on a batch")
         # and ran, after close() began. "before-its-wait": close() began as a batch's
         # catch-up was about to wait for the commit; "during-its-wait": as it waited.
-        runtime = _open(tmp_path / "j", timeout=0.3)
+        runtime = _open(tmp_path / "j")
         session = runtime.memory.create_session("u")
         gate = _stall(runtime)
-        with pytest.raises(ActorTimeoutError):
-            runtime.memory.add_message(session, "user", "hi")  # the session actor is behind it
-        with pytest.raises(ActorTimeoutError):
-            runtime.memory.sessions()  # waits for that commit
+        behind = (
+            functools.partial(
+                runtime.memory.add_message, session, "user", "hi"
+            ),  # the session actor is behind it
+            runtime.memory.sessions,  # waits for that commit
+        )
+        with _short_call_timeout(runtime, 0.3):  # these two alone: the create's commit may be slow
+            for call in behind:
+                with pytest.raises(ActorTimeoutError):
+                    call()
         memory = runtime.memory
         # The catch-up's waits for that commit, ordered by events, not by call_timeout:
         # timed, close()'s own wait for the session actor (call_timeout) raced the wait
