@@ -329,15 +329,7 @@ def _located_heads_problem(journal: LmdbJournal, last: int) -> tuple[int | None,
             expected += 1
         events = txn.cursor(db=journal._db_events)
         now = events.key() if events.last() else _seq_key(0)
-        heads = _HeadsCheck(streams, last)
-        for key, value in txn.cursor(db=journal._db_heads).iternext():
-            if value[:8] > limit and not _names_record_of(txn, journal, value[:8], key, now):
-                return (
-                    None,
-                    f"the stream index's head of {key.decode(errors='replace')!r} names no record of it",
-                )
-            heads.see(bytes(key), bytes(value))
-        return heads.problem(txn, journal._db_heads)
+        return _heads_problem(txn, journal, streams, last, now)
 
 
 def _heads_of(
@@ -653,14 +645,29 @@ def _index_digests(
             elif value > now:
                 seq = int.from_bytes(value, "big")
                 return _Problem(None, f"the event id index names seq {seq}, past the last record")
-        heads = _HeadsCheck(streams, last)
-        for key, value in txn.cursor(db=journal._db_heads).iternext():
-            if value[:8] > limit and not _names_record_of(txn, journal, value[:8], key, now):
-                why = f"the stream index's head of {key.decode(errors='replace')!r} names no record of it"
-                return _Problem(None, why)
-            heads.see(bytes(key), bytes(value))
-        heads_problem = heads.problem(txn, journal._db_heads)
+        heads_problem = _heads_problem(txn, journal, streams, last, now)
+        if isinstance(heads_problem, _Problem):  # a head past ``last`` naming no record
+            return heads_problem
     return anchors_count, anchors_sum, ids_count, ids_sum, heads_problem
+
+
+def _heads_problem(
+    txn: lmdb.Transaction[bytes], journal: LmdbJournal, streams: dict[bytes, list[int]], last: int, now: bytes
+) -> tuple[int | None, str] | None:
+    """The stream index's heads against what a scan of the records up to ``last`` saw (``streams``).
+
+    A head past ``last`` (an append since the scan) must name a record of its stream
+    that exists ``now`` (the last key): else a ``_Problem`` naming no seq, reported
+    before the other indexes' problems; the heads' other problems come as a plain tuple.
+    """
+    limit = _seq_key(last)
+    heads = _HeadsCheck(streams, last)
+    for key, value in txn.cursor(db=journal._db_heads).iternext():
+        if value[:8] > limit and not _names_record_of(txn, journal, value[:8], key, now):
+            why = f"the stream index's head of {key.decode(errors='replace')!r} names no record of it"
+            return _Problem(None, why)
+        heads.see(bytes(key), bytes(value))
+    return heads.problem(txn, journal._db_heads)
 
 
 def _names_record_of(
