@@ -39,6 +39,7 @@ from cogfabric.store import (
     JournalDamagedError,
     JournalError,
     JournalRecordError,
+    JournalRecordVersionError,
     JournalUnavailableError,
     LmdbJournal,
 )
@@ -51,7 +52,7 @@ from cogfabric.store._lmdb import (
     used_length,
     write_beside,
 )
-from cogfabric.store._record import CHAIN_LEN
+from cogfabric.store._record import CHAIN_LEN, parts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator
@@ -390,25 +391,63 @@ _COPY_CHUNK = 1 << 20
 _ZEROS: Final = bytes(_COPY_CHUNK)
 
 
-def inspect_journal(journal: LmdbJournal, path: Path, *, until: int | None = None) -> dict[str, Any]:
+def inspect_journal(
+    journal: LmdbJournal, path: Path, *, until: int | None = None, skip_newer: bool = False
+) -> dict[str, Any]:
     """Format, counts per type and per stream, first and last time, the head, size on disk.
 
     The head is the last record's seq and its hash-chain link (hex; None when empty):
     keep both elsewhere to detect a later consistent rewrite of the journal.
+
+    ``skip_newer``: a record of a version newer than this code (``JournalRecordVersionError``)
+    is counted, by its type and stream, and listed in ``newer`` (each type and stored
+    version: ``type``, ``stored``, ``known``, ``records``, ``first_seq``, ``last_seq``),
+    rather than raised. Its type and versions are the codec's error's; its stream and
+    chain link are read from the record's framing, nothing of its event decoded. The
+    times are of the records this code reads. ``newer`` is empty when there are none.
+
+    Raises:
+        JournalRecordError: a record cannot be decoded (with ``skip_newer``, one that is
+            not newer, or a newer one whose framing is malformed).
+
     """
     types: Counter[str] = Counter()
     streams: Counter[str] = Counter()
+    newer: dict[tuple[str, int], dict[str, Any]] = {}
     first = last = None
-    head = None
+    head: tuple[int, bytes] | None = None
     count = 0
-    for record in journal.read(until=until):
-        head = record
-        event = record.event
-        types[type(event).__name__] += 1
-        streams[record.stream] += 1
-        first = event.at if first is None else first
-        last = event.at
-        count += 1
+    end = journal.last_seq if until is None else until
+    after, window = 0, max(end, 1)  # all in one read, but just after a newer record
+    while after < end:
+        stop = min(end, after + window)
+        try:
+            for record in journal.read(after=after, until=stop):
+                head = record.seq, record.chain
+                event = record.event
+                types[type(event).__name__] += 1
+                streams[record.stream] += 1
+                first = event.at if first is None else first
+                last = event.at
+                count += 1
+        except JournalRecordVersionError as exc:
+            if not skip_newer:
+                raise
+            stream, chain = _framing(journal, exc)
+            head = exc.seq, chain
+            types[exc.type_name] += 1
+            streams[stream] += 1
+            count += 1
+            found = newer.setdefault(
+                (exc.type_name, exc.stored),
+                {"type": exc.type_name, "stored": exc.stored, "known": exc.known, "records": 0},
+            )
+            found["records"] += 1
+            found.setdefault("first_seq", exc.seq)
+            found["last_seq"] = exc.seq
+            after, window = exc.seq, 1  # one at a time while they come in a row
+            continue
+        after, window = stop, window * 2
     info = journal.info()
     return {
         "path": os.fsencode(path).decode(errors="backslashreplace"),  # a name that is not UTF-8, too
@@ -417,8 +456,8 @@ def inspect_journal(journal: LmdbJournal, path: Path, *, until: int | None = Non
         "hash": info["hash"],
         "keyed": info["keyed"],
         "records": count,
-        "head_seq": head.seq if head is not None else 0,
-        "head_chain": head.chain.hex() if head is not None else None,
+        "head_seq": head[0] if head is not None else 0,
+        "head_chain": head[1].hex() if head is not None else None,
         "first_time": first,
         "last_time": last,
         "types": dict(types.most_common()),
@@ -426,7 +465,28 @@ def inspect_journal(journal: LmdbJournal, path: Path, *, until: int | None = Non
         "stream_kinds": dict(Counter(s.split("/", 1)[0] for s in streams.elements()).most_common()),
         "streams": dict(sorted(streams.items())),
         "bytes_on_disk": sum(f.stat().st_size for f in path.glob("*.mdb")),
+        "newer": sorted(newer.values(), key=lambda found: found["first_seq"]),
     }
+
+
+def _framing(journal: LmdbJournal, exc: JournalRecordVersionError) -> tuple[str, bytes]:
+    """The stream and chain link of the record ``exc`` names, from its framing (its event not decoded).
+
+    Raises:
+        JournalRecordVersionError: ``exc`` itself, when the record is gone or its framing malformed.
+
+    """
+    # as record_intact reads it (a map a writer grew meanwhile adopted), the audit's own journal
+    with journal._lock:  # noqa: SLF001
+        pair = journal._txn_call(lambda: journal._record_and_link_before(exc.seq))  # noqa: SLF001
+    framed = None if pair is None else parts(pair[0])
+    try:
+        stream = None if framed is None else framed.stream.decode()
+    except UnicodeDecodeError:
+        stream = None
+    if pair is None or stream is None:
+        raise exc
+    return stream, pair[0][-CHAIN_LEN:]
 
 
 def check_snapshots(journal: LmdbJournal, *, until: int | None = None) -> tuple[int, str | None, int | None]:

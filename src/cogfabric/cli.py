@@ -169,31 +169,64 @@ def _fail(
     sys.exit(code)
 
 
-#: The commands that take ``--json``: given it, an error that leaves stdout without a JSON
-#: document adds one JSON line to stderr, ``{"error": {...}}`` (README, "The commands' JSON").
-_JSON_COMMANDS: Final = frozenset(
-    {"verify", "backup", "salvage", "verify-export", "inspect", "replay", "trace"}
-)
+#: The parameters of a command's own option that asks for the error object: ``--json`` (a
+#: flag: ``bench --json PATH`` names a file), or ``export --json-errors`` (its lines are JSON
+#: already). Given it, an error that leaves stdout without a JSON document (``export``: any
+#: error) adds one JSON line to stderr, ``{"error": {...}}`` (README, "The commands' JSON").
+_JSON_ERROR_PARAMS: Final = ("as_json", "json_errors")
 
-#: Whether the command line asks for ``--json``, for an error met before (or after) the
+#: Whether the command line asks for the error object, for an error met before (or after) the
 #: command's own options are at hand: a bad option, Ctrl-C. Set by ``_Commands.main``.
 _json_asked: contextvars.ContextVar[bool] = contextvars.ContextVar("cogfabric_json_asked", default=False)
 
 
 def _asks_for_json(args: Sequence[str]) -> bool:
-    """Whether ``args`` run a command of ``_JSON_COMMANDS`` with ``--json`` (before any ``--``)."""
-    words = list(args)
-    if "--" in words:
-        words = words[: words.index("--")]
-    command = next((word for word in words if not word.startswith("-")), None)
-    return command in _JSON_COMMANDS and "--json" in words
+    """Whether ``args`` give their command its option that asks for the error object (``_JSON_ERROR_PARAMS``).
+
+    Read as click parses them: the word after an option that takes a value is that
+    value (``--key-file --json`` names a key file called ``--json``), and every word
+    after ``--`` is an argument, so neither asks for it. This is the answer for an
+    error met without the command's parsed options at hand; click may not have parsed
+    the words at all (an unknown option, a value missing): an unknown option is taken
+    to take no value, so ``verify J --bogus --json`` asks for the object, as the user
+    meant. Once the command's options are parsed, ``_json_errors`` reads them instead.
+    """
+    words = iter(args)
+    command = None
+    for word in words:  # the group's own options (--help, --version) take no value
+        if word == "--":
+            return False
+        if not word.startswith("-"):
+            command = main.commands.get(word)
+            break
+    if command is None:
+        return False
+    asking: set[str] = set()
+    values: dict[str, int] = {}  # an option that takes values: how many words
+    for param in command.params:
+        if not isinstance(param, click.Option):
+            continue
+        if param.name in _JSON_ERROR_PARAMS and param.is_flag:
+            asking.update(param.opts)
+        elif not param.is_flag and not param.count:
+            values.update(dict.fromkeys(param.opts, param.nargs))
+    for word in words:
+        if word == "--":
+            return False
+        if word in asking:
+            return True
+        for _ in range(values.get(word, 0)):
+            next(words, None)
+    return False
 
 
 def _json_errors() -> bool:
-    """Whether an error is also said as a JSON object: the command's ``--json``, as parsed where it was."""
+    """Whether an error is also said as a JSON object: the command's own option, as parsed where it was."""
     ctx = click.get_current_context(silent=True)
-    if ctx is not None and "as_json" in ctx.params:
-        return bool(ctx.params["as_json"])
+    if ctx is not None:
+        for name in _JSON_ERROR_PARAMS:
+            if name in ctx.params:
+                return bool(ctx.params[name])
     return _json_asked.get()
 
 
@@ -204,7 +237,7 @@ def _int_or_none(value: object) -> int | None:
 def _say_error(
     message: str, code: int, *, error: BaseException | None = None, kind: str = "", seq: int | None = None
 ) -> None:
-    """With ``--json``: the error as one line of JSON on stderr, after its ``error:`` line.
+    """With ``--json`` (``export --json-errors``): the error as one line of JSON on stderr, last.
 
     ``{"error": {"kind", "exit", "message", "seq", "type_name", "stored", "known"}}``:
     ``kind`` the exception's class (``JournalNotFoundError``, ``JournalFormatError``,
@@ -213,7 +246,7 @@ def _say_error(
     ``Interrupted``, ``Terminated``; ``exit`` the exit status; ``seq`` the record it names;
     ``type_name``, ``stored`` and ``known`` an event type and its two versions (of a
     record newer than this code), or for ``JournalFormatError`` the two formats (each
-    null where the error has none). Stdout is left as it is: empty.
+    null where the error has none). Stdout is left as it is: empty, or the lines an export wrote.
     """
     if not _json_errors():
         return
@@ -478,7 +511,8 @@ def main() -> None:
       130  Ctrl-C; 143 SIGTERM
     Errors and warnings go to stderr: stdout holds only the output (--json too).
     With --json, an error that leaves stdout empty ends stderr with one line
-    {"error": {"kind", "exit", "message", "seq", "type_name", "stored", "known"}}.
+    {"error": {"kind", "exit", "message", "seq", "type_name", "stored", "known"}};
+    export gives it for any error with --json-errors.
     """
 
 
@@ -2019,6 +2053,12 @@ def _trace_line(node: dict[str, Any]) -> str:
     "so that `cogfabric verify-export` can check the export without the journal. Every record "
     "of the range: no --stream, --layer or --type.",
 )
+@click.option(
+    "--json-errors",
+    is_flag=True,
+    help="On an error, end stderr with one line of JSON naming it, as --json does in the other "
+    "commands (after any lines written: stdout stays the export).",
+)
 @_keyed
 @_COPY
 @_NO_VERIFY
@@ -2031,6 +2071,7 @@ def export(
     until: int | None,
     types: frozenset[str] | None,
     verifiable: bool,
+    json_errors: bool,  # noqa: ARG001 - read where an error is said (_json_errors)
     key: bytes | str | None,
     copy: bool,
     no_verify: bool,
@@ -2319,11 +2360,23 @@ def _need_stdout() -> None:
     is_flag=True,
     help="Leave out the count of each stream (a line an agent and a session); --json: streams is null.",
 )
+@click.option(
+    "--skip-newer",
+    is_flag=True,
+    help="Summarise a journal that holds records newer than this cogfabric (a newer release wrote "
+    "them) rather than stop at the first: each is counted and named (newer).",
+)
 @_keyed
 @_COPY
 @_NO_VERIFY
 def inspect(
-    journal: Path, as_json: bool, no_streams: bool, key: bytes | str | None, copy: bool, no_verify: bool
+    journal: Path,
+    as_json: bool,
+    no_streams: bool,
+    skip_newer: bool,
+    key: bytes | str | None,
+    copy: bool,
+    no_verify: bool,
 ) -> None:
     """Summarise JOURNAL: format, records, the head, first and last time, counts per type and stream, size.
 
@@ -2331,6 +2384,12 @@ def inspect(
     detect a later rewrite of the journal. Each stream's count takes a line (every agent
     and session has streams of its own): --no-streams leaves them out, the counts per
     kind of stream kept.
+
+    A record of a version newer than this cogfabric stops it (exit 1) unless
+    --skip-newer: then the records it cannot read are counted too, by type and stream
+    (their type, version and stream are read without their data), and named by type, the
+    version stored and the one this code knows (newer, with their first and last seqs;
+    the times are of the others), with exit 0.
 
     \b
     Example:
@@ -2343,9 +2402,19 @@ def inspect(
         with _audit(journal, copy=copy, key=key) as opened:
             until = _check(opened, skip=no_verify)
             _working(f"counting {until:,} records by type and stream")
-            summary = inspect_journal(opened, journal, until=until)
+            summary = inspect_journal(opened, journal, until=until, skip_newer=skip_newer)
     except _journal_errors() as exc:
+        from cogfabric.store import JournalRecordVersionError  # noqa: PLC0415
+
+        if isinstance(exc, JournalRecordVersionError):  # a newer release wrote it: summarise the rest
+            _fail(f"{exc} (--skip-newer summarises the journal)", _exit_code(exc), error=exc)
         _fail_journal(exc, key)
+    if summary["newer"]:
+        skipped = sum(found["records"] for found in summary["newer"])
+        _say(
+            f"note: {skipped:,} record{'s' * (skipped > 1)} newer than this cogfabric counted, not read "
+            "(newer): the times are of the others"
+        )
     if no_streams:
         summary["streams"] = None
     if as_json:
@@ -2358,12 +2427,25 @@ def inspect(
     click.echo(f"time      {_when(summary['first_time'])} .. {_when(summary['last_time'])}")
     click.echo(f"on disk   {summary['bytes_on_disk'] / 1e6:.1f} MB")
     click.echo("types     " + ", ".join(f"{k} {v:,}" for k, v in summary["types"].items()))
+    if summary["newer"]:
+        click.echo("newer     " + ", ".join(map(_newer_cell, summary["newer"])))
     click.echo("streams   " + ", ".join(f"{_printable(k)} {v:,}" for k, v in summary["stream_kinds"].items()))
     if no_streams:
         return
     width = max((len(f"{v:,}") for v in summary["streams"].values()), default=0)
     for stream, count in summary["streams"].items():
         click.echo(f"  {count:>{width},}  {_printable(stream)}")
+
+
+def _newer_cell(found: dict[str, Any]) -> str:
+    """``inspect``'s newer records of a type and version: ``PrivateSet v2 3 (known v1; first seq 7, last 9)``.
+
+    (The type is one this code knows, at a version it does not.)
+    """
+    first, last = found["first_seq"], found["last_seq"]
+    seqs = f"seq {first}" if first == last else f"first seq {first}, last {last}"
+    kind = f"{_printable(found['type'])} v{found['stored']}"
+    return f"{kind} {found['records']:,} (known v{found['known']}; {seqs})"
 
 
 def _when(seconds: float | None) -> str:
