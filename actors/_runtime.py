@@ -1609,7 +1609,14 @@ class Runtime:
         """
         entry = self._entry(agent_id)
         self._ask(agent_id, "kill")
-        self._stop_ref(entry.ref)
+        # Its actor queued its own stop as it left (_on_killed), or close() stops it: wait
+        # for its thread to end. A stop asked here, after Pykka found the actor alive, could
+        # land in its inbox just after that stop ended it, and be waited for in vain.
+        thread = entry.shared.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=self._core.call_timeout)
+            if thread.is_alive():
+                log.warning("an agent actor did not stop in time")
 
     def _on_killed(self, agent_id: str, ref: pykka.ActorRef[AgentActor]) -> None:
         """An agent's death is journaled (on its actor's thread): remove it and stop it."""
@@ -2253,6 +2260,9 @@ class Runtime:
         """Ask every live agent a no-op; ``past_bound``: also one whose mailbox is full.
 
         ``stale_only``: only the agents that stopped waiting for a commit (``Shared.stale``).
+        Each is asked while still its id's (``_ask_current``), also on the writer's thread
+        (``_reload_all``: every holder of the runtime's lock only queues, it never waits for
+        the writer): one killed meanwhile is left out, not waited for behind its stop.
         """
         # no _lock needed: list() copies the registry's items in one C call, atomically
         entries = [
@@ -2261,13 +2271,17 @@ class Runtime:
             if e is not None and (e.shared.stale or not stale_only)
         ]
         asked = []
+        message = (CALL, "noop", ())
         for agent_id, entry in entries:
             slots = entry.shared.slots
             if past_bound:
                 slots.take()
             elif not slots.acquire(timeout=0):
                 continue  # mail waits: it takes the journal's word before handling it
-            asked.append((agent_id, entry.ref.ask((CALL, "noop", ()), block=False)))
+            try:
+                asked.append((agent_id, self._ask_current(agent_id, entry, message)))
+            except (AgentNotFoundError, RuntimeClosedError):
+                continue  # killed, or stopped by close(): its slot is given back
         return asked
 
     def _hand_over_all(self, deadline: float) -> Exception | None:
