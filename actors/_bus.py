@@ -38,7 +38,7 @@ from ._errors import (
     MailboxFullError,
     RuntimeClosedError,
 )
-from ._writer import unacknowledged
+from ._writer import STOPPED_WAITING, unacknowledged
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -151,12 +151,13 @@ class IpcBus:
     ) -> None:
         """Journal ``message``, durable first in sync durability.
 
-        If its commit outlasts ``call_timeout`` (``ActorTimeoutError``), the writer may
-        still store it, and replay would then have it sent: ``late(committed)`` runs on
-        the writer's thread once the commit is over, so that the live runtime follows
-        the journal. It runs before the caller of any later submission wakes: what that
-        caller's thread sends next reaches its recipient after it. ``tells``: ``late``
-        puts it in mailboxes, which a flush under way then asks to hand over again.
+        If its commit outlasts ``call_timeout`` (``ActorTimeoutError``), or a Ctrl-C
+        interrupts the wait, the writer may still store it, and replay would then have
+        it sent: ``late(committed)`` runs on the writer's thread once the commit is
+        over, so that the live runtime follows the journal. It runs before the caller of
+        any later submission wakes: what that caller's thread sends next reaches its
+        recipient after it. ``tells``: ``late`` puts it in mailboxes, which a flush under
+        way then asks to hand over again.
         """
         writer = self._core.writer
         if writer is None or not self._core.sync:
@@ -175,8 +176,11 @@ class IpcBus:
         assert ack is not None
         try:
             ack.wait(self._core.call_timeout)
-        except ActorTimeoutError:
+        except STOPPED_WAITING as stopped:
             if handoff.give_up():
+                raise
+            if isinstance(stopped, KeyboardInterrupt):
+                finish(ack.error is None)  # over just as a Ctrl-C came: finished here, then interrupted
                 raise
             ack.wait(0.0)  # over just now: its outcome is the caller's
 
@@ -434,7 +438,7 @@ class IpcBus:
         deliver = self._delivery(message, entry, shared=True)
         try:
             self._journal_message(message, deliver)
-        except ActorTimeoutError:
+        except STOPPED_WAITING:
             raise  # the slot is the late delivery's
         except BaseException:
             entry.shared.slots.release()
@@ -623,7 +627,12 @@ class IpcBus:
             entry.shared.slots.release()
             raise
         self._delivery(message, entry)(True)
-        if not pending.done.wait(max(0.0, deadline - time.monotonic())):
+        try:
+            answered = pending.done.wait(max(0.0, deadline - time.monotonic()))
+        except KeyboardInterrupt:
+            self._interrupted(message)
+            raise
+        if not answered:
             with self._lock:
                 mine = self._pending.pop(message.correlation_id, None) is not None
             # Not mine: a reply or a failure took it and settles it (its commit, its
@@ -651,6 +660,20 @@ class IpcBus:
         assert pending.reply is not None
         self._reply_delivered(pending.reply)
         return self._handed_back(pending.reply)
+
+    def _interrupted(self, message: IpcMessage) -> None:
+        """A Ctrl-C stopped the requester's wait for ``message``'s reply: its ``timeout`` letter.
+
+        Nobody waits for the reply now, as after the request's own timeout: the reply
+        is not journaled, and the request's letter says why (unless a reply or a
+        failure took it meanwhile: its outcome is the request's).
+        """
+        with self._lock:
+            mine = self._pending.pop(message.correlation_id, None) is not None
+        if mine:
+            said = f"agentipc: request interrupted: {message.topic!r} to {message.recipient!r} (Ctrl-C)"
+            with contextlib.suppress(CogfabricError):  # closed or fail-stop: nothing to record it in
+                self.dead_letter(message, "timeout", said)
 
     def _reply_delivered(self, reply: IpcMessage) -> None:
         """Journal that ``reply`` reached its requester, as a message's delivery is journaled.

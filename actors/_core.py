@@ -183,6 +183,13 @@ class Core:
                 f"behavior class {cls.__name__} is not registered; "
                 "pass behaviors={name: class} to Runtime.open"
             )
+            twin = next((n for n, f in self.behaviors.items() if _same_name(f, cls)), None)
+            if twin is not None:  # a notebook cell that defines the class, run again
+                msg += (
+                    f" (the class registered as {twin!r} has its name, but is another class object, "
+                    f"defined again since: behavior={twin!r} runs the registered one; to run the new "
+                    "one, close the runtime and reopen it with the new class in behaviors)"
+                )
             raise InvalidSpawnSpecError(msg)
         return f"{cls.__module__}.{cls.__qualname__}"
 
@@ -286,6 +293,15 @@ class Core:
 # What a subclass of the ``Behavior`` protocol inherits when it defines no ``on_message``
 # of its own (a misspelt one, say): a stub that returns None, which defers every reply.
 _PROTOCOL_STUB: Final = ("cogfabric.actors._agent", "Behavior.on_message")
+
+
+def _same_name(factory: object, cls: type) -> bool:
+    """Whether ``factory`` is a class of ``cls``'s module and qualified name (``cls`` redefined)."""
+    return (
+        isinstance(factory, type)
+        and factory.__qualname__ == cls.__qualname__
+        and factory.__module__ == cls.__module__
+    )
 
 
 def _handles_messages(behavior: object) -> bool:

@@ -1274,6 +1274,20 @@ class MemoryManager:
                 self._ticker = None
             raise
 
+    def _close_soon(self) -> None:
+        """Ask the ticker and the session actor to stop, without waiting (a ``close()`` a Ctrl-C cut short).
+
+        The actor stops once the call in hand, and those queued, are done; ``_close``
+        after it does nothing.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop_ticker.set()
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._ref.stop(block=False)
+
     def _close(self) -> None:
         """Stop the ticker and the session actor; idempotent (``Runtime.close`` calls it)."""
         with self._lock:

@@ -90,7 +90,7 @@ from ._llm import JournaledLLM, LLMProvider, NoLLMProviderError, OpenAICompatibl
 from ._memory import MemoryManager, session_end
 from ._state import AgentSnapshot, AgentState, apply_event
 from ._stats import RuntimeStats
-from ._writer import Ack, JournalWriter, error_copy
+from ._writer import STOPPED_WAITING, Ack, JournalWriter, error_copy
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -384,6 +384,11 @@ class Runtime:
     ``id``, ``parent``, ``task_id``, ``capabilities``, ``priority`` and ``behavior``,
     still answer).
     The methods' Raises: sections leave it out.
+
+    A Ctrl-C (``KeyboardInterrupt``) that stops a call while it waits for its commit
+    leaves it as one whose commit timed out: its outcome is the journal's, and the live
+    runtime follows it (a spawn's agent is reached once stored, a publication and a
+    ``send`` delivered, a request dead-lettered, as their ``ActorTimeoutError`` says).
     """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
@@ -420,6 +425,8 @@ class Runtime:
         """The thread a close() begun by an agent's behavior runs on (``_close_for_agent``)."""
         self._writer_stopped = False
         """Set by close() once the journal writer stopped: only then may it close the journal."""
+        self._interrupted = False
+        """Set by a close() that a Ctrl-C interrupted: a later close() waits for what it left."""
         self._order = threading.Lock()
         """Held while a spawn reserves and submits, and a publication chooses and submits."""
         where = getattr(journal, "path", None)  # the LMDB journal's directory (Runtime.open's path)
@@ -846,7 +853,7 @@ class Runtime:
             UnencodableValueError: ``task_context`` or ``experience_prior`` holds a
                 value msgspec cannot encode (also a ``TypeError``).
             AgentExistsError: a live agent has that id, or its spawn is under way (a
-                spawn retried after ``ActorTimeoutError``).
+                spawn retried after ``ActorTimeoutError``, or after a Ctrl-C).
             AgentCapacityError: the process cannot start another thread for it (nothing
                 is journaled).
             RuntimeClosedError: the runtime is closed (a spawn stored as ``close()``
@@ -963,9 +970,10 @@ class Runtime:
             if ack is not None:
                 try:
                     ack.wait(self._core.call_timeout)
-                except ActorTimeoutError:
-                    # Whether they are stored is unknown until the writer gets to them: the
-                    # ids stay reserved, and the agents are reached if the spawn commits.
+                except STOPPED_WAITING:
+                    # Whether they are stored is unknown until the writer gets to them (a
+                    # timeout, or a Ctrl-C): the ids stay reserved, and the agents are
+                    # reached if the spawn commits.
                     finish = functools.partial(self._spawned_late, launched, instances)
                     late = self._finish_late(ack, finish, "spawn")
                     if not late:
@@ -1107,7 +1115,7 @@ class Runtime:
     def _finish_late(self, ack: Ack, done: Callable[[bool], None], what: str) -> bool:
         """Run ``done(committed)`` on a helper thread once ``ack`` resolves; False if none starts.
 
-        For a caller that stopped waiting (``ActorTimeoutError``): the writer still
+        For a caller that stopped waiting (``ActorTimeoutError``, a Ctrl-C): the writer still
         commits what it was handed, and the live runtime must follow what the journal
         then holds, as replay will. The writer resolves every acknowledgement when it
         commits, fails or stops, so the thread ends. A process out of threads cannot
@@ -1681,7 +1689,7 @@ class Runtime:
             return targets
         try:
             seq = ack.wait(self._core.call_timeout)[0]
-        except ActorTimeoutError:
+        except STOPPED_WAITING:  # a timeout, or a Ctrl-C
             # It may still commit; replay would then apply it to every target, so the
             # live agents get it too, once it does.
             def late(committed: bool) -> None:
@@ -2352,7 +2360,7 @@ class Runtime:
         except (pykka.ActorDeadError, pykka.Timeout):
             log.warning("an agent actor did not stop in time")
 
-    def close(self) -> None:  # noqa: PLR0912 - one step each part of the runtime
+    def close(self) -> None:  # noqa: PLR0912, PLR0915 - one step each part of the runtime
         """Flush, stop every actor and close the journal; idempotent.
 
         The agents get ``call_timeout``, all together, to handle what is in their
@@ -2371,6 +2379,11 @@ class Runtime:
         that behavior has returned and its changes are handed over (``call_timeout`` at
         most). A second caller waits for the first (``5 * call_timeout`` at most), unless
         it is an agent's thread, which that close() may be waiting for.
+
+        A Ctrl-C that interrupts it leaves the runtime closed all the same, every actor
+        asked to stop without waiting (in batch durability, what the agents had not handed
+        over to the writer is lost); a ``close()`` after it waits for the journal writer to
+        commit what it holds and close the journal, as this one would have.
 
         Raises:
             JournalError: in batch durability, the journal failed (fail-stop) and no
@@ -2403,8 +2416,11 @@ class Runtime:
                     log.warning("close() waited for another thread's close() in vain")
                 elif threading.current_thread() is not self._closer:
                     self._raise_unreported()  # the close() an agent began raised nothing
+                if self._interrupted:
+                    self._finish_interrupted()
             return
         failures: list[Exception] = []
+        done = False
         try:  # from here on, whatever interrupts it (a Ctrl-C), the finally below closes
             for entry in entries:
                 entry.shared.slots.close()  # a sender waiting for room gets RuntimeClosedError now
@@ -2412,8 +2428,11 @@ class Runtime:
             self._core.stopped = True  # an agent still busy drops the rest of its mailbox
             failures = self._stop_the_rest()
             self._join_stopped_threads(entries + killed)
+            done = True
         finally:
             try:
+                if not done:
+                    self._cut_short()
                 writer = self._core.writer
                 if writer is not None and not self._writer_stopped:
                     # The writer is still committing (its stop timed out, or a Ctrl-C came):
@@ -2439,6 +2458,30 @@ class Runtime:
             raise failures[0]
         if threading.current_thread() is not self._closer:
             self._raise_unreported()
+
+    def _cut_short(self) -> None:
+        """A ``close()`` interrupted (a Ctrl-C): ask what it had yet to stop, and let a later one wait."""
+        self._interrupted = True
+        self._core.stopped = True  # an agent still busy drops the rest of its mailbox
+        self.memory._close_soon()  # noqa: SLF001 - the runtime's own part
+
+    def _finish_interrupted(self) -> None:
+        """A ``close()`` after one a Ctrl-C interrupted: wait for the writer and the session actor to end.
+
+        The interrupted one asked them to stop without waiting; the writer closes the
+        journal itself once it has committed what it holds, so that the path can be
+        opened again once this returns.
+
+        Raises:
+            ActorTimeoutError: the journal writer made no progress for ``call_timeout``.
+
+        """
+        writer = self._core.writer
+        if writer is not None:
+            writer.stop()
+        thread = self.memory.actor_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=self._core.call_timeout)
 
     def _closed_by_a_behavior(self) -> bool:
         """Whether ``close()``, called from one of this runtime's agents' behaviors, returns at once.
@@ -2680,6 +2723,19 @@ class Runtime:
     def name(self) -> str:
         """The runtime's name (``Runtime.open(name=...)``), which every thread it starts carries."""
         return self._core.name
+
+    def __repr__(self) -> str:
+        """``<Runtime 'name' '/path/to/journal' sync, 2 agents>``, or ``... closed>``; asks no agent.
+
+        The journal's directory as opened (no journal: ``memory``), its durability and
+        the live agents (suspended and retired ones too).
+        """
+        where = "memory" if self._journal is None else repr(str(getattr(self._journal, "path", "journal")))
+        if self._closed:
+            return f"<Runtime {self.name!r} {where} closed>"
+        agents = sum(entry is not None for entry in list(self._agents.values()))
+        durability = "sync" if self._core.sync else "batch"
+        return f"<Runtime {self.name!r} {where} {durability}, {agents} agent{'' if agents == 1 else 's'}>"
 
     def __enter__(self) -> Self:
         return self

@@ -67,6 +67,13 @@ _LOOK_BACK: Final = 16
 """Events a snapshot looks back for its stream's last one before indexing the commit (``_StreamIndex``)."""
 
 
+STOPPED_WAITING: Final = (ActorTimeoutError, KeyboardInterrupt)
+"""What ``Ack.wait`` raises when its caller stopped waiting, the outcome unknown: its timeout
+passed, or a Ctrl-C (a notebook's interrupt) came meanwhile. Either way the writer still
+commits or refuses the submission, and the live runtime must follow what it does, as
+replay will; a journal's refusal is an ``Exception`` of its own."""
+
+
 def unacknowledged(timeout: float) -> str:
     """What ``Ack.wait`` says when no acknowledgement came within ``timeout`` seconds."""
     return f"the journal did not acknowledge within {timeout} s; the outcome is unknown"
