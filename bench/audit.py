@@ -31,11 +31,30 @@ walk's child is not in it) and the bytes it wrote (``output_bytes``). Before eac
 ``os.sync()`` writes out what the runs before it left unwritten (the previous run's
 directory is removed by then), so no run pays for another's writes.
 
+``--only tail`` measures the tail check instead (``journal.verify(after=N, decode=True)``,
+what ``Runtime.open(verify="tail")`` runs), which reads every stream's head whatever the
+tail holds, so its cost grows with the number of streams:
+
+* The journals, built once before the first run, one for each of ``--tail-streams``
+  (1,000, 10,000 and 100,000) and one of 10 streams: each holds ``--tail-records``
+  records (200,000) of small ``PrivateSet`` events, the first ``--tail-records`` minus
+  ``--tail-length`` of them spread over its streams in turn (a stream of 1,000 holds
+  some 200 records, so anchors; one of 100,000, two), the last ``--tail-length`` (1,000)
+  over the same 10 streams in every journal: the same tail, after the same number of
+  records.
+* For each journal, ``verify(after=N)`` of that tail alone and, in the same rounds, its
+  full ``verify()`` (both with ``decode=True``, as the runtime's), each after a
+  read-only open that is not timed (its page walk reads the file into the page cache).
+  A tail check's ratio is against the tail check of the 10-stream journal (below 1:
+  slower than it), and its note gives its share of the full check's time on the same
+  journal; both are medians of the rounds' own ratios, as the exports'.
+
 Run it from the repository root::
 
     .venv/bin/python bench/audit.py                  # 200,000 records
     .venv/bin/python bench/audit.py --quick          # 2,000 records, one run: a smoke test
     .venv/bin/python bench/audit.py --repeat 5 --json results.json
+    .venv/bin/python bench/audit.py --only tail --repeat 3 --json tail.json
 
 To compare two trees, run this script with each tree's ``src`` first on
 ``PYTHONPATH``: the JSON names the ``cogfabric`` it imported (``cogfabric_source`` and
@@ -60,11 +79,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from _common import directory, json_file, note_imported_cogfabric, positive, write_json
+from _common import directory, json_file, note_imported_cogfabric, positive, subset_of, write_json
 from _workloads import Row, RowSpec, Sample, Timed, Workload, environment, format_table, run_workloads
 
 from cogfabric._audit import open_for_audit
 from cogfabric._simulation import run_simulation
+from cogfabric.events import PrivateSet
 from cogfabric.store import Journal
 
 if TYPE_CHECKING:
@@ -75,6 +95,9 @@ EVENTS_A_TURN: Final = 60
 """A first guess at the records a researcher's turn adds (about 70 with 200 agents): the
 simulation runs again, for what is still missing, if it was too low."""
 READ: Final = "read every record (typed decode)"
+GROUPS: Final = ("export", "tail")
+FEW_STREAMS: Final = 10
+"""The streams of the tail check's reference journal, and those its tail's records are on in every journal."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +109,10 @@ class Settings:
     seed: int
     repeat: int
     tmp_parent: str | None
+    only: tuple[str, ...] = ("export",)
+    tail_streams: tuple[int, ...] = (1_000, 10_000, 100_000)
+    tail_records: int = 200_000
+    tail_length: int = 1_000
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, Path | None]:
@@ -98,6 +125,20 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, Path | None
     add("--quick", action="store_true", help="2,000 records, 10 agents and one run: a smoke test")
     add("--dir", type=directory, default=None, help="parent of the temporary directories")
     add("--json", type=json_file, default=None, metavar="FILE", help="also write the results here")
+    add(
+        "--only",
+        type=subset_of(GROUPS),
+        default=("export",),
+        help=f"comma-separated subset of {','.join(GROUPS)} (export)",
+    )
+    add(
+        "--tail-streams",
+        type=_sizes,
+        default=None,
+        help="the tail check's journals' streams (1000,10000,100000)",
+    )
+    add("--tail-records", type=positive, default=None, help="records in each of them (200,000)")
+    add("--tail-length", type=positive, default=None, help="records in their tail (1,000)")
     args = p.parse_args(argv)
     quick = bool(args.quick)
 
@@ -110,10 +151,29 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, Path | None
         seed=args.seed,
         repeat=pick(args.repeat, 3, 1),
         tmp_parent=args.dir,
+        only=args.only,
+        tail_streams=args.tail_streams or ((20, 200) if quick else (1_000, 10_000, 100_000)),
+        tail_records=pick(args.tail_records, 200_000, 2_000),
+        tail_length=pick(args.tail_length, 1_000, 100),
     )
     if settings.agents < 2:  # the simulation's own minimum
         p.error("--agents must be at least 2 (a researcher and a reviewer)")
+    body = settings.tail_records - settings.tail_length
+    if "tail" in settings.only and body < max(*settings.tail_streams, FEW_STREAMS):
+        p.error(
+            f"--tail-records minus --tail-length ({body:,}) must be at least the most streams, "
+            f"{max(*settings.tail_streams, FEW_STREAMS):,}: every stream has a record before the tail"
+        )
     return settings, args.json
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated positive integers."""
+    sizes = tuple(positive(part) for part in text.split(",") if part.strip())
+    if not sizes:
+        msg = f"name one size at least, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return sizes
 
 
 # ---------------------------------------------------------------------- the journal
@@ -249,6 +309,109 @@ def verify_all(journal: Path) -> Timed:
     return run
 
 
+# ---------------------------------------------------------------------- the tail check
+
+
+def build_tail_journal(settings: Settings, streams: int, where: Path) -> dict[str, Any]:
+    """Write the tail check's journal of ``streams`` streams at ``where`` (see the module's docstring)."""
+    start = time.perf_counter()
+    body = settings.tail_records - settings.tail_length
+    batch: list[PrivateSet] = []
+    with Journal.open(where, sync=False) as journal:
+        for i in range(settings.tail_records):
+            stream = i % streams if i < body else (i - body) % FEW_STREAMS
+            batch.append(PrivateSet(at=1.7e9 + i, agent=f"agent-{stream:06d}", key="k", value=i))
+            if len(batch) == COPY_BATCH or i == settings.tail_records - 1:
+                journal.append(batch)
+                batch = []
+        records = journal.last_seq
+    return {
+        "streams": streams,
+        "records": records,
+        "tail": settings.tail_length,
+        "after": records - settings.tail_length,
+        "data_bytes": (where / "data.mdb").stat().st_size,
+        "build_seconds": time.perf_counter() - start,
+    }
+
+
+def verify_from(journal: Path, after: int) -> Timed:
+    """``journal.verify(after=after, decode=True)`` alone, after a read-only open that is not timed."""
+
+    def run(_tmp: Path) -> Sample:
+        with Journal.open(journal, readonly=True) as opened:
+
+            def body() -> int:
+                report = opened.verify(after=after, decode=True)
+                if not report.ok:
+                    msg = f"the bench's journal {journal} fails verification: {report.reason}"
+                    raise RuntimeError(msg)
+                return int(report.checked)
+
+            seconds, cpu, done = _clocked(body)
+        return Sample(seconds, {"records": done}, {"cpu_seconds": cpu})
+
+    return run
+
+
+def _tail_label(streams: int, after: int) -> str:
+    return f"verify(after={after:,}), {streams:,} streams"
+
+
+def _full_label(streams: int) -> str:
+    return f"verify(), {streams:,} streams"
+
+
+def build_tail_workloads(journals: Sequence[tuple[Path, dict[str, Any]]]) -> list[Workload]:
+    """A tail check and a full check of each journal; the tail checks' reference is the 10-stream one's."""
+    workloads = []
+    few = next(info for _, info in journals if info["streams"] == FEW_STREAMS)
+    reference = _tail_label(FEW_STREAMS, few["after"])
+    for path, info in journals:
+        streams, after = info["streams"], info["after"]
+        tail = _tail_label(streams, after)
+        full = _full_label(streams)
+        workloads.append(
+            Workload(tail, "tail", verify_from(path, after), (RowSpec(tail, "records", reference=reference),))
+        )
+        workloads.append(Workload(full, "tail", verify_from(path, 0), (RowSpec(full, "records"),)))
+    return workloads
+
+
+def note_full_shares(rows: list[Row], journals: Sequence[tuple[Path, dict[str, Any]]]) -> list[Row]:
+    """Note on each tail check its share of the full check's time on its journal (the rounds' median)."""
+    by_label = {row.workload: row for row in rows}
+    for _, info in journals:
+        tail = by_label[_tail_label(info["streams"], info["after"])]
+        full = by_label[_full_label(info["streams"])]
+        share = statistics.median(mine / theirs for mine, theirs in zip(tail.runs, full.runs, strict=True))
+        said = f"{share:.1%} of the full check's time"
+        tail.note = f"{said}; {tail.note}" if tail.note else said
+    return rows
+
+
+def run_tail(settings: Settings, tmp: Path) -> tuple[list[Row], list[dict[str, Any]]]:
+    """Build the tail check's journals, then measure them in interleaved rounds."""
+    journals = []
+    for streams in dict.fromkeys((FEW_STREAMS, *settings.tail_streams)):  # once each, the reference first
+        path = tmp / f"tail-{streams}"
+        info = build_tail_journal(settings, streams, path)
+        print(
+            f"  built the journal of {streams:,} streams in {info['build_seconds']:.1f} s: "
+            f"{info['data_bytes'] / 1e6:.1f} MB",
+            file=sys.stderr,
+            flush=True,
+        )
+        journals.append((path, info))
+    rows = run_workloads(
+        build_tail_workloads(journals),
+        repeat=settings.repeat,
+        tmp_parent=settings.tmp_parent,
+        prefix="cogfabric-audit-run-",
+    )
+    return note_full_shares(paired_ratios(rows), journals), [info for _, info in journals]
+
+
 def build_workloads(journal: Path, records: int) -> list[Workload]:
     def one(name: str, timed: Timed, reference: str = "") -> Workload:
         return Workload(name, "audit", timed, (RowSpec(name, "records", reference=reference),))
@@ -289,45 +452,68 @@ def main(argv: Sequence[str] | None = None) -> int:
     env_info = environment(repeat=settings.repeat, tmp_parent=settings.tmp_parent)
     note_imported_cogfabric(env_info)
     package = Path(env_info["cogfabric_source"])
+    document: dict[str, Any] = {"environment": env_info, "settings": asdict(settings)}
+    rows: list[Row] = []
+    journal_info: dict[str, Any] = {}
+    tail_rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="cogfabric-audit-", dir=settings.tmp_parent) as tmp:
-        print(
-            f"audit bench: building a journal of {settings.events:,} records ({settings.agents} agents' "
-            f"simulation) under {tmp}",
-            file=sys.stderr,
-            flush=True,
-        )
-        journal_info = build_journal(settings, Path(tmp))
-        print(
-            f"  built in {journal_info['simulation_seconds']:.1f} s: "
-            f"{journal_info['data_bytes'] / 1e6:.1f} MB; median of {settings.repeat}; "
-            f"cogfabric from {package}",
-            file=sys.stderr,
-            flush=True,
-        )
-        rows = paired_ratios(
-            run_workloads(
-                build_workloads(Path(tmp) / "journal", settings.events),
-                repeat=settings.repeat,
-                tmp_parent=settings.tmp_parent,
-                prefix="cogfabric-audit-run-",
+        if "export" in settings.only:
+            print(
+                f"audit bench: building a journal of {settings.events:,} records ({settings.agents} agents' "
+                f"simulation) under {tmp}",
+                file=sys.stderr,
+                flush=True,
             )
-        )
-    print()
-    print(
-        f"cogfabric export at {env_info['cogfabric_commit']} ({package}): {settings.events:,} records of "
-        f"the simulation's mix, {journal_info['data_bytes'] / 1e6:.1f} MB; median of {settings.repeat} "
-        f"(Python {env_info['python']}, lmdb {env_info['lmdb']}, msgspec {env_info['msgspec']}, "
-        f"{env_info['cpus']} CPUs); in-process, to a file"
+            journal_info = build_journal(settings, Path(tmp))
+            print(
+                f"  built in {journal_info['simulation_seconds']:.1f} s: "
+                f"{journal_info['data_bytes'] / 1e6:.1f} MB; median of {settings.repeat}; "
+                f"cogfabric from {package}",
+                file=sys.stderr,
+                flush=True,
+            )
+            rows = paired_ratios(
+                run_workloads(
+                    build_workloads(Path(tmp) / "journal", settings.events),
+                    repeat=settings.repeat,
+                    tmp_parent=settings.tmp_parent,
+                    prefix="cogfabric-audit-run-",
+                )
+            )
+            document["journal"] = journal_info
+        if "tail" in settings.only:
+            print(
+                f"audit bench: building the tail check's journals of {settings.tail_records:,} records under "
+                f"{tmp}; median of {settings.repeat}; cogfabric from {package}",
+                file=sys.stderr,
+                flush=True,
+            )
+            tail_rows, document["tail_journals"] = run_tail(settings, Path(tmp))
+    versions = (
+        f"Python {env_info['python']}, lmdb {env_info['lmdb']}, msgspec {env_info['msgspec']}, "
+        f"{env_info['cpus']} CPUs"
     )
-    print()
-    print(format_table(rows))
+    if rows:
+        print()
+        print(
+            f"cogfabric export at {env_info['cogfabric_commit']} ({package}): {settings.events:,} records of "
+            f"the simulation's mix, {journal_info['data_bytes'] / 1e6:.1f} MB; median of {settings.repeat} "
+            f"({versions}); in-process, to a file"
+        )
+        print()
+        print(format_table(rows))
+    if tail_rows:
+        print()
+        print(
+            f"the tail check at {env_info['cogfabric_commit']} ({package}): journals of "
+            f"{settings.tail_records:,} records, a tail of {settings.tail_length:,} "
+            f"over {FEW_STREAMS} streams; median of {settings.repeat} ({versions}); "
+            "decode=True, after a read-only open"
+        )
+        print()
+        print(format_table(tail_rows))
     if json_path is not None:
-        document = {
-            "environment": env_info,
-            "settings": asdict(settings),
-            "journal": journal_info,
-            "results": [asdict(row) for row in rows],
-        }
+        document["results"] = [asdict(row) for row in (*rows, *tail_rows)]
         write_json(json_path, document)
     return 0
 

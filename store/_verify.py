@@ -229,15 +229,20 @@ def _other_heads_problem(journal: LmdbJournal, last: int) -> tuple[int | None, s
 
 
 def _other_heads(journal: LmdbJournal) -> tuple[int | None, str] | None:
-    """The first problem of a head, or of the heads' counts (see above)."""
-    with journal._env.begin() as txn:
-        events = txn.cursor(db=journal._db_events)
+    """The first problem of a head, or of the heads' counts (see above).
+
+    A few lookups for every stream: with many streams it is most of a tail check's
+    time (``bench/audit.py --only tail``).
+    """
+    with journal._env.begin(db=journal._db_events) as txn:
+        events = txn.cursor()
         now = last_seq_of(events.key(), journal.path) if events.last() else 0
         anchors = txn.cursor(db=journal._db_anchors)
+        record_of = txn.get  # the records' database is the transaction's own
         total = 0
         for key, value in txn.cursor(db=journal._db_heads).iternext():
             total += int.from_bytes(value[8:16], "big")
-            problem = _other_head_problem(txn, journal, anchors, bytes(key), bytes(value))
+            problem = _other_head_problem(record_of, anchors, key, value)
             if problem is not None:
                 return problem
     if total != now:
@@ -246,29 +251,31 @@ def _other_heads(journal: LmdbJournal) -> tuple[int | None, str] | None:
 
 
 def _other_head_problem(
-    txn: lmdb.Transaction[bytes],
-    journal: LmdbJournal,
-    anchors: lmdb.Cursor[bytes],
-    stream_raw: bytes,
-    value: bytes,
+    record_of: Callable[[bytes], bytes | None], anchors: lmdb.Cursor[bytes], stream_raw: bytes, value: bytes
 ) -> tuple[int | None, str] | None:
-    """What is wrong with a stream's head (None: nothing seen)."""
-    name = stream_raw.decode(errors="replace")
-    head_last = int.from_bytes(value[:8], "big")
+    """What is wrong with a stream's head (None: nothing seen).
+
+    Run once a stream: the stream's name is decoded for a message only.
+    """
+    last_raw = value[:8]
     if not is_name(stream_raw):
-        return head_last, f"the stream index names stream {name!r}, which has no records"
+        return _head_said(stream_raw, last_raw, "the stream index names stream {!r}, which has no records")
     part = stream_part(stream_raw)
-    record = txn.get(value[:8], db=journal._db_events) if len(value) >= _SEQ_LEN else None
+    record = record_of(last_raw) if len(last_raw) == _SEQ_LEN else None
     if record is None or not of_stream(record, part):
-        return head_last, f"the stream index's head of {name!r} names no record of it"
-    if _head_fits(txn, journal, anchors, stream_raw, value, part=part):
+        return _head_said(stream_raw, last_raw, "the stream index's head of {!r} names no record of it")
+    if _head_fits(record_of, anchors, stream_raw, value, part=part):
         return None
-    return head_last, f"the stream index's head of {name!r} does not match its records"
+    return _head_said(stream_raw, last_raw, "the stream index's head of {!r} does not match its records")
+
+
+def _head_said(stream_raw: bytes, last_raw: bytes, why: str) -> tuple[int, str]:
+    """A head's problem: its last seq, and ``why`` with the stream's name."""
+    return int.from_bytes(last_raw, "big"), why.format(stream_raw.decode(errors="replace"))
 
 
 def _head_fits(
-    txn: lmdb.Transaction[bytes],
-    journal: LmdbJournal,
+    record_of: Callable[[bytes], bytes | None],
     anchors: lmdb.Cursor[bytes],
     stream_raw: bytes,
     value: bytes,
@@ -276,15 +283,16 @@ def _head_fits(
     part: bytes,
 ) -> bool:
     """Whether a head's first seq, count and anchors fit its last seq (a record of its stream)."""
-    head_last = int.from_bytes(value[:8], "big")
+    last_raw, first_raw = value[:8], value[16:]
+    head_last = int.from_bytes(last_raw, "big")
     count = int.from_bytes(value[8:16], "big")
-    if len(value) != _HEAD_LEN or not 0 < count <= head_last or value[16:] > value[:8]:
+    if len(value) != _HEAD_LEN or not 0 < count <= head_last or first_raw > last_raw:
         return False
-    first = txn.get(value[16:], db=journal._db_events)
+    first = record_of(first_raw)
     if first is None or not of_stream(first, part) or link_of(first):
         return False
     prefix = stream_raw + b"\0"
-    if anchors.set_range(prefix + value[:8] + b"\0"):
+    if anchors.set_range(prefix + last_raw + b"\0"):
         if _is_anchor_of(anchors.key(), prefix):
             return False  # an anchor past its head: set back past it
         below = anchors.prev()
@@ -296,7 +304,7 @@ def _head_fits(
         return False  # an anchor at its 64th record, and one only then
     # the records its count puts after that anchor (or after its first) take distinct seqs up to its head
     after = count % _ANCHOR_EVERY if anchor else count - 1
-    base = anchor or int.from_bytes(value[16:], "big")
+    base = anchor or int.from_bytes(first_raw, "big")
     return head_last - base >= after and (head_last == base) == (not after)
 
 
