@@ -84,7 +84,7 @@ import msgspec
 from _common import columns, directory, json_file, source_revision, warn_if_tmpfs, write_json
 from journal_append import Clocked, raw_append_encoding, raw_scan
 
-from cogfabric._bench import filesystem_of
+from cogfabric._bench import cpu_model, filesystem_of
 from cogfabric.events import Event, PrivateSet
 from cogfabric.store import Journal
 
@@ -724,7 +724,8 @@ def environment(config: Config, events: list[Event]) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "machine": platform.machine(),
-        "processor": platform.processor(),
+        "processor": platform.processor(),  # empty on Linux: cpu_model names the CPU
+        "cpu_model": cpu_model(),
         "cpus": os.cpu_count(),
         "tmp_parent": tmp_parent,
         "tmp_filesystem": filesystem_of(tmp_parent) or "?",

@@ -1,10 +1,10 @@
 """Chart benchmark results: a PNG bar chart of events/s (or ops/s) per workload.
 
-Reads the ``--json`` output of bench/peers.py, and optionally that of
-bench/journal_append.py, bench/fabric.py and ``cogfabric bench`` (any number of files, in
-any order; each is recognised by its rows), and draws one horizontal bar per workload on a log scale,
-coloured by system: cogfabric, its raw-LMDB references, and each peer. Skipped
-workloads are left out.
+Reads the ``--json`` output of ``cogfabric bench`` and of bench/peers.py,
+bench/journal_append.py, bench/fabric.py, bench/sessions.py and bench/audit.py (any
+number of files, in any order; each is recognised by its rows), and draws one
+horizontal bar per workload on a log scale, coloured by system: cogfabric, its raw-LMDB
+references, and each peer. Skipped workloads are left out.
 
 Run it from the repository root::
 
@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="+",
         help=(
             "JSON files written with --json by cogfabric bench, journal_append.py, fabric.py, "
-            "sessions.py or peers.py (lmdb_gil.py's holds no rate to chart)"
+            "sessions.py, audit.py or peers.py (lmdb_gil.py's holds no rate to chart)"
         ),
     )
     parser.add_argument(
