@@ -289,7 +289,8 @@ class IpcBus:
     ) -> Callable[[bool], None]:
         """Put ``message`` into an admitted mailbox, once its journaling is over.
 
-        ``shared``: the caller keeps ``message`` (``send`` returns it). ``alone``: nothing
+        ``shared``: the caller keeps ``message`` (``send`` returns it; a request's
+        requester letters it if no reply comes). ``alone``: nothing
         but the recipient will hold it (``send_from`` on a memory-only runtime: no writer
         encodes it, and the sender keeps nothing), so it needs no copy of its own.
         """
@@ -300,8 +301,9 @@ class IpcBus:
                 entry.shared.slots.release()
                 return
             # The recipient gets its own copy where anyone else could see a change to it:
-            # the sender holds the sent message (send returns it), and in batch
-            # durability the writer may still be encoding it.
+            # the sender holds the sent message (send returns it; a requester keeps its
+            # request for the dead letter of a timeout, an interrupt or a close), and in
+            # batch durability the writer may still be encoding it.
             delivered = _own_copy(message) if own_copy else message
             try:
                 # only to the agent that is still the recipient's: once its kill is over, a
@@ -626,7 +628,9 @@ class IpcBus:
         except BaseException:
             entry.shared.slots.release()
             raise
-        self._delivery(message, entry)(True)
+        # its own copy: a behavior that changes the payload in place does not change this
+        # requester's record of it, which its timeout, interrupt or close letter holds
+        self._delivery(message, entry, shared=True)(True)
         try:
             answered = pending.done.wait(max(0.0, deadline - time.monotonic()))
         except KeyboardInterrupt:

@@ -23,7 +23,10 @@ class ContextView:
     """A read-only snapshot of an agent's task and private layers, side by side.
 
     IPC is not part of it (as in the original): the view exists to check that private
-    values never leak into the task layer.
+    values never leak into the task layer. Its two mappings are read-only; the values in
+    them are the view's own deep copies, so changing one changes that view alone. Equality
+    is Python's (``1``, ``1.0`` and ``True`` are equal, a NaN is not equal to itself):
+    compare ``msgspec.msgpack.encode(dict(view.private))`` for type-exact equality.
     """
 
     __slots__ = ("_private", "_task_shared")
