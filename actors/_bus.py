@@ -157,11 +157,17 @@ class IpcBus:
         over, so that the live runtime follows the journal. It runs before the caller of
         any later submission wakes: what that caller's thread sends next reaches its
         recipient after it. ``tells``: ``late`` puts it in mailboxes, which a flush under
-        way then asks to hand over again.
+        way then asks to hand over again. A Ctrl-C before the writer has it (while the
+        caller waits for room in its queue) runs ``late(False)`` here: after a Ctrl-C in
+        any of its waits, ``late`` has run or will run, once (a ``send``'s slot is its).
         """
         writer = self._core.writer
         if writer is None or not self._core.sync:
-            self._journal(message, durable=True)
+            try:
+                self._journal(message, durable=True)
+            except KeyboardInterrupt:
+                late(False)  # not handed over: as refused
+                raise
             return
 
         def finish(committed: bool) -> None:
@@ -172,7 +178,11 @@ class IpcBus:
                     self._runtime._told_late += 1  # noqa: SLF001
 
         handoff = _Handoff(finish)
-        ack = writer.submit([message], after=handoff.over)
+        try:
+            ack = writer.submit([message], after=handoff.over)
+        except KeyboardInterrupt:
+            late(False)  # not handed over: as refused
+            raise
         assert ack is not None
         try:
             ack.wait(self._core.call_timeout)

@@ -1278,11 +1278,10 @@ class MemoryManager:
         """Ask the ticker and the session actor to stop, without waiting (a ``close()`` a Ctrl-C cut short).
 
         The actor stops once the call in hand, and those queued, are done; ``_close``
-        after it does nothing.
+        after it does nothing. Asked again, it asks again: a ``_close`` the Ctrl-C cut
+        short may not have asked yet (it waits for the ticker first).
         """
         with self._lock:
-            if self._closed:
-                return
             self._closed = True
         self._stop_ticker.set()
         with contextlib.suppress(pykka.ActorDeadError):

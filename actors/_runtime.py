@@ -2414,13 +2414,15 @@ class Runtime:
             if not on_agent_thread():
                 if not self._close_done.wait(timeout=5 * self._core.call_timeout):
                     log.warning("close() waited for another thread's close() in vain")
-                elif threading.current_thread() is not self._closer:
-                    self._raise_unreported()  # the close() an agent began raised nothing
+                    return
                 if self._interrupted:
                     self._finish_interrupted()
+                if threading.current_thread() is not self._closer:
+                    self._raise_unreported()  # the close() an agent began raised nothing
             return
         failures: list[Exception] = []
         done = False
+        self._interrupted = True  # until this close() is through (a Ctrl-C can land anywhere)
         try:  # from here on, whatever interrupts it (a Ctrl-C), the finally below closes
             for entry in entries:
                 entry.shared.slots.close()  # a sender waiting for room gets RuntimeClosedError now
@@ -2443,6 +2445,7 @@ class Runtime:
                         log.error("close(): the journal writer is still committing; it closes the journal")
                 elif self._journal is not None:
                     self._journal.close()  # synced and unlocked even if a stop above failed
+                self._interrupted = not done
             finally:
                 with _SPAWNING_LOCK, self._lock:  # one step, while open: a claim sees them here or there
                     _prune_given_up()
@@ -2460,25 +2463,29 @@ class Runtime:
             self._raise_unreported()
 
     def _cut_short(self) -> None:
-        """A ``close()`` interrupted (a Ctrl-C): ask what it had yet to stop, and let a later one wait."""
-        self._interrupted = True
+        """A ``close()`` interrupted (a Ctrl-C): ask what it had yet to stop (a later one waits for it)."""
         self._core.stopped = True  # an agent still busy drops the rest of its mailbox
         self.memory._close_soon()  # noqa: SLF001 - the runtime's own part
 
     def _finish_interrupted(self) -> None:
         """A ``close()`` after one a Ctrl-C interrupted: wait for the writer and the session actor to end.
 
-        The interrupted one asked them to stop without waiting; the writer closes the
-        journal itself once it has committed what it holds, so that the path can be
-        opened again once this returns.
+        The interrupted one asked them to stop without waiting, or was interrupted again
+        before it asked (a second Ctrl-C): each is asked again. The writer closes the
+        journal once it has committed what it holds (at once if it has stopped), so that
+        the path can be opened again once this returns.
 
         Raises:
             ActorTimeoutError: the journal writer made no progress for ``call_timeout``.
 
         """
+        self._cut_short()
         writer = self._core.writer
         if writer is not None:
+            writer.close_journal_when_stopped()
             writer.stop()
+        elif self._journal is not None:
+            self._journal.close()
         thread = self.memory.actor_thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=self._core.call_timeout)
@@ -2727,15 +2734,16 @@ class Runtime:
     def __repr__(self) -> str:
         """``<Runtime 'name' '/path/to/journal' sync, 2 agents>``, or ``... closed>``; asks no agent.
 
-        The journal's directory as opened (no journal: ``memory``), its durability and
-        the live agents (suspended and retired ones too).
+        The journal's directory as opened and its durability (no journal: ``memory``),
+        and the live agents (suspended and retired ones too).
         """
         where = "memory" if self._journal is None else repr(str(getattr(self._journal, "path", "journal")))
         if self._closed:
             return f"<Runtime {self.name!r} {where} closed>"
         agents = sum(entry is not None for entry in list(self._agents.values()))
-        durability = "sync" if self._core.sync else "batch"
-        return f"<Runtime {self.name!r} {where} {durability}, {agents} agent{'' if agents == 1 else 's'}>"
+        if self._journal is not None:  # a memory-only runtime has no durability to name
+            where += " sync" if self._core.sync else " batch"
+        return f"<Runtime {self.name!r} {where}, {agents} agent{'' if agents == 1 else 's'}>"
 
     def __enter__(self) -> Self:
         return self

@@ -208,7 +208,7 @@ def test_a_runtime_says_what_it_is() -> None:
     rt = cf.Runtime.open(None, name="nb")
     try:
         rt.spawn("a")
-        assert repr(rt) == "<Runtime 'nb' memory sync, 1 agent>"
+        assert repr(rt) == "<Runtime 'nb' memory, 1 agent>"
     finally:
         rt.close()
     assert repr(rt) == "<Runtime 'nb' memory closed>"

@@ -408,7 +408,8 @@ def inspect_journal(
 
     Raises:
         JournalRecordError: a record cannot be decoded (with ``skip_newer``, one that is
-            not newer, or a newer one whose framing is malformed).
+            not newer, an older one with no upcaster included, or a newer one whose
+            framing is malformed).
 
     """
     types: Counter[str] = Counter()
@@ -431,7 +432,7 @@ def inspect_journal(
                 last = event.at
                 count += 1
         except JournalRecordVersionError as exc:
-            if not skip_newer:
+            if not skip_newer or exc.stored <= exc.known:  # an older one no upcaster reads is no newer one
                 raise
             stream, chain = _framing(journal, exc)
             head = exc.seq, chain
