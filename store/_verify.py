@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
@@ -55,6 +56,7 @@ _MASK64: Final = (1 << 64) - 1
 _ZERO_CHAIN: Final = bytes(16)
 _META_HEAD: Final = b"head"
 _HEAD_LEN: Final = 24  # a stream's head: last seq | count | first seq (store/_lmdb.py's _STREAM_HEAD_LEN)
+_STREAM_HEAD: Final = struct.Struct(">3Q")  # the same, packed from the ints a scan of the records keeps
 _ANCHOR_EVERY: Final = 64  # as store/_lmdb.py
 
 
@@ -138,13 +140,13 @@ def _key_problem(key: bytes, expected: int, last: int, checked: int) -> VerifyRe
 
 def _stream_name_problem(streams: dict[bytes, list[int]]) -> tuple[int | None, str] | None:
     """A stream name must be one the journal writes: UTF-8, 1 to 255 bytes, no NUL (once per stream)."""
-    for stream_raw, (_, _, first) in streams.items():
+    for stream_raw in streams:  # its first seq is read for a message only
         try:
             stream_raw.decode()
         except UnicodeDecodeError:
-            return first, f"the record's stream name {stream_raw!r} is not UTF-8"
+            return streams[stream_raw][2], f"the record's stream name {stream_raw!r} is not UTF-8"
         if not is_name(stream_raw):
-            return first, f"the record's stream name {stream_raw!r} is one no writer makes"
+            return streams[stream_raw][2], f"the record's stream name {stream_raw!r} is one no writer makes"
     return None
 
 
@@ -435,7 +437,8 @@ def _verify_chunk(
         known = streams.get(stream_raw)
         if known is None:
             known = streams[stream_raw] = [0, 0, seq]
-            expected_back = _first_link(state, stream_raw, back, tail_start)
+            # in a full check, a stream's first record links to none
+            expected_back = 0 if state.complete else _first_link(state, stream_raw, back, tail_start)
         else:
             expected_back = known[0]
         if back != expected_back or back >= seq:
@@ -461,14 +464,12 @@ def _verify_chunk(
 
 
 def _first_link(state: _VerifyState, stream_raw: bytes, back: int, tail_start: int) -> int:
-    """The link the first record seen of a stream must have: none (0) in a full check.
+    """The link the first record a tail check sees of a stream must have (in a full check: none, 0).
 
     A tail check starts mid-stream: any link from before the tail, which is kept for
     ``_tail_heads_problem`` (it must name a record of this stream, or none where the
     stream starts); one inside the tail is refused (-1, no link's).
     """
-    if state.complete:
-        return 0
     if back >= tail_start:
         return -1
     if back:
@@ -563,34 +564,34 @@ def _snapshots_problem(journal: LmdbJournal, last: int) -> tuple[int | None, str
 class _HeadsCheck:
     """Every stream's head must name its last record, count and first record; none may be extra or missing.
 
-    Fed the heads database's entries one by one (``see``); ``problem`` then names the
-    first problem met, or a stream the index lacks.
+    Fed the heads database's entries one by one (``see``, or ``see_moved`` for a head an
+    append moved past the records checked); ``problem`` then names the first problem
+    met, or a stream the index lacks. A stream's name is decoded for a message only.
     """
 
-    def __init__(self, streams: dict[bytes, list[int]], last: int) -> None:
+    def __init__(self, streams: dict[bytes, list[int]]) -> None:
         self.streams = streams
-        self.last = last
         self.matched = 0
         self.found: tuple[int | None, str] | None = None
 
     def see(self, stream_raw: bytes, value: bytes) -> None:
+        """A head at most the last record checked: it must be ``_STREAM_HEAD`` of what the scan saw."""
         if self.found is not None:
             return
-        streams = self.streams
-        head_last = int.from_bytes(value[:8], "big")
-        if head_last > self.last:
-            self.matched += stream_raw in streams  # moved by an append after this check began
-            return
-        expected = streams.get(stream_raw)
-        name = stream_raw.decode(errors="replace")
+        expected = self.streams.get(stream_raw)
         if expected is None:
+            name = stream_raw.decode(errors="replace")
+            head_last = int.from_bytes(value[:8], "big")
             self.found = head_last or None, f"the stream index names stream {name!r}, which has no records"
-            return
-        stored = [head_last, int.from_bytes(value[8:16], "big"), int.from_bytes(value[16:], "big")]
-        if len(value) != 3 * _SEQ_LEN or stored != expected:
+        elif value != _STREAM_HEAD.pack(*expected):  # its length too
+            name = stream_raw.decode(errors="replace")
             self.found = expected[0], f"the stream index's head of {name!r} does not match its records"
-            return
-        self.matched += 1
+        else:
+            self.matched += 1
+
+    def see_moved(self, stream_raw: bytes) -> None:
+        """A head past the last record checked, naming a record of its stream: moved by an append since."""
+        self.matched += stream_raw in self.streams
 
     def problem(self, txn: lmdb.Transaction[bytes], db: lmdb._Database) -> tuple[int | None, str] | None:
         if self.found is not None or self.matched == len(self.streams):
@@ -669,12 +670,15 @@ def _heads_problem(
     before the other indexes' problems; the heads' other problems come as a plain tuple.
     """
     limit = _seq_key(last)
-    heads = _HeadsCheck(streams, last)
+    heads = _HeadsCheck(streams)
     for key, value in txn.cursor(db=journal._db_heads).iternext():
-        if value[:8] > limit and not _names_record_of(txn, journal, value[:8], key, now):
+        if value[:8] <= limit:
+            heads.see(key, value)
+        elif _names_record_of(txn, journal, value[:8], key, now):
+            heads.see_moved(key)
+        else:
             why = f"the stream index's head of {key.decode(errors='replace')!r} names no record of it"
             return _Problem(None, why)
-        heads.see(bytes(key), bytes(value))
     return heads.problem(txn, journal._db_heads)
 
 
