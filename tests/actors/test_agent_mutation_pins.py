@@ -148,6 +148,9 @@ def test_what_a_kept_llm_records_while_its_agent_waits_for_the_journal_is_journa
                 agent.set_private("k", 1)  # its commit times out: the agent is behind the journal
             with contextlib.suppress(ActorTimeoutError):  # the agent catches up before it answers
                 agent.private("k")
+            # until the agent's own waits timed out: the callers' timeouts alone do not say it
+            # got to its messages (its thread may be late), and with 10 s it would outwait the gate
+            assert gate.wait(10)
         runtime.flush(10)
         assert agent.private("k") == 1
 

@@ -122,12 +122,15 @@ def test_close_in_batch_durability_commits_what_a_slow_disk_takes_longer_than_ca
     # the writer's backlog holds, 4 with group_commit_max 1, beside the one it commits:
     # one more would wait for room in the agent, up to call_timeout, as long as the
     # caller waits for the agent, and on a loaded machine that was a flaky timeout.)
-    config = _config(call_timeout=call_timeout, group_commit_max=1)
-    with Runtime.open(tmp_path / "j", config=config, clock=FakeClock()) as rt:
+    # close() alone has the short call_timeout (the writer's copy too): the set-up's calls
+    # keep the config's 5 s, which a late actor thread on a loaded machine does not outlast
+    with Runtime.open(tmp_path / "j", config=_config(group_commit_max=1), clock=FakeClock()) as rt:
         agent = rt.spawn("a")
         _slow_disk(rt, commit_seconds)
         for i in range(changes):
             agent.set_private(f"k{i}", i)
+        with _short_call_timeout(rt, call_timeout, writer_too=True):
+            rt.close()
     with Runtime.open(tmp_path / "j", clock=FakeClock()) as rt:
         assert dict(rt.agent("a").context_view().private) == {f"k{i}": i for i in range(changes)}
 

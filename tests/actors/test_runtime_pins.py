@@ -287,7 +287,7 @@ def test_close_raises_when_the_writer_stalls_and_the_writer_still_commits_everyt
     # README ("Embedding the runtime"): close() waits for the writer while it makes
     # progress; "Past that it raises ActorTimeoutError, and the writer closes the journal
     # itself once its commits are done"
-    config = Config(journal=JournalConfig(durability="batch"), runtime=RuntimeConfig(call_timeout=0.05))
+    config = Config(journal=JournalConfig(durability="batch"))
     runtime = Runtime.open(tmp_path / "j", config=config, clock=FakeClock())
     writer = runtime._core.writer
     assert writer is not None
@@ -303,7 +303,11 @@ def test_close_raises_when_the_writer_stalls_and_the_writer_still_commits_everyt
 
         journal.append = stalled_append  # type: ignore[method-assign,assignment]
         runtime.spawn("a").set_private("k", 1)  # handed over; its commit stalls until the gate opens
-        with pytest.raises(ActorTimeoutError, match="writer"):
+        # close() alone has the short call_timeout (the writer's too): not the set-up's calls
+        with (
+            _short_call_timeout(runtime, 0.05, writer_too=True),
+            pytest.raises(ActorTimeoutError, match="writer"),
+        ):
             runtime.close()
         assert runtime.closed
     finally:

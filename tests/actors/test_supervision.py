@@ -765,10 +765,11 @@ class TestBehaviors:
     def test_resume_refuses_a_running_agent_at_once_as_it_is_not_suspended(self) -> None:
         # The original answers ErrAgentNotSuspended for any state but SUSPENDED; waiting
         # behind the running message gave ActorTimeoutError once it outlasted call_timeout.
-        with _open(None, timeout=0.2) as runtime:
+        with _open(None) as runtime:
             agent = _running(runtime)
             try:
-                with pytest.raises(AgentNotSuspendedError):
+                # the resume alone waits briefly: the set-up and the flush keep the runtime's 10 s
+                with _short_call_timeout(runtime, 0.2), pytest.raises(AgentNotSuspendedError):
                     runtime.resume("a")
                 running = agent.lifecycle
             finally:
@@ -781,13 +782,14 @@ class TestBehaviors:
     def test_a_resume_after_a_suspend_that_timed_out_follows_it_in_the_mailbox(self) -> None:
         # Refusing the resume at once (the agent is RUNNING) left the queued suspend the
         # last word: the agent ended SUSPENDED though the caller's last call was resume.
-        with _open(None, timeout=0.2) as runtime:
+        with _open(None) as runtime:
             agent = _running(runtime)
             try:
-                with pytest.raises(ActorTimeoutError):
-                    runtime.suspend("a")
-                with pytest.raises(ActorTimeoutError):  # queued behind the suspend, not refused
-                    runtime.resume("a")
+                with _short_call_timeout(runtime, 0.2):  # not the flush: a late actor thread outlasts it
+                    with pytest.raises(ActorTimeoutError):
+                        runtime.suspend("a")
+                    with pytest.raises(ActorTimeoutError):  # queued behind the suspend, not refused
+                        runtime.resume("a")
             finally:
                 Gate.release.set()
             runtime.flush()
@@ -816,14 +818,15 @@ class TestBehaviors:
                     assert dequeued.wait(10)  # ...and the agent takes the suspend
                 return super().control_pending
 
-        with _open(None, timeout=0.3) as runtime:
+        with _open(None) as runtime:
             agent = runtime.spawn("a", behavior="gate")
             shared = runtime._entry("a").shared
             shared.slots = Preempted(shared.slots._size)  # before its first message
             runtime.bus.send("x", "a", "block")
             assert Gate.started.wait(10)
             try:
-                with pytest.raises(ActorTimeoutError):
+                # the suspend alone times out: the resume is answered once the agent gets to it
+                with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
                     runtime.suspend("a")
                 Preempted.armed = True
                 runtime.resume("a")
@@ -834,10 +837,13 @@ class TestBehaviors:
             assert agent.lifecycle == AgentState.IDLE
 
     def test_a_suspend_that_times_out_behind_a_running_message_still_takes_effect_and_says_so(self) -> None:
-        with _open(None, timeout=0.2) as runtime:
+        with _open(None) as runtime:
             agent = _running(runtime)
             try:
-                with pytest.raises(ActorTimeoutError, match="stays in its mailbox and takes effect"):
+                with (
+                    _short_call_timeout(runtime, 0.2),  # not the flush and the resume after
+                    pytest.raises(ActorTimeoutError, match="stays in its mailbox and takes effect"),
+                ):
                     runtime.suspend("a")
             finally:
                 Gate.release.set()
@@ -1970,7 +1976,7 @@ class TestBackpressure:
             assert asked == ["IpcDeadLettered"]  # the request itself never reached the journal
 
     def test_a_broadcast_skips_a_full_mailbox_with_a_dead_letter_and_reaches_the_rest(self) -> None:
-        with _open(None, mailbox=1, timeout=0.2) as runtime:
+        with _open(None, mailbox=1) as runtime:
             for agent_id in ("first", "full", "last"):
                 runtime.spawn(agent_id, behavior="gate")
                 runtime.bus.subscribe(agent_id, "news")
@@ -1978,7 +1984,8 @@ class TestBackpressure:
             assert Gate.started.wait(10)
             runtime.bus.send("x", "full", "one")  # its mailbox is full now
 
-            delivered = runtime.bus.broadcast("x", "news", 1)
+            with _short_call_timeout(runtime, 0.2):  # its wait for the full mailbox alone: not the set-up's
+                delivered = runtime.bus.broadcast("x", "news", 1)
             Gate.release.set()
             runtime.flush()
 
@@ -2973,12 +2980,15 @@ def _stall(
 
 
 def _stall_then_fail(
-    runtime: Runtime, failure: Exception, holds: Callable[[Sequence[Event]], bool] = bool
+    runtime: Runtime,
+    failure: Exception,
+    holds: Callable[[Sequence[Event]], bool] = bool,
+    entered: threading.Event | None = None,
 ) -> threading.Event:
     """Make the runtime's next journal append wait until the returned event is set, then raise ``failure``.
 
     ``holds``: the first append of the events it picks, not the next one. The appends
-    after it go through (if the writer still makes any).
+    after it go through (if the writer still makes any). ``entered`` is set when it waits.
     """
     writer = runtime._core.writer
     assert writer is not None
@@ -2990,6 +3000,8 @@ def _stall_then_fail(
     def failing_append(events: Sequence[Event], *args: Any, **kwargs: Any) -> list[int]:
         if not failed and holds(events):
             failed.append(True)
+            if entered is not None:
+                entered.set()
             assert gate.wait(10), "the test never opened the gate"
             raise failure
         return real_append(events, *args, **kwargs)
@@ -4095,17 +4107,19 @@ class TestKillAndReloadEdges:
         self, tmp_path: Path, refused: bool
     ) -> None:
         # batch durability: the spawn is stored first, so the kill's commit is the one held
-        with _open(tmp_path / "j", timeout=0.3, mode="batch") as runtime:
+        with _open(tmp_path / "j", mode="batch") as runtime:
             runtime.spawn("a")
             runtime.flush(10)
             kills = lambda events: any(isinstance(e, AgentKilled) for e in events)  # noqa: E731
             refusal = ValueError("refused")
             gate = _stall_then_fail(runtime, refusal, kills) if refused else _stall(runtime, kills)
-            with pytest.raises(ActorTimeoutError):
-                runtime.kill("a")
-            assert runtime.agents() == ["a"]  # listed until the journal decides
-            with pytest.raises(ActorTimeoutError):
-                runtime.retire("a")  # it waits in the mailbox for the decision
+            # the kill and the call behind it alone: the spawn after the decision keeps the 10 s
+            with _short_call_timeout(runtime, 0.3):
+                with pytest.raises(ActorTimeoutError):
+                    runtime.kill("a")
+                assert runtime.agents() == ["a"]  # listed until the journal decides
+                with pytest.raises(ActorTimeoutError):
+                    runtime.retire("a")  # it waits in the mailbox for the decision
             gate.set()
             runtime.flush(10)
             if refused:
@@ -4604,11 +4618,15 @@ def _undecided_kill_with_a_kept_llm_answer(
     caller.start()
     assert entered.wait(10)  # the agent is idle; its kept client waits for the provider
     runtime.flush(10)  # the kill's commit is the next one
-    gate = _stall_then_fail(runtime, ValueError("refused"))
+    at_the_disk = threading.Event()
+    gate = _stall_then_fail(runtime, ValueError("refused"), entered=at_the_disk)
     # the short call_timeout for the kill and the answer during it alone: the set-up's commits may be slow
     with _short_call_timeout(runtime, 0.3):
         with pytest.raises(ActorTimeoutError):
             runtime.kill("a")
+        # the kill's commit waits at the disk: the caller's timeout alone does not say the
+        # agent got to the kill (its thread may be late), and the answer must come after it
+        assert at_the_disk.wait(10)
         release.set()  # the answer comes while the kill is undecided
         caller.join(10)
     return runtime, kept[0], out, gate
