@@ -516,7 +516,8 @@ class IpcBus:
             MailboxFullError: ``to``'s mailbox stayed full for ``timeout`` (or ``call_timeout``,
                 if shorter); the request is not journaled, one dead letter is.
             IpcTimeoutError: no reply within ``timeout``, waiting for room in the mailbox
-                included (one dead letter is journaled).
+                included (one dead letter is journaled; a second one if the recipient
+                then takes it up and cannot handle it: suspended, retired, no behavior).
             ActorTimeoutError: its commit outlasted ``call_timeout`` (sync durability):
                 it is not delivered, and if the writer then stores it, a ``timeout``
                 dead letter follows it.
@@ -775,7 +776,11 @@ class IpcBus:
         self._fail(message, reason, error, as_is=False)
 
     def refuse(self, message: IpcMessage, reason: str, error: BaseException) -> None:
-        """``message`` will not be handled: one dead letter; a requester gets ``error`` at once."""
+        """``message`` will not be handled: its dead letter; a requester gets ``error`` at once.
+
+        A request whose requester gave up already (its timeout letter) gets this letter
+        too, unless the close failed it (the close's letter says it).
+        """
         self._fail(message, reason, error, as_is=True)
 
     def _fail(self, message: IpcMessage, reason: str, error: BaseException, *, as_is: bool) -> None:
@@ -787,8 +792,13 @@ class IpcBus:
         with self._lock:
             pending = self._pending.pop(message.correlation_id, None)
         if pending is None:
-            # Timed out (or answered) already, and that left its own record: one
-            # dead letter a failure. The behavior's error is journaled as AgentFailed.
+            # Timed out (or failed at close) already, and that left its own record. The
+            # behavior's error is journaled as AgentFailed; a refusal (the agent cannot
+            # handle it: suspended, retired, no behavior, killed) gets its own letter, as
+            # a send's does, or the journal would read as a request handled after its
+            # requester gave up.
+            if as_is and message.correlation_id not in self._failed_at_close:
+                self.dead_letter(message, reason, said)
             return
         pending.error = error
         pending.as_is = as_is
