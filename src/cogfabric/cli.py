@@ -185,19 +185,19 @@ def _asks_for_json(args: Sequence[str]) -> bool:
 
     Read as click parses them: the word after an option that takes a value is that
     value (``--key-file --json`` names a key file called ``--json``), and every word
-    after ``--`` is an argument, so neither asks for it. This is the answer for an
-    error met without the command's parsed options at hand; click may not have parsed
-    the words at all (an unknown option, a value missing): an unknown option is taken
-    to take no value, so ``verify J --bogus --json`` asks for the object, as the user
-    meant. Once the command's options are parsed, ``_json_errors`` reads them instead.
+    after the command's ``--`` is an argument, so neither asks for it (a ``--`` before
+    the command is the group's: the word after it is the command, whose options
+    follow). This is the answer for an error met without the command's parsed options
+    at hand; click may not have parsed the words at all (an unknown option, a value
+    missing): an unknown option is taken to take no value, so ``verify J --bogus
+    --json`` asks for the object, as the user meant. Once the command's options are
+    parsed, ``_json_errors`` reads them instead.
     """
     words = iter(args)
     command = None
     for word in words:  # the group's own options (--help, --version) take no value
-        if word == "--":
-            return False
-        if not word.startswith("-"):
-            command = main.commands.get(word)
+        if word == "--" or not word.startswith("-"):
+            command = main.commands.get(next(words, "") if word == "--" else word)
             break
     if command is None:
         return False
