@@ -389,12 +389,12 @@ class IpcBus:
         total, while the runtime runs (its journal cannot be read from its own process
         until ``close()``). Letters, not messages: a broadcast leaves one for each
         recipient that missed it, and a request can leave two (its requester's
-        ``"timeout"``, then its handler's ``"closed"``, see ``cut_short``). Counted as ``dead_letters``
-        keeps them, once handed to the journal writer; the reasons are those of
-        ``IpcDeadLettered.reason`` (``"mailbox full"``, ``"handler error"``,
-        ``"timeout"``, ``"closed"``, ...). A reopened runtime counts from zero: earlier
-        letters are in the journal (``cogfabric export --stream bus --type
-        IpcDeadLettered``).
+        ``"timeout"``, then its recipient's refusal, see ``refuse``, or its handler's
+        ``"closed"``, see ``cut_short``). Counted as ``dead_letters`` keeps them, once
+        handed to the journal writer; the reasons are those of ``IpcDeadLettered.reason``
+        (``"mailbox full"``, ``"handler error"``, ``"timeout"``, ``"closed"``, ...). A
+        reopened runtime counts from zero: earlier letters are in the journal
+        (``cogfabric export --stream bus --type IpcDeadLettered``).
         """
         with self._lock:
             return dict(self._dead_counts)
@@ -517,7 +517,8 @@ class IpcBus:
                 if shorter); the request is not journaled, one dead letter is.
             IpcTimeoutError: no reply within ``timeout``, waiting for room in the mailbox
                 included (one dead letter is journaled; a second one if the recipient
-                then takes it up and cannot handle it: suspended, retired, no behavior).
+                then takes it up and cannot handle it: suspended, retired, killed, no
+                behavior, its clock failing).
             ActorTimeoutError: its commit outlasted ``call_timeout`` (sync durability):
                 it is not delivered, and if the writer then stores it, a ``timeout``
                 dead letter follows it.
@@ -733,7 +734,9 @@ class IpcBus:
                 cause=request.id,
             )
         except ClockError as exc:  # no time to journal it with: the requester hears it now
-            self.refuse(request, "clock error", exc)
+            # a refusal of the request while it is pending only: not the recipient's (it was
+            # handled), and a reply to a request no longer pending is ignored
+            self._fail(request, "clock error", exc, as_is=True, pending_only=True)
             raise
         with self._lock:
             if self._pending.pop(correlation_id, None) is None:
@@ -783,7 +786,15 @@ class IpcBus:
         """
         self._fail(message, reason, error, as_is=True)
 
-    def _fail(self, message: IpcMessage, reason: str, error: BaseException, *, as_is: bool) -> None:
+    def _fail(
+        self,
+        message: IpcMessage,
+        reason: str,
+        error: BaseException,
+        *,
+        as_is: bool,
+        pending_only: bool = False,
+    ) -> None:
         # the dead letter keeps the text its requester gets (would get, for a send)
         said = _said(error) if as_is else _panicked(message, error)
         if message.kind != "request":
@@ -797,7 +808,7 @@ class IpcBus:
             # handle it: suspended, retired, no behavior, killed) gets its own letter, as
             # a send's does, or the journal would read as a request handled after its
             # requester gave up.
-            if as_is and message.correlation_id not in self._failed_at_close:
+            if as_is and not pending_only and message.correlation_id not in self._failed_at_close:
                 self.dead_letter(message, reason, said)
             return
         pending.error = error

@@ -730,7 +730,9 @@ class _Fate:
         ``dead-lettered`` also after its delivery, as a handler error is;
         ``delivered (its requester timed out)`` for a request its requester gave up on
         and its recipient handled all the same; ``pending`` when it was not delivered by
-        then, or was lost with the process that held it.
+        then, or was lost with the process that held it. A request's other letter (its
+        recipient refused it, or the close cut its behavior short) wins over its
+        ``timeout`` letter in either order (``_note_fate``).
         """
         if self.reason == "timeout" and self.delivered:
             return "delivered (its requester timed out)"
@@ -786,7 +788,9 @@ def _note_fate(
     fate = entry[1].setdefault(event.recipient, _Fate())
     if isinstance(event, IpcDelivered):
         fate.delivered = True
-    else:
+    elif event.reason != "timeout" or not fate.reason:
+        # A request's "timeout" letter is its requester's; any other one says what became
+        # of the message itself, whichever of the two threads handed its letter over first
         fate.reason = event.reason
 
 
