@@ -426,7 +426,8 @@ class Runtime:
         self._writer_stopped = False
         """Set by close() once the journal writer stopped: only then may it close the journal."""
         self._interrupted = False
-        """Set by a close() that a Ctrl-C interrupted: a later close() waits for what it left."""
+        """Set from a close()'s start until its clean-up is through: still set after one a Ctrl-C
+        interrupted, so that a later close() waits for what it left."""
         self._order = threading.Lock()
         """Held while a spawn reserves and submits, and a publication chooses and submits."""
         where = getattr(journal, "path", None)  # the LMDB journal's directory (Runtime.open's path)
