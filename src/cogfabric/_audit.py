@@ -39,6 +39,7 @@ from cogfabric.store import (
     JournalDamagedError,
     JournalError,
     JournalRecordError,
+    JournalRecordTypeError,
     JournalRecordVersionError,
     JournalUnavailableError,
     LmdbJournal,
@@ -397,58 +398,71 @@ def inspect_journal(
     """Format, counts per type and per stream, first and last time, the head, size on disk.
 
     The head is the last record's seq and its hash-chain link (hex; None when empty):
-    keep both elsewhere to detect a later consistent rewrite of the journal.
+    keep both elsewhere to detect a later consistent rewrite of the journal. A type is
+    named by its type tag, as a record stores it and ``export`` names it (for every
+    built-in event type, its class name; a type declared with ``tag=`` by that tag).
 
-    ``skip_newer``: a record of a version newer than this code (``JournalRecordVersionError``)
-    is counted, by its type and stream, and listed in ``newer`` (each type and stored
-    version: ``type``, ``stored``, ``known``, ``records``, ``first_seq``, ``last_seq``),
-    rather than raised. Its type and versions are the codec's error's; its stream and
-    chain link are read from the record's framing, nothing of its event decoded. The
-    times are of the records this code reads. ``newer`` is empty when there are none.
+    ``skip_newer``: a record this code cannot read because newer code wrote it is
+    counted, by its type and stream, rather than raised. One of a version newer than
+    this code's (``JournalRecordVersionError``) is listed in ``newer`` (each type and
+    stored version: ``type``, ``stored``, ``known``, ``records``, ``first_seq``,
+    ``last_seq``); one of a type tag this code does not know (``JournalRecordTypeError``:
+    a type a newer cogfabric added, or one of your own code's) in ``unknown`` (each
+    tag: ``type``, ``records``, ``first_seq``, ``last_seq``). Its type and versions are
+    the codec's error's; its stream and chain link are read from the record's framing,
+    nothing of its event decoded. The times are of the records this code reads.
+    ``newer`` and ``unknown`` are empty when there are none.
 
     Raises:
         JournalRecordError: a record cannot be decoded (with ``skip_newer``, one that is
-            not newer, an older one with no upcaster included, or a newer one whose
-            framing is malformed).
+            neither newer nor of an unknown type, an older one with no upcaster
+            included, or one of those whose framing is malformed).
 
     """
-    types: Counter[str] = Counter()
+    kinds: Counter[type[Event] | str] = Counter()  # a class read, or the tag of a record not read
     streams: Counter[str] = Counter()
     newer: dict[tuple[str, int], dict[str, Any]] = {}
+    unknown: dict[str, dict[str, Any]] = {}
     first = last = None
     head: tuple[int, bytes] | None = None
     count = 0
     end = journal.last_seq if until is None else until
-    after, window = 0, max(end, 1)  # all in one read, but just after a newer record
+    after, window = 0, max(end, 1)  # all in one read, but just after a record not read
     while after < end:
         stop = min(end, after + window)
         try:
             for record in journal.read(after=after, until=stop):
                 head = record.seq, record.chain
                 event = record.event
-                types[type(event).__name__] += 1
+                kinds[type(event)] += 1
                 streams[record.stream] += 1
                 first = event.at if first is None else first
                 last = event.at
                 count += 1
-        except JournalRecordVersionError as exc:
-            if not skip_newer or exc.stored <= exc.known:  # an older one no upcaster reads is no newer one
-                raise
+        except (JournalRecordVersionError, JournalRecordTypeError) as exc:
+            if not skip_newer or (isinstance(exc, JournalRecordVersionError) and exc.stored <= exc.known):
+                raise  # an older one no upcaster reads is no newer one
             stream, chain = _framing(journal, exc)
             head = exc.seq, chain
-            types[exc.type_name] += 1
+            kinds[exc.type_name] += 1
             streams[stream] += 1
             count += 1
-            found = newer.setdefault(
-                (exc.type_name, exc.stored),
-                {"type": exc.type_name, "stored": exc.stored, "known": exc.known, "records": 0},
-            )
+            if isinstance(exc, JournalRecordVersionError):
+                found = newer.setdefault(
+                    (exc.type_name, exc.stored),
+                    {"type": exc.type_name, "stored": exc.stored, "known": exc.known, "records": 0},
+                )
+            else:
+                found = unknown.setdefault(exc.type_name, {"type": exc.type_name, "records": 0})
             found["records"] += 1
             found.setdefault("first_seq", exc.seq)
             found["last_seq"] = exc.seq
             after, window = exc.seq, 1  # one at a time while they come in a row
             continue
         after, window = stop, window * 2
+    types: Counter[str] = Counter()
+    for kind, records in kinds.items():  # in the order each first came: a tie's order
+        types[kind if isinstance(kind, str) else str(kind.__struct_config__.tag)] += records
     info = journal.info()
     return {
         "path": os.fsencode(path).decode(errors="backslashreplace"),  # a name that is not UTF-8, too
@@ -467,14 +481,18 @@ def inspect_journal(
         "streams": dict(sorted(streams.items())),
         "bytes_on_disk": sum(f.stat().st_size for f in path.glob("*.mdb")),
         "newer": sorted(newer.values(), key=lambda found: found["first_seq"]),
+        "unknown": sorted(unknown.values(), key=lambda found: found["first_seq"]),
     }
 
 
-def _framing(journal: LmdbJournal, exc: JournalRecordVersionError) -> tuple[str, bytes]:
+def _framing(
+    journal: LmdbJournal, exc: JournalRecordVersionError | JournalRecordTypeError
+) -> tuple[str, bytes]:
     """The stream and chain link of the record ``exc`` names, from its framing (its event not decoded).
 
     Raises:
-        JournalRecordVersionError: ``exc`` itself, when the record is gone or its framing malformed.
+        JournalRecordVersionError, JournalRecordTypeError: ``exc`` itself, when the
+            record is gone or its framing malformed.
 
     """
     # as record_intact reads it (a map a writer grew meanwhile adopted), the audit's own journal

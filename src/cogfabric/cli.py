@@ -245,8 +245,9 @@ def _say_error(
     ``JournalIntegrityError`` (a chain that fails, refused), ``OutputError``,
     ``Interrupted``, ``Terminated``; ``exit`` the exit status; ``seq`` the record it names;
     ``type_name``, ``stored`` and ``known`` an event type and its two versions (of a
-    record newer than this code), or for ``JournalFormatError`` the two formats (each
-    null where the error has none). Stdout is left as it is: empty, or the lines an export wrote.
+    record newer than this code; for ``JournalRecordTypeError`` the type tag alone), or
+    for ``JournalFormatError`` the two formats (each null where the error has none).
+    Stdout is left as it is: empty, or the lines an export wrote.
     """
     if not _json_errors():
         return
@@ -2364,7 +2365,8 @@ def _need_stdout() -> None:
     "--skip-newer",
     is_flag=True,
     help="Summarise a journal that holds records newer than this cogfabric (a newer release wrote "
-    "them) rather than stop at the first: each is counted and named (newer).",
+    "them) rather than stop at the first: each is counted and named, one of a newer version (newer) "
+    "or of a type this cogfabric does not know (unknown).",
 )
 @_keyed
 @_COPY
@@ -2385,11 +2387,12 @@ def inspect(
     and session has streams of its own): --no-streams leaves them out, the counts per
     kind of stream kept.
 
-    A record of a version newer than this cogfabric stops it (exit 1) unless
-    --skip-newer: then the records it cannot read are counted too, by type and stream
-    (their type, version and stream are read without their data), and named by type, the
-    version stored and the one this code knows (newer, with their first and last seqs;
-    the times are of the others), with exit 0.
+    A record of a version newer than this cogfabric, or of a type it does not know
+    (one a newer cogfabric added), stops it (exit 1) unless --skip-newer: then the
+    records it cannot read are counted too, by type and stream (their type, version and
+    stream are read without their data), and named with their first and last seqs (the
+    times are of the others), with exit 0: a newer version by type, the version stored
+    and the one this code knows (newer), an unknown type by its type tag (unknown).
 
     \b
     Example:
@@ -2404,17 +2407,14 @@ def inspect(
             _working(f"counting {until:,} records by type and stream")
             summary = inspect_journal(opened, journal, until=until, skip_newer=skip_newer)
     except _journal_errors() as exc:
-        from cogfabric.store import JournalRecordVersionError  # noqa: PLC0415
+        from cogfabric.store import JournalRecordTypeError, JournalRecordVersionError  # noqa: PLC0415
 
-        if isinstance(exc, JournalRecordVersionError):  # a newer release wrote it: summarise the rest
+        # a newer release wrote it (a newer version, or a type it added): summarise the rest
+        if isinstance(exc, JournalRecordVersionError | JournalRecordTypeError):
             _fail(f"{exc} (--skip-newer summarises the journal)", _exit_code(exc), error=exc)
         _fail_journal(exc, key)
-    if summary["newer"]:
-        skipped = sum(found["records"] for found in summary["newer"])
-        _say(
-            f"note: {skipped:,} record{'s' * (skipped > 1)} newer than this cogfabric counted, not read "
-            "(newer): the times are of the others"
-        )
+    if summary["newer"] or summary["unknown"]:
+        _say(_not_read_note(summary["newer"], summary["unknown"]))
     if no_streams:
         summary["streams"] = None
     if as_json:
@@ -2426,9 +2426,11 @@ def inspect(
     click.echo(f"head      seq {summary['head_seq']}, chain {summary['head_chain'] or '-'}")
     click.echo(f"time      {_when(summary['first_time'])} .. {_when(summary['last_time'])}")
     click.echo(f"on disk   {summary['bytes_on_disk'] / 1e6:.1f} MB")
-    click.echo("types     " + ", ".join(f"{k} {v:,}" for k, v in summary["types"].items()))
+    click.echo("types     " + ", ".join(f"{_printable(k)} {v:,}" for k, v in summary["types"].items()))
     if summary["newer"]:
         click.echo("newer     " + ", ".join(map(_newer_cell, summary["newer"])))
+    if summary["unknown"]:
+        click.echo("unknown   " + ", ".join(map(_unknown_cell, summary["unknown"])))
     click.echo("streams   " + ", ".join(f"{_printable(k)} {v:,}" for k, v in summary["stream_kinds"].items()))
     if no_streams:
         return
@@ -2437,15 +2439,40 @@ def inspect(
         click.echo(f"  {count:>{width},}  {_printable(stream)}")
 
 
+def _not_read_note(newer: list[dict[str, Any]], unknown: list[dict[str, Any]]) -> str:
+    """``inspect --skip-newer``'s note of the records it counted, not read (``newer``, ``unknown``)."""
+    newer_ones = sum(found["records"] for found in newer)
+    unknown_ones = sum(found["records"] for found in unknown)
+    first = newer_ones or unknown_ones
+    records = f"{first:,} record{'s' * (first > 1)}"
+    if not unknown_ones:
+        what = f"{records} newer than this cogfabric"
+    elif not newer_ones:
+        what = f"{records} of a type this cogfabric does not know"
+    else:
+        what = f"{records} newer than this cogfabric and {unknown_ones:,} of a type it does not know"
+    keys = ", ".join(key for key, found in (("newer", newer), ("unknown", unknown)) if found)
+    return f"note: {what} counted, not read ({keys}): the times are of the others"
+
+
 def _newer_cell(found: dict[str, Any]) -> str:
     """``inspect``'s newer records of a type and version: ``PrivateSet v2 3 (known v1; first seq 7, last 9)``.
 
     (The type is one this code knows, at a version it does not.)
     """
-    first, last = found["first_seq"], found["last_seq"]
-    seqs = f"seq {first}" if first == last else f"first seq {first}, last {last}"
     kind = f"{_printable(found['type'])} v{found['stored']}"
-    return f"{kind} {found['records']:,} (known v{found['known']}; {seqs})"
+    return f"{kind} {found['records']:,} (known v{found['known']}; {_found_seqs(found)})"
+
+
+def _unknown_cell(found: dict[str, Any]) -> str:
+    """``inspect``'s records of a type tag this code does not know: ``BudgetSet 3 (first seq 7, last 9)``."""
+    return f"{_printable(found['type'])} {found['records']:,} ({_found_seqs(found)})"
+
+
+def _found_seqs(found: dict[str, Any]) -> str:
+    """``inspect``'s ``newer`` or ``unknown`` records' seqs: ``seq 7``, ``first seq 7, last 9``."""
+    first, last = found["first_seq"], found["last_seq"]
+    return f"seq {first}" if first == last else f"first seq {first}, last {last}"
 
 
 def _when(seconds: float | None) -> str:
