@@ -175,6 +175,20 @@ class JournalRecordVersionError(JournalRecordDecodeError, EventVersionError):
         self.known = cause.known
 
 
+def unknown_type_advice() -> str:
+    """What writes a record of a type tag this code does not know, as a newer version's error says it.
+
+    A type a newer cogfabric added, or one of code with event types of its own (a
+    journal opened with its codec): ``verify``'s reason for such a record ends with this.
+    """
+    import cogfabric  # noqa: PLC0415 - the package is initialised by the time a record is read
+
+    return (
+        f"a newer cogfabric than this one ({cogfabric.__version__}), or code with event types of "
+        "its own, writes such records; read them with it, or upgrade this one"
+    )
+
+
 def record_error(seq: int, cause: Exception) -> JournalRecordError:
     """The error for record ``seq`` that failed to decode with ``cause``: of both layers' types."""
     if isinstance(cause, EventVersionError):

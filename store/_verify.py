@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
 
-from cogfabric.events import MAX_VALUE_DEPTH, EventError
+from cogfabric.events import MAX_VALUE_DEPTH, EventError, UnknownEventTypeError
 from cogfabric.events._codec import nests_too_deeply
 
+from ._errors import unknown_type_advice
 from ._journal import UNDECODABLE, VerifyReport
 from ._record import (
     CHAIN_LEN,
@@ -497,8 +498,9 @@ def _event_problem(
         taken = parts(value)
         try:
             event = codec_decode(b"" if taken is None else taken.event)
-        except EventError as exc:
-            return f"{UNDECODABLE}: {exc}"
+        except EventError as exc:  # an unknown type: what writes it, as a newer version's error says
+            why = f"{exc}: {unknown_type_advice()}" if isinstance(exc, UnknownEventTypeError) else str(exc)
+            return f"{UNDECODABLE}: {why}"
     # how deep a reader can decode depends on its stack; the record's array is one more level
     if len(value) > MAX_VALUE_DEPTH and nests_too_deeply(value, around=1):
         return f"{UNDECODABLE}: it nests lists and maps deeper than {MAX_VALUE_DEPTH} levels"

@@ -44,6 +44,7 @@ from cogfabric.store import (
     JournalUnavailableError,
     LmdbJournal,
 )
+from cogfabric.store._journal import UNDECODABLE
 from cogfabric.store._lmdb import (
     HEADER_SPAN,
     data_file,
@@ -58,7 +59,7 @@ from cogfabric.store._record import CHAIN_LEN, parts
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator
 
-    from cogfabric.store import Record
+    from cogfabric.store import Record, VerifyReport
 
 __all__ = [
     "AuditAccessError",
@@ -72,11 +73,13 @@ __all__ = [
     "find_trace",
     "inspect_journal",
     "journal_view",
+    "newer_record",
     "open_for_audit",
     "salvage",
     "session_view",
     "trace_effects",
     "trace_view",
+    "written_by_newer",
 ]
 
 _IPC_SHOWN = 20
@@ -440,7 +443,7 @@ def inspect_journal(
                 last = event.at
                 count += 1
         except (JournalRecordVersionError, JournalRecordTypeError) as exc:
-            if not skip_newer or (isinstance(exc, JournalRecordVersionError) and exc.stored <= exc.known):
+            if not skip_newer or not written_by_newer(exc):
                 raise  # an older one no upcaster reads is no newer one
             stream, chain = _framing(journal, exc)
             head = exc.seq, chain
@@ -1473,6 +1476,42 @@ class SalvageMismatchError(Exception):
         super().__init__(why if seq is None else f"seq {seq}: {why}")
         self.seq = seq
         self.why = why
+
+
+def written_by_newer(exc: BaseException) -> bool:
+    """Whether ``exc`` is a record's error that newer code than this wrote it, rather than damage.
+
+    A record of a version newer than this code's (``JournalRecordVersionError``, its
+    ``stored`` past ``known``), or of a type tag this code does not know
+    (``JournalRecordTypeError``: a type a newer cogfabric added, or one of code with
+    event types of its own). An older version no upcaster reads is no newer one.
+    """
+    if isinstance(exc, JournalRecordVersionError):
+        return exc.stored > exc.known
+    return isinstance(exc, JournalRecordTypeError)
+
+
+def newer_record(
+    journal: LmdbJournal, report: VerifyReport
+) -> JournalRecordVersionError | JournalRecordTypeError | None:
+    """The error of the record ``report`` fails at, where newer code wrote it (``written_by_newer``).
+
+    Only a record whose chain link, framing and stream link verify and whose event
+    alone does not decode (``report.reason`` begins with ``UNDECODABLE``) is taken for
+    one: a record that fails its chain link is damage, whatever its type tag reads as.
+    The record is read again (``journal.read``) for its typed error. None for any other.
+    """
+    seq = report.first_bad_seq
+    if report.ok or seq is None or not report.reason.startswith(UNDECODABLE) or seq > journal.last_seq:
+        return None
+    try:
+        for _ in journal.read(after=seq - 1, until=seq):
+            pass
+    except (JournalRecordVersionError, JournalRecordTypeError) as exc:
+        return exc if written_by_newer(exc) else None
+    except JournalError:
+        return None
+    return None
 
 
 def salvage(source: LmdbJournal, target: Path, until: int, *, key: bytes | str | None) -> tuple[bytes, int]:

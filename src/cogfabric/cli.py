@@ -1040,12 +1040,17 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
     that page). --until N copies seqs 1 to N, before the first bad record. The records
     are appended to DEST a batch at a time, each batch's chain link checked against the
     one stored: a record that differs (one stored at an older version of its event is
-    copied upcast, so its bytes and chain link differ) stops the salvage. DEST is
+    copied upcast, so its bytes and chain link differ) stops the salvage. A record a
+    newer cogfabric wrote (a newer version of its event, or a type this one does not
+    know) is no damage: it stops the salvage too, naming it, with nothing written:
+    salvage JOURNAL with the cogfabric that wrote it (--until the seq before it
+    copies the records before it alone). DEST is
     written beside itself, verified and renamed into place, so nothing is left under
     DEST on a failure; it must not exist (or be an empty directory), outside JOURNAL. Snapshots are not
     copied: opening DEST replays its events. A keyed journal's salvage keeps its key:
     give it (--key-file). Exits 0 when DEST is a verified salvage, 1 when the copy
-    could not be made to match (or nothing precedes the first bad record), 2 for a
+    could not be made to match (or nothing precedes the first bad record, or it is a
+    record a newer cogfabric wrote), 2 for a
     usage error: a DEST that exists, --until at or past the first bad record, a
     journal whose good records' end cannot be told without --until, a wrong key.
     --json prints ok, until, head_seq, chain, first_bad_seq, left_out and reason.
@@ -1055,7 +1060,12 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
         cogfabric salvage ./cogfabric-journal ./cogfabric-journal.salvaged
     """
     _need_stdout()
-    from cogfabric._audit import AuditAccessError, SalvageMismatchError  # noqa: PLC0415
+    from cogfabric._audit import (  # noqa: PLC0415
+        AuditAccessError,
+        SalvageMismatchError,
+        newer_record,
+        written_by_newer,
+    )
     from cogfabric._audit import salvage as copy_records  # noqa: PLC0415
     from cogfabric.store import JournalDamagedError, JournalRecordError, LmdbJournal  # noqa: PLC0415
     from cogfabric.store._lmdb import refuse_target  # noqa: PLC0415 - backup's rule for DEST
@@ -1066,14 +1076,15 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
         _fail(str(exc), error=exc)
     except _journal_errors() as exc:  # DEST cannot be looked at, or is a mount point
         _fail(str(exc), error=exc)
-    plan = _SalvagePlan(journal, until, as_json=as_json)
+    plan = _SalvagePlan(journal, dest, until, as_json=as_json)
     opened_at_all = False
     try:
         try:
             with _audit(journal, copy=False, key=key) as opened:
                 opened_at_all = True
                 _working(f"checking the hash chain of {int(opened.last_seq):,} records")
-                plan.verified(opened.verify(decode=True))
+                report = opened.verify(decode=True)
+                plan.verified(report, newer_record(opened, report))
                 end = plan.end()
                 _working(f"copying seqs 1 to {end:,} to {_shown(dest)}")
                 chain, checked = copy_records(opened, dest, end, key=key)
@@ -1096,6 +1107,9 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
     except _journal_errors() as exc:
         if _exit_code(exc) != EXIT_PROBLEM:
             _fail_journal(exc, key)
+        if written_by_newer(exc):  # met before a damaged page: a newer cogfabric's record, no damage
+            plan.newer = exc
+            plan.refused(plan.newer.seq, plan.not_damage())
         plan.refused(exc.seq if isinstance(exc, JournalRecordError) else None, str(exc))
     plan.done(dest, chain, checked)
 
@@ -1103,8 +1117,9 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
 class _SalvagePlan:
     """Where ``salvage`` stops, from JOURNAL's verdict (or its damaged page) and ``--until``; its output."""
 
-    def __init__(self, journal: Path, until: int | None, *, as_json: bool) -> None:
+    def __init__(self, journal: Path, dest: Path, until: int | None, *, as_json: bool) -> None:
         self.journal = journal
+        self.dest = dest
         self.until = until
         self.as_json = as_json
         self.last = 0  # the last seq copied, once ``end`` has found it
@@ -1115,10 +1130,36 @@ class _SalvagePlan:
         self.checked: int | None = None  # the records verify checked, before the first bad one
         self.page = False  # a damaged page was found at the open
         self.held: int | None = None  # for a damaged page: the last seq the open found (not in the JSON)
+        self.newer: Any = None  # the error of the record newer code wrote, where it stops, or None
 
-    def verified(self, report: Any) -> None:  # noqa: ANN401 - a VerifyReport
+    def verified(self, report: Any, newer: Any = None) -> None:  # noqa: ANN401 - a VerifyReport, a record's error
+        """JOURNAL's verdict; ``newer``: the error of the record it fails at, where newer code wrote it."""
         self.head_seq, self.clean, self.checked = report.head_seq, report.ok, report.checked
         self.first_bad_seq, self.reason = report.first_bad_seq, report.reason
+        self.newer = newer
+
+    def newer_one(self) -> str:
+        """The record newer code wrote (``newer``), named with its type and versions, and what writes it."""
+        from cogfabric.store import JournalRecordTypeError  # noqa: PLC0415
+        from cogfabric.store._errors import unknown_type_advice  # noqa: PLC0415
+
+        if isinstance(self.newer, JournalRecordTypeError):  # say what writes it, as a newer version's does
+            return f"{self.newer}: {unknown_type_advice()}"
+        return str(self.newer)
+
+    def not_damage(self) -> str:
+        """Why a record newer code wrote (``newer``) is not left out as damage: salvage it with that code."""
+        seq = self.newer.seq
+        retry = f", or give --until {seq - 1} to salvage the records before it alone" if seq > 1 else ""
+        salvage = (  # before a damaged page, it is damaged (the warning above), but not there
+            f"salvage {self.journal} with the cogfabric that wrote that record"
+            if self.page
+            else f"{self.journal} need not be damaged: salvage it with the cogfabric that wrote it"
+        )
+        return (
+            f"cannot salvage {self.journal} into {self.dest}: {self.newer_one()}; {salvage}{retry}; "
+            f"nothing was written to {self.dest}"
+        )
 
     def damaged(self, exc: Exception) -> None:
         self.page, self.reason = True, str(exc)
@@ -1141,6 +1182,14 @@ class _SalvagePlan:
             if until is not None and until > head:
                 _fail(f"--until {until} is past {named}'s last record, seq {head}")
             return head if until is None else until
+        if self.newer is not None and bad is not None and (until is None or until >= bad):
+            if until is None:  # no damage to salvage from: leaving it out would drop a healthy record
+                self.refused(bad, self.not_damage())
+            _fail(
+                f"--until {until} reaches seq {bad} of {named}, which this cogfabric cannot read: "
+                f"{self.newer_one()}; salvage {named} with the cogfabric that wrote it"
+                + (f", or give --until {bad - 1} or less" if bad > 1 else "")
+            )
         if bad == 1:
             self.refused(1, f"{self.journal} fails at seq 1: no record precedes it to salvage")
         if bad is None:
