@@ -155,10 +155,15 @@ class JournalRecordDecodeError(JournalRecordError, EventDecodeError):
 
 
 class JournalRecordTypeError(JournalRecordDecodeError, UnknownEventTypeError):
-    """A stored record whose type tag this code does not know (also an ``UnknownEventTypeError``)."""
+    """A stored record whose type tag this code does not know (also an ``UnknownEventTypeError``).
+
+    Its message says what writes such records (``unknown_type_advice``), as a newer
+    version's does; ``reason`` is the codec's error alone.
+    """
 
     def __init__(self, seq: int, cause: UnknownEventTypeError) -> None:
         super().__init__(seq, cause)
+        Exception.__init__(self, f"record at seq {seq}: {cause}: {unknown_type_advice()}")
         self.type_name = cause.type_name
 
 

@@ -27,6 +27,7 @@ import pytest
 from cogfabric._audit import inspect_journal
 from cogfabric.events import EVENT_TYPES, AgentEvent, EventCodec, PrivateSet
 from cogfabric.store import Journal, JournalRecordTypeError, LmdbJournal
+from cogfabric.store._errors import unknown_type_advice
 from cogfabric.store.testing import make_events
 from tests.actors.test_runtime import _PrivateSetV2
 from tests.test_cli_json_s56_h4 import _error, _run, _with_a_newer_record
@@ -159,7 +160,10 @@ def test_without_skip_newer_an_unknown_type_stops_it_naming_the_flag(journal: Pa
     code, stdout, stderr = _run(["inspect", str(journal), *(["--json"] * as_json)])
 
     assert (code, stdout) == (1, "")
-    message = "record at seq 7: unknown event type 'BudgetSet' (--skip-newer summarises the journal)"
+    advice = unknown_type_advice()
+    message = (
+        f"record at seq 7: unknown event type 'BudgetSet': {advice} (--skip-newer summarises the journal)"
+    )
     assert stderr.startswith(f"error: {message}\n")
     if as_json:
         assert _error(stderr) == {

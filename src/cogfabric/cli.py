@@ -1140,12 +1140,7 @@ class _SalvagePlan:
 
     def newer_one(self) -> str:
         """The record newer code wrote (``newer``), named with its type and versions, and what writes it."""
-        from cogfabric.store import JournalRecordTypeError  # noqa: PLC0415
-        from cogfabric.store._errors import unknown_type_advice  # noqa: PLC0415
-
-        if isinstance(self.newer, JournalRecordTypeError):  # say what writes it, as a newer version's does
-            return f"{self.newer}: {unknown_type_advice()}"
-        return str(self.newer)
+        return str(self.newer)  # an unknown type's error says what writes it, as a newer version's does
 
     def not_damage(self) -> str:
         """Why a record newer code wrote (``newer``) is not left out as damage: salvage it with that code."""
