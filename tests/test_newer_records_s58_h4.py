@@ -48,6 +48,11 @@ _NEWER = (
 )
 
 
+def _own(kind: str) -> str:
+    """What salvage adds for an unknown type's record: a journal of your own types is salvaged in Python."""
+    return " (a journal of event types of your own: in Python, with their codec)" if kind == "type" else ""
+
+
 def _newer_one(path: Path, kind: str) -> str:
     """Append seq 7 to ``path`` as a newer cogfabric writes it; how this one names it."""
     if kind == "version":
@@ -70,7 +75,7 @@ def test_salvage_refuses_a_record_a_newer_cogfabric_wrote_rather_than_leave_it_o
     assert (code, stdout) == (1, "")
     assert stderr == (
         f"error: cannot salvage {journal} into {dest}: {named}; {journal} need not be damaged: "
-        "salvage it with the cogfabric that wrote it, or give --until 6 to salvage the records "
+        f"salvage it with the cogfabric that wrote it{_own(kind)}, or give --until 6 to salvage the records "
         f"before it alone; nothing was written to {dest}\n"
     )
     _nothing_under(dest)
@@ -126,7 +131,7 @@ def test_salvage_until_past_it_names_it_as_a_newer_cogfabrics(journal: Path, kin
     assert code == 2
     assert stderr == (
         f"error: --until 7 reaches seq 7 of {journal}, which this cogfabric cannot read: {named}; "
-        f"salvage {journal} with the cogfabric that wrote it, or give --until 6 or less\n"
+        f"salvage {journal} with the cogfabric that wrote it{_own(kind)}, or give --until 6 or less\n"
     )
     _nothing_under(dest)
 
@@ -155,7 +160,8 @@ def test_salvage_refuses_one_met_before_a_damaged_page(
     assert (verdict["ok"], verdict["first_bad_seq"], verdict["until"]) == (False, 5, None)
     assert verdict["reason"] == (
         f"cannot salvage {path} into {dest}: record at seq 5: unknown event type 'BudgetSet': "
-        f"{_UNKNOWN_ADVICE}; salvage {path} with the cogfabric that wrote that record, or give --until 4 "
+        f"{_UNKNOWN_ADVICE}; salvage {path} with the cogfabric that wrote that record{_own('type')}, "
+        "or give --until 4 "
         f"to salvage the records before it alone; nothing was written to {dest}"
     )
     assert error == f"error: {verdict['reason']}"

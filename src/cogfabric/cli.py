@@ -1043,8 +1043,9 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
     copied upcast, so its bytes and chain link differ) stops the salvage. A record a
     newer cogfabric wrote (a newer version of its event, or a type this one does not
     know) is no damage: it stops the salvage too, naming it, with nothing written:
-    salvage JOURNAL with the cogfabric that wrote it (--until the seq before it
-    copies the records before it alone). DEST is
+    salvage JOURNAL with the cogfabric that wrote it (one of event types of your own,
+    in Python: README), or --until the seq before it copies the records before it alone.
+    DEST is
     written beside itself, verified and renamed into place, so nothing is left under
     DEST on a failure; it must not exist (or be an empty directory), outside JOURNAL. Snapshots are not
     copied: opening DEST replays its events. A keyed journal's salvage keeps its key:
@@ -1067,7 +1068,7 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
         written_by_newer,
     )
     from cogfabric._audit import salvage as copy_records  # noqa: PLC0415
-    from cogfabric.store import JournalDamagedError, JournalRecordError, LmdbJournal  # noqa: PLC0415
+    from cogfabric.store import JournalDamagedError, JournalRecordError  # noqa: PLC0415
     from cogfabric.store._lmdb import refuse_target  # noqa: PLC0415 - backup's rule for DEST
 
     try:
@@ -1092,9 +1093,7 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
             if opened_at_all:  # damage met reading, not by the page walk at the open
                 raise
             plan.damaged(exc)  # the pages before the damaged one: read without the walk, which stops there
-            with LmdbJournal.open(journal, readonly=True, key=key, check_pages=False) as opened:
-                plan.held = opened.last_seq
-                chain, checked = copy_records(opened, dest, plan.end(), key=key)
+            chain, checked = plan.before_page(key)
     except SalvageMismatchError as exc:
         plan.refused(exc.seq, plan.mismatch(exc, dest))
     except FileExistsError as exc:
@@ -1142,18 +1141,60 @@ class _SalvagePlan:
         """The record newer code wrote (``newer``), named with its type and versions, and what writes it."""
         return str(self.newer)  # an unknown type's error says what writes it, as a newer version's does
 
+    def own_types(self) -> str:
+        """For a record of an unknown type (``newer``): code with event types of its own may have written it.
+
+        This command reads this package's types only: such a journal is salvaged in Python (README).
+        """
+        from cogfabric.store import JournalRecordTypeError  # noqa: PLC0415
+
+        if not isinstance(self.newer, JournalRecordTypeError):
+            return ""
+        return " (a journal of event types of your own: in Python, with their codec)"
+
     def not_damage(self) -> str:
         """Why a record newer code wrote (``newer``) is not left out as damage: salvage it with that code."""
-        seq = self.newer.seq
+        seq, own = self.newer.seq, self.own_types()
         retry = f", or give --until {seq - 1} to salvage the records before it alone" if seq > 1 else ""
         salvage = (  # before a damaged page, it is damaged (the warning above), but not there
-            f"salvage {self.journal} with the cogfabric that wrote that record"
+            f"salvage {self.journal} with the cogfabric that wrote that record{own}"
             if self.page
-            else f"{self.journal} need not be damaged: salvage it with the cogfabric that wrote it"
+            else f"{self.journal} need not be damaged: salvage it with the cogfabric that wrote it{own}"
         )
         return (
             f"cannot salvage {self.journal} into {self.dest}: {self.newer_one()}; {salvage}{retry}; "
             f"nothing was written to {self.dest}"
+        )
+
+    def before_page(self, key: bytes | str | None) -> tuple[bytes, int]:
+        """Salvage the records before JOURNAL's damaged page, read without the page walk (``salvage``).
+
+        No chain is verified first: a record met that newer code wrote (a newer version,
+        an unknown type) is refused as such by the caller only when its chain link
+        matches; one whose link fails is damage, refused here naming it (exit 1).
+        """
+        from cogfabric._audit import salvage as copy_records  # noqa: PLC0415
+        from cogfabric._audit import written_by_newer  # noqa: PLC0415
+        from cogfabric.store import JournalRecordError, LmdbJournal  # noqa: PLC0415
+
+        with LmdbJournal.open(self.journal, readonly=True, key=key, check_pages=False) as opened:
+            self.held = opened.last_seq
+            try:
+                return copy_records(opened, self.dest, self.end(), key=key)
+            except JournalRecordError as exc:
+                if written_by_newer(exc) and not opened.record_intact(exc.seq):
+                    self.refused(exc.seq, self.broken(exc.seq))
+                raise
+
+    def broken(self, seq: int) -> str:
+        """Why record ``seq``, met reading the records before a damaged page, is damage: its chain link fails.
+
+        (Whatever its type tag or version reads as: a record newer code wrote matches its link.)
+        """
+        retry = f"; give --until {seq - 1} to salvage the records before it" if seq > 1 else ""
+        return (
+            f"cannot salvage {self.journal} into {self.dest}: seq {seq} does not match its hash chain link, "
+            f"so {self.journal} is damaged there too{retry}; nothing was written to {self.dest}"
         )
 
     def damaged(self, exc: Exception) -> None:
@@ -1182,7 +1223,7 @@ class _SalvagePlan:
                 self.refused(bad, self.not_damage())
             _fail(
                 f"--until {until} reaches seq {bad} of {named}, which this cogfabric cannot read: "
-                f"{self.newer_one()}; salvage {named} with the cogfabric that wrote it"
+                f"{self.newer_one()}; salvage {named} with the cogfabric that wrote it{self.own_types()}"
                 + (f", or give --until {bad - 1} or less" if bad > 1 else "")
             )
         if bad == 1:
@@ -2451,10 +2492,11 @@ def inspect(
             _working(f"counting {until:,} records by type and stream")
             summary = inspect_journal(opened, journal, until=until, skip_newer=skip_newer)
     except _journal_errors() as exc:
-        from cogfabric.store import JournalRecordTypeError, JournalRecordVersionError  # noqa: PLC0415
+        from cogfabric._audit import written_by_newer  # noqa: PLC0415
 
-        # a newer release wrote it (a newer version, or a type it added): summarise the rest
-        if isinstance(exc, JournalRecordVersionError | JournalRecordTypeError):
+        # a newer release wrote it (a newer version, or a type it added): --skip-newer summarises
+        # the rest; not an older version no upcaster reads, nor one --skip-newer met already
+        if written_by_newer(exc) and not skip_newer:
             _fail(f"{exc} (--skip-newer summarises the journal)", _exit_code(exc), error=exc)
         _fail_journal(exc, key)
     if summary["newer"] or summary["unknown"]:
