@@ -3157,11 +3157,16 @@ class LmdbJournal(Journal):
             self._writer_lock.release()
 
     def close(self) -> None:
-        """Sync (when ``sync=False``), close the environment and release the writer lock; idempotent."""
+        """Sync (when ``sync=False``), close the environment and release the writer lock; idempotent.
+
+        The writer's cache of stream heads (up to 65,536 of them) goes too: it serves
+        appends only, and a closed journal may stay referenced (by its closed runtime).
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True  # no backup starts now; one copying holds a read transaction
+            self._heads = {}
             while self._backups and os.getpid() == self._pid:
                 self._backups_done.wait()
             if os.getpid() != self._pid:  # a forked child: the environment is the parent's

@@ -70,11 +70,19 @@ def test_open_close_cycles_leave_nothing_behind(tmp_path: Path, journaled: bool)
             once(i)
         gc.collect()
         at_80 = tracemalloc.get_traced_memory()[0]
+        for i in range(81, 141):
+            once(i)
+        gc.collect()
+        at_140 = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
     assert _process_state() == before
-    # CPython's attribute cache keeps a few names per cycle up to its fixed size: noise, not growth
-    assert at_80 - at_20 < 256 * 1024, f"{(at_80 - at_20) / 60:.0f} bytes kept per open/close"
+    # CPython's attribute cache keeps a few names per cycle up to its fixed size: noise, not
+    # growth. A table of the interpreter's (interned strings) that doubles once adds one
+    # block of up to 2 MB to one window, depending on what ran before in the process; a
+    # leak grows in both windows.
+    kept = min(at_80 - at_20, at_140 - at_80)
+    assert kept < 256 * 1024, f"{kept / 60:.0f} bytes kept per open/close"
 
 
 class _Echo:
