@@ -39,6 +39,7 @@ from cogfabric.events import (
 from cogfabric.events._codec import journal_repr, journal_text, require_str
 from cogfabric.store import JournalError, JournalFailedError
 
+from . import _interrupt
 from ._clock import bounded_wait
 from ._core import ASYNC_ON_MESSAGE, last_checkpoint_in, printable, replay_agent, thread_name
 from ._errors import (
@@ -193,7 +194,7 @@ class InFlight:
             try:
                 while self.held and not stop():
                     left = deadline - time.monotonic()
-                    if left <= 0 or not self.zero.wait(left):
+                    if left <= 0 or not _interrupt.wait(self.zero.wait, left):
                         return not self.held
                 return True
             finally:
@@ -256,8 +257,8 @@ class MailboxSlots:
         with self._lock:
             if self._free <= 0:
                 self._waiters += 1
-                try:
-                    if not self._room.wait_for(self._has_free, timeout) or self._closed:
+                try:  # unheld: a Ctrl-C held by the caller's section is delivered here
+                    if not _interrupt.wait(self._room.wait_for, self._has_free, timeout) or self._closed:
                         return False
                 finally:
                     self._waiters -= 1
@@ -278,8 +279,9 @@ class MailboxSlots:
         with self._lock:
             if self._control >= self.CONTROL_EXTRA:
                 self._control_waiters += 1
-                try:
-                    if not self._room.wait_for(self._has_control_room, timeout) or self._closed:
+                try:  # unheld: a Ctrl-C held by the caller's section is delivered here
+                    room = _interrupt.wait(self._room.wait_for, self._has_control_room, timeout)
+                    if not room or self._closed:
                         return False
                 finally:
                     self._control_waiters -= 1

@@ -24,6 +24,7 @@ from cogfabric.events import (
 from cogfabric.events._codec import journal_repr, require_str
 from cogfabric.store import JournalError
 
+from . import _interrupt
 from ._agent import FanOut, agent_of_thread
 from ._clock import bounded_wait
 from ._errors import (
@@ -147,7 +148,12 @@ class IpcBus:
         self._core.persist([event], durable=durable)
 
     def _journal_message(
-        self, message: IpcMessage, late: Callable[[bool], None], *, tells: bool = True
+        self,
+        message: IpcMessage,
+        late: Callable[[bool], None],
+        *,
+        tells: bool = True,
+        stopped: list[BaseException] | None = None,
     ) -> None:
         """Journal ``message``, durable first in sync durability.
 
@@ -160,6 +166,8 @@ class IpcBus:
         way then asks to hand over again. A Ctrl-C before the writer has it (while the
         caller waits for room in its queue) runs ``late(False)`` here: after a Ctrl-C in
         any of its waits, ``late`` has run or will run, once (a ``send``'s slot is its).
+        ``stopped`` gets what stopped the wait for the commit (``ActorTimeoutError`` or
+        ``KeyboardInterrupt``) before ``late`` can run.
         """
         writer = self._core.writer
         if writer is None or not self._core.sync:
@@ -186,10 +194,12 @@ class IpcBus:
         assert ack is not None
         try:
             ack.wait(self._core.call_timeout)
-        except STOPPED_WAITING as stopped:
+        except STOPPED_WAITING as exc:
+            if stopped is not None:
+                stopped.append(exc)
             if handoff.give_up():
                 raise
-            if isinstance(stopped, KeyboardInterrupt):
+            if isinstance(exc, KeyboardInterrupt):
                 finish(ack.error is None)  # over just as a Ctrl-C came: finished here, then interrupted
                 raise
             ack.wait(0.0)  # over just now: its outcome is the caller's
@@ -430,7 +440,10 @@ class IpcBus:
 
         """
         message = self._message(frm, to, topic, payload, trace_id=_trace_of(trace), cause=cause)
-        self._journal_and_deliver(message, self._admit(message))
+        # From its slot taken to its delivery, a Ctrl-C is held (but in the waits: for room,
+        # for the commit), then raised: the message is delivered, or its slot given back.
+        with _interrupt.HELD:
+            self._journal_and_deliver(message, self._admit(message))
         return self._handed_back(message)
 
     def _handed_back(self, message: IpcMessage) -> IpcMessage:
@@ -555,17 +568,20 @@ class IpcBus:
         )
         pending = _Pending(message)
         waiter = agent_of_thread(self._core)
-        with self._lock:
-            if waiter is not None:
-                self._wait_on(waiter, to, message.correlation_id)
-            self._pending[message.correlation_id] = pending
-        try:
-            return self._request(message, pending, timeout)
-        finally:
-            with self._lock:
-                self._pending.pop(message.correlation_id, None)
-                if waiter is not None:
-                    del self._waiting[waiter]
+        correlation_id = message.correlation_id
+        # A Ctrl-C is held but in the waits (for room, the commit, the reply), then raised.
+        with _interrupt.HELD:
+            try:  # registered inside: whatever interrupts it, it is not left pending
+                with self._lock:
+                    if waiter is not None:
+                        self._wait_on(waiter, to, message.correlation_id)
+                    self._pending[message.correlation_id] = pending
+                return self._request(message, pending, timeout)
+            finally:
+                with self._lock:
+                    self._pending.pop(message.correlation_id, None)
+                    if waiter is not None and self._waiting.get(waiter, ("", ""))[1] == correlation_id:
+                        del self._waiting[waiter]
 
     def _wait_on(self, waiter: str, to: str, correlation_id: str) -> None:
         """Note that ``waiter``'s behavior waits for ``to``; refuse a wait that closes a circle.
@@ -620,6 +636,8 @@ class IpcBus:
         deadline = time.monotonic() + timeout  # waiting for room in the mailbox counts too
         entry = self._admit(message, min(timeout, self._core.call_timeout))
 
+        stopped: list[BaseException] = []
+
         def gave_up(committed: bool) -> None:
             # Its requester stopped waiting at its commit: once stored, it is not
             # delivered (nobody waits for the reply) but dead-lettered, as a request
@@ -630,13 +648,15 @@ class IpcBus:
                         return  # close() failed it, with its "closed" letter: one letter a request
                     # this letter is its one: close() no longer finds it pending
                     self._pending.pop(message.correlation_id, None)
-                # the text its requester got (Ack.wait's, as _journal_message waited)
-                said = unacknowledged(self._core.call_timeout)
+                if stopped and isinstance(stopped[0], KeyboardInterrupt):
+                    said = _interrupted_text(message, "its commit")
+                else:  # the text its requester got (Ack.wait's, as _journal_message waited)
+                    said = unacknowledged(self._core.call_timeout)
                 with contextlib.suppress(CogfabricError):  # stopped meanwhile: nothing to record it in
                     self.dead_letter(message, "timeout", said)
 
         try:
-            self._journal_message(message, gave_up, tells=False)
+            self._journal_message(message, gave_up, tells=False, stopped=stopped)
         except BaseException:
             entry.shared.slots.release()
             raise
@@ -644,7 +664,7 @@ class IpcBus:
         # requester's record of it, which its timeout, interrupt or close letter holds
         self._delivery(message, entry, shared=True)(True)
         try:
-            answered = pending.done.wait(max(0.0, deadline - time.monotonic()))
+            answered = _interrupt.wait(pending.done.wait, max(0.0, deadline - time.monotonic()))
         except KeyboardInterrupt:
             self._interrupted(message)
             raise
@@ -653,7 +673,7 @@ class IpcBus:
                 mine = self._pending.pop(message.correlation_id, None) is not None
             # Not mine: a reply or a failure took it and settles it (its commit, its
             # dead letter) within call_timeout; its outcome is the request's.
-            if mine or not pending.done.wait(self._core.call_timeout):
+            if mine or not _interrupt.wait(pending.done.wait, self._core.call_timeout):
                 msg = f"agentipc: request timed out: {topic!r} to {to!r} after {timeout} s"
                 if mine and pending.deferred:  # a behavior that forgot to return its answer, most often
                     msg += (
@@ -687,7 +707,7 @@ class IpcBus:
         with self._lock:
             mine = self._pending.pop(message.correlation_id, None) is not None
         if mine:
-            said = f"agentipc: request interrupted: {message.topic!r} to {message.recipient!r} (Ctrl-C)"
+            said = _interrupted_text(message, "its reply")
             with contextlib.suppress(CogfabricError):  # closed or fail-stop: nothing to record it in
                 self.dead_letter(message, "timeout", said)
 
@@ -1068,6 +1088,10 @@ class IpcBus:
         message = self._message(
             frm, "", topic, payload, trace_id=_trace_of(trace), kind="broadcast", cause=cause
         )
+        with _interrupt.HELD:  # but in its waits: its commit, room in a mailbox
+            return self._broadcast(message)
+
+    def _broadcast(self, message: IpcMessage) -> int:
         targets = [a for a in self.subscribers(message.topic) if self._runtime._has_behavior(a)]  # noqa: SLF001
 
         def late(committed: bool) -> None:
@@ -1165,6 +1189,12 @@ def _own_copy(message: IpcMessage) -> IpcMessage:
     if isinstance(message.payload, str | int | float | bytes | None):
         return message
     return msgspec.structs.replace(message, payload=copy_value(message.payload))
+
+
+def _interrupted_text(request: IpcMessage, awaited: str) -> str:
+    """The ``timeout`` letter of a request whose requester a Ctrl-C stopped waiting for ``awaited``."""
+    topic, to = request.topic, request.recipient
+    return f"agentipc: request interrupted: {topic!r} to {to!r} (Ctrl-C while waiting for {awaited})"
 
 
 def _of_request(error: BaseException, request: IpcMessage) -> BaseException:

@@ -49,6 +49,7 @@ from cogfabric.events import (
 from cogfabric.events._codec import require_str, validated
 from cogfabric.store import JournalError
 
+from . import _interrupt
 from ._cleaner import CleanOptions, clean, clean_with_turns, with_ellipsis
 from ._clock import MAX_WAIT, bounded_wait
 from ._core import thread_name
@@ -1295,15 +1296,15 @@ class MemoryManager:
             self._closed = True
         self._stop_ticker.set()
         if self._ticker is not None:
-            self._ticker.join(timeout=self._core.call_timeout)
+            _interrupt.wait(self._ticker.join, timeout=self._core.call_timeout)
         try:
-            self._ref.stop(block=True, timeout=self._core.call_timeout)
+            _interrupt.wait(self._ref.stop, block=True, timeout=self._core.call_timeout)
         except (pykka.ActorDeadError, pykka.Timeout):
             log.warning("the session actor did not stop in time")
         else:
             thread = self.actor_thread  # a stop is acknowledged before its thread ends
             if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout=self._core.call_timeout)
+                _interrupt.wait(thread.join, timeout=self._core.call_timeout)
         with self._lock:  # calls queued behind a busy actor: none will run now
             left = list(self._queue)
             self._queue.clear()

@@ -16,6 +16,7 @@ import reprlib
 import shlex
 import threading
 import time
+from _thread import get_ident
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Self
@@ -41,6 +42,7 @@ from cogfabric.store import (
 )
 from cogfabric.store._journal import UNDECODABLE
 
+from . import _interrupt
 from ._agent import (
     ASK,
     CALL,
@@ -389,6 +391,14 @@ class Runtime:
     leaves it as one whose commit timed out: its outcome is the journal's, and the live
     runtime follows it (a spawn's agent is reached once stored, a publication and a
     ``send`` delivered, a request dead-lettered, as their ``ActorTimeoutError`` says).
+    One that lands between a call's waits, in the runtime's own bookkeeping (a mailbox
+    slot taken, a spawned agent made reachable, a step of ``close()``), is held until
+    that bookkeeping is through or the next wait begins, then raised there: ``open`` on
+    the main thread installs a SIGINT handler that does so and hands each interrupt to
+    the handler it replaced (``signal.default_int_handler``, asyncio's, a program's own);
+    the last runtime to close puts that one back. A runtime opened on another thread
+    installs nothing, and a SIGINT handler installed after ``open`` replaces the
+    runtime's (README, "From a notebook").
     """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
@@ -430,6 +440,10 @@ class Runtime:
         interrupted, so that a later close() waits for what it left."""
         self._order = threading.Lock()
         """Held while a spawn reserves and submits, and a publication chooses and submits."""
+        self._sigint = False
+        """Whether ``open`` installed the chaining SIGINT handler (``_interrupt``) for this runtime."""
+        self._put_back = False
+        """close(): this runtime was the last to close, and puts back the SIGINT handler open replaced."""
         where = getattr(journal, "path", None)  # the LMDB journal's directory (Runtime.open's path)
         self._data_file = None if where is None else Path(os.path.realpath(where)) / "data.mdb"
         """The journal's data file, whose size ``stats()`` reports (None: memory only)."""
@@ -602,6 +616,8 @@ class Runtime:
                 if journal is not None:
                     journal.close()
             raise
+        # the chaining SIGINT handler, once the runtime is whole (close() takes it out again)
+        runtime._sigint = _interrupt.install()
         _OPEN.add(runtime)
         if journal is not None:
             try:
@@ -911,16 +927,19 @@ class Runtime:
             where = [index for index, agent_id in enumerate(ids) if agent_id == twice]
             detail = f"two specs share an agent id: {twice!r} (specs[{where[0]}] and specs[{where[1]}])"
             raise InvalidSpawnSpecError(detail)
-        instances = self._claim_instances([s.get("behavior") for s in specs], ids)
-        try:
-            ack, launched = self._launch_spawn(specs, events, ids)
-        except BaseException:
-            _unclaim(instances)
-            raise
-        agents = self._reach_spawned(ack, ids, launched, instances)
-        # once its agents run: not for a spawn the journal refused (sync durability)
-        self._core.note_unregistered(event.behavior for event in events)
-        return agents
+        # A Ctrl-C from here on is held until the spawn's bookkeeping is through (or it
+        # waits: for room in the writer's queue, for its commit), then raised.
+        with _interrupt.HELD:
+            instances = self._claim_instances([s.get("behavior") for s in specs], ids)
+            try:
+                ack, launched = self._launch_spawn(specs, events, ids)
+            except BaseException:
+                _unclaim(instances)
+                raise
+            agents = self._reach_spawned(ack, ids, launched, instances)
+            # once its agents run: not for a spawn the journal refused (sync durability)
+            self._core.note_unregistered(event.behavior for event in events)
+            return agents
 
     def _launch_spawn(
         self, specs: list[Mapping[str, Any]], events: list[AgentSpawned], ids: list[str]
@@ -1667,6 +1686,10 @@ class Runtime:
         self._check_open()
         task_id = require_str(task_id, "task_id")
         copied = admit_mapping(mapping)
+        with _interrupt.HELD:  # a Ctrl-C is held until it is delivered (or waits), then raised
+            return self._publish(task_id, copied)
+
+    def _publish(self, task_id: str, copied: dict[str, Any]) -> list[str]:
         writer = self._core.writer
         if writer is not None:
             writer.wait_for_room()  # not while holding _order, which other callers wait for
@@ -1979,13 +2002,20 @@ class Runtime:
         self._refuse_waiting_for_itself(agent_id, entry, name, agent_of_thread(self._core))
         if name in READS and (answer := entry.shared.read_now(name, *args)) is not ASK:
             return answer  # idle, its mailbox empty: what the actor would answer now
-        if name in LIFECYCLE_CALLS:
-            self._admit_control(agent_id, entry)
-        else:
-            self._admit(agent_id, entry)
+        # From the slot taken to the call asked, a Ctrl-C is held (on the main thread only:
+        # elsewhere no signal lands), then raised: the call goes on in the agent.
+        held = get_ident() == _interrupt.main_ident and _interrupt.enter()
         try:
+            if name in LIFECYCLE_CALLS:
+                self._admit_control(agent_id, entry)
+            else:
+                self._admit(agent_id, entry)
             # asked while still its id's, before a kill's stop (not lost behind it)
             future = self._ask_current(agent_id, entry, (CALL, name, args), control=name in LIFECYCLE_CALLS)
+        finally:
+            if held:
+                _interrupt.release(held)
+        try:
             result = future.get(timeout=self._core.call_timeout)
         except pykka.Timeout as exc:
             msg = (
@@ -2098,6 +2128,10 @@ class Runtime:
         """
         self._check_open()
         wait = self._core.call_timeout if timeout is None else bounded_wait(timeout, self._core.call_timeout)
+        with _interrupt.HELD:  # but in its waits, each through _interrupt.wait
+            self._flush(wait)
+
+    def _flush(self, wait: float) -> None:
         own = self._own_entry()
         problem: Exception | None = None
         told_late = self._told_late
@@ -2182,6 +2216,10 @@ class Runtime:
                 "until the behavior returns"
             )
             raise AgentRunningError(me, detail)
+        with _interrupt.HELD:  # but in its waits, each through _interrupt.wait
+            self._settle(wait)
+
+    def _settle(self, wait: float) -> None:
         deadline = time.monotonic() + wait
         flight = self._in_flight
         while True:
@@ -2225,7 +2263,7 @@ class Runtime:
         """Wait (until ``deadline``) for every live agent to have taken the journal's word."""
         for _, future in self._noops(past_bound=False):
             with contextlib.suppress(Exception):
-                future.get(timeout=max(0.0, deadline - time.monotonic()))
+                _interrupt.wait(future.get, timeout=max(0.0, deadline - time.monotonic()))
 
     def _await_late(self, deadline: float) -> None:
         """Wait (until ``deadline``) for the calls whose callers timed out to be finished.
@@ -2240,7 +2278,7 @@ class Runtime:
         for finished, thread in list(self._late.items()):
             if thread is threading.current_thread():
                 continue
-            if not finished.wait(max(0.0, deadline - time.monotonic())):
+            if not _interrupt.wait(finished.wait, max(0.0, deadline - time.monotonic())):
                 what = thread.name.removeprefix("cogfabric-late-")
                 msg = f"a {what} whose caller timed out was not finished in time"
                 raise ActorTimeoutError(msg)
@@ -2258,7 +2296,7 @@ class Runtime:
         """
         for agent_id, future in self._noops(past_bound=True, stale_only=True):
             try:
-                future.get(timeout=max(0.0, deadline - time.monotonic()))
+                _interrupt.wait(future.get, timeout=max(0.0, deadline - time.monotonic()))
             except pykka.Timeout as exc:
                 msg = f"agent {agent_id!r} did not take the journal's word for a timed-out change in time"
                 raise ActorTimeoutError(msg) from exc
@@ -2283,14 +2321,15 @@ class Runtime:
         message = (CALL, "noop", ())
         for agent_id, entry in entries:
             slots = entry.shared.slots
-            if past_bound:
-                slots.take()
-            elif not slots.acquire(timeout=0):
-                continue  # mail waits: it takes the journal's word before handling it
-            try:
-                asked.append((agent_id, self._ask_current(agent_id, entry, message)))
-            except (AgentNotFoundError, RuntimeClosedError):
-                continue  # killed, or stopped by close(): its slot is given back
+            with _interrupt.HELD:  # the slot taken goes with the message asked
+                if past_bound:
+                    slots.take()
+                elif not slots.acquire(timeout=0):
+                    continue  # mail waits: it takes the journal's word before handling it
+                try:
+                    asked.append((agent_id, self._ask_current(agent_id, entry, message)))
+                except (AgentNotFoundError, RuntimeClosedError):
+                    continue  # killed, or stopped by close(): its slot is given back
         return asked
 
     def _hand_over_all(self, deadline: float) -> Exception | None:
@@ -2303,7 +2342,7 @@ class Runtime:
         while still its id's (``_ask_current``): one whose kill's stop is queued is left
         out, not waited for behind the stop.
         """
-        with self._lock:
+        with _interrupt.HELD, self._lock:  # a Ctrl-C as the lock is let go would keep it
             entries = [(agent_id, e) for agent_id, e in self._agents.items() if e is not None]
         asked: list[tuple[str, pykka.Future[Any]]] = []
         full: list[tuple[str, _Entry]] = []
@@ -2314,9 +2353,10 @@ class Runtime:
             if shared.slots.empty and not shared.busy:
                 continue  # idle: nothing to hand over (and the others are awake: no FanOut)
             try:
-                self._admit(agent_id, entry, 0.0)
-                # under the runtime's lock, before a kill's stop (not lost behind it)
-                asked.append((agent_id, self._ask_current(agent_id, entry, message)))
+                with _interrupt.HELD:  # the slot taken goes with the message asked
+                    self._admit(agent_id, entry, 0.0)
+                    # under the runtime's lock, before a kill's stop (not lost behind it)
+                    asked.append((agent_id, self._ask_current(agent_id, entry, message)))
             except AgentNotFoundError:
                 continue  # killed meanwhile
             except MailboxFullError:
@@ -2324,8 +2364,9 @@ class Runtime:
         still_full: list[str] = []
         for agent_id, entry in full:
             try:
-                self._admit(agent_id, entry, max(0.0, deadline - time.monotonic()))
-                asked.append((agent_id, self._ask_current(agent_id, entry, message)))
+                with _interrupt.HELD:  # not while it waits for room (_admit's wait)
+                    self._admit(agent_id, entry, max(0.0, deadline - time.monotonic()))
+                    asked.append((agent_id, self._ask_current(agent_id, entry, message)))
             except AgentNotFoundError:
                 continue
             except MailboxFullError:
@@ -2333,7 +2374,7 @@ class Runtime:
         busy: list[str] = []
         for agent_id, future in asked:
             try:
-                future.get(timeout=max(0.0, deadline - time.monotonic()))
+                _interrupt.wait(future.get, timeout=max(0.0, deadline - time.monotonic()))
             except pykka.Timeout:
                 busy.append(agent_id)
             except (pykka.ActorDeadError, AgentNotFoundError):
@@ -2361,7 +2402,7 @@ class Runtime:
         except (pykka.ActorDeadError, pykka.Timeout):
             log.warning("an agent actor did not stop in time")
 
-    def close(self) -> None:  # noqa: PLR0912, PLR0915 - one step each part of the runtime
+    def close(self) -> None:
         """Flush, stop every actor and close the journal; idempotent.
 
         The agents get ``call_timeout``, all together, to handle what is in their
@@ -2398,8 +2439,19 @@ class Runtime:
                 (it closes the journal itself once its commits are done).
 
         """
-        if self._closed_by_a_behavior():
-            return
+        # Its bookkeeping is held against a Ctrl-C (raised once it is through, or as it
+        # waits: for another close(), for the agents, the session actor, the writer).
+        try:
+            with _interrupt.HELD:
+                if not self._closed_by_a_behavior():
+                    self._close_held()
+        finally:
+            if self._put_back:  # the last runtime to close: the SIGINT handler open replaced
+                self._put_back = False
+                _interrupt.put_back()
+
+    def _close_held(self) -> None:
+        """``close()`` on any thread but a behavior's, a Ctrl-C held but in its waits."""
         with self._lock:
             closing = self._closed
             self._closed = self._core.closing = True
@@ -2413,13 +2465,7 @@ class Runtime:
             # Another thread closes it: return once that is over, unless this is one of
             # its agents' threads, which that close() waits to stop.
             if not on_agent_thread():
-                if not self._close_done.wait(timeout=5 * self._core.call_timeout):
-                    log.warning("close() waited for another thread's close() in vain")
-                    return
-                if self._interrupted:
-                    self._finish_interrupted()
-                if threading.current_thread() is not self._closer:
-                    self._raise_unreported()  # the close() an agent began raised nothing
+                self._close_after_another()
             return
         failures: list[Exception] = []
         done = False
@@ -2427,7 +2473,7 @@ class Runtime:
         try:  # from here on, whatever interrupts it (a Ctrl-C), the finally below closes
             for entry in entries:
                 entry.shared.slots.close()  # a sender waiting for room gets RuntimeClosedError now
-            self._stop_agents(entries)
+            self._stop_agents(entries)  # a Ctrl-C in its waits: every agent is asked to stop all the same
             self._core.stopped = True  # an agent still busy drops the rest of its mailbox
             failures = self._stop_the_rest()
             self._join_stopped_threads(entries + killed)
@@ -2458,10 +2504,29 @@ class Runtime:
                     self._stopping = []
                 _OPEN.discard(self)  # only now: a close() at exit waits for this one
                 self._close_done.set()
+                if self._sigint:
+                    self._sigint = False
+                    self._put_back = _interrupt.uninstall()
         if failures:
             raise failures[0]
         if threading.current_thread() is not self._closer:
             self._raise_unreported()
+
+    def _close_after_another(self) -> None:
+        """A ``close()`` while another thread's is under way: wait for it, then finish what it left.
+
+        Raises:
+            ActorTimeoutError: the journal writer made no progress for ``call_timeout``.
+            JournalError: as ``close()``.
+
+        """
+        if not _interrupt.wait(self._close_done.wait, timeout=5 * self._core.call_timeout):
+            log.warning("close() waited for another thread's close() in vain")
+            return
+        if self._interrupted:
+            self._finish_interrupted()
+        if threading.current_thread() is not self._closer:
+            self._raise_unreported()  # the close() an agent began raised nothing
 
     def _cut_short(self) -> None:
         """A ``close()`` interrupted (a Ctrl-C): ask what it had yet to stop (a later one waits for it)."""
@@ -2489,7 +2554,7 @@ class Runtime:
             self._journal.close()
         thread = self.memory.actor_thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=self._core.call_timeout)
+            _interrupt.wait(thread.join, timeout=self._core.call_timeout)
 
     def _closed_by_a_behavior(self) -> bool:
         """Whether ``close()``, called from one of this runtime's agents' behaviors, returns at once.
@@ -2559,7 +2624,7 @@ class Runtime:
         for entry in entries:
             thread = entry.shared.thread
             if thread is not None and thread is not me and entry.ref.actor_stopped.is_set():
-                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+                _interrupt.wait(thread.join, timeout=max(0.0, deadline - time.monotonic()))
 
     def _stop_the_rest(self) -> list[Exception]:
         """Fail the requests no agent answered, stop the session actor, then the writer.
@@ -2594,7 +2659,7 @@ class Runtime:
 
         def stopped(future: pykka.Future[bool], until: float) -> bool:
             try:  # a dead actor's future gives False: it stopped before
-                future.get(timeout=max(0.0, until - time.monotonic()))
+                _interrupt.wait(future.get, timeout=max(0.0, until - time.monotonic()))
             except pykka.Timeout:
                 return False
             return True

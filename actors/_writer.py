@@ -31,6 +31,7 @@ import logging
 import queue
 import threading
 import time
+from _thread import get_ident
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -46,6 +47,7 @@ from cogfabric.store import (
     Snapshot,
 )
 
+from . import _interrupt
 from ._clock import bounded_wait
 from ._core import thread_name
 from ._errors import ActorTimeoutError, RuntimeClosedError
@@ -109,7 +111,12 @@ class Ack:
 
         """
         if not self._over:
-            if not self._lock.acquire(timeout=bounded_wait(timeout, 0.0)):
+            wait = bounded_wait(timeout, 0.0)
+            if get_ident() == _interrupt.main_ident:  # unheld: a Ctrl-C held by a section is delivered here
+                acquired = _interrupt.wait(self._lock.acquire, timeout=wait)
+            else:
+                acquired = self._lock.acquire(timeout=wait)
+            if not acquired:
                 raise ActorTimeoutError(unacknowledged(timeout))
             self._lock.release()  # let a second wait() return at once too
         if self.error is not None:
@@ -487,7 +494,8 @@ class JournalWriter:
         """
         if self._queued < self._backlog_max or threading.get_ident() == self._writer_ident:
             return
-        if not self._room.wait_for(self._has_room, timeout=self._timeout) and not self._overfull_logged:
+        room = _interrupt.wait(self._room.wait_for, self._has_room, timeout=self._timeout)  # unheld
+        if not room and not self._overfull_logged:
             self._overfull_logged = True
             log.warning(
                 "the journal writer took nothing for %s s; queuing past its backlog of %d events",
@@ -707,10 +715,10 @@ class JournalWriter:
         # commit on a slow disk), and give up only when it stalls.
         while True:
             commits = self._commits
-            if self._ended.wait(timeout=bounded_wait(stall, 0.0)):
+            if _interrupt.wait(self._ended.wait, timeout=bounded_wait(stall, 0.0)):
                 thread = self.thread  # ended is set on it, before it runs out
                 if thread is not None and thread is not threading.current_thread():
-                    thread.join(timeout=bounded_wait(stall, 0.0))
+                    _interrupt.wait(thread.join, timeout=bounded_wait(stall, 0.0))
                 return
             began = self._commit_began
             under_way = time.monotonic() - began if began else 0.0

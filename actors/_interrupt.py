@@ -1,0 +1,228 @@
+"""Hold a Ctrl-C that lands in a short critical section until the section ends.
+
+A ``KeyboardInterrupt`` raised between two lines of the runtime's own bookkeeping (a
+mailbox slot taken and not yet handed to its message, an agent stored and not yet
+reachable, one step of ``close()`` half done, a ``with lock:`` left at its last line
+with the lock kept) would leave the runtime broken. Python runs a signal's handler on
+the main thread, between two bytecodes of whatever runs there: so while runtimes are
+open, a SIGINT handler that chains to the one it replaced is installed (once, not per
+call: a ``signal.signal`` pair costs microseconds), and the runtime marks its critical
+sections on the main thread with ``hold()`` / ``release()`` (or ``with HELD:``). A
+SIGINT that lands inside one is noted, and the handler it replaced is called once the
+outermost section ends: the ``KeyboardInterrupt`` is raised there, after the
+bookkeeping, with any exception in flight as its context. Outside a section, the
+handler it replaced is called at once.
+
+A held section holds no blocking wait: each wait in it is made through ``wait()``, so
+that a Ctrl-C that lands while a call waits (for a commit, a reply, room in a mailbox,
+an actor's stop) stops the wait at once, as before; an interrupt held so far is
+delivered as the wait begins.
+
+Only the main thread is held (other threads never run a signal's handler), so on any
+other thread ``hold()`` costs a comparison of thread idents. The handler is installed
+only when a runtime opens on the main thread while the SIGINT handler is a Python
+callable (``signal.default_int_handler``, asyncio's, a program's own): a runtime opened
+on another thread installs nothing, nor one opened while SIGINT is ignored or left to
+the default action. A program that installs its own SIGINT handler after a runtime
+opened replaces this one: its handler is called directly, at any line, and the runtime
+no longer holds anything for it. The handler is put back when the last runtime that
+installed it closes on the main thread, only if it is still the installed one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType, TracebackType
+
+__all__ = ["HELD", "enter", "hold", "install", "main_ident", "put_back", "release", "uninstall", "wait"]
+
+_T = TypeVar("_T")
+
+main_ident: int | None = threading.main_thread().ident
+"""The main thread's ident: the only thread a signal's handler runs on (reset in a forked child)."""
+
+_depth = 0
+"""How deep the main thread is in held sections."""
+_waiting = False
+"""The main thread waits inside a held section (``wait``): a SIGINT is not held."""
+_pending: FrameType | bool | None = False
+"""A SIGINT landed in a held section: the frame it landed in (or True), until delivered."""
+_replaced: Callable[[int, FrameType | None], Any] | None = None
+"""The SIGINT handler ``install`` replaced, which a SIGINT is delivered to."""
+_installs = 0
+"""How many open runtimes installed the handler (``install`` returned True)."""
+_install_lock = threading.Lock()
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    """The installed SIGINT handler: note the signal inside a held section, else deliver it."""
+    global _pending, _waiting  # noqa: PLW0603 - the main thread's own state
+    if _depth > 0 and not _waiting:
+        _pending = frame if frame is not None else True
+        return
+    # It ends the wait (if any): what the section does about it is held again, also when
+    # the wait's own clean-up line is not reached. One held already goes with this one.
+    _pending = _waiting = False
+    _deliver(signum, frame)
+
+
+def _deliver(signum: int, frame: FrameType | None) -> None:
+    replaced = _replaced
+    if replaced is None:  # never installed (a hold's own bookkeeping): as the default handler does
+        raise KeyboardInterrupt
+    replaced(signum, frame)
+
+
+def install() -> bool:
+    """Install the chaining SIGINT handler for a runtime opening now; whether it counts this one.
+
+    Only on the main thread, and only when the installed SIGINT handler is a Python
+    callable (or this module's own, installed by another runtime). Each True must be
+    matched by one ``uninstall()``.
+    """
+    global _replaced, _installs  # noqa: PLW0603
+    if threading.get_ident() != main_ident:
+        return False
+    held = enter()  # a Ctrl-C as the lock is let go would keep it
+    try:
+        with _install_lock:
+            current = signal.getsignal(signal.SIGINT)
+            if current is not _on_sigint:
+                if not callable(current):  # SIG_IGN, SIG_DFL, or None (installed outside Python)
+                    return False
+                signal.signal(signal.SIGINT, _on_sigint)
+                _replaced = current
+            _installs += 1
+            return True
+    finally:
+        release(held)
+
+
+def uninstall() -> bool:
+    """A runtime that ``install`` counted closed: True if it was the last, on the main thread.
+
+    Then call ``put_back()`` once out of every held section. A last close on another
+    thread (``signal.signal`` works on the main thread only) leaves this handler
+    installed, which then only delivers.
+    """
+    global _installs  # noqa: PLW0603
+    held = hold()  # a Ctrl-C as the lock is let go would keep it
+    try:
+        with _install_lock:
+            _installs = max(0, _installs - 1)
+            return not _installs and held
+    finally:
+        release(held)
+
+
+def put_back() -> None:
+    """Put back the handler ``install`` replaced, if this module's is still the installed one.
+
+    A program's own, installed since, stays. The last thing a ``close()`` does: from here
+    on a Ctrl-C goes to that handler at once, and no section is held. If a Ctrl-C comes
+    before, this handler stays installed, and only delivers.
+    """
+    held = hold()  # a Ctrl-C as the lock is let go would keep it
+    try:
+        with _install_lock:
+            replaced = _replaced  # it stays: a later install replaces it
+            if _installs or signal.getsignal(signal.SIGINT) is not _on_sigint:
+                replaced = None
+    finally:
+        release(held)
+    if replaced is not None and held:
+        signal.signal(signal.SIGINT, replaced)
+
+
+def hold() -> bool:
+    """Begin a held section: True on the main thread (pass it to ``release``), else False."""
+    global _depth  # noqa: PLW0603
+    if threading.get_ident() != main_ident:
+        return False
+    _depth += 1
+    return True
+
+
+def enter() -> bool:
+    """``hold()`` for a caller that compared ``threading.get_ident()`` to ``main_ident`` itself (True)."""
+    global _depth  # noqa: PLW0603
+    _depth += 1
+    return True
+
+
+def release(held: bool) -> None:
+    """End a held section ``hold()`` began (``held``: its answer).
+
+    At the outermost section's end, an interrupt held meanwhile is delivered: the handler
+    it replaced is called, and raises ``KeyboardInterrupt`` here.
+    """
+    global _depth, _pending, _waiting  # noqa: PLW0603
+    if not held:
+        return
+    _depth -= 1
+    if _depth > 0:
+        return
+    _waiting = False  # a wait interrupted before its done_waiting
+    if _pending is not False:
+        frame, _pending = _pending, False
+        _deliver(signal.SIGINT, frame if frame is not True else sys._getframe(1))  # noqa: SLF001
+
+
+def wait(blocking: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:  # noqa: ANN401
+    """Call ``blocking(*args, **kwargs)``, a blocking wait, unheld: a Ctrl-C stops it at once.
+
+    Inside a held section on the main thread, an interrupt held so far is delivered
+    first (raised here, before the wait), and one that lands during the wait is raised
+    from it, as outside any section; what the section does about it is held again.
+    Elsewhere it is the plain call. Pass the one blocking call, not a function that also
+    keeps books: a ``with lock:`` left by the interrupt at its last line would keep the
+    lock.
+    """
+    global _waiting, _pending  # noqa: PLW0603
+    if _depth <= 0 or threading.get_ident() != main_ident:
+        return blocking(*args, **kwargs)
+    if _pending is not False:
+        frame, _pending = _pending, False
+        _deliver(signal.SIGINT, frame if frame is not True else sys._getframe(1))  # noqa: SLF001
+    _waiting = True
+    try:
+        return blocking(*args, **kwargs)
+    finally:
+        _waiting = False  # (a Ctrl-C that lands here is raised at once, and clears it itself)
+
+
+class _Held:
+    """``with HELD:``: a held section (reentrant; a no-op off the main thread)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _depth  # noqa: PLW0603
+        if threading.get_ident() == main_ident:
+            _depth += 1
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        release(threading.get_ident() == main_ident)
+
+
+HELD: Final = _Held()
+"""A held section as a ``with`` block: ``with HELD: ...``."""
+
+
+def _forked() -> None:
+    """In a forked child, the forking thread is the main thread, in no section."""
+    global main_ident, _depth, _waiting, _pending, _installs  # noqa: PLW0603
+    main_ident = threading.get_ident()
+    _depth, _waiting, _pending, _installs = 0, False, False, 0
+
+
+os.register_at_fork(after_in_child=_forked)
