@@ -22,6 +22,7 @@ __all__ = [
     "IpcInvalidMessageError",
     "IpcTimeoutError",
     "MailboxFullError",
+    "RuntimeCapacityError",
     "RuntimeClosedError",
     "SessionNotFoundError",
     "SettleTimeoutError",
@@ -155,6 +156,27 @@ class AgentCapacityError(ActorError, RuntimeError):
             f"{running:,} threads and can start no more (on Linux, each thread takes memory "
             "mappings, which vm.max_map_count bounds; raise it, or ulimit -u, or run fewer "
             "agents in one process)"
+        )
+
+
+class RuntimeCapacityError(ActorError, RuntimeError):
+    """The process could not start a thread the runtime itself runs (``Runtime.open``).
+
+    The journal writer's or the session actor's: nothing of the open runs, and the
+    actor whose thread did not start is not left registered with Pykka. ``thread``
+    names which, ``running`` how many threads the process ran. Also a
+    ``RuntimeError``, what ``threading`` raises for it.
+    """
+
+    def __init__(self, thread: str, running: int) -> None:
+        """Name the runtime's thread and how many threads the process ran."""
+        self.thread = thread
+        self.running = running
+        super().__init__(
+            f"cannot start the thread of the {thread}: the process runs {running:,} threads and "
+            "can start no more (on Linux, each thread takes memory mappings, which "
+            "vm.max_map_count bounds; raise it, or ulimit -u, or close runtimes this process "
+            "keeps open)"
         )
 
 

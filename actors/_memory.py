@@ -56,6 +56,7 @@ from ._core import thread_name
 from ._errors import (
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
+    RuntimeCapacityError,
     RuntimeClosedError,
     SessionNotFoundError,
     UserCodeError,
@@ -390,6 +391,23 @@ class SessionActor(pykka.ThreadingActor):
     def __init__(self, manager: MemoryManager) -> None:
         super().__init__()
         self._manager = manager
+
+    def _start_actor_loop(self) -> None:
+        """Pykka's hook that starts the actor's thread; a start that failed unregisters the actor.
+
+        As ``JournalWriterActor``'s: else it stays in ``pykka.ActorRegistry``, which no
+        thread serves, and ``ActorRegistry.stop_all()`` waits for it forever.
+        """
+        try:
+            super()._start_actor_loop()
+        except RuntimeError as exc:
+            pykka.ActorRegistry.unregister(self.actor_ref)
+            self.actor_stopped.set()
+            if "can't start new thread" not in str(exc):
+                raise  # the interpreter shutting down, say
+            # pthread_create failed: the process is out of threads (or of memory for one)
+            thread = "session actor"
+            raise RuntimeCapacityError(thread, threading.active_count()) from exc
 
     def on_start(self) -> None:
         """Pykka's hook, on the actor's own thread first: name its runtime (``SessionActor-4 [sim-a]``)."""
@@ -1297,6 +1315,7 @@ class MemoryManager:
         self._stop_ticker.set()
         if self._ticker is not None:
             _interrupt.wait(self._ticker.join, timeout=self._core.call_timeout)
+        stopped = False
         try:
             _interrupt.wait(self._ref.stop, block=True, timeout=self._core.call_timeout)
         except (pykka.ActorDeadError, pykka.Timeout):
@@ -1305,9 +1324,13 @@ class MemoryManager:
             thread = self.actor_thread  # a stop is acknowledged before its thread ends
             if thread is not None and thread is not threading.current_thread():
                 _interrupt.wait(thread.join, timeout=self._core.call_timeout)
+            stopped = thread is None or not thread.is_alive()
         with self._lock:  # calls queued behind a busy actor: none will run now
             left = list(self._queue)
             self._queue.clear()
+            if stopped:  # no call reads them now: a closed runtime kept reachable keeps no session
+                self._sessions = collections.OrderedDict()
+                self._agents_latest = {}
         for op in left:
             op.error = RuntimeClosedError("the runtime was closed before the session call ran")
             op.finish()

@@ -50,7 +50,7 @@ from cogfabric.store import (
 from . import _interrupt
 from ._clock import bounded_wait
 from ._core import thread_name
-from ._errors import ActorTimeoutError, RuntimeClosedError
+from ._errors import ActorTimeoutError, RuntimeCapacityError, RuntimeClosedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -234,6 +234,24 @@ class JournalWriterActor(pykka.ThreadingActor):
     def __init__(self, writer: JournalWriter) -> None:
         super().__init__()
         self._writer = writer
+
+    def _start_actor_loop(self) -> None:
+        """Pykka's hook that starts the actor's thread; a start that failed unregisters the actor.
+
+        Pykka registered the actor before: left there, it would stay in
+        ``pykka.ActorRegistry`` for the life of the process, a live actor no thread
+        serves, and ``ActorRegistry.stop_all()`` would wait for it forever.
+        """
+        try:
+            super()._start_actor_loop()
+        except RuntimeError as exc:
+            pykka.ActorRegistry.unregister(self.actor_ref)
+            self.actor_stopped.set()
+            if "can't start new thread" not in str(exc):
+                raise  # the interpreter shutting down, say
+            # pthread_create failed: the process is out of threads (or of memory for one)
+            thread = "journal writer"
+            raise RuntimeCapacityError(thread, threading.active_count()) from exc
 
     def on_start(self) -> None:
         """Note the writer's thread: it never waits for room in its own queue; name its runtime."""

@@ -20,6 +20,7 @@ from cogfabric.actors import (
     AgentRetiredError,
     AgentRunningError,
     InvalidSpawnSpecError,
+    RuntimeCapacityError,
     SessionNotFoundError,
 )
 from cogfabric.events import EventVersionError, UnknownEventTypeError
@@ -43,6 +44,7 @@ ERRORS = [
     AgentRunningError("a1", "it handles a message"),
     InvalidSpawnSpecError("agent_id must not be blank"),
     AgentCapacityError("a1", 22_000),
+    RuntimeCapacityError("journal writer", 22_000),
     AgentNotRegisteredError("a1"),
     SessionNotFoundError("s1"),
     AgentCheckpointNotSupportedError(),
