@@ -27,6 +27,10 @@ the default action. A program that installs its own SIGINT handler after a runti
 opened replaces this one: its handler is called directly, at any line, and the runtime
 no longer holds anything for it. The handler is put back when the last runtime that
 installed it closes on the main thread, only if it is still the installed one.
+
+A replaced handler that returns instead of raising (asyncio's at a first Ctrl-C, a "press
+Ctrl-C again to quit") leaves a wait it landed in waiting, still unheld: the next Ctrl-C in
+that wait reaches the handler at once too.
 """
 
 from __future__ import annotations
@@ -67,10 +71,15 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
     if _depth > 0 and not _waiting:
         _pending = frame if frame is not None else True
         return
-    # It ends the wait (if any): what the section does about it is held again, also when
-    # the wait's own clean-up line is not reached. One held already goes with this one.
-    _pending = _waiting = False
+    # Raised, it ends the wait (if any): what the section does about it is held again, also
+    # when the wait's own clean-up line is not reached. One held already goes with this one.
+    waiting, _pending, _waiting = _waiting, False, False
     _deliver(signum, frame)
+    # The handler returned (asyncio's at a first Ctrl-C, a "press again to quit"): the wait
+    # goes on, and the next Ctrl-C in it reaches the handler at once too.
+    _waiting = waiting
+    if waiting and _pending is not False:  # one more came while the handler ran: the wait's too
+        _on_sigint(signum, frame)
 
 
 def _deliver(signum: int, frame: FrameType | None) -> None:

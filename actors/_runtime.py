@@ -618,15 +618,17 @@ class Runtime:
                 if journal is not None:
                     journal.close()
             raise
-        # the chaining SIGINT handler, once the runtime is whole (close() takes it out again)
-        runtime._sigint = _interrupt.install()
-        _OPEN.add(runtime)
-        if journal is not None:
-            try:
+        try:
+            # the chaining SIGINT handler, once the runtime is whole (close() takes it out
+            # again): noted and the runtime listed before a Ctrl-C it holds is raised
+            with _interrupt.HELD:
+                runtime._sigint = _interrupt.install()
+                _OPEN.add(runtime)
+            if journal is not None:
                 runtime._recover(journal, placements)
-            except BaseException:
-                runtime.close()
-                raise
+        except BaseException:
+            runtime.close()
+            raise
         return runtime
 
     @staticmethod
@@ -808,8 +810,14 @@ class Runtime:
         return launched
 
     def _stop_launched(self, launched: Iterable[_Launched]) -> None:
-        for one in launched:
-            self._stop_ref(one.ref)
+        """Stop a spawn's actors: each asked first, then waited for (a Ctrl-C stops the wait)."""
+        stops = [one.ref.stop(block=False) for one in launched]  # a dead actor's answers False
+        deadline = time.monotonic() + self._core.call_timeout
+        for stop in stops:
+            try:
+                _interrupt.wait(stop.get, timeout=max(0.0, deadline - time.monotonic()))
+            except pykka.Timeout:
+                log.warning("an agent actor did not stop in time")
 
     def _register(self, launched: _Launched) -> Agent:
         """Make a launched agent reachable (listed, addressable, subscribed); return its handle.
@@ -929,12 +937,16 @@ class Runtime:
             where = [index for index, agent_id in enumerate(ids) if agent_id == twice]
             detail = f"two specs share an agent id: {twice!r} (specs[{where[0]}] and specs[{where[1]}])"
             raise InvalidSpawnSpecError(detail)
+        # Made before the hold: a factory is the program's code (a model loaded, a client
+        # connected), which a Ctrl-C stops at once, as anywhere else.
+        core = self._core
+        made = [core.live_behavior(s.get("behavior"), e.behavior) for s, e in zip(specs, events, strict=True)]
         # A Ctrl-C from here on is held until the spawn's bookkeeping is through (or it
         # waits: for room in the writer's queue, for its commit), then raised.
         with _interrupt.HELD:
             instances = self._claim_instances([s.get("behavior") for s in specs], ids)
             try:
-                ack, launched = self._launch_spawn(specs, events, ids)
+                ack, launched = self._launch_spawn(made, events, ids)
             except BaseException:
                 _unclaim(instances)
                 raise
@@ -944,11 +956,9 @@ class Runtime:
             return agents
 
     def _launch_spawn(
-        self, specs: list[Mapping[str, Any]], events: list[AgentSpawned], ids: list[str]
+        self, made: list[Behavior | None], events: list[AgentSpawned], ids: list[str]
     ) -> tuple[Ack | None, list[_Launched]]:
-        """Start a spawn's actors and hand its events to the writer; the ack in sync durability."""
-        core = self._core
-        made = [core.live_behavior(s.get("behavior"), e.behavior) for s, e in zip(specs, events, strict=True)]
+        """Start a spawn's actors (running ``made``), hand its events to the writer; the sync ack."""
         with self._lock:  # a taken id costs no thread (_reserve checks again, atomically)
             taken = next((agent_id for agent_id in ids if agent_id in self._agents), None)
         if taken is not None:
@@ -2399,8 +2409,9 @@ class Runtime:
         return next((e for e in list(self._agents.values()) if e is not None and e.shared.thread is me), None)
 
     def _stop_ref(self, ref: pykka.ActorRef[AgentActor]) -> None:
+        """Stop one actor: asked, then waited for (a Ctrl-C stops the wait, the stop is asked)."""
         try:
-            ref.stop(block=True, timeout=self._core.call_timeout)
+            _interrupt.wait(ref.stop(block=False).get, timeout=self._core.call_timeout)
         except (pykka.ActorDeadError, pykka.Timeout):
             log.warning("an agent actor did not stop in time")
 
