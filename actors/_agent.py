@@ -41,7 +41,14 @@ from cogfabric.store import JournalError, JournalFailedError
 
 from . import _interrupt
 from ._clock import bounded_wait
-from ._core import ASYNC_ON_MESSAGE, last_checkpoint_in, printable, replay_agent, thread_name
+from ._core import (
+    ASYNC_ON_MESSAGE,
+    last_checkpoint_in,
+    printable,
+    replay_agent,
+    start_actor_loop,
+    thread_name,
+)
 from ._errors import (
     ActorTimeoutError,
     AgentCapacityError,
@@ -568,15 +575,10 @@ class AgentActor(pykka.ThreadingActor):
         Pykka registered the actor before; a start that failed leaves it there, as a
         live actor no thread serves, so it is taken out again.
         """
-        try:
-            super()._start_actor_loop()
-        except RuntimeError as exc:
-            pykka.ActorRegistry.unregister(self.actor_ref)
-            self.actor_stopped.set()
-            if "can't start new thread" not in str(exc):
-                raise  # the interpreter shutting down, say
-            # pthread_create failed: the process is out of threads (or of memory for one)
-            raise AgentCapacityError(self._state.id, threading.active_count()) from exc
+        agent_id = self._state.id
+        start_actor_loop(
+            self, super()._start_actor_loop, lambda running: AgentCapacityError(agent_id, running)
+        )
 
     # ------------------------------------------------------------- dispatch
 

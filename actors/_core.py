@@ -10,6 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
+import pykka
 
 from cogfabric.events import AgentKilled, CheckpointTaken, TaskContextPublished
 from cogfabric.store import InvalidStreamError, JournalClosedError, JournalRecordError
@@ -55,6 +56,27 @@ def printable(text: str) -> str:
     line (``%(threadName)s``) would otherwise print as it is, forging a line or hiding one.
     """
     return text if text.isprintable() else ascii(text)
+
+
+def start_actor_loop(
+    actor: pykka.ThreadingActor, start: Callable[[], None], capacity: Callable[[int], Exception]
+) -> None:
+    """Run Pykka's ``_start_actor_loop`` (``start``); a process out of threads is ``capacity(running)``.
+
+    Pykka registered the actor before its thread starts: a start that failed would leave
+    it in ``pykka.ActorRegistry`` for good, a live actor no thread serves, which
+    ``ActorRegistry.stop_all()`` waits for forever; so it is taken out again. Another
+    ``RuntimeError`` (the interpreter shutting down, say) is raised as it is.
+    """
+    try:
+        start()
+    except RuntimeError as exc:
+        pykka.ActorRegistry.unregister(actor.actor_ref)
+        actor.actor_stopped.set()
+        if "can't start new thread" not in str(exc):
+            raise
+        # pthread_create failed: the process is out of threads (or of memory for one)
+        raise capacity(threading.active_count()) from exc
 
 
 def thread_name(role: str, runtime: str) -> str:

@@ -52,7 +52,7 @@ from cogfabric.store import JournalError
 from . import _interrupt
 from ._cleaner import CleanOptions, clean, clean_with_turns, with_ellipsis
 from ._clock import MAX_WAIT, bounded_wait
-from ._core import thread_name
+from ._core import start_actor_loop, thread_name
 from ._errors import (
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
@@ -393,21 +393,10 @@ class SessionActor(pykka.ThreadingActor):
         self._manager = manager
 
     def _start_actor_loop(self) -> None:
-        """Pykka's hook that starts the actor's thread; a start that failed unregisters the actor.
-
-        As ``JournalWriterActor``'s: else it stays in ``pykka.ActorRegistry``, which no
-        thread serves, and ``ActorRegistry.stop_all()`` waits for it forever.
-        """
-        try:
-            super()._start_actor_loop()
-        except RuntimeError as exc:
-            pykka.ActorRegistry.unregister(self.actor_ref)
-            self.actor_stopped.set()
-            if "can't start new thread" not in str(exc):
-                raise  # the interpreter shutting down, say
-            # pthread_create failed: the process is out of threads (or of memory for one)
-            thread = "session actor"
-            raise RuntimeCapacityError(thread, threading.active_count()) from exc
+        """Pykka's hook that starts the actor's thread (``start_actor_loop``: out of threads, typed)."""
+        start_actor_loop(
+            self, super()._start_actor_loop, lambda running: RuntimeCapacityError("session actor", running)
+        )
 
     def on_start(self) -> None:
         """Pykka's hook, on the actor's own thread first: name its runtime (``SessionActor-4 [sim-a]``)."""

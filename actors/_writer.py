@@ -49,7 +49,7 @@ from cogfabric.store import (
 
 from . import _interrupt
 from ._clock import bounded_wait
-from ._core import thread_name
+from ._core import start_actor_loop, thread_name
 from ._errors import ActorTimeoutError, RuntimeCapacityError, RuntimeClosedError
 
 if TYPE_CHECKING:
@@ -236,22 +236,10 @@ class JournalWriterActor(pykka.ThreadingActor):
         self._writer = writer
 
     def _start_actor_loop(self) -> None:
-        """Pykka's hook that starts the actor's thread; a start that failed unregisters the actor.
-
-        Pykka registered the actor before: left there, it would stay in
-        ``pykka.ActorRegistry`` for the life of the process, a live actor no thread
-        serves, and ``ActorRegistry.stop_all()`` would wait for it forever.
-        """
-        try:
-            super()._start_actor_loop()
-        except RuntimeError as exc:
-            pykka.ActorRegistry.unregister(self.actor_ref)
-            self.actor_stopped.set()
-            if "can't start new thread" not in str(exc):
-                raise  # the interpreter shutting down, say
-            # pthread_create failed: the process is out of threads (or of memory for one)
-            thread = "journal writer"
-            raise RuntimeCapacityError(thread, threading.active_count()) from exc
+        """Pykka's hook that starts the actor's thread (``start_actor_loop``: out of threads, typed)."""
+        start_actor_loop(
+            self, super()._start_actor_loop, lambda running: RuntimeCapacityError("journal writer", running)
+        )
 
     def on_start(self) -> None:
         """Note the writer's thread: it never waits for room in its own queue; name its runtime."""
