@@ -17,23 +17,14 @@ import pytest
 import cogfabric as cf
 from cogfabric.actors import _interrupt
 from cogfabric.actors._agent import AgentActor
+from tests.test_interrupt_hold_s58_h1 import (  # autouse: Python's own handler, then as found
+    _sigint_as_found as _sigint_as_found,  # noqa: PLC0414
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from types import FrameType
 
 WAIT = 10.0
-
-
-@pytest.fixture(autouse=True)
-def _sigint_as_found() -> Iterator[None]:
-    """Python's own SIGINT handler, installed by no runtime, as each test begins; then as found."""
-    found, installs = signal.getsignal(signal.SIGINT), _interrupt._installs
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    _interrupt._installs = 0
-    yield
-    signal.signal(signal.SIGINT, found)
-    _interrupt._installs = installs
 
 
 def _twice_in_one_wait(steps: list[str]) -> None:
