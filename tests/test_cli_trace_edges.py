@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -213,11 +214,26 @@ def _closure(events: list[Event], seq: int, depth: int | None) -> list[tuple[int
     )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 25 examples in the default suite (the suite's time on 2 cores); 250 under -m slow.
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=_events(), data=st.data())
 def test_effects_and_causes_match_the_plain_closure_in_any_order(
     events: list[Event], data: st.DataObject
 ) -> None:
+    _check_effects_and_causes(events, data)
+
+
+@pytest.mark.slow
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=_events(), data=st.data())
+def test_effects_and_causes_match_the_plain_closure_in_any_order_long(
+    events: list[Event], data: st.DataObject
+) -> None:
+    _check_effects_and_causes(events, data)
+
+
+def _check_effects_and_causes(events: list[Event], data: st.DataObject) -> None:
+    """The trace of a drawn seq: effects as the plain closure, causes as the walk up."""
     seq = data.draw(st.integers(1, len(events)))
     depth = data.draw(st.none() | st.integers(0, 3))
     with tempfile.TemporaryDirectory() as tmp:

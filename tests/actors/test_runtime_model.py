@@ -36,10 +36,13 @@ Documented differences are modelled, not ignored:
 a journal, where a killed id is forgotten and ``get_latest_session_for_agent`` raises.
 
 The journal runs with ``fsync: false`` (only a power cut could tell the difference).
-Environment knobs: ``MODEL_EXAMPLES`` (default 150), ``MODEL_STEPS`` (default 50),
-``MODEL_TMP`` (where journals go). A test that runs 420 s ends the whole run (pyproject's
-``faulthandler_exit_on_timeout``); the defaults take about 35 s, so with knobs raised
-some tenfold, pass ``-o faulthandler_timeout=0`` (or a longer one).
+The default suite runs 60 examples of each; ``pytest -m slow`` runs 400 more of each
+(``*_long``), so a wide search is one command away while the suite stays within its time
+on 2 cores. Environment knobs: ``MODEL_EXAMPLES`` (default 60), ``MODEL_SLOW_EXAMPLES``
+(default 400), ``MODEL_STEPS`` (default 50), ``MODEL_TMP`` (where journals go). A test
+that runs 420 s ends the whole run (pyproject's ``faulthandler_exit_on_timeout``); the
+slow ones take some minutes, so with knobs raised, pass ``-o faulthandler_timeout=0``
+(or a longer one).
 """
 
 from __future__ import annotations
@@ -1435,7 +1438,7 @@ def _diff(what: str, live: Any, model: Any) -> str:
 
 
 RuntimeModel.TestCase.settings = settings(
-    max_examples=int(os.environ.get("MODEL_EXAMPLES", "150")),
+    max_examples=int(os.environ.get("MODEL_EXAMPLES", "60")),
     stateful_step_count=int(os.environ.get("MODEL_STEPS", "50")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
@@ -1472,3 +1475,20 @@ class MemoryOnlyModel(RuntimeModel):
 
 MemoryOnlyModel.TestCase.settings = RuntimeModel.TestCase.settings
 test_memory_only_runtime_against_model = MemoryOnlyModel.TestCase
+
+
+class RuntimeModelLong(RuntimeModel):
+    """The journaled model with a wide search (``pytest -m slow``)."""
+
+
+class MemoryOnlyModelLong(MemoryOnlyModel):
+    """The memory-only model with a wide search (``pytest -m slow``)."""
+
+
+_LONG = settings(
+    RuntimeModel.TestCase.settings, max_examples=int(os.environ.get("MODEL_SLOW_EXAMPLES", "400"))
+)
+RuntimeModelLong.TestCase.settings = _LONG
+MemoryOnlyModelLong.TestCase.settings = _LONG
+test_runtime_against_model_long = pytest.mark.slow(RuntimeModelLong.TestCase)
+test_memory_only_runtime_against_model_long = pytest.mark.slow(MemoryOnlyModelLong.TestCase)

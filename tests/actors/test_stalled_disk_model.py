@@ -33,12 +33,15 @@ A wider machine (``WiderStalledDisk``, also in ``"batch"`` durability) adds two 
   audited, where a message that was sent, not requested, and that close() dropped may
   stay with neither a delivery nor a dead letter (README, "close()"), and reopened.
 
-Environment knobs: ``STALL_EXAMPLES`` (default 30), ``STALL_STEPS`` (default 20) for the
-first machine, ``CONC_EXAMPLES`` (default 25), ``CONC_STEPS`` (default 20) for each
-durability of the wider one, ``MODEL_TMP`` (where journals go). A test that runs 420 s
-ends the whole run (pyproject's ``faulthandler_exit_on_timeout``); the defaults take up
-to about 35 s, so with knobs raised some tenfold, pass ``-o faulthandler_timeout=0`` (or
-a longer one).
+The default suite runs 20 examples of the first machine and 12 of each durability of
+the wider one; ``pytest -m slow`` runs each again with 120 (``*_long``), so a wide search
+is one command away while the suite stays within its time on 2 cores. Environment knobs:
+``STALL_EXAMPLES`` (default 20), ``STALL_STEPS`` (default 20) for the first machine,
+``CONC_EXAMPLES`` (default 12), ``CONC_STEPS`` (default 20) for each durability of the
+wider one, ``STALL_SLOW_EXAMPLES`` (default 120) for the slow ones, ``MODEL_TMP`` (where
+journals go). A test that runs 420 s ends the whole run (pyproject's
+``faulthandler_exit_on_timeout``), so with knobs raised some tenfold, pass
+``-o faulthandler_timeout=0`` (or a longer one).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import hypothesis
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
@@ -809,7 +813,7 @@ class WiderStalledDiskBatch(WiderStalledDisk):
 
 
 StalledDisk.TestCase.settings = settings(
-    max_examples=int(os.environ.get("STALL_EXAMPLES", "30")),
+    max_examples=int(os.environ.get("STALL_EXAMPLES", "20")),
     stateful_step_count=int(os.environ.get("STALL_STEPS", "20")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
@@ -817,7 +821,7 @@ StalledDisk.TestCase.settings = settings(
 test_stalled_disk_against_reopen = StalledDisk.TestCase
 
 _WIDER = settings(
-    max_examples=int(os.environ.get("CONC_EXAMPLES", "25")),
+    max_examples=int(os.environ.get("CONC_EXAMPLES", "12")),
     stateful_step_count=int(os.environ.get("CONC_STEPS", "20")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
@@ -826,3 +830,24 @@ WiderStalledDisk.TestCase.settings = _WIDER
 WiderStalledDiskBatch.TestCase.settings = _WIDER
 test_two_calls_and_close_on_a_stalled_disk_sync = WiderStalledDisk.TestCase
 test_two_calls_and_close_on_a_stalled_disk_batch = WiderStalledDiskBatch.TestCase
+
+
+class StalledDiskLong(StalledDisk):
+    """The first machine with a wide search (``pytest -m slow``)."""
+
+
+class WiderStalledDiskLong(WiderStalledDisk):
+    """The wider machine, sync, with a wide search (``pytest -m slow``)."""
+
+
+class WiderStalledDiskBatchLong(WiderStalledDiskBatch):
+    """The wider machine, batch, with a wide search (``pytest -m slow``)."""
+
+
+_SLOW_EXAMPLES = int(os.environ.get("STALL_SLOW_EXAMPLES", "120"))
+StalledDiskLong.TestCase.settings = settings(StalledDisk.TestCase.settings, max_examples=_SLOW_EXAMPLES)
+WiderStalledDiskLong.TestCase.settings = settings(_WIDER, max_examples=_SLOW_EXAMPLES)
+WiderStalledDiskBatchLong.TestCase.settings = settings(_WIDER, max_examples=_SLOW_EXAMPLES)
+test_stalled_disk_against_reopen_long = pytest.mark.slow(StalledDiskLong.TestCase)
+test_two_calls_and_close_on_a_stalled_disk_sync_long = pytest.mark.slow(WiderStalledDiskLong.TestCase)
+test_two_calls_and_close_on_a_stalled_disk_batch_long = pytest.mark.slow(WiderStalledDiskBatchLong.TestCase)
