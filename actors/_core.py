@@ -6,6 +6,7 @@ import heapq
 import inspect
 import itertools
 import logging
+import queue
 import threading
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
@@ -65,18 +66,40 @@ def start_actor_loop(
 
     Pykka registered the actor before its thread starts: a start that failed would leave
     it in ``pykka.ActorRegistry`` for good, a live actor no thread serves, which
-    ``ActorRegistry.stop_all()`` waits for forever; so it is taken out again. Another
+    ``ActorRegistry.stop_all()`` waits for forever; so it is taken out again, whatever
+    the start raised (a ``MemoryError`` from ``Thread.start``, a Ctrl-C in ``Runtime.open``,
+    which no hold covers), and what was asked of it meanwhile (a ``stop_all()`` or a
+    broadcast on another thread) is answered as a stopped actor answers it. Another
     ``RuntimeError`` (the interpreter shutting down, say) is raised as it is.
     """
     try:
         start()
-    except RuntimeError as exc:
+    except BaseException as exc:
         pykka.ActorRegistry.unregister(actor.actor_ref)
         actor.actor_stopped.set()
-        if "can't start new thread" not in str(exc):
+        _answer_queued(actor)
+        if not isinstance(exc, RuntimeError) or "can't start new thread" not in str(exc):
             raise
         # pthread_create failed: the process is out of threads (or of memory for one)
         raise capacity(threading.active_count()) from exc
+
+
+def _answer_queued(actor: pykka.ThreadingActor) -> None:
+    """Answer every message queued to an actor whose thread did not start with ``ActorDeadError``.
+
+    As Pykka's own teardown answers a stopped actor's (``ActorRef.stop`` reads it as
+    False); without waiting: a thread that did start (a Ctrl-C in ``Thread.start``'s
+    wait for it) may take a message first.
+    """
+    inbox: Any = actor.actor_inbox  # a queue.Queue, or AgentActor's SimpleQueue: both take block
+    while True:
+        try:
+            envelope = inbox.get(block=False)
+        except queue.Empty:
+            return
+        if envelope.reply_to is not None:
+            dead = pykka.ActorDeadError(f"{actor.actor_ref} stopped before handling the message")
+            envelope.reply_to.set_exception(exc_info=(pykka.ActorDeadError, dead, None))
 
 
 def thread_name(role: str, runtime: str) -> str:

@@ -162,7 +162,8 @@ class AgentCapacityError(ActorError, RuntimeError):
 class RuntimeCapacityError(ActorError, RuntimeError):
     """The process could not start a thread the runtime itself runs (``Runtime.open``).
 
-    The journal writer's or the session actor's: nothing of the open runs, and the
+    The journal writer's, the session actor's or the session ticker's (on a real
+    clock): nothing of the open runs, and the
     actor whose thread did not start is not left registered with Pykka. ``thread``
     names which, ``running`` how many threads the process ran. Also a
     ``RuntimeError``, what ``threading`` raises for it.

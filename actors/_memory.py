@@ -1247,6 +1247,7 @@ class MemoryManager:
 
         Raises:
             RuntimeError: the ticker runs already.
+            RuntimeCapacityError: the process cannot start the ticker's thread.
             TypeError: ``sleep`` is not callable.
 
         """
@@ -1277,9 +1278,12 @@ class MemoryManager:
             self._ticker = ticker
         try:
             ticker.start()
-        except BaseException:  # no thread left: the process's limit, or a Ctrl-C
+        except BaseException as exc:  # no thread left: the process's limit, or a Ctrl-C
             with self._lock:
                 self._ticker = None
+            if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
+                thread = "session ticker"
+                raise RuntimeCapacityError(thread, threading.active_count()) from exc
             raise
 
     def _close_soon(self) -> None:

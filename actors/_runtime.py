@@ -543,8 +543,9 @@ class Runtime:
             JournalFullError: ``journal.max_map_size`` is too small to create a new journal in.
             AgentCapacityError: the process cannot start a thread for every agent the
                 journal holds (none is left running).
-            RuntimeCapacityError: the process cannot start the journal writer's or the
-                session actor's thread (nothing of the runtime is left running).
+            RuntimeCapacityError: the process cannot start the journal writer's, the
+                session actor's or the session ticker's thread (nothing of the runtime is
+                left running).
             ClockError: ``clock`` lacks ``now()`` or ``monotonic()``, or its ``now()`` is
                 not finite seconds (checked again at every journaled reading).
             InvalidConfigError: ``config`` is invalid (the message names the field).

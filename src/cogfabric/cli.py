@@ -1170,8 +1170,9 @@ class _SalvagePlan:
         """Salvage the records before JOURNAL's damaged page, read without the page walk (``salvage``).
 
         No chain is verified first: a record met that newer code wrote (a newer version,
-        an unknown type) is refused as such by the caller only when its chain link
-        matches; one whose link fails is damage, refused here naming it (exit 1).
+        an unknown type) is refused as such by the caller only when its chain link and
+        every record's before it match; the first whose link fails is damage, refused
+        here naming it (exit 1).
         """
         from cogfabric._audit import salvage as copy_records  # noqa: PLC0415
         from cogfabric._audit import written_by_newer  # noqa: PLC0415
@@ -1182,8 +1183,11 @@ class _SalvagePlan:
             try:
                 return copy_records(opened, self.dest, self.end(), key=key)
             except JournalRecordError as exc:
-                if written_by_newer(exc) and not opened.record_intact(exc.seq):
-                    self.refused(exc.seq, self.broken(exc.seq))
+                if written_by_newer(exc):  # the records before it were read, not checked against the chain
+                    intact = opened.record_intact
+                    broken = next((seq for seq in range(1, exc.seq + 1) if not intact(seq)), None)
+                    if broken is not None:
+                        self.refused(broken, self.broken(broken))
                 raise
 
     def broken(self, seq: int) -> str:
