@@ -36,10 +36,10 @@ Documented differences are modelled, not ignored:
 a journal, where a killed id is forgotten and ``get_latest_session_for_agent`` raises.
 
 The journal runs with ``fsync: false`` (only a power cut could tell the difference).
-The default suite runs 60 examples of each; ``pytest -m slow`` runs 400 more of each
+The default suite runs 60 examples of each; ``pytest -m slow`` runs 300 more of each
 (``*_long``), so a wide search is one command away while the suite stays within its time
 on 2 cores. Environment knobs: ``MODEL_EXAMPLES`` (default 60), ``MODEL_SLOW_EXAMPLES``
-(default 400), ``MODEL_STEPS`` (default 50), ``MODEL_TMP`` (where journals go). A test
+(default 300), ``MODEL_STEPS`` (default 50), ``MODEL_TMP`` (where journals go). A test
 that runs 420 s ends the whole run (pyproject's ``faulthandler_exit_on_timeout``); the
 slow ones take some minutes, so with knobs raised, pass ``-o faulthandler_timeout=0``
 (or a longer one).
@@ -1486,7 +1486,7 @@ class MemoryOnlyModelLong(MemoryOnlyModel):
 
 
 _LONG = settings(
-    RuntimeModel.TestCase.settings, max_examples=int(os.environ.get("MODEL_SLOW_EXAMPLES", "400"))
+    RuntimeModel.TestCase.settings, max_examples=int(os.environ.get("MODEL_SLOW_EXAMPLES", "300"))
 )
 RuntimeModelLong.TestCase.settings = _LONG
 MemoryOnlyModelLong.TestCase.settings = _LONG
