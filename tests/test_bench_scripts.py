@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ TINY = {
     ),
     "peers.py": "--events 500 --single-events 10 --read-checkpoints 50 --repeat 1",
     "lmdb_gil.py": "--items 50 --busy 0,1 --repeat 1",
-    "audit.py": "--events 300 --agents 4 --repeat 1",
+    "audit.py": "--events 300 --agents 4 --repeat 2",
 }
 
 
@@ -46,9 +47,32 @@ def _run(script: str, options: str, tmp_path: Path) -> tuple[str, list[dict[str,
     return done.stdout, json.loads(out.read_text())["results"]
 
 
+Shared = Callable[[str, str], tuple[str, list[dict[str, Any]], dict[str, Any]]]
+"""``shared_run``'s type: a script and its options to its output, results and JSON document."""
+
+
+@pytest.fixture(scope="module")
+def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Shared:
+    """``shared_run(script, options)``: ``_run``'s output and results, and the whole JSON document.
+
+    Each script and options run once a module: the tests that read the same run's report
+    share it (read only), where each ran the script again (a second or more each).
+    """
+    runs: dict[tuple[str, str], tuple[str, list[dict[str, Any]], dict[str, Any]]] = {}
+
+    def run(script: str, options: str) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+        if (script, options) not in runs:
+            directory = tmp_path_factory.mktemp(script.removesuffix(".py"))
+            stdout, results = _run(script, options, directory)
+            runs[script, options] = (stdout, results, json.loads((directory / "out.json").read_text()))
+        return runs[script, options]
+
+    return run
+
+
 @pytest.mark.parametrize("script", TINY)
-def test_the_script_runs_and_writes_its_results(tmp_path: Path, script: str) -> None:
-    stdout, results = _run(script, TINY[script], tmp_path)
+def test_the_script_runs_and_writes_its_results(shared_run: Shared, script: str) -> None:
+    stdout, results, _ = shared_run(script, TINY[script])
 
     assert results, script
     assert "workload" in stdout
@@ -60,13 +84,15 @@ _RING_RUN = re.compile(
 )
 
 
-def test_the_ring_reports_how_bunched_each_run_was_and_where_its_cpu_went(tmp_path: Path) -> None:
+_RING_BATCH = "--only ring-batch --ring-batch-agents 4 --ring-batch-hops 10 --repeat 2 --timeout 120"
+
+
+def test_the_ring_reports_how_bunched_each_run_was_and_where_its_cpu_went(shared_run: Shared) -> None:
     # Ring runs are bimodal; each run's share of deliveries that found more mail waiting
     # tells a convoy run from a spread-out one, so the note must carry it per run, with
     # the run's CPU time, its system share, (with a journal) the writer thread's and the
     # garbage collector's passes.
-    options = "--only ring-batch --ring-batch-agents 4 --ring-batch-hops 10 --repeat 2 --timeout 120"
-    _, results = _run("fabric.py", options, tmp_path)
+    _, results, _ = shared_run("fabric.py", _RING_BATCH)
 
     notes = {row["workload"]: row["note"] for row in results}
     rings = {
@@ -113,12 +139,11 @@ def test_the_sync_ring_reports_its_switches_and_how_many_events_shared_each_comm
         assert extra["involuntary_switches_per_delivery"] >= 0
 
 
-def test_the_memory_only_ring_is_measured_against_a_ring_of_bare_pykka_actors(tmp_path: Path) -> None:
+def test_the_memory_only_ring_is_measured_against_a_ring_of_bare_pykka_actors(shared_run: Shared) -> None:
     # What the runtime's agents cost a delivery beside the actor library alone: the same
     # ring shape (4 actors, one token each, 10 hops) of plain Pykka actors, in the same run,
     # with the CPU time a delivery of both.
-    options = "--only ring-batch --ring-batch-agents 4 --ring-batch-hops 10 --repeat 2 --timeout 120"
-    _, results = _run("fabric.py", options, tmp_path)
+    _, results, _ = shared_run("fabric.py", _RING_BATCH)
 
     rows = {row["workload"]: row for row in results}
     bare = rows["bare Pykka ring 4 actors x 10 hops: deliveries"]
@@ -148,10 +173,11 @@ def test_the_fan_out_reaches_every_agent_at_both_sizes_and_both_switch_intervals
     }
 
 
-def test_the_journal_bench_reports_cpu_and_bytes_written_per_event(tmp_path: Path) -> None:
+def test_the_journal_bench_reports_cpu_and_bytes_written_per_event(shared_run: Shared) -> None:
     # What bounds a synced append is the Python work or the bytes its commits write: each
-    # row carries both, per event, so the note can say which.
-    _, results = _run("journal_append.py", "--events 2000 --single-events 10 --repeat 2", tmp_path)
+    # row carries both, per event, so the note can say which. (The tiny run above: its
+    # --hash-records and --ablate add rows of their own.)
+    _, results, _ = shared_run("journal_append.py", TINY["journal_append.py"])
 
     rows = {row["workload"]: row for row in results}
     raw = rows["raw append + encoding, 1000/txn"]
@@ -164,11 +190,10 @@ def test_the_journal_bench_reports_cpu_and_bytes_written_per_event(tmp_path: Pat
     assert journal["bytes_per_event"] > raw["bytes_per_event"]
 
 
-def test_the_audit_bench_times_each_export_of_every_record_through_the_command(tmp_path: Path) -> None:
+def test_the_audit_bench_times_each_export_of_every_record_through_the_command(shared_run: Shared) -> None:
     # The journal holds exactly --events records of the simulation's mix; each export row
     # is the command's run, every run checked to have written one line a record.
-    _, results = _run("audit.py", "--events 300 --agents 4 --repeat 2", tmp_path)
-    document = json.loads((tmp_path / "out.json").read_text())
+    _, results, document = shared_run("audit.py", TINY["audit.py"])  # --events 300 --agents 4 --repeat 2
 
     rows = {row["workload"]: row for row in results}
     assert set(rows) == {
@@ -250,12 +275,10 @@ def test_a_results_file_that_cannot_be_written_after_the_tables_is_an_error_not_
     assert "wrote" not in captured.out
 
 
-def test_fabric_judges_no_target_on_workloads_smaller_than_the_targets(tmp_path: Path) -> None:
-    options = (
-        "--only ring-batch,ring-sync,recovery --ring-batch-agents 4 --ring-batch-hops 10 --ring-sync-agents 4"
-        " --ring-sync-hops 5 --recovery-agents 4 --recovery-events 2000 --repeat 1 --timeout 120"
-    )
-    stdout, results = _run("fabric.py", options, tmp_path)
+def test_fabric_judges_no_target_on_workloads_smaller_than_the_targets(shared_run: Shared) -> None:
+    # the tiny run above: every workload (ring-batch, ring-sync and recovery among them,
+    # at 4 agents x 10 hops, 4 x 5 and 4 agents / 2,000 events) smaller than its target
+    stdout, results, _ = shared_run("fabric.py", TINY["fabric.py"])
 
     assert [r for r in results if r.get("met") is not None] == []
     assert "MISSED" not in stdout

@@ -1569,7 +1569,13 @@ def test_a_hole_the_newest_header_names_is_copied_as_a_hole(tmp_path: Path) -> N
 
     assert target.stat().st_size == long  # what the header names, byte for byte
     assert target.stat().st_blocks * 512 <= used + 2**20  # but only the data takes room on disk
-    assert target.read_bytes()[:used] == data.read_bytes()[:used]
+    assert _head(target, used) == _head(data, used)  # (read whole, the two 300 MB files took 1.5 s)
+
+
+def _head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of the file at ``path``."""
+    with path.open("rb") as file:
+        return file.read(size)
 
 
 def test_a_long_file_with_no_lmdb_header_is_copied_only_as_far_as_a_header_reaches(tmp_path: Path) -> None:

@@ -393,8 +393,9 @@ def test_a_request_that_times_out_while_its_reply_is_committed_leaves_no_timeout
         replier = threading.Thread(target=answer)
         replier.start()
         try:
+            # 1 s: the replier's ask of b, on the way to the reply, has call_timeout (0.2 s) anyway
             with pytest.raises(IpcTimeoutError):
-                rt.bus.request("a", "b", "q", timeout=2)
+                rt.bus.request("a", "b", "q", timeout=1)
             assert entered.is_set()  # the reply was taken, its journaling held
         finally:
             release.set()

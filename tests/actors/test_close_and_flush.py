@@ -109,7 +109,7 @@ def _in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[objec
 
 @pytest.mark.parametrize(
     ("call_timeout", "commit_seconds", "changes"),
-    [(1.0, 0.4, 5), (0.3, 0.6, 3)],
+    [(0.5, 0.2, 5), (0.25, 0.4, 3)],  # each took 2.4 s at (1.0, 0.4, 5) and (0.3, 0.6, 3)
     ids=["a backlog longer than call_timeout", "one commit longer than call_timeout"],
 )
 def test_close_in_batch_durability_commits_what_a_slow_disk_takes_longer_than_call_timeout_to_take(

@@ -385,16 +385,18 @@ def test_a_second_close_returns_once_the_first_is_over(tmp_path: Path) -> None:
     # closed through to its journal, which the path can be opened on again
     entered, gate = threading.Event(), threading.Event()
     behaviors = {"gated": lambda: _Gated(entered, gate)}
-    config = Config(runtime=RuntimeConfig(call_timeout=2.0))
-    runtime = Runtime.open(tmp_path / "j", config=config, clock=FakeClock(), behaviors=behaviors)
+    runtime = Runtime.open(tmp_path / "j", clock=FakeClock(), behaviors=behaviors)
     first: threading.Thread | None = None
     try:
         runtime.spawn("s", behavior="gated")
         runtime.bus.send("u", "s", "hold")
         assert entered.wait(10)
-        first, _ = _in_thread(runtime.close)  # waits call_timeout for the busy agent to stop
-        assert _until(lambda: runtime.closed)
-        runtime.close()  # the second caller
+        # the closes alone have the short call_timeout (it was 2 s for the whole test): the
+        # set-up's commits may be slow on a loaded machine
+        with _short_call_timeout(runtime, 0.5):
+            first, _ = _in_thread(runtime.close)  # waits call_timeout for the busy agent to stop
+            assert _until(lambda: runtime.closed)
+            runtime.close()  # the second caller
         with Runtime.open(tmp_path / "j", clock=FakeClock()) as again:
             assert again.agents() == ["s"]
     finally:

@@ -307,19 +307,27 @@ def _open(
 
 
 @contextlib.contextmanager
-def _short_call_timeout(runtime: Runtime, seconds: float, *, writer_too: bool = False) -> Iterator[None]:
+def _short_call_timeout(
+    runtime: Runtime, seconds: float, *, writer_too: bool = False, writer_seconds: float | None = None
+) -> Iterator[None]:
     """``call_timeout`` is ``seconds`` inside, only for the calls a test expects to time out.
 
     The set-up and the checks after keep the runtime's own (10 s): a synced commit that
     outlasts a short one on a loaded machine would fail them for nothing. ``writer_too``:
     the journal writer's own copy too (read by its ``stop``, close()'s wait for a stalled
-    disk, and by an agent's wait for the writer to be past a commit).
+    disk, and by an agent's wait for the writer to be past a commit), ``writer_seconds``
+    if given: its ``stop`` gives up on a commit under way for ten times that, so a test
+    whose close() must give up on a stalled disk waits that long, not ten ``seconds``.
+
+    A call from outside the agents whose own commit the test holds at a gate times out
+    however short ``seconds`` is: 0.1 there. Where an agent's own wait, or something
+    that must not time out, is inside, the tests keep 0.2 to 0.5.
     """
     core = runtime._core
     writer = core.writer if writer_too else None
     kept, core.call_timeout = core.call_timeout, seconds
     if writer is not None:
-        kept_writer, writer._timeout = writer._timeout, seconds
+        kept_writer, writer._timeout = writer._timeout, seconds if writer_seconds is None else writer_seconds
     try:
         yield
     finally:
@@ -2089,7 +2097,7 @@ class TestBackpressure:
             assert Gate.started.wait(10)
             runtime.bus.send("x", "a", "one")  # the mailbox is full now
 
-            with _short_call_timeout(runtime, 0.05):
+            with _short_call_timeout(runtime, 0.01):  # the agent is held: each wait runs out
                 for _ in range(MailboxSlots.CONTROL_EXTRA):
                     with pytest.raises(ActorTimeoutError, match="did not answer"):
                         runtime.suspend("a")
@@ -2123,7 +2131,9 @@ class TestBackpressure:
             deliver = runtime._deliver_publication
 
             def delivered_after_a_short_wait(*args: Any) -> None:
-                with _short_call_timeout(runtime, 0.1):
+                # the mailbox stays full (the agent is held in its behavior): each wait for
+                # room runs out, however short; 32 of them at 0.1 s took 3.2 s
+                with _short_call_timeout(runtime, 0.02):
                     deliver(*args)
 
             monkeypatch.setattr(runtime, "_deliver_publication", delivered_after_a_short_wait)
@@ -3124,7 +3134,7 @@ class TestTimedOutCallsFinishLate:
         # comes after the stall waits for its commit too, which a loaded machine may slow.
         with _open(tmp_path / "j") as runtime:
             gate = _stall(runtime)
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):
                 runtime.spawn("b")
             with pytest.raises(AgentExistsError):
                 runtime.spawn("b")  # the id stays reserved: no second AgentSpawned
@@ -3143,7 +3153,7 @@ class TestTimedOutCallsFinishLate:
         with _open(tmp_path / "j") as runtime:
             gate = _stall(runtime)
             _no_late_threads(monkeypatch)
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):
                 runtime.spawn("b")
             monkeypatch.undo()
             gate.set()
@@ -3190,7 +3200,7 @@ class TestTimedOutCallsFinishLate:
                 "publication": lambda: runtime.publish_task_context("t", {"v": "published"}),
             }
             gate = _stall(runtime)
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):
                 calls[call]()
             gate.set()
             runtime.flush()
@@ -3247,7 +3257,7 @@ class TestTimedOutCallsFinishLate:
             runtime.spawn("a", task_id="t", task_context={"v": 0})
             gate = _stall(runtime)
             _no_late_threads(monkeypatch)
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):
                 runtime.publish_task_context("t", {"v": "published"})
             monkeypatch.undo()
             gate.set()
@@ -3262,7 +3272,7 @@ class TestTimedOutCallsFinishLate:
         with _open(tmp_path / "j") as runtime:
             agent = runtime.spawn("a", task_id="t", task_context={"v": 0})
             gate = _stall(runtime)
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):
                 runtime.publish_task_context("t", {"v": "published"})
             gate.set()
             _join_late("publication")
@@ -3371,7 +3381,7 @@ class TestTimedOutCallsFinishLate:
             runtime.spawn("r", behavior="gate")
             runtime.bus.subscribe("r", "news")
             gate = _stall(runtime)
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):
                 _news_to_r(runtime, call)
             gate.set()
             runtime.flush()
@@ -3394,7 +3404,7 @@ class TestTimedOutCallsFinishLate:
         with _open(tmp_path / "j") as runtime:
             runtime.spawn("r", behavior="gate")
             gate = _stall(runtime)
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):
                 runtime.bus.request("x", "r", "asked", timeout=10)
             gate.set()
             runtime.flush()
@@ -3419,7 +3429,7 @@ class TestTimedOutCallsFinishLate:
         with _open(tmp_path / "j") as runtime:
             runtime.spawn("r", behavior="gate")
             _held_until_stopped(runtime)
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the spawn's
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):  # not the spawn's
                 runtime.bus.request("x", "r", "asked", timeout=10)
         assert _endings(tmp_path / "j", "asked") == (["timeout"], [])
         assert Gate.seen == []
@@ -3435,7 +3445,7 @@ class TestTimedOutCallsFinishLate:
             runtime.spawn("r", behavior="gate")
             runtime.bus.subscribe("r", "news")
             _held_until_stopped(runtime)
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the set-up's
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):  # not the set-up's
                 _news_to_r(runtime, op)
         assert _endings(tmp_path / "j", "news") == (["closed"], [])
         assert Gate.seen == []
@@ -3455,8 +3465,9 @@ class TestTimedOutCallsFinishLate:
         assert writer is not None
         gate = _stall(runtime)
         try:
-            # while the disk stalls (close()'s wait for the writer too): the set-up's commits may be slow
-            with _short_call_timeout(runtime, 0.2, writer_too=True):
+            # while the disk stalls (close()'s wait for the writer too): the set-up's commits may be
+            # slow. The writer's stop gives up on the stalled commit at ten times its 0.05 s.
+            with _short_call_timeout(runtime, 0.2, writer_too=True, writer_seconds=0.05):
                 with pytest.raises(ActorTimeoutError):
                     _news_to_r(runtime, op)
                 with pytest.raises(ActorTimeoutError, match="did not stop"):
@@ -3601,7 +3612,7 @@ class TestTimedOutCallsFinishLate:
                 return real_append(events, *args, **kwargs)
 
             writer._journal = _Stalled(journal, refusing)  # type: ignore[assignment]
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):  # not the spawn's
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):  # not the spawn's
                 runtime.bus.send("x", "r", "lost")
             gate.set()
             runtime.flush()
@@ -3671,7 +3682,8 @@ class TestTimedOutCallsFinishLate:
                 other = threading.Thread(target=_timed_out_send, args=(runtime, "y", "other"))
                 other.start()
                 assert inside.wait(10)  # the writer holds 'other'
-                with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+                # the writer holds 'other' until 'second' is queued: the wait runs out, however short
+                with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):
                     calls[first](f"first{n}")
                 runtime.bus.send("x", "r", f"second{n}")
                 other.join(10)
@@ -3766,7 +3778,7 @@ class TestTimedOutCallsFinishLate:
             writer = runtime._core.writer
             assert writer is not None
             gate = _stall(runtime)
-            with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+            with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):
                 runtime.bus.broadcast("x", "news", 1)
             with caplog.at_level(logging.WARNING):
                 gate.set()
@@ -3895,7 +3907,7 @@ def _block_sent_on_a_stalled_disk(runtime: Runtime) -> tuple[Agent, threading.Ev
     """
     agent = runtime.spawn("r", behavior="gate")
     gate = _stall(runtime)
-    with _short_call_timeout(runtime, 0.3), pytest.raises(ActorTimeoutError):
+    with _short_call_timeout(runtime, 0.1), pytest.raises(ActorTimeoutError):
         runtime.bus.send("x", "r", "block", "late")
     return agent, gate
 
@@ -4050,7 +4062,9 @@ class TestKillAndReloadEdges:
             agent = runtime.spawn("a")
             agent.set_private("k", 1)
             gate = _stall_then_fail(runtime, failure)
-            with _short_call_timeout(runtime, 0.3):  # while the disk stalls: the set-up's commits may be slow
+            # while the disk stalls: the set-up's commits may be slow. Both waits run out on the
+            # stalled disk, however short, and the test waits for the agent's own.
+            with _short_call_timeout(runtime, 0.1):
                 with pytest.raises(ActorTimeoutError):
                     runtime.kill("a")
                 # The caller's wait and the agent's own wait for the commit both last call_timeout;
@@ -4114,7 +4128,7 @@ class TestKillAndReloadEdges:
             refusal = ValueError("refused")
             gate = _stall_then_fail(runtime, refusal, kills) if refused else _stall(runtime, kills)
             # the kill and the call behind it alone: the spawn after the decision keeps the 10 s
-            with _short_call_timeout(runtime, 0.3):
+            with _short_call_timeout(runtime, 0.15):
                 with pytest.raises(ActorTimeoutError):
                     runtime.kill("a")
                 assert runtime.agents() == ["a"]  # listed until the journal decides
@@ -4175,7 +4189,7 @@ class TestKillAndReloadEdges:
         with _open(tmp_path / "j") as runtime:
             agent = runtime.spawn("a")
             gate = _stall(runtime)
-            with _short_call_timeout(runtime, 0.3):  # while the disk stalls: the spawn's commit may be slow
+            with _short_call_timeout(runtime, 0.15):  # while the disk stalls: the spawn's commit may be slow
                 with pytest.raises(ActorTimeoutError):
                     calls[first](runtime)
                 with pytest.raises(ActorTimeoutError):  # the agent waits for the journal first
@@ -4201,11 +4215,13 @@ class TestKillAndReloadEdges:
         # session actor's stop can take call_timeout), and revived the agent.
         runtime = _open(tmp_path / "j")
         runtime.spawn("a")
+        agent_stopped = runtime._entry("a").ref.actor_stopped
         gate = _stall(runtime)
         writer = runtime._core.writer
         assert writer is not None
         recovered = threading.Event()
         submit, memory_close = writer.submit, runtime.memory._close
+        stopped_first: list[bool] = []
 
         def watched_submit(events: Any, *args: Any, **kwargs: Any) -> Any:
             if any(isinstance(e, AgentRecovered) for e in events):
@@ -4213,13 +4229,17 @@ class TestKillAndReloadEdges:
             return submit(events, *args, **kwargs)
 
         def slow_memory_close() -> None:  # the session actor's stop, taking its time
-            recovered.wait(3)
+            # until the agent's thread has ended: whatever it does with the recover in hand
+            # (handled, it is submitted: the writer still takes submissions) is done by then.
+            # (It waited 3 s for the recover's submission, in vain when all is well.)
+            stopped_first.append(agent_stopped.wait(10))
             memory_close()
 
         writer.submit = watched_submit  # type: ignore[method-assign]
         runtime.memory._close = slow_memory_close  # type: ignore[method-assign]
-        # from the stall on (close()'s wait for the writer too): the spawn's commit may be slow
-        with _short_call_timeout(runtime, 0.3, writer_too=True):
+        # from the stall on (close()'s wait for the writer too): the spawn's commit may be
+        # slow. The writer's stop gives up on the stalled commit at ten times its 0.05 s.
+        with _short_call_timeout(runtime, 0.3, writer_too=True, writer_seconds=0.05):
             with pytest.raises(ActorTimeoutError):
                 runtime.retire("a")
             with pytest.raises(ActorTimeoutError):
@@ -4231,6 +4251,7 @@ class TestKillAndReloadEdges:
         assert writer._ended.wait(10)
         with _open(tmp_path / "j") as runtime:
             lifecycle = runtime.agent("a").lifecycle
+        assert stopped_first == [True]
         assert (handled, lifecycle) == (False, AgentState.RETIRED)
 
     def test_an_agent_behind_the_journal_waits_for_its_own_commit_not_another_agents(
@@ -4403,8 +4424,9 @@ class TestKillAndReloadEdges:
             }
             gate = _stall(runtime)
             # the short call_timeout for the change and the agent's try to catch up, both on
-            # the stalled disk, not for the flush after
-            with _short_call_timeout(runtime, 0.3):
+            # the stalled disk (which opens only once the agent's try found it stalled: each
+            # wait runs out, however short), not for the flush after
+            with _short_call_timeout(runtime, 0.1):
                 with pytest.raises(ActorTimeoutError):
                     calls[change]()
                 # once the agent too has stopped waiting (its next message finds the writer
@@ -4482,8 +4504,10 @@ class TestKillAndReloadEdges:
             gate = _stall(runtime)
             _open_when_an_agent_finds_it_stalled(monkeypatch, gate)
             # while the disk stalls (the agent's wait for the writer too): the set-up's commits,
-            # and those after the disk recovers, may be slow on a loaded machine
-            with _short_call_timeout(runtime, 0.5, writer_too=True):
+            # and those after the disk recovers, may be slow on a loaded machine. Four of the
+            # agent's waits run out on the stalled disk before its catch-up finds it stalled,
+            # however short each is: at 0.5 s the test took 2 s.
+            with _short_call_timeout(runtime, 0.2, writer_too=True):
                 Gate.release.set()  # the behavior's own change times out: the agent is behind
                 assert gate.wait(10)  # its catch-up found the disk stalled: it recovers
             # it waits for the journal before it handles ``own``, and takes its word (the
