@@ -1,4 +1,4 @@
-"""Hold a Ctrl-C that lands in a short critical section until the section ends.
+"""Hold a Ctrl-C (or a SIGTERM) that lands in a short critical section until the section ends.
 
 A ``KeyboardInterrupt`` raised between two lines of the runtime's own bookkeeping (a
 mailbox slot taken and not yet handed to its message, an agent stored and not yet
@@ -13,20 +13,30 @@ outermost section ends: the ``KeyboardInterrupt`` is raised there, after the
 bookkeeping, with any exception in flight as its context. Outside a section, the
 handler it replaced is called at once.
 
+SIGTERM (``kill``, systemd, ``docker stop``) is held the same way, by the same handler,
+when its own handler is a Python callable too: the command line's, which raises an
+interrupt of its own, or a program's ``sys.exit(143)``, whose ``SystemExit`` would break
+the runtime just as well. A SIGTERM left to its default action ends the process with no
+Python code run, and an ignored one does nothing: neither is touched. Both signals held in
+one section are delivered at its end, SIGINT's handler first: a SIGTERM's exception is
+the one raised, with the interrupt's as its context.
+
 A held section holds no blocking wait: each wait in it is made through ``wait()``, so
 that a Ctrl-C that lands while a call waits (for a commit, a reply, room in a mailbox,
 an actor's stop) stops the wait at once, as before; an interrupt held so far is
 delivered as the wait begins.
 
 Only the main thread is held (other threads never run a signal's handler), so on any
-other thread ``hold()`` costs a comparison of thread idents. The handler is installed
-only when a runtime opens on the main thread while the SIGINT handler is a Python
-callable (``signal.default_int_handler``, asyncio's, a program's own): a runtime opened
-on another thread installs nothing, nor one opened while SIGINT is ignored or left to
-the default action. A program that installs its own SIGINT handler after a runtime
-opened replaces this one: its handler is called directly, at any line, and the runtime
-no longer holds anything for it. The handler is put back when the last runtime that
-installed it closes on the main thread, only if it is still the installed one.
+other thread ``hold()`` costs a comparison of thread idents. The handler is installed,
+for each of the two signals, only when a runtime opens on the main thread while that
+signal's handler is a Python callable (``signal.default_int_handler``, asyncio's, a
+program's own): a runtime opened on another thread installs nothing, nor one opened while
+the signal is ignored or left to the default action. A program that installs its own
+handler after a runtime opened replaces this one: its handler is called directly, at any
+line, and the runtime no longer holds anything for it. The handler is put back when the
+last runtime that installed it closes on the main thread, only if it is still the
+installed one (the command line's SIGTERM handler installs the default action once it
+is called, so that a second SIGTERM kills at once: that stays).
 
 A replaced handler that returns instead of raising (asyncio's at a first Ctrl-C, a "press
 Ctrl-C again to quit") leaves a wait it landed in waiting, still unheld: the next Ctrl-C in
@@ -39,7 +49,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,61 +65,80 @@ main_ident: int | None = threading.main_thread().ident
 _depth = 0
 """How deep the main thread is in held sections."""
 _waiting = False
-"""The main thread waits inside a held section (``wait``): a SIGINT is not held."""
-_pending: FrameType | bool | None = False
-"""A SIGINT landed in a held section: the frame it landed in (or True), until delivered."""
-_replaced: Callable[[int, FrameType | None], Any] | None = None
-"""The SIGINT handler ``install`` replaced, which a SIGINT is delivered to."""
+"""The main thread waits inside a held section (``wait``): a signal is not held."""
+_pending: dict[int, FrameType | None] | Literal[False] = False
+"""The signals that landed in a held section, each with the frame it landed in, until delivered."""
+_replaced: dict[int, Callable[[int, FrameType | None], Any]] = {}
+"""The handler ``install`` replaced, by signal: the one each signal is delivered to."""
+_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+"""The signals held, in the order a section delivers them (a SIGTERM's exception is raised last)."""
 _installs = 0
 """How many open runtimes installed the handler (``install`` returned True)."""
 _install_lock = threading.Lock()
 
 
-def _on_sigint(signum: int, frame: FrameType | None) -> None:
-    """The installed SIGINT handler: note the signal inside a held section, else deliver it."""
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    """The installed SIGINT and SIGTERM handler: note the signal inside a held section, else deliver it."""
     global _pending, _waiting  # noqa: PLW0603 - the main thread's own state
+    # one assignment (a handler can run inside another); one of this signal held already goes with it
+    _pending = {**_pending, signum: frame} if _pending is not False else {signum: frame}
     if _depth > 0 and not _waiting:
-        _pending = frame if frame is not None else True
         return
     # Raised, it ends the wait (if any): what the section does about it is held again, also
-    # when the wait's own clean-up line is not reached. One held already goes with this one.
-    waiting, _pending, _waiting = _waiting, False, False
-    _deliver(signum, frame)
-    # The handler returned (asyncio's at a first Ctrl-C, a "press again to quit"): the wait
-    # goes on, and the next Ctrl-C in it reaches the handler at once too.
+    # when the wait's own clean-up line is not reached.
+    waiting, _waiting = _waiting, False
+    while _pending is not False:
+        landed, _pending = _pending, False
+        _deliver(landed, frame)
+        # The handlers returned (asyncio's at a first Ctrl-C, a "press again to quit"): the
+        # wait goes on, and the next signal in it reaches its handler at once too; one that
+        # came while a handler ran (held, as the wait was not) is the wait's too.
+        if not waiting:
+            break
     _waiting = waiting
-    if waiting and _pending is not False:  # one more came while the handler ran: the wait's too
-        _on_sigint(signum, frame)
 
 
-def _deliver(signum: int, frame: FrameType | None) -> None:
-    replaced = _replaced
-    if replaced is None:  # never installed (a hold's own bookkeeping): as the default handler does
-        raise KeyboardInterrupt
-    replaced(signum, frame)
+def _deliver(landed: dict[int, FrameType | None], frame: FrameType | None) -> None:
+    """Call the handler each signal ``landed`` replaced (``frame``: where, if it has none).
+
+    SIGINT's first; both are called when both landed, also if the first raises: the
+    exception then raised is the second's, with the first's as its context.
+    """
+    first, *rest = [signum for signum in _SIGNALS if signum in landed]
+    # never installed (a hold's own bookkeeping): as Python's own SIGINT handler does
+    replaced = _replaced.get(first, signal.default_int_handler)
+    try:
+        replaced(first, landed[first] or frame)
+    finally:
+        if rest:
+            _deliver({signum: landed[signum] for signum in rest}, frame)
 
 
 def install() -> bool:
-    """Install the chaining SIGINT handler for a runtime opening now; whether it counts this one.
+    """Install the chaining SIGINT and SIGTERM handler for a runtime opening now; whether it counts this one.
 
-    Only on the main thread, and only when the installed SIGINT handler is a Python
-    callable (or this module's own, installed by another runtime). Each True must be
-    matched by one ``uninstall()``.
+    Only on the main thread, and for each signal only when its installed handler is a
+    Python callable (or this module's own, installed by another runtime): True when either
+    has it. Each True must be matched by one ``uninstall()``.
     """
-    global _replaced, _installs  # noqa: PLW0603
+    global _installs  # noqa: PLW0603
     if threading.get_ident() != main_ident:
         return False
     held = enter()  # a Ctrl-C as the lock is let go would keep it
     try:
         with _install_lock:
-            current = signal.getsignal(signal.SIGINT)
-            if current is not _on_sigint:
-                if not callable(current):  # SIG_IGN, SIG_DFL, or None (installed outside Python)
-                    return False
-                signal.signal(signal.SIGINT, _on_sigint)
-                _replaced = current
-            _installs += 1
-            return True
+            chained = False
+            for signum in _SIGNALS:
+                current = signal.getsignal(signum)
+                if current is not _on_signal:
+                    if not callable(current):  # SIG_IGN, SIG_DFL, or None (installed outside Python)
+                        continue
+                    _replaced[signum] = current  # first: a signal is delivered to it from now on
+                    signal.signal(signum, _on_signal)
+                chained = True
+            if chained:
+                _installs += 1
+            return chained
     finally:
         release(held)
 
@@ -132,22 +161,25 @@ def uninstall() -> bool:
 
 
 def put_back() -> None:
-    """Put back the handler ``install`` replaced, if this module's is still the installed one.
+    """Put back each handler ``install`` replaced, where this module's is still the installed one.
 
-    A program's own, installed since, stays. The last thing a ``close()`` does: from here
-    on a Ctrl-C goes to that handler at once, and no section is held. If a Ctrl-C comes
+    A program's own, installed since, stays (so does the default action the command line's
+    SIGTERM handler installs once called). The last thing a ``close()`` does: from here on
+    a signal goes to that handler at once, and no section is held. If a signal comes
     before, this handler stays installed, and only delivers.
     """
     held = hold()  # a Ctrl-C as the lock is let go would keep it
     try:
         with _install_lock:
-            replaced = _replaced  # it stays: a later install replaces it
-            if _installs or signal.getsignal(signal.SIGINT) is not _on_sigint:
-                replaced = None
+            # each stays in _replaced: a later install replaces it
+            ours = (
+                {} if _installs else {n: h for n, h in _replaced.items() if signal.getsignal(n) is _on_signal}
+            )
     finally:
         release(held)
-    if replaced is not None and held:
-        signal.signal(signal.SIGINT, replaced)
+    if held:
+        for signum, replaced in ours.items():
+            signal.signal(signum, replaced)
 
 
 def hold() -> bool:
@@ -170,7 +202,8 @@ def release(held: bool) -> None:
     """End a held section ``hold()`` began (``held``: its answer).
 
     At the outermost section's end, an interrupt held meanwhile is delivered: the handler
-    it replaced is called, and raises ``KeyboardInterrupt`` here.
+    it replaced is called, and raises ``KeyboardInterrupt`` here (for a SIGTERM, what its
+    handler raises: ``SystemExit``, say).
     """
     global _depth, _pending, _waiting  # noqa: PLW0603
     if not held:
@@ -180,8 +213,8 @@ def release(held: bool) -> None:
         return
     _waiting = False  # a wait interrupted before its done_waiting
     if _pending is not False:
-        frame, _pending = _pending, False
-        _deliver(signal.SIGINT, frame if frame is not True else sys._getframe(1))  # noqa: SLF001
+        landed, _pending = _pending, False
+        _deliver(landed, sys._getframe(1))  # noqa: SLF001
 
 
 def wait(blocking: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:  # noqa: ANN401
@@ -198,8 +231,8 @@ def wait(blocking: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:  # noqa:
     if _depth <= 0 or threading.get_ident() != main_ident:
         return blocking(*args, **kwargs)
     if _pending is not False:
-        frame, _pending = _pending, False
-        _deliver(signal.SIGINT, frame if frame is not True else sys._getframe(1))  # noqa: SLF001
+        landed, _pending = _pending, False
+        _deliver(landed, sys._getframe(1))  # noqa: SLF001
     _waiting = True
     try:
         return blocking(*args, **kwargs)

@@ -118,6 +118,9 @@ _STOP_PATIENCE: Final = 0.05
 """How long close() waits for the oldest agent of its window before it moves on, and
 waits for those of the window not yet stopped (still busy in their behavior) last."""
 _MAX_STREAM_BYTES = 255  # the journal's limit on a stream name (MAX_NAME, store/_record.py)
+_STOPPED: Final = (*STOPPED_WAITING, SystemExit)
+"""What stops a spawn's or a publication's wait for its commit with its outcome unknown: also
+the ``SystemExit`` of a SIGTERM handler's ``sys.exit`` (README), which replay must find followed."""
 
 
 _BUSY: Final = (
@@ -398,7 +401,8 @@ class Runtime:
     the handler it replaced (``signal.default_int_handler``, asyncio's, a program's own);
     the last runtime to close puts that one back. A runtime opened on another thread
     installs nothing, and a SIGINT handler installed after ``open`` replaces the
-    runtime's (README, "From a notebook").
+    runtime's (README, "From a notebook"). SIGTERM is held the same way when its handler
+    is a Python function as ``open`` runs (the command line's, a program's ``sys.exit``).
     """
 
     def __init__(self, core: Core, journal: Journal | None) -> None:
@@ -620,7 +624,7 @@ class Runtime:
                     journal.close()
             raise
         try:
-            # the chaining SIGINT handler, once the runtime is whole (close() takes it out
+            # the chaining SIGINT (and SIGTERM) handler, once the runtime is whole (close() takes it out
             # again): noted and the runtime listed before a Ctrl-C it holds is raised
             with _interrupt.HELD:
                 runtime._sigint = _interrupt.install()
@@ -1003,7 +1007,7 @@ class Runtime:
             if ack is not None:
                 try:
                     ack.wait(self._core.call_timeout)
-                except STOPPED_WAITING:
+                except _STOPPED:
                     # Whether they are stored is unknown until the writer gets to them (a
                     # timeout, or a Ctrl-C): the ids stay reserved, and the agents are
                     # reached if the spawn commits.
@@ -1726,7 +1730,7 @@ class Runtime:
             return targets
         try:
             seq = ack.wait(self._core.call_timeout)[0]
-        except STOPPED_WAITING:  # a timeout, or a Ctrl-C
+        except _STOPPED:  # a timeout, a Ctrl-C, a SIGTERM's sys.exit
             # It may still commit; replay would then apply it to every target, so the
             # live agents get it too, once it does.
             def late(committed: bool) -> None:
