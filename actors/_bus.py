@@ -39,7 +39,7 @@ from ._errors import (
     MailboxFullError,
     RuntimeClosedError,
 )
-from ._writer import STOPPED_WAITING, unacknowledged
+from ._writer import INTERRUPTS, STOPPED_WAITING, unacknowledged
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -166,14 +166,15 @@ class IpcBus:
         way then asks to hand over again. A Ctrl-C before the writer has it (while the
         caller waits for room in its queue) runs ``late(False)`` here: after a Ctrl-C in
         any of its waits, ``late`` has run or will run, once (a ``send``'s slot is its).
-        ``stopped`` gets what stopped the wait for the commit (``ActorTimeoutError`` or
-        ``KeyboardInterrupt``) before ``late`` can run.
+        ``stopped`` gets what stopped the wait for the commit (``ActorTimeoutError``,
+        ``KeyboardInterrupt``, or a SIGTERM handler's ``SystemExit``, which is handled as a
+        Ctrl-C is) before ``late`` can run.
         """
         writer = self._core.writer
         if writer is None or not self._core.sync:
             try:
                 self._journal(message, durable=True)
-            except KeyboardInterrupt:
+            except INTERRUPTS:
                 late(False)  # not handed over: as refused
                 raise
             return
@@ -188,7 +189,7 @@ class IpcBus:
         handoff = _Handoff(finish)
         try:
             ack = writer.submit([message], after=handoff.over)
-        except KeyboardInterrupt:
+        except INTERRUPTS:
             late(False)  # not handed over: as refused
             raise
         assert ack is not None
@@ -199,7 +200,7 @@ class IpcBus:
                 stopped.append(exc)
             if handoff.give_up():
                 raise
-            if isinstance(exc, KeyboardInterrupt):
+            if isinstance(exc, INTERRUPTS):
                 finish(ack.error is None)  # over just as a Ctrl-C came: finished here, then interrupted
                 raise
             ack.wait(0.0)  # over just now: its outcome is the caller's
@@ -648,8 +649,8 @@ class IpcBus:
                         return  # close() failed it, with its "closed" letter: one letter a request
                     # this letter is its one: close() no longer finds it pending
                     self._pending.pop(message.correlation_id, None)
-                if stopped and isinstance(stopped[0], KeyboardInterrupt):
-                    said = _interrupted_text(message, "its commit")
+                if stopped and isinstance(stopped[0], INTERRUPTS):
+                    said = _interrupted_text(message, "its commit", stopped[0])
                 else:  # the text its requester got (Ack.wait's, as _journal_message waited)
                     said = unacknowledged(self._core.call_timeout)
                 with contextlib.suppress(CogfabricError):  # stopped meanwhile: nothing to record it in
@@ -665,8 +666,8 @@ class IpcBus:
         self._delivery(message, entry, shared=True)(True)
         try:
             answered = _interrupt.wait(pending.done.wait, max(0.0, deadline - time.monotonic()))
-        except KeyboardInterrupt:
-            self._interrupted(message)
+        except INTERRUPTS as exc:
+            self._interrupted(message, exc)
             raise
         if not answered:
             with self._lock:
@@ -697,8 +698,8 @@ class IpcBus:
         self._reply_delivered(pending.reply)
         return self._handed_back(pending.reply)
 
-    def _interrupted(self, message: IpcMessage) -> None:
-        """A Ctrl-C stopped the requester's wait for ``message``'s reply: its ``timeout`` letter.
+    def _interrupted(self, message: IpcMessage, exc: BaseException) -> None:
+        """``exc``, a Ctrl-C or an exit, stopped the requester's wait for ``message``'s reply: its letter.
 
         Nobody waits for the reply now, as after the request's own timeout: the reply
         is not journaled, and the request's letter says why (unless a reply or a
@@ -707,7 +708,7 @@ class IpcBus:
         with self._lock:
             mine = self._pending.pop(message.correlation_id, None) is not None
         if mine:
-            said = _interrupted_text(message, "its reply")
+            said = _interrupted_text(message, "its reply", exc)
             with contextlib.suppress(CogfabricError):  # closed or fail-stop: nothing to record it in
                 self.dead_letter(message, "timeout", said)
 
@@ -1191,10 +1192,15 @@ def _own_copy(message: IpcMessage) -> IpcMessage:
     return msgspec.structs.replace(message, payload=copy_value(message.payload))
 
 
-def _interrupted_text(request: IpcMessage, awaited: str) -> str:
-    """The ``timeout`` letter of a request whose requester a Ctrl-C stopped waiting for ``awaited``."""
+def _interrupted_text(request: IpcMessage, awaited: str, exc: BaseException) -> str:
+    """The ``timeout`` letter of a request whose requester ``exc`` stopped waiting for ``awaited``.
+
+    A ``KeyboardInterrupt`` is a Ctrl-C (or the command line's SIGTERM); a ``SystemExit``,
+    the program exiting (a SIGTERM handler's ``sys.exit``, say).
+    """
     topic, to = request.topic, request.recipient
-    return f"agentipc: request interrupted: {topic!r} to {to!r} (Ctrl-C while waiting for {awaited})"
+    why = "the program exiting" if isinstance(exc, SystemExit) else "Ctrl-C"
+    return f"agentipc: request interrupted: {topic!r} to {to!r} ({why} while waiting for {awaited})"
 
 
 def _of_request(error: BaseException, request: IpcMessage) -> BaseException:

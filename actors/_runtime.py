@@ -118,9 +118,6 @@ _STOP_PATIENCE: Final = 0.05
 """How long close() waits for the oldest agent of its window before it moves on, and
 waits for those of the window not yet stopped (still busy in their behavior) last."""
 _MAX_STREAM_BYTES = 255  # the journal's limit on a stream name (MAX_NAME, store/_record.py)
-_STOPPED: Final = (*STOPPED_WAITING, SystemExit)
-"""What stops a spawn's or a publication's wait for its commit with its outcome unknown: also
-the ``SystemExit`` of a SIGTERM handler's ``sys.exit`` (README), which replay must find followed."""
 
 
 _BUSY: Final = (
@@ -390,10 +387,11 @@ class Runtime:
     still answer).
     The methods' Raises: sections leave it out.
 
-    A Ctrl-C (``KeyboardInterrupt``) that stops a call while it waits for its commit
-    leaves it as one whose commit timed out: its outcome is the journal's, and the live
-    runtime follows it (a spawn's agent is reached once stored, a publication and a
-    ``send`` delivered, a request dead-lettered, as their ``ActorTimeoutError`` says).
+    A Ctrl-C (``KeyboardInterrupt``), or a SIGTERM handler's ``sys.exit``, that stops a
+    call while it waits for its commit leaves it as one whose commit timed out: its
+    outcome is the journal's, and the live runtime follows it (a spawn's agent is
+    reached once stored, a publication and a ``send`` delivered, a request
+    dead-lettered, as their ``ActorTimeoutError`` says).
     One that lands between a call's waits, in the runtime's own bookkeeping (a mailbox
     slot taken, a spawned agent made reachable, a step of ``close()``), is held until
     that bookkeeping is through or the next wait begins, then raised there: ``open`` on
@@ -1007,7 +1005,7 @@ class Runtime:
             if ack is not None:
                 try:
                     ack.wait(self._core.call_timeout)
-                except _STOPPED:
+                except STOPPED_WAITING:
                     # Whether they are stored is unknown until the writer gets to them (a
                     # timeout, or a Ctrl-C): the ids stay reserved, and the agents are
                     # reached if the spawn commits.
@@ -1730,7 +1728,7 @@ class Runtime:
             return targets
         try:
             seq = ack.wait(self._core.call_timeout)[0]
-        except _STOPPED:  # a timeout, a Ctrl-C, a SIGTERM's sys.exit
+        except STOPPED_WAITING:  # a timeout, a Ctrl-C, a SIGTERM's sys.exit
             # It may still commit; replay would then apply it to every target, so the
             # live agents get it too, once it does.
             def late(committed: bool) -> None:

@@ -69,11 +69,14 @@ _LOOK_BACK: Final = 16
 """Events a snapshot looks back for its stream's last one before indexing the commit (``_StreamIndex``)."""
 
 
-STOPPED_WAITING: Final = (ActorTimeoutError, KeyboardInterrupt)
+INTERRUPTS: Final = (KeyboardInterrupt, SystemExit)
+"""What a signal's handler raises on the main thread: a Ctrl-C's interrupt (the command
+line's SIGTERM too), or a program's SIGTERM handler's ``sys.exit`` (README)."""
+STOPPED_WAITING: Final = (ActorTimeoutError, *INTERRUPTS)
 """What ``Ack.wait`` raises when its caller stopped waiting, the outcome unknown: its timeout
-passed, or a Ctrl-C (a notebook's interrupt) came meanwhile. Either way the writer still
-commits or refuses the submission, and the live runtime must follow what it does, as
-replay will; a journal's refusal is an ``Exception`` of its own."""
+passed, or a Ctrl-C (a notebook's interrupt) or a SIGTERM's exit came meanwhile. Either way
+the writer still commits or refuses the submission, and the live runtime must follow what
+it does, as replay will; a journal's refusal is an ``Exception`` of its own."""
 
 
 def unacknowledged(timeout: float) -> str:
