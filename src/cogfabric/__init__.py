@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib as _importlib
 import logging as _logging
-from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from cogfabric._errors import CogfabricError
@@ -128,10 +127,20 @@ if TYPE_CHECKING:
 # A library never configures logging; applications attach their own handlers.
 _logging.getLogger("cogfabric").addHandler(_logging.NullHandler())
 
-try:
-    __version__ = _metadata.version("cogfabric")
-except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0+unknown"
+
+def _version() -> str:
+    """The installed distribution's version (``__version__``, read on first use).
+
+    Read lazily: ``importlib.metadata`` and the search for the distribution took about a
+    third of ``import cogfabric``, which every command's start pays.
+    """
+    from importlib import metadata  # noqa: PLC0415
+
+    try:
+        return metadata.version("cogfabric")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0+unknown"
+
 
 # name -> the module that defines it; imported on first access.
 _LAZY: dict[str, str] = {
@@ -357,6 +366,7 @@ _SUBPACKAGES = frozenset({"actors", "events", "store", "config"})
 
 if TYPE_CHECKING:
     # what the lazy names resolve to, for type checkers (the exports above, and these)
+    __version__: str
     from cogfabric import actors as actors
     from cogfabric import config as config
     from cogfabric import events as events
@@ -365,6 +375,9 @@ else:
     # Hidden from type checkers: one they saw would take any name of the package,
     # a misspelt one too, as Any.
     def __getattr__(name: str) -> Any:  # noqa: ANN401 - returns whatever the export is
+        if name == "__version__":
+            version = globals()["__version__"] = _version()
+            return version
         if name in _SUBPACKAGES:
             return _importlib.import_module(f"cogfabric.{name}")  # which also binds it here
         module = _LAZY.get(name)

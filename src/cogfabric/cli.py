@@ -487,8 +487,22 @@ def _output_failed(exc: OSError) -> NoReturn:
     _fail(f"cannot write the output{where}: {exc.strerror or exc}", kind="OutputError")
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: as click's version option prints it, the version read only then."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"cogfabric, version {cogfabric.__version__}", color=ctx.color)
+        ctx.exit()
+
+
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(cogfabric.__version__, prog_name="cogfabric")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def main() -> None:
     """cogfabric: an event-sourced actor runtime for the context of LLM agents.
 
