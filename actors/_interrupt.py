@@ -230,7 +230,9 @@ def wait(blocking: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:  # noqa:
     global _waiting, _pending  # noqa: PLW0603
     if _depth <= 0 or threading.get_ident() != main_ident:
         return blocking(*args, **kwargs)
-    if _pending is not False:
+    # one that lands as a handler delivered here runs (held: the wait has not begun), if it
+    # returns (asyncio's at a first Ctrl-C, a SIGTERM handler that sets a flag), goes too
+    while _pending is not False:
         landed, _pending = _pending, False
         _deliver(landed, sys._getframe(1))  # noqa: SLF001
     _waiting = True

@@ -2507,7 +2507,7 @@ class Runtime:
                     if not writer.close_journal_when_stopped():
                         log.error("close(): the journal writer is still committing; it closes the journal")
                 elif self._journal is not None:
-                    self._journal.close()  # synced and unlocked even if a stop above failed
+                    _close_journal(self._journal)  # synced and unlocked even if a stop above failed
                 self._interrupted = not done
             finally:
                 with _SPAWNING_LOCK, self._lock:  # one step, while open: a claim sees them here or there
@@ -2567,7 +2567,7 @@ class Runtime:
             writer.close_journal_when_stopped()
             writer.stop()
         elif self._journal is not None:
-            self._journal.close()
+            _close_journal(self._journal)
         thread = self.memory.actor_thread
         if thread is not None and thread is not threading.current_thread():
             _interrupt.wait(thread.join, timeout=self._core.call_timeout)
@@ -2834,6 +2834,12 @@ class Runtime:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _close_journal(journal: Journal) -> None:
+    """Close ``journal`` once a backup under way ends, waited for unheld as every wait of close()."""
+    journal._wait_for_backups(_interrupt.wait)  # noqa: SLF001 - the backends' hook for close()
+    journal.close()
 
 
 def _check_open_arguments(

@@ -756,6 +756,7 @@ class JournalWriter:
             if not self._done:
                 self._close_journal = True
                 return False
+        self._journal._wait_for_backups(_interrupt.wait)  # noqa: SLF001 - unheld: a Ctrl-C in close() stops it
         self._journal.close()
         return True
 

@@ -12,7 +12,7 @@ from cogfabric.events import Event
 from ._errors import JournalClosedError, JournalReadOnlyError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
     from os import PathLike
     from types import TracebackType
 
@@ -337,6 +337,15 @@ class Journal(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release the journal; idempotent."""
+
+    def _wait_for_backups(self, wait: Callable[..., object]) -> None:  # noqa: B027 - a backend may have none
+        """Return once no ``backup`` of this object copies from the journal, as ``close()`` does first.
+
+        The runtime's hook (not a public API): ``wait(condition.wait_for, predicate)`` makes
+        the one blocking wait, with the condition's lock held (the runtime passes one that a
+        Ctrl-C or SIGTERM stops at once, where its ``close()`` holds them). A backend whose
+        ``close()`` waits for nothing returns at once.
+        """
 
     def save_snapshot(self, snapshot: Snapshot) -> None:
         """Save ``snapshot`` as the latest of its stream."""

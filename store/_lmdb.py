@@ -3085,6 +3085,11 @@ class LmdbJournal(Journal):
                 self._backups -= 1
                 self._backups_done.notify_all()
 
+    def _wait_for_backups(self, wait: Callable[..., object]) -> None:
+        """Return once no backup of this object copies from the journal (``close()`` waits for them too)."""
+        with self._backups_done:
+            wait(self._backups_done.wait_for, lambda: not self._backups or os.getpid() != self._pid)
+
     def _backup_to(self, target: Path, *, compact: bool) -> int:
         """Copy into a temporary sibling of ``target``, sync it and rename it to ``target``."""
         failed = f"cannot back up {self._path} to {target}"
