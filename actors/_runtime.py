@@ -2837,9 +2837,8 @@ class Runtime:
 
 
 def _close_journal(journal: Journal) -> None:
-    """Close ``journal`` once a backup under way ends, waited for unheld as every wait of close()."""
-    journal._wait_for_backups(_interrupt.wait)  # noqa: SLF001 - the backends' hook for close()
-    journal.close()
+    """Close ``journal``; a backup under way is waited for unheld, as every wait of close()."""
+    journal._close(_interrupt.wait)  # noqa: SLF001 - the backends' hook for the runtime
 
 
 def _check_open_arguments(

@@ -756,8 +756,7 @@ class JournalWriter:
             if not self._done:
                 self._close_journal = True
                 return False
-        self._journal._wait_for_backups(_interrupt.wait)  # noqa: SLF001 - unheld: a Ctrl-C in close() stops it
-        self._journal.close()
+        self._journal._close(_interrupt.wait)  # noqa: SLF001 - a backup waited for unheld: a Ctrl-C stops it
         return True
 
     def _refuse_more(self) -> None:

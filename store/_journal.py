@@ -338,14 +338,16 @@ class Journal(abc.ABC):
     def close(self) -> None:
         """Release the journal; idempotent."""
 
-    def _wait_for_backups(self, wait: Callable[..., object]) -> None:  # noqa: B027 - a backend may have none
-        """Return once no ``backup`` of this object copies from the journal, as ``close()`` does first.
+    def _close(self, wait: Callable[..., object]) -> None:  # noqa: ARG002 - a backend may wait for nothing
+        """``close()``, with what it waits for (a backup under way) waited for by ``wait``.
 
-        The runtime's hook (not a public API): ``wait(condition.wait_for, predicate)`` makes
-        the one blocking wait, with the condition's lock held (the runtime passes one that a
-        Ctrl-C or SIGTERM stops at once, where its ``close()`` holds them). A backend whose
-        ``close()`` waits for nothing returns at once.
+        The runtime's hook (not a public API): ``wait(blocking, *args)`` makes each blocking
+        wait (the runtime passes one that a Ctrl-C or SIGTERM stops at once, where its
+        ``close()`` holds them). A ``wait`` that raises leaves the journal closed to its
+        users and still to be released: a later ``close()`` finishes it. A backend whose
+        ``close()`` waits for nothing closes.
         """
+        self.close()
 
     def save_snapshot(self, snapshot: Snapshot) -> None:
         """Save ``snapshot`` as the latest of its stream."""

@@ -1471,6 +1471,11 @@ def _walk_pages_once(env: lmdb.Environment, where: Path) -> None:
         raise JournalUnavailableError(f"{where}: cannot read its data file: {exc}") from exc
 
 
+def _call(blocking: Callable[..., object], *args: object) -> object:
+    """A wait made as it is (``close()``'s own; the runtime passes one a Ctrl-C stops)."""
+    return blocking(*args)
+
+
 class LmdbJournal(Journal):
     """The journal on an embedded LMDB environment (a directory of two files).
 
@@ -1505,6 +1510,8 @@ class LmdbJournal(Journal):
         self._record_decoder = _record_decoder(codec)
         self._lock = threading.Lock()
         self._closed = False
+        self._released = False
+        """Closed and let go of its environment and writer lock (``_close``): ``_closed`` comes first."""
         self._backups = 0
         """Backups copying from the environment now: ``close()`` waits for them (``_backups_done``)."""
         self._backups_done = threading.Condition(self._lock)
@@ -3085,11 +3092,6 @@ class LmdbJournal(Journal):
                 self._backups -= 1
                 self._backups_done.notify_all()
 
-    def _wait_for_backups(self, wait: Callable[..., object]) -> None:
-        """Return once no backup of this object copies from the journal (``close()`` waits for them too)."""
-        with self._backups_done:
-            wait(self._backups_done.wait_for, lambda: not self._backups or os.getpid() != self._pid)
-
     def _backup_to(self, target: Path, *, compact: bool) -> int:
         """Copy into a temporary sibling of ``target``, sync it and rename it to ``target``."""
         failed = f"cannot back up {self._path} to {target}"
@@ -3167,13 +3169,22 @@ class LmdbJournal(Journal):
         The writer's cache of stream heads (up to 65,536 of them) goes too: it serves
         appends only, and a closed journal may stay referenced (by its closed runtime).
         """
+        self._close(_call)
+
+    def _close(self, wait: Callable[..., object]) -> None:
+        """``close()``, its wait for a backup under way made by ``wait(blocking, *args)`` (the runtime's).
+
+        A ``wait`` that raises (a Ctrl-C the runtime lets stop it) leaves the journal closed
+        to its users, its environment open and locked: a later ``close()`` waits again and
+        finishes.
+        """
         with self._lock:
-            if self._closed:
+            if self._released:
                 return
             self._closed = True  # no backup starts now; one copying holds a read transaction
             self._heads = {}
-            while self._backups and os.getpid() == self._pid:
-                self._backups_done.wait()
+            wait(self._backups_done.wait_for, lambda: not self._backups or os.getpid() != self._pid)
+            self._released = True
             if os.getpid() != self._pid:  # a forked child: the environment is the parent's
                 self._release_writer_lock()  # released as it started, if it holds one
                 return

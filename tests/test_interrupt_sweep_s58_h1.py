@@ -71,8 +71,12 @@ class _Landing:
             if self.lines == self.n:
                 self.fired = True
                 self.where = f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}"
-                signal.raise_signal(signal.SIGINT)  # the handler runs here, on this thread
+                self.land()
         return self.lines_of
+
+    def land(self) -> None:
+        """Send the signal: its handler runs here, on this thread."""
+        signal.raise_signal(signal.SIGINT)
 
 
 class _Noted:

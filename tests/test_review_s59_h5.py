@@ -22,6 +22,7 @@ from cogfabric.store import _lmdb
 from tests.test_interrupt_hold_s58_h1 import (  # autouse: Python's own SIGINT handler, then as found
     _sigint_as_found as _sigint_as_found,  # noqa: PLC0414
 )
+from tests.test_mutation_s53_h16 import _SeenWaiting
 from tests.test_sigterm_hold_s59_h1 import _exit_143
 from tests.test_sigterm_hold_s59_h1 import (  # autouse: SIGTERM's default action, then as found
     _sigterm_as_found as _sigterm_as_found,  # noqa: PLC0414
@@ -80,18 +81,6 @@ def test_a_signal_landing_as_a_held_ones_handler_returns_is_not_held_through_the
         assert _interrupt._pending is False
 
 
-class _NotedCondition(threading.Condition):
-    """A condition that says when a thread waits on it."""
-
-    def __init__(self, lock: Any) -> None:
-        super().__init__(lock)
-        self.waiting = threading.Event()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waiting.set()
-        return super().wait(timeout)
-
-
 def test_a_sigterm_while_close_waits_for_a_backup_is_raised_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -107,7 +96,7 @@ def test_a_sigterm_while_close_waits_for_a_backup_is_raised_at_once(
     monkeypatch.setattr(_lmdb.LmdbJournal, "_copy_to", stalled_copy)
     rt = cf.Runtime.open(tmp_path / "j")
     journal: Any = rt._journal
-    noted = journal._backups_done = _NotedCondition(journal._lock)
+    noted = journal._backups_done = _SeenWaiting(journal._lock)
     backup = threading.Thread(target=rt.backup, args=(tmp_path / "copy",), daemon=True)
     backup.start()
     assert copying.wait(WAIT)
@@ -145,3 +134,7 @@ def test_a_sigterm_while_close_waits_for_a_backup_is_raised_at_once(
         rt.close()  # a close() after an interrupted one finishes it
     assert noted.waiting.is_set()
     assert held == []
+    # the close that was stopped left the journal closed to users but locked: the second finished it
+    assert not backup.is_alive()
+    with cf.Runtime.open(tmp_path / "j") as reopened:
+        assert reopened.agents() == []

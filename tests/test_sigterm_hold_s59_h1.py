@@ -73,15 +73,9 @@ def _sigterm_as_found() -> Iterator[None]:
 class _Terminating(sweep._Landing):
     """The s58 sweep's landing, with a SIGTERM for its SIGINT."""
 
-    def lines_of(self, frame: FrameType, event: str, arg: object) -> Callable[..., Any] | None:  # noqa: ARG002
-        if event == "line" and not self.fired:
-            self.lines += 1
-            if self.lines == self.n:
-                self.fired = True
-                self.where = f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}"
-                if callable(signal.getsignal(signal.SIGTERM)):  # never the default action: it kills pytest
-                    signal.raise_signal(signal.SIGTERM)
-        return self.lines_of
+    def land(self) -> None:
+        if callable(signal.getsignal(signal.SIGTERM)):  # never the default action: it kills pytest
+            signal.raise_signal(signal.SIGTERM)
 
 
 @contextlib.contextmanager
