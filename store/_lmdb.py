@@ -3183,7 +3183,8 @@ class LmdbJournal(Journal):
                 return
             self._closed = True  # no backup starts now; one copying holds a read transaction
             self._heads = {}
-            wait(self._backups_done.wait_for, lambda: not self._backups or os.getpid() != self._pid)
+            if self._backups and os.getpid() == self._pid:  # only then a wait (where a held Ctrl-C is raised)
+                wait(self._backups_done.wait_for, lambda: not self._backups or os.getpid() != self._pid)
             self._released = True
             if os.getpid() != self._pid:  # a forked child: the environment is the parent's
                 self._release_writer_lock()  # released as it started, if it holds one
