@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from cogfabric._errors import CogfabricError
+from cogfabric._errors import CogfabricError, Terminated
 from cogfabric.events import (
     MAX_SUBSCRIPTION_ORDER,
     IpcDeadLettered,
@@ -1195,11 +1195,14 @@ def _own_copy(message: IpcMessage) -> IpcMessage:
 def _interrupted_text(request: IpcMessage, awaited: str, exc: BaseException) -> str:
     """The ``timeout`` letter of a request whose requester ``exc`` stopped waiting for ``awaited``.
 
-    A ``KeyboardInterrupt`` is a Ctrl-C (or the command line's SIGTERM); a ``SystemExit``,
-    the program exiting (a SIGTERM handler's ``sys.exit``, say).
+    A ``KeyboardInterrupt`` is a Ctrl-C, but for the command line's SIGTERM (``Terminated``);
+    a ``SystemExit``, the program exiting (a SIGTERM handler's ``sys.exit``, say).
     """
     topic, to = request.topic, request.recipient
-    why = "the program exiting" if isinstance(exc, SystemExit) else "Ctrl-C"
+    if isinstance(exc, SystemExit):
+        why = "the program exiting"
+    else:
+        why = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
     return f"agentipc: request interrupted: {topic!r} to {to!r} ({why} while waiting for {awaited})"
 
 

@@ -17,7 +17,7 @@ from cogfabric.events import AgentKilled, CheckpointTaken, TaskContextPublished
 from cogfabric.store import InvalidStreamError, JournalClosedError, JournalRecordError
 
 from ._clock import CheckedClock
-from ._errors import AgentNotFoundError, InvalidSpawnSpecError, RuntimeClosedError
+from ._errors import AgentNotFoundError, InvalidSpawnSpecError, RuntimeCapacityError, RuntimeClosedError
 from ._state import AgentSnapshot, apply_event, decode_snapshot
 
 if TYPE_CHECKING:
@@ -82,6 +82,20 @@ def start_actor_loop(
             raise
         # pthread_create failed: the process is out of threads (or of memory for one)
         raise capacity(threading.active_count()) from exc
+
+
+def start_thread(thread: threading.Thread, role: str, runtime: str | None) -> None:
+    """``thread.start()``; a process out of threads is ``RuntimeCapacityError`` (``role``, ``runtime``).
+
+    Another ``RuntimeError`` (the interpreter shutting down, say) is raised as it is.
+    """
+    try:
+        thread.start()
+    except RuntimeError as exc:
+        if "can't start new thread" not in str(exc):
+            raise
+        # pthread_create failed: the process is out of threads (or of memory for one)
+        raise RuntimeCapacityError(role, threading.active_count(), runtime) from exc
 
 
 def _answer_queued(actor: pykka.ThreadingActor) -> None:

@@ -160,21 +160,27 @@ class AgentCapacityError(ActorError, RuntimeError):
 
 
 class RuntimeCapacityError(ActorError, RuntimeError):
-    """The process could not start a thread the runtime itself runs (``Runtime.open``).
+    """The process could not start a thread the runtime itself runs (``Runtime.open``), or one for a call.
 
     The journal writer's, the session actor's or the session ticker's (on a real
     clock): nothing of the open runs, and the
-    actor whose thread did not start is not left registered with Pykka. ``thread``
-    names which, ``running`` how many threads the process ran. Also a
-    ``RuntimeError``, what ``threading`` raises for it.
+    actor whose thread did not start is not left registered with Pykka. A call's own:
+    a retriever's worker (``build_context``: the call fails), an HTTP exchange of
+    ``OpenAICompatibleProvider`` (``generate``; through ``ctx.llm``, its
+    ``ProviderError``'s cause). ``thread`` names which, ``running`` how many threads the
+    process ran, ``runtime`` the runtime's name (``Runtime.name``; None for a provider's
+    exchange, which serves no one runtime). Also a ``RuntimeError``, what ``threading``
+    raises for it.
     """
 
-    def __init__(self, thread: str, running: int) -> None:
-        """Name the runtime's thread and how many threads the process ran."""
+    def __init__(self, thread: str, running: int, runtime: str | None = None) -> None:
+        """Name the runtime's thread, how many threads the process ran, and the runtime."""
         self.thread = thread
         self.running = running
+        self.runtime = runtime
+        of = "" if runtime is None else f" of runtime {runtime!r}"
         super().__init__(
-            f"cannot start the thread of the {thread}: the process runs {running:,} threads and "
+            f"cannot start the thread of the {thread}{of}: the process runs {running:,} threads and "
             "can start no more (on Linux, each thread takes memory mappings, which "
             "vm.max_map_count bounds; raise it, or ulimit -u, or close runtimes this process "
             "keeps open)"

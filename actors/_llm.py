@@ -40,7 +40,7 @@ from cogfabric.events._codec import journal_text, require_str
 
 from ._cleaner import GO_SPACE, active_turn_start, summarise_tool_calls
 from ._clock import bounded_wait
-from ._core import printable
+from ._core import printable, start_thread
 from ._errors import (
     ActorError,
     ActorTimeoutError,
@@ -442,6 +442,8 @@ class OpenAICompatibleProvider:
                 without a completion, or one of tool calls alone (its content null,
                 empty, blank or left out). Text beside tool calls is returned, and the
                 calls are dropped with a warning logged.
+            RuntimeCapacityError: the process cannot start the exchange's thread (also a
+                ``RuntimeError``).
 
         """
         taken = _OWN_FIELDS.intersection(self._config.extra).union(_OWN_FIELDS.intersection(params))
@@ -523,7 +525,8 @@ class OpenAICompatibleProvider:
         # named after its caller (``cogfabric-llm-http for AgentActor-3 [sim-a] a``): an exchange
         # that outlives its call (a server trickling its headers) names the runtime it served
         caller = printable(threading.current_thread().name)
-        threading.Thread(target=exchange, name=f"cogfabric-llm-http for {caller}", daemon=True).start()
+        thread = threading.Thread(target=exchange, name=f"cogfabric-llm-http for {caller}", daemon=True)
+        start_thread(thread, "LLM provider's HTTP exchange", None)
         if not done.wait(bounded_wait(timeout, 0.0)):
             msg = f"{self.name} at {url} gave no whole answer within {timeout} s"
             raise ProviderError(self._scrubbed(msg))

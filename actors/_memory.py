@@ -52,7 +52,7 @@ from cogfabric.store import JournalError
 from . import _interrupt
 from ._cleaner import CleanOptions, clean, clean_with_turns, with_ellipsis
 from ._clock import MAX_WAIT, bounded_wait
-from ._core import start_actor_loop, thread_name
+from ._core import start_actor_loop, start_thread, thread_name
 from ._errors import (
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
@@ -213,7 +213,7 @@ def _run_retrievers(
         for _ in range(min(MAX_PARALLEL_RETRIEVERS, free))
     ]
     for worker in workers:
-        worker.start()
+        start_thread(worker, "retriever", runtime)
     deadline = time.monotonic() + bounded_wait(timeout, 0.0)
     for worker in workers:
         worker.join(max(0.0, deadline - time.monotonic()))
@@ -394,8 +394,11 @@ class SessionActor(pykka.ThreadingActor):
 
     def _start_actor_loop(self) -> None:
         """Pykka's hook that starts the actor's thread (``start_actor_loop``: out of threads, typed)."""
+        runtime = self._manager._core.name  # noqa: SLF001
         start_actor_loop(
-            self, super()._start_actor_loop, lambda running: RuntimeCapacityError("session actor", running)
+            self,
+            super()._start_actor_loop,
+            lambda running: RuntimeCapacityError("session actor", running, runtime),
         )
 
     def on_start(self) -> None:
@@ -1150,6 +1153,10 @@ class MemoryManager:
 
         With retrievers set, the context they find for the window's last user message
         comes first, as one system message (see ``set_retrievers``).
+
+        Raises:
+            RuntimeCapacityError: the process cannot start a retriever's thread.
+
         """
         session_id = require_str(session_id, "session_id")
         cleaned: list[Message]
@@ -1168,6 +1175,10 @@ class MemoryManager:
         As in the original, the cleaning uses ``CleanOptions()``'s defaults, not the
         configured ``memory.clean`` (which the prompt window, ``build_prompt_messages``,
         uses), and each message's content is cut to 100 code points (after its role's prefix).
+
+        Raises:
+            RuntimeCapacityError: the process cannot start a retriever's thread.
+
         """
         input = require_str(input, "input")  # noqa: A001 - the original's name
         session_id = require_str(session_id, "session_id")
@@ -1283,7 +1294,7 @@ class MemoryManager:
                 self._ticker = None
             if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
                 thread = "session ticker"
-                raise RuntimeCapacityError(thread, threading.active_count()) from exc
+                raise RuntimeCapacityError(thread, threading.active_count(), self._core.name) from exc
             raise
 
     def _close_soon(self) -> None:

@@ -357,12 +357,22 @@ def _check_placements(journal: Journal, placements: Iterable[_Placement], start:
 
 
 def _close_left_open() -> None:
-    """Close every runtime still open, so its batch-durability events reach the journal."""
+    """Close every runtime still open, so its batch-durability events reach the journal.
+
+    A Ctrl-C (or a SIGTERM handler's ``sys.exit``) in one close stops that one only: the
+    others are closed too, their journals flushed, and the first interruption is raised
+    after them (Python prints it, as it does any exception of an exit handler).
+    """
+    stopped: BaseException | None = None
     for runtime in list(_OPEN):
         try:
             runtime.close()
         except Exception:
             log.exception("closing a runtime left open at exit failed")
+        except BaseException as exc:  # noqa: BLE001 - raised below, once the rest are closed
+            stopped = stopped or exc
+    if stopped is not None:
+        raise stopped
 
 
 # Registered at import, so it runs after the program's own exit handlers registered later.

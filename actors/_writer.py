@@ -240,8 +240,11 @@ class JournalWriterActor(pykka.ThreadingActor):
 
     def _start_actor_loop(self) -> None:
         """Pykka's hook that starts the actor's thread (``start_actor_loop``: out of threads, typed)."""
+        runtime = self._writer._name  # noqa: SLF001
         start_actor_loop(
-            self, super()._start_actor_loop, lambda running: RuntimeCapacityError("journal writer", running)
+            self,
+            super()._start_actor_loop,
+            lambda running: RuntimeCapacityError("journal writer", running, runtime),
         )
 
     def on_start(self) -> None:

@@ -414,12 +414,15 @@ def inspect_journal(
     tag: ``type``, ``records``, ``first_seq``, ``last_seq``). Its type and versions are
     the codec's error's; its stream and chain link are read from the record's framing,
     nothing of its event decoded. The times are of the records this code reads.
-    ``newer`` and ``unknown`` are empty when there are none.
+    ``newer`` and ``unknown`` are empty when there are none. Such a record that does not
+    match its hash-chain link (read with ``--no-verify``) is damage, not a newer one: it is
+    raised (a ``JournalRecordError`` saying so), as ``newer_record`` does not take it for one.
 
     Raises:
         JournalRecordError: a record cannot be decoded (with ``skip_newer``, one that is
             neither newer nor of an unknown type, an older one with no upcaster
-            included, or one of those whose framing is malformed).
+            included, or one of those whose framing is malformed or that fails its
+            chain link).
 
     """
     kinds: Counter[type[Event] | str] = Counter()  # a class read, or the tag of a record not read
@@ -445,6 +448,8 @@ def inspect_journal(
         except (JournalRecordVersionError, JournalRecordTypeError) as exc:
             if not skip_newer or not written_by_newer(exc):
                 raise  # an older one no upcaster reads is no newer one
+            if not journal.record_intact(exc.seq):  # damage, whatever its type tag reads as
+                raise _damaged(exc) from exc
             stream, chain = _framing(journal, exc)
             head = exc.seq, chain
             kinds[exc.type_name] += 1
@@ -486,6 +491,19 @@ def inspect_journal(
         "newer": sorted(newer.values(), key=lambda found: found["first_seq"]),
         "unknown": sorted(unknown.values(), key=lambda found: found["first_seq"]),
     }
+
+
+def _damaged(exc: JournalRecordVersionError | JournalRecordTypeError) -> JournalRecordError:
+    """The error of a record that reads as a newer one's (``exc``) but fails its hash-chain link."""
+    if isinstance(exc, JournalRecordVersionError):
+        what = f"as version {exc.stored} of {exc.type_name!r} (this cogfabric knows {exc.known})"
+    else:
+        what = f"as of type {exc.type_name!r}, which this cogfabric does not know"
+    reason = (
+        f"it reads {what}, and does not match its hash chain link: a damaged record, "
+        "not one a newer cogfabric wrote"
+    )
+    return JournalRecordError(exc.seq, reason)
 
 
 def _framing(

@@ -1,10 +1,10 @@
-"""The root of cogfabric's error tree; a leaf module every layer may import."""
+"""The root of cogfabric's error tree, and the commands' SIGTERM; a leaf module every layer may import."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CogfabricError"]
+__all__ = ["CogfabricError", "Terminated"]
 
 
 class CogfabricError(Exception):
@@ -35,3 +35,11 @@ def _rebuilt(cls: type[CogfabricError], args: tuple[Any, ...], state: dict[str, 
     error.args = args
     error.__dict__.update(state)
     return error
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, as the command line's handler raises it in the main thread: it unwinds as Ctrl-C does.
+
+    Here, not in the command line, so that the runtime tells it from a Ctrl-C (a request it
+    stopped leaves a dead letter saying "SIGTERM") without importing the command line.
+    """

@@ -31,6 +31,7 @@ import click
 from click.core import ParameterSource
 
 import cogfabric
+from cogfabric._errors import Terminated
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -443,7 +444,7 @@ def _journal_warnings_shown() -> Iterator[None]:
             logger.removeHandler(handler)
 
 
-class _Terminated(KeyboardInterrupt):
+class _Terminated(Terminated):
     """SIGTERM, raised in the main thread: it unwinds the command as Ctrl-C's interrupt does."""
 
 
