@@ -21,7 +21,7 @@ from cogfabric.events import (
     copy_value,
     new_event_id,
 )
-from cogfabric.events._codec import journal_repr, require_str
+from cogfabric.events._codec import journal_repr, journal_text, require_str
 from cogfabric.store import JournalError
 
 from . import _interrupt
@@ -69,9 +69,16 @@ def _said(error: BaseException) -> str:
 
 
 def _panicked(message: IpcMessage, error: BaseException) -> str:
-    """What a requester is told when the behavior handling its request failed (``IpcHandlerError``)."""
+    """What a requester is told when the behavior handling its request failed (``IpcHandlerError``).
+
+    The error by its repr, but the bus's own (a request the behavior made failed, and it
+    let that propagate) by its text, which begins with ``agentipc:`` and says what it is:
+    by their reprs, each request of a chain that failed through escaped the quotes of the
+    one below once more, its backslashes doubling at each step up.
+    """
     to, topic = message.recipient, message.topic
-    return f"agentipc: handler panicked: {to!r} failed on {topic!r}: {journal_repr(error)}"
+    said = journal_text(error, 1000) if isinstance(error, IpcError) else journal_repr(error)
+    return f"agentipc: handler panicked: {to!r} failed on {topic!r}: {said}"
 
 
 def _trace_of(trace: object) -> str:
@@ -85,6 +92,10 @@ def _trace_of(trace: object) -> str:
     if trace is None:
         return new_event_id()
     return require_str(trace, "trace") or new_event_id()
+
+
+_HINTED: Final = 5
+"""Agents of a chain of waits an error's text names at most (``IpcBus._waiting_for``), the last too."""
 
 
 class _Pending:
@@ -532,7 +543,10 @@ class IpcBus:
             IpcTimeoutError: no reply within ``timeout``, waiting for room in the mailbox
                 included (one dead letter is journaled; a second one if the recipient
                 then takes it up and cannot handle it: suspended, retired, killed, no
-                behavior, its clock failing).
+                behavior, its clock failing). Its text names the agents the recipient's
+                behavior was waiting for then, if it was blocked in a request of its own
+                (``('b' was handling it, waiting for a reply from 'c', which waits for
+                'd')``; ``had not begun it`` when it was busy with another message).
             ActorTimeoutError: its commit outlasted ``call_timeout`` (sync durability):
                 it is not delivered, and if the writer then stores it, a ``timeout``
                 dead letter follows it.
@@ -632,6 +646,68 @@ class IpcBus:
             chain.append(wait[0])
         return None
 
+    def _waiting_for(self, agent_id: str) -> tuple[str, IpcMessage] | None:
+        """What ``agent_id``'s behavior waits for now, if it is blocked in a request: text and request.
+
+        The text reads ``a reply from 'c', which waits for 'd'``: the agent that holds the
+        chain up is the last one named (of a long chain, the first few and the last). A
+        wait for a deferred reply ends the chain, ``(deferred: the behavior of 'd'
+        returned None for it)``: that agent is free, and the reply is to come from
+        ``ctx.reply``, which may itself wait for this very agent. The request is
+        ``agent_id``'s own, whose ``cause`` is the message its behavior handles (when it
+        names one). None when its behavior waits for no reply (idle, or busy otherwise).
+        """
+        chain = [agent_id]
+        deferred = False
+        first: IpcMessage | None = None
+        with self._lock:  # the walk of _waits_for_locked, to its end, and past a deferral by one
+            while (
+                not deferred
+                and (wait := self._waiting.get(chain[-1])) is not None
+                and (pending := self._pending.get(wait[1])) is not None
+                and wait[0] not in chain
+            ):
+                if first is None:
+                    first = pending.request
+                deferred = pending.deferred
+                chain.append(wait[0])
+        if first is None:
+            return None
+        waits = f"a reply from {chain[1]!r}" + "".join(f", which waits for {a!r}" for a in chain[2:_HINTED])
+        if len(chain) > _HINTED:
+            waits += f", ... which waits for {chain[-1]!r} ({len(chain) - 1} agents down the chain)"
+        if deferred:
+            waits += f" (deferred: the behavior of {chain[-1]!r} returned None for it)"
+        return waits, first
+
+    def _timeout_hint(self, message: IpcMessage, pending: _Pending, entry: _Entry) -> str:
+        """Why ``message``, a request that timed out unanswered, may have: the end of its text.
+
+        Its recipient's behavior returned None for it (deferred), which a behavior that
+        forgot its ``return`` does, most often; or it was waiting for a reply itself:
+        `` ('b' was handling it, waiting for a reply from 'c')`` (``_waiting_for``),
+        ``had not begun it`` when it was busy with another message (its own request names
+        another cause), neither when that request names no cause. Empty otherwise.
+        """
+        to = message.recipient
+        if pending.deferred:
+            msg = (
+                f" (its behavior returned None, which defers the reply to "
+                f"ctx.reply({message.correlation_id!r}, ...), and no reply came"
+            )
+            if entry.killed:  # its kill is journaled; a close() that stopped it is no kill
+                # its own ctx can no longer answer: an auditor should not look for a slow behavior
+                msg += f"; {to!r} was killed meanwhile"
+            return msg + ")"
+        if (found := self._waiting_for(to)) is None:
+            return ""
+        waits, first = found
+        if first.cause == message.id:
+            return f" ({to!r} was handling it, waiting for {waits})"
+        if first.cause is not None:
+            return f" ({to!r} had not begun it, busy with another message and waiting for {waits})"
+        return f" (the behavior of {to!r} was waiting for {waits})"
+
     def _request(self, message: IpcMessage, pending: _Pending, timeout: float) -> IpcMessage:
         to, topic = message.recipient, message.topic
         deadline = time.monotonic() + timeout  # waiting for room in the mailbox counts too
@@ -676,16 +752,8 @@ class IpcBus:
             # dead letter) within call_timeout; its outcome is the request's.
             if mine or not _interrupt.wait(pending.done.wait, self._core.call_timeout):
                 msg = f"agentipc: request timed out: {topic!r} to {to!r} after {timeout} s"
-                if mine and pending.deferred:  # a behavior that forgot to return its answer, most often
-                    msg += (
-                        f" (its behavior returned None, which defers the reply to "
-                        f"ctx.reply({message.correlation_id!r}, ...), and no reply came"
-                    )
-                    if entry.killed:  # its kill is journaled; a close() that stopped it is no kill
-                        # its own ctx can no longer answer: an auditor should not look for a slow behavior
-                        msg += f"; {to!r} was killed meanwhile"
-                    msg += ")"
                 if mine:
+                    msg += self._timeout_hint(message, pending, entry)
                     self.dead_letter(message, "timeout", msg)
                 raise _of_request(IpcTimeoutError(msg), message)
         if pending.as_is and pending.error is not None:

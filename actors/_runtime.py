@@ -2043,9 +2043,11 @@ class Runtime:
         try:
             result = future.get(timeout=self._core.call_timeout)
         except pykka.Timeout as exc:
+            found = self._core.bus._waiting_for(agent_id)  # noqa: SLF001 - blocked in a request: on whom
+            waits = f" (its behavior was waiting for {found[0]})" if found is not None else ""
             msg = (
-                f"agent {agent_id!r} did not answer {name} within {self._core.call_timeout} s; the call "
-                "stays in its mailbox and takes effect (or is refused) when the agent gets to it"
+                f"agent {agent_id!r} did not answer {name} within {self._core.call_timeout} s{waits}; "
+                "the call stays in its mailbox and takes effect (or is refused) when the agent gets to it"
             )
             raise ActorTimeoutError(msg) from exc
         except pykka.ActorDeadError as exc:
