@@ -84,10 +84,23 @@ __all__ = ["AgentActor", "AgentContext", "Behavior", "FanOut", "InFlight", "Shar
 
 log = logging.getLogger(__name__)
 
-CALL: Final = 0
-IPC: Final = 1
-PUBLISH: Final = 2
-PACED: Final = 3  # (PACED, message, window): handle message, then give the fan-out window its slot back
+
+class _Kind(int):
+    """The first item of every mailbox message the runtime sends its agents (an ``int`` of its own).
+
+    The host application's Pykka actors share Pykka's registry with the agents:
+    ``pykka.ActorRegistry.broadcast(message)`` tells every agent ``message`` too. A message
+    whose first item is no ``_Kind`` is none of the runtime's (``AgentActor.on_receive``
+    ignores it: ``_not_ours``), however it is shaped: a tuple ``(1, "x")`` is not ``(IPC, message)``.
+    """
+
+    __slots__ = ()
+
+
+CALL: Final = _Kind(0)
+IPC: Final = _Kind(1)
+PUBLISH: Final = _Kind(2)
+PACED: Final = _Kind(3)  # (PACED, message, window): handled, the fan-out window gets its slot back
 _KIND_NAMES: Final = {CALL: "a call", IPC: "a message", PUBLISH: "a publish", PACED: "a message"}
 """What a log line calls each kind of mailbox entry."""
 LIFECYCLE_CALLS: Final = frozenset({"suspend", "resume", "retire", "recover", "kill"})
@@ -583,7 +596,9 @@ class AgentActor(pykka.ThreadingActor):
     # ------------------------------------------------------------- dispatch
 
     def on_receive(self, message: Any) -> Any:  # noqa: ANN401 - replies are any value
-        """Dispatch one mailbox message."""
+        """Dispatch one mailbox message; one that is not the runtime's is ignored (``_not_ours``)."""
+        if type(message) is not tuple or not message or type(message[0]) is not _Kind:
+            return self._not_ours(message)  # before its mailbox's count: it took no slot
         shared = self._shared
         lock = self._foreign_lock
         lock.acquire()  # not ``with``: a message's cost, kept low
@@ -625,6 +640,21 @@ class AgentActor(pykka.ThreadingActor):
                 shared.slots.handled()
             if window is not None:
                 window.release()
+
+    def _not_ours(self, message: object) -> None:
+        """Ignore a message the runtime did not send (a host application's ``ActorRegistry.broadcast``).
+
+        As Pykka's own ``Actor.on_receive`` does, but logged once per runtime, not once
+        per agent and message: a broadcast reaches every agent. An ask gets None.
+        """
+        if self._core.first_not_ours():
+            log.warning(
+                "agent %s: ignored a message the runtime did not send (a %s; later ones are ignored "
+                "unlogged): pykka.ActorRegistry.broadcast() reaches the runtime's actors too; pass its "
+                "target_class to reach only your own",
+                self._state.id,
+                type(message).__name__,
+            )
 
     def _dispatch(self, kind: object, message: Any) -> Any:  # noqa: ANN401 - replies are any value
         if self._stale and (self._kill_unsure or not self._killed):
@@ -691,7 +721,7 @@ class AgentActor(pykka.ThreadingActor):
         left is not handled (nothing could be journaled now). A caller still waiting
         for an answer gets ``RuntimeClosedError``.
         """
-        what = _KIND_NAMES.get(kind, "message") if isinstance(kind, int) else "message"
+        what = _KIND_NAMES.get(kind, "message") if isinstance(kind, _Kind) else "message"
         log.debug("agent %s: the runtime is closed; %s is dropped", self._state.id, what)
         if kind == CALL:
             msg = "the runtime is closed"
@@ -1076,7 +1106,17 @@ class AgentActor(pykka.ThreadingActor):
                 self._maybe_snapshot()
             return 0
         events, self._outbox = self._outbox, []
-        ticket = writer.submit_nowait(events)
+        try:
+            ticket = writer.submit_nowait(events)
+        except RuntimeClosedError as exc:  # applied (batch durability), and now journaled nowhere: say so
+            log.warning(
+                "agent %s: %d events it applied were not journaled (the first a %s): %s",
+                self._state.id,
+                len(events),
+                type(events[0]).__name__,
+                exc,
+            )
+            raise
         if snapshot:
             self._snapshot_due = False
             self._maybe_snapshot()

@@ -25,7 +25,7 @@ from cogfabric.events._codec import journal_repr, journal_text, require_str
 from cogfabric.store import JournalError
 
 from . import _interrupt
-from ._agent import FanOut, agent_of_thread
+from ._agent import IPC, FanOut, agent_of_thread
 from ._clock import bounded_wait
 from ._errors import (
     ActorTimeoutError,
@@ -340,7 +340,7 @@ class IpcBus:
             try:
                 # only to the agent that is still the recipient's: once its kill is over, a
                 # message told would queue behind its actor's stop and be dropped unseen
-                self._runtime._tell_current(message.recipient, entry, (1, delivered))  # noqa: SLF001
+                self._runtime._tell_current(message.recipient, entry, (IPC, delivered))  # noqa: SLF001
             except AgentNotFoundError:  # its slot is given back
                 # killed, or stopped by close(): then the message is one the close refused
                 closed = self._core.closing and not entry.killed
@@ -1200,7 +1200,7 @@ class IpcBus:
                 cause=message.cause,
             )
             try:
-                self._runtime._tell(agent_id, (1, copy), max(0.0, deadline - time.monotonic()), fanout)  # noqa: SLF001
+                self._runtime._tell(agent_id, (IPC, copy), max(0.0, deadline - time.monotonic()), fanout)  # noqa: SLF001
             except AgentNotFoundError:
                 continue
             except MailboxFullError as exc:
@@ -1208,7 +1208,7 @@ class IpcBus:
                     self.dead_letter(copy, "mailbox full", str(exc))
                     continue
                 try:
-                    self._runtime._tell_past_bound(agent_id, (1, copy), "broadcast")  # noqa: SLF001
+                    self._runtime._tell_past_bound(agent_id, (IPC, copy), "broadcast")  # noqa: SLF001
                 except AgentNotFoundError:
                     continue
             except RuntimeClosedError as exc:  # closed while it waited for room: the rest are not told

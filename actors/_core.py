@@ -166,10 +166,20 @@ class Core:
         """Set by ``Runtime.close`` as it begins: a ``RuntimeClosedError`` out of a behavior
         from then on is this runtime's close, not the behavior's failure (another
         runtime's is one)."""
+        self.foreign_logged = False
+        """An agent logged a message that was not the runtime's (``AgentActor._not_ours``): once is enough."""
         self.behavior_failures = 0
         """Times a behavior raised on a message since open (``Runtime.stats``): counted on
         the failure's path, under ``_counts``, never on a message's."""
         self._counts = threading.Lock()
+
+    def first_not_ours(self) -> bool:
+        """Whether an agent got the first message that is not the runtime's (``foreign_logged``, set now)."""
+        if self.foreign_logged:
+            return False
+        with self._counts:  # two agents taking a broadcast at once: one logs it
+            first, self.foreign_logged = not self.foreign_logged, True
+        return first
 
     def count_behavior_failure(self) -> None:
         """Count one behavior failure (``behavior_failures``); agents fail on many threads at once."""

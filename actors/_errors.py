@@ -76,7 +76,19 @@ class SettleTimeoutError(ActorTimeoutError):
 
 
 class RuntimeClosedError(ActorError):
-    """Raised when a closed runtime, or a handle of one, is used."""
+    """Raised when a closed runtime, or a handle of one, is used.
+
+    Also when its actors were stopped from outside it (``STOPPED_FROM_OUTSIDE``).
+    """
+
+
+STOPPED_FROM_OUTSIDE = (
+    "was stopped from outside the runtime, by pykka.ActorRegistry.stop_all() (which Pykka also "
+    "calls when an actor raises a BaseException) or its ActorRef's stop(): close the runtime "
+    "(Runtime.close()) before stopping every Pykka actor; what was journaled is kept, and "
+    "reopening the runtime brings its agents back"
+)
+"""What a call says once one of a runtime's actors was stopped by something other than the runtime."""
 
 
 class AgentNotFoundError(ActorError, LookupError):

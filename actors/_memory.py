@@ -54,6 +54,7 @@ from ._cleaner import CleanOptions, clean, clean_with_turns, with_ellipsis
 from ._clock import MAX_WAIT, bounded_wait
 from ._core import start_actor_loop, start_thread, thread_name
 from ._errors import (
+    STOPPED_FROM_OUTSIDE,
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
     RuntimeCapacityError,
@@ -408,7 +409,7 @@ class SessionActor(pykka.ThreadingActor):
 
     def on_receive(self, message: object) -> None:
         """Handle the doorbell: run every waiting operation."""
-        if message == _DRAIN:
+        if message is _DRAIN:  # not ==: a host's broadcast may compare as it likes (a NumPy array)
             self._manager._drain()  # noqa: SLF001
 
 
@@ -545,8 +546,10 @@ class MemoryManager:
                 # between the two costs a spare ring, never a lost one
                 try:
                     self._ref.tell(_DRAIN)
-                except pykka.ActorDeadError:  # close() stopped the actor since the check above
-                    msg = "the runtime is closed"
+                except pykka.ActorDeadError:
+                    # close() marks the runtime closed before it stops the actor, under this lock:
+                    # the host application stopped it (pykka.ActorRegistry.stop_all())
+                    msg = f"the session actor {STOPPED_FROM_OUTSIDE}"
                     raise RuntimeClosedError(msg) from None
                 self._scheduled = True
         return op

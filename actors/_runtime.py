@@ -72,6 +72,7 @@ from ._core import (
     thread_name,
 )
 from ._errors import (
+    STOPPED_FROM_OUTSIDE,
     ActorTimeoutError,
     AgentCheckpointNotSupportedError,
     AgentExistsError,
@@ -1370,6 +1371,8 @@ class Runtime:
                 late.append(agent_id)
             except (pykka.ActorDeadError, AgentNotFoundError) as exc:
                 self._check_open()  # stopped by close(), not killed
+                if isinstance(exc, pykka.ActorDeadError):
+                    self._check_not_stopped_outside(agent_id)
                 if not every:
                     raise AgentNotFoundError(agent_id) from exc
                 del results[agent_id]
@@ -1898,6 +1901,19 @@ class Runtime:
             msg = "the runtime is closed"
             raise RuntimeClosedError(msg)
 
+    def _check_not_stopped_outside(self, agent_id: str, entry: _Entry | None = None) -> None:
+        """Raise ``RuntimeClosedError`` if the actor of ``agent_id`` (``entry``) died though never killed.
+
+        For a call that found the agent's actor dead: neither its kill nor ``close()``
+        stopped it, so the host application did (``pykka.ActorRegistry.stop_all()``), and
+        the agent is not gone from the journal, as ``AgentNotFoundError`` would say.
+        """
+        if entry is None:
+            entry = self._agents.get(agent_id)
+        if entry is not None and not entry.killed and not entry.stop_asked and not self._closed:
+            msg = f"agent {agent_id!r}'s actor {STOPPED_FROM_OUTSIDE}"
+            raise RuntimeClosedError(msg)
+
     def _entry(self, agent_id: str) -> _Entry:
         self._check_open()
         try:
@@ -2052,6 +2068,7 @@ class Runtime:
             raise ActorTimeoutError(msg) from exc
         except pykka.ActorDeadError as exc:
             self._check_open()  # stopped by close(), not killed
+            self._check_not_stopped_outside(agent_id, entry)
             raise AgentNotFoundError(agent_id) from exc
         return result
 

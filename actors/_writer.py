@@ -50,7 +50,7 @@ from cogfabric.store import (
 from . import _interrupt
 from ._clock import bounded_wait
 from ._core import start_actor_loop, thread_name
-from ._errors import ActorTimeoutError, RuntimeCapacityError, RuntimeClosedError
+from ._errors import STOPPED_FROM_OUTSIDE, ActorTimeoutError, RuntimeCapacityError, RuntimeClosedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -258,7 +258,7 @@ class JournalWriterActor(pykka.ThreadingActor):
 
     def on_receive(self, message: object) -> None:
         """Handle the doorbell: commit everything waiting."""
-        if message == _FLUSH:
+        if message is _FLUSH:  # not ==: a host's broadcast may compare as it likes (a NumPy array)
             self._writer._drain()  # noqa: SLF001 - the actor is the writer's own thread
 
     def on_stop(self) -> None:
@@ -325,6 +325,9 @@ class JournalWriter:
         after its kill). Only the writer thread changes it (without ``_lock``); other
         threads only test membership."""
         self._closed = False
+        self._outside = False
+        """Its actor was stopped by neither ``stop`` nor ``stop_soon`` (``_refuse_more``):
+        by the host application's ``pykka.ActorRegistry.stop_all()``, say."""
         self._failure: BaseException | None = None
         self._failure_reported = False
         """Whether the program was told of the failure by ``Runtime.flush`` or ``close``:
@@ -470,6 +473,8 @@ class JournalWriter:
         """
         if self._closed and not self._own_last_drain():
             msg = "the journal writer is stopped"
+            if self._outside:
+                msg = f"the journal writer {STOPPED_FROM_OUTSIDE}"
             raise RuntimeClosedError(msg)
 
     def _own_last_drain(self) -> bool:
@@ -763,10 +768,17 @@ class JournalWriter:
         return True
 
     def _refuse_more(self) -> None:
-        """On the writer's thread, as it begins to stop: refuse submissions from other threads."""
+        """On the writer's thread, as it begins to stop: refuse submissions from other threads.
+
+        Not asked by ``stop`` or ``stop_soon``, the stop came from outside the runtime
+        (logged): nothing can be journaled from now on, and calls say so.
+        """
         with self._lock:
+            self._outside = not self._closed
             self._closed = True
             self._room.notify_all()
+        if self._outside:
+            log.warning("the journal writer %s", STOPPED_FROM_OUTSIDE)
 
     def _stopped(self) -> None:
         """On the writer's thread, as it stops: fail what it left, close the journal if asked.
