@@ -3168,6 +3168,9 @@ class LmdbJournal(Journal):
 
         The writer's cache of stream heads (up to 65,536 of them) goes too: it serves
         appends only, and a closed journal may stay referenced (by its closed runtime).
+        A Ctrl-C that stops it (as it waits for a backup, or syncs) leaves the journal
+        closed to its users but its path still open in this process: a ``close()`` after
+        it finishes.
         """
         self._close(_call)
 
@@ -3176,7 +3179,8 @@ class LmdbJournal(Journal):
 
         A ``wait`` that raises (a Ctrl-C the runtime lets stop it) leaves the journal closed
         to its users, its environment open and locked: a later ``close()`` waits again and
-        finishes.
+        finishes. So does a Ctrl-C raised before the environment is closed (in a plain
+        ``close()``, one pressed during the final sync), the writer lock released already.
         """
         with self._lock:
             if self._released:
@@ -3185,15 +3189,16 @@ class LmdbJournal(Journal):
             self._heads = {}
             if self._backups and os.getpid() == self._pid:  # only then a wait (where a held Ctrl-C is raised)
                 wait(self._backups_done.wait_for, lambda: not self._backups or os.getpid() != self._pid)
-            self._released = True
             if os.getpid() != self._pid:  # a forked child: the environment is the parent's
                 self._release_writer_lock()  # released as it started, if it holds one
+                self._released = True
                 return
             try:
                 if not self._readonly and self._failed is None:
-                    with contextlib.suppress(lmdb.Error):
+                    with contextlib.suppress(lmdb.Error):  # (a closed one's, after an interrupted close)
                         self._env.sync(True)
                 self._env.close()
+                self._released = True  # only now: a Ctrl-C before it leaves a later close() to finish
             finally:
                 self._release_writer_lock()
 

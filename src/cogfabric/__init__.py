@@ -137,7 +137,8 @@ def _version() -> str:
     from importlib import metadata  # noqa: PLC0415
 
     try:
-        return metadata.version("cogfabric")
+        # None: a distribution whose metadata names no version (a broken install's)
+        return metadata.version("cogfabric") or "0+unknown"
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
         return "0+unknown"
 
