@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Core",
     "Publications",
+    "SharedContexts",
     "agent_end",
     "printable",
     "publications",
@@ -458,6 +459,51 @@ def publications(journal: Journal, after: int = 0, until: int | None = None) -> 
             for agent_id in event.agents:
                 found[agent_id] = [record]  # the last wins: see Publications
     return Publications(after, found, end)
+
+
+class SharedContexts:
+    """Gives recovered agents the task context of the publication they applied last, one copy for all.
+
+    A publication's context is one object for all its targets, live and replayed from
+    their events (``Publications``); but a snapshot holds its agent's own copy, so 200
+    targets recovered from snapshots would each hold one, a context of megabytes 200
+    times. Each publication is read (or taken from ``published``) and encoded once.
+    """
+
+    def __init__(self, journal: Journal, published: Publications) -> None:
+        self._journal = journal
+        self._records = {record.seq: record for records in published.by_agent.values() for record in records}
+        self._found: dict[int, tuple[dict[str, Any], bytes] | None] = {}
+
+    def share(self, state: AgentSnapshot) -> None:
+        """Replace ``state``'s task layer by its last publication's context if it holds that one.
+
+        Only one whose encoding equals the publication's: equal values of equal types, not
+        ``==``, which takes ``1`` for ``1.0`` (a layer set after the publication stays its own).
+        """
+        seq = state.publish_seq
+        if not seq:
+            return
+        if seq not in self._found:
+            self._found[seq] = self._context_at(seq)
+        found = self._found[seq]
+        if found is None or found[0] is state.task_context:
+            return
+        context, encoded = found
+        if _encoder.encode(state.task_context) == encoded:
+            state.task_context = context
+
+    def _context_at(self, seq: int) -> tuple[dict[str, Any], bytes] | None:
+        record = self._records.get(seq)
+        if record is None:
+            try:
+                record = next(iter(self._journal.read(after=seq - 1, until=seq)), None)
+            except JournalRecordError:
+                return None
+        event = None if record is None else record.event
+        if not isinstance(event, TaskContextPublished):
+            return None
+        return event.context, _encoder.encode(event.context)
 
 
 def last_checkpoint_in(journal: Journal, agent_id: str) -> CognitiveState | None:

@@ -62,6 +62,7 @@ from ._clock import CheckedClock, Clock, FakeClock, SystemClock, bounded_wait
 from ._config import Config
 from ._core import (
     Core,
+    SharedContexts,
     agent_end,
     last_checkpoint_in,
     printable,
@@ -775,6 +776,7 @@ class Runtime:
         # the runtime stream read once, from where the earliest replay starts, not once per agent
         start = min((replay_start(journal, s) for s in live), default=journal.last_seq)
         published = publications(journal, after=start)
+        contexts = SharedContexts(journal, published)  # one copy of a publication for its targets, as live
         replayed = set(live)
         for stream in streams:
             agent_id = stream.removeprefix("agent/")
@@ -784,6 +786,7 @@ class Runtime:
                 continue
             state = replay_agent(journal, agent_id, published=published)
             if state is not None:
+                contexts.share(state)
                 self._start(state, self._core.make_behavior(state.behavior, agent_id=agent_id))
 
     # ------------------------------------------------------------- agents

@@ -306,6 +306,8 @@ class JournalWriter:
         self._timeout = call_timeout
         self._queue: collections.deque[_Submission] = collections.deque()
         self._queued = 0
+        self._queued_snapshots: dict[str, _Submission] = {}
+        """Each stream's latest snapshot still in the queue: a newer one of the stream drops it."""
         self._backlog_max = max(1, backlog_max if backlog_max is not None else 4 * group_commit_max)
         self._writer_ident = 0
         self.thread: threading.Thread | None = None
@@ -540,6 +542,7 @@ class JournalWriter:
                 self._failure = JournalFailedError(msg)
             taken = list(self._queue)
             self._queue.clear()
+            self._queued_snapshots.clear()
             self._queued = 0
             self._room.notify_all()
         self._fail(taken, self._failure)
@@ -551,7 +554,8 @@ class JournalWriter:
         (``publish_seq``): if a later publication to it was committed before the
         snapshot's own events, the snapshot is saved as covering only the seqs before
         that publication, so replay applies it (and re-applies the agent's own later
-        events, which are idempotent) in journal order.
+        events, which are idempotent) in journal order. A snapshot of ``stream`` still
+        waiting in the queue is dropped for this one (``_supersede``).
         """
         self._put((), (stream, data, agent_id, publish_seq), want_ack=False)
 
@@ -616,7 +620,10 @@ class JournalWriter:
                 self._queued += len(events)
             ticket = next(self._tickets)
             ack = Ack(ticket) if want_ack else None
-            self._queue.append(_Submission(tuple(events), ack, snapshot, after, applied))
+            submission = _Submission(tuple(events), ack, snapshot, after, applied)
+            if snapshot is not None:
+                self._supersede(submission, snapshot[0])
+            self._queue.append(submission)
             if not self._scheduled:
                 # Rung before the flag is set, under the lock: a Ctrl-C between the two
                 # costs a spare ring (a drain that finds nothing), never a lost one, which
@@ -629,6 +636,20 @@ class JournalWriter:
                     self._ref.tell(_FLUSH)
                 self._scheduled = True
         return ticket, ack
+
+    def _supersede(self, submission: _Submission, stream: str) -> None:
+        """Under the lock: drop ``stream``'s snapshot still waiting in the queue for ``submission``'s.
+
+        The newer one covers every event the older did (it was taken after them, of the
+        same state and later): saving both would write the older for nothing, and in
+        batch durability an agent that changes faster than the writer commits would
+        queue a copy of its whole state every ``snapshot_interval`` changes (a state of
+        megabytes: hundreds of megabytes waiting, then written in one transaction).
+        """
+        older = self._queued_snapshots.get(stream)
+        if older is not None:
+            older.snapshot = None  # a submission of no events and no snapshot: nothing to write
+        self._queued_snapshots[stream] = submission
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything submitted so far is committed.
@@ -792,6 +813,7 @@ class JournalWriter:
                 close = self._close_journal
                 left = list(self._queue)
                 self._queue.clear()
+                self._queued_snapshots.clear()
                 self._queued = 0
                 self._room.notify_all()
             if left:
@@ -808,6 +830,7 @@ class JournalWriter:
         with self._lock:
             taken = list(self._queue)
             self._queue.clear()
+            self._queued_snapshots.clear()
             if self._queued >= self._backlog_max:
                 self._room.notify_all()
                 self._overfull_logged = False  # warn again the next time it stays full
