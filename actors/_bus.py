@@ -444,6 +444,8 @@ class IpcBus:
                 also an ``AgentNotFoundError``).
             MailboxFullError: ``to``'s mailbox stayed full for ``call_timeout`` (the
                 message is not journaled; one dead letter is).
+            RuntimeClosedError: the runtime is closed, or ``to``'s actor or the journal
+                writer was stopped from outside it (``pykka.ActorRegistry.stop_all()``).
             ActorTimeoutError: its commit outlasted ``call_timeout`` (sync durability);
                 it is delivered if the writer then stores it.
             UnencodableValueError: ``payload`` cannot be encoded.
@@ -540,6 +542,8 @@ class IpcBus:
                 one its kill refused once the request was sent names it (``message_id``).
             MailboxFullError: ``to``'s mailbox stayed full for ``timeout`` (or ``call_timeout``,
                 if shorter); the request is not journaled, one dead letter is.
+            RuntimeClosedError: the runtime is closed, or ``to``'s actor or the journal
+                writer was stopped from outside it (``pykka.ActorRegistry.stop_all()``).
             IpcTimeoutError: no reply within ``timeout``, waiting for room in the mailbox
                 included (one dead letter is journaled; a second one if the recipient
                 then takes it up and cannot handle it: suspended, retired, killed, no

@@ -1986,8 +1986,17 @@ class Runtime:
             raise MailboxFullError(msg)
 
     def _admitted(self, agent_id: str, timeout: float | None = None) -> _Entry:
-        """The live agent's entry, with a mailbox slot taken for one message."""
+        """The live agent's entry, with a mailbox slot taken for one message.
+
+        Raises:
+            RuntimeClosedError: its actor was stopped from outside the runtime (which a
+                memory-only runtime, with no journal writer to refuse the message first,
+                would otherwise tell as ``AgentNotRegisteredError``, or a send's dead letter).
+
+        """
         entry = self._entry(agent_id)
+        if not entry.ref.is_alive():
+            self._check_not_stopped_outside(agent_id, entry)
         self._admit(agent_id, entry, timeout)
         return entry
 
