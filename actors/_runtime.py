@@ -421,14 +421,14 @@ class Runtime:
         self._journal = journal
         self._lock = threading.RLock()
         self._agents: dict[str, _Entry | None] = {}
-        self._listed: dict[str, None] = {}
-        """Every agent id the journal has a stream of, in the order it was first spawned:
-        what ``agents()`` lists by. A spawn enters its id when it reserves it, in the
-        order spawns reach the journal; recovery enters every stream's id in the order
-        the streams begin, killed agents' too, so an id killed and spawned again keeps
-        its first place live as after a reopen. One entry per id ever spawned, as the
-        journal keeps one stream per id; without a journal, per live agent (a kill takes
-        its id out)."""
+        self._listed: dict[str, int] = {}
+        """Every agent id the journal has a stream of, in the order it was first spawned,
+        each with its rank in that order: what ``agents()`` lists by. A spawn enters its
+        id when it reserves it, in the order spawns reach the journal; recovery enters
+        every stream's id in the order the streams begin, killed agents' too, so an id
+        killed and spawned again keeps its first place live as after a reopen. One entry
+        per id ever spawned, as the journal keeps one stream per id; without a journal,
+        per live agent (a kill takes its id out). ``_in_order`` lists the live ones."""
         self._unlisted_if_refused: set[str] = set()
         """Ids a spawn listed that were not listed before: taken out if the spawn fails."""
         self._closed = False
@@ -781,7 +781,7 @@ class Runtime:
         for stream in streams:
             agent_id = stream.removeprefix("agent/")
             with self._lock:
-                self._listed.setdefault(agent_id)  # a killed one keeps its place for a new spawn
+                self._list(agent_id)  # a killed one keeps its place for a new spawn
             if stream not in replayed:
                 continue
             state = replay_agent(journal, agent_id, published=published)
@@ -850,7 +850,7 @@ class Runtime:
             closed = self._closed
             if not closed:
                 self._agents[state.id] = _Entry(ref, shared, handle, launched.behavior)
-                self._listed.setdefault(state.id)
+                self._list(state.id)
                 self._unlisted_if_refused.discard(state.id)  # started: it stays listed
         if closed:
             self._stop_ref(ref)
@@ -978,11 +978,21 @@ class Runtime:
         """Start a spawn's actors (running ``made``), hand its events to the writer; the sync ack."""
         with self._lock:  # a taken id costs no thread (_reserve checks again, atomically)
             taken = next((agent_id for agent_id in ids if agent_id in self._agents), None)
+            # an id killed before: its stream holds its earlier lives (journal only)
+            again = {agent_id for agent_id in ids if agent_id in self._listed} if self._journal else set()
         if taken is not None:
             raise AgentExistsError(taken)
+        states = [self._spawned_state(event) for event in events]
+        for state in states:
+            if state.id in again:
+                # A snapshot with its first change of its own (a kill takes none): else
+                # recovery replays the id's stream from its first life on, every life of
+                # a pooled id that took fewer than ``snapshot_interval`` events each.
+                # Never stored negative: a snapshot sets it to ``events`` as it is taken.
+                state.snapshot_events = state.events - self._core.snapshot_interval
         # Their threads first: a process that can start no more fails the spawn before
         # anything of it is journaled (the actors are reachable once it is).
-        launched = self._launch_all([self._spawned_state(event) for event in events], made)
+        launched = self._launch_all(states, made)
         try:
             return self._submit_spawn(events, ids), launched
         except BaseException:
@@ -1061,7 +1071,7 @@ class Runtime:
                 # listed in the order spawns reach the journal (callers hold _order), as a
                 # reopen lists them; a spawn that then fails takes a new id out again
                 if agent_id not in self._listed:
-                    self._listed[agent_id] = None
+                    self._list(agent_id)
                     self._unlisted_if_refused.add(agent_id)
 
     @staticmethod
@@ -1270,12 +1280,34 @@ class Runtime:
         killed agent's id (it keeps no stream of it), and a new spawn of it comes last.
         A reopen places each id by its first ``AgentSpawned``, also when LLM records made
         for it with ``runtime.llm(agent_id=...)`` came before its spawn. For that order
-        the runtime keeps every id ever spawned (a hundred bytes or so each), and this
-        list, like ``children``, walks them all.
+        the runtime keeps every id ever spawned (a hundred bytes or so each); this list,
+        like ``children`` and ``context_views``, costs what the live agents do, not the
+        ids spawned and killed before.
         """
         with self._lock:
-            live = self._agents
-            return [a for a in self._listed if live.get(a) is not None]
+            return [a for a, _ in self._in_order()]
+
+    def _list(self, agent_id: str) -> None:
+        """Enter ``agent_id`` in ``_listed`` after every id there, unless it is there (under ``_lock``).
+
+        Its rank is one past the last entry's, the highest (ranks grow in the dict's order).
+        """
+        listed = self._listed
+        if agent_id not in listed:
+            listed[agent_id] = next(reversed(listed.values()), -1) + 1
+
+    def _in_order(self) -> list[tuple[str, _Entry]]:
+        """The live agents in ``agents()`` order, each with its entry (under ``_lock``).
+
+        ``_listed`` keeps every id ever spawned: where it holds many more than the live
+        agents (a long-lived runtime whose agents come and go), the live ones are sorted
+        by their ranks rather than found by a walk of every id the journal ever held.
+        """
+        live, listed = self._agents, self._listed
+        if len(listed) <= 4 * len(live):
+            return [(a, e) for a in listed if (e := live.get(a)) is not None]
+        found = [(a, e) for a, e in live.items() if e is not None and a in listed]
+        return sorted(found, key=lambda item: listed[item[0]])
 
     def children(self, agent_id: str) -> list[str]:
         """The live agents spawned with ``agent_id`` as parent (they outlive it), in ``agents()`` order.
@@ -1291,8 +1323,7 @@ class Runtime:
         """
         require_str(agent_id, "agent_id")
         with self._lock:
-            live = self._agents
-            return [a for a in self._listed if (e := live.get(a)) is not None and e.handle.parent == agent_id]
+            return [a for a, e in self._in_order() if e.handle.parent == agent_id]
 
     def context_views(
         self, agent_ids: Iterable[str] | None = None, *, timeout: float | None = None
@@ -1391,8 +1422,7 @@ class Runtime:
         """The live agents ``agent_ids`` names, once each, in its order (None: all, in ``agents()`` order)."""
         if agent_ids is None:
             with self._lock:
-                live = self._agents
-                return [(a, e) for a in self._listed if (e := live.get(a)) is not None]
+                return self._in_order()
         if isinstance(agent_ids, str):
             msg = f"agent_ids is ids, not one id: give [{agent_ids!r}]"
             raise TypeError(msg)
