@@ -1505,6 +1505,8 @@ class LmdbJournal(Journal):
         self._key = key
         self._codec = codec
         self._writer_lock = writer_lock
+        self._unclosed: weakref.finalize[..., Any] | None = None
+        """Lets go of the writer lock of a journal collected unclosed; detached by a close."""
         self._hasher = hashlib.blake2b(digest_size=16, key=key)
         """An empty keyed hash: copied per record, cheaper than a new one (bench/journal_append.py)."""
         self._record_decoder = _record_decoder(codec)
@@ -1533,7 +1535,8 @@ class LmdbJournal(Journal):
         """stream -> its entry of ``heads`` and more (see ``_load_head``): the writer's cache."""
         if writer_lock is not None:  # let go of when closed, or when collected unclosed
             # not at exit: a runtime left open is closed then, and must still hold the lock
-            weakref.finalize(self, writer_lock.release).atexit = False
+            self._unclosed = weakref.finalize(self, writer_lock.release)
+            self._unclosed.atexit = False
 
     # ------------------------------------------------------------------ opening
 
@@ -3162,6 +3165,11 @@ class LmdbJournal(Journal):
     def _release_writer_lock(self) -> None:
         if self._writer_lock is not None:
             self._writer_lock.release()
+        if self._unclosed is not None:
+            # nothing left for it to do: a closed journal's collection runs no code of ours,
+            # where a Ctrl-C (or SIGTERM) raised would be lost ("Exception ignored in")
+            self._unclosed.detach()
+            self._unclosed = None
 
     def close(self) -> None:
         """Sync (when ``sync=False``), close the environment and release the writer lock; idempotent.
