@@ -50,6 +50,19 @@ def change(agent: str, i: int) -> cf.events.PrivateSet:
     return cf.events.PrivateSet(at=1.0, agent=agent, key=f"k{i}", value=i)
 
 
+def starts_seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, AgentSnapshot]:
+    """Each agent's state as ``Runtime._start`` is given it from now on (recovery's), by id."""
+    started: dict[str, AgentSnapshot] = {}
+    start = _runtime.Runtime._start
+
+    def spy(self: _runtime.Runtime, state: AgentSnapshot, behavior: Any) -> Any:
+        started[state.id] = state
+        return start(self, state, behavior)
+
+    monkeypatch.setattr(_runtime.Runtime, "_start", spy)
+    return started
+
+
 def test_a_snapshot_still_waiting_for_the_writer_gives_way_to_a_newer_one_of_its_stream(
     held: HeldJournal,
 ) -> None:
@@ -98,14 +111,7 @@ def test_a_reopen_gives_the_targets_of_a_publication_one_copy_of_its_context(
     with Journal.open(path, readonly=True) as journal:
         assert all(journal.load_snapshot(f"agent/a{i}") is not None for i in range(4))
 
-    started: dict[str, AgentSnapshot] = {}
-    start = _runtime.Runtime._start
-
-    def spy(self: _runtime.Runtime, state: AgentSnapshot, behavior: Any) -> Any:
-        started[state.id] = state
-        return start(self, state, behavior)
-
-    monkeypatch.setattr(_runtime.Runtime, "_start", spy)
+    started = starts_seen(monkeypatch)
     with cf.Runtime.open(path, config=config) as rt:
         contexts = [started[f"a{i}"].task_context for i in range(3)]
         assert contexts[0] is contexts[1] is contexts[2]

@@ -20,20 +20,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import cogfabric as cf
-from cogfabric.actors import _runtime
 from cogfabric.actors._writer import JournalWriter
 from cogfabric.store import Journal
 
 from .actors.test_writer import WAIT
-from .test_big_values_s60_h6 import HeldJournal, change
+from .test_big_values_s60_h6 import HeldJournal, change, starts_seen
 from .test_interrupt_hold_s58_h1 import (  # autouse: Python's own SIGINT handler, then as found
     _sigint_as_found as _sigint_as_found,  # noqa: PLC0414
 )
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from cogfabric.actors._state import AgentSnapshot
 
 
 def test_the_writer_lets_go_of_the_snapshots_it_wrote_and_of_those_it_dropped(tmp_path: Path) -> None:
@@ -140,14 +137,7 @@ def test_after_a_reopen_each_target_of_a_publication_changes_its_own_task_layer(
         for i in range(3):
             rt.agent(f"a{i}").set_private("seen", True)
 
-    started: dict[str, AgentSnapshot] = {}
-    start = _runtime.Runtime._start
-
-    def spy(self: _runtime.Runtime, state: AgentSnapshot, behavior: Any) -> Any:
-        started[state.id] = state
-        return start(self, state, behavior)
-
-    monkeypatch.setattr(_runtime.Runtime, "_start", spy)
+    started = starts_seen(monkeypatch)
     with cf.Runtime.open(path, config=config) as rt:
         assert started["a0"].task_context is started["a1"].task_context is started["a2"].task_context
         read = rt.agent("a0").task_context()
