@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import email.message
 import hashlib
+import http.client
 import inspect
 import itertools
 import json
@@ -433,15 +434,21 @@ class OpenAICompatibleProvider:
         off; one that trickles its headers holds that thread until its socket gives up); a
         redirect is not followed (it would take the API key to another address). An
         HTTP error's message keeps the start of the server's answer (its reason), and
-        no message holds the API key.
+        no message holds the API key. Nothing is retried: an HTTP error's
+        ``urllib.error.HTTPError`` (its ``code``, its ``headers``' ``Retry-After``) is the
+        ``ProviderError``'s ``__cause__``. The answer is read as UTF-8 JSON, else in the
+        charset its ``Content-Type`` declares.
 
         Raises:
             InvalidArgumentError: ``params`` or ``extra`` set ``model`` or ``messages``.
             ProviderError: an HTTP or network error, no whole answer within the timeout,
-                an answer longer than ``max_answer_bytes``, a redirect, an answer
-                without a completion, or one of tool calls alone (its content null,
-                empty, blank or left out). Text beside tool calls is returned, and the
-                calls are dropped with a warning logged.
+                a connection closed before the answer's ``Content-Length``, an answer
+                longer than ``max_answer_bytes``, a redirect (where it pointed), an
+                answer that is not JSON (its start quoted), one without a completion,
+                or one of tool calls alone (its content null, empty, blank or left
+                out). Text beside tool calls is returned, and the calls are dropped with
+                a warning logged. A failure through a proxy of the environment's
+                (``http_proxy``) names it.
             RuntimeCapacityError: the process cannot start the exchange's thread (also a
                 ``RuntimeError``).
 
@@ -475,16 +482,16 @@ class OpenAICompatibleProvider:
                 # the original's Chat (tools in, tool calls out) is not ported.
                 plural = "" if len(calls) == 1 else "s"
                 msg = (
-                    f"{self.name} answered a completion that is not text but {len(calls)} "
+                    f"{self.name} at {url} answered a completion that is not text but {len(calls)} "
                     f"tool call{plural}: a provider returns text only"
                 )
                 raise ProviderError(msg)
             content = message["content"]
         except (KeyError, IndexError, TypeError) as exc:
-            msg = f"{self.name} answered without a completion: {self._scrubbed(str(answer))[:200]}"
+            msg = f"{self.name} at {url} answered without a completion: {self._scrubbed(str(answer))[:200]}"
             raise ProviderError(self._scrubbed(msg)) from exc
         if not isinstance(content, str):
-            msg = f"{self.name} answered a completion that is not text"
+            msg = f"{self.name} at {url} answered a completion that is not text"
             raise ProviderError(msg)
         if isinstance(calls, list) and calls:
             # text beside tool calls: the text is the answer, and the calls, which a
@@ -512,11 +519,17 @@ class OpenAICompatibleProvider:
         def exchange() -> None:
             try:
                 with _NO_REDIRECTS.open(request, timeout=timeout) as response:
-                    outcome.append(json.loads(_read_within(response, deadline, limit)))
+                    body = _read_within(response, deadline, limit)
+                    charset = response.headers.get_content_charset()
+                outcome.append(_json_answer(body, charset, _secret(self._config.api_key)))
             except BaseException as exc:  # noqa: BLE001 - network, HTTP, JSON: the caller's ProviderError
                 detail = ""
                 if isinstance(exc, urllib.error.HTTPError):
-                    detail = _error_detail(exc, deadline, _secret(self._config.api_key))
+                    key = _secret(self._config.api_key)
+                    detail = _error_detail(exc, deadline, key)
+                    if 300 <= exc.code < 400:  # noqa: PLR2004 - a redirect: where to, for base_url
+                        location = str(exc.headers.get("Location", "")).encode("utf-8", "replace")
+                        detail += f" (a redirect, not followed, to {_quoted(location, key)!r})"
                     exc.close()  # it holds the answer's socket
                 outcome.append((exc, detail))
             finally:
@@ -528,12 +541,12 @@ class OpenAICompatibleProvider:
         thread = threading.Thread(target=exchange, name=f"cogfabric-llm-http for {caller}", daemon=True)
         start_thread(thread, "LLM provider's HTTP exchange", None)
         if not done.wait(bounded_wait(timeout, 0.0)):
-            msg = f"{self.name} at {url} gave no whole answer within {timeout} s"
+            msg = f"{self.name} at {url} gave no whole answer within {timeout} s{_proxy_note(url)}"
             raise ProviderError(self._scrubbed(msg))
         answer = outcome[0]
         if isinstance(answer, tuple):
             error, detail = answer
-            msg = f"{self.name} at {url} failed: {str(error) or repr(error)}{detail}"
+            msg = f"{self.name} at {url} failed: {str(error) or repr(error)}{detail}{_proxy_note(url)}"
             cause = _scrubbed_cause(error, _secret(self._config.api_key))
             if cause is None:
                 msg += " (its cause is not chained: it held the API key, or too long a chain to clear)"
@@ -551,6 +564,8 @@ def _read_within(response: Any, deadline: float, limit: int) -> bytes:  # noqa: 
     Raises:
         TimeoutError: the answer was still coming at the deadline.
         ValueError: it is longer than ``limit`` bytes.
+        http.client.IncompleteRead: the connection closed before the ``Content-Length``
+            the answer declared (``read1``, unlike ``read``, ends there without a word).
 
     """
     chunks: list[bytes] = []
@@ -564,7 +579,44 @@ def _read_within(response: Any, deadline: float, limit: int) -> bytes:  # noqa: 
         if time.monotonic() > deadline:
             msg = "the answer was still coming at the deadline"
             raise TimeoutError(msg)
+    missing = getattr(response, "length", None)  # what http.client still expected of the Content-Length
+    if isinstance(missing, int) and missing > 0:
+        raise http.client.IncompleteRead(b"".join(chunks), missing)
     return b"".join(chunks)
+
+
+def _json_answer(body: bytes, charset: str | None, key: str) -> Any:  # noqa: ANN401 - decoded JSON
+    """The answer's JSON: UTF-8 (or UTF-16 or -32, which json detects), else the charset it declares.
+
+    UTF-8 first, as JSON is UTF-8 (RFC 8259): a server that declares ISO-8859-1 by
+    default and sends UTF-8 is read right; one that sends the charset it declares
+    (``application/json; charset=iso-8859-1``) is read in it.
+
+    Raises:
+        ValueError: the answer is not JSON, or not text in UTF-8 nor in its charset;
+            the message quotes its start (printable, without ``key``).
+
+    """
+    try:
+        try:
+            return json.loads(body)
+        except UnicodeDecodeError:
+            if charset is None:
+                raise
+            text = body.decode(charset)  # LookupError for a charset Python does not know
+            return json.loads(text)
+    except (ValueError, LookupError) as exc:
+        declared = f" (declared charset {charset!r})" if charset else ""
+        msg = f"the answer is not JSON text{declared}: {exc}; it begins {_quoted(body, key)!r}"
+        raise ValueError(msg) from None
+
+
+def _quoted(raw: bytes, key: str) -> str:
+    """The start of a server's text: printable, on one line, without ``key`` (nor its start at the cut)."""
+    text = " ".join(bytes(raw[: 4 * _ERROR_DETAIL]).decode("utf-8", "replace").split())
+    if key:  # before the cut; also a key the read stopped inside of
+        text = _without_key_start(text, key)
+    return "".join(c if c.isprintable() else "?" for c in text)[:_ERROR_DETAIL]
 
 
 _LEAST_SECRET: Final = 8
@@ -763,10 +815,7 @@ def _error_detail(error: urllib.error.HTTPError, deadline: float, key: str) -> s
         body = read(4 * _ERROR_DETAIL)
     except Exception:  # noqa: BLE001 - the reason is a courtesy: the status stands without it
         return ""
-    text = " ".join(bytes(body).decode("utf-8", "replace").split())
-    if key:  # before the cut; also a key the read stopped inside of
-        text = _without_key_start(text, key)
-    text = "".join(c if c.isprintable() else "?" for c in text)[:_ERROR_DETAIL]
+    text = _quoted(body, key)
     return f": {text}" if text else ""
 
 
@@ -779,6 +828,30 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
 
 
 _NO_REDIRECTS: Final = urllib.request.build_opener(_RefuseRedirects)
+
+
+def _proxy_note(url: str) -> str:
+    """Where a failed exchange went instead of ``url``: the proxy urllib sent it through; "" for none.
+
+    urllib takes ``http_proxy``/``https_proxy`` from the environment (as the opener was
+    built, at import) and ``no_proxy`` at each request, for a local server too: a proxy's
+    refusal reads as the server's. The proxy is named by its host and port alone (its
+    URL may hold a user name and password).
+    """
+    parts = urllib.parse.urlsplit(url)
+    # the opener's own: urllib keeps them in attributes its stubs do not declare
+    handlers = getattr(_NO_REDIRECTS, "handlers", [])
+    proxies = [getattr(h, "proxies", {}) for h in handlers if isinstance(h, urllib.request.ProxyHandler)]
+    proxy = next((str(p[parts.scheme]) for p in proxies if parts.scheme in p), "")
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+        return ""
+    host = urllib.parse.urlsplit(proxy if "://" in proxy else f"//{proxy}").netloc.rpartition("@")[2]
+    return (
+        f" (through the proxy at {printable(host)}, from the environment's {parts.scheme}_proxy: "
+        "no_proxy lists the hosts reached directly)"
+    )
+
+
 _OWN_FIELDS: Final = frozenset({"model", "messages"})
 
 
