@@ -1848,7 +1848,19 @@ class AgentContext:
             memory=self.memory,
             agent_id=self.agent_id,
             check_open=self._check_llm,
+            hand_over=self._hand_over_llm,
         )
+
+    def _hand_over_llm(self) -> None:
+        """Before a ``ctx.llm`` turn's answer goes into its session: hand the output's record over.
+
+        Within a message the record waits in the agent's outbox (with the changes
+        before it, as a ``ctx.send`` hands them over); off one it went to the writer
+        already, and after the agent's kill it was dropped.
+        """
+        actor = self._actor
+        if not actor._killed and not self._off_message():  # noqa: SLF001
+            actor.flush_outbox()
 
     def _check_llm(self) -> None:
         """Before a ``ctx.llm`` call: the runtime and journal can take its record, and the agent lives.

@@ -283,19 +283,23 @@ class ClockError(ActorError, ValueError):
 
 
 class SessionNotFoundError(ActorError, LookupError):
-    """Raised for a session that does not exist, was deleted, or expired (``session not found``).
+    """Raised for a session that does not exist, was deleted, expired or evicted (``session not found``).
 
-    ``output`` is None but from a ``turn`` (or ``continue_turn``) whose session ended
-    (expired, was deleted or evicted) while its provider answered: then it is that
-    answer, which the journal holds (``LlmOutputRecorded``, naming the session) and
-    the session does not.
+    ``reason`` says which, where the runtime can tell: ``"expired"``, ``"deleted"`` or
+    ``"evicted"`` (read from the session's last record, or for the latest sessions that
+    ended, from memory: a runtime without a journal tells those only), None for an id it
+    never had. ``output`` is None but from a ``turn`` (or ``continue_turn``) whose
+    session ended (expired, was deleted or evicted) while its provider answered: then it
+    is that answer, which the journal holds (``LlmOutputRecorded``, naming the session)
+    and the session does not.
     """
 
     output: str | None = None
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, reason: str | None = None) -> None:
         super().__init__(f"session not found: {session_id!r}")
         self.session_id = session_id
+        self.reason = reason
 
 
 class AgentCheckpointNotSupportedError(ActorError):

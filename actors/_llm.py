@@ -1079,6 +1079,7 @@ class JournaledLLM(LLMClient):
         memory: MemoryManager,
         agent_id: str | None = None,
         check_open: Callable[[], None] | None = None,
+        hand_over: Callable[[], None] | None = None,
     ) -> None:
         """Journal through ``journal`` (one event at a time) on behalf of ``agent_id``.
 
@@ -1087,6 +1088,9 @@ class JournaledLLM(LLMClient):
         raises once nothing could be journaled (``RuntimeClosedError``, or the journal's
         error once it is fail-stop): no provider is called then (a model's output that
         no record holds would be lost to an audit, and a paid call with it).
+        ``hand_over`` hands what ``journal`` keeps waiting (an agent's records, which
+        otherwise wait for its next change) to the journal writer, before a turn's answer
+        goes into its session: the output's record is journaled ahead of the answer.
         """
         super().__init__(
             provider, config, on_reject=self._rejected, on_output=self._answered, on_failure=self._failed
@@ -1096,6 +1100,7 @@ class JournaledLLM(LLMClient):
         self._memory = memory
         self._agent_id = agent_id
         self._check_open = check_open
+        self._hand_over = hand_over
         self._turn = threading.local()
         """The session of the turn under way on this thread: one client may serve many threads."""
 
@@ -1153,7 +1158,9 @@ class JournaledLLM(LLMClient):
 
         Adds the user message, builds the prompt window, renders it
         (``render_messages``), gates it, calls the provider, journals the output and
-        adds it to the session as the assistant's message. The user message starts a
+        adds it to the session as the assistant's message (the output's record is handed
+        to the journal first, also a behavior's, which the agent's other records wait
+        for). The user message starts a
         new turn (``memory.add_turn_message``): in a session whose messages carry turn
         ids, it and the answer get a fresh one; without them the cleaner splits turns at
         user messages (once the window holds an earlier one). The tool traffic of the
@@ -1252,6 +1259,11 @@ class JournaledLLM(LLMClient):
             raise
         finally:
             self._turn.session = self._turn.output = None
+        if self._hand_over is not None:
+            # The output's record first: a crash between the two then leaves a record
+            # without its answer in the session (as a session that ended meanwhile
+            # does), never an answer in the session that no record of the call holds.
+            self._hand_over()
         try:
             self._memory.add_structured_message(session_id, _answer(output, turn_id))
         except SessionNotFoundError as exc:

@@ -300,16 +300,32 @@ def _id_part(user_id: str) -> str:
     return part
 
 
+_ENDINGS: Final[dict[type[Event], str]] = {
+    SessionDeleted: "deleted",
+    SessionExpired: "expired",
+    SessionEvicted: "evicted",
+}
+"""The records that end a session, by what ``SessionNotFoundError.reason`` calls them."""
+
+_ENDED_KEPT: Final = 4096
+"""The sessions that ended latest whose ending the memory keeps (``SessionNotFoundError.reason``)."""
+
+
+def _last_event(journal: Journal, stream: str) -> tuple[int, Event | None]:
+    """The seq and event of ``stream``'s last record ((0, None) for none): one record read."""
+    head = journal.stream_head(stream)
+    last = next(iter(journal.read(after=head - 1, until=head, stream=stream)), None)
+    return head, None if last is None else last.event
+
+
 def session_end(journal: Journal, stream: str) -> int:
     """The seq of the record that deleted, expired or evicted the session of ``stream``; 0 while it lives.
 
     One record read: recovery skips such a stream rather than replaying it whole, and a
     tail verification need not start at its first record.
     """
-    head = journal.stream_head(stream)
-    last = next(iter(journal.read(after=head - 1, until=head, stream=stream)), None)
-    ended = last is not None and isinstance(last.event, SessionDeleted | SessionExpired | SessionEvicted)
-    return head if ended else 0
+    head, last = _last_event(journal, stream)
+    return head if type(last) in _ENDINGS else 0
 
 
 def _accessed(state: SessionState, at: float) -> None:
@@ -441,7 +457,8 @@ class MemoryManager:
 
     Every session call raises ``RuntimeClosedError`` once the runtime is closed,
     ``ActorTimeoutError`` when the session actor does not answer within
-    ``call_timeout``, and ``TypeError`` for a session, agent or user id, role or
+    ``call_timeout`` (the call is not withdrawn: it runs in its turn, so a write
+    retried after one may be made twice), and ``TypeError`` for a session, agent or user id, role or
     content that is not a str; a session call on one that is unknown, deleted or
     expired raises ``SessionNotFoundError`` (``build_context`` and ``delete_session``
     excepted). A write (a new session, a message, a deletion) raises the journal's
@@ -470,6 +487,8 @@ class MemoryManager:
         self._latest = -math.inf
         self._agents_latest: dict[str, str] = {}
         """Each agent's session used last, of those live: a read of another one is journaled."""
+        self._ended: collections.OrderedDict[str, str] = collections.OrderedDict()
+        """The latest sessions that ended (at most ``_ENDED_KEPT``), oldest first: how each did."""
         self._clock_went_back = False
         """Whether a clock reading was ever below an earlier one (a wall clock stepped
         back): access order then no longer puts the sessions that expire first in front."""
@@ -851,7 +870,7 @@ class MemoryManager:
         now = self._now()
         gone = [s for s in self._sessions.values() if self._expired(s, now)]
         for state in gone:
-            self._remove(state)
+            self._remove(state, "expired")
             self._emit(SessionExpired(at=now, session=state.id))
         if self._clock_went_back and now >= self._latest:
             # The clock is past every access again: once what stood out of order has gone,
@@ -873,11 +892,11 @@ class MemoryManager:
         if now is None:
             now = self._now()
         if state is None:
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFoundError(session_id, self._ending(session_id))
         if self._expired(state, now):
-            self._remove(state)
+            self._remove(state, "expired")
             self._emit(SessionExpired(at=now, session=session_id))
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFoundError(session_id, "expired")
         state.accessed_at = max(state.accessed_at, now)
         self._sessions.move_to_end(session_id)
         if touch:
@@ -905,11 +924,31 @@ class MemoryManager:
             state.touched_at = at
             self._emit(SessionTouched(at=at, session=state.id))
 
-    def _remove(self, state: SessionState) -> None:
-        """Take a session out of the live ones (its end is journaled by the caller)."""
+    def _remove(self, state: SessionState, ending: str) -> None:
+        """Take a session out of the live ones, as ``ending`` says (the caller journals it)."""
         del self._sessions[state.id]
+        ended = self._ended
+        ended[state.id] = ending
+        if len(ended) > _ENDED_KEPT:
+            ended.popitem(last=False)
         if state.agent_id is not None and self._agents_latest.get(state.agent_id) == state.id:
             del self._agents_latest[state.agent_id]
+
+    def _ending(self, session_id: str) -> str | None:
+        """How a session that is not live ended (``SessionNotFoundError.reason``); None for one never had.
+
+        The latest endings are kept; an older one is read from the session's last record.
+        """
+        ending = self._ended.get(session_id)
+        journal = self._journal
+        if ending is not None or journal is None:
+            return ending
+        try:
+            _, last = _last_event(journal, "session/" + session_id)
+        except Exception:
+            log.debug("could not read how session %r ended", session_id, exc_info=True)
+            return None
+        return _ENDINGS.get(type(last)) if last is not None else None
 
     def _op_create_session(self, user_id: str, agent_id: str | None) -> str:
         user_id = require_str(user_id, "user_id")
@@ -923,8 +962,8 @@ class MemoryManager:
             self._expire_all()
         while len(sessions) >= self._config.max_sessions:
             oldest_id, oldest = next(iter(sessions.items()))
-            self._remove(oldest)
             gone = SessionExpired if self._expired(oldest, now) else SessionEvicted
+            self._remove(oldest, _ENDINGS[gone])
             self._emit(gone(at=now, session=oldest_id))
         session_id = f"session_{_id_part(user_id)}_{os.urandom(8).hex()}"
         event = SessionCreated(
@@ -1019,7 +1058,7 @@ class MemoryManager:
         state = self._sessions.get(session_id)
         if state is not None:
             at = self._now()  # first: a clock that fails leaves the session as it was
-            self._remove(state)
+            self._remove(state, "deleted")
             self._emit(SessionDeleted(at=at, session=session_id))
 
     def _op_latest_for_agent(self, agent_id: str) -> str | None:
@@ -1338,6 +1377,7 @@ class MemoryManager:
             if stopped:  # no call reads them now: a closed runtime kept reachable keeps no session
                 self._sessions = collections.OrderedDict()
                 self._agents_latest = {}
+                self._ended = collections.OrderedDict()
         for op in left:
             op.error = RuntimeClosedError("the runtime was closed before the session call ran")
             op.finish()
