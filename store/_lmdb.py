@@ -141,9 +141,11 @@ _DB_HEADS: Final = b"heads"
 _DB_ANCHORS: Final = b"anchors"
 _ANCHOR_EVERY: Final = 64  # a power of two: the writer tests ``count & (_ANCHOR_EVERY - 1)``
 _HEADS_CACHE: Final = 65_536  # streams whose head the writer keeps in memory
+_MAX_READERS: Final = 254  # LMDB's reader table: one slot per read transaction running
 _READER_CHECK_EVERY: Final = 60.0
-"""Seconds between a writer's sweeps of LMDB's reader table for slots of killed readers
-(PITFALLS.md §1.5: such a slot pins the pages its snapshot saw, so the file grows)."""
+"""Seconds between a journal's sweeps of LMDB's reader table for slots of killed readers (a
+writer's at an append, a read-only one's at a read; PITFALLS.md §1.5: such a slot pins the
+pages its snapshot saw, so the file grows)."""
 _DB_IDS: Final = b"ids"
 _DB_SNAPSHOTS: Final = b"snapshots"
 _DB_META: Final = b"meta"
@@ -1072,6 +1074,13 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
         msg += _free_space_note(path)
     elif "Cannot allocate memory" in msg:
         msg += " (its map size may be more than this process can map)"
+    elif isinstance(exc, lmdb.ReadersFullError):  # LMDB's advice, max_readers=, is no option of ours
+        msg = (
+            f"every slot of its lock file's reader table ({_MAX_READERS}) is taken, each by a read "
+            "running in some process, or left by a reader killed inside one (kill -9) until a process "
+            "that has the journal open frees it (one reading it does at its next read, one appending "
+            "within a minute): try again"
+        )
     return JournalUnavailableError(f"{path}: {msg}{suffix}")
 
 
@@ -1431,6 +1440,22 @@ def _check_length(where: Path, *, readonly: bool) -> tuple[int, int]:
     return size + missing, 0
 
 
+def _free_stale_slots(env: lmdb.Environment, where: Path, *, readonly: bool) -> None:
+    """Free the reader slots of killed processes (``reader_check``), as an open does first.
+
+    A reader killed inside a read transaction keeps its slot while any process has the
+    journal open; once they fill the table (``_MAX_READERS``), every read transaction
+    fails, a writer's open too. A read-only open does not fail for want of this (on a
+    read-only file system LMDB keeps no reader table): only its reads could.
+    """
+    if readonly:
+        with contextlib.suppress(lmdb.Error):
+            env.reader_check()
+        return
+    with _translated(where):
+        env.reader_check()
+
+
 def _walk_pages(env: lmdb.Environment, where: Path, short: tuple[int, int] = (0, 0)) -> None:
     """Check every B-tree page of the file before LMDB reads one (``store/_pages.py``).
 
@@ -1521,7 +1546,7 @@ class LmdbJournal(Journal):
         self._real_path = os.path.realpath(path)  # now: a forked child may change directory
         _OPEN_JOURNALS.add(self)
         self._failed: BaseException | None = None
-        self._readers_checked = time.monotonic()  # open cleared them (a writer's)
+        self._readers_checked = time.monotonic()  # open cleared them
         self._db_events = env.open_db(_DB_EVENTS, create=False)
         self._db_heads = env.open_db(_DB_HEADS, create=False)
         self._db_anchors = env.open_db(_DB_ANCHORS, create=False)
@@ -1612,8 +1637,10 @@ class LmdbJournal(Journal):
                 ``readonly``, would be created for another user than the owner of its
                 data file), its
                 file system has no room left for LMDB's lock file (LMDB would die of
-                SIGBUS), the map size is more than the process can map, or the storage
-                failed (an I/O error names the file system's free space).
+                SIGBUS), the map size is more than the process can map, its lock file's
+                reader table is full (254 reads at once, or readers killed inside one that
+                no process that has the journal open has freed yet: try again), or the
+                storage failed (an I/O error names the file system's free space).
             JournalFullError: ``max_map_size`` is too small to create a new journal in.
             JournalDamagedError: ``readonly`` and the data file is shorter than its header
                 names, past pages in use (truncated; a file short only by pages LMDB freed
@@ -1675,17 +1702,19 @@ class LmdbJournal(Journal):
                     sync=sync,
                     mode=0o600,
                     max_dbs=8,
-                    max_readers=254,
+                    max_readers=_MAX_READERS,
                     readahead=False,
                 )
             try:
+                # Before the page walk's read transaction: slots of killed readers pin
+                # pages (PITFALLS §1.5), and once they fill the table no process can read.
+                _free_stale_slots(env, where, readonly=readonly)
                 if check_pages or short[1]:  # a short file is read only once its pages are proven free
                     _walk_pages(env, where, short)
                 with _translated(where):
                     if readonly:
                         cls._check_existing(env, where, raw_key)
                     else:
-                        env.reader_check()  # slots of killed readers pin pages (PITFALLS §1.5)
                         cls._init_growing(env, where, raw_key, max_map_size)
                     return cls(
                         env,
@@ -1742,10 +1771,11 @@ class LmdbJournal(Journal):
                 readonly=True,
                 mode=0o600,  # LMDB creates its lock file even to read: owner-only, as the open's
                 max_dbs=8,
-                max_readers=254,
+                max_readers=_MAX_READERS,
                 readahead=False,
             )
         try:
+            _free_stale_slots(env, where, readonly=True)
             _walk_pages(env, where, _short_by(where, readonly=True))  # truncated: refused as it is
             try:
                 with _translated(where):
@@ -2201,7 +2231,8 @@ class LmdbJournal(Journal):
 
         A killed reader's slot keeps the pages of its snapshot from reuse, so the file
         grows: open clears them, then an append every ``_READER_CHECK_EVERY`` seconds, and
-        a full map before it grows. A failure here fails no append: it is logged.
+        a full map before it grows (read-only: a read, that often, and a full reader table,
+        ``_txn_call``). A failure here fails no append nor read: it is logged.
         """
         try:
             return int(self._env.reader_check())
@@ -2431,17 +2462,33 @@ class LmdbJournal(Journal):
         and LMDB's refusal ("Attempt to operate on closed/deleted/dropped object") would
         read as a storage failure (``JournalUnavailableError``).
 
+        The reader table holds a slot for each read transaction running in any process,
+        and one for each reader killed inside one (kill -9), until ``reader_check``: a
+        read-only journal frees those at a read every ``_READER_CHECK_EVERY`` seconds,
+        as a writer does at an append, and whenever the table is full, so that readers
+        killed over the hours a dashboard stays open neither pin pages for good nor fill
+        the table (LMDB's ``MDB_READERS_FULL``), which would refuse every reader.
+
         Raises:
             JournalClosedError: the journal was closed meanwhile.
 
         """
         if self._closed:
             raise JournalClosedError(f"{self._path} is closed")
+        if self._readonly:
+            now = time.monotonic()
+            if now - self._readers_checked >= _READER_CHECK_EVERY:
+                self._readers_checked = now
+                self._clear_stale_readers()
         try:
             return fn()
         except lmdb.MapResizedError:
             self._env.set_mapsize(0)
             return fn()
+        except lmdb.ReadersFullError:
+            if not self._clear_stale_readers():
+                raise  # live readers hold every slot (_journal_error says so)
+            return fn()  # slots of killed readers (a dashboard under kill -9) were freed
 
     def read(self, after: int = 0, until: int | None = None, stream: str | None = None) -> Iterator[Record]:
         """Iterate records with ``after < seq <= until`` (optionally of one ``stream``), in seq order.
