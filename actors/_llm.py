@@ -527,8 +527,8 @@ class OpenAICompatibleProvider:
                 if isinstance(exc, urllib.error.HTTPError):
                     key = _secret(self._config.api_key)
                     detail = _error_detail(exc, deadline, key)
-                    if 300 <= exc.code < 400:  # noqa: PLR2004 - a redirect: where to, for base_url
-                        location = str(exc.headers.get("Location", "")).encode("utf-8", "replace")
+                    if 300 <= exc.code < 400 and "Location" in exc.headers:  # noqa: PLR2004 - where to, for base_url
+                        location = str(exc.headers["Location"]).encode("utf-8", "replace")
                         detail += f" (a redirect, not followed, to {_quoted(location, key)!r})"
                     exc.close()  # it holds the answer's socket
                 outcome.append((exc, detail))
@@ -845,9 +845,16 @@ def _proxy_note(url: str) -> str:
     proxy = next((str(p[parts.scheme]) for p in proxies if parts.scheme in p), "")
     if not proxy or urllib.request.proxy_bypass(parts.netloc):
         return ""
-    host = urllib.parse.urlsplit(proxy if "://" in proxy else f"//{proxy}").netloc.rpartition("@")[2]
+    # urllib's own reading of the proxy's URL (where it connected): urlsplit's would end
+    # the host part at a "/", "?" or "#" of the password and show what came before
+    parse = getattr(urllib.request, "_parse_proxy", None)
+    try:
+        host = str(parse(proxy)[3]) if parse is not None else ""
+    except ValueError:  # no authority: urllib failed on it too
+        host = ""
+    where = f"at {printable(host)}" if host else "(its address not shown)"
     return (
-        f" (through the proxy at {printable(host)}, from the environment's {parts.scheme}_proxy: "
+        f" (through the proxy {where}, from the environment's {parts.scheme}_proxy: "
         "no_proxy lists the hosts reached directly)"
     )
 
