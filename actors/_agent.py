@@ -1783,9 +1783,9 @@ class AgentContext:
         exchange's fill before its acknowledgement). It does not wait for other agents.
         In sync durability each state change is durable when its call returns, and what
         ``ctx.send`` sent goes to the writer at once (without this wait); what waits for
-        the agent's next change or send, or the message's end, there is the message's
-        delivery record and the ``ctx.llm`` calls' records. A memory-only runtime
-        has no journal: it returns at once. From a worker thread the behavior waits for,
+        the agent's next change or send, a ``ctx.llm.turn``'s answer, or the message's
+        end, there is the message's delivery record and the ``ctx.llm`` calls' records.
+        A memory-only runtime has no journal: it returns at once. From a worker thread the behavior waits for,
         as from its own. When the writer's queue is full, handing over first waits for
         room (``call_timeout`` at most), as a message's end does.
 
@@ -1856,17 +1856,19 @@ class AgentContext:
 
         Within a message the record waits in the agent's outbox (with the changes
         before it, as a ``ctx.send`` hands them over); off one it went to the writer
-        already, and after the agent's kill it was dropped.
+        already. A kill that landed in the call dropped it (or holds it while the kill's
+        commit is undecided): this raises ``AgentNotFoundError`` (``ActorTimeoutError``),
+        so no answer goes into the session that no record of the call holds.
         """
-        actor = self._actor
-        if not actor._killed and not self._off_message():  # noqa: SLF001
-            actor.flush_outbox()
+        if not self._off_message():
+            self._actor.flush_outbox()
 
     def _check_llm(self) -> None:
         """Before a ``ctx.llm`` call: the runtime and journal can take its record, and the agent lives.
 
         A client kept past its agent's kill journals nothing: it calls no provider either
-        (a call the kill lands in is still made, and its record dropped with a warning).
+        (a call the kill lands in is still made, and its record dropped with a warning;
+        a ``turn``'s answer then goes into no session: it raises ``AgentNotFoundError``).
         """
         actor = self._actor
         actor._core.check_journaling()  # noqa: SLF001

@@ -288,10 +288,11 @@ class SessionNotFoundError(ActorError, LookupError):
     ``reason`` says which, where the runtime can tell: ``"expired"``, ``"deleted"`` or
     ``"evicted"`` (read from the session's last record, or for the latest sessions that
     ended, from memory: a runtime without a journal tells those only), None for an id it
-    never had. ``output`` is None but from a ``turn`` (or ``continue_turn``) whose
-    session ended (expired, was deleted or evicted) while its provider answered: then it
-    is that answer, which the journal holds (``LlmOutputRecorded``, naming the session)
-    and the session does not.
+    never had (and for one that ended before the latest 4,096 while the journal has not
+    committed its ending yet: batch durability, or a reopen's expiries). ``output`` is
+    None but from a ``turn`` (or ``continue_turn``) whose session ended (expired, was
+    deleted or evicted) while its provider answered: then it is that answer, which the
+    journal holds (``LlmOutputRecorded``, naming the session) and the session does not.
     """
 
     output: str | None = None

@@ -1194,7 +1194,10 @@ class JournaledLLM(LLMClient):
                 ``close()`` or a journal failure that comes while the turn runs raises
                 them later, with the user message left in the session (and, when it
                 comes after the output was journaled, ``LlmOutputRecorded``, with no
-                answer added to the session beside that record).
+                answer added to the session beside that record). A ``ctx.llm`` turn
+                its agent's kill lands in raises ``AgentNotFoundError`` once the
+                provider answered: the kill dropped the output's record, so the answer
+                is not added to the session either.
             ActorTimeoutError: the output's record outlasted ``call_timeout`` (sync
                 durability): the answer is queued to go into the session all the same,
                 behind it (not if the session is gone by then, nor once ``close()`` has

@@ -937,7 +937,9 @@ class MemoryManager:
     def _ending(self, session_id: str) -> str | None:
         """How a session that is not live ended (``SessionNotFoundError.reason``); None for one never had.
 
-        The latest endings are kept; an older one is read from the session's last record.
+        The latest endings are kept; an older one is read from the session's last record
+        (None while that ending waits for its commit: more than ``_ENDED_KEPT`` ended at
+        once, in batch durability or a reopen's expiries).
         """
         ending = self._ended.get(session_id)
         journal = self._journal
