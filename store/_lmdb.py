@@ -1081,6 +1081,14 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
             "that has the journal open frees it (one reading it does at its next read, one appending "
             "within a minute): try again"
         )
+    elif isinstance(exc, lmdb.LockError) and msg.startswith("mdb_txn_begin"):  # EAGAIN: no "try again"
+        msg = (
+            "LMDB tells the processes that read a journal apart by their process id, and could not take "
+            f"the lock of this one's ({os.getpid()}): most likely a process with the same id, in another "
+            "PID namespace (another container's), has it open, and as long as that one does, this "
+            "process cannot read it. Run them in one PID namespace, "
+            "or so that their ids differ (not each as its container's first process, pid 1)"
+        )
     return JournalUnavailableError(f"{path}: {msg}{suffix}")
 
 
@@ -1639,8 +1647,10 @@ class LmdbJournal(Journal):
                 file system has no room left for LMDB's lock file (LMDB would die of
                 SIGBUS), the map size is more than the process can map, its lock file's
                 reader table is full (254 reads at once, or readers killed inside one that
-                no process that has the journal open has freed yet: try again), or the
-                storage failed (an I/O error names the file system's free space).
+                no process that has the journal open has freed yet: try again), a process
+                with this one's pid in another PID namespace (a container's) has it open
+                (LMDB tells readers apart by pid), or the storage failed (an I/O error
+                names the file system's free space).
             JournalFullError: ``max_map_size`` is too small to create a new journal in.
             JournalDamagedError: ``readonly`` and the data file is shorter than its header
                 names, past pages in use (truncated; a file short only by pages LMDB freed
@@ -2480,15 +2490,19 @@ class LmdbJournal(Journal):
             if now - self._readers_checked >= _READER_CHECK_EVERY:
                 self._readers_checked = now
                 self._clear_stale_readers()
-        try:
-            return fn()
-        except lmdb.MapResizedError:
-            self._env.set_mapsize(0)
-            return fn()
-        except lmdb.ReadersFullError:
-            if not self._clear_stale_readers():
-                raise  # live readers hold every slot (_journal_error says so)
-            return fn()  # slots of killed readers (a dashboard under kill -9) were freed
+        resized = freed = False
+        while True:  # LMDB finds the table full before it finds the map grown: both, once each
+            try:
+                return fn()
+            except lmdb.MapResizedError:
+                if resized:
+                    raise
+                resized = True
+                self._env.set_mapsize(0)
+            except lmdb.ReadersFullError:
+                if freed or not self._clear_stale_readers():
+                    raise  # live readers hold every slot (_journal_error says so)
+                freed = True  # slots of killed readers (a dashboard under kill -9) were freed
 
     def read(self, after: int = 0, until: int | None = None, stream: str | None = None) -> Iterator[Record]:
         """Iterate records with ``after < seq <= until`` (optionally of one ``stream``), in seq order.
@@ -3170,7 +3184,10 @@ class LmdbJournal(Journal):
             error = _journal_error(self._path, exc)
             if isinstance(error, JournalIntegrityError):  # a page of this journal LMDB cannot read
                 raise error from exc
-            raise JournalUnavailableError(f"{failed}: {exc}") from exc
+            # a full reader table: what it is and what frees it, not LMDB's max_readers= advice
+            full = isinstance(exc, lmdb.ReadersFullError)
+            detail = str(error).removeprefix(f"{self._path}: ") if full else exc
+            raise JournalUnavailableError(f"{failed}: {detail}") from exc
 
     def _copy_to(self, fd: int, *, compact: bool) -> int | None:
         """LMDB's copy of one read transaction to ``fd``: the last seq it holds (None: not known).
@@ -3183,16 +3200,29 @@ class LmdbJournal(Journal):
         runs outside the lock (py-lmdb holds the remap off while it copies). A remap
         between the seq's read and the copy invalidates the transaction, and py-lmdb then
         copies from a transaction of its own, a later state than the seq read: the seq is
-        then read from the copy (None), as is a plain copy's.
+        then read from the copy (None), as is a plain copy's. A reader table full with
+        slots of killed readers is swept and the copy's transaction begun again, once, as
+        ``_txn_call`` does (a backup does not go through it: ``close()`` waits for a backup).
         """
         while True:
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             if not compact:
-                self._env.copyfd(fd)
+                try:
+                    self._env.copyfd(fd)
+                except lmdb.ReadersFullError:
+                    with self._lock:
+                        if not self._clear_stale_readers():
+                            raise
+                    self._env.copyfd(fd)  # killed readers' slots were freed (``_txn_call``)
                 return None
-            with self._lock:  # open: close() waits for this backup
-                txn = self._env.begin()
+            with self._lock:  # open (close() waits for this backup): not through _txn_call
+                try:
+                    txn = self._env.begin()
+                except lmdb.ReadersFullError:
+                    if not self._clear_stale_readers():
+                        raise
+                    txn = self._env.begin()  # killed readers' slots were freed (``_txn_call``)
             try:
                 cursor = txn.cursor(db=self._db_events)
                 seq = last_seq_of(cursor.key(), self._path) if cursor.last() else 0
