@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from cogfabric._audit import Trace
     from cogfabric._export_check import ExportReport
     from cogfabric._simulation import SimulationReport
+    from cogfabric.actors import Config
 
 __all__ = ["main"]
 
@@ -623,7 +624,9 @@ def simulate(
         except (JournalError, SimulationError, InvalidConfigError) as exc:
             _fail(str(exc))
         except (CogfabricError, TimeoutError) as exc:  # the run itself could not go on
-            _fail(f"the simulation stopped: {exc}", EXIT_PROBLEM)
+            _fail(
+                f"the simulation stopped: {exc}{_call_timeout_hint(exc, config, config_path)}", EXIT_PROBLEM
+            )
     verb = "continued" if report.resumed else "ran"
     given = click.get_current_context().get_parameter_source("agents") is not ParameterSource.DEFAULT
     if report.resumed and given and agents != report.agents:
@@ -649,6 +652,17 @@ def simulate(
             f"{report.total_events - report.events})"
         )
         sys.exit(EXIT_PROBLEM)
+
+
+def _call_timeout_hint(exc: BaseException, config: Config | None, config_path: Path | None) -> str:
+    """The key behind a call that waited ``runtime.call_timeout`` (its text gives the seconds only), or ""."""
+    from cogfabric.actors import ActorTimeoutError, Config  # noqa: PLC0415
+
+    if not isinstance(exc, ActorTimeoutError):
+        return ""
+    seconds = (config or Config()).runtime.call_timeout
+    where = config_path if config_path is not None else "a --config file"
+    return f" (runtime.call_timeout is {seconds:g} s; a slow disk may need more: raise it in {where})"
 
 
 def _refusal(exc: Exception, path: Path) -> str:

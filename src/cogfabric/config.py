@@ -54,6 +54,17 @@ def _check_text(text: object, source: str) -> None:
         except UnicodeEncodeError as exc:
             msg = f"{source}: text UTF-8 cannot encode (a lone surrogate at position {exc.start})"
             raise InvalidConfigError(msg) from None
+    elif not text.startswith(_UTF16_BOMS):  # YAML reads UTF-16 with its mark too
+        try:
+            text.decode()
+        except UnicodeDecodeError as exc:  # libyaml names neither the line nor the byte ("#x0074")
+            line = text.count(b"\n", 0, exc.start) + 1
+            column = len(text[text.rfind(b"\n", 0, exc.start) + 1 : exc.start].decode()) + 1  # in characters
+            msg = (
+                f"{source}: not UTF-8 text: byte 0x{text[exc.start]:02x} at line {line}, column {column} "
+                "(saved in another encoding, such as Latin-1 or Windows-1252? save it as UTF-8)"
+            )
+            raise InvalidConfigError(msg) from None
 
 
 def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
@@ -61,8 +72,11 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
 
     Raises:
         InvalidConfigError: malformed YAML, an unknown key, a wrong type, a value out of
-            range, a key given twice in one mapping, a YAML alias (``*name``), or text
-            UTF-8 cannot encode; the message names the key (e.g. ``$.memory.max_history``).
+            range, a key given twice in one mapping, a YAML alias (``*name``), text
+            UTF-8 cannot encode, or bytes that are neither UTF-8 nor UTF-16 with its byte
+            order mark; the message names the key (e.g. ``$.memory.max_history``), or the
+            line and column. Text where a number goes (``5s``, ``"100"``, ``1e3``) and a
+            tab in the indentation are told what to write instead.
         TypeError: ``text`` is neither str nor bytes.
 
     """
@@ -74,14 +88,16 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
         config = Config() if decoded is None else decoded.validated()
     except msgspec.ValidationError as exc:
         msg = f"{source}: {config_error(exc)}"
-        if "Expected `float`, got `str`" in msg:
-            msg += " (YAML 1.1 reads a number such as 1e3, with no dot, as text: write 1.0e+3)"
+        if (text_for_number := _TEXT_FOR_NUMBER.search(msg)) is not None:
+            msg += _number_hint(text, text_for_number[1])
         elif (empty := _EMPTY_SECTION.search(msg)) is not None:  # its keys all commented out, say
             msg += f" (a section with no keys: leave it out, or write `{empty[1]}: {{}}`)"
         raise InvalidConfigError(msg) from exc
     except msgspec.DecodeError as exc:  # not YAML at all: PyYAML's lines made one, as every error here
-        detail = " ".join(str(exc).split()).replace('in "<byte string>", ', "at ")
-        msg = f"{source}: {detail}"
+        detail = " ".join(str(exc).split())
+        for name in ("<byte string>", "<unicode string>"):  # bytes or str: which text it was, not where
+            detail = detail.replace(f'in "{name}", ', "at ")
+        msg = f"{source}: {detail}{_tab_hint(text, detail)}"
         raise InvalidConfigError(msg) from exc
     except InvalidConfigError as exc:
         msg = f"{source}: {exc}"
@@ -101,6 +117,60 @@ def _blank(text: str | bytes | bytearray) -> bool:
     form feed, which YAML refuses anywhere: followed by a comment, it was an error.
     """
     return not (text.strip(_BLANKS) if isinstance(text, str) else text.strip(_BLANKS.encode()))
+
+
+_UTF16_BOMS: Final = (b"\xff\xfe", b"\xfe\xff")
+"""The byte order marks of UTF-16, which YAML (and PyYAML) reads beside UTF-8."""
+
+_TEXT_FOR_NUMBER: Final = re.compile(
+    r"Expected `(?:int|float)(?: \| null)?`, got `str` - at `\$((?:\.\w+)+)`$"
+)
+"""msgspec's error for text where a number goes; the group is the key's path (``.runtime.call_timeout``)."""
+
+_EXPONENT_WITHOUT_DOT: Final = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")
+_NUMBER_AND_UNIT: Final = re.compile(r"[-+]?[0-9][0-9_.]*\s*[A-Za-z]+")
+_NUMBER: Final = re.compile(r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+def _number_hint(text: str | bytes | bytearray, path: str) -> str:
+    """What to write instead of the text at ``path`` (``.runtime.call_timeout``) where a number goes.
+
+    YAML 1.1 reads ``1e3`` (no dot) as text, ``5s`` is text (no unit is read), and
+    ``"100"`` is text (quoted): each gets its own hint, "" for any other text.
+    """
+    try:
+        value: object = msgspec.yaml.decode(bytes(text) if isinstance(text, bytearray) else text)
+    except msgspec.DecodeError:
+        return ""
+    for key in path.split(".")[1:]:
+        value = value.get(key) if isinstance(value, dict) else None
+    if not isinstance(value, str):
+        return ""
+    if _EXPONENT_WITHOUT_DOT.fullmatch(value):
+        return " (YAML 1.1 reads a number such as 1e3, with no dot, as text: write 1.0e+3)"
+    if _NUMBER_AND_UNIT.fullmatch(value):
+        return (
+            f" ({value!r} is text: write a plain number, with no unit; times are in seconds, sizes in bytes)"
+        )
+    if _NUMBER.fullmatch(value.strip()):
+        return f" ({value!r} is text: write the number without quotes)"
+    return ""
+
+
+_TAB_AT: Final = re.compile(r" at line ([0-9]+), column ([0-9]+)$")
+
+
+def _tab_hint(text: str | bytes | bytearray, detail: str) -> str:
+    """The hint for a YAML error ``detail`` that points at a tab without naming it; else ""."""
+    at = _TAB_AT.search(detail)
+    if at is None or re.search(r"\btab\b", detail):  # libyaml names it in some errors
+        return ""
+    try:
+        lines = (text if isinstance(text, str) else bytes(text).decode()).splitlines()
+        char = lines[int(at[1]) - 1][int(at[2]) - 1]
+    except (UnicodeDecodeError, IndexError):
+        return ""
+    return " (a tab: YAML indents with spaces only)" if char == "\t" else ""
 
 
 _EMPTY_SECTION: Final = re.compile(r"Expected `object`, got `null` - at `\$(?:\.\w+)*\.(\w+)`$")
