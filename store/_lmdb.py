@@ -269,15 +269,21 @@ class _WriterLock:
 
         A lock this process took has its pid cleared from the file first, so no later
         refusal names a process that let go; a forked child's copy (``forked``) leaves it.
+
+        A Ctrl-C (or SIGTERM) that stops it leaves it to a later call: the descriptor is
+        forgotten only in the same step as it is closed (no call between the two, where a
+        signal's handler could run), so it is neither kept open for good nor closed twice.
         """
-        fd, self.fd = self.fd, None
-        _HELD.discard(self)
-        if fd is not None:
-            if self.locked and not forked:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, 0)
+        if self.fd is not None and self.locked and not forked:
             with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, 0)
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            try:  # noqa: SIM105 - not contextlib.suppress: its __init__ is a call, where a signal lands
                 os.close(fd)
+            except OSError:
+                pass
+        _HELD.discard(self)
 
 
 _HELD: set[_WriterLock] = set()
@@ -3253,9 +3259,9 @@ class LmdbJournal(Journal):
 
         The writer's cache of stream heads (up to 65,536 of them) goes too: it serves
         appends only, and a closed journal may stay referenced (by its closed runtime).
-        A Ctrl-C that stops it (as it waits for a backup, or syncs) leaves the journal
-        closed to its users but its path still open in this process: a ``close()`` after
-        it finishes.
+        A Ctrl-C that stops it (as it waits for a backup, syncs, or lets go of the writer
+        lock) leaves the journal closed to its users but its path still open in this
+        process: a ``close()`` after it finishes.
         """
         self._close(_call)
 
@@ -3265,7 +3271,8 @@ class LmdbJournal(Journal):
         A ``wait`` that raises (a Ctrl-C the runtime lets stop it) leaves the journal closed
         to its users, its environment open and locked: a later ``close()`` waits again and
         finishes. So does a Ctrl-C raised before the environment is closed (in a plain
-        ``close()``, one pressed during the final sync), the writer lock released already.
+        ``close()``, one pressed during the final sync), the writer lock released already,
+        or one raised as the writer lock is let go.
         """
         with self._lock:
             if self._released:
@@ -3283,9 +3290,9 @@ class LmdbJournal(Journal):
                     with contextlib.suppress(lmdb.Error):  # (a closed one's, after an interrupted close)
                         self._env.sync(True)
                 self._env.close()
-                self._released = True  # only now: a Ctrl-C before it leaves a later close() to finish
             finally:
                 self._release_writer_lock()
+            self._released = True  # only now: a Ctrl-C before it leaves a later close() to finish
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self._readonly else "open")
