@@ -1487,11 +1487,26 @@ class AgentActor(pykka.ThreadingActor):
         try:
             self._flush_outbox()  # its delivery is journaled before its dead letter, as it came
         finally:
-            why = f"agentipc: no handler: {self._state.id!r} cannot handle {message.topic!r} ({reason})"
+            detail = self._why_no_behavior() if reason == "no behavior" else reason
+            why = f"agentipc: no handler: {self._state.id!r} cannot handle {message.topic!r} ({detail})"
             if message.kind != "request":
                 bus.dead_letter(message, reason, why)
             else:
                 bus.refuse(message, reason, IpcNoHandlerError(why))
+
+    def _why_no_behavior(self) -> str:
+        """Why this agent has no behavior, as its dead letters and a requester's error say it.
+
+        The letter's ``reason`` stays ``no behavior``, to count by; its text names the
+        behavior the journal holds for the agent, so a reopen that no longer registers a
+        name (renamed in the code since) is told apart from a factory that failed.
+        """
+        name = self._state.behavior
+        if name is None:
+            return "no behavior: it was spawned without one"
+        if not self._core.is_registered(name):
+            return f"no behavior: its behavior {name!r} is not registered; {self._core.registered_names()}"
+        return f"no behavior: its behavior {name!r} could not be made (logged)"
 
     def _cut_short(self, message: IpcMessage, exc: RuntimeClosedError) -> None:
         """The runtime's close refused a call of the behavior handling ``message``: say so in the journal.

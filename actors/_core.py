@@ -242,7 +242,11 @@ class Core:
             # up: its own __eq__ or __hash__ must not find a name its text does not name
             name = str.__str__(behavior)
             if name not in self.behaviors:
-                raise InvalidSpawnSpecError(f"unknown behavior {name!r}")
+                msg = (
+                    f"unknown behavior {name!r} ({self.registered_names()}; "
+                    "Runtime.open(..., behaviors={name: factory}) registers them)"
+                )
+                raise InvalidSpawnSpecError(msg)
             return name
         cls = behavior if isinstance(behavior, type) else type(behavior)
         for name, factory in self.behaviors.items():
@@ -280,6 +284,15 @@ class Core:
                 name,
             )
 
+    def registered_names(self) -> str:
+        """The names ``behaviors`` registers, as an error or a log record lists them."""
+        names = list(self.behaviors)
+        if not names:
+            return "registered: none"
+        shown = ", ".join(repr(n) for n in names[:_NAMES_SHOWN])
+        more = f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
+        return f"registered: {shown}{more}"
+
     def is_registered(self, name: str | None) -> bool:
         """Whether a fresh behavior can be made for the journaled ``name``."""
         return name is not None and name in self.behaviors
@@ -289,15 +302,20 @@ class Core:
 
         Raises:
             InvalidSpawnSpecError: the instance has no ``on_message`` (or an ``async``
-                one), or the factory failed.
+                one, or reading it raised), or the factory failed.
 
         """
         if given is None or isinstance(given, str | type):
             return self.make_behavior(name, strict=True)
-        if not _handles_messages(given):
+        try:  # its own __getattr__ runs: one that raises (a KeyError) refuses it as any flaw does
+            handles, is_async = _handles_messages(given), _async_on_message(given)
+        except Exception as exc:
+            msg = f"behavior {type(given).__name__}: reading its on_message raised {exc!r}"
+            raise InvalidSpawnSpecError(msg) from exc
+        if not handles:
             msg = f"behavior {type(given).__name__} has no on_message(ctx, message)"
             raise InvalidSpawnSpecError(msg)
-        if _async_on_message(given):
+        if is_async:
             raise InvalidSpawnSpecError(f"behavior {type(given).__name__} {ASYNC_ON_MESSAGE}")
         return given
 
@@ -314,7 +332,10 @@ class Core:
         before anything is journaled) the error is raised instead.
 
         So does a factory whose product has no callable ``on_message``, or an
-        ``async`` one: it could handle no message.
+        ``async`` one, or one whose attribute lookup raises (an attribute dict's
+        ``__getattr__``, which raises ``KeyError``): it could handle no message. On a
+        reopen each agent's factory is called in turn, and a failure of one leaves that
+        agent alone without its behavior.
 
         Raises:
             InvalidSpawnSpecError: with ``strict``, the factory raised, or made no behavior.
@@ -325,10 +346,20 @@ class Core:
         factory = self.behaviors.get(name)
         whose = "" if agent_id is None else f"agent {agent_id!r}: "
         if factory is None:
-            log.warning("%sbehavior %r is not registered: the agent runs without one", whose, name)
+            log.warning(
+                "%sbehavior %r is not registered: the agent runs without one, and messages to it are "
+                "dead-lettered (%s); to give it one, open the journal with behaviors={%r: factory}",
+                whose,
+                name,
+                self.registered_names(),
+                name,
+            )
             return None
         try:
             behavior = factory()
+            # what the factory made is checked here too: its own __getattr__ (an attribute
+            # dict's, which raises KeyError) runs, and must fail this agent only
+            msg = _unfit(name, behavior)
         except Exception as exc:
             if strict:
                 raise InvalidSpawnSpecError(f"behavior {name!r} could not be made: {exc!r}") from exc
@@ -339,14 +370,6 @@ class Core:
                 raise  # the caller's own thread (a spawn, a reopen): a Ctrl-C must stop it
             log.exception("%sbehavior %r could not be made: the agent runs without one", whose, name)
             return None
-        msg = ""
-        if inspect.iscoroutine(behavior):
-            behavior.close()  # nothing awaits it: no "never awaited" warning
-            msg = f"behavior {name!r} made a coroutine: its factory is async, and nothing would await it"
-        elif not _handles_messages(behavior):
-            msg = f"behavior {name!r} made a {type(behavior).__name__} with no on_message(ctx, message)"
-        elif _async_on_message(behavior):
-            msg = f"behavior {name!r} made a {type(behavior).__name__}, which {ASYNC_ON_MESSAGE}"
         if msg:
             if strict:
                 raise InvalidSpawnSpecError(msg)
@@ -363,6 +386,27 @@ class Core:
 # What a subclass of the ``Behavior`` protocol inherits when it defines no ``on_message``
 # of its own (a misspelt one, say): a stub that returns None, which defers every reply.
 _PROTOCOL_STUB: Final = ("cogfabric.actors._agent", "Behavior.on_message")
+
+
+_NAMES_SHOWN: Final = 10
+"""How many registered behavior names an error or a log record lists."""
+
+
+def _unfit(name: str, behavior: object) -> str:
+    """Why the product of ``name``'s factory can handle no message; "" when it can.
+
+    Raises:
+        Exception: whatever the product's own attribute lookup raises.
+
+    """
+    if inspect.iscoroutine(behavior):
+        behavior.close()  # nothing awaits it: no "never awaited" warning
+        return f"behavior {name!r} made a coroutine: its factory is async, and nothing would await it"
+    if not _handles_messages(behavior):
+        return f"behavior {name!r} made a {type(behavior).__name__} with no on_message(ctx, message)"
+    if _async_on_message(behavior):
+        return f"behavior {name!r} made a {type(behavior).__name__}, which {ASYNC_ON_MESSAGE}"
+    return ""
 
 
 def _same_name(factory: object, cls: type) -> bool:

@@ -147,8 +147,8 @@ class Agent:
         False for an agent spawned without one, and for one recovered with a behavior
         name the runtime was not given in ``behaviors``, or whose factory raised or made
         something without ``on_message`` (or with an ``async`` one): messages to it are
-        dead-lettered ("no behavior"). Recovery only logs that; this is how a program
-        finds such agents:
+        dead-lettered ("no behavior", the letter's text saying which of these it was).
+        Recovery only logs that; this is how a program finds such agents:
         ``[a for a in rt.agents() if rt.agent(a).behavior and not rt.agent(a).has_behavior]``.
         (A suspended or retired agent's messages are dead-lettered all the same: see
         ``lifecycle``.)

@@ -105,6 +105,11 @@ def upgrade_cognitive_state(state: CognitiveState) -> CognitiveState:
     """
     if not isinstance(state, CognitiveState):
         msg = f"expected a CognitiveState, got {type(state).__name__}"
+        if isinstance(state, Mapping):  # a checkpoint kept in a layer or as JSON reads back as a dict
+            msg += (
+                " (a checkpoint kept in a context layer, an IPC payload or JSON reads back as a "
+                "mapping: decode_cognitive_state(value) makes a CognitiveState of it)"
+            )
         raise TypeError(msg)
     own = [name for name in state.__struct_fields__ if name not in _FIELDS_AND_VERSION]
     if own:

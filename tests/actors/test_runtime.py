@@ -1352,22 +1352,22 @@ class TestBus:
         assert len(runtime.bus.dead_letters()) == 2  # one per message; a subscription is none
 
     @pytest.mark.parametrize(
-        ("make", "reason"),
+        ("make", "reason", "said"),
         [
-            (lambda rt: rt.spawn("b"), "no behavior"),
-            (lambda rt: (rt.spawn("b", behavior="rec"), rt.suspend("b")), "agent suspended"),
-            (lambda rt: (rt.spawn("b", behavior="rec"), rt.retire("b")), "agent retired"),
+            (lambda rt: rt.spawn("b"), "no behavior", "no behavior: it was spawned without one"),
+            (lambda rt: (rt.spawn("b", behavior="rec"), rt.suspend("b")), *["agent suspended"] * 2),
+            (lambda rt: (rt.spawn("b", behavior="rec"), rt.retire("b")), *["agent retired"] * 2),
         ],
     )
     def test_a_request_the_recipient_cannot_handle_fails_at_once_with_one_dead_letter(
-        self, runtime: Runtime, make: Callable[[Runtime], object], reason: str, tmp_path: Path
+        self, runtime: Runtime, make: Callable[[Runtime], object], reason: str, said: str, tmp_path: Path
     ) -> None:
         make(runtime)
         runtime.bus.send("a", "b", "s", 0)  # handled first: the mailbox keeps order
 
         # were it not refused at once, this would wait the whole 30 s and time out
         with pytest.raises(
-            IpcNoHandlerError, match=f"agentipc: no handler: 'b' cannot handle 'q' \\({reason}\\)"
+            IpcNoHandlerError, match=f"agentipc: no handler: 'b' cannot handle 'q' \\({said}\\)"
         ):
             runtime.bus.request("a", "b", "q", 1, timeout=30)
 
@@ -1376,9 +1376,9 @@ class TestBus:
         sent, requested, _ = runtime.bus.dead_letters()
         # a send's dead letter keeps the error a request would have got, though nobody is told
         assert (sent.topic, sent.reason) == ("s", reason)
-        assert sent.error == f"agentipc: no handler: 'b' cannot handle 's' ({reason})"
+        assert sent.error == f"agentipc: no handler: 'b' cannot handle 's' ({said})"
         assert (requested.topic, requested.reason) == ("q", reason)
-        assert requested.error == f"agentipc: no handler: 'b' cannot handle 'q' ({reason})"  # as raised
+        assert requested.error == f"agentipc: no handler: 'b' cannot handle 'q' ({said})"  # as raised
         assert Recorder.log == []
         runtime.close()
         with Journal.open(tmp_path / "j", readonly=True) as journal:

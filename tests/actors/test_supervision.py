@@ -1836,7 +1836,9 @@ class TestBehaviors:
             assert (runtime.agent("a").behavior, runtime.agent("a").has_behavior) == ("gate", False)
         # one record for each agent, naming it: which of many lost its behavior
         assert sorted(r.getMessage() for r in caplog.records if "not registered" in r.getMessage()) == [
-            f"agent {agent!r}: behavior 'gate' is not registered: the agent runs without one"
+            f"agent {agent!r}: behavior 'gate' is not registered: the agent runs without one, and "
+            "messages to it are dead-lettered (registered: none); to give it one, open the journal "
+            "with behaviors={'gate': factory}"
             for agent in "ab"
         ]
 
