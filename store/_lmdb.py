@@ -1088,12 +1088,17 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
             "within a minute): try again"
         )
     elif isinstance(exc, lmdb.LockError) and msg.startswith("mdb_txn_begin"):  # EAGAIN: no "try again"
+        # another process holds the byte of lock.mdb LMDB locks for this pid: seen from here, a
+        # process of this PID namespace never has this pid, so one of another namespace (or of
+        # another machine: network file systems lock across machines), or a program not LMDB
         msg = (
             "LMDB tells the processes that read a journal apart by their process id, and could not take "
             f"the lock of this one's ({os.getpid()}): most likely a process with the same id, in another "
             "PID namespace (another container's), has it open, and as long as that one does, this "
             "process cannot read it. Run them in one PID namespace, "
-            "or so that their ids differ (not each as its container's first process, pid 1)"
+            "or so that their ids differ (not each as its container's first process, pid 1). Else "
+            "a process with that id on another machine has it open through a network file system "
+            "(LMDB does not support one), or a program other than LMDB locks lock.mdb"
         )
     return JournalUnavailableError(f"{path}: {msg}{suffix}")
 
@@ -1655,8 +1660,9 @@ class LmdbJournal(Journal):
                 reader table is full (254 reads at once, or readers killed inside one that
                 no process that has the journal open has freed yet: try again), a process
                 with this one's pid in another PID namespace (a container's) has it open
-                (LMDB tells readers apart by pid), or the storage failed (an I/O error
-                names the file system's free space).
+                (LMDB tells readers apart by pid; or one on another machine, through a
+                network file system), or the storage failed (an I/O error names the file
+                system's free space).
             JournalFullError: ``max_map_size`` is too small to create a new journal in.
             JournalDamagedError: ``readonly`` and the data file is shorter than its header
                 names, past pages in use (truncated; a file short only by pages LMDB freed
