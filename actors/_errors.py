@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from pathlib import Path
+
 from cogfabric._errors import CogfabricError
 
 __all__ = [
@@ -28,6 +32,44 @@ __all__ = [
     "SettleTimeoutError",
     "UserCodeError",
 ]
+
+
+def _thread_limits() -> str:
+    """The limits set on this process that bound its threads, for a capacity error's message.
+
+    A thread that cannot start says nothing of why (Python's ``RuntimeError`` carries no
+    errno): in a container the cause is most often a limit of the process, which is named
+    here when set. ``ulimit -u`` counts every thread of the user (root is exempt; named
+    when below Linux's default, half of ``kernel.threads-max``);
+    ``ulimit -v`` bounds the address space, which each thread's stack and each open
+    journal's map take part of. Empty when neither is set (or off Unix).
+    """
+    try:
+        import resource  # noqa: PLC0415 - Unix only, and read only when a thread failed
+    except ImportError:  # pragma: no cover - not Unix
+        return ""
+    notes = []
+    tasks = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    if tasks != resource.RLIM_INFINITY and os.geteuid() != 0 and tasks < _default_tasks():
+        notes.append(f"ulimit -u is {tasks:,} (threads and processes of its user, all counted)")
+    space = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if space != resource.RLIM_INFINITY:
+        stack = threading.stack_size() or resource.getrlimit(resource.RLIMIT_STACK)[0]
+        each = "" if stack == resource.RLIM_INFINITY else f" ({stack:,} bytes)"
+        notes.append(
+            f"ulimit -v is {space:,} bytes of address space, which each thread's stack{each}, "
+            "and each open journal's map (its map_size), take part of: lower threading.stack_size() "
+            "or map_size, or raise it"
+        )
+    return "; this process's limits: " + "; ".join(notes) if notes else ""
+
+
+def _default_tasks() -> float:
+    """Linux's own ``ulimit -u``, half of ``kernel.threads-max``: a limit below it was set on purpose."""
+    try:
+        return int(Path("/proc/sys/kernel/threads-max").read_bytes()) // 2
+    except (OSError, ValueError):
+        return float("inf")
 
 
 class ActorError(CogfabricError):
@@ -156,7 +198,9 @@ class AgentCapacityError(ActorError, RuntimeError):
     Raised by ``spawn`` and ``spawn_many`` (nothing of the spawn is journaled, and no
     agent of it runs) and by ``Runtime.open`` (no agent runs; the journal holds nothing
     new but the expiry of sessions that expired while it was closed, which every open
-    journals first). Also a ``RuntimeError``, what ``threading`` raises for it.
+    journals first). Also a ``RuntimeError``, what ``threading`` raises for it. The
+    message names this process's ``ulimit -v``, when set, and its ``ulimit -u``, when
+    below Linux's default: in a container these are the likely bounds.
     """
 
     def __init__(self, agent_id: str, running: int) -> None:
@@ -167,7 +211,7 @@ class AgentCapacityError(ActorError, RuntimeError):
             f"agentfabric: cannot start a thread for agent {agent_id!r}: the process runs "
             f"{running:,} threads and can start no more (on Linux, each thread takes memory "
             "mappings, which vm.max_map_count bounds; raise it, or ulimit -u, or run fewer "
-            "agents in one process)"
+            f"agents in one process){_thread_limits()}"
         )
 
 
@@ -182,7 +226,7 @@ class RuntimeCapacityError(ActorError, RuntimeError):
     ``ProviderError``'s cause). ``thread`` names which, ``running`` how many threads the
     process ran, ``runtime`` the runtime's name (``Runtime.name``; None for a provider's
     exchange, which serves no one runtime). Also a ``RuntimeError``, what ``threading``
-    raises for it.
+    raises for it. The message names the limits as ``AgentCapacityError``'s does.
     """
 
     def __init__(self, thread: str, running: int, runtime: str | None = None) -> None:
@@ -195,7 +239,7 @@ class RuntimeCapacityError(ActorError, RuntimeError):
             f"cannot start the thread of the {thread}{of}: the process runs {running:,} threads and "
             "can start no more (on Linux, each thread takes memory mappings, which "
             "vm.max_map_count bounds; raise it, or ulimit -u, or close runtimes this process "
-            "keeps open)"
+            f"keeps open){_thread_limits()}"
         )
 
 

@@ -46,6 +46,7 @@ import logging
 import operator
 import os
 import reprlib
+import resource
 import shutil
 import stat
 import struct
@@ -1079,7 +1080,14 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
     elif "Input/output error" in msg:
         msg += _free_space_note(path)
     elif "Cannot allocate memory" in msg:
-        msg += " (its map size may be more than this process can map)"
+        msg += " (its map size may be more than this process can map"
+        space = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if space != resource.RLIM_INFINITY:  # ulimit -v: LMDB maps map_size whole, at open and as it grows
+            msg += (
+                f": ulimit -v limits its address space to {space:,} bytes, and LMDB maps the whole map "
+                "(map_size, or the data file's size if larger), doubling it up to max_map_size as it fills"
+            )
+        msg += ")"
     elif isinstance(exc, lmdb.ReadersFullError):  # LMDB's advice, max_readers=, is no option of ours
         msg = (
             f"every slot of its lock file's reader table ({_MAX_READERS}) is taken, each by a read "
@@ -1114,6 +1122,17 @@ def _free_space_note(path: Path) -> str:
     except OSError:
         return ""
     free = fs.f_bavail * fs.f_frsize
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:  # ulimit -f: a write past it fails EFBIG (Python ignores SIGXFSZ)
+        try:
+            size = f", and its data file is {(path / 'data.mdb').stat().st_size:,}"
+        except OSError:
+            size = ""
+        return (
+            f" (this process may write no file past {limit:,} bytes, ulimit -f{size}; its file system "
+            f"has {free:,} bytes free: LMDB reports a write that that limit or a full disk cut short "
+            "as an I/O error)"
+        )
     return (
         f" (its file system has {free:,} bytes free: LMDB reports a write that a full disk "
         "cut short as an I/O error)"
