@@ -145,7 +145,10 @@ class Core:
         self.clock = CheckedClock.wrap(clock)
         """The runtime's clock, its wall readings checked (``ClockError``) before they are journaled."""
         self.writer = writer
-        self.behaviors = dict(behaviors)
+        # each name as its plain text, as the journal keeps it: a str subclass's own
+        # __repr__ (a StrEnum member's, or one that raises) must not reach an error or a
+        # log record that lists the names, nor its __eq__ or __hash__ a lookup
+        self.behaviors = {str.__str__(name): factory for name, factory in behaviors.items()}
         self._unregistered_logged: set[str] = set()
         self.sync = config.journal.durability == "sync"
         self.call_timeout = config.runtime.call_timeout
@@ -286,11 +289,12 @@ class Core:
 
     def registered_names(self) -> str:
         """The names ``behaviors`` registers, as an error or a log record lists them."""
-        names = list(self.behaviors)
-        if not names:
+        if not self.behaviors:
             return "registered: none"
-        shown = ", ".join(repr(n) for n in names[:_NAMES_SHOWN])
-        more = f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
+        # the first few only: each dead letter of an agent left without its behavior lists them
+        shown = ", ".join(repr(n) for n in itertools.islice(self.behaviors, _NAMES_SHOWN))
+        count = len(self.behaviors)
+        more = f" and {count - _NAMES_SHOWN} more" if count > _NAMES_SHOWN else ""
         return f"registered: {shown}{more}"
 
     def is_registered(self, name: str | None) -> bool:
