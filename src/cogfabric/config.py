@@ -55,16 +55,29 @@ def _check_text(text: object, source: str) -> None:
             msg = f"{source}: text UTF-8 cannot encode (a lone surrogate at position {exc.start})"
             raise InvalidConfigError(msg) from None
     elif not text.startswith(_UTF16_BOMS):  # YAML reads UTF-16 with its mark too
+        # No YAML holds a NUL byte; UTF-16 without its mark holds one beside each ASCII letter.
+        if (nul := text.find(b"\x00")) >= 0:
+            msg = (
+                f"{source}: a NUL byte (0x00), which no YAML holds, at {_line_and_column(text, nul)} "
+                "(saved as UTF-16 without its byte order mark? save it as UTF-8)"
+            )
+            raise InvalidConfigError(msg)
         try:
             text.decode()
         except UnicodeDecodeError as exc:  # libyaml names neither the line nor the byte ("#x0074")
-            line = text.count(b"\n", 0, exc.start) + 1
-            column = len(text[text.rfind(b"\n", 0, exc.start) + 1 : exc.start].decode()) + 1  # in characters
+            where = _line_and_column(text, exc.start)
             msg = (
-                f"{source}: not UTF-8 text: byte 0x{text[exc.start]:02x} at line {line}, column {column} "
+                f"{source}: not UTF-8 text: byte 0x{text[exc.start]:02x} at {where} "
                 "(saved in another encoding, such as Latin-1 or Windows-1252? save it as UTF-8)"
             )
             raise InvalidConfigError(msg) from None
+
+
+def _line_and_column(text: bytes | bytearray, at: int) -> str:
+    """Where byte ``at`` of ``text`` is, as libyaml counts: lines from 1, columns in characters from 1."""
+    line = text.count(b"\n", 0, at) + 1
+    column = len(text[text.rfind(b"\n", 0, at) + 1 : at].decode(errors="replace")) + 1
+    return f"line {line}, column {column}"
 
 
 def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
@@ -89,7 +102,7 @@ def parse_config(text: str | bytes, *, source: str = "<config>") -> Config:
     except msgspec.ValidationError as exc:
         msg = f"{source}: {config_error(exc)}"
         if (text_for_number := _TEXT_FOR_NUMBER.search(msg)) is not None:
-            msg += _number_hint(text, text_for_number[1])
+            msg += _number_hint(text, text_for_number[2], whole=text_for_number[1] == "int")
         elif (empty := _EMPTY_SECTION.search(msg)) is not None:  # its keys all commented out, say
             msg += f" (a section with no keys: leave it out, or write `{empty[1]}: {{}}`)"
         raise InvalidConfigError(msg) from exc
@@ -122,21 +135,21 @@ def _blank(text: str | bytes | bytearray) -> bool:
 _UTF16_BOMS: Final = (b"\xff\xfe", b"\xfe\xff")
 """The byte order marks of UTF-16, which YAML (and PyYAML) reads beside UTF-8."""
 
-_TEXT_FOR_NUMBER: Final = re.compile(
-    r"Expected `(?:int|float)(?: \| null)?`, got `str` - at `\$((?:\.\w+)+)`$"
-)
-"""msgspec's error for text where a number goes; the group is the key's path (``.runtime.call_timeout``)."""
+_TEXT_FOR_NUMBER: Final = re.compile(r"Expected `(int|float)(?: \| null)?`, got `str` - at `\$((?:\.\w+)+)`$")
+"""msgspec's error for text where a number goes; the groups: ``int`` or ``float``, and the key's path
+(``.runtime.call_timeout``)."""
 
 _EXPONENT_WITHOUT_DOT: Final = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")
 _NUMBER_AND_UNIT: Final = re.compile(r"[-+]?[0-9][0-9_.]*\s*[A-Za-z]+")
 _NUMBER: Final = re.compile(r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
-def _number_hint(text: str | bytes | bytearray, path: str) -> str:
+def _number_hint(text: str | bytes | bytearray, path: str, *, whole: bool) -> str:
     """What to write instead of the text at ``path`` (``.runtime.call_timeout``) where a number goes.
 
     YAML 1.1 reads ``1e3`` (no dot) as text, ``5s`` is text (no unit is read), and
-    ``"100"`` is text (quoted): each gets its own hint, "" for any other text.
+    ``"100"`` is text (quoted): each gets its own hint, "" for any other text. A
+    ``whole`` number (an ``int`` key) is not told to write ``1.0e+3``, a float it refuses.
     """
     try:
         value: object = msgspec.yaml.decode(bytes(text) if isinstance(text, bytearray) else text)
@@ -147,7 +160,10 @@ def _number_hint(text: str | bytes | bytearray, path: str) -> str:
     if not isinstance(value, str):
         return ""
     if _EXPONENT_WITHOUT_DOT.fullmatch(value):
-        return " (YAML 1.1 reads a number such as 1e3, with no dot, as text: write 1.0e+3)"
+        instead = (
+            "this key takes a whole number: write it in digits, 1e3 as 1000" if whole else "write 1.0e+3"
+        )
+        return f" (YAML 1.1 reads a number such as 1e3, with no dot, as text: {instead})"
     if _NUMBER_AND_UNIT.fullmatch(value):
         return (
             f" ({value!r} is text: write a plain number, with no unit; times are in seconds, sizes in bytes)"
