@@ -39,29 +39,69 @@ def _thread_limits() -> str:
 
     A thread that cannot start says nothing of why (Python's ``RuntimeError`` carries no
     errno): in a container the cause is most often a limit of the process, which is named
-    here when set. ``ulimit -u`` counts every thread of the user (root is exempt; named
-    when below Linux's default, half of ``kernel.threads-max``);
-    ``ulimit -v`` bounds the address space, which each thread's stack and each open
-    journal's map take part of. Empty when neither is set (or off Unix).
+    here when set. ``ulimit -u`` counts every thread of the user (root is exempt, but not
+    the root of a user namespace, a rootless container's; named when below Linux's
+    default, half of ``kernel.threads-max``);
+    ``ulimit -v`` bounds the address space, which each thread's stack, glibc's malloc
+    arena of each thread (64 MiB each, up to eight per core) and each open journal's map
+    take part of. Empty when neither is set (or off Unix); never raises, as it runs
+    inside an error's constructor.
     """
     try:
-        import resource  # noqa: PLC0415 - Unix only, and read only when a thread failed
-    except ImportError:  # pragma: no cover - not Unix
+        return _limits_set()
+    except (ImportError, OSError, ValueError, AttributeError):  # not Unix, no such limit, or unreadable
         return ""
+
+
+def _limits_set() -> str:
+    import resource  # noqa: PLC0415 - Unix only, and read only when a thread failed
+
     notes = []
     tasks = resource.getrlimit(resource.RLIMIT_NPROC)[0]
-    if tasks != resource.RLIM_INFINITY and os.geteuid() != 0 and tasks < _default_tasks():
+    if tasks != resource.RLIM_INFINITY and not _exempt_root() and tasks < _default_tasks():
         notes.append(f"ulimit -u is {tasks:,} (threads and processes of its user, all counted)")
     space = resource.getrlimit(resource.RLIMIT_AS)[0]
     if space != resource.RLIM_INFINITY:
-        stack = threading.stack_size() or resource.getrlimit(resource.RLIMIT_STACK)[0]
-        each = "" if stack == resource.RLIM_INFINITY else f" ({stack:,} bytes)"
+        stack = threading.stack_size() or _glibc_stack()
+        each = f" ({stack:,} bytes)" if stack else ""
+        arenas = ", glibc's malloc arena of each thread (64 MiB each, up to eight per core)"
+        arenas = arenas if _glibc() else ""
         notes.append(
-            f"ulimit -v is {space:,} bytes of address space, which each thread's stack{each}, "
+            f"ulimit -v is {space:,} bytes of address space, which each thread's stack{each}{arenas}, "
             "and each open journal's map (its map_size), take part of: lower threading.stack_size() "
-            "or map_size, or raise it"
+            f"or map_size{', set MALLOC_ARENA_MAX=2' if arenas else ''}, or raise it"
         )
     return "; this process's limits: " + "; ".join(notes) if notes else ""
+
+
+def _glibc() -> bool:
+    try:
+        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (ValueError, OSError):  # musl, macOS: no such name
+        return False
+
+
+def _glibc_stack() -> int:
+    """A thread's stack when ``threading.stack_size()`` is 0: glibc's is ``ulimit -s``, unless unlimited.
+
+    0 where not known: glibc's own default (unlimited), or another libc's (musl's, macOS's).
+    glibc reads ``ulimit -s`` as the process starts, not as it changes later.
+    """
+    import resource  # noqa: PLC0415 - Unix only, and read only when a thread failed
+
+    stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    return stack if _glibc() and stack != resource.RLIM_INFINITY else 0
+
+
+def _exempt_root() -> bool:
+    """Whether Linux exempts this process from ``ulimit -u``: root, but not a user namespace's root."""
+    if 0 not in (os.getuid(), os.geteuid()):
+        return False
+    try:
+        mapped = Path("/proc/self/uid_map").read_bytes().split()
+    except OSError:  # no user namespaces: not Linux
+        return True
+    return mapped[:2] == [b"0", b"0"]  # root here is root of the host (a rootless container's is not)
 
 
 def _default_tasks() -> float:
@@ -199,8 +239,9 @@ class AgentCapacityError(ActorError, RuntimeError):
     agent of it runs) and by ``Runtime.open`` (no agent runs; the journal holds nothing
     new but the expiry of sessions that expired while it was closed, which every open
     journals first). Also a ``RuntimeError``, what ``threading`` raises for it. The
-    message names this process's ``ulimit -v``, when set, and its ``ulimit -u``, when
-    below Linux's default: in a container these are the likely bounds.
+    message names this process's ``ulimit -v``, when set (and, with glibc, what
+    ``MALLOC_ARENA_MAX`` bounds), and its ``ulimit -u``, when below Linux's default and
+    not the host's root: in a container these are the likely bounds.
     """
 
     def __init__(self, agent_id: str, running: int) -> None:

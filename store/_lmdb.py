@@ -1079,6 +1079,8 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
         msg += " (LMDB writes its lock file, lock.mdb, even to read: this user needs write access to it)"
     elif "Input/output error" in msg:
         msg += _free_space_note(path)
+    elif "File too large" in msg:  # EFBIG: a write that starts at ulimit -f (a page-aligned one)
+        msg += _free_space_note(path, short=False)
     elif "Cannot allocate memory" in msg:
         msg += " (its map size may be more than this process can map"
         space = resource.getrlimit(resource.RLIMIT_AS)[0]
@@ -1111,11 +1113,13 @@ def _journal_error(path: Path, exc: lmdb.Error, suffix: str = "") -> JournalErro
     return JournalUnavailableError(f"{path}: {msg}{suffix}")
 
 
-def _free_space_note(path: Path) -> str:
+def _free_space_note(path: Path, *, short: bool = True) -> str:
     """What the file system holding ``path`` has free, for an I/O error LMDB reports.
 
     LMDB reports a write the disk cut short (a full disk, or a quota) as EIO, not ENOSPC:
-    the free space tells a full disk from a failing one.
+    the free space tells a full disk from a failing one. A write past ``ulimit -f`` is
+    cut short too (EIO), or refused whole (EFBIG, ``short=False``) when it starts at the
+    limit; the limit is named when the data file has reached it, not when far below it.
     """
     try:
         fs = os.statvfs(path)
@@ -1123,20 +1127,31 @@ def _free_space_note(path: Path) -> str:
         return ""
     free = fs.f_bavail * fs.f_frsize
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    if limit != resource.RLIM_INFINITY:  # ulimit -f: a write past it fails EFBIG (Python ignores SIGXFSZ)
-        try:
-            size = f", and its data file is {(path / 'data.mdb').stat().st_size:,}"
-        except OSError:
-            size = ""
+    try:
+        size: int | None = (path / "data.mdb").stat().st_size
+    except OSError:
+        size = None
+    # a commit's write past the limit leaves the file at it (or short of it by the pages
+    # LMDB freed within the commit and does not write)
+    if limit != resource.RLIM_INFINITY and (size is None or size + _FILE_SIZE_SLACK >= limit):
+        of = "" if size is None else f", and its data file is {size:,}"
+        if not short:
+            return f" (this process may write no file past {limit:,} bytes, ulimit -f{of})"
         return (
-            f" (this process may write no file past {limit:,} bytes, ulimit -f{size}; its file system "
+            f" (this process may write no file past {limit:,} bytes, ulimit -f{of}; its file system "
             f"has {free:,} bytes free: LMDB reports a write that that limit or a full disk cut short "
             "as an I/O error)"
         )
+    if not short:
+        return f" (its data file is {size or 0:,} bytes, more than its file system allows one file)"
     return (
         f" (its file system has {free:,} bytes free: LMDB reports a write that a full disk "
         "cut short as an I/O error)"
     )
+
+
+_FILE_SIZE_SLACK: Final = 1 << 20
+"""How far below ``ulimit -f`` a data file may end when a commit's write passed it."""
 
 
 _PAGE_SIZES: Final = frozenset(1 << n for n in range(8, 17))
