@@ -48,13 +48,10 @@ def _completion(text: str) -> bytes:
     return json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
 
 
-class _Misbehaving(http.server.BaseHTTPRequestHandler):
-    """Answers by the prompt's last line (a turn's window ends ``user: <text>``)."""
+class _Answering(http.server.BaseHTTPRequestHandler):
+    """An HTTP/1.1 handler that answers with a body of its length (its subclasses choose what)."""
 
     protocol_version = "HTTP/1.1"
-    requests: ClassVar[list[str]] = []
-    arrived: ClassVar[threading.Semaphore] = threading.Semaphore(0)
-    release: ClassVar[threading.Event] = threading.Event()
 
     def _send(self, code: int, data: bytes, headers: tuple[tuple[str, str], ...] = ()) -> None:
         self.send_response(code)
@@ -64,6 +61,14 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         with contextlib.suppress(OSError):
             self.wfile.write(data)
+
+
+class _Misbehaving(_Answering):
+    """Answers by the prompt's last line (a turn's window ends ``user: <text>``)."""
+
+    requests: ClassVar[list[str]] = []
+    arrived: ClassVar[threading.Semaphore] = threading.Semaphore(0)
+    release: ClassVar[threading.Event] = threading.Event()
 
     def _cut(self, prompt: str) -> None:
         """A Content-Length of 1000, fewer bytes, then the connection closes."""

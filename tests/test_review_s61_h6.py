@@ -8,8 +8,6 @@ proxy from the environment whose password holds "/", "?" or "#".
 
 from __future__ import annotations
 
-import contextlib
-import http.server
 import json
 import urllib.request
 from typing import TYPE_CHECKING, Any
@@ -17,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cogfabric.actors import LLMConfig, OpenAICompatibleProvider, ProviderError, _llm
+
+from .test_llm_endpoint_s61_h5 import _Answering
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -27,21 +27,10 @@ LONG_LOCATION = f"http://127.0.0.1:1/{'a' * 270}?key={KEY}"
 """The key starts before the quoted start's 300-character cut and ends after it."""
 
 
-class _Edges(http.server.BaseHTTPRequestHandler):
+class _Edges(_Answering):
     """Answers by the prompt."""
 
-    protocol_version = "HTTP/1.1"
-
-    def _send(self, code: int, data: bytes, headers: tuple[tuple[str, str], ...] = ()) -> None:
-        self.send_response(code)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        with contextlib.suppress(OSError):
-            self.wfile.write(data)
-
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: N802 - http.server calls it by this name
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompt = body["messages"][0]["content"]
         if prompt == "to close":  # no Content-Length, not chunked: the body ends as the connection closes

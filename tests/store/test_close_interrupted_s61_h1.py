@@ -108,9 +108,8 @@ def _result(work: Callable[[], object]) -> object:
         return exc
 
 
-def _land(path: Path, n: int) -> tuple[_RealLanding, list[str]]:
-    """Close a journal at ``path`` with a SIGINT at the ``n``-th point; then close and reopen it."""
-    journal = Journal.open(path)
+def _interrupted_close(journal: Journal, n: int) -> _RealLanding:
+    """Close ``journal`` with a SIGINT at the ``n``-th point (none if it has fewer); where it landed."""
     landing = _RealLanding(n)
     found = sys.gettrace()
     sys.settrace(landing.calls)
@@ -120,6 +119,13 @@ def _land(path: Path, n: int) -> tuple[_RealLanding, list[str]]:
         pass
     finally:
         sys.settrace(found)
+    return landing
+
+
+def _land(path: Path, n: int) -> tuple[_RealLanding, list[str]]:
+    """Close a journal at ``path`` with a SIGINT at the ``n``-th point; then close and reopen it."""
+    journal = Journal.open(path)
+    landing = _interrupted_close(journal, n)
     problems = []
     closing = _on_a_thread(journal.close)
     if closing is not None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cogfabric.store import Journal, JournalLockedError, JournalUnavailableError
-from tests.store.test_close_interrupted_s61_h1 import _on_a_thread, _RealLanding
+from tests.store.test_close_interrupted_s61_h1 import _interrupted_close, _on_a_thread, _RealLanding
 from tests.store.test_live_reader_s61_h3 import _done
 from tests.store.test_review_s61_h8 import _small_journal
 from tests.test_interrupt_hold_s58_h1 import (  # autouse: Python's own SIGINT handler, then as found
@@ -53,15 +53,7 @@ def _land_then_open(path: Path, n: int) -> tuple[_RealLanding, list[str], bool]:
     What went wrong, and whether the new journal could be opened (the lock was let go already).
     """
     journal = Journal.open(path)
-    landing = _RealLanding(n)
-    found = sys.gettrace()
-    sys.settrace(landing.calls)
-    try:
-        journal.close()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sys.settrace(found)
+    landing = _interrupted_close(journal, n)
     try:
         other = Journal.open(path)
     except JournalLockedError:  # the Ctrl-C landed before the lock was let go: the next close() does
