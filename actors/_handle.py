@@ -251,7 +251,8 @@ class Agent:
         """Replace the cognitive state (version 0 becomes 1; future versions are refused).
 
         Raises:
-            TypeError: ``state`` is not a ``CognitiveState``.
+            TypeError: ``state`` is not a ``CognitiveState`` (a mapping, such as a checkpoint
+                read back from a layer, is pointed to ``decode_cognitive_state``).
             CognitiveStateSchemaVersionError: ``state`` is of a future schema version, or
                 its version is no int (then also a ``TypeError``).
 

@@ -1179,8 +1179,8 @@ class JournaledLLM(LLMClient):
         still over the limit.
 
         Raises:
-            SessionNotFoundError: the session is unknown or expired; or it ended
-                (expired, was deleted or evicted) while the provider answered: the
+            SessionNotFoundError: the session is unknown, deleted, expired or evicted
+                (``reason`` says which); or it ended while the provider answered: the
                 output is journaled (``LlmOutputRecorded``, naming the session) but not
                 added to the session, and is the error's ``output``.
             InvalidArgumentError: an empty, blank or non-UTF-8 ``user_message``, refused

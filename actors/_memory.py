@@ -459,12 +459,13 @@ class MemoryManager:
     ``ActorTimeoutError`` when the session actor does not answer within
     ``call_timeout`` (the call is not withdrawn: it runs in its turn, so a write
     retried after one may be made twice), and ``TypeError`` for a session, agent or user id, role or
-    content that is not a str; a session call on one that is unknown, deleted or
-    expired raises ``SessionNotFoundError`` (``build_context`` and ``delete_session``
-    excepted). A write (a new session, a message, a deletion) raises the journal's
-    error (``JournalError``) when the journal refuses it, and changes nothing; once the
-    journal is fail-stop, writes are refused before they change anything, and reads
-    and sweeps still answer (their access records and expiries are dropped). The calls
+    content that is not a str; a session call on one that is unknown, deleted, expired
+    or evicted raises ``SessionNotFoundError``, whose ``reason`` says which
+    (``build_context`` and ``delete_session`` excepted). A write (a new session, a
+    message, a deletion) raises the journal's error (``JournalError``) when the journal
+    refuses it, and changes nothing; once the journal is fail-stop, writes are refused
+    before they change anything, and reads and sweeps still answer (their access
+    records and expiries are dropped). The calls
     the session actor runs in one batch with the write whose commit made the journal
     fail (those after it, reads too) get that write's error.
 
@@ -1120,7 +1121,8 @@ class MemoryManager:
         """Add a message with the clock's time.
 
         Raises:
-            SessionNotFoundError: the session is unknown, deleted or expired.
+            SessionNotFoundError: the session is unknown, deleted, expired or evicted
+                (``reason`` says which).
 
         """
         self._call("add", *_plain_message(session_id, role, content))
@@ -1135,7 +1137,8 @@ class MemoryManager:
             InvalidEventError: a field holds a value of the wrong type (a tool call that
                 is no ``ToolCall``, say), or ``time`` is not finite (also a ``TypeError``
                 and a ``ValueError``).
-            SessionNotFoundError: the session is unknown, deleted or expired.
+            SessionNotFoundError: the session is unknown, deleted, expired or evicted
+                (``reason`` says which).
 
         """
         if not isinstance(message, Message):
@@ -1161,7 +1164,8 @@ class MemoryManager:
         ``add_message``; only a user message starts a turn without turn ids.
 
         Raises:
-            SessionNotFoundError: the session is unknown, deleted or expired.
+            SessionNotFoundError: the session is unknown, deleted, expired or evicted
+                (``reason`` says which).
 
         """
         result: str = self._call("add_turn", *_plain_message(session_id, role, content))
@@ -1180,7 +1184,8 @@ class MemoryManager:
         ``SessionMemory.Get``).
 
         Raises:
-            SessionNotFoundError: the session is unknown, deleted or expired.
+            SessionNotFoundError: the session is unknown, deleted, expired or evicted
+                (``reason`` says which).
 
         """
         session_id = require_str(session_id, "session_id")

@@ -1617,7 +1617,8 @@ class Runtime:
                 behind a running message and a lifecycle call); it still takes effect
                 when the agent does.
             CognitiveStateSchemaVersionError: ``state`` is of a future schema version.
-            TypeError: ``state`` is not a ``CognitiveState``.
+            TypeError: ``state`` is not a ``CognitiveState`` (a mapping, such as a checkpoint
+                read back from a layer, is pointed to ``decode_cognitive_state``).
             UnencodableValueError: one of its fields holds a value msgspec cannot encode
                 (also a ``TypeError``).
             JournalError: the journal refused the change, or is fail-stop.

@@ -2159,7 +2159,9 @@ class LmdbJournal(Journal):
             JournalFullError: the map cannot grow past ``max_map_size`` (fail-stop: every
                 later append raises ``JournalStillFullError``, both a ``JournalFullError``
                 and a ``JournalFailedError``).
-            JournalUnavailableError: the storage failed (fail-stop).
+            JournalUnavailableError: the storage failed (fail-stop): a full disk, the
+                data file at ``ulimit -f``, or a map that cannot grow within ``ulimit -v``
+                (the message names the free space, or the limit).
             JournalDamagedError: LMDB met a damaged page of the data file (fail-stop; the
                 same error a read gets there).
             JournalFailedError: an earlier append failed; reopen the journal.
