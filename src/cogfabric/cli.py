@@ -10,10 +10,12 @@ written (the group's help lists them).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import contextvars
 import functools
 import hashlib
+import io
 import logging
 import os
 import shlex
@@ -77,6 +79,25 @@ def _once(_ctx: click.Context, _param: click.Parameter, values: tuple[Any, ...])
         msg = f"given {len(values)} times ({shown}); give it once"
         raise click.BadParameter(msg)
     return values[0] if values else None
+
+
+def _once_text(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> str | None:
+    """``_once`` for a name (an agent, a session, a stream, an event id): UTF-8 in any locale.
+
+    Python decodes the command line with the locale's encoding: under ``LC_ALL=C`` with
+    its UTF-8 mode off (``PYTHONUTF8=0``) that is ASCII, so ``--agent rév`` arrived as
+    ``r\\udcc3\\udca9v`` and was refused as "not valid UTF-8 text". The argument's bytes
+    are read as UTF-8 instead, as the journal stores names; bytes that are not UTF-8 stay
+    as they came (and are refused so). A journal path is left in the locale's encoding,
+    in which the file system takes it.
+    """
+    value: str | None = _once(ctx, param, values)
+    if value is None:
+        return None
+    try:
+        return os.fsencode(value).decode("utf-8")
+    except (UnicodeError, ValueError):  # not UTF-8, or a surrogate that stands for no byte
+        return value
 
 
 def _event_types(
@@ -346,10 +367,12 @@ class _Commands(click.Group):
         cleanups run (an export's unfinished file removed, a simulation's runtime closed),
         and exits 143; a second SIGTERM kills at once. What the journal's own code logs
         about its files (a data file found empty and started anew, a short one padded, an
-        audit that could not fork) is shown on stderr, as warnings.
+        audit that could not fork) is shown on stderr, as warnings. A character stdout's
+        encoding cannot take (``PYTHONIOENCODING=latin-1``, a C locale without UTF-8 mode)
+        is written as its escape (``_stdout_escapes_what_it_cannot_encode``).
         """
         try:
-            with _sigterm_unwinds(), _journal_warnings_shown():
+            with _sigterm_unwinds(), _journal_warnings_shown(), _stdout_escapes_what_it_cannot_encode():
                 super().invoke(ctx)
         except _Terminated:
             _say("terminated")
@@ -443,6 +466,58 @@ def _journal_warnings_shown() -> Iterator[None]:
     finally:
         for logger in loggers:
             logger.removeHandler(handler)
+
+
+_SURROGATEESCAPE: Final = codecs.lookup_error("surrogateescape")
+
+
+def _escape_unencodable(error: UnicodeError) -> tuple[str | bytes, int]:
+    """The ``cogfabric-escape`` error handler: a file name's undecodable byte as that byte, else the escape.
+
+    ``surrogateescape`` (what a C locale's stdout has) where it applies, a lone surrogate
+    that stands for a byte of a path; else ``backslashreplace``: ``\\xe9``, ``\\U0001f600``.
+    """
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    try:
+        return _SURROGATEESCAPE(error)
+    except UnicodeError:
+        return codecs.backslashreplace_errors(error)
+
+
+codecs.register_error("cogfabric-escape", _escape_unencodable)
+
+
+@contextlib.contextmanager
+def _stdout_escapes_what_it_cannot_encode() -> Iterator[None]:
+    """Write a character stdout's encoding cannot take as its escape (``\\xe9``), not fail on it.
+
+    Under ``PYTHONIOENCODING=latin-1`` or ``ascii``, or ``LC_ALL=C`` with Python's UTF-8
+    mode off (``PYTHONUTF8=0``), a name or value of the journal's that the encoding lacks
+    (an agent ``rév``, an emoji) raised ``UnicodeEncodeError`` in a table's text: a
+    traceback and exit 1, which here means a damaged journal. The JSON outputs write
+    UTF-8 bytes and never meet it; stderr escapes already (Python's ``backslashreplace``).
+    A UTF-8 stdout is left as it is. Set back after the command, for a program that runs
+    ``main`` itself.
+    """
+    stdout = sys.stdout
+    if not isinstance(stdout, io.TextIOWrapper) or codecs.lookup(stdout.encoding).name == "utf-8":
+        yield
+        return
+    errors = stdout.errors
+    if errors not in ("strict", "surrogateescape"):  # the user's own (PYTHONIOENCODING=latin-1:replace)
+        yield
+        return
+    try:
+        stdout.reconfigure(errors="cogfabric-escape")
+    except (OSError, ValueError):  # closed, or its buffer cannot be flushed: the output's error comes later
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            stdout.reconfigure(errors=errors)
 
 
 class _Terminated(Terminated):
@@ -1474,8 +1549,8 @@ def _failed_verdict(line: str) -> NoReturn:
 
 @main.command()
 @_JOURNAL
-@click.option("--agent", multiple=True, callback=_once, help="Rebuild this agent.")
-@click.option("--session", multiple=True, callback=_once, help="Rebuild this session.")
+@click.option("--agent", multiple=True, callback=_once_text, help="Rebuild this agent.")
+@click.option("--session", multiple=True, callback=_once_text, help="Rebuild this session.")
 @click.option(
     "--at",
     "at",
@@ -1923,7 +1998,7 @@ _NAME_MAX = 200
     "--id",
     "event_id",
     multiple=True,
-    callback=_once,
+    callback=_once_text,
     help=(
         "Trace the record of this event id (an IPC message's id is its event's, or its "
         "dead letter's if it was never journaled), or the request of this correlation id."
@@ -2144,7 +2219,9 @@ def _trace_line(node: dict[str, Any]) -> str:
     callback=_once,
     help="A file (default stdout, as for -; ./- names a file called -).",
 )
-@click.option("--stream", multiple=True, callback=_once, help="Only this stream, e.g. agent/researcher-001.")
+@click.option(
+    "--stream", multiple=True, callback=_once_text, help="Only this stream, e.g. agent/researcher-001."
+)
 @click.option(
     "--layer",
     type=click.Choice(["task_shared", "agent_private", "ipc"], case_sensitive=False),
