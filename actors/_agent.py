@@ -707,7 +707,8 @@ class AgentActor(pykka.ThreadingActor):
         # A message nobody waits for failed outside the behavior (a timeout while
         # restarting, say). Pykka would stop the actor while the runtime still lists
         # it: restart it from the journal instead, as after a behavior's failure.
-        log.error("agent %s: handling a %s message failed; restarting it", self._state.id, kind, exc_info=exc)
+        what = _KIND_NAMES.get(kind, "a message") if isinstance(kind, _Kind) else "a message"
+        log.error("agent %s: handling %s failed; restarting it", self._state.id, what, exc_info=exc)
         try:
             self._restart()
         except Exception:

@@ -45,6 +45,7 @@ from ._core import printable, start_thread
 from ._errors import (
     ActorError,
     ActorTimeoutError,
+    ClockError,
     InvalidConfigError,
     RuntimeClosedError,
     SessionNotFoundError,
@@ -1118,11 +1119,23 @@ class JournaledLLM(LLMClient):
             RuntimeClosedError: the runtime is closed.
             JournalError: the journal is fail-stop (``JournalStillFullError`` after a
                 full map, else ``JournalFailedError``).
+            ClockError: the clock failed before the provider was called (it is not called);
+                one that fails while the model answers is logged, and the output's record
+                takes the time the call was made.
 
         """
         if self._check_open is not None:
             self._check_open()
-        return super().generate(prompt, **params)
+        try:
+            return super().generate(prompt, **params)
+        finally:
+            self._turn.asked_at = None
+
+    def _call_provider(self, prompt: str, params: dict[str, Any]) -> str:
+        # The clock first: one that fails refuses the call before the provider is paid,
+        # and its reading stamps the call's record if the clock fails while the model answers.
+        self._turn.asked_at = self._clock.now()
+        return super()._call_provider(prompt, params)
 
     def _rejected(self, length: int, limit: int, reason: str) -> None:
         self._journal(
@@ -1151,8 +1164,21 @@ class JournaledLLM(LLMClient):
 
     def _call_fields(self, prompt: str) -> dict[str, Any]:
         """What an output and a failure record of the call: its time, agent, provider, prompt, session."""
+        try:
+            at = self._clock.now()
+        except ClockError:
+            asked_at: float | None = getattr(self._turn, "asked_at", None)
+            if asked_at is None:
+                raise
+            at = asked_at
+            # the answer is paid for: its record is kept, at the time the call was made
+            log.warning(
+                "the clock failed as the model answered; the call's record has the time it was made (%r)",
+                at,
+                exc_info=True,
+            )
         return {
-            "at": self._clock.now(),
+            "at": at,
             "agent": self._agent_id,
             "provider": journal_text(_provider_label(self.provider, "name")),
             "model": journal_text(_provider_label(self.provider, "model")),

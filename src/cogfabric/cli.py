@@ -2578,9 +2578,10 @@ def inspect(
     """Summarise JOURNAL: format, records, the head, first and last time, counts per type and stream, size.
 
     The head is the last seq and its hash-chain link (hex): keep it somewhere else to
-    detect a later rewrite of the journal. Each stream's count takes a line (every agent
-    and session has streams of its own): --no-streams leaves them out, the counts per
-    kind of stream kept.
+    detect a later rewrite of the journal. The time is the first and the last record's
+    (UTC), not the earliest and latest: after a wall clock stepped back, a record between
+    them can be earlier. Each stream's count takes a line (every agent and session has
+    streams of its own): --no-streams leaves them out, the counts per kind of stream kept.
 
     A record of a version newer than this cogfabric, or of a type it does not know
     (one a newer cogfabric added), stops it (exit 1) unless --skip-newer: then the
