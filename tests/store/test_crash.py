@@ -115,9 +115,10 @@ def _kill_loop(path: Path, *, kills_wanted: int) -> tuple[int, int]:
 
 
 def test_sigkill_at_random_moments_loses_no_acknowledged_append(tmp_path: Path) -> None:
-    # Ten kills in the default suite (the suite's time on 2 cores); forty under -m slow.
-    kills, acked = _kill_loop(tmp_path / "journal", kills_wanted=10)
-    assert kills == 10
+    # Issue 2 asks for at least 20 kills bounded to about 30 s: twenty in the default
+    # suite; forty under -m slow.
+    kills, acked = _kill_loop(tmp_path / "journal", kills_wanted=20)
+    assert kills == 20
     assert acked > 50
 
 
