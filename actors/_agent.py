@@ -1110,12 +1110,17 @@ class AgentActor(pykka.ThreadingActor):
         try:
             ticket = writer.submit_nowait(events)
         except RuntimeClosedError as exc:  # applied (batch durability), and now journaled nowhere: say so
-            log.warning(
-                "agent %s: %d events it applied were not journaled (the first a %s): %s",
+            # once per runtime as a warning: a close that gave up on many busy agents
+            # would otherwise log one for each, as each finishes its message
+            first = self._core.first_unjournaled()
+            log.log(
+                logging.WARNING if first else logging.DEBUG,
+                "agent %s: %d events it applied were not journaled (the first a %s): %s%s",
                 self._state.id,
                 len(events),
                 type(events[0]).__name__,
                 exc,
+                " (the runtime's later ones, of any agent, are logged at DEBUG)" if first else "",
             )
             raise
         if snapshot:

@@ -172,6 +172,10 @@ class Core:
         runtime's is one)."""
         self.foreign_logged = False
         """An agent logged a message that was not the runtime's (``AgentActor._not_ours``): once is enough."""
+        self.unjournaled_logged = False
+        """An agent logged, as a warning, changes it applied after the writer stopped
+        (``AgentActor._flush_outbox_locked``): a close that cuts short hundreds of busy
+        agents says so once, the later ones at DEBUG."""
         self.behavior_failures = 0
         """Times a behavior raised on a message since open (``Runtime.stats``): counted on
         the failure's path, under ``_counts``, never on a message's."""
@@ -183,6 +187,14 @@ class Core:
             return False
         with self._counts:  # two agents taking a broadcast at once: one logs it
             first, self.foreign_logged = not self.foreign_logged, True
+        return first
+
+    def first_unjournaled(self) -> bool:
+        """Whether these are the first changes the stopped writer refused (sets ``unjournaled_logged``)."""
+        if self.unjournaled_logged:
+            return False
+        with self._counts:  # agents finishing their messages at once: one warns
+            first, self.unjournaled_logged = not self.unjournaled_logged, True
         return first
 
     def count_behavior_failure(self) -> None:
@@ -324,12 +336,22 @@ class Core:
         return given
 
     def make_behavior(
-        self, name: str | None, *, strict: bool = False, agent_id: str | None = None
+        self,
+        name: str | None,
+        *,
+        strict: bool = False,
+        agent_id: str | None = None,
+        left: dict[str, list[str]] | None = None,
     ) -> Behavior | None:
         """A fresh behavior for a journaled name, or None (logged) when it is unknown.
 
         ``agent_id`` names the agent in the log record, as a reopen of many agents
-        logs one record for each that is left without its behavior.
+        logs one record for each that is left without its behavior: for the first
+        ``_AGENTS_NAMED`` of a name, that is. A reopen passes ``left`` (name: agent ids),
+        which keeps count; the later agents' records are at DEBUG, and the reopen sums
+        them up in one record (``note_left_without``), so that a journal of hundreds of
+        agents reopened without their behavior does not log hundreds of warnings. A
+        factory's traceback is in the record of the first agent it failed for.
 
         A factory that raises leaves the agent without a behavior too (logged): the
         agent exists in the journal, so it must exist live. With ``strict`` (a spawn,
@@ -350,7 +372,8 @@ class Core:
         factory = self.behaviors.get(name)
         whose = "" if agent_id is None else f"agent {agent_id!r}: "
         if factory is None:
-            log.warning(
+            log.log(
+                logging.DEBUG if _counted(left, name, agent_id) > _AGENTS_NAMED else logging.WARNING,
                 "%sbehavior %r is not registered: the agent runs without one, and messages to it are "
                 "dead-lettered (%s); to give it one, open the journal with behaviors={%r: factory}",
                 whose,
@@ -367,19 +390,45 @@ class Core:
         except Exception as exc:
             if strict:
                 raise InvalidSpawnSpecError(f"behavior {name!r} could not be made: {exc!r}") from exc
-            log.exception("%sbehavior %r could not be made: the agent runs without one", whose, name)
+            _not_made(whose, name, _counted(left, name, agent_id))
             return None
         except BaseException:  # a CancelledError, a sys.exit(): fatal to Pykka on an actor's thread
             if strict or threading.current_thread() is threading.main_thread():
                 raise  # the caller's own thread (a spawn, a reopen): a Ctrl-C must stop it
-            log.exception("%sbehavior %r could not be made: the agent runs without one", whose, name)
+            _not_made(whose, name, _counted(left, name, agent_id))
             return None
         if msg:
             if strict:
                 raise InvalidSpawnSpecError(msg)
-            log.error("%s%s: the agent runs without one", whose, msg)
+            quiet = _counted(left, name, agent_id) > _AGENTS_NAMED
+            log.log(logging.DEBUG if quiet else logging.ERROR, "%s%s: the agent runs without one", whose, msg)
             return None
         return behavior
+
+    def note_left_without(self, left: dict[str, list[str]]) -> None:
+        """After a reopen: one record for each behavior that left more agents without it than were named.
+
+        Its level is their records' own: a warning for a name not registered, an error
+        for a factory that failed (or made something that handles no message).
+        """
+        for name, agents in left.items():
+            rest = agents[_AGENTS_NAMED:]
+            if not rest:
+                continue
+            shown = ", ".join(repr(agent) for agent in rest[:_AGENTS_NAMED])
+            more = f" and {len(rest) - _AGENTS_NAMED} more" if len(rest) > _AGENTS_NAMED else ""
+            registered = name in self.behaviors
+            log.log(
+                logging.ERROR if registered else logging.WARNING,
+                "behavior %r %s: %d more agents run without it than the %d named above (%s%s; each "
+                "logged at DEBUG); their handles' has_behavior is False",
+                name,
+                "could not be made" if registered else "is not registered",
+                len(rest),
+                _AGENTS_NAMED,
+                shown,
+                more,
+            )
 
     def load_agent(self, agent_id: str) -> AgentSnapshot | None:
         """Rebuild one agent from the journal (latest snapshot plus tail)."""
@@ -394,6 +443,33 @@ _PROTOCOL_STUB: Final = ("cogfabric.actors._agent", "Behavior.on_message")
 
 _NAMES_SHOWN: Final = 10
 """How many registered behavior names an error or a log record lists."""
+
+_AGENTS_NAMED: Final = 10
+"""How many agents a reopen names, a record each, for one behavior it leaves them without."""
+
+
+def _counted(left: dict[str, list[str]] | None, name: str, agent_id: str | None) -> int:
+    """Note that a reopen left ``agent_id`` without ``name``'s behavior; how many so far (0: not a reopen)."""
+    if left is None or agent_id is None:
+        return 0
+    agents = left.setdefault(name, [])
+    agents.append(agent_id)
+    return len(agents)
+
+
+def _not_made(whose: str, name: str, counted: int) -> None:
+    """Log, in the ``except`` that caught it, that ``name``'s factory failed.
+
+    With its traceback for the first agent of a reopen only (the others' would be the
+    same), at DEBUG past the ``_AGENTS_NAMED`` first.
+    """
+    log.log(
+        logging.DEBUG if counted > _AGENTS_NAMED else logging.ERROR,
+        "%sbehavior %r could not be made: the agent runs without one",
+        whose,
+        name,
+        exc_info=counted <= 1,
+    )
 
 
 def _unfit(name: str, behavior: object) -> str:

@@ -778,6 +778,7 @@ class Runtime:
         published = publications(journal, after=start)
         contexts = SharedContexts(journal, published)  # one copy of a publication for its targets, as live
         replayed = set(live)
+        left: dict[str, list[str]] = {}  # behavior name: the agents left without it (logged)
         for stream in streams:
             agent_id = stream.removeprefix("agent/")
             with self._lock:
@@ -787,7 +788,8 @@ class Runtime:
             state = replay_agent(journal, agent_id, published=published)
             if state is not None:
                 contexts.share(state)
-                self._start(state, self._core.make_behavior(state.behavior, agent_id=agent_id))
+                self._start(state, self._core.make_behavior(state.behavior, agent_id=agent_id, left=left))
+        self._core.note_left_without(left)
 
     # ------------------------------------------------------------- agents
 
@@ -828,13 +830,15 @@ class Runtime:
 
     def _stop_launched(self, launched: Iterable[_Launched]) -> None:
         """Stop a spawn's actors: each asked first, then waited for (a Ctrl-C stops the wait)."""
-        stops = [one.ref.stop(block=False) for one in launched]  # a dead actor's answers False
+        stops = [(one.state.id, one.ref.stop(block=False)) for one in launched]  # a dead one's: False
         deadline = time.monotonic() + self._core.call_timeout
-        for stop in stops:
+        for agent_id, stop in stops:
             try:
                 _interrupt.wait(stop.get, timeout=max(0.0, deadline - time.monotonic()))
             except pykka.Timeout:
-                log.warning("an agent actor did not stop in time")
+                log.warning(
+                    "runtime %r: the actor of agent %r did not stop in time", self._core.name, agent_id
+                )
 
     def _register(self, launched: _Launched) -> Agent:
         """Make a launched agent reachable (listed, addressable, subscribed); return its handle.
@@ -853,7 +857,7 @@ class Runtime:
                 self._list(state.id)
                 self._unlisted_if_refused.discard(state.id)  # started: it stays listed
         if closed:
-            self._stop_ref(ref)
+            self._stop_ref(ref, state.id)
             return handle
         self.bus._index(state.id, state.topics, state.topic_orders)  # noqa: SLF001
         return handle
@@ -1706,7 +1710,9 @@ class Runtime:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=self._core.call_timeout)
             if thread.is_alive():
-                log.warning("an agent actor did not stop in time")
+                log.warning(
+                    "runtime %r: the actor of agent %r did not stop in time", self._core.name, agent_id
+                )
 
     def _on_killed(self, agent_id: str, ref: pykka.ActorRef[AgentActor]) -> None:
         """An agent's death is journaled (on its actor's thread): remove it and stop it."""
@@ -2483,12 +2489,12 @@ class Runtime:
         me = threading.current_thread()
         return next((e for e in list(self._agents.values()) if e is not None and e.shared.thread is me), None)
 
-    def _stop_ref(self, ref: pykka.ActorRef[AgentActor]) -> None:
+    def _stop_ref(self, ref: pykka.ActorRef[AgentActor], agent_id: str) -> None:
         """Stop one actor: asked, then waited for (a Ctrl-C stops the wait, the stop is asked)."""
         try:
             _interrupt.wait(ref.stop(block=False).get, timeout=self._core.call_timeout)
         except (pykka.ActorDeadError, pykka.Timeout):
-            log.warning("an agent actor did not stop in time")
+            log.warning("runtime %r: the actor of agent %r did not stop in time", self._core.name, agent_id)
 
     def close(self) -> None:
         """Flush, stop every actor and close the journal; idempotent.
@@ -2577,7 +2583,12 @@ class Runtime:
                     # journal itself once it stops.
                     writer.stop_soon()
                     if not writer.close_journal_when_stopped():
-                        log.error("close(): the journal writer is still committing; it closes the journal")
+                        log.error(
+                            "runtime %r: close(): the journal writer is still committing; it closes "
+                            "the journal (%s) once it is done",
+                            self._core.name,
+                            getattr(writer.journal, "path", "its journal"),
+                        )
                 elif self._journal is not None:
                     _close_journal(self._journal)  # synced and unlocked even if a stop above failed
                 self._interrupted = not done
@@ -2609,7 +2620,7 @@ class Runtime:
 
         """
         if not _interrupt.wait(self._close_done.wait, timeout=5 * self._core.call_timeout):
-            log.warning("close() waited for another thread's close() in vain")
+            log.warning("runtime %r: close() waited for another thread's close() in vain", self._core.name)
             return
         if self._interrupted:
             self._finish_interrupted()
@@ -2728,7 +2739,12 @@ class Runtime:
             try:
                 step()
             except Exception as exc:  # noqa: BLE001 - close() raises it once every step ran
-                log.warning("close(): %s failed: %r", getattr(step, "__qualname__", step), exc)
+                log.warning(
+                    "runtime %r: close(): %s failed: %r",
+                    self._core.name,
+                    getattr(step, "__qualname__", step),
+                    exc,
+                )
                 failures.append(exc)
             else:
                 if self._core.writer is not None and step == self._core.writer.stop:
@@ -2780,8 +2796,9 @@ class Runtime:
         if late:
             waiting = sum(max(entry.shared.slots.waiting, 0) for entry in late)
             log.warning(
-                "%d agent actors did not stop within %s s; about %d messages still wait in their mailboxes "
-                "and will be dropped, not handled",
+                "runtime %r: %d agent actors did not stop within %s s; about %d messages still wait in their "
+                "mailboxes and will be dropped, not handled",
+                self._core.name,
                 len(late),
                 self._core.call_timeout,
                 waiting,
