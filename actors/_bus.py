@@ -936,7 +936,12 @@ class IpcBus:
                 self._dead.extend(letters)
                 self._dead_counts.update(letter.reason for letter in letters)
         except CogfabricError as exc:
-            log.warning("no dead letters for %d requests open at close: %s", len(waiting), exc)
+            log.warning(
+                "runtime %r: close(): no dead letters for %d requests open at close: %s",
+                self._core.name,
+                len(waiting),
+                exc,
+            )
         finally:
             for pending in waiting:
                 pending.error = RuntimeClosedError(said)

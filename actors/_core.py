@@ -7,6 +7,7 @@ import inspect
 import itertools
 import logging
 import queue
+import sys
 import threading
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
@@ -351,7 +352,9 @@ class Core:
         which keeps count; the later agents' records are at DEBUG, and the reopen sums
         them up in one record (``note_left_without``), so that a journal of hundreds of
         agents reopened without their behavior does not log hundreds of warnings. A
-        factory's traceback is in the record of the first agent it failed for.
+        factory's traceback is in the record of the first agent it failed for; the
+        others' records name their exception (it may fail for some agents only, each
+        for a reason of its own).
 
         A factory that raises leaves the agent without a behavior too (logged): the
         agent exists in the journal, so it must exist live. With ``strict`` (a spawn,
@@ -460,15 +463,19 @@ def _counted(left: dict[str, list[str]] | None, name: str, agent_id: str | None)
 def _not_made(whose: str, name: str, counted: int) -> None:
     """Log, in the ``except`` that caught it, that ``name``'s factory failed.
 
-    With its traceback for the first agent of a reopen only (the others' would be the
-    same), at DEBUG past the ``_AGENTS_NAMED`` first.
+    With its traceback for the first agent of a reopen only, at DEBUG past the
+    ``_AGENTS_NAMED`` first. The others' records name the exception in their text: a
+    factory may fail for some agents only, and not always alike (the first agent of the
+    name may even have been left without it for something unfit its factory made).
     """
+    traced = counted <= 1
     log.log(
         logging.DEBUG if counted > _AGENTS_NAMED else logging.ERROR,
-        "%sbehavior %r could not be made: the agent runs without one",
+        "%sbehavior %r could not be made%s: the agent runs without one",
         whose,
         name,
-        exc_info=counted <= 1,
+        "" if traced else f" ({sys.exc_info()[1]!r})",
+        exc_info=traced,
     )
 
 

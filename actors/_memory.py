@@ -1372,7 +1372,7 @@ class MemoryManager:
         try:
             _interrupt.wait(self._ref.stop, block=True, timeout=self._core.call_timeout)
         except (pykka.ActorDeadError, pykka.Timeout):
-            log.warning("the session actor did not stop in time")
+            log.warning("runtime %r: close(): the session actor did not stop in time", self._core.name)
         else:
             thread = self.actor_thread  # a stop is acknowledged before its thread ends
             if thread is not None and thread is not threading.current_thread():
