@@ -363,8 +363,14 @@ class ClockError(ActorError, ValueError):
 
     ``now()`` must return a finite real number of seconds; anything else (a
     ``datetime``, a string, None, NaN, a number past a float's range) is refused
-    before it reaches an event, so that no journaled time stops a replay.
+    before it reaches an event, so that no journaled time stops a replay. ``output``
+    is None but from a ``turn`` (or ``continue_turn``) whose clock failed as its
+    provider answered and was still down when the answer would go into the session:
+    then it is that answer, which the journal holds (``LlmOutputRecorded``, at the time
+    the call was made) and the session does not.
     """
+
+    output: str | None = None
 
 
 class SessionNotFoundError(ActorError, LookupError):

@@ -1126,10 +1126,13 @@ class JournaledLLM(LLMClient):
         """
         if self._check_open is not None:
             self._check_open()
+        # A provider that calls this client again (on this thread) is answered within
+        # this call: the reading of this call is put back after it, for this call's record.
+        asked_at = getattr(self._turn, "asked_at", None)
         try:
             return super().generate(prompt, **params)
         finally:
-            self._turn.asked_at = None
+            self._turn.asked_at = asked_at
 
     def _call_provider(self, prompt: str, params: dict[str, Any]) -> str:
         # The clock first: one that fails refuses the call before the provider is paid,
@@ -1214,6 +1217,9 @@ class JournaledLLM(LLMClient):
             InvalidArgumentError, PromptTooLongError: the gate refused the prompt
                 (the user message stays in the session).
             ProviderError: the provider failed.
+            ClockError: as ``generate``; a clock that fails as the model answers and is
+                still down when the answer would go into the session leaves it out of
+                the session: the output's record holds it, and so does the error's ``output``.
             RuntimeClosedError, JournalError, AgentNotFoundError: as ``generate``. They
                 are checked before the user message is added, so a runtime closed (an
                 agent gone, a fail-stop journal) before the call adds nothing; a
@@ -1260,7 +1266,7 @@ class JournaledLLM(LLMClient):
             SessionNotFoundError: as ``turn`` (with the answer as ``output`` when the
                 session ended while the provider answered).
             InvalidArgumentError, PromptTooLongError: the gate refused the prompt.
-            ProviderError, RuntimeClosedError, JournalError, AgentNotFoundError,
+            ProviderError, ClockError, RuntimeClosedError, JournalError, AgentNotFoundError,
             ActorTimeoutError: as ``turn``.
 
         """
@@ -1302,6 +1308,11 @@ class JournaledLLM(LLMClient):
             self._hand_over()
         try:
             self._memory.add_structured_message(session_id, _answer(output, turn_id))
+        except ClockError as exc:
+            # The clock failed as the model answered, and is still down: the output's
+            # record holds the answer, which the session cannot take without a time.
+            exc.output = output
+            raise
         except SessionNotFoundError as exc:
             # The session ended while the provider answered (its TTL passed during a long
             # call; another thread deleted it, or new sessions evicted it): the answer is
