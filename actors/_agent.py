@@ -1777,20 +1777,21 @@ class AgentContext:
         reads the agent's records back from its newest to that checkpoint.
 
         Raises:
+            RuntimeClosedError: ``close()`` stopped the agents' work, or the writer, or
+                closed the journal while it read (also without a journal, as
+                ``Runtime.last_checkpoint`` once the runtime is closed).
             AgentCheckpointNotSupportedError: the runtime has no journal.
             AgentNotFoundError: the agent was killed.
-            RuntimeClosedError: ``close()`` stopped the agents' work, or the writer, or
-                closed the journal while it read.
             ActorTimeoutError: the journal did not commit within ``call_timeout``.
             JournalRecordError: one of those records does not decode (names its seq).
 
         """
         actor = self._actor
         core = actor._core  # noqa: SLF001
+        core.check_running()
         writer = core.writer
         if writer is None:
             raise AgentCheckpointNotSupportedError
-        core.check_running()
         if actor._killed:  # noqa: SLF001
             actor.check_alive()
         writer.hand_over_and_flush((actor.flush_outbox,))

@@ -398,6 +398,7 @@ class AgentCheckpointNotSupportedError(ActorError):
     """Raised by ``get_latest_session_for_agent`` on a runtime opened without a journal.
 
     Also by ``Runtime.last_checkpoint`` and ``ctx.last_checkpoint``, which read the journal.
+    Once the runtime is closed, each raises ``RuntimeClosedError`` instead, as with a journal.
     """
 
     def __init__(self) -> None:

@@ -1246,10 +1246,17 @@ class MemoryManager:
         """The id of the agent's most recently used live session, or None.
 
         Raises:
+            RuntimeClosedError: the runtime is closed (also without a journal, as every
+                call of a closed runtime).
             AgentCheckpointNotSupportedError: the runtime has no journal.
 
         """
         if self._journal is None:
+            with self._lock:
+                closed = self._closed or self._core.closing
+            if closed:  # closed first, as with a journal: the same error whichever the runtime
+                msg = "the runtime is closed"
+                raise RuntimeClosedError(msg)
             raise AgentCheckpointNotSupportedError
         agent_id = require_str(agent_id, "agent_id")
         result: str | None = self._call("latest_for_agent", agent_id)
