@@ -1251,14 +1251,14 @@ class MemoryManager:
             AgentCheckpointNotSupportedError: the runtime has no journal.
 
         """
+        agent_id = require_str(agent_id, "agent_id")  # first, as every session call checks it
         if self._journal is None:
             with self._lock:
                 closed = self._closed or self._core.closing
-            if closed:  # closed first, as with a journal: the same error whichever the runtime
+            if closed:  # closed before no journal, as with a journal: the same error whichever the runtime
                 msg = "the runtime is closed"
                 raise RuntimeClosedError(msg)
             raise AgentCheckpointNotSupportedError
-        agent_id = require_str(agent_id, "agent_id")
         result: str | None = self._call("latest_for_agent", agent_id)
         return result
 
