@@ -36,10 +36,11 @@ Documented differences are modelled, not ignored:
 a journal, where a killed id is forgotten and ``get_latest_session_for_agent`` raises.
 
 The journal runs with ``fsync: false`` (only a power cut could tell the difference).
-The default suite runs 60 examples of each; ``pytest -m slow`` runs 300 more of each
-(``*_long``), so a wide search is one command away while the suite stays within its time
-on 2 cores. Environment knobs: ``MODEL_EXAMPLES`` (default 60), ``MODEL_SLOW_EXAMPLES``
-(default 300), ``MODEL_STEPS`` (default 50), ``MODEL_TMP`` (where journals go). A test
+The default suite runs 30 examples of each (the journaled one is still its longest test);
+``pytest -m slow`` runs 300 more of each (``*_long``), so a wide search is one command away
+while the suite stays within its time on 2 cores. Environment knobs: ``MODEL_EXAMPLES``
+(default 30), ``MODEL_SLOW_EXAMPLES`` (default 300), ``MODEL_STEPS`` (default 50),
+``MODEL_TMP`` (where journals go). A test
 that runs 420 s ends the whole run (pyproject's ``faulthandler_exit_on_timeout``); the
 slow ones take some minutes, so with knobs raised, pass ``-o faulthandler_timeout=0``
 (or a longer one).
@@ -1438,7 +1439,7 @@ def _diff(what: str, live: Any, model: Any) -> str:
 
 
 RuntimeModel.TestCase.settings = settings(
-    max_examples=int(os.environ.get("MODEL_EXAMPLES", "60")),
+    max_examples=int(os.environ.get("MODEL_EXAMPLES", "30")),
     stateful_step_count=int(os.environ.get("MODEL_STEPS", "50")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],

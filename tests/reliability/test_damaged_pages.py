@@ -72,7 +72,7 @@ def _children(page: bytes | bytearray) -> list[tuple[int, int]]:
 def journal_path(tmp_path: Path) -> Path:
     """A journal whose events database is two levels deep, with large snapshots."""
     path = tmp_path / "j"
-    with Journal.open(path) as journal:
+    with Journal.open(path, sync=False) as journal:  # the pages are the same; the disk flushes when it will
         for batch in range(20):
             seqs = journal.append(make_events(50, start=batch * 50))
             journal.append((), snapshots=[Snapshot("agent/a0", seqs[-1], bytes([batch]) * 9000)])
@@ -471,7 +471,7 @@ def test_free_page_lists_out_of_transaction_order_are_refused(tmp_path: Path) ->
 def test_a_free_database_branch_whose_keys_fall_out_of_order_is_refused(tmp_path: Path) -> None:
     # A reader pins every freed page, so that each commit leaves one more free-page list.
     path = tmp_path / "raw"
-    env = lmdb.open(str(path), max_dbs=2)
+    env = lmdb.open(str(path), max_dbs=2, sync=False)  # 600 commits: the same pages without each one's fsync
     try:
         db = env.open_db(b"d")
         with env.begin(write=True, db=db) as txn:
@@ -589,7 +589,7 @@ for page in range(2, pages):
         data.write(bytes(mmap.PAGESIZE))
     print(page, end=" ", flush=True)
     try:
-        with Runtime.open(work) as runtime:
+        with Runtime.open(work, config=Config(journal=JournalConfig(fsync=False))) as runtime:
             for agent_id in runtime.agents():
                 runtime.agent(agent_id).context_view()
             runtime.spawn(task_id="t").set_private("after", "damage")
@@ -604,7 +604,8 @@ for page in range(2, pages):
 def test_no_zeroed_page_crashes_a_runtime_opening_and_writing_the_journal(tmp_path: Path) -> None:
     # Before the walk, most of these pages made LMDB abort the process (an assertion).
     source = tmp_path / "source"
-    with Runtime.open(source) as runtime:
+    # fsync: false here and in the child: the pages are the same, without a flush per commit
+    with Runtime.open(source, config=Config(journal=JournalConfig(fsync=False))) as runtime:
         agents = [runtime.spawn(f"a{n}", task_id="t", task_context={"n": n}) for n in range(20)]
         for round_ in range(30):
             for agent in agents:

@@ -46,11 +46,16 @@ def _process_state() -> tuple[Any, ...]:
     )
 
 
+# fsync: false here and below: what a process holds is the same whether the disk flushes
+# each commit or the OS does (only a power cut tells them apart); the flush is most of the time.
+_NO_FSYNC = Config(journal=JournalConfig(fsync=False))
+
+
 @pytest.mark.parametrize("journaled", [True, False])
 def test_open_close_cycles_leave_nothing_behind(tmp_path: Path, journaled: bool) -> None:
     def once(i: int) -> None:
         path = tmp_path / f"j{i}" if journaled else None  # one journal, growing, keeps buffers its size
-        with cf.Runtime.open(path, behaviors={"echo": _Echo}) as rt:
+        with cf.Runtime.open(path, config=_NO_FSYNC, behaviors={"echo": _Echo}) as rt:
             agent = rt.spawn("a", behavior="echo")
             agent.set_private("k", i)
             rt.bus.request("x", "a", "t", i, timeout=5)
@@ -124,7 +129,9 @@ def _maps(rt: cf.Runtime) -> dict[str, int]:
 @pytest.mark.parametrize("mode", ["memory", "sync", "batch"])
 def test_churn_in_one_runtime_is_bounded_by_what_is_live(tmp_path: Path, mode: str) -> None:
     config = Config(
-        journal=JournalConfig(durability="batch" if mode == "batch" else "sync", snapshot_interval=3),
+        journal=JournalConfig(
+            durability="batch" if mode == "batch" else "sync", snapshot_interval=3, fsync=False
+        ),
         runtime=RuntimeConfig(call_timeout=2.0),
         memory=MemoryConfig(max_sessions=10),
     )
