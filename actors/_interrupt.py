@@ -231,11 +231,17 @@ def wait(blocking: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:  # noqa:
     if _depth <= 0 or threading.get_ident() != main_ident:
         return blocking(*args, **kwargs)
     # one that lands as a handler delivered here runs (held: the wait has not begun), if it
-    # returns (asyncio's at a first Ctrl-C, a SIGTERM handler that sets a flag), goes too
-    while _pending is not False:
-        landed, _pending = _pending, False
-        _deliver(landed, sys._getframe(1))  # noqa: SLF001
-    _waiting = True
+    # returns (asyncio's at a first Ctrl-C, a SIGTERM handler that sets a flag), goes too;
+    # so does one that lands after the loop and before _waiting is set (held too: without
+    # this second look the wait would begin with it pending, and last its whole timeout)
+    while True:
+        while _pending is not False:
+            landed, _pending = _pending, False
+            _deliver(landed, sys._getframe(1))  # noqa: SLF001
+        _waiting = True  # from here one that lands is raised at once (the handler sees it)
+        if _pending is False:
+            break
+        _waiting = False
     try:
         return blocking(*args, **kwargs)
     finally:
