@@ -486,7 +486,7 @@ def _only_readers_hold(where: Path) -> bool | None:
     """
     try:
         held = (where / "writer.lock").lstat()
-        table = _PROC_LOCKS.read_text()
+        table = _PROC_LOCKS.read_text(encoding="ascii", errors="replace")
     except OSError:
         return False
     file_id = f"{os.major(held.st_dev):02x}:{os.minor(held.st_dev):02x}:{held.st_ino}"

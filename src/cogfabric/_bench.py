@@ -326,7 +326,7 @@ def _sessions(tmp: Path, n: int) -> tuple[float, float]:
 def _status_bytes(field: str) -> int:
     """A memory figure of this process from /proc/self/status (Linux); 0 where missing."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
+        for line in Path("/proc/self/status").read_text(encoding="utf-8", errors="replace").splitlines():
             if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:
@@ -337,7 +337,7 @@ def _status_bytes(field: str) -> int:
 def _reset_peak() -> bool:
     """Reset this process's peak resident memory (``VmHWM``) to its current one (Linux >= 4.0)."""
     try:
-        Path("/proc/self/clear_refs").write_text("5")
+        Path("/proc/self/clear_refs").write_text("5", encoding="ascii")
     except OSError:
         return False
     return True
@@ -406,7 +406,7 @@ def filesystem_of(path: Path | str) -> str | None:
     On ``tmpfs`` an fsync costs nothing, so the synced workloads would measure no disk.
     """
     try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
+        mounts = Path("/proc/mounts").read_text(encoding="utf-8", errors="surrogateescape").splitlines()
     except OSError:
         return None
     real = os.path.realpath(path)
@@ -425,7 +425,7 @@ def filesystem_of(path: Path | str) -> str | None:
 def cpu_model() -> str | None:
     """The CPU's model name (Linux's /proc/cpuinfo; elsewhere what ``platform`` knows), or None."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
             key, _, value = line.partition(":")
             if key.strip() == "model name" and value.strip():
                 return value.strip()
@@ -470,6 +470,8 @@ def _commit() -> str | None:
             ["git", *args],  # noqa: S607
             capture_output=True,
             text=True,
+            encoding="utf-8",
+            errors="replace",
             timeout=10,
             check=False,
             cwd=where,

@@ -2727,7 +2727,7 @@ def bench(quick: bool, json_path: Path | None, repeat: int | None, tmp_parent: P
     unwritten: OSError | None = None
     if json_path is not None:  # first: a table that cannot be printed (a closed pipe) loses no sample
         try:
-            json_path.write_text(to_json(results, machine, repeat=runs, quick=quick))
+            json_path.write_text(to_json(results, machine, repeat=runs, quick=quick), encoding="utf-8")
         except OSError as exc:  # a full disk: the table below still shows what was measured
             unwritten = exc
     try:
