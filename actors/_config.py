@@ -217,9 +217,7 @@ def _hint(message: str) -> str:
     at = _AT.search(message)
     path = [] if at is None else at[1].split(".")[1:]
     where: Any = msgspec.inspect.type_info(Config)
-    for name in path:  # down to the field (or section) the message names
-        if isinstance(where, msgspec.inspect.UnionType):  # an optional field: the type beside None
-            where = next((t for t in where.types if not isinstance(t, msgspec.inspect.NoneType)), where)
+    for name in path:  # down to the field (or section) the message names (no section is optional)
         fields = getattr(where, "fields", ())
         where = next((field.type for field in fields if field.name == name), None)
         if where is None:  # a key of a free mapping (llm.extra): no declared keys to offer

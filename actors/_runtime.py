@@ -133,28 +133,23 @@ message to the next, RUNNING again at once, so the call is refused again; a susp
 queues behind them and leaves the agent SUSPENDED, which both calls take."""
 
 
-def check_agent_id(agent_id: object, error: Callable[[str], Exception] = InvalidSpawnSpecError) -> str:
-    """Return ``agent_id`` (a plain ``str``) if it can name an agent and its stream ``agent/<id>``.
+def check_agent_id(agent_id: str, error: Callable[[str], Exception] = InvalidSpawnSpecError) -> str:
+    """Return ``agent_id`` if it can name an agent and its stream ``agent/<id>``.
 
     Checked before anything is journaled, so that in batch durability a bad id is
-    refused to the caller rather than by the journal writer later.
+    refused to the caller rather than by the journal writer later. ``agent_id`` is what
+    ``require_str`` returned (a plain ``str`` UTF-8 can encode): it refuses the rest.
 
     Raises:
-        InvalidSpawnSpecError: (or ``error``) not a string, white space or NUL in it,
-            not valid Unicode, or longer than the stream name allows.
+        InvalidSpawnSpecError: (or ``error``) white space or NUL in it, or longer than
+            the stream name allows.
 
     """
-    if not isinstance(agent_id, str):
-        raise error(f"agent id must be a string, got {type(agent_id).__name__}")
-    agent_id = str.__str__(agent_id)  # a str subclass's text (msgspec encodes no subclass)
     if any(c.isspace() for c in agent_id):
         raise error(f"agent id {agent_id!r} contains white space")
     if "\0" in agent_id:
         raise error(f"agent id {agent_id!r} contains NUL")
-    try:
-        size = len(agent_id.encode())
-    except UnicodeEncodeError:
-        raise error(f"agent id {agent_id!r} is not valid Unicode text") from None
+    size = len(agent_id.encode())
     limit = _MAX_STREAM_BYTES - len("agent/")
     if size > limit:
         raise error(f"agent id is {size} UTF-8 bytes; at most {limit} fit its stream name")
@@ -654,10 +649,8 @@ class Runtime:
 
         A refusal names the command that reports it, with ``--key-file`` for a journal
         opened with a key (without it the command only says that a key is missing).
+        ``mode`` is "full" or "tail" (``open`` refused any other before it opened the journal).
         """
-        if mode not in ("full", "tail"):
-            msg = f"verify must be 'full' or 'tail', not {mode!r}"
-            raise ValueError(msg)
         placements = None
         if mode == "full":
             after = 0
