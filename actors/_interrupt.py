@@ -24,7 +24,10 @@ the one raised, with the interrupt's as its context.
 A held section holds no blocking wait: each wait in it is made through ``wait()``, so
 that a Ctrl-C that lands while a call waits (for a commit, a reply, room in a mailbox,
 an actor's stop) stops the wait at once, as before; an interrupt held so far is
-delivered as the wait begins.
+delivered as the wait begins. One that lands just as the wait in C begins (after
+Python's last look for a signal's handler to run) does not stop it: a request's wait for
+its reply and a call's wait for its commit are made through ``wait_sliced``, in slices of
+``SLICE`` s, so that such a one is raised when the slice ends, not after the whole timeout.
 
 Only the main thread is held (other threads never run a signal's handler), so on any
 other thread ``hold()`` costs a comparison of thread idents. The handler is installed,
@@ -49,13 +52,26 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType, TracebackType
 
-__all__ = ["HELD", "enter", "hold", "install", "main_ident", "put_back", "release", "uninstall", "wait"]
+__all__ = [
+    "HELD",
+    "SLICE",
+    "enter",
+    "hold",
+    "install",
+    "main_ident",
+    "put_back",
+    "release",
+    "uninstall",
+    "wait",
+    "wait_sliced",
+]
 
 _T = TypeVar("_T")
 
@@ -75,6 +91,8 @@ _SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 _installs = 0
 """How many open runtimes installed the handler (``install`` returned True)."""
 _install_lock = threading.Lock()
+SLICE: Final = 0.25
+"""The longest one call of ``wait_sliced`` waits: how late a signal its wait missed is raised."""
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -246,6 +264,30 @@ def wait(blocking: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:  # noqa:
         return blocking(*args, **kwargs)
     finally:
         _waiting = False  # (a Ctrl-C that lands here is raised at once, and clears it itself)
+
+
+def wait_sliced(wait_for: Callable[[float], bool], timeout: float) -> bool:
+    """``wait(wait_for, timeout)`` for a wait that returns True once done, in ``SLICE`` s slices.
+
+    Python runs a signal's handler between two bytecodes: a signal that lands after the
+    last of them and before the lock wait in C begins (microseconds, but a thread woken
+    as the main thread lets the GIL go to wait sends it just then) does not stop that
+    wait, which then lasts its whole timeout (outside the runtime too: CPython's own).
+    Inside a held section on the main thread, ``wait_for(seconds)`` is called a slice at
+    a time, and the handler of a signal so missed runs as that slice ends: a Ctrl-C or
+    SIGTERM comes at most ``SLICE`` s late, not after a request's whole timeout. Elsewhere
+    it is the one call ``wait_for(timeout)``.
+    """
+    if _depth <= 0 or threading.get_ident() != main_ident:
+        return wait_for(timeout)
+    if timeout <= SLICE:  # one slice: the timeout as given
+        return wait(wait_for, timeout)
+    deadline = time.monotonic() + timeout
+    while not wait(wait_for, SLICE):
+        left = deadline - time.monotonic()
+        if left <= SLICE:
+            return wait(wait_for, max(0.0, left))
+    return True
 
 
 class _Held:

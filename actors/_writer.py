@@ -26,6 +26,7 @@ from __future__ import annotations
 import _thread
 import collections
 import contextlib
+import functools
 import itertools
 import logging
 import queue
@@ -116,7 +117,7 @@ class Ack:
         if not self._over:
             wait = bounded_wait(timeout, 0.0)
             if get_ident() == _interrupt.main_ident:  # unheld: a Ctrl-C held by a section is delivered here
-                acquired = _interrupt.wait(self._lock.acquire, timeout=wait)
+                acquired = _interrupt.wait_sliced(functools.partial(self._lock.acquire, True), wait)
             else:
                 acquired = self._lock.acquire(timeout=wait)
             if not acquired:

@@ -91,7 +91,8 @@ class _FakeMounts:
         assert where in ("/proc/mounts", "/proc/cpuinfo")
         return self
 
-    def read_text(self) -> str:
+    def read_text(self, encoding: str | None = None, errors: str | None = None) -> str:  # noqa: ARG002
+        assert encoding is not None  # never the locale's (python -X warn_default_encoding)
         if self.text is None:
             raise FileNotFoundError
         return self.text
