@@ -21,7 +21,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, cast, runtime_checkable
 
@@ -321,6 +321,17 @@ class ScriptedProvider:
     function of the prompt. Every prompt it is called with is kept in ``calls``, for
     a test to look at; a long simulation passes ``keep_calls=False``, as ``cogfabric
     simulate`` does, so that they do not pile up (the journal holds each call's hash).
+
+    Called from many threads at once (as the runtime calls a provider), a sequence
+    hands out each output to exactly one call, in turn, and ``calls`` lists the prompts
+    in the order they came in, which for a sequence is the order its outputs went out.
+    A function script runs outside the provider's lock, on its caller's thread, and
+    from every caller's thread at once: one that keeps state between calls (a counter,
+    an iterator) guards it itself, or the answers go in a sequence. It may call this
+    provider again, or a client of it (``ctx.llm``, ``runtime.llm()``), on its own
+    thread or on another it waits for: the nested call is answered (and its prompt
+    kept in ``calls``, after the prompt of the call it was made in) before the
+    script returns.
     """
 
     def __init__(
@@ -347,8 +358,11 @@ class ScriptedProvider:
         self.calls: list[str] = []
         self._keep_calls = keep_calls
         self._lock = threading.Lock()
+        """Held while a call takes its place: its prompt into ``calls``, a sequence's next output."""
+        self._script: Callable[[str], str] | None = None
+        self._outputs: Iterator[str] | None = None
         if callable(script):
-            self._answer = script
+            self._script = script
         else:
             unordered = isinstance(script, AbstractSet | Mapping)  # a set's order changes by process
             if isinstance(script, str | bytes) or unordered or not isinstance(script, Iterable):
@@ -367,15 +381,21 @@ class ScriptedProvider:
             if bad is not None:
                 msg = f"a scripted output is a str, got {type(bad).__name__}"
                 raise TypeError(msg)
-            cycle = itertools.cycle(outputs)
-            self._answer = lambda _prompt: next(cycle)
+            self._outputs = itertools.cycle(outputs)
 
     def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401, ARG002 - a script ignores them
-        """The next scripted output."""
+        """The next scripted output, or the script's answer to ``prompt``.
+
+        The lock is not held while a function script runs: one that asks this provider
+        again (on its thread, or on another it waits for) would wait for the lock for good.
+        """
         with self._lock:
             if self._keep_calls:
                 self.calls.append(prompt)
-            return self._answer(prompt)
+            if self._outputs is not None:
+                return next(self._outputs)
+        assert self._script is not None  # one of the two is set in __init__
+        return self._script(prompt)
 
 
 class OpenAICompatibleProvider:
@@ -955,6 +975,10 @@ class LLMClient:
             PromptTooLongError: more than ``max_prompt_length`` code points.
 
         """
+        return self._gate(prompt)
+
+    def _gate(self, prompt: str) -> str:
+        """``validate``, within the call under way (``generate``'s)."""
         prompt = self._check_text(prompt)
         limit = self.max_prompt_length
         if len(prompt) > limit:
@@ -1001,7 +1025,7 @@ class LLMClient:
                 provider raises it as it is, not as a ``ProviderError``).
 
         """
-        prompt = self.validate(prompt)
+        prompt = self._gate(prompt)
         try:
             output = self._call_provider(prompt, params)
             if self._on_output is not None:
@@ -1071,6 +1095,25 @@ def _answer(output: str, turn_id: str) -> Message:
     return Message(role=ROLE_ASSISTANT, content=output, turn_id=turn_id)
 
 
+class _Call:
+    """What one call of a ``JournaledLLM`` keeps while it runs, for its records.
+
+    A call made within it on the same thread (a provider that asks its client a
+    sub-question, or runs a turn of another session) has its own, and the outer
+    call's is its thread's again once it returns.
+    """
+
+    __slots__ = ("asked_at", "output", "session")
+
+    def __init__(self) -> None:
+        self.session: str | None = None
+        """The session of the turn under way, which its records name; None outside a turn."""
+        self.output: str | None = None
+        """The output once journaled: a turn whose record times out still answers its session."""
+        self.asked_at: float | None = None
+        """The clock's reading as the provider was called: the record's time if the clock fails after."""
+
+
 class JournaledLLM(LLMClient):
     """An ``LLMClient`` that journals every refusal, output and provider failure, and runs session turns.
 
@@ -1109,8 +1152,8 @@ class JournaledLLM(LLMClient):
         self._agent_id = agent_id
         self._check_open = check_open
         self._hand_over = hand_over
-        self._turn = threading.local()
-        """The session of the turn under way on this thread: one client may serve many threads."""
+        self._calls = threading.local()
+        """``current``: this thread's call under way (a ``_Call``): one client may serve many threads."""
 
     def generate(self, prompt: str, **params: Any) -> str:  # noqa: ANN401 - provider parameters
         """``LLMClient.generate``, refused before the gate and the provider once nothing could be journaled.
@@ -1124,20 +1167,49 @@ class JournaledLLM(LLMClient):
                 takes the time the call was made.
 
         """
+        with self._call():
+            return self._generate(prompt, params)
+
+    def validate(self, prompt: str) -> str:
+        """``LLMClient.validate``, its refusal journaled naming no session (even within a turn's call).
+
+        Raises:
+            InvalidArgumentError, PromptTooLongError: as ``LLMClient.validate``.
+
+        """
+        with self._call():
+            return super().validate(prompt)
+
+    def _generate(self, prompt: str, params: dict[str, Any]) -> str:
+        """``generate`` within the call under way (a bare call's, or a turn's naming its session)."""
         if self._check_open is not None:
             self._check_open()
-        # A provider that calls this client again (on this thread) is answered within
-        # this call: the reading of this call is put back after it, for this call's record.
-        asked_at = getattr(self._turn, "asked_at", None)
+        return super().generate(prompt, **params)
+
+    @contextlib.contextmanager
+    def _call(self) -> Iterator[_Call]:
+        """A call's own state, this thread's for the call; the caller's is put back after it.
+
+        A provider that calls this client again (``generate`` or a turn, on this thread)
+        is answered within this call: what the inner call sets (its session, output and
+        the clock's reading) is its own, and this call's records keep this call's.
+        """
+        outer = getattr(self._calls, "current", None)
+        call = self._calls.current = _Call()
         try:
-            return super().generate(prompt, **params)
+            yield call
         finally:
-            self._turn.asked_at = asked_at
+            self._calls.current = outer
+
+    def _current(self) -> _Call:
+        """The call under way on this thread; a blank one outside any (``validate`` called itself)."""
+        call: _Call | None = getattr(self._calls, "current", None)
+        return _Call() if call is None else call
 
     def _call_provider(self, prompt: str, params: dict[str, Any]) -> str:
         # The clock first: one that fails refuses the call before the provider is paid,
         # and its reading stamps the call's record if the clock fails while the model answers.
-        self._turn.asked_at = self._clock.now()
+        self._current().asked_at = self._clock.now()
         return super()._call_provider(prompt, params)
 
     def _rejected(self, length: int, limit: int, reason: str) -> None:
@@ -1148,7 +1220,7 @@ class JournaledLLM(LLMClient):
                 length=length,
                 limit=limit,
                 reason=reason,
-                session=getattr(self._turn, "session", None),
+                session=self._current().session,
             )
         )
 
@@ -1158,8 +1230,7 @@ class JournaledLLM(LLMClient):
         except TypeError as exc:
             # It would be journaled where replay could not read it back.
             raise ProviderError(str(exc)) from exc
-        if getattr(self._turn, "session", None) is not None:
-            self._turn.output = output  # a turn whose record times out still answers its session
+        self._current().output = output  # a turn whose record times out still answers its session
         self._journal(LlmOutputRecorded(**self._call_fields(prompt), output=output))
 
     def _failed(self, prompt: str, error: ProviderError) -> None:
@@ -1167,10 +1238,11 @@ class JournaledLLM(LLMClient):
 
     def _call_fields(self, prompt: str) -> dict[str, Any]:
         """What an output and a failure record of the call: its time, agent, provider, prompt, session."""
+        call = self._current()
         try:
             at = self._clock.now()
         except ClockError:
-            asked_at: float | None = getattr(self._turn, "asked_at", None)
+            asked_at = call.asked_at
             if asked_at is None:
                 raise
             at = asked_at
@@ -1186,7 +1258,7 @@ class JournaledLLM(LLMClient):
             "provider": journal_text(_provider_label(self.provider, "name")),
             "model": journal_text(_provider_label(self.provider, "model")),
             "prompt_hash": prompt_hash(prompt),
-            "session": getattr(self._turn, "session", None),
+            "session": call.session,
         }
 
     def turn(self, session_id: str, user_message: str, **params: Any) -> str:  # noqa: ANN401
@@ -1239,11 +1311,12 @@ class JournaledLLM(LLMClient):
         """
         if self._check_open is not None:
             self._check_open()  # as generate: before the user message goes into the session
-        # the gate's checks but the length (the cleaner truncates)
-        user_message = self._check_text(user_message)
-        turn_id = self._memory.add_turn_message(session_id, ROLE_USER, user_message)
-        prompt = render_messages(self._memory.build_prompt_messages(session_id))
-        return self._answer_turn(session_id, prompt, turn_id, params)
+        with self._call() as call:
+            # the gate's checks but the length (the cleaner truncates); a refusal names no session
+            user_message = self._check_text(user_message)
+            turn_id = self._memory.add_turn_message(session_id, ROLE_USER, user_message)
+            prompt = render_messages(self._memory.build_prompt_messages(session_id))
+            return self._answer_turn(call, session_id, prompt, turn_id, params)
 
     def continue_turn(self, session_id: str, **params: Any) -> str:  # noqa: ANN401
         """Ask the model again within the session's current turn, and return the output.
@@ -1273,25 +1346,30 @@ class JournaledLLM(LLMClient):
         if self._check_open is not None:
             self._check_open()
         session_id = require_str(session_id, "session_id")
-        window = self._memory.build_prompt_messages(session_id)
-        turn_id = window[-1].turn_id if window else ""
-        return self._answer_turn(session_id, render_messages(window), turn_id, params)
+        with self._call() as call:
+            window = self._memory.build_prompt_messages(session_id)
+            turn_id = window[-1].turn_id if window else ""
+            return self._answer_turn(call, session_id, render_messages(window), turn_id, params)
 
-    def _answer_turn(self, session_id: str, prompt: str, turn_id: str, params: dict[str, Any]) -> str:
-        """``prompt``'s answer, journaled naming ``session_id`` and added to it in turn ``turn_id``."""
-        self._turn.session = require_str(session_id, "session_id")  # journaled with the output
-        self._turn.output = None
+    def _answer_turn(
+        self, call: _Call, session_id: str, prompt: str, turn_id: str, params: dict[str, Any]
+    ) -> str:
+        """``prompt``'s answer, journaled naming ``session_id`` and added to it in turn ``turn_id``.
+
+        ``call`` is this turn's (``_call``), this thread's while the provider answers.
+        """
+        call.session = require_str(session_id, "session_id")  # journaled with the output
         try:
-            output = self.generate(prompt, **params)
+            output = self._generate(prompt, params)
         except ActorTimeoutError:
-            output = self._turn.output
-            if output is None:
+            journaled = call.output
+            if journaled is None:
                 raise
             # The output's record outlasted call_timeout: the writer will most likely
             # store it, so the answer goes into the session behind it, as replay will
             # find them, without a second wait; the caller hears the timeout.
             try:
-                self._memory._add_later(session_id, _answer(output, turn_id))  # noqa: SLF001
+                self._memory._add_later(session_id, _answer(journaled, turn_id))  # noqa: SLF001
             except CogfabricError as exc:  # closed meanwhile, say
                 log.warning(
                     "the answer of a turn whose output record timed out was not added to session %r: %r",
@@ -1299,8 +1377,6 @@ class JournaledLLM(LLMClient):
                     exc,
                 )
             raise
-        finally:
-            self._turn.session = self._turn.output = None
         if self._hand_over is not None:
             # The output's record first: a crash between the two then leaves a record
             # without its answer in the session (as a session that ended meanwhile
