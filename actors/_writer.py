@@ -50,7 +50,7 @@ from cogfabric.store import (
 
 from . import _interrupt
 from ._clock import bounded_wait
-from ._core import start_actor_loop, thread_name
+from ._core import _AGENTS_NAMED, start_actor_loop, thread_name
 from ._errors import STOPPED_FROM_OUTSIDE, ActorTimeoutError, RuntimeCapacityError, RuntimeClosedError
 
 if TYPE_CHECKING:
@@ -217,6 +217,11 @@ class _StreamIndex:
         return self._last.get(stream)
 
 
+def _waited(taken: list[_Submission]) -> bool:
+    """Whether a call waits for one of ``taken`` (its ack): a failure settled on them reaches a caller."""
+    return any(submission.ack is not None for submission in taken)
+
+
 def _has_publication(events: list[Event]) -> bool:
     """Whether ``events`` hold a ``TaskContextPublished``: one pass over their types, in C."""
     return any(issubclass(kind, TaskContextPublished) for kind in set(map(type, events)))
@@ -332,6 +337,14 @@ class JournalWriter:
         """Its actor was stopped by neither ``stop`` nor ``stop_soon`` (``_refuse_more``):
         by the host application's ``pykka.ActorRegistry.stop_all()``, say."""
         self._failure: BaseException | None = None
+        self._failure_heard = False
+        """Whether a caller was told of the failure (an ack it waits on, or a refusal raised to it).
+
+        A commit no call waits for (a snapshot's, or batch durability's changes) can be the
+        one that fills the journal: the first caller told is then told what happened
+        (``_refusal``), not only that the journal refuses "since an earlier failure"."""
+        self._waiting: collections.deque[list[_Submission]] = collections.deque()
+        """The groups of the drain under way not committed yet (only the writer's thread uses it)."""
         self._failure_reported = False
         """Whether the program was told of the failure by ``Runtime.flush`` or ``close``:
         in batch durability ``close`` raises it otherwise (changes applied already may be
@@ -490,17 +503,26 @@ class JournalWriter:
         """
         return threading.get_ident() == self._writer_ident and not self._done
 
-    def _refusal(self) -> JournalError:
+    def _refusal(self, *, heard: bool = True) -> JournalError:
         """A fresh error for a change refused because the journal failed earlier.
 
         Fresh each time, with the failure as its cause: re-raising one object from many
-        threads would grow its traceback without bound (and every log of it).
+        threads would grow its traceback without bound (and every log of it). ``heard``:
+        whether a caller gets it (raised, or the ack of a call): the first caller told of
+        a full journal gets a ``JournalFullError`` that says so, when the commit that
+        filled it had no caller (a snapshot's, or changes handed over in batch
+        durability); the later ones ``JournalStillFullError``.
         """
         failure = self._failure
-        msg = f"the journal writer refuses changes since an earlier failure: {failure}"
-        error = (
-            JournalStillFullError(msg) if isinstance(failure, JournalFullError) else JournalFailedError(msg)
-        )
+        if isinstance(failure, JournalFullError) and not self._failure_heard:
+            self._failure_heard = heard
+            msg = f"the journal is full, and this change is not stored: {failure}"
+            error: JournalError = JournalFullError(msg)
+        else:
+            self._failure_heard = self._failure_heard or heard
+            msg = f"the journal writer refuses changes since an earlier failure: {failure}"
+            full = isinstance(failure, JournalFullError)
+            error = JournalStillFullError(msg) if full else JournalFailedError(msg)
         error.__cause__ = failure
         return error
 
@@ -701,13 +723,24 @@ class JournalWriter:
         self._failure_reported = self._failure is not None
 
     def _note_dropped(self, taken: list[_Submission], error: BaseException) -> None:
-        """Log the changes nobody waits for that a failed journal drops (applied already: batch)."""
+        """Log the changes nobody waits for that a failed journal drops (applied already: batch).
+
+        One record for all of them: the failed commit's, and those the failure left
+        waiting behind it (``_left_behind``), with the stream of each one's first change
+        (``_AGENTS_NAMED`` of them at most, then how many more).
+        """
         unwaited = [s for s in taken if s.ack is None and s.events]
         if unwaited:
+            streams = list(dict.fromkeys(s.events[0].stream for s in unwaited))
+            where = streams[0]
+            if len(streams) > 1:
+                where += ", then " + ", ".join(streams[1:_AGENTS_NAMED])
+            if len(streams) > _AGENTS_NAMED:
+                where += f" and {len(streams) - _AGENTS_NAMED} more"
             log.warning(
                 "the journal failed; %d changes applied already (first to %s) are not stored: %s",
                 sum(len(s.events) for s in unwaited),
-                unwaited[0].events[0].stream,
+                where,
                 error,
             )
 
@@ -849,17 +882,30 @@ class JournalWriter:
                 return
             # At most group_commit_max events a commit; a submission is never split (it
             # is one atomic change), so one larger than the limit is a commit of its own.
+            waiting = self._waiting
             group: list[_Submission] = []
             count = 0
             for submission in taken:
                 size = len(submission.events)
                 if group and count + size > self._group_max:
-                    self._commit(group)
+                    waiting.append(group)
                     group, count = [], 0
                 group.append(submission)
                 count += size
-            if group:
-                self._commit(group)
+            waiting.append(group)
+            while waiting:  # a failure takes the groups left (_left_behind)
+                self._commit(waiting.popleft())
+
+    def _left_behind(self) -> list[_Submission]:
+        """Once the journal failed: the drain's groups not committed yet, and all that is queued.
+
+        Nothing is queued after the failure (``_enqueue`` refuses): these are all the
+        changes it drops, failed at once, with one record of what was applied already.
+        """
+        left = [submission for group in self._waiting for submission in group]
+        self._waiting.clear()
+        left.extend(self._take())
+        return left
 
     def _gather(
         self, taken: list[_Submission]
@@ -901,7 +947,7 @@ class JournalWriter:
 
     def _commit_group(self, taken: list[_Submission]) -> None:
         if self._failure is not None:
-            refusal = self._refusal()
+            refusal = self._refusal(heard=_waited(taken))
             self._note_dropped(taken, refusal)
             self._fail(taken, refusal)
             return
@@ -922,9 +968,7 @@ class JournalWriter:
                     "the journal is fail-stop; every change is refused until it is reopened: %s", exc
                 )
                 self._failure = exc
-                self._note_dropped(taken, exc)
-                self._fail(taken, exc)
-                self._announce_failstop()
+                self._failed_here(taken, exc)
                 return
             self._refused_group(taken, exc, carried)
             return
@@ -935,9 +979,7 @@ class JournalWriter:
             failure = JournalFailedError(f"the journal writer stopped after an error: {exc!r}")
             failure.__cause__ = exc
             self._failure = failure
-            self._note_dropped(taken, failure)
-            self._fail(taken, failure)
-            self._announce_failstop()
+            self._failed_here(taken, failure)
             return
         if len(seqs) != len(events) or _has_publication(events):  # else the loop would find nothing
             for event, seq in zip(events, seqs, strict=True):
@@ -953,6 +995,20 @@ class JournalWriter:
             if submission.ack is not None or submission.after is not None:  # else nothing to settle
                 self._settle(submission, seqs[at : at + n], None)
             at += n
+
+    def _failed_here(self, taken: list[_Submission], failure: BaseException) -> None:
+        """The commit of ``taken`` made the journal fail-stop: fail it, and all that waits behind it.
+
+        One warning for the changes applied already that none of it stores; the callers
+        of ``taken`` get ``failure`` itself, those behind it a refusal (``_refusal``).
+        """
+        left = self._left_behind()
+        self._note_dropped([*taken, *left], failure)
+        self._failure_heard = self._failure_heard or _waited(taken)
+        self._fail(taken, failure)
+        self._announce_failstop()
+        if left:
+            self._fail(left, self._refusal(heard=_waited(left)))
 
     def _refused_group(
         self, taken: list[_Submission], error: Exception, carried: list[tuple[str, int, bytes]]

@@ -7,6 +7,7 @@ only the types it is told to.
 from __future__ import annotations
 
 import functools
+import math
 import reprlib
 import threading
 import types
@@ -301,7 +302,10 @@ class EventCodec:
         when it decodes, not when an event is built, so ``PrivateSet(..., v=2)`` would
         otherwise be stored and then refused by every replay). With ``validate``, also
         one whose fields do not decode as declared (``PrivateSet(key=5)``): each
-        payload is decoded back once, which costs about as much as encoding it.
+        payload is decoded back once, which costs about as much as encoding it; and
+        one whose ``at`` is not finite (NaN or an infinity): msgpack stores it and every
+        reader decodes it, yet it orders and expires nothing (a session stamped with it
+        never expires), and strict JSON, ``cogfabric export``'s, has no such number.
 
         Raises:
             TypeError: an item is not an ``Event``, or not of the class this codec
@@ -310,7 +314,8 @@ class EventCodec:
             EventVersionError: an event's ``v`` is not its type's current version.
             UnencodableValueError: as ``encode``, for the first event that cannot be encoded.
             InvalidEventError: with ``validate``, an event whose fields would not decode
-                (it names the event's position and type, and the field).
+                (it names the event's position and type, and the field), or whose ``at``
+                is NaN or infinite.
 
         """
         versions = self._versions
@@ -334,18 +339,26 @@ class EventCodec:
         """Decode each payload back with the union's typed decoder; raise for the first that fails.
 
         Also refuse one nesting values deeper than ``MAX_VALUE_DEPTH`` (and the few levels
-        of the event around them): how deep a reader can decode depends on its stack.
+        of the event around them): how deep a reader can decode depends on its stack; and
+        one whose ``at`` is NaN or infinite, which reads back but orders and expires nothing.
         """
         typed = self._decoder.decode
+        isfinite = math.isfinite
         for index, payload in enumerate(payloads):
             try:
-                typed(payload)
+                read: Event = typed(payload)
                 if len(payload) > MAX_VALUE_DEPTH and nests_too_deeply(payload):
                     msg = f"it nests lists and maps deeper than {MAX_VALUE_DEPTH} levels"
                     raise msgspec.ValidationError(msg)  # noqa: TRY301 - refused as the others are
             except (msgspec.ValidationError, *_DECODE_ERRORS) as exc:
                 msg = f"event {index} ({type(events[index]).__name__}) would not read back: {exc}"
                 raise InvalidEventError(msg) from exc
+            if not isfinite(read.at):
+                msg = (
+                    f"event {index} ({type(events[index]).__name__}): its time `at` must be finite "
+                    f"seconds since the epoch, got {read.at!r}"
+                )
+                raise InvalidEventError(msg)
 
     def _refuse(self, event: Event) -> NoReturn:
         """Raise the error for an event that ``encode_many`` will not store."""

@@ -2150,7 +2150,8 @@ class LmdbJournal(Journal):
                 other content (a retry of the same event is acknowledged with its seq).
             UnencodableValueError: an event holds a value msgspec cannot encode.
             InvalidEventError: with ``validate``, an event's field does not decode as its
-                declared type or bounds (also a ``TypeError`` and a ``ValueError``).
+                declared type or bounds, or its ``at`` is NaN or infinite (also a
+                ``TypeError`` and a ``ValueError``).
             TypeError: an item is not an ``Event``, or not of the codec's class for its tag;
                 a snapshot is not a ``Snapshot`` of an int seq and bytes data.
             ValueError: a snapshot's seq is outside 1 to the new last seq.

@@ -26,6 +26,7 @@ runtime use a backend: ``Runtime.open`` opens the LMDB journal only.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -212,6 +213,17 @@ class JournalContract:
         assert journal.last_seq == 0
         assert journal.append(make_events(2)) == [1, 2]
         assert [r.seq for r in journal.read()] == [1, 2]
+
+    @pytest.mark.parametrize("at", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+    def test_an_event_whose_time_is_not_finite_writes_nothing(self, journal: Journal, at: float) -> None:
+        # it would read back, but no session expires by it, and strict JSON has no such number
+        good = make_events(2)
+        bad = PrivateSet(at=at, agent="a0", key="k")
+        with pytest.raises(InvalidEventError, match=r"event 2 \(PrivateSet\): its time `at` must be finite"):
+            journal.append([*good, bad])
+
+        assert journal.last_seq == 0  # the batch is refused whole
+        assert journal.append(good) == [1, 2]  # and the journal is still usable
 
     def test_an_event_whose_stream_cannot_be_stored_is_refused(self, journal: Journal) -> None:
         with pytest.raises(InvalidStreamError):
