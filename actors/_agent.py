@@ -70,7 +70,7 @@ from ._memory import agent_memory
 from ._state import AgentSnapshot, AgentState, apply_event, encode_snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from cogfabric.events import Event
     from cogfabric.events._events import Lifecycle
@@ -491,6 +491,12 @@ def agent_of_thread(core: object) -> str | None:
     return mine[1] if mine is not None and mine[0] is core else None
 
 
+def _events_named(events: Sequence[Event]) -> str:
+    """``events`` (one at least) as a record counts them: ``1 PrivateSet``, ``3 events, the first a X,``."""
+    first = type(events[0]).__name__
+    return f"1 {first}" if len(events) == 1 else f"{len(events)} events, the first a {first},"
+
+
 def _nothing() -> None:
     """``Shared.flush_outbox`` before the actor runs: nothing is batched yet."""
 
@@ -890,10 +896,9 @@ class AgentActor(pykka.ThreadingActor):
         with self._foreign_lock:
             if self._foreign:
                 log.warning(
-                    "agent %s: %d %s noted by other threads not journaled: the runtime closed first",
+                    "agent %s: %s noted by other threads not journaled: the runtime closed first",
                     self._state.id,
-                    len(self._foreign),
-                    type(self._foreign[0]).__name__,
+                    _events_named(self._foreign),
                 )
                 self._foreign.clear()
 
@@ -1094,10 +1099,9 @@ class AgentActor(pykka.ThreadingActor):
             self._take_foreign()
         if self._killed and self._outbox:  # noted by another thread after the kill was journaled
             log.warning(
-                "agent %s: %d %s noted after its kill not journaled",
+                "agent %s: %s noted after its kill not journaled",
                 self._state.id,
-                len(self._outbox),
-                type(self._outbox[0]).__name__,
+                _events_named(self._outbox),
             )
             self._outbox = []
         if not self._outbox or writer is None:
@@ -1115,9 +1119,10 @@ class AgentActor(pykka.ThreadingActor):
             first = self._core.first_unjournaled()
             log.log(
                 logging.WARNING if first else logging.DEBUG,
-                "agent %s: %d events it applied were not journaled (the first a %s): %s%s",
+                # the README's words ("events it applied were not journaled") whole, whatever the count
+                "agent %s: events it applied were not journaled (%s %s): %s%s",
                 self._state.id,
-                len(events),
+                "1 event:" if len(events) == 1 else f"{len(events)} events, the first",
                 type(events[0]).__name__,
                 exc,
                 " (the runtime's later ones, of any agent, are logged at DEBUG)" if first else "",

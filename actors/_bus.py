@@ -937,9 +937,9 @@ class IpcBus:
                 self._dead_counts.update(letter.reason for letter in letters)
         except CogfabricError as exc:
             log.warning(
-                "runtime %r: close(): no dead letters for %d requests open at close: %s",
+                "runtime %r: close(): no dead letters for %s open at close: %s",
                 self._core.name,
-                len(waiting),
+                "1 request" if len(waiting) == 1 else f"{len(waiting)} requests",
                 exc,
             )
         finally:

@@ -22,7 +22,7 @@ from ._errors import AgentNotFoundError, InvalidSpawnSpecError, RuntimeCapacityE
 from ._state import AgentSnapshot, apply_event, decode_snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
     from cogfabric.events import CognitiveState, Event
     from cogfabric.store import Journal, Record, Snapshot
@@ -403,7 +403,7 @@ class Core:
         if msg:
             if strict:
                 raise InvalidSpawnSpecError(msg)
-            quiet = _counted(left, name, agent_id) > _AGENTS_NAMED
+            quiet = _counted(left, name, agent_id, unfit=True) > _AGENTS_NAMED
             log.log(logging.DEBUG if quiet else logging.ERROR, "%s%s: the agent runs without one", whose, msg)
             return None
         return behavior
@@ -412,7 +412,9 @@ class Core:
         """After a reopen: one record for each behavior that left more agents without it than were named.
 
         Its level is their records' own: a warning for a name not registered, an error
-        for a factory that failed (or made something that handles no message).
+        for a factory that failed (``could not be made``) or made something that handles
+        no message; when it did both, for the agents past the named ones, the record
+        counts each.
         """
         for name, agents in left.items():
             rest = agents[_AGENTS_NAMED:]
@@ -421,16 +423,18 @@ class Core:
             shown = ", ".join(repr(agent) for agent in rest[:_AGENTS_NAMED])
             more = f" and {len(rest) - _AGENTS_NAMED} more" if len(rest) > _AGENTS_NAMED else ""
             registered = name in self.behaviors
+            one = len(rest) == 1
             log.log(
                 logging.ERROR if registered else logging.WARNING,
-                "behavior %r %s: %d more agents run without it than the %d named above (%s%s; each "
-                "logged at DEBUG); their handles' has_behavior is False",
+                "behavior %r %s: %s without it than the %d named above (%s%s; %s at DEBUG); %s is False",
                 name,
-                "could not be made" if registered else "is not registered",
-                len(rest),
+                _why_left(rest, getattr(agents, "unfit", ())) if registered else "is not registered",
+                "1 more agent runs" if one else f"{len(rest)} more agents run",
                 _AGENTS_NAMED,
                 shown,
                 more,
+                "logged" if one else "each logged",
+                "its handle's has_behavior" if one else "their handles' has_behavior",
             )
 
     def load_agent(self, agent_id: str) -> AgentSnapshot | None:
@@ -451,13 +455,43 @@ _AGENTS_NAMED: Final = 10
 """How many agents a reopen names, a record each, for one behavior it leaves them without."""
 
 
-def _counted(left: dict[str, list[str]] | None, name: str, agent_id: str | None) -> int:
-    """Note that a reopen left ``agent_id`` without ``name``'s behavior; how many so far (0: not a reopen)."""
+class _Left(list[str]):
+    """The agents a reopen left without one behavior, in order.
+
+    ``unfit``: those of them its factory made something for that handles no message.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unfit: set[str] = set()
+
+
+def _counted(
+    left: dict[str, list[str]] | None, name: str, agent_id: str | None, *, unfit: bool = False
+) -> int:
+    """Note that a reopen left ``agent_id`` without ``name``'s behavior; how many so far (0: not a reopen).
+
+    ``unfit``: its factory made something that handles no message (else it raised, or
+    ``name`` is not registered).
+    """
     if left is None or agent_id is None:
         return 0
-    agents = left.setdefault(name, [])
+    agents = left.setdefault(name, _Left())
     agents.append(agent_id)
+    if unfit and isinstance(agents, _Left):
+        agents.unfit.add(agent_id)
     return len(agents)
+
+
+def _why_left(rest: list[str], unfit: Collection[str]) -> str:
+    """Why a registered factory left ``rest`` without a behavior: it raised, made something unfit, or both."""
+    unfit_ones = sum(agent in unfit for agent in rest)
+    if not unfit_ones:
+        return "could not be made"
+    if unfit_ones == len(rest):
+        return "made something that handles no message"
+    raised = len(rest) - unfit_ones
+    return f"could not be made for {raised} and made something that handles no message for {unfit_ones}"
 
 
 def _not_made(whose: str, name: str, counted: int) -> None:

@@ -68,7 +68,7 @@ def test_verify_counts_only_the_agents_that_have_a_snapshot(tmp_path: Path) -> N
     result = CliRunner().invoke(main, ["verify", str(path)])
 
     assert result.exit_code == 0, result.output
-    assert "; 1 snapshots agree with their events" in result.output
+    assert "; 1 snapshot agrees with its events" in result.output
 
 
 def test_another_seed_gives_the_researchers_other_hypotheses(tmp_path: Path) -> None:

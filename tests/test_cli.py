@@ -96,7 +96,7 @@ def test_continuing_a_journal_says_when_agents_asked_for_differ_from_its_own(tmp
     assert (first.exit_code, same.exit_code, other.exit_code) == (0, 0, 0), other.output
     assert "note:" not in same.output  # the default count, not asked for
     assert "note: --agents 5 is for a new journal; this one has 3" in other.stderr
-    assert "continued 1 turns of 3 agents" in other.output
+    assert "continued 1 turn of 3 agents" in other.output
 
 
 def test_replay_of_an_agent_that_never_was_says_so_plainly(tmp_path: Path) -> None:

@@ -883,7 +883,7 @@ def test_snapshots_that_agree_in_all_but_float_identity_or_topic_order_pass(tmp_
     result = CliRunner().invoke(main, ["verify", str(path)])
 
     assert result.exit_code == 0, result.output
-    assert "; 1 snapshots agree with their events" in result.output
+    assert "; 1 snapshot agrees with its events" in result.output
 
 
 def test_a_tail_check_covers_the_events_recovery_replays_past_a_snapshot_that_does_not_decode(
@@ -954,7 +954,7 @@ def test_snapshots_holding_keys_that_are_not_strings_verify(tmp_path: Path) -> N
     result = CliRunner().invoke(main, ["verify", str(path)])
 
     assert result.exit_code == 0, result.output  # a deterministic encoding refused these keys
-    assert "; 1 snapshots agree" in result.output
+    assert "; 1 snapshot agrees" in result.output
 
 
 @pytest.mark.parametrize(("busy", "code"), [(1, 0), (5, 2)])
@@ -1117,7 +1117,10 @@ def test_a_database_re_created_with_flags_no_journal_sets_is_refused_as_a_change
 def test_inspect_shows_a_time_no_date_can_hold_as_a_number(tmp_path: Path, at: float) -> None:
     path = tmp_path / "journal"
     with Journal.open(path) as journal:
-        journal.append([AgentSpawned(at=0.0, agent="a0"), PrivateSet(at=at, agent="a0", key="k")])
+        # append refuses a time that is not finite; a journal written before that check may hold one
+        journal.append(
+            [AgentSpawned(at=0.0, agent="a0"), PrivateSet(at=at, agent="a0", key="k")], validate=False
+        )
 
     text = CliRunner().invoke(main, ["inspect", str(path)])
     as_json = CliRunner().invoke(main, ["inspect", str(path), "--json"])

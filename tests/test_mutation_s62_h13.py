@@ -103,7 +103,9 @@ def test_a_reopen_whose_factory_makes_twenty_unfit_behaviors_names_ten_and_count
         f"agent 'a{i:02}'" for i in range(10, 20)
     ]
     summary = loud[10].getMessage()
-    assert summary.startswith("behavior 'idle' could not be made: 10 more agents run without it than the 10 ")
+    assert summary.startswith(
+        "behavior 'idle' made something that handles no message: 10 more agents run without it than the 10 "
+    )
     assert "'a10', " in summary
     assert "'a19'; each logged at DEBUG)" in summary
     assert "more;" not in summary

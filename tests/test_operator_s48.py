@@ -42,7 +42,7 @@ def test_simulate_says_on_stderr_that_it_started_anew_in_an_emptied_data_file(tm
     result = CliRunner().invoke(main, _simulate(path))
 
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("ran 1 turns of 2 agents")
+    assert result.stdout.startswith("ran 1 turn of 2 agents")
     assert "warning: " not in result.stdout  # stdout keeps the report alone
     assert f"warning: {path}: its data file is empty; a new journal is started in it" in result.stderr
 

@@ -86,7 +86,7 @@ def test_simulate_takes_an_empty_data_file_for_a_new_journal_as_runtime_open_doe
     (journal / "data.mdb").touch()
     result = CliRunner().invoke(main, [*_SIMULATE, str(journal)])
     assert result.exit_code == 0, result.output
-    assert "ran 1 turns of 2 agents" in result.output
+    assert "ran 1 turn of 2 agents" in result.output
     # a directory of other files beside an empty data file is still refused, untouched
     other = tmp_path / "other"
     other.mkdir()

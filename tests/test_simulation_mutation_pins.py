@@ -171,7 +171,10 @@ def test_a_journal_of_researchers_alone_is_refused_untouched(tmp_path: Path) -> 
     result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--turns", "1"])
 
     assert result.exit_code == 2, result.output
-    assert f"{before:,} records but not its researchers and reviewers" in result.output
+    assert (
+        f"{before:,} record{'' if before == 1 else 's'} but not its researchers and reviewers"
+        in result.output
+    )
     with Journal.open(path, readonly=True) as journal:
         assert journal.last_seq == before
 

@@ -612,7 +612,8 @@ def _foreign_message(path: Path, foreign: list[str], records: int | None = None)
         shown, more = foreign[:3], len(foreign[3:])
         what = f"agents it did not spawn ({', '.join(shown)}{f' and {more} more' if more else ''})"
     elif records is not None:
-        what = f"{records:,} records but not its researchers and reviewers"
+        held = "1 record" if records == 1 else f"{records:,} records"
+        what = f"{held} but not its researchers and reviewers"
     else:
         what = "no researchers and reviewers of its own"
     return (

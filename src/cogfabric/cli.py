@@ -707,7 +707,8 @@ def simulate(
     if report.resumed and given and agents != report.agents:
         _say(f"note: --agents {agents} is for a new journal; this one has {report.agents}")
     click.echo(
-        f"{verb} {report.turns} turns of {report.agents} agents: {report.events:,} events in "
+        f"{verb} {_many(report.turns, 'turn')} of {_many(report.agents, 'agent')}: "
+        f"{_many(report.events, 'event', grouped=True)} in "
         f"{report.seconds:.2f} s ({report.events_per_second:,.0f} events/s)"
     )
     click.echo(
@@ -715,14 +716,15 @@ def simulate(
         f"findings broadcast {report.broadcasts}, checkpoints {report.checkpoints}"
     )
     named = _printable(str(report.path), backslash=False)  # stdout may be a terminal: see _say
-    click.echo(f"  journal {named}: {report.total_events:,} events, {report.journal_bytes / 1e6:.1f} MB")
+    events = _many(report.total_events, "event", grouped=True)
+    click.echo(f"  journal {named}: {events}, {report.journal_bytes / 1e6:.1f} MB")
     where = _shown(report.path)  # a path such as -j would be read as an option of the command
     click.echo(f"audit it: cogfabric inspect {where} && cogfabric verify {where}")
     for warning in _reproduction_warnings(report, seed, where):
         _say(warning)
     if report.failures:
         _say(
-            f"error: agents raised {report.failures} times and were restarted, failing their turns "
+            f"error: agents raised {_many(report.failures, 'time')} and were restarted, failing their turns "
             f"(AgentFailed in the journal: cogfabric export {where} --type AgentFailed --after "
             f"{report.total_events - report.events})"
         )
@@ -792,8 +794,10 @@ def _dead_letter_warning(report: SimulationReport, where: str) -> str:
     if reasons.get("mailbox full"):
         hint = "; mailbox full: a smaller mailbox_size than the run needs?"
     after = report.total_events - report.events
+    were = "was" if report.dead_letters == 1 else "were"
+    by_reason = by_reason or "reasons unknown"
     return (
-        f"warning: {report.dead_letters} messages were not delivered ({by_reason or 'reasons unknown'}"
+        f"warning: {_many(report.dead_letters, 'message')} {were} not delivered ({by_reason}"
         f"{hint}), so the agents' states may differ from another run of this seed (IpcDeadLettered "
         f"in the journal: cogfabric export {where} --type IpcDeadLettered --after {after})"
     )
@@ -887,7 +891,7 @@ def _check(opened: Any, *, skip: bool, upto: int | None = None) -> int:  # noqa:
     if skip:
         _say("warning: the journal was not verified (--no-verify): a changed record reads as if it were not")
         return int(opened.last_seq)
-    _working(f"checking the hash chain of {int(opened.last_seq):,} records")
+    _working(f"checking the hash chain of {_many(int(opened.last_seq), 'record', grouped=True)}")
     report = opened.verify()
     bad = report.first_bad_seq
     if not report.ok and upto is not None and bad is not None and report.checked == bad - 1 and upto < bad:
@@ -970,7 +974,8 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
     snapshots, bad, bad_seq = 0, None, None
     try:
         with _audit(journal, copy=copy, key=key) as opened:
-            _working(f"checking the hash chain of {int(opened.last_seq):,} records, each decoded")
+            records = _many(int(opened.last_seq), "record", grouped=True)
+            _working(f"checking the hash chain of {records}, each decoded")
             report = opened.verify(decode=True)
             if report.ok and not no_snapshots:
                 _working("comparing each agent's snapshot with its events")
@@ -998,11 +1003,14 @@ def verify(journal: Path, key: bytes | str | None, copy: bool, no_snapshots: boo
             sys.exit(EXIT_OK)
         _failed_verdict(line)
     if report.ok and bad is None:
-        checked = "" if no_snapshots else f"; {snapshots} snapshots agree with their events"
-        click.echo(f"ok: {report.checked} records verified, head at seq {report.head_seq}{checked}")
+        agree = "snapshot agrees with its" if snapshots == 1 else "snapshots agree with their"
+        checked = "" if no_snapshots else f"; {snapshots} {agree} events"
+        click.echo(f"ok: {_many(report.checked, 'record')} verified, head at seq {report.head_seq}{checked}")
         sys.exit(EXIT_OK)
     if bad is not None:
-        _failed_verdict(f"FAILED: {_printable(bad, backslash=False)} ({report.checked} records verified)")
+        _failed_verdict(
+            f"FAILED: {_printable(bad, backslash=False)} ({_many(report.checked, 'record')} verified)"
+        )
     _failed_verdict(_failed_line(journal, report, showable=showable, keyed=key is not None, copy=copy))
 
 
@@ -1049,7 +1057,7 @@ def backup(
 
     try:
         with _audit(journal, copy=copy, key=key) as opened:
-            _working(f"copying {int(opened.last_seq):,} records to {_shown(dest)}")
+            _working(f"copying {_many(int(opened.last_seq), 'record', grouped=True)} to {_shown(dest)}")
             seq = opened.backup(dest, compact=not no_compact)
     except FileExistsError as exc:
         _fail(str(exc), error=exc)
@@ -1062,10 +1070,10 @@ def backup(
     if not no_verify:
         try:
             with _audit(dest, copy=False, key=key) as copied:
-                _working(f"checking the hash chain of the copy's {seq:,} records")
+                _working(f"checking the hash chain of the copy's {_many(seq, 'record', grouped=True)}")
                 report = copied.verify(decode=True)
         except _journal_errors() as exc:  # the backup is whole: say it is there, unverified
-            msg = f"backed up {seq} records to {dest}, which is kept, but could not verify it: {exc}"
+            msg = f"backed up {_many(seq, 'record')} to {dest}, which is kept, but could not verify it: {exc}"
             if as_json and _exit_code(exc) == EXIT_PROBLEM:
                 _refused_backup(msg, head_seq=seq, size=size)
             _fail(msg, _exit_code(exc), error=exc)
@@ -1087,13 +1095,14 @@ def backup(
         _failed_verdict(line)
     if report is None:
         click.echo(
-            f"ok: backed up {seq} records to {_shown(dest)}, {size:,} bytes (not verified: --no-verify)"
+            f"ok: backed up {_many(seq, 'record')} to {_shown(dest)}, {size:,} bytes "
+            "(not verified: --no-verify)"
         )
         sys.exit(EXIT_OK)
     if report.ok:
         click.echo(
-            f"ok: backed up {seq} records to {_shown(dest)}, {size:,} bytes; "
-            f"{report.checked} records verified, head at seq {report.head_seq}"
+            f"ok: backed up {_many(seq, 'record')} to {_shown(dest)}, {size:,} bytes; "
+            f"{_many(report.checked, 'record')} verified, head at seq {report.head_seq}"
         )
         sys.exit(EXIT_OK)
     line = _failed_line(dest, report, showable=False, keyed=key is not None, copy=False)
@@ -1187,7 +1196,7 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
         try:
             with _audit(journal, copy=False, key=key) as opened:
                 opened_at_all = True
-                _working(f"checking the hash chain of {int(opened.last_seq):,} records")
+                _working(f"checking the hash chain of {_many(int(opened.last_seq), 'record', grouped=True)}")
                 report = opened.verify(decode=True)
                 plan.verified(report, newer_record(opened, report))
                 end = plan.end()
@@ -1426,10 +1435,19 @@ class _SalvagePlan:
             else:
                 left = f"left out {_seqs(until + 1, head or until + 1)}: {failed}"
         click.echo(
-            f"ok: salvaged seqs 1 to {until} of {named} into {_shown(dest)}, chain {until}:{chain.hex()}; "
-            f"{checked} records verified; {left}"
+            f"ok: salvaged {_seqs(1, until)} of {named} into {_shown(dest)}, chain {until}:{chain.hex()}; "
+            f"{_many(checked, 'record')} verified; {left}"
         )
         sys.exit(EXIT_OK)
+
+
+def _many(count: int, noun: str, *, grouped: bool = False) -> str:
+    """``count`` and ``noun``, plural unless ``count`` is 1: ``1 record``, ``5468 records``.
+
+    ``grouped``: the count with thousands separators (``5,468 records``).
+    """
+    number = f"{count:,}" if grouped else str(count)
+    return f"{number} {noun}" if count == 1 else f"{number} {noun}s"
 
 
 def _seqs(first: int, last: int) -> str:
@@ -1467,9 +1485,9 @@ def _failed_line(
     reason = _printable(raw, backslash=False)
     bad = report.first_bad_seq
     if bad is None:
-        return f"FAILED: {reason} ({report.checked} records checked)"
+        return f"FAILED: {reason} ({_many(report.checked, 'record')} checked)"
     if report.checked >= bad:  # an index found wrong after the records were checked
-        return f"FAILED at seq {bad}: {reason} ({report.checked} records checked)"
+        return f"FAILED at seq {bad}: {reason} ({_many(report.checked, 'record')} checked)"
     shown = ""
     if showable:
         target = _shown(journal)
@@ -1477,7 +1495,7 @@ def _failed_line(
         shown = f"; see it: cogfabric export {target}{options} --no-verify --after {bad - 1} --until {bad}"
         if keyed:
             shown += " (with the same --key-file or --key)"
-    return f"FAILED at seq {bad}: {reason} ({report.checked} records checked before it){shown}"
+    return f"FAILED at seq {bad}: {reason} ({_many(report.checked, 'record')} checked before it){shown}"
 
 
 def _shown(journal: Path) -> str:
@@ -2404,7 +2422,7 @@ def verify_export(
     if not report.ok:
         before = "" if report.bad_line is None else " before it"
         reason = _printable(report.reason, backslash=False)
-        _failed_verdict(f"FAILED: {reason} ({report.lines} records verified{before})")
+        _failed_verdict(f"FAILED: {reason} ({_many(report.lines, 'record')} verified{before})")
     if report.first_seq is None:
         click.echo("ok: an empty export (no records)")
     else:
@@ -2416,8 +2434,9 @@ def verify_export(
         anchored = (
             "" if not report.anchors else f"; {report.anchors} anchor{'s' * (report.anchors > 1)} matched"
         )
+        seqs = _seqs(report.first_seq, report.last_seq or report.first_seq)  # both set by the first line
         click.echo(
-            f"ok: {report.lines} records verified, seqs {report.first_seq} to {report.last_seq}, {start}; "
+            f"ok: {_many(report.lines, 'record')} verified, {seqs}, {start}; "
             f"last chain link {report.last_chain}{anchored}"
         )
     _note_unbacked(report, keyed=key is not None)
@@ -2600,7 +2619,7 @@ def inspect(
     try:
         with _audit(journal, copy=copy, key=key) as opened:
             until = _check(opened, skip=no_verify)
-            _working(f"counting {until:,} records by type and stream")
+            _working(f"counting {_many(until, 'record', grouped=True)} by type and stream")
             summary = inspect_journal(opened, journal, until=until, skip_newer=skip_newer)
     except _journal_errors() as exc:
         from cogfabric._audit import written_by_newer  # noqa: PLC0415
@@ -2619,7 +2638,9 @@ def inspect(
         return
     click.echo(f"journal   {_printable(summary['path'], backslash=False)}")  # backslashreplace's escapes kept
     click.echo(f"format    {summary['format']} ({summary['hash']}{', keyed' if summary['keyed'] else ''})")
-    click.echo(f"records   {summary['records']:,} in {summary['stream_count']:,} streams")
+    click.echo(
+        f"records   {summary['records']:,} in {_many(summary['stream_count'], 'stream', grouped=True)}"
+    )
     click.echo(f"head      seq {summary['head_seq']}, chain {summary['head_chain'] or '-'}")
     click.echo(f"time      {_when(summary['first_time'])} .. {_when(summary['last_time'])}")
     click.echo(f"on disk   {summary['bytes_on_disk'] / 1e6:.1f} MB")
@@ -2743,7 +2764,7 @@ def _print_bench_table(results: list[Any], machine: dict[str, Any], runs: int) -
     """The table of ``cogfabric bench``: each workload's median, min, max, rate and ratio."""
     by_name = {r.name: r for r in results}
     click.echo(
-        f"cogfabric bench: median of {runs} ({machine['cores']} cores, Python {machine['python']}, "
+        f"cogfabric bench: median of {runs} ({_many(machine['cores'], 'core')}, Python {machine['python']}, "
         f"commit {machine['git_commit'] or '?'})"
     )
     if machine.get("tmp_parent"):

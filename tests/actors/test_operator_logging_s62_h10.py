@@ -100,7 +100,7 @@ def test_what_close_logs_on_its_callers_thread_about_the_session_actor_and_open_
     said = [r.getMessage() for r in caplog.records if r.threadName == threading.current_thread().name]
     runtime = "runtime 'billing': close(): "
     assert any(m.startswith(f"{runtime}the session actor did not stop in time") for m in said)
-    assert any(m.startswith(f"{runtime}no dead letters for 1 requests open") for m in said)
+    assert any(m.startswith(f"{runtime}no dead letters for 1 request open") for m in said)
 
 
 def _ask(rt: Runtime, asked: list[BaseException]) -> None:
