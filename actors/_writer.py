@@ -518,8 +518,7 @@ class JournalWriter:
             self._failure_heard = heard
             msg = f"the journal is full, and this change is not stored: {failure}"
             error: JournalError = JournalFullError(msg)
-        else:
-            self._failure_heard = self._failure_heard or heard
+        else:  # heard already, or not full: which refusal came first matters no more
             msg = f"the journal writer refuses changes since an earlier failure: {failure}"
             full = isinstance(failure, JournalFullError)
             error = JournalStillFullError(msg) if full else JournalFailedError(msg)
@@ -704,6 +703,7 @@ class JournalWriter:
             JournalError: one that did not come of a fail-stop journal.
 
         """
+        heard = self._failure_heard
         try:
             for step in hand_over:
                 step()
@@ -712,6 +712,7 @@ class JournalWriter:
         except JournalError:
             if self._failure is None:
                 raise
+            self._failure_heard = heard  # kept to itself: the next caller is still the first told
 
     @property
     def failure_unreported(self) -> BaseException | None:
@@ -751,12 +752,13 @@ class JournalWriter:
         False if the writer is still busy. For a producer that stopped waiting for a
         commit and must now take the journal's word for what is stored.
         """
+        heard = self._failure_heard
         try:
             self.flush()
         except ActorTimeoutError:
             return False
         except JournalError:
-            pass
+            self._failure_heard = heard  # kept to itself: the next caller is still the first told
         return True
 
     def stop(self, timeout: float | None = None) -> None:
@@ -1020,15 +1022,17 @@ class JournalWriter:
         commit (``_gather``): they are saved on their own first (dropped if refused too),
         then the group is tried again without them.
         """
+        # What is committed after the first part waits at the head of the drain's groups:
+        # a failure of the first part fails it with the rest, in order (_left_behind).
         if carried and taken:
             self._carried = carried
+            self._waiting.appendleft(taken)
             self._commit([])
-            self._commit(taken)
             return
         if len(taken) > 1:
             half = len(taken) // 2
+            self._waiting.appendleft(taken[half:])
             self._commit(taken[:half])
-            self._commit(taken[half:])
             return
         if taken:
             self._refused(taken[0], error)
