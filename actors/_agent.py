@@ -176,7 +176,7 @@ class InFlight:
         """One None a message in flight: ``MailboxSlots`` appends one as a message takes its
         slot; ``done`` and ``MailboxSlots.handled`` pop."""
         self.lock = threading.Lock()
-        self.zero = threading.Condition(self.lock)
+        self.zero = _interrupt.Condition(self.lock)
         self.waiters = 0
 
     @property
@@ -212,11 +212,7 @@ class InFlight:
         with self.lock:
             self.waiters += 1
             try:
-                while self.held and not stop():
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not _interrupt.wait(self.zero.wait, left):
-                        return not self.held
-                return True
+                return self.zero.wait_for(lambda: not self.held or stop(), deadline - time.monotonic())
             finally:
                 self.waiters -= 1
 
@@ -263,7 +259,7 @@ class MailboxSlots:
         self._control_waiters = 0
         self._closed = False
         self._lock = threading.Lock()
-        self._room = threading.Condition(self._lock)
+        self._room: threading.Condition = _interrupt.Condition(self._lock)
         self._flight = in_flight
         """None once ``retire`` handed what was left back (or never counted)."""
 
@@ -278,7 +274,7 @@ class MailboxSlots:
             if self._free <= 0:
                 self._waiters += 1
                 try:  # unheld: a Ctrl-C held by the caller's section is delivered here
-                    if not _interrupt.wait(self._room.wait_for, self._has_free, timeout) or self._closed:
+                    if not self._room.wait_for(self._has_free, timeout) or self._closed:
                         return False
                 finally:
                     self._waiters -= 1
@@ -300,7 +296,7 @@ class MailboxSlots:
             if self._control >= self.CONTROL_EXTRA:
                 self._control_waiters += 1
                 try:  # unheld: a Ctrl-C held by the caller's section is delivered here
-                    room = _interrupt.wait(self._room.wait_for, self._has_control_room, timeout)
+                    room = self._room.wait_for(self._has_control_room, timeout)
                     if not room or self._closed:
                         return False
                 finally:

@@ -26,8 +26,13 @@ that a Ctrl-C that lands while a call waits (for a commit, a reply, room in a ma
 an actor's stop) stops the wait at once, as before; an interrupt held so far is
 delivered as the wait begins. One that lands just as the wait in C begins (after
 Python's last look for a signal's handler to run) does not stop it: a request's wait for
-its reply and a call's wait for its commit are made through ``wait_sliced``, in slices of
-``SLICE`` s, so that such a one is raised when the slice ends, not after the whole timeout.
+its reply, a call's wait for its commit, and the waits of ``settle()``, ``flush()`` and
+``close()`` (for room, agents, futures, threads) are made through ``wait_sliced`` (``get``,
+``join``, ``Condition``, ``Event``), in slices of ``SLICE`` s, so that such a one is raised
+when the slice ends, not after the whole timeout. ``threading.Condition.wait`` (which
+``threading.Event.wait`` makes) lets its lock go a few lines before the ``try`` that takes
+it back: an interrupt there came out as a ``RuntimeError``. ``Condition`` and ``Event``
+keep such books held, and unhold their one blocking call only.
 
 Only the main thread is held (other threads never run a signal's handler), so on any
 other thread ``hold()`` costs a comparison of thread idents. The handler is installed,
@@ -48,12 +53,20 @@ that wait reaches the handler at once too.
 
 from __future__ import annotations
 
+import _thread
+import collections
+import contextlib
+import functools
 import os
 import signal
 import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+
+import pykka
+
+from ._clock import MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,9 +75,13 @@ if TYPE_CHECKING:
 __all__ = [
     "HELD",
     "SLICE",
+    "Condition",
+    "Event",
     "enter",
+    "get",
     "hold",
     "install",
+    "join",
     "main_ident",
     "put_back",
     "release",
@@ -276,18 +293,127 @@ def wait_sliced(wait_for: Callable[[float], bool], timeout: float) -> bool:
     Inside a held section on the main thread, ``wait_for(seconds)`` is called a slice at
     a time, and the handler of a signal so missed runs as that slice ends: a Ctrl-C or
     SIGTERM comes at most ``SLICE`` s late, not after a request's whole timeout. Elsewhere
-    it is the one call ``wait_for(timeout)``.
+    it is the one call ``wait_for(timeout)``. ``timeout`` is finite (``bounded_wait``'s).
     """
     if _depth <= 0 or threading.get_ident() != main_ident:
         return wait_for(timeout)
-    if timeout <= SLICE:  # one slice: the timeout as given
-        return wait(wait_for, timeout)
-    deadline = time.monotonic() + timeout
-    while not wait(wait_for, SLICE):
-        left = deadline - time.monotonic()
-        if left <= SLICE:
-            return wait(wait_for, max(0.0, left))
-    return True
+    # Counted, not timed: a slice that returns False waited it out, and a clock that stands
+    # still (freezegun without tick) cannot make the wait last longer than one call would.
+    slices, left = divmod(max(0.0, timeout), SLICE)
+    for _ in range(int(slices)):
+        if wait(wait_for, SLICE):
+            return True
+    return wait(wait_for, left) if left > 0 or not slices else False
+
+
+def get(future: pykka.Future[_T], timeout: float) -> _T:
+    """``future.get(timeout=timeout)`` through ``wait_sliced``; ``pykka.Timeout`` as it raises it."""
+    got: list[_T] = []
+
+    def wait_for(seconds: float) -> bool:
+        try:
+            got.append(future.get(timeout=seconds))
+        except pykka.Timeout:
+            return False
+        return True
+
+    if not wait_sliced(wait_for, timeout):
+        msg = f"{timeout} seconds"
+        raise pykka.Timeout(msg)
+    return got[0]
+
+
+def join(thread: threading.Thread, timeout: float) -> bool:
+    """``thread.join(timeout)`` through ``wait_sliced``: whether the thread ended."""
+
+    def wait_for(seconds: float) -> bool:
+        thread.join(seconds)
+        return not thread.is_alive()
+
+    return wait_sliced(wait_for, timeout)
+
+
+class Condition(threading.Condition):
+    """A ``threading.Condition`` of a ``threading.Lock`` whose wait a Ctrl-C leaves sane.
+
+    ``threading.Condition.wait`` releases its lock a few lines before the ``try`` that
+    takes it back (python/cpython#78667), and keeps its books in Python: a
+    ``KeyboardInterrupt`` raised there leaves the lock released, and the caller's ``with
+    lock:`` then raises ``RuntimeError: release unlocked lock`` instead (or, if another
+    thread took the lock meanwhile, releases that thread's). Here a wait on the main
+    thread is a held section but for its one blocking call, the ``acquire`` of a lock of
+    the waiter's own (which ``notify`` releases), made through ``wait_sliced``: an
+    interrupt comes out of that call only (or at the section's end), and the lock is
+    taken back, the waiter forgotten, before it goes on. Call it directly, not through
+    ``wait()`` (which would unhold those books too).
+    """
+
+    def __init__(self, lock: threading.Lock) -> None:
+        """A condition of ``lock``: each method is called with it held."""
+        super().__init__(lock)
+        self._mutex = lock
+        self._sleepers: collections.deque[_thread.LockType] = collections.deque()
+
+    def notify(self, n: int = 1) -> None:
+        """Wake ``n`` waiters (the longest waiting first)."""
+        sleepers = self._sleepers
+        while sleepers and n > 0:
+            sleepers.popleft().release()
+            n -= 1
+
+    def notify_all(self) -> None:
+        """Wake every waiter."""
+        self.notify(len(self._sleepers))
+
+    def wait_for(self, predicate: Callable[[], _T], timeout: float | None = None) -> _T:
+        """Wait until ``predicate()`` is true, ``timeout`` seconds at most; its last answer.
+
+        As ``threading.Condition.wait_for`` (None: ``MAX_WAIT``), except that a wait that
+        times out ends it: ``time.monotonic`` standing still (freezegun without tick)
+        cannot make it last longer.
+        """
+        held = hold()
+        try:
+            deadline = time.monotonic() + (MAX_WAIT if timeout is None else min(timeout, MAX_WAIT))
+            while not (ready := predicate()):
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.wait(left):
+                    return predicate()
+            return ready
+        finally:
+            release(held)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Release the lock, wait to be notified (``timeout`` s at most), take it back: whether notified."""
+        held = hold()
+        try:
+            sleeper = _thread.allocate_lock()
+            sleeper.acquire()
+            self._sleepers.append(sleeper)
+            self._mutex.release()
+            try:
+                wait = MAX_WAIT if timeout is None else min(timeout, MAX_WAIT)
+                return wait_sliced(functools.partial(sleeper.acquire, True), wait)
+            finally:
+                self._mutex.acquire()  # held: an interrupt is raised once it is taken back
+                with contextlib.suppress(ValueError):  # still there: not notified (notify pops it first)
+                    self._sleepers.remove(sleeper)
+        finally:
+            release(held)
+
+
+class Event(threading.Event):
+    """A ``threading.Event`` whose wait a Ctrl-C leaves sane: its condition is a ``Condition``.
+
+    ``threading.Event.wait`` is a ``threading.Condition``'s wait in a ``with`` block.
+    Wait on this one directly, not through ``wait()`` (which would unhold its
+    bookkeeping): only its one blocking call is unheld, and sliced.
+    """
+
+    def __init__(self) -> None:
+        """Not set."""
+        super().__init__()
+        self._cond = Condition(threading.Lock())
 
 
 class _Held:

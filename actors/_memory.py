@@ -535,7 +535,9 @@ class MemoryManager:
     def _call(self, name: str, *args: object) -> Any:  # noqa: ANN401 - each operation's result
         op = self._queue_op(name, args)
         timeout = self._core.call_timeout
-        if not op.done.acquire(timeout=timeout):
+        with _interrupt.HELD:  # but in its wait, which a Ctrl-C as it begins ends within a slice
+            answered = _interrupt.wait_sliced(lambda seconds: op.done.acquire(True, seconds), timeout)
+        if not answered:
             msg = f"the session actor did not answer {name} within {timeout} s"
             raise ActorTimeoutError(msg)
         if op.error is not None:
@@ -1374,16 +1376,16 @@ class MemoryManager:
             self._closed = True
         self._stop_ticker.set()
         if self._ticker is not None:
-            _interrupt.wait(self._ticker.join, timeout=self._core.call_timeout)
+            _interrupt.join(self._ticker, self._core.call_timeout)
         stopped = False
         try:
-            _interrupt.wait(self._ref.stop, block=True, timeout=self._core.call_timeout)
+            _interrupt.get(self._ref.stop(block=False), self._core.call_timeout)
         except (pykka.ActorDeadError, pykka.Timeout):
             log.warning("runtime %r: close(): the session actor did not stop in time", self._core.name)
         else:
             thread = self.actor_thread  # a stop is acknowledged before its thread ends
             if thread is not None and thread is not threading.current_thread():
-                _interrupt.wait(thread.join, timeout=self._core.call_timeout)
+                _interrupt.join(thread, self._core.call_timeout)
             stopped = thread is None or not thread.is_alive()
         with self._lock:  # calls queued behind a busy actor: none will run now
             left = list(self._queue)

@@ -439,7 +439,7 @@ class Runtime:
         self._told_late = 0
         """Messages told to agents after their senders timed out (counted on the writer's
         thread): a flush during which one arrives asks the agents to hand over again."""
-        self._close_done = threading.Event()
+        self._close_done = _interrupt.Event()  # waited for held: a Ctrl-C leaves it sane
         self._closer: threading.Thread | None = None
         """The thread a close() begun by an agent's behavior runs on (``_close_for_agent``)."""
         self._writer_stopped = False
@@ -827,7 +827,7 @@ class Runtime:
         deadline = time.monotonic() + self._core.call_timeout
         for agent_id, stop in stops:
             try:
-                _interrupt.wait(stop.get, timeout=max(0.0, deadline - time.monotonic()))
+                _interrupt.get(stop, max(0.0, deadline - time.monotonic()))
             except pykka.Timeout:
                 log.warning(
                     "runtime %r: the actor of agent %r did not stop in time", self._core.name, agent_id
@@ -1199,7 +1199,7 @@ class Runtime:
                 finished.set()
                 self._late.pop(finished, None)
 
-        finished = threading.Event()
+        finished = _interrupt.Event()  # waited for held (flush): a Ctrl-C leaves it sane
         thread = threading.Thread(
             target=wait, name=thread_name(f"cogfabric-late-{what}", self._core.name), daemon=True
         )
@@ -1701,7 +1701,8 @@ class Runtime:
         # land in its inbox just after that stop ended it, and be waited for in vain.
         thread = entry.shared.thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=self._core.call_timeout)
+            with _interrupt.HELD:  # but in its wait, which a Ctrl-C as it begins ends within a slice
+                _interrupt.join(thread, self._core.call_timeout)
             if thread.is_alive():
                 log.warning(
                     "runtime %r: the actor of agent %r did not stop in time", self._core.name, agent_id
@@ -2349,7 +2350,7 @@ class Runtime:
         """Wait (until ``deadline``) for every live agent to have taken the journal's word."""
         for _, future in self._noops(past_bound=False):
             with contextlib.suppress(Exception):
-                _interrupt.wait(future.get, timeout=max(0.0, deadline - time.monotonic()))
+                _interrupt.get(future, max(0.0, deadline - time.monotonic()))
 
     def _await_late(self, deadline: float) -> None:
         """Wait (until ``deadline``) for the calls whose callers timed out to be finished.
@@ -2364,7 +2365,7 @@ class Runtime:
         for finished, thread in list(self._late.items()):
             if thread is threading.current_thread():
                 continue
-            if not _interrupt.wait(finished.wait, max(0.0, deadline - time.monotonic())):
+            if not finished.wait(max(0.0, deadline - time.monotonic())):
                 what = thread.name.removeprefix("cogfabric-late-")
                 msg = f"a {what} whose caller timed out was not finished in time"
                 raise ActorTimeoutError(msg)
@@ -2382,7 +2383,7 @@ class Runtime:
         """
         for agent_id, future in self._noops(past_bound=True, stale_only=True):
             try:
-                _interrupt.wait(future.get, timeout=max(0.0, deadline - time.monotonic()))
+                _interrupt.get(future, max(0.0, deadline - time.monotonic()))
             except pykka.Timeout as exc:
                 msg = f"agent {agent_id!r} did not take the journal's word for a timed-out change in time"
                 raise ActorTimeoutError(msg) from exc
@@ -2460,7 +2461,7 @@ class Runtime:
         busy: list[str] = []
         for agent_id, future in asked:
             try:
-                _interrupt.wait(future.get, timeout=max(0.0, deadline - time.monotonic()))
+                _interrupt.get(future, max(0.0, deadline - time.monotonic()))
             except pykka.Timeout:
                 busy.append(agent_id)
             except (pykka.ActorDeadError, AgentNotFoundError):
@@ -2485,7 +2486,7 @@ class Runtime:
     def _stop_ref(self, ref: pykka.ActorRef[AgentActor], agent_id: str) -> None:
         """Stop one actor: asked, then waited for (a Ctrl-C stops the wait, the stop is asked)."""
         try:
-            _interrupt.wait(ref.stop(block=False).get, timeout=self._core.call_timeout)
+            _interrupt.get(ref.stop(block=False), self._core.call_timeout)
         except (pykka.ActorDeadError, pykka.Timeout):
             log.warning("runtime %r: the actor of agent %r did not stop in time", self._core.name, agent_id)
 
@@ -2612,7 +2613,7 @@ class Runtime:
             JournalError: as ``close()``.
 
         """
-        if not _interrupt.wait(self._close_done.wait, timeout=5 * self._core.call_timeout):
+        if not self._close_done.wait(5 * self._core.call_timeout):
             log.warning("runtime %r: close() waited for another thread's close() in vain", self._core.name)
             return
         if self._interrupted:
@@ -2646,7 +2647,7 @@ class Runtime:
             _close_journal(self._journal)
         thread = self.memory.actor_thread
         if thread is not None and thread is not threading.current_thread():
-            _interrupt.wait(thread.join, timeout=self._core.call_timeout)
+            _interrupt.join(thread, self._core.call_timeout)
 
     def _closed_by_a_behavior(self) -> bool:
         """Whether ``close()``, called from one of this runtime's agents' behaviors, returns at once.
@@ -2716,7 +2717,7 @@ class Runtime:
         for entry in entries:
             thread = entry.shared.thread
             if thread is not None and thread is not me and entry.ref.actor_stopped.is_set():
-                _interrupt.wait(thread.join, timeout=max(0.0, deadline - time.monotonic()))
+                _interrupt.join(thread, max(0.0, deadline - time.monotonic()))
 
     def _stop_the_rest(self) -> list[Exception]:
         """Fail the requests no agent answered, stop the session actor, then the writer.
@@ -2756,7 +2757,7 @@ class Runtime:
 
         def stopped(future: pykka.Future[bool], until: float) -> bool:
             try:  # a dead actor's future gives False: it stopped before
-                _interrupt.wait(future.get, timeout=max(0.0, until - time.monotonic()))
+                _interrupt.get(future, max(0.0, until - time.monotonic()))
             except pykka.Timeout:
                 return False
             return True

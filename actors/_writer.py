@@ -319,7 +319,7 @@ class JournalWriter:
         self.thread: threading.Thread | None = None
         """The writer actor's thread, once started (``stop`` waits for it to end)."""
         self._lock = threading.Lock()
-        self._room = threading.Condition(self._lock)
+        self._room: threading.Condition = _interrupt.Condition(self._lock)
         self._overfull_logged = False
         self._scheduled = False
         self._tickets = itertools.count(1)
@@ -361,7 +361,7 @@ class JournalWriter:
         self._commit_began = 0.0
         """When the commit under way began (monotonic), 0 between commits."""
         self._done = False
-        self._ended = threading.Event()
+        self._ended = _interrupt.Event()
         """Set as the writer's thread finishes stopping (``_stopped``): all it held committed or failed."""
         self._close_journal = False
         self._ref = JournalWriterActor.start(self)
@@ -535,7 +535,7 @@ class JournalWriter:
         """
         if self._queued < self._backlog_max or threading.get_ident() == self._writer_ident:
             return
-        room = _interrupt.wait(self._room.wait_for, self._has_room, timeout=self._timeout)  # unheld
+        room = self._room.wait_for(self._has_room, self._timeout)  # unheld but for its bookkeeping
         if not room and not self._overfull_logged:
             self._overfull_logged = True
             log.warning(
@@ -789,10 +789,10 @@ class JournalWriter:
         # commit on a slow disk), and give up only when it stalls.
         while True:
             commits = self._commits
-            if _interrupt.wait(self._ended.wait, timeout=bounded_wait(stall, 0.0)):
+            if self._ended.wait(bounded_wait(stall, 0.0)):
                 thread = self.thread  # ended is set on it, before it runs out
                 if thread is not None and thread is not threading.current_thread():
-                    _interrupt.wait(thread.join, timeout=bounded_wait(stall, 0.0))
+                    _interrupt.join(thread, bounded_wait(stall, 0.0))
                 return
             began = self._commit_began
             under_way = time.monotonic() - began if began else 0.0
