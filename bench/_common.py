@@ -105,7 +105,7 @@ def write_json(path: Path, document: dict[str, Any]) -> None:
     Called after the tables are printed, so a full disk loses no figure.
     """
     try:
-        path.write_text(json.dumps(document, indent=2) + "\n")
+        path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         print(f"error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
         sys.exit(2)  # as the scripts' other refusals of their output
@@ -147,18 +147,29 @@ def source_revision(root: Path | None = None) -> str:
     root = root if root is not None else Path(__file__).resolve().parent.parent
     try:
         tracked = subprocess.run(
-            ["git", "ls-files", "--", "src"], cwd=root, capture_output=True, text=True, check=True
+            ["git", "ls-files", "--", "src"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            check=True,
         ).stdout.strip()
         if not tracked:
             return "unknown"
         head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--", "actors", "events", "store", "src"],
             cwd=root,
             capture_output=True,
             text=True,
+            encoding="utf-8",
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):

@@ -848,7 +848,7 @@ def peak_rss_kib() -> int:
     parent's peak. ``VmHWM`` belongs to the child's own address space.
     """
     try:
-        status = Path("/proc/self/status").read_text()
+        status = Path("/proc/self/status").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for line in status.splitlines():
@@ -884,7 +884,7 @@ def spawning(count: int, methods: list[str]) -> Timed:
     def run(path: Path) -> Sample:
         command = [sys.executable, str(Path(__file__).resolve()), "--spawn-child", str(path)]
         command += ["--spawn-agents", str(count)]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, encoding="utf-8", check=False)
         if done.returncode != 0:
             msg = f"the spawn child failed ({done.returncode}):\n{done.stderr[-4000:]}"
             raise FabricBroken(msg)

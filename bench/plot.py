@@ -101,7 +101,7 @@ def load_bars(paths: Sequence[Path]) -> list[Bar]:
     bars = []
     for path in paths:
         try:
-            document = json.loads(path.read_text())
+            document = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             msg = f"cannot read {path}: {exc}"
             raise SystemExit(msg) from exc
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no measured rows in the given files (lmdb_gil.py's hold none)")
     title = args.title
     if title is None:
-        labels = [_run_label(json.loads(path.read_text()), path) for path in args.results]
+        labels = [_run_label(json.loads(path.read_text(encoding="utf-8")), path) for path in args.results]
         if len(labels) > _TITLE_LINES:
             labels[_TITLE_LINES - 1 :] = [f"and {len(labels) - _TITLE_LINES + 1} more files"]
         title = "\n".join(labels)  # a line for each file

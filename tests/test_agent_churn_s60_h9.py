@@ -193,6 +193,7 @@ def test_thousands_of_agents_over_reopens_and_a_sigkill(tmp_path: Path) -> None:
                 [sys.executable, "-c", _CHILD, str(path), str(job), ",".join(live)],
                 capture_output=True,
                 text=True,
+                encoding="utf-8",
                 timeout=300,
                 check=False,
             )

@@ -214,7 +214,12 @@ def test_a_runtime_left_open_when_asyncio_run_returns_is_closed_at_exit(tmp_path
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", child, str(path)], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", child, str(path)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     with cf.Runtime.open(path) as rt:

@@ -85,7 +85,11 @@ def test_backup_while_another_process_appends(tmp_path: Path) -> None:
     source = tmp_path / "j"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     with subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(source)], stdout=subprocess.PIPE, env=env, text=True
+        [sys.executable, "-c", _WRITER, str(source)],
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+        encoding="utf-8",
     ) as writer:
         try:
             assert writer.stdout is not None
@@ -127,9 +131,9 @@ def test_an_existing_dest_is_refused(tmp_path: Path, kind: str) -> None:
     dest = tmp_path / "b"
     if kind == "directory":
         dest.mkdir()
-        (dest / "keep").write_text("mine")
+        (dest / "keep").write_text("mine", encoding="utf-8")
     elif kind == "file":
-        dest.write_text("mine")
+        dest.write_text("mine", encoding="utf-8")
     else:
         (tmp_path / "empty").mkdir()
         dest.symlink_to(tmp_path / "empty")

@@ -37,6 +37,7 @@ def _git(where: Path, *args: str) -> str:
         cwd=where,
         capture_output=True,
         text=True,
+        encoding="utf-8",
         check=True,
         timeout=30,
     )
@@ -47,14 +48,14 @@ def test_a_tree_unpacked_inside_another_repository_has_no_commit_of_that_reposit
     revision = _bench_module("_common").source_revision
     repo = tmp_path / "repo"
     (repo / "src" / "cogfabric").mkdir(parents=True)
-    (repo / "src" / "cogfabric" / "__init__.py").write_text("")
-    (repo / ".gitignore").write_text("build/\n")
+    (repo / "src" / "cogfabric" / "__init__.py").write_text("", encoding="utf-8")
+    (repo / ".gitignore").write_text("build/\n", encoding="utf-8")
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "one")
     unpacked = repo / "build" / "old"
     (unpacked / "src" / "cogfabric").mkdir(parents=True)
-    (unpacked / "src" / "cogfabric" / "__init__.py").write_text("# an older tree\n")
+    (unpacked / "src" / "cogfabric" / "__init__.py").write_text("# an older tree\n", encoding="utf-8")
 
     assert revision(repo) == _git(repo, "rev-parse", "--short", "HEAD")
     assert revision(unpacked) == "unknown"

@@ -24,7 +24,7 @@ def test_the_tail_check_is_timed_per_journal_beside_its_full_check_and_the_few_s
 ) -> None:
     options = "--only tail --tail-streams 20,60 --tail-records 300 --tail-length 30 --repeat 2"
     stdout, results = _run("audit.py", options, tmp_path)
-    document = json.loads((tmp_path / "out.json").read_text())
+    document = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
 
     rows = {row["workload"]: row for row in results}
     reference = "verify(after=270), 10 streams"

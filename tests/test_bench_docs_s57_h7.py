@@ -58,7 +58,7 @@ def test_the_batch_ring_at_its_default_size_is_judged(monkeypatch: pytest.Monkey
 
 
 def test_every_results_file_in_docs_is_named_where_the_docs_use_it() -> None:
-    text = (ROOT / "README.md").read_text() + (DOCS / "performance.md").read_text()
+    text = "".join(page.read_text(encoding="utf-8") for page in (ROOT / "README.md", DOCS / "performance.md"))
     unnamed = sorted(path.name for path in DOCS.glob("*.json") if path.name not in text)
 
     assert unnamed == []

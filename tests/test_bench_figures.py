@@ -231,7 +231,7 @@ def test_quick_sizes_only_with_quick_and_repeat_sets_the_runs(
     assert asked == [(Sizes.quick() if quick else Sizes(), runs)]
     assert Sizes.quick() != Sizes()
     assert all(getattr(Sizes.quick(), f.name) < getattr(Sizes(), f.name) for f in fields(Sizes))
-    assert {k: json.loads(out.read_text())[k] for k in ("repeat", "quick")} == {
+    assert {k: json.loads(out.read_text(encoding="utf-8"))[k] for k in ("repeat", "quick")} == {
         "repeat": runs,
         "quick": quick,
     }
@@ -241,7 +241,9 @@ def test_quick_sizes_only_with_quick_and_repeat_sets_the_runs(
 @pytest.mark.skipif(not Path("/proc/meminfo").is_file(), reason="needs /proc/meminfo")
 def test_the_machines_memory_is_its_physical_memory_in_bytes() -> None:
     total = next(
-        line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal:")
+        line
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines()
+        if line.startswith("MemTotal:")
     )
     kib = int(total.split()[1])
 
@@ -264,6 +266,7 @@ def _git(project: Path, *args: str) -> str:
         ],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=60,
         check=True,
     )
@@ -286,14 +289,15 @@ def test_the_machine_names_the_checkouts_commit_and_dirty_only_for_its_tracked_f
             env={**os.environ, "PYTHONPATH": str(project / "src"), "PYTHONDONTWRITEBYTECODE": "1"},
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=60,
             check=True,
         ).stdout.strip()
 
     clean = commit()
-    (project / "notes.txt").write_text("untracked")
+    (project / "notes.txt").write_text("untracked", encoding="utf-8")
     untracked = commit()
-    with (project / "src" / "cogfabric" / "_bench.py").open("a") as tracked:
+    with (project / "src" / "cogfabric" / "_bench.py").open("a", encoding="utf-8") as tracked:
         tracked.write("# changed\n")
     changed = commit()
 

@@ -39,11 +39,12 @@ def test_fabric_names_the_cogfabric_it_imported_beside_its_own_commit(
         ],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    environment = json.loads(out.read_text())["environment"]
+    environment = json.loads(out.read_text(encoding="utf-8"))["environment"]
     assert environment["cogfabric_source"] == str((other / "src" / "cogfabric").resolve())
     assert environment["cogfabric_commit"] == "unknown"  # not a git tree: not the script's commit
     assert environment["commit"] != "unknown"

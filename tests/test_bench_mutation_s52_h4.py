@@ -50,17 +50,17 @@ def test_a_results_file_that_exists_but_cannot_be_written_is_refused(
 ) -> None:
     # Mutant: an existing file was taken as writable whatever its permissions
     target = tmp_path / "bench.json"
-    target.write_text("kept")
+    target.write_text("kept", encoding="utf-8")
     _no_write_access(monkeypatch, target)
 
     assert unwritable(target) == "cannot be written"
     assert unwritable(tmp_path / "other.json") is None
-    assert target.read_text() == "kept"
+    assert target.read_text(encoding="utf-8") == "kept"
 
 
 def test_bench_refuses_such_a_file_before_measuring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "bench.json"
-    target.write_text("kept")
+    target.write_text("kept", encoding="utf-8")
     _no_write_access(monkeypatch, target)
 
     def measured(*_: object, **__: object) -> Any:
@@ -71,14 +71,15 @@ def test_bench_refuses_such_a_file_before_measuring(tmp_path: Path, monkeypatch:
 
     assert result.exit_code == 2
     assert f"{target} cannot be written; name a file you can write" in result.output
-    assert target.read_text() == "kept"
+    assert target.read_text(encoding="utf-8") == "kept"
 
 
 @pytest.mark.skipif(not Path("/proc/self/statm").is_file(), reason="needs Linux's /proc")
 def test_the_memory_figures_are_in_bytes() -> None:
     # Mutant: /proc/self/status's kB taken as bytes, so peak_rss_growth_bytes 1024 times
     # too small; statm counts the same resident memory in pages
-    resident = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    pages = int(Path("/proc/self/statm").read_text(encoding="ascii").split()[1])
+    resident = pages * os.sysconf("SC_PAGE_SIZE")
 
     assert resident / 2 < _status_bytes("VmRSS") < resident * 2
     assert _status_bytes("VmHWM") >= _status_bytes("VmRSS") / 2

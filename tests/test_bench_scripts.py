@@ -40,11 +40,12 @@ def _run(script: str, options: str, tmp_path: Path) -> tuple[str, list[dict[str,
         [sys.executable, str(BENCH / script), *options.split(), "--dir", str(tmp_path), "--json", str(out)],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout, json.loads(out.read_text())["results"]
+    return done.stdout, json.loads(out.read_text(encoding="utf-8"))["results"]
 
 
 Shared = Callable[[str, str], tuple[str, list[dict[str, Any]], dict[str, Any]]]
@@ -64,7 +65,11 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Shared:
         if (script, options) not in runs:
             directory = tmp_path_factory.mktemp(script.removesuffix(".py"))
             stdout, results = _run(script, options, directory)
-            runs[script, options] = (stdout, results, json.loads((directory / "out.json").read_text()))
+            runs[script, options] = (
+                stdout,
+                results,
+                json.loads((directory / "out.json").read_text(encoding="utf-8")),
+            )
         return runs[script, options]
 
     return run
@@ -292,7 +297,7 @@ def test_a_dir_that_is_no_writable_directory_is_refused_before_measuring(
     target = tmp_path / "missing"
     if where == "a file":
         target = tmp_path / "file"
-        target.write_text("")
+        target.write_text("", encoding="utf-8")
     code, stdout, stderr = _refused(capsys, script, "--quick", "--dir", str(target))
 
     assert code == 2
@@ -306,6 +311,7 @@ def _plot(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, str(BENCH / "plot.py"), *args],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
         cwd=tmp_path,
@@ -314,9 +320,9 @@ def _plot(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_plot_refuses_an_output_it_cannot_write_and_a_file_that_holds_no_results(tmp_path: Path) -> None:
     results = tmp_path / "results.json"
-    results.write_text(json.dumps({"results": [{"workload": "w", "rate": 10.0}]}))
+    results.write_text(json.dumps({"results": [{"workload": "w", "rate": 10.0}]}), encoding="utf-8")
     listed = tmp_path / "list.json"
-    listed.write_text("[1, 2]")
+    listed.write_text("[1, 2]", encoding="utf-8")
 
     missing_dir = _plot(tmp_path, str(results), "-o", str(tmp_path / "missing" / "chart.png"))
     a_dir = _plot(tmp_path, str(results), "-o", str(tmp_path))
@@ -336,7 +342,8 @@ def test_plot_writes_the_png_it_names(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")  # the bench extra
     results = tmp_path / "results.json"
     results.write_text(
-        json.dumps({"results": [{"workload": "w", "rate": 10.0}, {"workload": "raw", "rate": 20.0}]})
+        json.dumps({"results": [{"workload": "w", "rate": 10.0}, {"workload": "raw", "rate": 20.0}]}),
+        encoding="utf-8",
     )
 
     done = _plot(tmp_path, str(results), "-o", "chart")
@@ -356,7 +363,7 @@ def test_plot_reports_a_chart_it_could_not_write_without_a_traceback(
 ) -> None:
     plot = _plot_module()
     results = tmp_path / "results.json"
-    results.write_text(json.dumps({"results": [{"workload": "w", "rate": 10.0}]}))
+    results.write_text(json.dumps({"results": [{"workload": "w", "rate": 10.0}]}), encoding="utf-8")
 
     def disk_full(*_: object) -> None:
         raise OSError(28, "No space left on device")
@@ -381,7 +388,9 @@ def test_plot_titles_each_file_by_the_command_that_wrote_it(
     paths = []
     for name, document in documents.items():
         path = tmp_path / name
-        path.write_text(json.dumps({**document, "results": [{"workload": "w", "rate": 10.0}]}))
+        path.write_text(
+            json.dumps({**document, "results": [{"workload": "w", "rate": 10.0}]}), encoding="utf-8"
+        )
         paths.append(str(path))
     titles: list[str] = []
     monkeypatch.setattr(plot, "draw", lambda _bars, _output, title: titles.append(title))
@@ -430,11 +439,11 @@ def test_a_results_path_under_a_file_is_refused_as_under_no_directory(tmp_path: 
     from cogfabric._bench import unwritable  # noqa: PLC0415
 
     a_file = tmp_path / "notes.txt"
-    a_file.write_text("kept")
+    a_file.write_text("kept", encoding="utf-8")
 
     assert unwritable(a_file / "out.json") == f"is under {a_file}, which is no directory"
     assert unwritable(tmp_path / "missing" / "out.json") == (
         f"is in a directory that does not exist ({tmp_path / 'missing'})"
     )
     assert unwritable(tmp_path / "out.json") is None
-    assert a_file.read_text() == "kept"
+    assert a_file.read_text(encoding="utf-8") == "kept"

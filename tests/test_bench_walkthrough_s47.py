@@ -37,7 +37,7 @@ class _StopError(Exception):
 def _mount_type(path: Path) -> str | None:
     """What /proc/mounts says of ``path``'s filesystem: the longest mount point above it."""
     real, best, kind = str(path.resolve()), "", None
-    for line in Path("/proc/mounts").read_text().splitlines():
+    for line in Path("/proc/mounts").read_text(encoding="utf-8", errors="surrogateescape").splitlines():
         device_point_type = line.split()[:3]
         point = device_point_type[1].replace("\\040", " ")
         if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
@@ -142,12 +142,12 @@ def test_a_dir_that_does_not_exist_is_refused_before_measuring(
 
 
 def _readme_bench_commands() -> list[list[str]]:
-    performance = _README.read_text().split("## Performance", 1)[1].split("\n## ", 1)[0]
+    performance = _README.read_text(encoding="utf-8").split("## Performance", 1)[1].split("\n## ", 1)[0]
     return [shlex.split(c)[2:] for c in re.findall(r"`(cogfabric bench[^`]*)`", performance)]
 
 
 def test_readme_tells_a_benchmarker_to_keep_the_journals_off_tmpfs_and_which_way_a_ratio_is() -> None:
-    performance = _README.read_text().split("## Performance", 1)[1].split("\n## ", 1)[0]
+    performance = _README.read_text(encoding="utf-8").split("## Performance", 1)[1].split("\n## ", 1)[0]
 
     assert "--dir" in performance
     assert "tmpfs" in performance
@@ -170,7 +170,7 @@ def test_readmes_bench_commands_are_accepted_and_one_writes_the_benchmarkers_own
         result = runner.invoke(main, ["bench", *args])
         assert result.exit_code == 0, (args, result.output)
         if "--json" in args:
-            written = json.loads((tmp_path / args[args.index("--json") + 1]).read_text())
+            written = json.loads((tmp_path / args[args.index("--json") + 1]).read_text(encoding="utf-8"))
             assert written["machine"] == machine
     assert len(asked) == len(commands)
     # copied as it stands, a command of README's for one's own machine overwrites no file in docs/
@@ -198,11 +198,12 @@ def test_a_bench_script_on_tmpfs_records_it_and_warns(tmp_path: Path, script: st
             [sys.executable, str(bench / script), *options.split(), "--dir", shm, "--json", str(out)],
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=300,
             check=False,
         )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "is on tmpfs: an fsync costs nothing there" in done.stderr
-    environment = json.loads(out.read_text())["environment"]
+    environment = json.loads(out.read_text(encoding="utf-8"))["environment"]
     assert environment["tmp_filesystem"] == "tmpfs"
     assert "cpu_model" in environment

@@ -60,12 +60,18 @@ def test_the_installed_console_script_and_python_dash_m_run(tmp_path: Path) -> N
     assert script is not None
 
     by_script = subprocess.run(
-        [script, "verify", str(path)], capture_output=True, text=True, timeout=60, check=False
+        [script, "verify", str(path)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=False,
     )
     by_module = subprocess.run(
         [sys.executable, "-m", "cogfabric", "--version"],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=60,
         check=False,
     )
@@ -248,12 +254,13 @@ def test_output_that_cannot_be_written_is_a_one_line_error_with_exit_two(
     tmp_path: Path, command: list[str]
 ) -> None:
     path = _journal(tmp_path)
-    with Path("/dev/full").open("w") as full:
+    with Path("/dev/full").open("w", encoding="utf-8") as full:
         result = subprocess.run(
             [sys.executable, "-m", "cogfabric", command[0], str(path), *command[1:]],
             stdout=full,
             stderr=subprocess.PIPE,
             text=True,
+            encoding="utf-8",
             timeout=120,
             check=False,
         )
@@ -272,6 +279,7 @@ def test_export_to_a_file_works_with_stdout_closed_and_to_stdout_says_why_not(tm
             [sys.executable, "-m", "cogfabric", "export", str(path), *args],
             stderr=subprocess.PIPE,
             text=True,
+            encoding="utf-8",
             timeout=120,
             check=False,
             preexec_fn=lambda: os.close(1),
@@ -280,7 +288,7 @@ def test_export_to_a_file_works_with_stdout_closed_and_to_stdout_says_why_not(tm
     to_file, to_stdout = run("-o", str(target)), run()
 
     assert to_file.returncode == 0, to_file.stderr
-    assert len(target.read_text().splitlines()) == 10
+    assert len(target.read_text(encoding="utf-8").splitlines()) == 10
     assert to_stdout.returncode == 2
     assert "error: stdout is closed: name a file with --output" in to_stdout.stderr
 
@@ -295,6 +303,7 @@ def test_an_audit_with_stdout_closed_says_it_cannot_show_its_result(
         [sys.executable, "-m", "cogfabric", command[0], str(path), *command[1:]],
         stderr=subprocess.PIPE,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
         preexec_fn=lambda: os.close(1),
@@ -328,7 +337,7 @@ def test_an_export_file_is_created_owner_only(tmp_path: Path) -> None:
 
     assert result.exit_code == 0, result.output
     assert target.stat().st_mode & 0o777 == 0o600
-    assert len(target.read_text().splitlines()) == 10
+    assert len(target.read_text(encoding="utf-8").splitlines()) == 10
 
 
 def test_an_empty_journal_path_is_a_usage_error_not_the_working_directory(
@@ -349,7 +358,7 @@ def test_a_config_with_yaml_aliases_is_refused_before_they_expand(tmp_path: Path
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
     body = "\n".join("    " + line for line in lines)
     config = tmp_path / "bomb.yaml"
-    config.write_text(f"llm:\n  extra:\n{body}\n")
+    config.write_text(f"llm:\n  extra:\n{body}\n", encoding="utf-8")
 
     result = CliRunner().invoke(main, ["simulate", "--config", str(config), "--journal", str(tmp_path / "j")])
 
@@ -381,7 +390,7 @@ def test_bench_writes_its_json_before_the_table_that_may_not_print(
     CliRunner().invoke(main, ["bench", "--quick", "--json", str(out)])
 
     assert out.exists()
-    assert '"w"' in out.read_text()
+    assert '"w"' in out.read_text(encoding="utf-8")
 
 
 def _bench_on_a_full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -462,6 +471,7 @@ def test_bench_names_no_commit_of_a_repository_it_is_merely_installed_in(tmp_pat
         env={**os.environ, "PYTHONPATH": str(site)},
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=60,
         check=True,
     )
@@ -522,6 +532,7 @@ def test_simulate_with_stdout_or_stderr_closed(tmp_path: Path, closed: int) -> N
         ],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
         preexec_fn=lambda: os.close(closed),
@@ -549,7 +560,7 @@ def test_sigterm_during_an_export_leaves_no_partial_file_and_keeps_the_old_one(
 
     path = _journal(tmp_path)
     target = tmp_path / "out.jsonl"
-    target.write_text("the previous export\n")
+    target.write_text("the previous export\n", encoding="utf-8")
     real = cogfabric._audit.export_lines
 
     def terminated_half_way(*args: Any, **kwargs: Any) -> Any:
@@ -564,5 +575,5 @@ def test_sigterm_during_an_export_leaves_no_partial_file_and_keeps_the_old_one(
     assert result.exit_code == 143, result.output
     assert "terminated" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["journal", "out.jsonl"]
-    assert target.read_text() == "the previous export\n"
+    assert target.read_text(encoding="utf-8") == "the previous export\n"
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # given back after the command

@@ -86,9 +86,9 @@ def test_simulate_reports_and_a_second_run_continues(tmp_path: Path) -> None:
 
 def test_simulate_takes_a_yaml_config_and_names_a_bad_key(tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
-    good.write_text("journal:\n  durability: batch\nmemory:\n  max_history: 4\n")
+    good.write_text("journal:\n  durability: batch\nmemory:\n  max_history: 4\n", encoding="utf-8")
     bad = tmp_path / "bad.yaml"
-    bad.write_text("memory:\n  max_histroy: 4\n")
+    bad.write_text("memory:\n  max_histroy: 4\n", encoding="utf-8")
     runner = CliRunner()
 
     ok = runner.invoke(
@@ -153,7 +153,7 @@ def test_export_has_one_line_per_record_with_stable_fields(simulated: Path, tmp_
 
     result = CliRunner().invoke(main, ["export", str(simulated), "--output", str(out)])
 
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     with Journal.open(simulated, readonly=True) as journal:
         assert len(lines) == journal.last_seq
     assert result.exit_code == 0
@@ -327,6 +327,7 @@ def test_the_console_script_runs_the_simulation(tmp_path: Path) -> None:
         [script, "simulate", "--agents", "4", "--turns", "4", "--journal", str(tmp_path / "j")],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
     )
@@ -362,7 +363,7 @@ def test_bench_quick_runs_every_workload_and_writes_the_samples(tmp_path: Path) 
     result = CliRunner().invoke(main, ["bench", "--quick", "--json", str(out)])
 
     assert result.exit_code == 0, result.output
-    report = json.loads(out.read_text())
+    report = json.loads(out.read_text(encoding="utf-8"))
     assert {"cores", "memory", "python", "package_versions", "lmdb_library", "git_commit"} <= set(
         report["machine"]
     )

@@ -195,7 +195,7 @@ def test_export_into_a_pipe_closed_early_stops_quietly_and_exits_zero(tmp_path: 
 
     assert json.loads(first)["seq"] == 1
     assert code == 0
-    assert errors.read_text() == ""
+    assert errors.read_text(encoding="utf-8") == ""
 
 
 @pytest.mark.parametrize("command", AUDITS, ids=" ".join)
@@ -250,6 +250,7 @@ def _cogfabric_into(stdout: str, *args: str) -> subprocess.CompletedProcess[str]
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
+            encoding="utf-8",
             timeout=120,
             check=False,
         )
@@ -378,10 +379,10 @@ def test_an_export_never_writes_through_a_file_or_link_planted_at_a_name_known_i
     path = _journal(tmp_path, 5)
     out = tmp_path / "priv.jsonl"
     planted = tmp_path / ".priv.jsonl.partial"  # the name an earlier version wrote to
-    planted.write_text("")
+    planted.write_text("", encoding="utf-8")
     planted.chmod(0o644)
     victim = tmp_path / "victim.txt"
-    victim.write_text("keep me\n")
+    victim.write_text("keep me\n", encoding="utf-8")
     (tmp_path / ".other.jsonl.partial").symlink_to(victim)
 
     for target in (out, tmp_path / "other.jsonl"):
@@ -389,15 +390,15 @@ def test_an_export_never_writes_through_a_file_or_link_planted_at_a_name_known_i
         assert result.exit_code == 0, result.output
         assert not target.is_symlink()
         assert target.stat().st_mode & 0o777 == 0o600
-        assert len(target.read_text().splitlines()) == 5
-    assert victim.read_text() == "keep me\n"
-    assert planted.read_text() == ""
+        assert len(target.read_text(encoding="utf-8").splitlines()) == 5
+    assert victim.read_text(encoding="utf-8") == "keep me\n"
+    assert planted.read_text(encoding="utf-8") == ""
 
 
 def test_an_export_into_a_link_writes_through_it(tmp_path: Path) -> None:
     path = _journal(tmp_path, 5)
     real = tmp_path / "real.jsonl"
-    real.write_text("old\n")
+    real.write_text("old\n", encoding="utf-8")
     link = tmp_path / "link.jsonl"
     link.symlink_to(real)
 
@@ -405,7 +406,7 @@ def test_an_export_into_a_link_writes_through_it(tmp_path: Path) -> None:
 
     assert result.exit_code == 0
     assert link.is_symlink()
-    assert len(real.read_text().splitlines()) == 5
+    assert len(real.read_text(encoding="utf-8").splitlines()) == 5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["journal", "link.jsonl", "real.jsonl"]
 
 
@@ -1326,7 +1327,7 @@ def test_an_export_to_a_file_with_a_name_near_the_longest_a_name_may_be_is_writt
     result = CliRunner().invoke(main, ["export", str(path), "-o", str(out)])
 
     assert result.exit_code == 0, result.output
-    assert len(out.read_text().splitlines()) == 5
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 5
 
 
 def test_an_agents_text_cannot_move_the_cursor_or_forge_a_line_of_an_audit(tmp_path: Path) -> None:

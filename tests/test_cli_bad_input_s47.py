@@ -28,7 +28,7 @@ def test_simulate_refuses_a_directory_of_other_files_and_leaves_it_as_it_was(tmp
     # files would land among the user's (as `--journal ""` is refused for)
     project = tmp_path / "project"
     project.mkdir()
-    (project / "main.py").write_text("print(1)\n")
+    (project / "main.py").write_text("print(1)\n", encoding="utf-8")
 
     output = _simulate(project, expect=2)
 
@@ -62,14 +62,14 @@ def test_export_refuses_a_range_that_holds_no_record_and_keeps_the_file_it_would
     journal = tmp_path / "j"
     _simulate(journal)
     kept = tmp_path / "all.jsonl"
-    kept.write_text("an earlier export\n")
+    kept.write_text("an earlier export\n", encoding="utf-8")
     options = ["--after", after, *(["--until", until] if until is not None else [])]
 
     result = CliRunner().invoke(main, ["export", str(journal), *options, "-o", str(kept)])
 
     assert result.exit_code == 2, result.output
     assert message in result.output
-    assert kept.read_text() == "an earlier export\n"
+    assert kept.read_text(encoding="utf-8") == "an earlier export\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["all.jsonl", "j"]  # no partial file either
     # "what is new since the last seq", with nothing new, is still an empty export
     head = CliRunner().invoke(main, ["inspect", str(journal), "--json"])

@@ -60,7 +60,7 @@ def test_an_export_through_a_link_to_a_new_file_creates_it_owner_only(tmp_path: 
     result = CliRunner().invoke(main, ["export", str(path), "-o", str(link)])
 
     assert result.exit_code == 0, result.output
-    assert len(target.read_text().splitlines()) == 5
+    assert len(target.read_text(encoding="utf-8").splitlines()) == 5
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
 
 

@@ -110,7 +110,7 @@ def test_verify_export_of_one_record_says_one_record_and_its_seq(tmp_path: Path)
         main, ["export", str(path), "--verifiable", "--after", "4", "--output", str(export)]
     )
     assert exported.exit_code == 0, exported.output
-    first = json.loads(export.read_text().splitlines()[0])
+    first = json.loads(export.read_text(encoding="utf-8").splitlines()[0])
 
     result = CliRunner().invoke(
         main, ["verify-export", str(export), "--anchor", f"{first['seq']}:{first['chain']}"]

@@ -30,7 +30,7 @@ def _sticky_with_a_file(tmp_path: Path) -> Path:
     shared.mkdir()
     shared.chmod(0o1777)
     out = shared / "out.jsonl"
-    out.write_text("old\n")
+    out.write_text("old\n", encoding="utf-8")
     out.chmod(0o666)  # writable by the auditor; the directory's sticky bit still keeps its name
     return out
 
@@ -55,7 +55,7 @@ def test_it_is_written_in_place_and_keeps_its_mode(tmp_path: Path, monkeypatch: 
     result = CliRunner().invoke(main, ["export", str(path), "-o", str(out)])
 
     assert result.exit_code == 0, result.output
-    assert len(out.read_text().splitlines()) == 5
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 5
     assert out.stat().st_ino == inode  # the same file, not one renamed over it
     assert stat.S_IMODE(out.stat().st_mode) == 0o666
     assert [p.name for p in out.parent.iterdir()] == ["out.jsonl"]  # no .partial left

@@ -42,7 +42,7 @@ def _copy(journal: Path, target: Path) -> Path:
 
 def _table() -> dict[str, str]:
     """The README's table of --json fields: its row text by command."""
-    text = _README.read_text()
+    text = _README.read_text(encoding="utf-8")
     section = text.split("### The commands' JSON, field by field", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| `([a-z-]+)` \| (.*) \|$", section, flags=re.MULTILINE)
     return dict(rows)
@@ -136,7 +136,7 @@ def test_the_readme_table_names_every_field_each_command_prints_in_order(
         "salvage": _json(["salvage", str(simulated), str(tmp_path / "s"), "--json"])[1],
         "verify-export": _json(["verify-export", str(export), "--json"])[1],
         "trace": _json(["trace", str(simulated), "--seq", "3", "--json"])[1],
-        "export": json.loads(export.read_text().splitlines()[0]),
+        "export": json.loads(export.read_text(encoding="utf-8").splitlines()[0]),
     }
 
     for command, document in printed.items():

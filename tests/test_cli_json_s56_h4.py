@@ -198,7 +198,7 @@ def test_the_command_line_asks_for_json_only_of_a_command_that_has_it(args: list
 
 def test_the_readme_and_the_help_name_the_error_objects_fields_in_order() -> None:
     fields = '{"error": {' + ", ".join(f'"{name}"' for name in _FIELDS) + "}}"
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     section = readme.split("### The commands' JSON, field by field", 1)[1].split("\n#", 1)[0]
 
     assert f"`{fields}`" in section

@@ -45,7 +45,7 @@ def test_a_link_put_where_no_link_was_seen_is_not_written_through(
 ) -> None:
     # the race _sink's check leaves: the name is no link when looked at, a link when opened
     victim = tmp_path / "victim"
-    victim.write_text("the auditor's own\n")
+    victim.write_text("the auditor's own\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
     out.symlink_to(victim)
     looked_at = Path.is_symlink
@@ -55,7 +55,7 @@ def test_a_link_put_where_no_link_was_seen_is_not_written_through(
         _sink(out, out)
 
     assert exited.value.code == 2
-    assert victim.read_text() == "the auditor's own\n"
+    assert victim.read_text(encoding="utf-8") == "the auditor's own\n"
 
 
 def test_encode_json_escapes_del_in_otherwise_plain_ascii_output() -> None:

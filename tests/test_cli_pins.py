@@ -119,7 +119,8 @@ def test_the_dead_letter_warning_exports_from_where_this_run_began(tmp_path: Pat
     assert _simulate(path, "--agents", "3", "--turns", "2").exit_code == 0
     before = _last_seq(path)
     config = tmp_path / "c.yaml"
-    config.write_text("llm:\n  max_prompt_length: 5\n")  # every turn refused: its tick a handler error
+    # every turn refused: its tick a handler error
+    config.write_text("llm:\n  max_prompt_length: 5\n", encoding="utf-8")
 
     result = _simulate(path, "--turns", "2", "--config", str(config))
 
@@ -221,6 +222,7 @@ def test_a_second_sigterm_kills_at_once(tmp_path: Path) -> None:
         [sys.executable, "-c", script, str(path), str(tmp_path / "out.jsonl")],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=60,
         check=False,
     )
@@ -282,7 +284,7 @@ def test_durability_overrides_the_configs(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(Runtime, "open", spy)
     config = tmp_path / "c.yaml"
-    config.write_text("journal:\n  durability: batch\n")
+    config.write_text("journal:\n  durability: batch\n", encoding="utf-8")
     options = ["--agents", "2", "--turns", "1", "--config", str(config)]
 
     kept = _simulate(tmp_path / "a", *options)

@@ -114,7 +114,7 @@ def test_a_simulation_stopped_by_call_timeout_names_the_key_and_the_file(
     # "the journal did not acknowledge within 0.001 s; the outcome is unknown" named
     # neither runtime.call_timeout nor the file that set it
     config = tmp_path / "ops.yaml"
-    config.write_text("runtime: {call_timeout: 0.001}\n")
+    config.write_text("runtime: {call_timeout: 0.001}\n", encoding="utf-8")
 
     def times_out(*_: object, **__: object) -> None:
         msg = "the journal did not acknowledge within 0.001 s; the outcome is unknown"

@@ -33,7 +33,7 @@ def test_every_error_of_load_config_starts_with_the_path(tmp_path: Path, text: s
     # load_config: "the message starts with the path", whatever the error. Kills:
     # load_config calling parse_config without source=
     path = tmp_path / "cogfabric.yaml"
-    path.write_text(text)
+    path.write_text(text, encoding="utf-8")
 
     with pytest.raises(InvalidConfigError) as raised:
         load_config(path)

@@ -47,7 +47,7 @@ def test_a_malformed_anchor_is_a_usage_error_naming_the_option(tmp_path: Path) -
     # Kills: the ValueError of parse_anchor not turned into click's BadParameter (a
     # traceback and exit 1, not exit 2 and the option named).
     export = tmp_path / "x.jsonl"
-    export.write_text("")
+    export.write_text("", encoding="utf-8")
     result = CliRunner().invoke(main, ["verify-export", str(export), "--anchor", "zz"])
     assert result.exit_code == EXIT_USAGE, result.output
     assert "Invalid value for '--anchor': an anchor is SEQ:CHAIN" in result.output
@@ -105,7 +105,7 @@ def test_main_without_standalone_mode_raises_a_usage_error_for_its_caller(tmp_pa
     # click's contract: standalone_mode=False hands exceptions to the caller. Kills: that
     # branch of main dropped (a SystemExit(2) and the message on stderr instead).
     export = tmp_path / "x.jsonl"
-    export.write_text("")
+    export.write_text("", encoding="utf-8")
     with pytest.raises(click.BadParameter, match="an anchor is SEQ:CHAIN"):
         main.main(["verify-export", str(export), "--anchor", "zz"], standalone_mode=False)
 

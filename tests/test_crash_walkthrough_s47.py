@@ -48,6 +48,7 @@ def _run_until_ready(path: Path, topic: str, handler: str = "") -> subprocess.Po
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        encoding="utf-8",
     )
     assert child.stdout is not None
     assert child.stdout.readline() == "READY\n"  # the checkpoint returned
@@ -74,7 +75,9 @@ def test_checkpoint_docstrings_say_how_a_batch_checkpoint_survives_a_crash(tmp_p
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_readmes_sigterm_handler_lets_the_exit_close_flush_a_batch_runtime(tmp_path: Path) -> None:
-    (handler,) = re.findall(r"`(signal\.signal\(signal\.SIGTERM, [^`]+)`", _README.read_text())
+    (handler,) = re.findall(
+        r"`(signal\.signal\(signal\.SIGTERM, [^`]+)`", _README.read_text(encoding="utf-8")
+    )
     child = _run_until_ready(tmp_path / "j", "unflushed", f"import signal\n{handler}")
     child.send_signal(signal.SIGTERM)
     child.communicate(timeout=60)

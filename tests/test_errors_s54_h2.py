@@ -79,7 +79,7 @@ def test_a_config_file_that_is_no_mapping_names_the_sections() -> None:
 
 def test_the_cli_shows_the_choices_of_a_bad_config_value(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
-    config.write_text("journal:\n  durability: fast\n")
+    config.write_text("journal:\n  durability: fast\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["simulate", "--journal", str(tmp_path / "j"), "--config", str(config)])
     assert result.exit_code == 2
     shown = "Invalid enum value 'fast' - at `$.journal.durability` (one of 'batch', 'sync')"
@@ -145,7 +145,7 @@ def test_simulate_on_a_journal_that_fails_verification_says_how_to_see_it(
 
 
 def test_a_journal_directory_that_cannot_be_made_says_why_once(tmp_path: Path) -> None:
-    (tmp_path / "file").write_text("x")
+    (tmp_path / "file").write_text("x", encoding="utf-8")
     where = tmp_path / "file" / "j"
     with pytest.raises(cf.JournalUnavailableError) as raised:
         cf.Runtime.open(where, config=_SMALL)

@@ -50,7 +50,7 @@ def test_export_until_before_the_bad_record_reads_the_verified_range(broken: Pat
     assert "seqs 1 to 19, before it, verified, are read" in err
     assert "not verified" not in err  # no --no-verify warning: the range was checked
 
-    (tmp_path / "good.jsonl").write_text(out)
+    (tmp_path / "good.jsonl").write_text(out, encoding="utf-8")
     checked = CliRunner().invoke(main, ["verify-export", str(tmp_path / "good.jsonl")])
     assert checked.exit_code == 0, checked.output
 

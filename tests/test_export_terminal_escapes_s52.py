@@ -61,7 +61,7 @@ def test_an_export_and_its_verification_of_hostile_text(tmp_path: Path) -> None:
     shown = runner.invoke(main, ["replay", str(path), "--json"])
 
     assert exported.exit_code == 0, exported.output
-    text = out.read_text()
+    text = out.read_text(encoding="utf-8")
     assert _printed_safely(text)
     [line] = [json.loads(line) for line in text.splitlines()]
     assert line["data"]["key"] == HOSTILE

@@ -444,6 +444,7 @@ def test_verify_export_of_stdin_with_stdin_closed_says_so() -> None:
         [sys.executable, "-m", "cogfabric", "verify-export", "-"],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
         preexec_fn=lambda: os.close(0),

@@ -18,7 +18,7 @@ def test_waits_for_what_never_comes():
 
 
 def test_a_hanging_test_prints_its_stack_and_ends_the_run(tmp_path: Path) -> None:
-    (tmp_path / "test_hangs.py").write_text(_HANGING_TEST)
+    (tmp_path / "test_hangs.py").write_text(_HANGING_TEST, encoding="utf-8")
     done = subprocess.run(
         # the project's pytest settings, with the hang timer at 1 s instead of 420 s
         [
@@ -28,6 +28,7 @@ def test_a_hanging_test_prints_its_stack_and_ends_the_run(tmp_path: Path) -> Non
         cwd=tmp_path,
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=20,  # the hanging test's own wait is 30 s: the timer, not the wait, ends it
         check=False,
     )

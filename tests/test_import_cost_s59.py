@@ -20,7 +20,12 @@ from cogfabric.cli import main
 def _loaded_after(code: str) -> set[str]:
     probe = f"import sys; {code}; print(' '.join(sorted(sys.modules)))"
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=True,
     )
     return set(done.stdout.split())
 

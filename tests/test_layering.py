@@ -33,7 +33,13 @@ def modules_after(statement: str, cwd: Path) -> set[str]:
     """The names in ``sys.modules`` after running ``statement`` in a fresh interpreter."""
     code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, cwd=cwd
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=True,
+        cwd=cwd,
     )
     loaded: list[str] = json.loads(result.stdout)
     return set(loaded)

@@ -35,7 +35,7 @@ def test_another_wrong_config_gets_no_hint() -> None:
 
 def test_a_runtime_opens_with_the_config_load_config_read(tmp_path: Path) -> None:
     config_file = tmp_path / "cogfabric.yaml"
-    config_file.write_text("memory:\n  max_sessions: 1\n")
+    config_file.write_text("memory:\n  max_sessions: 1\n", encoding="utf-8")
 
     with cf.Runtime.open(None, config=cf.load_config(config_file)) as rt:
         rt.memory.create_session("u")

@@ -136,7 +136,7 @@ def test_a_dest_created_meanwhile_is_named_so_and_left_as_it_is(
 
     def another_process_writes_dest(file: Path) -> None:
         dest.mkdir()
-        (dest / "theirs").write_text("mine")
+        (dest / "theirs").write_text("mine", encoding="utf-8")
         sync(file)
 
     monkeypatch.setattr(_audit, "fsync_file", another_process_writes_dest)

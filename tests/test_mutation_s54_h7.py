@@ -134,7 +134,7 @@ def test_a_config_refused_by_its_cross_field_check_names_the_source_first(tmp_pa
     map_size / max_map_size check came without the file's name, every other error with it."""
     text = "journal:\n  map_size: 2000000\n  max_map_size: 1000000\n"
     file = tmp_path / "cogfabric.yaml"
-    file.write_text(text)
+    file.write_text(text, encoding="utf-8")
 
     with pytest.raises(InvalidConfigError) as parsed:
         parse_config(text, source="my.yaml")

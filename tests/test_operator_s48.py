@@ -78,7 +78,7 @@ def test_the_warnings_handler_is_gone_after_the_command(tmp_path: Path) -> None:
 
 def test_a_simulation_stopped_at_max_map_size_says_to_raise_it(tmp_path: Path) -> None:
     config = tmp_path / "small.yaml"
-    config.write_text("journal:\n  max_map_size: 16384\n")
+    config.write_text("journal:\n  max_map_size: 16384\n", encoding="utf-8")
 
     result = CliRunner().invoke(main, _simulate(tmp_path / "j", "--config", str(config)))
 

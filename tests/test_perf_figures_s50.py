@@ -35,21 +35,22 @@ def _named(stem: str, text: str) -> bool:
 
 
 def test_the_machines_names_every_file_that_did_not_run_on_the_first_vm() -> None:
-    page = (_DOCS / "performance.md").read_text()
+    page = (_DOCS / "performance.md").read_text(encoding="utf-8")
     section = page[page.index("## The machines") : page.index("The references moved unevenly")]
     unnamed = [
         f"{path.stem} ({kernel})"
         for path in sorted(_DOCS.glob("*.json"))
-        if (kernel := _kernel(json.loads(path.read_text()))) != _FIRST_VM and not _named(path.stem, section)
+        if (kernel := _kernel(json.loads(path.read_text(encoding="utf-8")))) != _FIRST_VM
+        and not _named(path.stem, section)
     ]
     assert unnamed == []  # unnamed, a file falls to "every other file", on the first VM
 
 
 def test_the_readme_sync_rings_switches_and_commits_are_its_runs() -> None:
-    readme = (_ROOT / "README.md").read_text()
+    readme = (_ROOT / "README.md").read_text(encoding="utf-8")
     command = r"--only ring-batch,ring-sync --repeat 3 --json docs/(fabric-ring-\w+\.json)"
     (name,) = set(re.findall(command, readme))
-    rows = json.loads((_DOCS / name).read_text())["results"]
+    rows = json.loads((_DOCS / name).read_text(encoding="utf-8"))["results"]
     (ring,) = [r for r in rows if "sync: acked" in r["workload"]]
     extras = ring["extras"]
     switches = [e["switches_per_delivery"] for e in extras]

@@ -15,14 +15,16 @@ _README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def _python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", _README.read_text(), flags=re.DOTALL)
+    return re.findall(r"```python\n(.*?)```", _README.read_text(encoding="utf-8"), flags=re.DOTALL)
 
 
 def _run(example: str, tmp_path: Path) -> list[str]:
     """Run ``example``; the journal its ``tempfile.mkdtemp()`` makes goes under ``tmp_path``, not /tmp."""
     command = [sys.executable, "-c", example]
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=env)
+    out = subprocess.run(
+        command, capture_output=True, text=True, encoding="utf-8", timeout=120, check=False, env=env
+    )
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""
     return out.stdout.splitlines()
@@ -77,17 +79,17 @@ def test_the_shell_verifies_the_journal_the_readme_example_writes(tmp_path: Path
 
     # as the README says next: `cogfabric verify JOURNAL` does the last step from the shell
     command = [sys.executable, "-m", "cogfabric", "verify", str(tmp_path / "journal")]
-    out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(command, capture_output=True, text=True, encoding="utf-8", timeout=120, check=False)
 
     verdict = out.stdout.split(",")[0]
     assert (out.returncode, verdict) == (0, "ok: 2 records verified"), out.stdout + out.stderr
 
 
 def test_the_readme_names_the_commands_ci_runs() -> None:
-    ci = (_README.parent / ".ci" / "run").read_text()
+    ci = (_README.parent / ".ci" / "run").read_text(encoding="utf-8")
     test_command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[dev]" && pytest -q'
 
-    assert test_command in _README.read_text()
+    assert test_command in _README.read_text(encoding="utf-8")
     assert test_command in ci
 
 
@@ -96,7 +98,7 @@ def test_the_readme_configuration_block_is_every_default() -> None:
 
     from cogfabric import Config  # noqa: PLC0415
 
-    (block,) = re.findall(r"```yaml\n(.*?)```", _README.read_text(), flags=re.DOTALL)
+    (block,) = re.findall(r"```yaml\n(.*?)```", _README.read_text(encoding="utf-8"), flags=re.DOTALL)
 
     assert msgspec.yaml.decode(block) == msgspec.to_builtins(Config())  # every key, none left out
 
@@ -114,7 +116,7 @@ def test_every_relative_link_in_the_docs_leads_somewhere() -> None:
     assert len(pages) > 1
     dead = []
     for page in pages:
-        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
             if "://" in target:
                 continue
             path, _, fragment = target.partition("#")
@@ -122,7 +124,7 @@ def test_every_relative_link_in_the_docs_leads_somewhere() -> None:
             if not where.exists():
                 dead.append(f"{page.name}: {target}")
             elif fragment and where.suffix == ".md":
-                headings = re.findall(r"^#+ (.+)$", where.read_text(), flags=re.MULTILINE)
+                headings = re.findall(r"^#+ (.+)$", where.read_text(encoding="utf-8"), flags=re.MULTILINE)
                 if fragment not in {_anchor(h) for h in headings}:
                     dead.append(f"{page.name}: {target} (no such heading)")
     assert dead == []

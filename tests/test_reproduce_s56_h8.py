@@ -142,6 +142,7 @@ def test_the_readmes_check_finds_two_runs_of_a_seed_the_same_and_another_seeds_n
         ["bash", "-c", command + another],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
         cwd=tmp_path,

@@ -91,7 +91,7 @@ def test_simulate_takes_an_empty_data_file_for_a_new_journal_as_runtime_open_doe
     other = tmp_path / "other"
     other.mkdir()
     (other / "data.mdb").touch()
-    (other / "main.py").write_text("print(1)\n")
+    (other / "main.py").write_text("print(1)\n", encoding="utf-8")
     result = CliRunner().invoke(main, [*_SIMULATE, str(other)])
     assert result.exit_code == 2, result.output
     assert "holds other files (main.py) and no journal" in result.output

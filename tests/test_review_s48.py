@@ -55,7 +55,7 @@ def test_a_program_logging_elsewhere_still_gets_the_warning_on_stderr(
     emptied: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     # a guard, not a pin: a handler that writes to a file leaves stderr the command's line
-    handler = logging.FileHandler(tmp_path / "program.log")
+    handler = logging.FileHandler(tmp_path / "program.log", encoding="utf-8")
     logging.getLogger("cogfabric").addHandler(handler)
     try:
         with pytest.raises(SystemExit):
@@ -65,13 +65,14 @@ def test_a_program_logging_elsewhere_still_gets_the_warning_on_stderr(
         handler.close()
 
     assert "warning: " in capsys.readouterr().err
-    assert "its data file is empty" in (tmp_path / "program.log").read_text()
+    assert "its data file is empty" in (tmp_path / "program.log").read_text(encoding="utf-8")
 
 
 def test_a_pid_a_killed_writer_left_is_not_given_to_a_holder_that_wrote_none(tmp_path: Path) -> None:
     path = tmp_path / "j"
     Journal.open(path).close()
-    gone = int(Path("/proc/sys/kernel/pid_max").read_text())  # pids are below it: no process has it
+    # pids are below it: no process has it
+    gone = int(Path("/proc/sys/kernel/pid_max").read_text(encoding="ascii"))
     (path / "writer.lock").write_bytes(b"%d\n" % gone)  # a writer killed while it held the journal
     fd = os.open(path / "writer.lock", os.O_RDWR)
     try:

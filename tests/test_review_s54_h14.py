@@ -123,6 +123,7 @@ def test_a_write_of_the_copy_that_fails_names_the_salvage_not_its_removed_siblin
         [sys.executable, "-m", "cogfabric", "salvage", str(path), str(dest)],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=60,
         preexec_fn=small_files,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},

@@ -124,6 +124,7 @@ def test_a_usage_error_with_stderr_closed_leaves_stdout_empty(tmp_path: Path) ->
         [sys.executable, "-m", "cogfabric", "verify", "--bogus", "--json", str(tmp_path)],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=60,
         check=False,
         preexec_fn=lambda: os.close(2),

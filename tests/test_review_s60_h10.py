@@ -258,6 +258,7 @@ def test_a_sigkill_right_after_a_new_lifes_snapshot_recovers_that_life(tmp_path:
         [sys.executable, "-c", _CHILD, str(tmp_path / "j")],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
         env=env,

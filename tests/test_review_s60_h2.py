@@ -67,6 +67,12 @@ def test_a_distribution_that_names_no_version_reads_as_unknown(tmp_path: Path) -
     probe = "import cogfabric; print(repr(cogfabric.__version__))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), src])}
     shown = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True, env=env
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=True,
+        env=env,
     )
     assert shown.stdout.strip() == "'0+unknown'"

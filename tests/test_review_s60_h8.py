@@ -114,7 +114,12 @@ def test_a_kill_nine_right_after_snapshots_gave_way_recovers_the_exact_state(tmp
     # the dropped ones) and the events after it.
     path = tmp_path / "j"
     child = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", _CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
     )
     assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
     told = json.loads(child.stdout.splitlines()[-1])

@@ -117,6 +117,7 @@ def test_a_kill_nine_between_the_hand_over_and_the_answer_recovers_the_record_no
         [sys.executable, "-c", _CHILD, str(path), durability],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
     )

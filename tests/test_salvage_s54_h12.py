@@ -194,7 +194,7 @@ def test_a_keyed_journal_is_salvaged_with_its_key_and_refused_without_it(
 def test_dest_that_exists_is_refused_and_an_empty_directory_taken(tmp_path: Path) -> None:
     path = _journal(tmp_path / "j", 20)
     (tmp_path / "full").mkdir()
-    (tmp_path / "full" / "keep").write_text("mine")
+    (tmp_path / "full" / "keep").write_text("mine", encoding="utf-8")
     (tmp_path / "empty").mkdir()
 
     code, out, err = _salvage(path, tmp_path / "full", "--json")

@@ -131,7 +131,9 @@ def test_export_to_dot_slash_dash_writes_a_file_called_dash(
 
     assert result.exit_code == 0, result.output
     assert result.output == ""
-    assert [json.loads(line)["seq"] for line in (tmp_path / "-").read_text().splitlines()] == [1, 2, 3]
+    assert [
+        json.loads(line)["seq"] for line in (tmp_path / "-").read_text(encoding="utf-8").splitlines()
+    ] == [1, 2, 3]
 
 
 def test_verify_export_of_dot_slash_dash_reads_the_file_called_dash_not_stdin(
@@ -139,7 +141,7 @@ def test_verify_export_of_dot_slash_dash_reads_the_file_called_dash_not_stdin(
 ) -> None:
     # click's Path(path_type=Path) made ./- the Path '-', read as stdin
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "-").write_text("not json\n")
+    (tmp_path / "-").write_text("not json\n", encoding="utf-8")
 
     result = CliRunner().invoke(main, ["verify-export", "./-"], input="")
 

@@ -347,6 +347,7 @@ def _simulate_until_running(path: Path, landing: str = "") -> subprocess.Popen[s
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        encoding="utf-8",
     )
     assert child.stderr is not None
     for line in child.stderr:

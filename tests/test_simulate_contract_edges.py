@@ -53,7 +53,7 @@ def test_the_failure_hint_exports_from_where_this_run_began(tmp_path: Path) -> N
     with Journal.open(path, readonly=True) as journal:
         before = journal.last_seq
     config = tmp_path / "c.yaml"
-    config.write_text("llm:\n  max_prompt_length: 50\n")
+    config.write_text("llm:\n  max_prompt_length: 50\n", encoding="utf-8")
 
     result = CliRunner().invoke(
         main, ["simulate", "--journal", str(path), "--turns", "5", "--config", str(config)]
@@ -85,7 +85,7 @@ def test_a_config_that_cannot_be_read_is_a_usage_error(
 ) -> None:
     # exit 2 is a usage error; 1 is a problem in a journal (or a run that could not go on)
     config = tmp_path / "c.yaml"
-    config.write_text("journal: {}\n")
+    config.write_text("journal: {}\n", encoding="utf-8")
 
     def unreadable(path: Path) -> object:
         raise PermissionError(13, "Permission denied", str(path))

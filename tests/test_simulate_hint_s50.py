@@ -38,7 +38,7 @@ def test_the_failure_hint_for_a_journal_named_like_an_option_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "short.yaml").write_text("llm: {max_prompt_length: 10}\n")
+    (tmp_path / "short.yaml").write_text("llm: {max_prompt_length: 10}\n", encoding="utf-8")
     ran = CliRunner().invoke(
         main,
         ["simulate", "--journal", "-j", "--agents", "2", "--turns", "1", "--config", "short.yaml"],

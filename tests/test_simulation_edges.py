@@ -199,12 +199,12 @@ def test_simulate_runs_in_an_existing_empty_directory(tmp_path: Path) -> None:
 
 def test_simulate_on_a_plain_file_is_a_one_line_error(tmp_path: Path) -> None:
     path = tmp_path / "plain"
-    path.write_text("not a journal\n")
+    path.write_text("not a journal\n", encoding="utf-8")
 
     result = CliRunner().invoke(main, ["simulate", "--journal", str(path), "--turns", "5"])
 
     _assert_one_line_error(result, naming=str(path))
-    assert path.read_text() == "not a journal\n"
+    assert path.read_text(encoding="utf-8") == "not a journal\n"
 
 
 class _SomeOtherCogfabricError(CogfabricError):
@@ -235,7 +235,7 @@ def test_any_error_opening_the_journal_is_a_one_line_error(
 
 def test_a_bad_config_is_reported_as_the_config_not_as_the_journal(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
-    config.write_text("memory:\n  max_history: 0\n")
+    config.write_text("memory:\n  max_history: 0\n", encoding="utf-8")
 
     result = CliRunner().invoke(
         main, ["simulate", "--journal", str(tmp_path / "j"), "--turns", "5", "--config", str(config)]
@@ -292,7 +292,7 @@ def test_dead_letters_of_failed_behaviors_are_named_so_not_blamed_on_full_mailbo
     # suggested a larger mailbox_size, which changes nothing.
     config = Config(llm=msgspec.structs.replace(Config().llm, max_prompt_length=5))
     report = run_simulation(tmp_path / "j", agents=3, turns=5, config=config)
-    (tmp_path / "c.yaml").write_text("llm:\n  max_prompt_length: 5\n")
+    (tmp_path / "c.yaml").write_text("llm:\n  max_prompt_length: 5\n", encoding="utf-8")
 
     result = CliRunner().invoke(
         main,
@@ -430,7 +430,7 @@ def test_a_continued_run_keeps_a_session_for_every_agent_of_its_journal(tmp_path
 def _simulate_with(tmp_path: Path, settings: str) -> Result:
     """``simulate`` of 4 agents and 6 turns with ``settings`` as its YAML config file."""
     config = tmp_path / "settings.yaml"
-    config.write_text(settings)
+    config.write_text(settings, encoding="utf-8")
     arguments = ["--agents", "4", "--turns", "6", "--journal", str(tmp_path / "j"), "--config", str(config)]
     return CliRunner().invoke(main, ["simulate", *arguments])
 
@@ -484,7 +484,7 @@ def test_a_run_that_could_not_create_its_journal_leaves_a_directory_the_next_run
 
 def test_a_run_that_fills_max_map_size_stops_with_exit_one(tmp_path: Path) -> None:
     config = tmp_path / "small.yaml"
-    config.write_text("journal:\n  map_size: 1048576\n  max_map_size: 2097152\n")
+    config.write_text("journal:\n  map_size: 1048576\n  max_map_size: 2097152\n", encoding="utf-8")
 
     result = CliRunner().invoke(
         main,

@@ -723,6 +723,7 @@ def test_a_runtime_left_open_holds_its_writer_lock_until_it_is_closed_at_exit(tm
         [sys.executable, "-c", code, str(tmp_path / "j")],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=60,
         check=True,
     )

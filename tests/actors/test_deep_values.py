@@ -50,7 +50,12 @@ class Nester:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cogfabric", *args], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "cogfabric", *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
     )
 
 

@@ -114,13 +114,13 @@ def test_the_readme_names_every_logger_cogfabric_logs_on() -> None:
     # README ("Logging for operators") lists the loggers an operator may route or
     # silence one by one: each module that logs on a logger of its own is there.
     package = Path(cogfabric.__file__).parent
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     passage = readme.split("**Logging for operators.**", 1)[1].split("\n\n**", 1)[0]
     sources = [Path(top, name) for top, _, names in os.walk(package, followlinks=True) for name in names]
     logging_modules = sorted(
         "cogfabric." + ".".join(path.relative_to(package).with_suffix("").parts)
         for path in sources
-        if path.suffix == ".py" and "getLogger(__name__)" in path.read_text()
+        if path.suffix == ".py" and "getLogger(__name__)" in path.read_text(encoding="utf-8")
     )
     assert "cogfabric.actors._agent" in logging_modules
     assert [name for name in logging_modules if f"`{name}`" not in passage] == []

@@ -18,6 +18,7 @@ from cogfabric.actors import (
     ScriptedProvider,
 )
 from tests.actors.test_close_and_flush import _config
+from tests.actors.test_runtime_pins import _hand_the_writer_a_stalled_commit
 from tests.actors.test_supervision import _short_call_timeout
 from tests.test_chat_sessions_s61_h4 import _Chat
 
@@ -134,16 +135,7 @@ def test_the_error_of_a_close_that_leaves_the_writer_committing_names_the_runtim
     )
     gate = threading.Event()
     try:
-        journal = runtime._journal
-        assert journal is not None
-        append = journal.append
-
-        def stalled_append(events: list[Any], **kwargs: Any) -> list[int]:
-            assert gate.wait(WAIT)
-            return append(events, **kwargs)
-
-        journal.append = stalled_append  # type: ignore[method-assign,assignment]
-        runtime.spawn("a").set_private("k", 1)  # handed over; its commit stalls until the gate opens
+        _hand_the_writer_a_stalled_commit(runtime, gate)
         with (
             caplog.at_level(logging.ERROR, logger="cogfabric"),
             _short_call_timeout(runtime, 0.05, writer_too=True),

@@ -697,12 +697,12 @@ class TestRecovery:
 
     def test_a_file_in_place_of_the_journal_is_refused_by_type(self, tmp_path: Path) -> None:
         plain = tmp_path / "plain"
-        plain.write_text("notes")
+        plain.write_text("notes", encoding="utf-8")
 
         with pytest.raises(JournalFormatError, match="a journal is a directory"):
             Runtime.open(plain)
 
-        assert plain.read_text() == "notes"
+        assert plain.read_text(encoding="utf-8") == "notes"
 
 
 def _tamper(path: Path, db: bytes, old: bytes, new: bytes) -> int:

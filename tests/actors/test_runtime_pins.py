@@ -283,6 +283,23 @@ def test_a_flush_timeout_of_zero_or_less_means_call_timeout(tmp_path: Path, time
         assert runtime.agent("a").private("k") == 1
 
 
+def _hand_the_writer_a_stalled_commit(runtime: Runtime, gate: threading.Event) -> None:
+    """Make the journal's appends wait for ``gate`` (30 s at most), then hand the writer agent a's change.
+
+    Its commit stalls until the gate opens: a close() then finds the writer still committing.
+    """
+    journal = runtime._journal
+    assert journal is not None
+    append = journal.append
+
+    def stalled_append(events: list[Any], **kwargs: Any) -> list[int]:
+        assert gate.wait(30)
+        return append(events, **kwargs)
+
+    journal.append = stalled_append  # type: ignore[method-assign,assignment]
+    runtime.spawn("a").set_private("k", 1)  # handed over; its commit stalls until the gate opens
+
+
 def test_close_raises_when_the_writer_stalls_and_the_writer_still_commits_everything(tmp_path: Path) -> None:
     # README ("Embedding the runtime"): close() waits for the writer while it makes
     # progress; "Past that it raises ActorTimeoutError, and the writer closes the journal
@@ -293,16 +310,7 @@ def test_close_raises_when_the_writer_stalls_and_the_writer_still_commits_everyt
     assert writer is not None
     gate = threading.Event()
     try:
-        journal = runtime._journal
-        assert journal is not None
-        append = journal.append
-
-        def stalled_append(events: list[Any], **kwargs: Any) -> list[int]:
-            assert gate.wait(30)
-            return append(events, **kwargs)
-
-        journal.append = stalled_append  # type: ignore[method-assign,assignment]
-        runtime.spawn("a").set_private("k", 1)  # handed over; its commit stalls until the gate opens
+        _hand_the_writer_a_stalled_commit(runtime, gate)
         # close() alone has the short call_timeout (the writer's too): not the set-up's calls
         with (
             _short_call_timeout(runtime, 0.05, writer_too=True),

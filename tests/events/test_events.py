@@ -273,7 +273,12 @@ class TestEventIds:
 
         first, second = (
             subprocess.run(
-                [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                timeout=60,
+                check=True,
             ).stdout.strip()
             for _ in range(2)
         )

@@ -96,6 +96,7 @@ class TestEventObjects:
             [sys.executable, "-c", FORKED_IDS],
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=60,
             check=True,
             env=env,

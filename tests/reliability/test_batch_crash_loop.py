@@ -509,7 +509,8 @@ def _run_once(path: Path, run: int, seed: int, plan: _Plan, errors: Path) -> lis
                     break
             assert killed, (
                 f"run {run}: the child never reached the kill point ({plan}; its exit code "
-                f"{child.poll()}); its last lines {got[-3:]}; stderr:\n{errors.read_text()[-3000:]}"
+                f"{child.poll()}); its last lines {got[-3:]}; "
+                f"stderr:\n{errors.read_text(encoding='utf-8')[-3000:]}"
             )
         finally:
             child.kill()
@@ -519,7 +520,7 @@ def _run_once(path: Path, run: int, seed: int, plan: _Plan, errors: Path) -> lis
             assert child.stdin is not None
             child.stdout.close()
             child.stdin.close()
-    assert child.returncode == -signal.SIGKILL, (child.returncode, errors.read_text()[-3000:])
+    assert child.returncode == -signal.SIGKILL, (child.returncode, errors.read_text(encoding="utf-8")[-3000:])
     assert reader.eof, "the child's output did not end after its kill"
     return got
 
@@ -544,6 +545,7 @@ def _crash_loop(tmp_path: Path, seed: int, runs: int) -> list[str]:
             [sys.executable, "-m", "cogfabric", "verify", str(path)],
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=60,
             check=False,
         )

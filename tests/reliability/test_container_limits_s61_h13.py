@@ -45,6 +45,7 @@ def _run(args: list[str], limits: Callable[[], None] | None = None) -> subproces
         [sys.executable, *args],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         preexec_fn=limits,
         env=_ENV,

@@ -239,6 +239,7 @@ def test_an_audit_reports_a_page_lmdb_would_crash_on_instead_of_dying(tmp_path: 
             [sys.executable, "-m", "cogfabric", command[0], str(path), *command[1:]],
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=120,
             check=False,
         )
@@ -585,7 +586,12 @@ def _verify_whose_page_check_reads_with(
         ]
     )
     return subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
     )
 
 

@@ -613,12 +613,13 @@ def test_no_zeroed_page_crashes_a_runtime_opening_and_writing_the_journal(tmp_pa
         agents[0].set_private("large", "L" * 5000)  # a value on overflow pages
         runtime.publish_task_context("t", {"n": "new"})
     script = tmp_path / "every_page.py"
-    script.write_text(textwrap.dedent(_EVERY_PAGE))
+    script.write_text(textwrap.dedent(_EVERY_PAGE), encoding="utf-8")
 
     done = subprocess.run(
         [sys.executable, str(script), str(source), str(tmp_path / "work")],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=300,
         check=False,
     )
@@ -650,7 +651,7 @@ def test_readers_opening_while_a_writer_appends_see_no_damage(tmp_path: Path) ->
     with Journal.open(path) as journal:
         journal.append(make_events(10))
     command = [sys.executable, "-c", textwrap.dedent(_WRITER).format(path=str(path))]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as writer:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, encoding="utf-8") as writer:
         try:
             assert writer.stdout is not None
             assert writer.stdout.readline().strip() == "ready"

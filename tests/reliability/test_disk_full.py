@@ -59,7 +59,12 @@ def test_a_full_disk_fails_appends_with_a_typed_error_and_loses_nothing_acknowle
     path = tmp_path / "j"
 
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", _CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
     )
 
     lines = out.stdout.splitlines()

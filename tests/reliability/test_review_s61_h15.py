@@ -125,7 +125,7 @@ _ROOTLESS = textwrap.dedent(
         os._exit(0)
     if os.read(r, 1):
         for name, line in (("setgroups", "deny"), ("uid_map", "0 65534 1"), ("gid_map", "0 65534 1")):
-            with open(f"/proc/{pid}/{name}", "w") as f:
+            with open(f"/proc/{pid}/{name}", "w", encoding="ascii") as f:
                 f.write(line)
         os.write(w2, b"x")
     os.waitpid(pid, 0)
@@ -176,6 +176,7 @@ def test_the_malloc_arenas_an_address_space_limit_runs_out_on_are_named_and_boun
         [sys.executable, "-c", _SPAWNED, str(tmp_path / "b")],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         preexec_fn=limit,
         env={**_ENV, "MALLOC_ARENA_MAX": "2"},

@@ -26,7 +26,7 @@ def test_the_package_never_imports_pickle_nor_calls_eval_or_exec() -> None:
     files = _package_sources()
 
     for path in files:
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Import):
                 names = {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom):

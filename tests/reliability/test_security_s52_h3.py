@@ -108,7 +108,7 @@ def test_export_writes_through_no_link_another_user_planted(tmp_path: Path, exis
     shared.mkdir()
     victim.mkdir()
     if exists:
-        (victim / "planted").write_text("the auditor's own\n")
+        (victim / "planted").write_text("the auditor's own\n", encoding="utf-8")
     (shared / "out.jsonl").symlink_to(victim / "planted")
     os.lchown(shared / "out.jsonl", 4242, 4242)
 
@@ -116,7 +116,9 @@ def test_export_writes_through_no_link_another_user_planted(tmp_path: Path, exis
 
     assert result.exit_code == 2
     assert "a symbolic link another user (uid 4242) made" in result.stderr
-    assert [p.read_text() for p in victim.iterdir()] == (["the auditor's own\n"] if exists else [])
+    assert [p.read_text(encoding="utf-8") for p in victim.iterdir()] == (
+        ["the auditor's own\n"] if exists else []
+    )
 
 
 def test_export_still_writes_through_a_link_of_ones_own_and_creates_a_new_file_owner_only(
@@ -125,7 +127,7 @@ def test_export_still_writes_through_a_link_of_ones_own_and_creates_a_new_file_o
     # as the README says: a link to a file that exists is written in place and keeps its mode
     journal = _journal_of_3(tmp_path)
     target = tmp_path / "target"
-    target.write_text("old\n")
+    target.write_text("old\n", encoding="utf-8")
     target.chmod(0o640)
     (tmp_path / "link").symlink_to(target)
 
@@ -133,6 +135,6 @@ def test_export_still_writes_through_a_link_of_ones_own_and_creates_a_new_file_o
     fresh = CliRunner().invoke(main, ["export", str(journal), "-o", str(tmp_path / "new.jsonl")])
 
     assert (linked.exit_code, fresh.exit_code) == (0, 0)
-    assert len(target.read_text().splitlines()) == 3
+    assert len(target.read_text(encoding="utf-8").splitlines()) == 3
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
     assert stat.S_IMODE((tmp_path / "new.jsonl").stat().st_mode) == 0o600

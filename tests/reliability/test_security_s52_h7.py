@@ -67,7 +67,7 @@ def test_export_does_not_follow_a_link_put_in_place_after_its_check(
     # one planted since
     journal = _journal_of_3(tmp_path)
     victim = tmp_path / "victim"
-    victim.write_text("the auditor's own\n")
+    victim.write_text("the auditor's own\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
     out.symlink_to(victim)
     is_symlink = Path.is_symlink
@@ -78,4 +78,4 @@ def test_export_does_not_follow_a_link_put_in_place_after_its_check(
 
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: cannot write --output {out}: ")
-    assert victim.read_text() == "the auditor's own\n"
+    assert victim.read_text(encoding="utf-8") == "the auditor's own\n"

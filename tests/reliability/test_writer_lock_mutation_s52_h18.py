@@ -40,7 +40,7 @@ def journal(tmp_path: Path) -> Path:
 
 def _table(journal: Path, monkeypatch: pytest.MonkeyPatch, *lines: str) -> None:
     table = journal.parent / "locks"
-    table.write_text("".join(f"{line}\n" for line in lines))
+    table.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
     monkeypatch.setattr(_lmdb, "_PROC_LOCKS", table)
 
 

@@ -33,7 +33,7 @@ def _held(path: Path, how: int) -> int:
 def unseen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A journal directory with a ``writer.lock``, seen through a /proc/locks that shows no lock."""
     table = tmp_path / "locks"
-    table.write_text("")
+    table.write_text("", encoding="utf-8")
     monkeypatch.setattr(_lmdb, "_PROC_LOCKS", table)
     where = tmp_path / "journal"
     where.mkdir()
@@ -84,6 +84,7 @@ def test_a_reader_outside_the_writers_pid_namespace(tmp_path: Path) -> None:
             ["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c", _IN_A_CONTAINER, str(tmp_path)],
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=60,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
             check=False,

@@ -49,7 +49,11 @@ sys.stdin.read()  # held until killed, or stdin closed
 
 def _child(code: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
     )
 
 
@@ -97,6 +101,7 @@ def test_a_dashboard_reads_on_once_killed_readers_filled_the_reader_table(dashbo
         [sys.executable, "-m", "cogfabric", "inspect", "--json", "--no-streams", str(dashboard.path)],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
     )
@@ -142,6 +147,7 @@ def test_a_full_table_refuses_a_new_open_until_the_dashboards_next_poll_frees_it
         [sys.executable, "-m", "cogfabric", "verify", "--json", str(dashboard.path)],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
     )

@@ -1077,6 +1077,7 @@ class TestFilesAndFormat:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            encoding="utf-8",
         )
         assert holder.stdin is not None
         assert holder.stdout is not None
@@ -1199,6 +1200,7 @@ class TestFilesAndFormat:
                 [sys.executable, "-c", code, str(tmp_path / "j")],
                 capture_output=True,
                 text=True,
+                encoding="utf-8",
                 timeout=60,
                 check=True,
             )
@@ -1257,6 +1259,7 @@ class TestShortDataFile:
             [sys.executable, "-c", self.OPEN, str(path), mode],
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=60,
             check=False,
         )
@@ -1304,6 +1307,7 @@ class TestShortDataFile:
             [sys.executable, "-m", "cogfabric", "verify", str(path)],
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=120,
             check=False,
         )
@@ -1407,6 +1411,7 @@ class TestShortDataFile:
             [sys.executable, "-c", code, str(path), "ro"],
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=60,
             check=False,
         )
@@ -1560,7 +1565,10 @@ def test_a_reader_in_a_second_process_sees_consistent_prefixes_while_a_writer_ap
     with Journal.open(path) as journal:
         journal.append(make_events(1))
         child = subprocess.Popen(
-            [sys.executable, "-c", reader, str(path), str(total)], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", reader, str(path), str(total)],
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
         )
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
@@ -1660,7 +1668,9 @@ def test_verify_passes_while_another_process_appends(tmp_path: Path) -> None:
                 journal.append(make_events(5, start=start))
         """
     )
-    child = subprocess.Popen([sys.executable, "-c", writer, str(path)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", writer, str(path)], stdout=subprocess.PIPE, text=True, encoding="utf-8"
+    )
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "ready"
     reports: list[VerifyReport] = []

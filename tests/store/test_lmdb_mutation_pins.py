@@ -175,6 +175,7 @@ def test_a_writer_clears_the_reader_slot_of_a_killed_reader_as_it_opens(tmp_path
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            encoding="utf-8",
         )
         for mode in ("hold", "idle")  # the idle one keeps lock.mdb open: LMDB does not reset it
     ]

@@ -249,7 +249,12 @@ def test_a_reader_adopts_a_map_another_process_grew(tmp_path: Path) -> None:
     with LmdbJournal.open(path, readonly=True, map_size=1 << 20) as reader:
         assert reader.last_seq == 10
         done = subprocess.run(
-            [sys.executable, "-c", writer, str(path)], capture_output=True, text=True, timeout=120, check=True
+            [sys.executable, "-c", writer, str(path)],
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=120,
+            check=True,
         )
         assert int(done.stdout) > reader.map_size == 1 << 20  # the writer grew the map past the reader's
 

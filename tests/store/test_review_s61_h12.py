@@ -130,6 +130,7 @@ def test_a_reader_whose_pid_lock_a_process_of_its_own_namespace_holds_is_not_tol
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        encoding="utf-8",
     )
     try:
         assert holder.stdout is not None

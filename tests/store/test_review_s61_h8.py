@@ -38,7 +38,12 @@ _GROW = textwrap.dedent("""
 def _grown_by_another_process(path: Path) -> int:
     """Appends in a child until its map grows past the one ``path`` was opened with: its last seq."""
     done = subprocess.run(
-        [sys.executable, "-c", _GROW, str(path)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", _GROW, str(path)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return int(done.stdout)
@@ -127,7 +132,11 @@ def test_a_reader_with_the_pid_of_a_writer_in_another_container_is_told_why_it_c
     path = tmp_path / "j"
     _small_journal(path)
     writer = subprocess.Popen(  # pid 1 in its namespace
-        _in_own_pid_namespace(_HOLD, str(path)), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        _in_own_pid_namespace(_HOLD, str(path)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
     )
     try:
         assert writer.stdout is not None
@@ -139,6 +148,7 @@ def test_a_reader_with_the_pid_of_a_writer_in_another_container_is_told_why_it_c
             ),
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=60,
             check=False,
         )

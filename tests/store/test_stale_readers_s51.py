@@ -36,7 +36,11 @@ sys.stdin.read()  # held until killed
 def _killed_reader(path: Path) -> int:
     """The pid of a process killed while it held a read transaction on ``path``."""
     child = subprocess.Popen(
-        [sys.executable, "-c", _READER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _READER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
     )
     try:
         assert child.stdout is not None

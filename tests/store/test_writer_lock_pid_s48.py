@@ -36,7 +36,12 @@ _REFUSED = textwrap.dedent(
 def _refusal(path: Path) -> str:
     """What another process is told when it opens ``path`` for writing."""
     out = subprocess.run(
-        [sys.executable, "-c", _REFUSED, str(path)], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", _REFUSED, str(path)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=True,
     )
     return out.stdout.strip()
 
@@ -75,6 +80,7 @@ def test_a_holder_that_wrote_no_pid_is_not_given_one(tmp_path: Path) -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        encoding="utf-8",
     ) as holder:
         assert holder.stdin is not None
         assert holder.stdout is not None
