@@ -225,11 +225,14 @@ def _run_retrievers(
     late = answered.count(None)
     if late:
         log.warning(
-            "%d of %d retrievers did not answer within %s s, or were still running for an earlier "
-            "prompt; the prompt goes on without them",
+            "%d of %d %s did not answer within %s s, or %s still running for an earlier "
+            "prompt; the prompt goes on without %s",
             late,
             len(answered),
+            "retriever" if len(answered) == 1 else "retrievers",
             timeout,
+            "was" if late == 1 else "were",
+            "it" if late == 1 else "them",
         )
     return [result for result in answered if result is not None]
 
@@ -619,7 +622,10 @@ class MemoryManager:
             # Not an outcome the steps above expect: every caller of the batch gets it,
             # and the actor goes on serving the next one (its callers must not wait
             # call_timeout for an actor that stopped answering).
-            log.exception("the session actor failed on a batch of %d calls", len(ops))
+            log.exception(
+                "the session actor failed on a batch of %s",
+                "1 call" if len(ops) == 1 else f"{len(ops)} calls",
+            )
             error, first_write = exc, 0
         finally:
             for index, op in enumerate(ops):
@@ -725,7 +731,8 @@ class MemoryManager:
         except Exception as exc:  # noqa: BLE001 - delivered to the batch's callers
             if isinstance(exc, JournalError) and _reads_only(events):
                 # the journal went fail-stop just now: the reads stand (as above)
-                log.warning("the journal refused the records of %d session reads: %s", len(events), exc)
+                reads = "1 session read" if len(events) == 1 else f"{len(events)} session reads"
+                log.warning("the journal refused the records of %s: %s", reads, exc)
                 return None
             if isinstance(exc, RuntimeClosedError) and self._core.closing:
                 # The writer is stopped by close(): every later call is refused, and
@@ -771,7 +778,7 @@ class MemoryManager:
                 if self._core.closing:
                     return False
                 with contextlib.suppress(JournalError):  # fail-stop: the writer fails the batch once at it
-                    writer.check_usable()
+                    writer.check_usable(heard=False)  # kept here: the next caller is the first told
                 log.warning("the session actor: a commit it stopped waiting for is still not done; it waits")
                 continue
             except RuntimeClosedError:
@@ -839,13 +846,14 @@ class MemoryManager:
         assert writer is not None
         if not self._events:
             return
+        records = "1 session record" if len(self._events) == 1 else f"{len(self._events)} session records"
         if writer.failure is not None:  # fail-stop: dropped, as a read's (_journal_batch)
-            log.debug("%d session records of a reload after the journal failed dropped", len(self._events))
+            log.debug("%s of a reload after the journal failed dropped", records)
             return
         try:
             writer.submit_nowait(self._events)
         except (JournalError, RuntimeClosedError) as exc:
-            log.warning("could not journal %d session records of a reload: %r", len(self._events), exc)
+            log.warning("could not journal %s of a reload: %r", records, exc)
 
     def _emit(self, event: SessionEvent) -> None:
         """Journal ``event`` with the batch; it names the running operation's cause, if any.

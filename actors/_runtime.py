@@ -2790,12 +2790,12 @@ class Runtime:
         if late:
             waiting = sum(max(entry.shared.slots.waiting, 0) for entry in late)
             log.warning(
-                "runtime %r: %d agent actors did not stop within %s s; about %d messages still wait in their "
-                "mailboxes and will be dropped, not handled",
+                "runtime %r: %s did not stop within %s s; about %s in %s and will be dropped, not handled",
                 self._core.name,
-                len(late),
+                "1 agent actor" if len(late) == 1 else f"{len(late)} agent actors",
                 self._core.call_timeout,
-                waiting,
+                "1 message still waits" if waiting == 1 else f"{waiting} messages still wait",
+                "its mailbox" if len(late) == 1 else "their mailboxes",
             )
 
     def _ask_to_stop(self, entry: _Entry) -> pykka.Future[bool]:

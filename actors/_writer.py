@@ -345,6 +345,9 @@ class JournalWriter:
         (``_refusal``), not only that the journal refuses "since an earlier failure"."""
         self._waiting: collections.deque[list[_Submission]] = collections.deque()
         """The groups of the drain under way not committed yet (only the writer's thread uses it)."""
+        self._cut_short: list[list[_Submission]] = []
+        """Groups whose commit raised out of the drain (a bug's; only the writer's thread uses it):
+        ``_died`` or ``_stopped`` fails them, before ``_waiting``'s, rather than leave them unsettled."""
         self._failure_reported = False
         """Whether the program was told of the failure by ``Runtime.flush`` or ``close``:
         in batch durability ``close`` raises it otherwise (changes applied already may be
@@ -414,6 +417,7 @@ class JournalWriter:
         want_ack: bool = True,
         after: Callable[[bool], None] | None = None,
         wait_for_room: bool = True,
+        heard: bool = True,
     ) -> Ack | None:
         """Hand ``events`` to the writer; they are committed together, in order.
 
@@ -421,14 +425,15 @@ class JournalWriter:
         the writer's thread once the commit is over, with whether it succeeded. While
         ``backlog_max`` events wait for the writer, this waits for room first (at most
         ``call_timeout``; see the module docstring), unless ``wait_for_room`` is False
-        (the caller waited already, with ``wait_for_room()``).
+        (the caller waited already, with ``wait_for_room()``). ``heard``: False for a
+        caller that keeps a refusal to itself, as ``check_usable``'s.
 
         Raises:
             RuntimeClosedError: the writer was stopped.
             JournalError: the journal is fail-stop after an earlier failure.
 
         """
-        return self._enqueue(events, None, want_ack=want_ack, after=after, room=wait_for_room)[1]
+        return self._enqueue(events, None, want_ack=want_ack, after=after, room=wait_for_room, heard=heard)[1]
 
     def wait_for_room(self) -> None:
         """Wait (``call_timeout`` at most) while the backlog is full, without queuing anything.
@@ -465,11 +470,13 @@ class JournalWriter:
         """
         return self._enqueue(events, None, want_ack=False, after=after, room=wait_for_room)[0]
 
-    def check_usable(self) -> None:
+    def check_usable(self, *, heard: bool = True) -> None:
         """Raise what a submission would raise now: the writer is stopped, or fail-stop.
 
         On the writer's own thread a stopped writer takes submissions until it has
-        finished stopping (see ``_own_last_drain``).
+        finished stopping (see ``_own_last_drain``). ``heard``: whether the refusal
+        reaches a caller; False for a probe that keeps it to itself, which leaves the
+        next caller the first told of a full journal (``_refusal``).
 
         Raises:
             RuntimeClosedError: the writer was stopped.
@@ -479,7 +486,7 @@ class JournalWriter:
         """
         self.check_open()
         if self._failure is not None:
-            raise self._refusal()
+            raise self._refusal(heard=heard)
 
     def check_open(self) -> None:
         """Raise ``RuntimeClosedError`` once the writer was stopped (``check_usable``'s first check).
@@ -525,7 +532,7 @@ class JournalWriter:
         error.__cause__ = failure
         return error
 
-    def _wait_for_room(self) -> None:
+    def _wait_for_room(self, *, heard: bool = True) -> None:
         """With the lock held: wait while ``backlog_max`` events are waiting already.
 
         The writer's own thread never waits (it is the one that makes room). After
@@ -539,11 +546,11 @@ class JournalWriter:
         if not room and not self._overfull_logged:
             self._overfull_logged = True
             log.warning(
-                "the journal writer took nothing for %s s; queuing past its backlog of %d events",
+                "the journal writer took nothing for %s s; queuing past its backlog of %s",
                 self._timeout,
-                self._backlog_max,
+                "1 event" if self._backlog_max == 1 else f"{self._backlog_max} events",
             )
-        self.check_usable()
+        self.check_usable(heard=heard)
 
     def _has_room(self) -> bool:
         return self._queued < self._backlog_max or self._closed or self._failure is not None
@@ -562,12 +569,25 @@ class JournalWriter:
             if self._failure is None:
                 msg = f"the journal writer stopped after an error: {cause!r}"
                 self._failure = JournalFailedError(msg)
-            taken = list(self._queue)
+            queued = list(self._queue)
             self._queue.clear()
             self._queued_snapshots.clear()
             self._queued = 0
             self._room.notify_all()
-        self._fail(taken, self._failure)
+        self._fail([*self._drained_unsettled(), *queued], self._failure)
+
+    def _drained_unsettled(self) -> list[_Submission]:
+        """On the writer's thread: the drain's submissions a raise left unsettled, in order (then none).
+
+        The group whose commit raised (``_cut_short``), then the drain's groups behind it
+        (``_waiting``): a drain raises out of the actor only on a bug (a backend's that
+        returned fewer seqs than events, say), and their callers hear of it now, not at
+        their timeout. One settled already (a group's part) is settled no more.
+        """
+        left = [submission for group in (*self._cut_short, *self._waiting) for submission in group]
+        self._cut_short.clear()
+        self._waiting.clear()
+        return left
 
     def submit_snapshot(self, stream: str, data: bytes, *, agent_id: str = "", publish_seq: int = 0) -> None:
         """Save ``data`` as ``stream``'s snapshot, covering its events submitted so far.
@@ -591,7 +611,7 @@ class JournalWriter:
         if seq not in self._publishes:
             return  # every target is done with it already
         with contextlib.suppress(RuntimeClosedError, JournalError):  # stopped or failed: nothing to clamp
-            self._enqueue((), None, want_ack=False, after=None, applied=(agent_id, seq))
+            self._enqueue((), None, want_ack=False, after=None, applied=(agent_id, seq), heard=False)
 
     def _clamp(self, covered: int, agent_id: str, publish_seq: int) -> int:
         if agent_id:
@@ -631,14 +651,15 @@ class JournalWriter:
         after: Callable[[bool], None] | None,
         applied: tuple[str, int] | None = None,
         room: bool = True,
+        heard: bool = True,
     ) -> tuple[int, Ack | None]:
         """Queue one submission (waiting for room if it has events); ring the doorbell once."""
         with self._lock:
             if self._closed or self._failure is not None:
-                self.check_usable()
+                self.check_usable(heard=heard)
             if events:
                 if room and self._queued >= self._backlog_max:
-                    self._wait_for_room()
+                    self._wait_for_room(heard=heard)
                 self._queued += len(events)
             ticket = next(self._tickets)
             ack = Ack(ticket) if want_ack else None
@@ -738,10 +759,13 @@ class JournalWriter:
                 where += ", then " + ", ".join(streams[1:_AGENTS_NAMED])
             if len(streams) > _AGENTS_NAMED:
                 where += f" and {len(streams) - _AGENTS_NAMED} more"
+            count = sum(len(s.events) for s in unwaited)
             log.warning(
-                "the journal failed; %d changes applied already (first to %s) are not stored: %s",
-                sum(len(s.events) for s in unwaited),
+                "the journal failed; %s applied already (%s %s) %s not stored: %s",
+                "1 change" if count == 1 else f"{count} changes",
+                "to" if count == 1 else "first to",
                 where,
+                "is" if count == 1 else "are",
                 error,
             )
 
@@ -840,14 +864,15 @@ class JournalWriter:
     def _stopped(self) -> None:
         """On the writer's thread, as it stops: fail what it left, close the journal if asked.
 
-        Only a drain that raised leaves submissions behind; their callers hear it now
-        rather than at their timeout.
+        Only a drain that raised leaves submissions behind (``_drained_unsettled``, then
+        the queue's); their callers hear it now rather than at their timeout.
         """
         try:
+            left = self._drained_unsettled()
             with self._lock:
                 self._done = True
                 close = self._close_journal
-                left = list(self._queue)
+                left.extend(self._queue)
                 self._queue.clear()
                 self._queued_snapshots.clear()
                 self._queued = 0
@@ -943,6 +968,9 @@ class JournalWriter:
         self._commit_began = time.monotonic()
         try:
             self._commit_group(taken)
+        except BaseException:
+            self._cut_short.append(taken)  # a bug's: failed by _died or _stopped, never committed again
+            raise
         finally:
             self._commit_began = 0.0
             self._commits += 1
@@ -1048,11 +1076,14 @@ class JournalWriter:
         """
         if submission.ack is None and submission.events:
             first = submission.events[0]
+            one = len(submission.events) == 1
             log.error(
-                "the journal refused %d events of %s (first %s) that were applied already: %s",
-                len(submission.events),
+                "the journal refused %s of %s (%s%s) that %s applied already: %s",
+                "1 event" if one else f"{len(submission.events)} events",
                 first.stream,
+                "" if one else "first ",
                 type(first).__name__,
+                "was" if one else "were",
                 error,
             )
 

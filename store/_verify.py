@@ -249,7 +249,8 @@ def _other_heads(journal: LmdbJournal) -> tuple[int | None, str] | None:
             if problem is not None:
                 return problem
     if total != now:
-        return None, f"the stream index's heads count {total} records, but the journal holds {now}"
+        counted = "1 record" if total == 1 else f"{total} records"
+        return None, f"the stream index's heads count {counted}, but the journal holds {now}"
     return None
 
 

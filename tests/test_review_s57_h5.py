@@ -48,10 +48,10 @@ def test_a_send_interrupted_while_it_waits_for_the_writers_room_gives_its_slot_b
         assert writer is not None
         me, real = threading.get_ident(), JournalWriter._wait_for_room
 
-        def wait_for_room(self: JournalWriter) -> None:
+        def wait_for_room(self: JournalWriter, **kwargs: bool) -> None:
             if threading.get_ident() == me:
                 raise KeyboardInterrupt  # as a Ctrl-C while the sender waits for room
-            real(self)
+            real(self, **kwargs)
 
         monkeypatch.setattr(JournalWriter, "_wait_for_room", wait_for_room)
         monkeypatch.setattr(writer, "_backlog_max", 0)  # its queue is full

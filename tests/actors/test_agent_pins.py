@@ -210,8 +210,8 @@ def test_an_agent_whose_sync_commit_timed_out_takes_the_journals_word_once_it_la
     caught_up = threading.Event()
     catch_up = AgentActor._catch_up
 
-    def watched(actor: AgentActor) -> None:
-        catch_up(actor)
+    def watched(actor: AgentActor, **kwargs: bool) -> None:
+        catch_up(actor, **kwargs)
         if not actor._stale:
             caught_up.set()
 

@@ -37,7 +37,7 @@ def test_close_counts_the_messages_a_late_agent_drops(
         Gate.release.set()
 
     assert (
-        "1 agent actors did not stop within 0.3 s; about 4 messages still wait in their mailboxes "
+        "1 agent actor did not stop within 0.3 s; about 4 messages still wait in its mailbox "
         "and will be dropped, not handled"
     ) in caplog.text
     assert stopped.wait(10)

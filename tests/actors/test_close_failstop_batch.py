@@ -50,4 +50,4 @@ def test_batch_close_after_a_flush_reported_the_failure_closes_without_raising(
                 rt.flush(10)
     finally:
         rt.close()  # raises nothing: the failure was reported
-    assert "changes applied already (first to agent/a) are not stored" in caplog.text
+    assert "1 change applied already (to agent/a) is not stored" in caplog.text

@@ -190,7 +190,7 @@ def test_the_overfull_backlog_is_warned_of_again_each_time_it_stays_full(
         assert [r.event.key for r in journal.read() if isinstance(r.event, PrivateSet)] == [
             f"k{i}" for i in range(6)
         ]
-    assert caplog.text.count("queuing past its backlog of 1 events") == 2
+    assert caplog.text.count("queuing past its backlog of 1 event\n") == 2
 
 
 def test_a_snapshot_is_cut_short_only_by_a_later_publication_to_its_own_agent(gated: GatedJournal) -> None:
