@@ -660,9 +660,7 @@ class AgentActor(pykka.ThreadingActor):
 
     def _dispatch(self, kind: object, message: Any) -> Any:  # noqa: ANN401 - replies are any value
         if self._stale and (self._kill_unsure or not self._killed):
-            # a kill whose commit timed out is decided here, before the message; a call's
-            # caller is told if the journal failed meanwhile, a message's sender is not
-            self._catch_up(heard=kind == CALL)
+            self._catch_up()  # a kill whose commit timed out is decided here, before the message
         writer = self._core.writer
         # every message passes here: the attribute, not the property
         if writer is not None and writer._failure is not None and not self._saw_failure:  # noqa: SLF001
@@ -732,7 +730,7 @@ class AgentActor(pykka.ThreadingActor):
             msg = "the runtime is closed"
             raise RuntimeClosedError(msg)
 
-    def _catch_up(self, *, heard: bool = True) -> None:
+    def _catch_up(self) -> None:
         """Reload this agent from the journal once what it handed over is committed.
 
         After a sync commit timed out, whether its events are stored is unknown until
@@ -747,9 +745,7 @@ class AgentActor(pykka.ThreadingActor):
         Raises:
             RuntimeClosedError: the runtime is closing, or the writer was stopped: the
                 message is not handled (``_failed`` refuses a call and drops anything else).
-            JournalError: the journal went fail-stop meanwhile (``_failed`` reloads; a caller
-                gets it). ``heard``: whether it does (the message is a call): else the next
-                caller is still the first told of a full journal (``JournalWriter.check_usable``).
+            JournalError: the journal went fail-stop meanwhile (``_failed`` reloads).
 
         """
         writer = self._core.writer
@@ -758,7 +754,7 @@ class AgentActor(pykka.ThreadingActor):
             if self._core.stopped:
                 msg = "the runtime is closing"
                 raise RuntimeClosedError(msg)
-            writer.check_usable(heard=heard)
+            writer.check_usable()
             log.warning(
                 "agent %s: a commit it stopped waiting for is still not done; it waits for the journal",
                 self._state.id,
@@ -780,7 +776,7 @@ class AgentActor(pykka.ThreadingActor):
             if self._outbox:
                 events, self._outbox = self._outbox, []
                 try:
-                    self._behind = writer.submit(events, heard=False)  # a refusal is kept here
+                    self._behind = writer.submit(events)
                 except JournalError:
                     self._behind = None  # fail-stop: the journal holds what it holds
             if not self._stored(writer, self._behind):

@@ -278,7 +278,7 @@ class IpcBus:
                 return
         else:
             try:
-                writer.check_usable(heard=False)  # kept here: the next caller is the first told
+                writer.check_usable()
             except CogfabricError:
                 return
         if message.kind == "request":

@@ -778,7 +778,7 @@ class MemoryManager:
                 if self._core.closing:
                     return False
                 with contextlib.suppress(JournalError):  # fail-stop: the writer fails the batch once at it
-                    writer.check_usable(heard=False)  # kept here: the next caller is the first told
+                    writer.check_usable()
                 log.warning("the session actor: a commit it stopped waiting for is still not done; it waits")
                 continue
             except RuntimeClosedError:

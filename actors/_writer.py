@@ -217,11 +217,6 @@ class _StreamIndex:
         return self._last.get(stream)
 
 
-def _waited(taken: list[_Submission]) -> bool:
-    """Whether a call waits for one of ``taken`` (its ack): a failure settled on them reaches a caller."""
-    return any(submission.ack is not None for submission in taken)
-
-
 def _has_publication(events: list[Event]) -> bool:
     """Whether ``events`` hold a ``TaskContextPublished``: one pass over their types, in C."""
     return any(issubclass(kind, TaskContextPublished) for kind in set(map(type, events)))
@@ -337,12 +332,6 @@ class JournalWriter:
         """Its actor was stopped by neither ``stop`` nor ``stop_soon`` (``_refuse_more``):
         by the host application's ``pykka.ActorRegistry.stop_all()``, say."""
         self._failure: BaseException | None = None
-        self._failure_heard = False
-        """Whether a caller was told of the failure (an ack it waits on, or a refusal raised to it).
-
-        A commit no call waits for (a snapshot's, or batch durability's changes) can be the
-        one that fills the journal: the first caller told is then told what happened
-        (``_refusal``), not only that the journal refuses "since an earlier failure"."""
         self._waiting: collections.deque[list[_Submission]] = collections.deque()
         """The groups of the drain under way not committed yet (only the writer's thread uses it)."""
         self._cut_short: list[list[_Submission]] = []
@@ -417,7 +406,6 @@ class JournalWriter:
         want_ack: bool = True,
         after: Callable[[bool], None] | None = None,
         wait_for_room: bool = True,
-        heard: bool = True,
     ) -> Ack | None:
         """Hand ``events`` to the writer; they are committed together, in order.
 
@@ -425,15 +413,14 @@ class JournalWriter:
         the writer's thread once the commit is over, with whether it succeeded. While
         ``backlog_max`` events wait for the writer, this waits for room first (at most
         ``call_timeout``; see the module docstring), unless ``wait_for_room`` is False
-        (the caller waited already, with ``wait_for_room()``). ``heard``: False for a
-        caller that keeps a refusal to itself, as ``check_usable``'s.
+        (the caller waited already, with ``wait_for_room()``).
 
         Raises:
             RuntimeClosedError: the writer was stopped.
             JournalError: the journal is fail-stop after an earlier failure.
 
         """
-        return self._enqueue(events, None, want_ack=want_ack, after=after, room=wait_for_room, heard=heard)[1]
+        return self._enqueue(events, None, want_ack=want_ack, after=after, room=wait_for_room)[1]
 
     def wait_for_room(self) -> None:
         """Wait (``call_timeout`` at most) while the backlog is full, without queuing anything.
@@ -470,13 +457,11 @@ class JournalWriter:
         """
         return self._enqueue(events, None, want_ack=False, after=after, room=wait_for_room)[0]
 
-    def check_usable(self, *, heard: bool = True) -> None:
+    def check_usable(self) -> None:
         """Raise what a submission would raise now: the writer is stopped, or fail-stop.
 
         On the writer's own thread a stopped writer takes submissions until it has
-        finished stopping (see ``_own_last_drain``). ``heard``: whether the refusal
-        reaches a caller; False for a probe that keeps it to itself, which leaves the
-        next caller the first told of a full journal (``_refusal``).
+        finished stopping (see ``_own_last_drain``).
 
         Raises:
             RuntimeClosedError: the writer was stopped.
@@ -486,7 +471,7 @@ class JournalWriter:
         """
         self.check_open()
         if self._failure is not None:
-            raise self._refusal(heard=heard)
+            raise self._refusal()
 
     def check_open(self) -> None:
         """Raise ``RuntimeClosedError`` once the writer was stopped (``check_usable``'s first check).
@@ -510,29 +495,27 @@ class JournalWriter:
         """
         return threading.get_ident() == self._writer_ident and not self._done
 
-    def _refusal(self, *, heard: bool = True) -> JournalError:
+    def _refusal(self) -> JournalError:
         """A fresh error for a change refused because the journal failed earlier.
 
         Fresh each time, with the failure as its cause: re-raising one object from many
-        threads would grow its traceback without bound (and every log of it). ``heard``:
-        whether a caller gets it (raised, or the ack of a call): the first caller told of
-        a full journal gets a ``JournalFullError`` that says so, when the commit that
-        filled it had no caller (a snapshot's, or changes handed over in batch
-        durability); the later ones ``JournalStillFullError``.
+        threads would grow its traceback without bound (and every log of it). After a
+        full map it says so first: the commit that filled it may have been one no caller
+        waited for (a snapshot's, or changes handed over in batch durability), so the
+        first refusal a caller hears may be of a failure it never saw.
         """
         failure = self._failure
-        if isinstance(failure, JournalFullError) and not self._failure_heard:
-            self._failure_heard = heard
-            msg = f"the journal is full, and this change is not stored: {failure}"
-            error: JournalError = JournalFullError(msg)
-        else:  # heard already, or not full: which refusal came first matters no more
+        error: JournalError
+        if isinstance(failure, JournalFullError):
+            msg = f"the journal is full, and this change is not stored (reopen it to append again): {failure}"
+            error = JournalStillFullError(msg)
+        else:
             msg = f"the journal writer refuses changes since an earlier failure: {failure}"
-            full = isinstance(failure, JournalFullError)
-            error = JournalStillFullError(msg) if full else JournalFailedError(msg)
+            error = JournalFailedError(msg)
         error.__cause__ = failure
         return error
 
-    def _wait_for_room(self, *, heard: bool = True) -> None:
+    def _wait_for_room(self) -> None:
         """With the lock held: wait while ``backlog_max`` events are waiting already.
 
         The writer's own thread never waits (it is the one that makes room). After
@@ -550,7 +533,7 @@ class JournalWriter:
                 self._timeout,
                 "1 event" if self._backlog_max == 1 else f"{self._backlog_max} events",
             )
-        self.check_usable(heard=heard)
+        self.check_usable()
 
     def _has_room(self) -> bool:
         return self._queued < self._backlog_max or self._closed or self._failure is not None
@@ -611,7 +594,7 @@ class JournalWriter:
         if seq not in self._publishes:
             return  # every target is done with it already
         with contextlib.suppress(RuntimeClosedError, JournalError):  # stopped or failed: nothing to clamp
-            self._enqueue((), None, want_ack=False, after=None, applied=(agent_id, seq), heard=False)
+            self._enqueue((), None, want_ack=False, after=None, applied=(agent_id, seq))
 
     def _clamp(self, covered: int, agent_id: str, publish_seq: int) -> int:
         if agent_id:
@@ -651,15 +634,14 @@ class JournalWriter:
         after: Callable[[bool], None] | None,
         applied: tuple[str, int] | None = None,
         room: bool = True,
-        heard: bool = True,
     ) -> tuple[int, Ack | None]:
         """Queue one submission (waiting for room if it has events); ring the doorbell once."""
         with self._lock:
             if self._closed or self._failure is not None:
-                self.check_usable(heard=heard)
+                self.check_usable()
             if events:
                 if room and self._queued >= self._backlog_max:
-                    self._wait_for_room(heard=heard)
+                    self._wait_for_room()
                 self._queued += len(events)
             ticket = next(self._tickets)
             ack = Ack(ticket) if want_ack else None
@@ -724,7 +706,6 @@ class JournalWriter:
             JournalError: one that did not come of a fail-stop journal.
 
         """
-        heard = self._failure_heard
         try:
             for step in hand_over:
                 step()
@@ -733,7 +714,6 @@ class JournalWriter:
         except JournalError:
             if self._failure is None:
                 raise
-            self._failure_heard = heard  # kept to itself: the next caller is still the first told
 
     @property
     def failure_unreported(self) -> BaseException | None:
@@ -776,13 +756,12 @@ class JournalWriter:
         False if the writer is still busy. For a producer that stopped waiting for a
         commit and must now take the journal's word for what is stored.
         """
-        heard = self._failure_heard
         try:
             self.flush()
         except ActorTimeoutError:
             return False
         except JournalError:
-            self._failure_heard = heard  # kept to itself: the next caller is still the first told
+            pass
         return True
 
     def stop(self, timeout: float | None = None) -> None:
@@ -977,7 +956,7 @@ class JournalWriter:
 
     def _commit_group(self, taken: list[_Submission]) -> None:
         if self._failure is not None:
-            refusal = self._refusal(heard=_waited(taken))
+            refusal = self._refusal()
             self._note_dropped(taken, refusal)
             self._fail(taken, refusal)
             return
@@ -1034,11 +1013,10 @@ class JournalWriter:
         """
         left = self._left_behind()
         self._note_dropped([*taken, *left], failure)
-        self._failure_heard = self._failure_heard or _waited(taken)
         self._fail(taken, failure)
         self._announce_failstop()
         if left:
-            self._fail(left, self._refusal(heard=_waited(left)))
+            self._fail(left, self._refusal())
 
     def _refused_group(
         self, taken: list[_Submission], error: Exception, carried: list[tuple[str, int, bytes]]

@@ -375,7 +375,7 @@ def test_after_a_failure_each_refusal_is_a_fresh_error_whose_traceback_does_not_
     assert all(
         type(e.__cause__) is JournalFullError and str(e.__cause__) == str(first.value) for e in refusals
     )
-    assert all(isinstance(e, JournalFailedError) and "refuses changes since" in str(e) for e in refusals)
+    assert all(isinstance(e, JournalFailedError) and "the journal is full, and" in str(e) for e in refusals)
 
 
 def test_a_writer_actor_that_dies_fails_what_waits_and_wakes_waiting_producers(

@@ -1,9 +1,10 @@
 """A journal that fills up under a commit no call waits for (session 63, helper h3).
 
 A snapshot's commit, or batch durability's changes, can be the one that finds the map
-at ``max_map_size``. The first caller told of it heard ``JournalStillFullError`` ("since
-an earlier failure"), never the ``JournalFullError`` of a full journal; it now does,
-and the later callers still hear ``JournalStillFullError``. And the changes applied
+at ``max_map_size``. The first caller told of it heard that the writer "refuses changes
+since an earlier failure", of which it had heard nothing; every refusal after a full map
+now says first that the journal is full (a ``JournalStillFullError``, which is a
+``JournalFullError``), with the failure's own message. And the changes applied
 already that the failure drops were logged in one warning per group commit behind the
 failed one: they are now one warning, with their count, naming each one's stream.
 """
@@ -30,6 +31,14 @@ if TYPE_CHECKING:
     from cogfabric.events import Event
 
 _FULL = "j reached max_map_size (4096 bytes): a commit of 1 record (9 bytes) did not fit (raise it)"
+_REFUSED = f"the journal is full, and this change is not stored (reopen it to append again): {_FULL}"
+
+
+def told_full(error: BaseException) -> None:
+    """``error`` is the refusal of a change after the map filled: it says so, whoever filled it."""
+    assert isinstance(error, JournalStillFullError), repr(error)  # a JournalFullError too
+    assert str(error) == _REFUSED
+    assert isinstance(error.__cause__, JournalFullError)
 
 
 class GatedFullJournal(GatedJournal):
@@ -61,7 +70,7 @@ def writer(tmp_path: Path) -> Iterator[tuple[JournalWriter, GatedFullJournal, th
             started.stop(WAIT)
 
 
-def test_the_first_caller_after_a_commit_nobody_waited_for_filled_the_journal_hears_it_is_full(
+def test_each_caller_after_a_commit_nobody_waited_for_filled_the_journal_hears_it_is_full(
     writer: tuple[JournalWriter, GatedFullJournal, threading.Event],
 ) -> None:
     journal_writer, gated, failstop = writer
@@ -75,10 +84,8 @@ def test_the_first_caller_after_a_commit_nobody_waited_for_filled_the_journal_he
     with pytest.raises(JournalStillFullError) as later:
         journal_writer.submit(_change("a2"))
 
-    assert type(first.value) is JournalFullError  # not "still" full: nobody heard it was full
-    assert str(first.value) == f"the journal is full, and this change is not stored: {_FULL}"
-    assert isinstance(first.value.__cause__, JournalFullError)
-    assert str(later.value) == f"the journal writer refuses changes since an earlier failure: {_FULL}"
+    told_full(first.value)  # not "since an earlier failure": it heard of none
+    told_full(later.value)
 
 
 def test_a_call_queued_behind_the_commit_that_filled_the_journal_hears_it_is_full(
@@ -100,9 +107,8 @@ def test_a_call_queued_behind_the_commit_that_filled_the_journal_hears_it_is_ful
     with pytest.raises(JournalStillFullError):
         journal_writer.submit(_change("a3"))
 
-    assert type(first.value) is JournalFullError
-    assert str(first.value) == f"the journal is full, and this change is not stored: {_FULL}"
-    assert type(second.value) is JournalFullError
+    told_full(first.value)
+    told_full(second.value)
 
 
 def test_the_changes_one_failure_drops_are_one_warning_naming_each_stream(
@@ -147,6 +153,7 @@ def test_a_runtime_whose_snapshot_fills_the_journal_tells_its_next_call_it_is_fu
                     break
 
     assert len(errors) == 2
-    assert type(errors[0]) is JournalFullError
+    assert all(isinstance(error, JournalFullError) for error in errors)
+    assert str(errors[0]).startswith("the journal is full, and this change is not stored")
     assert "reached max_map_size (262144 bytes)" in str(errors[0])
-    assert type(errors[1]) is JournalStillFullError
+    assert "since an earlier failure" not in str(errors[0])

