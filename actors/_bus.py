@@ -103,7 +103,7 @@ class _Pending:
 
     def __init__(self, request: IpcMessage) -> None:
         self.request = request
-        self.done = threading.Event()
+        self.done: threading.Event = _interrupt.Event()  # waited for held: a Ctrl-C leaves it sane
         self.reply: IpcMessage | None = None
         self.error: BaseException | None = None
         self.as_is = False
@@ -745,7 +745,7 @@ class IpcBus:
         # requester's record of it, which its timeout, interrupt or close letter holds
         self._delivery(message, entry, shared=True)(True)
         try:
-            answered = _interrupt.wait_sliced(pending.done.wait, max(0.0, deadline - time.monotonic()))
+            answered = pending.done.wait(max(0.0, deadline - time.monotonic()))  # held but its sliced wait
         except INTERRUPTS as exc:
             self._interrupted(message, exc)
             raise
@@ -754,7 +754,7 @@ class IpcBus:
                 mine = self._pending.pop(message.correlation_id, None) is not None
             # Not mine: a reply or a failure took it and settles it (its commit, its
             # dead letter) within call_timeout; its outcome is the request's.
-            if mine or not _interrupt.wait_sliced(pending.done.wait, self._core.call_timeout):
+            if mine or not pending.done.wait(self._core.call_timeout):
                 msg = f"agentipc: request timed out: {topic!r} to {to!r} after {timeout} s"
                 if mine:
                     msg += self._timeout_hint(message, pending, entry)

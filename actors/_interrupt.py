@@ -54,8 +54,6 @@ that wait reaches the handler at once too.
 from __future__ import annotations
 
 import _thread
-import collections
-import contextlib
 import functools
 import os
 import signal
@@ -69,6 +67,7 @@ import pykka
 from ._clock import MAX_WAIT
 
 if TYPE_CHECKING:
+    import collections
     from collections.abc import Callable
     from types import FrameType, TracebackType
 
@@ -344,26 +343,31 @@ class Condition(threading.Condition):
     thread is a held section but for its one blocking call, the ``acquire`` of a lock of
     the waiter's own (which ``notify`` releases), made through ``wait_sliced``: an
     interrupt comes out of that call only (or at the section's end), and the lock is
-    taken back, the waiter forgotten, before it goes on. Call it directly, not through
-    ``wait()`` (which would unhold those books too).
+    taken back, the waiter forgotten, before it goes on; a waiter that ``notify`` chose
+    and that leaves by such an exception passes its wake-up on to the next. Call it
+    directly, not through ``wait()`` (which would unhold those books too), and hold the
+    lock with ``with lock:``, not ``with condition:`` (a Python ``__enter__``, where an
+    interrupt can land with the lock taken).
     """
+
+    _waiters: collections.deque[_thread.LockType]
+    """threading.Condition's own (its ``_at_fork_reinit`` and ``repr`` see them): the waiters' locks."""
 
     def __init__(self, lock: threading.Lock) -> None:
         """A condition of ``lock``: each method is called with it held."""
         super().__init__(lock)
         self._mutex = lock
-        self._sleepers: collections.deque[_thread.LockType] = collections.deque()
 
     def notify(self, n: int = 1) -> None:
         """Wake ``n`` waiters (the longest waiting first)."""
-        sleepers = self._sleepers
+        sleepers = self._waiters
         while sleepers and n > 0:
             sleepers.popleft().release()
             n -= 1
 
     def notify_all(self) -> None:
         """Wake every waiter."""
-        self.notify(len(self._sleepers))
+        self.notify(len(self._waiters))
 
     def wait_for(self, predicate: Callable[[], _T], timeout: float | None = None) -> _T:
         """Wait until ``predicate()`` is true, ``timeout`` seconds at most; its last answer.
@@ -384,36 +388,86 @@ class Condition(threading.Condition):
             release(held)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Release the lock, wait to be notified (``timeout`` s at most), take it back: whether notified."""
+        """Release the lock, wait to be notified (``timeout`` s at most), take it back: whether notified.
+
+        A ``timeout`` of 0 or less (NaN too) only looks, as ``threading.Condition.wait``'s.
+        """
+        wait = MAX_WAIT if timeout is None else max(0.0, min(timeout, MAX_WAIT))
         held = hold()
         try:
             sleeper = _thread.allocate_lock()
             sleeper.acquire()
-            self._sleepers.append(sleeper)
+            self._waiters.append(sleeper)
             self._mutex.release()
             try:
-                wait = MAX_WAIT if timeout is None else min(timeout, MAX_WAIT)
-                return wait_sliced(functools.partial(sleeper.acquire, True), wait)
-            finally:
+                notified = wait_sliced(functools.partial(sleeper.acquire, True), wait)
+            except BaseException:
                 self._mutex.acquire()  # held: an interrupt is raised once it is taken back
-                with contextlib.suppress(ValueError):  # still there: not notified (notify pops it first)
-                    self._sleepers.remove(sleeper)
+                if not self._forget(sleeper):  # notified, and leaving: the next waiter has it
+                    self.notify()
+                raise
+            self._mutex.acquire()  # held: an interrupt is raised once it is taken back
+            self._forget(sleeper)
+            return notified
         finally:
             release(held)
+
+    def _forget(self, sleeper: _thread.LockType) -> bool:
+        """Take ``sleeper`` off the waiters: False if ``notify`` took it first."""
+        try:
+            self._waiters.remove(sleeper)
+        except ValueError:
+            return False
+        return True
 
 
 class Event(threading.Event):
     """A ``threading.Event`` whose wait a Ctrl-C leaves sane: its condition is a ``Condition``.
 
-    ``threading.Event.wait`` is a ``threading.Condition``'s wait in a ``with`` block.
-    Wait on this one directly, not through ``wait()`` (which would unhold its
-    bookkeeping): only its one blocking call is unheld, and sliced.
+    ``threading.Event``'s methods take their lock with ``with self._cond:``, whose
+    ``__enter__`` and ``__exit__`` are Python: a Ctrl-C that lands in them just after the
+    lock is taken or just before it is let go leaves it taken, and every later ``set``
+    or ``wait``, on any thread, waits for good. Here ``wait``, ``set`` and ``clear``
+    are held sections on the main thread, but for the wait's one blocking call, unheld
+    and sliced. Wait on this one directly, not through ``wait()`` (which would unhold
+    its bookkeeping).
     """
 
     def __init__(self) -> None:
         """Not set."""
-        super().__init__()
+        # threading.Event.__init__'s two attributes, without the condition it would make and drop
         self._cond = Condition(threading.Lock())
+        self._flag = False
+
+    def set(self) -> None:
+        """Set the flag, and wake every waiter."""
+        held = hold()
+        try:
+            with self._cond._mutex:  # noqa: SLF001 - its own condition
+                self._flag = True
+                self._cond.notify_all()
+        finally:
+            release(held)
+
+    def clear(self) -> None:
+        """Clear the flag."""
+        held = hold()
+        try:
+            with self._cond._mutex:  # noqa: SLF001 - its own condition
+                self._flag = False
+        finally:
+            release(held)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the flag is set (``timeout`` seconds at most, None: ``MAX_WAIT``): the flag."""
+        held = hold()
+        try:
+            with self._cond._mutex:  # noqa: SLF001 - its own condition
+                if not self._flag:
+                    self._cond.wait(timeout)
+                return self._flag  # set as the wait timed out: True, not threading.Event's False
+        finally:
+            release(held)
 
 
 class _Held:

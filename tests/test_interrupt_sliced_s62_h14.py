@@ -40,11 +40,12 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_a_ctrl_c_due_as_a_requests_reply_wait_begins_stops_it_within_a_slice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    in_reply_wait = threading.Event()
+    behaving, in_reply_wait = threading.Event(), threading.Event()
     real_wait = _interrupt.wait
 
     def noting(blocking: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if isinstance(getattr(blocking, "__self__", None), threading.Event):  # the reply's, not the commit's
+        # the reply's: the commit's wait is over before the behavior begins (each slice looks again)
+        if behaving.is_set() and threading.get_ident() == _interrupt.main_ident:
             in_reply_wait.set()
         return real_wait(blocking, *args, **kwargs)
 
@@ -52,6 +53,7 @@ def test_a_ctrl_c_due_as_a_requests_reply_wait_begins_stops_it_within_a_slice(
 
     class Interrupting:
         def on_message(self, _ctx: cf.AgentContext, _message: IpcMessage) -> None:
+            behaving.set()
             assert in_reply_wait.wait(WAIT)
             _thread.interrupt_main()  # due at the main thread's next bytecode: it waits in C
 
