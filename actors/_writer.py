@@ -547,7 +547,11 @@ class JournalWriter:
                 log.exception("the runtime could not be told the journal is fail-stop")
 
     def _died(self, cause: object) -> None:
-        """The writer actor failed on a bug: fail what waits, refuse what comes, wake producers."""
+        """The writer actor failed on a bug: fail what waits, refuse what comes, wake producers.
+
+        Also on the writer's thread as a commit raises SystemExit (``_commit``): Pykka
+        runs ``on_stop``'s drain then, not ``on_failure``.
+        """
         with self._lock:
             if self._failure is None:
                 msg = f"the journal writer stopped after an error: {cause!r}"
@@ -947,8 +951,14 @@ class JournalWriter:
         self._commit_began = time.monotonic()
         try:
             self._commit_group(taken)
-        except BaseException:
+        except BaseException as exc:
             self._cut_short.append(taken)  # a bug's: failed by _died or _stopped, never committed again
+            if not isinstance(exc, Exception):
+                # SystemExit (a backend's sys.exit): Pykka runs no on_failure, but on_stop,
+                # whose drain would commit the groups behind this one and what was queued
+                # meanwhile. Fail-stop now, failing them in order, as _died does for a bug.
+                log.exception("the journal writer stopped on %s; it refuses changes", type(exc).__name__)
+                self._died(exc)
             raise
         finally:
             self._commit_began = 0.0

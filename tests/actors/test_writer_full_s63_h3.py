@@ -12,6 +12,7 @@ failed one: they are now one warning, with their count, naming each one's stream
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -154,6 +155,11 @@ def test_a_runtime_whose_snapshot_fills_the_journal_tells_its_next_call_it_is_fu
 
     assert len(errors) == 2
     assert all(isinstance(error, JournalFullError) for error in errors)
-    assert str(errors[0]).startswith("the journal is full, and this change is not stored")
-    assert "reached max_map_size (262144 bytes)" in str(errors[0])
-    assert "since an earlier failure" not in str(errors[0])
+    first = str(errors[0])
+    assert "reached max_map_size (262144 bytes)" in first
+    assert "since an earlier failure" not in first
+    # the snapshot's commit filled it (the refusal says so), or the change and its
+    # snapshot went in one commit, which the caller waited for (the failure itself)
+    assert first.startswith("the journal is full, and this change is not stored") or (
+        type(errors[0]) is JournalFullError and re.search(r"a commit of [1-9]\d* records?", first)
+    ), first

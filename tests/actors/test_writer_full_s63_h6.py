@@ -1,9 +1,8 @@
-"""Helper h6's review of db40642 (session 63): the first caller told of a full journal, one warning.
+"""Helper h6's review of db40642 (session 63): the callers told of a full journal, one warning.
 
 After a commit no call waited for filled the map, each caller told hears that the
 journal is full ("the journal is full, and this change is not stored"). And one failure
-is one warning of the
-changes it drops, in the order they were handed over, also when it comes in a group the
+is one warning of the changes it drops, in the order they were handed over, also when it comes in a group the
 journal refused first (split in halves until the bad change stands alone).
 """
 
@@ -48,8 +47,7 @@ def _filled_by_nobody(
 def test_changes_nobody_waits_for_behind_the_failure_leave_the_next_caller_told_it_is_full(
     writer: tuple[JournalWriter, GatedFullJournal, threading.Event],  # noqa: F811 - the fixture
 ) -> None:
-    # refused with the commit that filled the map, heard by nobody (a mutation round's
-    # survivor: the first refusal counted as heard whoever got it)
+    # refused with the commit that filled the map, of no caller
     journal_writer, gated, failstop = writer
     journal_writer.submit_nowait(_change("a0"))
     assert gated.entered.wait(WAIT)
