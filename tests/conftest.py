@@ -17,8 +17,35 @@ settings.register_profile("cogfabric", phases=[p for p in Phase if p is not Phas
 settings.load_profile("cogfabric")
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Generator, Iterator
     from pathlib import Path
+
+
+def _escaped(value: object) -> object:
+    """``value`` with each lone surrogate in its text written as a backslash escape."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode(errors="backslashreplace").decode()
+        return value
+    if isinstance(value, dict):
+        return {key: _escaped(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_escaped(item) for item in value)
+    return value
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable() -> Generator[None, object, object]:
+    """A report as pytest-xdist's worker sends it, its text with lone surrogates escaped.
+
+    Several tests hand the runtime text that UTF-8 cannot encode (a user's ``"\\udc80"``)
+    and its log lines carry it: execnet refuses such text, and the whole run ended
+    with an internal error.
+    """
+    data = yield
+    return _escaped(data)
 
 
 @pytest.fixture(autouse=True)

@@ -87,7 +87,9 @@ def test_the_shell_verifies_the_journal_the_readme_example_writes(tmp_path: Path
 
 def test_the_readme_names_the_commands_ci_runs() -> None:
     ci = (_README.parent / ".ci" / "run").read_text(encoding="utf-8")
-    test_command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[dev]" && pytest -q'
+    test_command = (
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[dev]" && pytest -q -n auto'
+    )
 
     assert test_command in _README.read_text(encoding="utf-8")
     assert test_command in ci
