@@ -487,10 +487,15 @@ def agent_of_thread(core: object) -> str | None:
     return mine[1] if mine is not None and mine[0] is core else None
 
 
-def _events_named(events: Sequence[Event]) -> str:
-    """``events`` (one at least) as a record counts them: ``1 PrivateSet``, ``3 events, the first a X,``."""
+def _events_named(events: Sequence[Event], *, then: str = "") -> str:
+    """``events`` (one at least) as log records count them: ``1 PrivateSet``, ``3 events, the first X``.
+
+    Every record that counts events says it so. ``then``: what closes the count of many
+    mid-sentence (``","``: ``3 events, the first PrivateSet, noted by...``). No article: a
+    class name is not a word (``a IpcDelivered``).
+    """
     first = type(events[0]).__name__
-    return f"1 {first}" if len(events) == 1 else f"{len(events)} events, the first a {first},"
+    return f"1 {first}" if len(events) == 1 else f"{len(events)} events, the first {first}{then}"
 
 
 def _nothing() -> None:
@@ -894,7 +899,7 @@ class AgentActor(pykka.ThreadingActor):
                 log.warning(
                     "agent %s: %s noted by other threads not journaled: the runtime closed first",
                     self._state.id,
-                    _events_named(self._foreign),
+                    _events_named(self._foreign, then=","),
                 )
                 self._foreign.clear()
 
@@ -1097,7 +1102,7 @@ class AgentActor(pykka.ThreadingActor):
             log.warning(
                 "agent %s: %s noted after its kill not journaled",
                 self._state.id,
-                _events_named(self._outbox),
+                _events_named(self._outbox, then=","),
             )
             self._outbox = []
         if not self._outbox or writer is None:
@@ -1116,10 +1121,9 @@ class AgentActor(pykka.ThreadingActor):
             log.log(
                 logging.WARNING if first else logging.DEBUG,
                 # the README's words ("events it applied were not journaled") whole, whatever the count
-                "agent %s: events it applied were not journaled (%s %s): %s%s",
+                "agent %s: events it applied were not journaled (%s): %s%s",
                 self._state.id,
-                "1 event:" if len(events) == 1 else f"{len(events)} events, the first",
-                type(events[0]).__name__,
+                _events_named(events),
                 exc,
                 " (the runtime's later ones, of any agent, are logged at DEBUG)" if first else "",
             )

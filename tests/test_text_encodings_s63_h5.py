@@ -8,7 +8,9 @@ README, a journal path or a child's output outside ASCII was misread or refused,
 calls in the tests, a few in bench/). This walks the code's syntax, not the running code:
 what it cannot see, a ``Path.open()`` without a mode (``Runtime.open()`` looks the same) or
 a call built from ``**kwargs``, it leaves alone; ``gzip``, ``bz2`` and ``lzma``'s ``open``
-read and write bytes unless their mode has a ``t``. So that it does not pass for want of
+read and write bytes unless their mode has a ``t``, as ``tempfile``'s files do unless their
+mode lacks a ``b`` (``NamedTemporaryFile("w")``); ``os.fdopen`` is ``open``'s twin;
+``tarfile`` and ``zipfile`` open archives, of bytes. So that it does not pass for want of
 code, each folder's walk must see the text calls there that name their encoding.
 """
 
@@ -28,18 +30,21 @@ _SUBPROCESS = {"run", "Popen", "check_output", "check_call", "call"}
 _LOG_FILES = {"FileHandler", "WatchedFileHandler", "RotatingFileHandler", "TimedRotatingFileHandler"}
 _MODE = re.compile(r"[rwaxbt+]+")
 _BINARY = {"gzip", "bz2", "lzma"}  # their open's mode is "rb" if not given, text only with a "t"
-_CALLS = re.compile(r"(open|_text|run|Popen|check_output|check_call|call)\(")  # may be a program's
+_ARCHIVES = {"tarfile", "zipfile"}  # their open's mode ("w", "r:gz") is the archive's: of bytes
+_TEMPORARY = {"NamedTemporaryFile": 0, "TemporaryFile": 0, "SpooledTemporaryFile": 1}
+"""tempfile's files, each at its mode's position: binary ("w+b") unless it is given; its encoding two on."""
+_CALLS = re.compile(r"(open|_text|run|Popen|check_output|check_call|call|TemporaryFile)\(")  # a program's?
 _FIELD = re.compile(r"\{(\w+)(![rsa])?(:[^{}]*)?\}")
 
 
-def _mode(node: ast.Call, position: int) -> str | None:
-    """The call's mode if it is a literal, ``"r"`` if not given, None if it is computed."""
+def _mode(node: ast.Call, position: int, default: str = "r") -> str | None:
+    """The call's mode if it is a literal, ``default`` if not given, None if it is computed."""
     given = node.args[position] if len(node.args) > position else None
     for keyword in node.keywords:
         if keyword.arg == "mode":
             given = keyword.value
     if given is None:
-        return "r"
+        return default
     return given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else None
 
 
@@ -53,24 +58,36 @@ def _run_as_text(node: ast.Call, name: str) -> str | None:
     return None
 
 
-def _opened_as_text(node: ast.Call, func: ast.expr) -> str | None:
-    """``open('w')`` if ``node``, an ``open`` call, opens a file as text; None for bytes or not a file."""
-    if isinstance(func, ast.Name) or (
-        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "io"
-    ):
-        if len(node.args) > 3:  # open(file, mode, buffering, encoding): named where it may be
-            return None
+def _opened_as_text(node: ast.Call, func: ast.expr, name: str) -> str | None:
+    """``open('w')`` if ``node``, an ``open`` or ``fdopen`` call, opens a file as text; None if not."""
+    module = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else None
+    if isinstance(func, ast.Name) or module in {"io", "codecs"} or name == "fdopen":  # os.fdopen: open's twin
+        if len(node.args) > (2 if module == "codecs" else 3):  # open(file, mode, buffering, encoding),
+            return None  # codecs.open(file, mode, encoding): named where it may be
         mode = _mode(node, 1)  # open(file, mode)
-    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in _BINARY:
+    elif module in _BINARY:
         mode = _mode(node, 1) or "rb"  # gzip.open(file, mode): bytes unless its mode has a t
         return f"open({mode!r})" if "t" in mode else None
+    elif module in _ARCHIVES:
+        return None
     elif node.args and isinstance(node.args[0], ast.Constant) and _MODE.fullmatch(str(node.args[0].value)):
+        if len(node.args) > 2:  # a Path's open(mode, buffering, encoding): named where it may be
+            return None
         mode = _mode(node, 0)  # a Path's open(mode); Runtime.open(path) and the like take no mode
-    elif any(keyword.arg == "mode" for keyword in node.keywords):
-        mode = _mode(node, 0)
+    elif not node.args and any(keyword.arg == "mode" for keyword in node.keywords):
+        mode = _mode(node, 0)  # a Path's open(mode=...); ZipFile.open(name, mode=...) reads bytes
     else:
         return None
-    return None if mode is not None and "b" in mode else f"open({mode!r})"
+    return None if mode is not None and "b" in mode else f"{name}({mode!r})"
+
+
+def _temporary_as_text(node: ast.Call, name: str) -> str | None:
+    """``NamedTemporaryFile('w')`` if ``node``, a tempfile call, opens its file as text."""
+    position = _TEMPORARY[name]
+    if len(node.args) > position + 2:  # (mode, buffering, encoding): named where it may be
+        return None
+    mode = _mode(node, position, "w+b")
+    return None if mode is not None and "b" in mode else f"{name}({mode!r})"
 
 
 def _locale_encoded(node: ast.Call) -> str | None:
@@ -87,7 +104,9 @@ def _locale_encoded(node: ast.Call) -> str | None:
         return _run_as_text(node, name)
     if name in _LOG_FILES or (name == "basicConfig" and "filename" in keywords):
         return name  # logging opens the file as text
-    return _opened_as_text(node, func) if name == "open" else None
+    if name in _TEMPORARY:
+        return _temporary_as_text(node, name)
+    return _opened_as_text(node, func, name) if name in {"open", "fdopen"} else None
 
 
 def _without_encoding(source: str, start: int = 0, tree: ast.Module | None = None) -> list[str]:
@@ -193,6 +212,21 @@ _LEAST_SEEN = {"src": 5, "bench": 5, "tests": 100}
         ("x = 1\nCHILD = '''\nimport sys\nprint(open(sys.argv[1]).read())\n'''", ["4: open('r')"]),
         ("CHILD = '''\nopen({path!r}).read()\n'''", ["2: open('r')"]),
         ("CODE = 'import sys; print(open(sys.argv[1]).read())'", ["1: open('r')"]),
+        # (s64 h2) os.fdopen is open's twin; tempfile's files are text once their mode lacks a b
+        ("os.fdopen(fd, 'w')", ["1: fdopen('w')"]),
+        ("codecs.open(p, mode='w')", ["1: open('w')"]),
+        ("os.fdopen(fd)", ["1: fdopen('r')"]),
+        ("fdopen(fd, mode='a')", ["1: fdopen('a')"]),
+        ("os.fdopen(fd, mode)", ["1: fdopen(None)"]),
+        ("tempfile.NamedTemporaryFile('w')", ["1: NamedTemporaryFile('w')"]),
+        ("tempfile.NamedTemporaryFile(mode='w+', delete=False)", ["1: NamedTemporaryFile('w+')"]),
+        ("NamedTemporaryFile('w', -1)", ["1: NamedTemporaryFile('w')"]),
+        ("tempfile.TemporaryFile('w+')", ["1: TemporaryFile('w+')"]),
+        ("tempfile.TemporaryFile(mode)", ["1: TemporaryFile(None)"]),
+        ("tempfile.SpooledTemporaryFile(1024, 'w+')", ["1: SpooledTemporaryFile('w+')"]),
+        ("SpooledTemporaryFile(mode='w')", ["1: SpooledTemporaryFile('w')"]),
+        ("CHILD = '''\nimport os\nos.fdopen(1, 'w').write('x')\n'''", ["3: fdopen('w')"]),
+        ("CHILD = '''\nimport tempfile\ntempfile.TemporaryFile('w')\n'''", ["3: TemporaryFile('w')"]),
     ],
 )
 def test_the_check_finds_each_text_call_without_an_encoding(code: str, found: list[str]) -> None:
@@ -225,6 +259,26 @@ def test_the_check_finds_each_text_call_without_an_encoding(code: str, found: li
         "Journal.open(path, readonly=True)",
         "Runtime.open()",
         "os.open(p, os.O_RDONLY)",
+        # (s64 h2) an encoding by position, binary modes, archives (of bytes whatever their mode)
+        "path.open('w', -1, 'utf-8')",
+        "os.fdopen(fd, 'wb')",
+        "codecs.open(p, 'w', 'utf-8')",
+        "os.fdopen(fd, 'w', -1, 'utf-8')",
+        "os.fdopen(fd, 'w', encoding='utf-8')",
+        "tempfile.NamedTemporaryFile()",
+        "tempfile.NamedTemporaryFile('w+b', delete=False)",
+        "tempfile.NamedTemporaryFile('w', -1, 'utf-8')",
+        "tempfile.NamedTemporaryFile(mode='w', encoding='utf-8')",
+        "tempfile.TemporaryFile(dir=d)",
+        "tempfile.TemporaryFile(mode='rb+')",
+        "tempfile.SpooledTemporaryFile(1024)",
+        "tempfile.SpooledTemporaryFile(1024, 'w', -1, 'utf-8')",
+        "zipfile.ZipFile(p, 'w')",
+        "zipfile.ZipFile(p, mode='a')",
+        "archive.open(info, mode='r')",
+        "tarfile.open(p, 'w')",
+        "tarfile.open(p, mode='w:gz')",
+        "tarfile.open(fileobj=f, mode='r')",
         "CHILD = '''\nnot python: open(\n'''",
     ],
 )

@@ -148,7 +148,9 @@ class _Checker:
             )
             missing = sorted(seq for seq in self.wanted if seq not in held)
             if missing:
-                where = "no records" if self.last_seq is None else f"seqs {self.first_seq} to {self.last_seq}"
+                first, last = self.first_seq, self.last_seq
+                where = f"seq {last}" if first == last else f"seqs {first} to {last}"
+                where = "no records" if last is None else where
                 reason = f"anchor seq {missing[0]} is not in the export, which holds {where}"
         some = self.last_seq is not None
         return ExportReport(

@@ -898,7 +898,7 @@ def _check(opened: Any, *, skip: bool, upto: int | None = None) -> int:  # noqa:
         reason = _printable(report.reason, backslash=False)
         _say(
             f"note: the journal fails verification at seq {bad}: {reason}; "
-            f"seqs 1 to {upto}, before it, verified, are read"
+            f"{_seqs(1, upto)}, before it, verified, {'is' if upto == 1 else 'are'} read"
         )
         return upto
     if not report.ok:
@@ -1200,7 +1200,8 @@ def salvage(journal: Path, dest: Path, key: bytes | str | None, until: int | Non
                 report = opened.verify(decode=True)
                 plan.verified(report, newer_record(opened, report))
                 end = plan.end()
-                _working(f"copying seqs 1 to {end:,} to {_shown(dest)}")
+                copied = "seq 1" if end == 1 else f"seqs 1 to {end:,}"  # grouped, as the step lines count
+                _working(f"copying {copied} to {_shown(dest)}")
                 chain, checked = copy_records(opened, dest, end, key=key)
         except JournalDamagedError as exc:
             if opened_at_all:  # damage met reading, not by the page walk at the open
@@ -1370,6 +1371,8 @@ class _SalvagePlan:
             return f"cannot salvage {self.journal} into {dest}: {exc.why}; nothing was written to {dest}"
         before = exc.seq - 1
         retry = f" (seqs 1 to {before} match: --until {before} salvages them)" if before else ""
+        if before == 1:
+            retry = " (seq 1 matches: --until 1 salvages it)"
         return (
             f"cannot salvage {self.journal} into {dest}: seq {exc.seq}'s copy does not match it: {exc.why}; "
             f"nothing was written to {dest}{retry}"

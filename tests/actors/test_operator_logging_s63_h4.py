@@ -104,7 +104,7 @@ def test_what_one_busy_agent_could_not_journal_at_close_is_not_counted_as_1_even
     [lost] = [r.getMessage() for r in caplog.records if LOST in r.getMessage()]
     assert "1 events" not in lost
     # the README's words stay whole, for an alert that matches them
-    assert lost.startswith("agent busy: events it applied were not journaled (1 event: IpcDelivered): ")
+    assert lost.startswith("agent busy: events it applied were not journaled (1 IpcDelivered): ")
 
 
 def test_a_close_that_cannot_dead_letter_one_open_request_says_one_request(
@@ -155,7 +155,5 @@ def test_what_other_threads_noted_and_close_dropped_is_counted_as_events_not_as_
     with caplog.at_level(logging.WARNING, logger="cogfabric"):
         AgentActor.on_stop(stopping)  # type: ignore[arg-type]
 
-    said = (
-        "agent a: 3 events, the first a PrivateSet, noted by other threads not journaled: the runtime closed"
-    )
+    said = "agent a: 3 events, the first PrivateSet, noted by other threads not journaled: the runtime closed"
     assert caplog.messages == [f"{said} first"]
