@@ -296,10 +296,13 @@ def _provider_label(provider: object, attribute: str) -> object:
         return fallback
     if callable(value):
         # a method (``def model(self)``) would be recorded as its repr, a memory address
-        # that differs from run to run: not called (it is the user's code), and said once
-        warned = _CALLABLE_LABELS.setdefault(type(provider), set())
-        if attribute not in warned:
+        # that differs from run to run: not called (it is the user's code), and said once,
+        # also when two threads make their first call at once (checked and marked under a lock)
+        with _CALLABLE_LABELS_LOCK:
+            warned = _CALLABLE_LABELS.setdefault(type(provider), set())
+            first = attribute not in warned
             warned.add(attribute)
+        if first:
             log.warning(
                 "the provider's %s is a method, not a value (a plain attribute or a property); "
                 "%r is recorded instead",
@@ -312,6 +315,8 @@ def _provider_label(provider: object, attribute: str) -> object:
 
 _CALLABLE_LABELS: Final[weakref.WeakKeyDictionary[type, set[str]]] = weakref.WeakKeyDictionary()
 """The provider classes whose callable ``name`` or ``model`` was warned of (held weakly)."""
+_CALLABLE_LABELS_LOCK: Final = threading.Lock()
+"""Held while a label is checked against ``_CALLABLE_LABELS`` and marked there."""
 
 
 class ScriptedProvider:
@@ -1199,7 +1204,13 @@ class JournaledLLM(LLMClient):
         try:
             yield call
         finally:
-            self._calls.current = outer
+            # Put the caller's back only where this call is still the thread's: a Ctrl-C
+            # that lands as the call starts (after the yield, before the ``with`` body)
+            # leaves this generator open, to be closed whenever its traceback is freed,
+            # perhaps by the garbage collector on another thread and within another call
+            # there, whose state must not be replaced (its records would name no session).
+            if getattr(self._calls, "current", None) is call:
+                self._calls.current = outer
 
     def _current(self) -> _Call:
         """The call under way on this thread; a blank one outside any (``validate`` called itself)."""
@@ -1209,8 +1220,15 @@ class JournaledLLM(LLMClient):
     def _call_provider(self, prompt: str, params: dict[str, Any]) -> str:
         # The clock first: one that fails refuses the call before the provider is paid,
         # and its reading stamps the call's record if the clock fails while the model answers.
-        self._current().asked_at = self._clock.now()
-        return super()._call_provider(prompt, params)
+        call = self._current()
+        call.asked_at = self._clock.now()
+        try:
+            return super()._call_provider(prompt, params)
+        finally:
+            # This call's state is its thread's again for its records, whatever a call the
+            # provider made meanwhile left there: one a Ctrl-C interrupted as it started
+            # (and the provider went on) leaves its own until its generator is closed.
+            self._calls.current = call
 
     def _rejected(self, length: int, limit: int, reason: str) -> None:
         self._journal(

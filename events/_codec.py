@@ -29,7 +29,7 @@ from ._errors import (
     UnknownEventTypeError,
     newer_cogfabric_advice,
 )
-from ._events import BUILTIN_UPCASTERS, EVENT_TYPES
+from ._events import BUILTIN_UPCASTERS, EVENT_TYPES, SessionCreated, SessionMessageAdded
 
 __all__ = [
     "DEFAULT_CODEC",
@@ -340,7 +340,9 @@ class EventCodec:
 
         Also refuse one nesting values deeper than ``MAX_VALUE_DEPTH`` (and the few levels
         of the event around them): how deep a reader can decode depends on its stack; and
-        one whose ``at`` is NaN or infinite, which reads back but orders and expires nothing.
+        one whose ``at`` is NaN or infinite, which reads back but orders and expires nothing,
+        and a session message whose ``time`` is (JSON has no NaN: an export shows ``null``,
+        and a message holding one is not equal to itself read back).
         """
         typed = self._decoder.decode
         isfinite = math.isfinite
@@ -359,6 +361,14 @@ class EventCodec:
                     f"seconds since the epoch, got {read.at!r}"
                 )
                 raise InvalidEventError(msg)
+            if isinstance(read, SessionMessageAdded | SessionCreated):
+                message = read.message if isinstance(read, SessionMessageAdded) else read.seed
+                if message is not None and not isfinite(message.time):
+                    msg = (
+                        f"event {index} ({type(events[index]).__name__}): its message's time must be "
+                        f"finite seconds, got {message.time!r}"
+                    )
+                    raise InvalidEventError(msg)
 
     def _refuse(self, event: Event) -> NoReturn:
         """Raise the error for an event that ``encode_many`` will not store."""
