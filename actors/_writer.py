@@ -268,13 +268,16 @@ class JournalWriterActor(pykka.ThreadingActor):
         Whoever stopped it (``JournalWriter.stop``, or ``pykka.ActorRegistry.stop_all``
         in the host application), it refuses further submissions from other threads
         first: nothing would commit them once it is gone. Its own post-commit actions
-        may still submit: this drain takes until nothing is left.
+        may still submit: this drain takes until nothing is left. A drain that raises
+        (a bug's) fails what it leaves with its error (``_stopped``).
         """
         self._writer._refuse_more()  # noqa: SLF001
         try:
             self._writer._drain()  # noqa: SLF001
-        finally:
-            self._writer._stopped()  # noqa: SLF001
+        except BaseException as exc:  # a bug's (Pykka logs it): what it left is failed with it
+            self._writer._stopped(exc)  # noqa: SLF001
+            raise
+        self._writer._stopped()  # noqa: SLF001
 
     def on_failure(self, exception_type: object, exception_value: object, traceback: object) -> None:  # noqa: ARG002
         """Log with context, and refuse further submissions: nothing would commit them."""
@@ -551,30 +554,43 @@ class JournalWriter:
 
         Also on the writer's thread as a commit raises SystemExit (``_commit``): Pykka
         runs ``on_stop``'s drain then, not ``on_failure``.
+
+        As it makes the failure, one warning names the changes applied already that it
+        drops (``_note_dropped``): those behind the group whose commit raised, and the
+        queue's; that group's too if it raised no ``Exception`` (a SystemExit out of the
+        append: nothing stored). Out of a commit, an ``Exception`` comes only after the
+        append (``_commit_group`` catches the others): that group is stored.
         """
         with self._lock:
-            if self._failure is None:
-                msg = f"the journal writer stopped after an error: {cause!r}"
-                self._failure = JournalFailedError(msg)
+            failure = self._failure
+            first = failure is None
+            if failure is None:
+                failure = JournalFailedError(f"the journal writer stopped after an error: {cause!r}")
+                self._failure = failure
             queued = list(self._queue)
             self._queue.clear()
             self._queued_snapshots.clear()
             self._queued = 0
             self._room.notify_all()
-        self._fail([*self._drained_unsettled(), *queued], self._failure)
+        cut_short, behind = self._drained_unsettled()
+        behind.extend(queued)
+        if first:  # else the failure's first record named them (a half's _died, or _failed_here)
+            self._note_dropped(behind if isinstance(cause, Exception) else [*cut_short, *behind], failure)
+        self._fail([*cut_short, *behind], failure)
 
-    def _drained_unsettled(self) -> list[_Submission]:
+    def _drained_unsettled(self) -> tuple[list[_Submission], list[_Submission]]:
         """On the writer's thread: the drain's submissions a raise left unsettled, in order (then none).
 
-        The group whose commit raised (``_cut_short``), then the drain's groups behind it
-        (``_waiting``): a drain raises out of the actor only on a bug (a backend's that
-        returned fewer seqs than events, say), and their callers hear of it now, not at
-        their timeout. One settled already (a group's part) is settled no more.
+        The groups whose commit raised (``_cut_short``), then the drain's groups behind
+        them (``_waiting``), apart: a drain raises out of the actor only on a bug (a
+        backend's that returned fewer seqs than events, say), and their callers hear of it
+        now, not at their timeout. One settled already (a group's part) is settled no more.
         """
-        left = [submission for group in (*self._cut_short, *self._waiting) for submission in group]
+        cut_short = [submission for group in self._cut_short for submission in group]
+        behind = [submission for group in self._waiting for submission in group]
         self._cut_short.clear()
         self._waiting.clear()
-        return left
+        return cut_short, behind
 
     def submit_snapshot(self, stream: str, data: bytes, *, agent_id: str = "", publish_seq: int = 0) -> None:
         """Save ``data`` as ``stream``'s snapshot, covering its events submitted so far.
@@ -733,7 +749,9 @@ class JournalWriter:
 
         One record for all of them: the failed commit's, and those the failure left
         waiting behind it (``_left_behind``), with the stream of each one's first change
-        (``_AGENTS_NAMED`` of them at most, then how many more).
+        (``_AGENTS_NAMED`` of them at most, then how many more). Also for what the writer
+        drops as it dies (``_died``) or stops (``_stopped``) after a drain that raised,
+        once: the first of them fails the changes, the other finds none left.
         """
         unwaited = [s for s in taken if s.ack is None and s.events]
         if unwaited:
@@ -844,14 +862,18 @@ class JournalWriter:
         if self._outside:
             log.warning("the journal writer %s", STOPPED_FROM_OUTSIDE)
 
-    def _stopped(self) -> None:
+    def _stopped(self, cause: BaseException | None = None) -> None:
         """On the writer's thread, as it stops: fail what it left, close the journal if asked.
 
-        Only a drain that raised leaves submissions behind (``_drained_unsettled``, then
-        the queue's); their callers hear it now rather than at their timeout.
+        Only a drain that raised (``cause``) leaves submissions behind (``_drained_unsettled``,
+        then the queue's); their callers hear it now rather than at their timeout. Unless
+        the raise made a failure (a SystemExit: ``_died`` failed them with it), it was a
+        bug's: the callers of a group whose commit raised (stored: see ``_died``) hear that
+        error, the others that the writer stopped before committing theirs, and one warning
+        names those of their changes applied already (``_note_dropped``).
         """
         try:
-            left = self._drained_unsettled()
+            cut_short, left = self._drained_unsettled()
             with self._lock:
                 self._done = True
                 close = self._close_journal
@@ -860,8 +882,14 @@ class JournalWriter:
                 self._queued_snapshots.clear()
                 self._queued = 0
                 self._room.notify_all()
-            if left:
-                error = self._failure or RuntimeClosedError("the journal writer stopped before committing it")
+            if self._failure is not None:  # a SystemExit's (_died failed the drain's already)
+                self._fail([*cut_short, *left], self._failure)
+            elif cut_short or left:  # a bug's: a commit that raised had appended (see _died)
+                stored = RuntimeClosedError(f"the journal writer stopped after an error: {cause!r}")
+                self._fail(cut_short, stored)
+                after = "" if cause is None else f", after an error: {cause!r}"
+                error = RuntimeClosedError(f"the journal writer stopped before committing it{after}")
+                self._note_dropped(left, error)
                 self._fail(left, error)
             if close:
                 self._journal.close()
