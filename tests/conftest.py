@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import http.server
 import threading
+import warnings
 from typing import TYPE_CHECKING
 
 import lmdb
 import pykka
 import pytest
 from hypothesis import Phase, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NonInteractiveExampleWarning
 
 # Hypothesis's explain phase traces every line (sys.settrace) of each run that shrinks a
 # failure: the model-based test's shrinking then outlasted faulthandler_timeout, whose
@@ -46,6 +49,22 @@ def pytest_report_to_serializable() -> Generator[None, object, object]:
     """
     data = yield
     return _escaped(data)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Hypothesis's one-off set-up in this process, done before any test's health check times it.
+
+    A process's first draw builds Hypothesis's Unicode table and reads the constants of the
+    project's modules, cached in ``.hypothesis`` (which a fresh clone has not): 3 to 8 s on a
+    busy 2-core machine, counted against the first test that draws. Under ``-n auto`` each
+    worker has a first test of its own: test_codec's mapping test, first in its worker, failed
+    "Input generation is slow" (FailedHealthCheck). Not done in a run without Hypothesis tests,
+    nor in xdist's controller, which collects nothing.
+    """
+    if any(getattr(getattr(item, "obj", None), "is_hypothesis_test", False) for item in session.items):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NonInteractiveExampleWarning)
+            st.text().example()
 
 
 @pytest.fixture(autouse=True)
