@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -21,7 +20,7 @@ from click.testing import CliRunner
 
 from cogfabric import cli
 from cogfabric.actors import FakeClock, Runtime
-from cogfabric.actors._agent import AgentActor, _events_named
+from cogfabric.actors._agent import _events_named
 from cogfabric.cli import main
 from cogfabric.events import IpcDelivered, IpcSubscribed, PrivateSet
 from cogfabric.store import Journal
@@ -123,24 +122,6 @@ def test_an_anchor_past_an_export_of_one_record_names_seq_1(tmp_path: Path) -> N
 def test_events_are_counted_as_the_records_count_them(events: list[Event], said: str) -> None:
     assert _events_named(events) == said
     assert _events_named(events, then=",") == (said if len(events) == 1 else f"{said},")
-
-
-def test_what_close_dropped_of_other_threads_counts_them_as_the_other_records_do(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    # on_stop is called on a stand-in for the stopping actor (as in test_operator_logging_s63_h4.py)
-    stopping = SimpleNamespace(
-        _shared=SimpleNamespace(),
-        _foreign_lock=threading.Lock(),
-        _foreign=[PrivateSet(at=0.0, agent="a", key=f"k{i}", value=i) for i in range(2)],
-        _state=SimpleNamespace(id="a"),
-    )
-
-    with caplog.at_level(logging.WARNING, logger="cogfabric"):
-        AgentActor.on_stop(stopping)  # type: ignore[arg-type]
-
-    said = "agent a: 2 events, the first PrivateSet, noted by other threads not journaled: the runtime closed"
-    assert caplog.messages == [f"{said} first"]
 
 
 class _SetsThenHeld:
