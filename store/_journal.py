@@ -190,9 +190,10 @@ class Journal(abc.ABC):
         codec lacks, or not at its type's current version) is refused whole, as one
         with a value msgspec cannot encode is; with ``validate`` (the default), so is
         one with an event whose fields do not decode as their declared types, or whose
-        ``at`` (or, in a session's, whose message's ``time``) is NaN or infinite
-        (``InvalidEventError``). ``validate=False`` skips that check, for a caller
-        that builds its events from values it checked already (the runtime does).
+        ``at`` (or, in a session's, whose message's ``time``; in an ``AgentSpawned``,
+        whose ``priority``) is NaN or infinite (``InvalidEventError``).
+        ``validate=False`` skips that check, for a caller that builds its events from
+        values it checked already (the runtime does).
         ``EventCodec.encode_many(events, validate=validate)`` (``cogfabric.events``)
         makes every one of these checks and raises their errors, with the messages
         ``JournalContract`` expects.

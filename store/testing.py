@@ -34,12 +34,16 @@ import msgspec
 import pytest
 
 from cogfabric.events import (
+    AgentSpawned,
     CognitiveState,
     CognitiveStateSet,
     Event,
     EventVersionError,
     InvalidEventError,
+    Message,
     PrivateSet,
+    SessionCreated,
+    SessionMessageAdded,
     TaskContextSet,
     UnencodableValueError,
 )
@@ -222,6 +226,32 @@ class JournalContract:
         with pytest.raises(InvalidEventError, match=r"event 2 \(PrivateSet\): its time `at` must be finite"):
             journal.append([*good, bad])
 
+        assert journal.last_seq == 0  # the batch is refused whole
+        assert journal.append(good) == [1, 2]  # and the journal is still usable
+
+    @pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+    @pytest.mark.parametrize("where", ["message", "seed", "priority"])
+    def test_an_event_whose_message_time_or_priority_is_not_finite_writes_nothing(
+        self, journal: Journal, where: str, number: float
+    ) -> None:
+        # the runtime refuses each as it is given it; stored, an export shows null
+        bad: Event
+        if where == "message":
+            message = Message(role="user", content="x", time=number)
+            bad = SessionMessageAdded(at=0.0, session="s", message=message)
+            rule = "its message's time must be finite seconds"
+        elif where == "seed":
+            seed = Message(role="system", content="x", time=number)
+            bad = SessionCreated(at=0.0, session="s", user_id="u", seed=seed)
+            rule = "its message's time must be finite seconds"
+        else:
+            bad = AgentSpawned(at=0.0, agent="a0", priority=number)
+            rule = "its priority must be a finite number"
+        good = make_events(2)
+        with pytest.raises(InvalidEventError) as refused:
+            journal.append([*good, bad])
+
+        assert str(refused.value) == f"event 2 ({type(bad).__name__}): {rule}, got {number!r}"
         assert journal.last_seq == 0  # the batch is refused whole
         assert journal.append(good) == [1, 2]  # and the journal is still usable
 
