@@ -338,8 +338,9 @@ class JournalWriter:
         self._waiting: collections.deque[list[_Submission]] = collections.deque()
         """The groups of the drain under way not committed yet (only the writer's thread uses it)."""
         self._cut_short: list[list[_Submission]] = []
-        """Groups whose commit raised out of the drain (a bug's; only the writer's thread uses it):
-        ``_died`` or ``_stopped`` fails them, before ``_waiting``'s, rather than leave them unsettled."""
+        """The group whose commit raised out of the drain (a bug's; only the writer's thread uses it):
+        ``_died`` or ``_stopped`` fails it, before ``_waiting``'s, rather than leave it unsettled.
+        One at most: the innermost commit's (a refused group's half), not the group's around it."""
         self._failure_reported = False
         """Whether the program was told of the failure by ``Runtime.flush`` or ``close``:
         in batch durability ``close`` raises it otherwise (changes applied already may be
@@ -581,8 +582,8 @@ class JournalWriter:
     def _drained_unsettled(self) -> tuple[list[_Submission], list[_Submission]]:
         """On the writer's thread: the drain's submissions a raise left unsettled, in order (then none).
 
-        The groups whose commit raised (``_cut_short``), then the drain's groups behind
-        them (``_waiting``), apart: a drain raises out of the actor only on a bug (a
+        The group whose commit raised (``_cut_short``), then the drain's groups behind
+        it (``_waiting``), apart: a drain raises out of the actor only on a bug (a
         backend's that returned fewer seqs than events, say), and their callers hear of it
         now, not at their timeout. One settled already (a group's part) is settled no more.
         """
@@ -980,7 +981,10 @@ class JournalWriter:
         try:
             self._commit_group(taken)
         except BaseException as exc:
-            self._cut_short.append(taken)  # a bug's: failed by _died or _stopped, never committed again
+            if not self._cut_short:  # a bug's: failed by _died or _stopped, never committed again
+                # The innermost commit's: a half's (_refused_group) raises out of its group's
+                # commit too, whose rest was not appended and waits behind it (_waiting).
+                self._cut_short.append(taken)
             if not isinstance(exc, Exception):
                 # SystemExit (a backend's sys.exit): Pykka runs no on_failure, but on_stop,
                 # whose drain would commit the groups behind this one and what was queued
